@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# deps.sh — installs the Debian packages payonce needs, only when missing.
+# Build: compiler, CMake, pkg-config and the libraries of DESIGN §7.
+# Test: cmocka, a PostgreSQL 15 server, clang (libFuzzer) and the runtime
+# for sanitizers. Runs apt-get as root; as another user it names what to install.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
+      libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev postgresql-15 clang
+      libclang-rt-14-dev python3 util-linux)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "payonce: missing Debian packages: ${missing[*]}" >&2
+  echo "payonce: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "payonce: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,514 @@
+/*
+ * main.c — the `payonce` command (DESIGN §10).
+ *
+ * Every command takes --db URL (fallback PAYONCE_DB, default
+ * sqlite:./payonce.db). `--json` output is one JSON document on stdout;
+ * errors go to stderr with a non-zero exit status:
+ *   1  failure (bad arguments, not found, conflict, store error)
+ *   2  usage
+ *   3  verify found broken invariants
+ *   75 apply: transient failure (outcome retry) — try again
+ */
+#include "../core/core.h"
+#include "../engine/admin.h"
+#include "../engine/engine.h"
+#include "../ledger/ledger.h"
+#include "../store/store.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_VERIFY 3
+#define EXIT_TEMPFAIL 75
+#define OPTS_MAX 16
+
+struct opts {
+    int n;
+    const char *name[OPTS_MAX];
+    const char *value[OPTS_MAX]; /* NULL for flags */
+};
+
+static const char usage_text[] =
+    "usage: payonce COMMAND [options]   (every command takes --db URL)\n"
+    "  migrate                                   create/upgrade the schema\n"
+    "  tenant add      --tenant ID [--name NAME]\n"
+    "  merchant add    --tenant ID --merchant ID\n"
+    "  order create    --tenant ID --merchant ID --out-trade-no NO --amount MINOR\n"
+    "                  [--currency CNY] [--channel wechatpay|alipay|stripe]\n"
+    "  order show      --tenant ID --out-trade-no NO [--json]\n"
+    "  refund create   --tenant ID --out-trade-no NO --out-refund-no NO --amount MINOR\n"
+    "  ledger balances --tenant ID [--json]\n"
+    "  alerts          --tenant ID [--json]\n"
+    "  apply           --event FILE.json          apply one normalised event\n"
+    "  verify          [--json]                   exit 0 only if every invariant holds\n"
+    "database URL: sqlite:PATH (default sqlite:./payonce.db) or postgresql://...;\n"
+    "PAYONCE_DB is used when --db is not given.\n";
+
+static int usage(const char *msg)
+{
+    if (msg)
+        fprintf(stderr, "payonce: %s\n", msg);
+    fputs(usage_text, stderr);
+    return EXIT_USAGE;
+}
+
+/* Parses "--name value" pairs and the flags listed in `flags`
+ * (space-separated). Every option must be in `allowed`. */
+static int parse_opts(int argc, char **argv, const char *allowed, const char *flags,
+                      struct opts *o)
+{
+    o->n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            fprintf(stderr, "payonce: unexpected argument '%s'\n", a);
+            return -1;
+        }
+        char pat[64];
+        if (po_fmt(pat, sizeof pat, " %s ", a + 2)) {
+            fprintf(stderr, "payonce: option too long\n");
+            return -1;
+        }
+        char all[512], fl[128];
+        (void)snprintf(all, sizeof all, " db %s %s ", allowed, flags);
+        (void)snprintf(fl, sizeof fl, " %s ", flags);
+        if (!strstr(all, pat)) {
+            fprintf(stderr, "payonce: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (o->n >= OPTS_MAX) {
+            fprintf(stderr, "payonce: too many options\n");
+            return -1;
+        }
+        o->name[o->n] = a + 2;
+        if (strstr(fl, pat)) {
+            o->value[o->n++] = NULL;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "payonce: option '%s' needs a value\n", a);
+            return -1;
+        }
+        o->value[o->n++] = argv[++i];
+    }
+    return 0;
+}
+
+static const char *opt(const struct opts *o, const char *name)
+{
+    for (int i = o->n - 1; i >= 0; i--)
+        if (strcmp(o->name[i], name) == 0)
+            return o->value[i] ? o->value[i] : "";
+    return NULL;
+}
+
+static bool flag(const struct opts *o, const char *name)
+{
+    return opt(o, name) != NULL;
+}
+
+/* Returns the named option or prints which one is missing. */
+static const char *need(const struct opts *o, const char *name)
+{
+    const char *v = opt(o, name);
+    if (!v || !*v)
+        fprintf(stderr, "payonce: --%s is required\n", name);
+    return v && *v ? v : NULL;
+}
+
+static int open_store(const struct opts *o, struct po_store **out)
+{
+    const char *url = opt(o, "db");
+    if (!url)
+        url = getenv("PAYONCE_DB");
+    if (!url || !*url)
+        url = "sqlite:./payonce.db";
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_store_open(url, out, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "payonce: cannot open database: %s\n", err);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
+static int fail(po_err rc, const char *err)
+{
+    fprintf(stderr, "payonce: %s (%s)\n", err && *err ? err : "failed", po_err_name(rc));
+    return EXIT_FAIL;
+}
+
+static int print_json(json_t *doc)
+{
+    if (!doc)
+        return fail(PO_ERR_NOMEM, "out of memory");
+    int rc = json_dumpf(doc, stdout, JSON_COMPACT | JSON_SORT_KEYS) == 0 ? 0 : EXIT_FAIL;
+    fputc('\n', stdout);
+    json_decref(doc);
+    return rc;
+}
+
+/* ---- commands ---- */
+
+static int cmd_migrate(struct po_store *s, const struct opts *o)
+{
+    (void)o;
+    char err[PO_ERRBUF_MAX] = "";
+    int applied = 0, version = 0;
+    po_err rc = po_store_migrate(s, &applied, err, sizeof err);
+    if (!rc)
+        rc = po_store_schema_version(s, &version);
+    if (rc)
+        return fail(rc, err);
+    printf("schema version %d (%d migration%s applied now)\n", version, applied,
+           applied == 1 ? "" : "s");
+    return 0;
+}
+
+static int cmd_tenant_add(struct po_store *s, const struct opts *o)
+{
+    const char *t = need(o, "tenant");
+    if (!t)
+        return EXIT_USAGE;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_tenant_add(s, t, opt(o, "name"), err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("tenant %s added\n", t);
+    return 0;
+}
+
+static int cmd_merchant_add(struct po_store *s, const struct opts *o)
+{
+    const char *t = need(o, "tenant"), *m = need(o, "merchant");
+    if (!t || !m)
+        return EXIT_USAGE;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_merchant_add(s, t, m, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("merchant %s added to tenant %s\n", m, t);
+    return 0;
+}
+
+static int amount_arg(const struct opts *o, int64_t *out)
+{
+    const char *a = need(o, "amount");
+    if (!a)
+        return EXIT_USAGE;
+    if (po_parse_i64(a, 1, PO_AMOUNT_MAX, out)) {
+        fprintf(stderr, "payonce: --amount must be a positive integer in minor units"
+                        " (fen, cents), at most %lld\n", (long long)PO_AMOUNT_MAX);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int cmd_order_create(struct po_store *s, const struct opts *o)
+{
+    struct po_order_spec spec = {
+        .tenant = need(o, "tenant"),
+        .merchant = need(o, "merchant"),
+        .out_trade_no = need(o, "out-trade-no"),
+        .currency = opt(o, "currency") ? opt(o, "currency") : "CNY",
+        .channel = opt(o, "channel"),
+    };
+    if (!spec.tenant || !spec.merchant || !spec.out_trade_no)
+        return EXIT_USAGE;
+    int u = amount_arg(o, &spec.amount_minor);
+    if (u)
+        return u;
+    char err[PO_ERRBUF_MAX] = "";
+    bool created = false;
+    po_err rc = po_order_create(s, &spec, &created, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("order %s %s (PAYING, %lld %s)\n", spec.out_trade_no,
+           created ? "created" : "already exists with the same fields",
+           (long long)spec.amount_minor, spec.currency);
+    return 0;
+}
+
+static int cmd_order_show(struct po_store *s, const struct opts *o)
+{
+    const char *t = need(o, "tenant"), *no = need(o, "out-trade-no");
+    if (!t || !no)
+        return EXIT_USAGE;
+    static const char *const cols[] = {"merchant", "channel", "amount", "currency", "status",
+                                       "channel_txn_id", "paid_at", "refund_reserved",
+                                       "refunded_amount", "created_at", "updated_at"};
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(t), PO_TEXT(no)};
+    po_err rc = po_store_exec(s,
+                              "SELECT merchant_id, channel, amount, currency, status,"
+                              " channel_txn_id, paid_at, refund_reserved, refunded_amount,"
+                              " created_at, updated_at FROM pay_order WHERE tenant_id = ? AND"
+                              " out_trade_no = ?",
+                              p, 2, &r, NULL, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    if (r.nrows == 0) {
+        po_rows_free(&r);
+        fprintf(stderr, "payonce: no order %s in tenant %s\n", no, t);
+        return EXIT_FAIL;
+    }
+    int ret = 0;
+    if (flag(o, "json")) {
+        json_t *doc = json_pack("{s:s, s:s}", "tenant", t, "out_trade_no", no);
+        for (int c = 0; c < r.ncols && doc; c++) {
+            const char *v = po_rows_get(&r, 0, c);
+            int64_t n = 0;
+            bool num = c == 2 || c == 7 || c == 8;
+            json_object_set_new(doc, cols[c],
+                                !v ? json_null()
+                                   : num && !po_rows_i64(&r, 0, c, &n) ? json_integer(n)
+                                                                       : json_string(v));
+        }
+        ret = print_json(doc);
+    } else {
+        printf("tenant          %s\nout_trade_no    %s\n", t, no);
+        for (int c = 0; c < r.ncols; c++)
+            printf("%-15s %s\n", cols[c], po_rows_get(&r, 0, c) ? po_rows_get(&r, 0, c) : "-");
+    }
+    po_rows_free(&r);
+    return ret;
+}
+
+static int cmd_refund_create(struct po_store *s, const struct opts *o)
+{
+    const char *t = need(o, "tenant"), *no = need(o, "out-trade-no"),
+               *rno = need(o, "out-refund-no");
+    int64_t amount = 0;
+    if (!t || !no || !rno)
+        return EXIT_USAGE;
+    int u = amount_arg(o, &amount);
+    if (u)
+        return u;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_refund_create(s, t, no, rno, amount, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("refund %s of order %s recorded (PROCESSING, %lld)\n", rno, no, (long long)amount);
+    return 0;
+}
+
+static int cmd_balances(struct po_store *s, const struct opts *o)
+{
+    const char *t = need(o, "tenant");
+    if (!t)
+        return EXIT_USAGE;
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(t)};
+    po_err rc = po_store_exec(s,
+                              "SELECT account, currency, balance FROM account_balance WHERE"
+                              " tenant_id = ? ORDER BY account, currency",
+                              p, 1, &r, NULL, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    int ret = 0;
+    if (flag(o, "json")) {
+        json_t *list = json_array();
+        for (int i = 0; i < r.nrows && list; i++) {
+            int64_t b = 0;
+            if (po_rows_i64(&r, i, 2, &b)) {
+                json_decref(list);
+                list = NULL;
+                break;
+            }
+            json_array_append_new(list, json_pack("{s:s, s:s, s:I}", "account",
+                                                  po_rows_get(&r, i, 0), "currency",
+                                                  po_rows_get(&r, i, 1), "balance",
+                                                  (json_int_t)b));
+        }
+        ret = print_json(json_pack("{s:s, s:o}", "tenant", t, "balances", list));
+    } else {
+        printf("%-40s %-8s %20s\n", "account", "currency", "balance (minor units)");
+        for (int i = 0; i < r.nrows; i++)
+            printf("%-40s %-8s %20s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
+                   po_rows_get(&r, i, 2));
+        printf("(debit positive: channel_clearing is money the channel holds for us;\n"
+               " merchant_payable, profit_share and suspense are negative when owed)\n");
+    }
+    po_rows_free(&r);
+    return ret;
+}
+
+static int cmd_alerts(struct po_store *s, const struct opts *o)
+{
+    const char *t = need(o, "tenant");
+    if (!t)
+        return EXIT_USAGE;
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(t)};
+    po_err rc = po_store_exec(s,
+                              "SELECT created_at, reason, idem_key, source, COALESCE(out_trade_no,"
+                              " ''), amount, currency, detail FROM alert WHERE tenant_id = ?"
+                              " ORDER BY created_at, alert_key LIMIT 1000",
+                              p, 1, &r, NULL, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    int ret = 0;
+    static const char *const cols[] = {"created_at", "reason",   "idem_key", "source",
+                                       "out_trade_no", "amount", "currency", "detail"};
+    if (flag(o, "json")) {
+        json_t *list = json_array();
+        for (int i = 0; i < r.nrows && list; i++) {
+            json_t *a = json_object();
+            for (int c = 0; c < r.ncols && a; c++) {
+                int64_t n = 0;
+                json_object_set_new(a, cols[c],
+                                    c == 5 && !po_rows_i64(&r, i, c, &n)
+                                        ? json_integer(n)
+                                        : json_string(po_rows_get(&r, i, c)));
+            }
+            json_array_append_new(list, a);
+        }
+        ret = print_json(json_pack("{s:s, s:o}", "tenant", t, "alerts", list));
+    } else {
+        for (int i = 0; i < r.nrows; i++)
+            printf("%s %-22s %s (%s %s) %s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
+                   po_rows_get(&r, i, 2), po_rows_get(&r, i, 5), po_rows_get(&r, i, 6),
+                   po_rows_get(&r, i, 7));
+        printf("%d alert%s\n", r.nrows, r.nrows == 1 ? "" : "s");
+    }
+    po_rows_free(&r);
+    return ret;
+}
+
+static int cmd_apply(struct po_store *s, const struct opts *o)
+{
+    const char *path = need(o, "event");
+    if (!path)
+        return EXIT_USAGE;
+    char *buf = NULL;
+    size_t len = 0;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
+    if (rc) {
+        fprintf(stderr, "payonce: cannot read %s: %s%s\n", path, po_err_name(rc),
+                rc == PO_ERR_LIMIT ? " (larger than 64 KiB)" : "");
+        return EXIT_FAIL;
+    }
+    struct po_event ev;
+    rc = po_event_from_json(buf, len, &ev, err, sizeof err);
+    free(buf);
+    if (rc) {
+        fprintf(stderr, "payonce: invalid event: %s\n", err);
+        return EXIT_FAIL;
+    }
+    struct po_outcome out;
+    rc = po_engine_apply(s, NULL, &ev, &out);
+    PO_ASSERT(rc == PO_OK);
+    char js[256];
+    rc = po_outcome_to_json(&out, js, sizeof js);
+    PO_ASSERT(rc == PO_OK);
+    puts(js);
+    return out.kind == PO_OUT_RETRY ? EXIT_TEMPFAIL : 0;
+}
+
+struct verify_ctx {
+    bool json;
+    json_t *list;
+};
+
+static void verify_report(void *ctx, const struct po_violation *v)
+{
+    struct verify_ctx *vc = ctx;
+    if (vc->json)
+        json_array_append_new(vc->list,
+                              json_pack("{s:s, s:s}", "check", v->check, "detail", v->detail));
+    else
+        fprintf(stderr, "VIOLATION %s: %s\n", v->check, v->detail);
+}
+
+static int cmd_verify(struct po_store *s, const struct opts *o)
+{
+    struct verify_ctx vc = {.json = flag(o, "json"), .list = json_array()};
+    char err[PO_ERRBUF_MAX] = "";
+    int count = 0;
+    po_err rc = po_ledger_verify(s, verify_report, &vc, &count, err, sizeof err);
+    if (rc) {
+        json_decref(vc.list);
+        return fail(rc, err);
+    }
+    if (vc.json) {
+        if (print_json(json_pack("{s:b, s:i, s:o}", "ok", count == 0, "violations_count", count,
+                                 "violations", vc.list)))
+            return EXIT_FAIL;
+    } else {
+        json_decref(vc.list);
+        if (count == 0)
+            printf("verify: ok (journals balance, balances match postings, one payment journal"
+                   " per paid order, every processed record has its journal, no key twice)\n");
+        else
+            fprintf(stderr, "verify: %d violation%s\n", count, count == 1 ? "" : "s");
+    }
+    return count == 0 ? 0 : EXIT_VERIFY;
+}
+
+struct command {
+    const char *word1, *word2; /* word2 NULL for one-word commands */
+    const char *allowed;       /* value options */
+    const char *flags;
+    int (*run)(struct po_store *s, const struct opts *o);
+};
+
+static const struct command commands[] = {
+    {"migrate", NULL, "", "", cmd_migrate},
+    {"tenant", "add", "tenant name", "", cmd_tenant_add},
+    {"merchant", "add", "tenant merchant", "", cmd_merchant_add},
+    {"order", "create", "tenant merchant out-trade-no amount currency channel", "",
+     cmd_order_create},
+    {"order", "show", "tenant out-trade-no", "json", cmd_order_show},
+    {"refund", "create", "tenant out-trade-no out-refund-no amount", "", cmd_refund_create},
+    {"ledger", "balances", "tenant", "json", cmd_balances},
+    {"alerts", NULL, "tenant", "json", cmd_alerts},
+    {"apply", NULL, "event", "", cmd_apply},
+    {"verify", NULL, "", "json", cmd_verify},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage("no command");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const struct command *c = &commands[i];
+        if (strcmp(argv[1], c->word1) != 0)
+            continue;
+        int first = 2;
+        if (c->word2) {
+            if (argc < 3 || strcmp(argv[2], c->word2) != 0)
+                continue;
+            first = 3;
+        }
+        struct opts o;
+        if (parse_opts(argc - first, argv + first, c->allowed, c->flags, &o))
+            return usage(NULL);
+        struct po_store *s = NULL;
+        int ret = open_store(&o, &s);
+        if (ret)
+            return ret;
+        /* Every command but migrate needs the schema. */
+        int version = 0;
+        if (c->run != cmd_migrate && (po_store_schema_version(s, &version) || version == 0)) {
+            fprintf(stderr, "payonce: the database has no schema; run 'payonce migrate' first\n");
+            po_store_close(s);
+            return EXIT_FAIL;
+        }
+        ret = c->run(s, &o);
+        po_store_close(s);
+        return ret;
+    }
+    return usage("unknown command");
+}

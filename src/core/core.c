@@ -1,0 +1,246 @@
+/*
+ * core.c — errors, bounded strings, strict parsing, validation, clock, log.
+ * Nothing here allocates except po_file_read (documented ownership).
+ */
+#include "core.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+const char *po_err_name(po_err rc)
+{
+    switch (rc) {
+    case PO_OK: return "ok";
+    case PO_ERR_INVALID: return "invalid";
+    case PO_ERR_NOT_FOUND: return "not_found";
+    case PO_ERR_CONFLICT: return "conflict";
+    case PO_ERR_TRANSIENT: return "transient";
+    case PO_ERR_STORE: return "store";
+    case PO_ERR_NOMEM: return "nomem";
+    case PO_ERR_IO: return "io";
+    case PO_ERR_LIMIT: return "limit";
+    case PO_ERR_INTERNAL: return "internal";
+    }
+    return "unknown";
+}
+
+void po_assert_fail(const char *expr, const char *file, int line)
+{
+    fprintf(stderr, "payonce: assertion failed: %s (%s:%d)\n", expr, file, line);
+    abort();
+}
+
+po_err po_strcpy(char *dst, size_t cap, const char *src)
+{
+    PO_ASSERT(cap > 0);
+    size_t n = strlen(src);
+    if (n >= cap) {
+        dst[0] = '\0';
+        return PO_ERR_LIMIT;
+    }
+    memcpy(dst, src, n + 1);
+    return PO_OK;
+}
+
+po_err po_fmt(char *dst, size_t cap, const char *fmt, ...)
+{
+    PO_ASSERT(cap > 0);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(dst, cap, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap) {
+        dst[0] = '\0';
+        return PO_ERR_LIMIT;
+    }
+    return PO_OK;
+}
+
+void po_errf(char *buf, size_t cap, const char *fmt, ...)
+{
+    if (!buf || cap == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(buf, cap, fmt, ap); /* truncation of a message is acceptable */
+    va_end(ap);
+}
+
+po_err po_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (!s || !*s)
+        return PO_ERR_INVALID;
+    const char *p = s;
+    if (*p == '-')
+        p++;
+    if (!*p || strlen(p) > 19)
+        return PO_ERR_INVALID;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return PO_ERR_INVALID;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || *end != '\0')
+        return PO_ERR_INVALID;
+    if (v < min || v > max)
+        return PO_ERR_INVALID;
+    *out = (int64_t)v;
+    return PO_OK;
+}
+
+bool po_id_valid(const char *s, size_t max_len)
+{
+    if (!s)
+        return false;
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.' || c == ':' || c == '|' || c == '*';
+        if (!ok || n >= max_len)
+            return false;
+    }
+    return n > 0;
+}
+
+/* Active ISO 4217 codes payonce accepts. Adding one is a code change on
+ * purpose: a currency also needs its minor-unit exponent checked by channels. */
+static const char *const currencies[] = {
+    "AED", "AUD", "BRL", "CAD", "CHF", "CNY", "CZK", "DKK", "EUR", "GBP", "HKD", "HUF",
+    "IDR", "ILS", "INR", "JPY", "KRW", "MOP", "MXN", "MYR", "NOK", "NZD", "PHP", "PLN",
+    "RUB", "SAR", "SEK", "SGD", "THB", "TRY", "TWD", "USD", "VND", "ZAR",
+};
+
+bool po_currency_valid(const char *s)
+{
+    if (!s || strlen(s) != 3)
+        return false;
+    for (size_t i = 0; i < sizeof currencies / sizeof currencies[0]; i++)
+        if (strcmp(currencies[i], s) == 0)
+            return true;
+    return false;
+}
+
+bool po_amount_valid(int64_t amount_minor)
+{
+    return amount_minor > 0 && amount_minor <= PO_AMOUNT_MAX;
+}
+
+bool po_time_valid(const char *s)
+{
+    if (!s)
+        return false;
+    size_t n = strlen(s);
+    if (n < 10 || n >= PO_TIME_MAX)
+        return false;
+    /* YYYY-MM-DD then optional time part of digits and T:.+-Z */
+    for (size_t i = 0; i < 10; i++) {
+        bool dash = (i == 4 || i == 7);
+        if (dash ? s[i] != '-' : (s[i] < '0' || s[i] > '9'))
+            return false;
+    }
+    for (size_t i = 10; i < n; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || c == 'T' || c == ':' || c == '.' || c == '+' ||
+              c == '-' || c == 'Z'))
+            return false;
+    }
+    return true;
+}
+
+void po_clock_now_iso(char *buf, size_t cap)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                   ts.tv_nsec / 1000000L);
+}
+
+static enum po_log_level log_level = PO_LOG_INFO;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void po_log_set_level(enum po_log_level lvl)
+{
+    log_level = lvl;
+}
+
+void po_log(enum po_log_level lvl, const char *fmt, ...)
+{
+    if (lvl < log_level)
+        return;
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    char msg[1024];
+    char esc[2200];
+    char ts[PO_TIME_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t j = 0;
+    for (size_t i = 0; msg[i] && j + 7 < sizeof esc; i++) {
+        unsigned char c = (unsigned char)msg[i];
+        if (c == '"' || c == '\\') {
+            esc[j++] = '\\';
+            esc[j++] = (char)c;
+        } else if (c < 0x20) {
+            j += (size_t)snprintf(esc + j, sizeof esc - j, "\\u%04x", c);
+        } else {
+            esc[j++] = (char)c;
+        }
+    }
+    esc[j] = '\0';
+    po_clock_now_iso(ts, sizeof ts);
+    pthread_mutex_lock(&log_mu);
+    fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", ts, names[lvl], esc);
+    pthread_mutex_unlock(&log_mu);
+}
+
+po_err po_file_read(const char *path, size_t max, char **out, size_t *out_len)
+{
+    po_err rc = PO_OK;
+    char *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? PO_ERR_NOT_FOUND : PO_ERR_IO;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = PO_ERR_IO;
+        goto out_close;
+    }
+    if ((uint64_t)st.st_size > max) {
+        rc = PO_ERR_LIMIT;
+        goto out_close;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        rc = PO_ERR_NOMEM;
+        goto out_close;
+    }
+    size_t n = fread(buf, 1, (size_t)st.st_size + 1, f);
+    if (ferror(f)) {
+        rc = PO_ERR_IO;
+        goto out_free;
+    }
+    if (n > (size_t)st.st_size) { /* grew while reading */
+        rc = PO_ERR_LIMIT;
+        goto out_free;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *out_len = n;
+    buf = NULL;
+out_free:
+    free(buf);
+out_close:
+    fclose(f);
+    return rc;
+}

@@ -1,0 +1,93 @@
+/*
+ * core.h — what every payonce module shares: the error enum, limits,
+ * assertions that stay on in production, bounded string helpers, strict
+ * number parsing, money and currency validation, the clock and logging.
+ *
+ * Invariants:
+ *  - po_err is 0 on success; every fallible function returns it and is
+ *    marked PO_MUST_CHECK. Out-params are written only on success.
+ *  - Every limit on outside input lives in this file (PO_*_MAX) and is checked.
+ *  - Money is int64 minor units plus an ISO 4217 code; no floating point.
+ */
+#ifndef PO_CORE_H
+#define PO_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PO_MUST_CHECK __attribute__((warn_unused_result))
+#define PO_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+typedef enum po_err {
+    PO_OK = 0,
+    PO_ERR_INVALID,   /* bad input from outside: nothing was changed */
+    PO_ERR_NOT_FOUND, /* the named object does not exist */
+    PO_ERR_CONFLICT,  /* a unique constraint rejected a row */
+    PO_ERR_TRANSIENT, /* busy, locked, lost connection, disk: retry later */
+    PO_ERR_STORE,     /* any other storage error (bug or schema problem) */
+    PO_ERR_NOMEM,
+    PO_ERR_IO,
+    PO_ERR_LIMIT, /* an input exceeded one of the PO_*_MAX limits */
+    PO_ERR_INTERNAL
+} po_err;
+
+const char *po_err_name(po_err rc);
+
+/* ---- limits: every bound on outside input ---- */
+#define PO_ID_MAX 64                 /* tenant, merchant, out_trade_no, refund no, receiver */
+#define PO_TXN_ID_MAX 64             /* channel transaction / refund / share ids */
+#define PO_KEY_MAX 256               /* derived idempotency key */
+#define PO_NAME_MAX 128              /* tenant display name */
+#define PO_TIME_MAX 40               /* RFC 3339 timestamp text */
+#define PO_REASON_MAX 64             /* outcome reason code */
+#define PO_ERRBUF_MAX 256            /* caller-supplied error detail buffers */
+#define PO_EVENT_FILE_MAX (64 * 1024) /* `apply --event` input */
+#define PO_BATCH_MAX 256             /* events in one engine transaction */
+#define PO_ROWS_MAX 100000           /* rows one query may return */
+#define PO_CELL_MAX (1024 * 1024)    /* bytes in one result cell */
+#define PO_AMOUNT_MAX INT64_C(100000000000000) /* 10^14 minor units: 1 trillion yuan */
+#define PO_SQL_PARAMS_MAX 16
+
+/* ---- assertions: programmer errors; stay on in release builds ---- */
+void po_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+#define PO_ASSERT(e) ((e) ? (void)0 : po_assert_fail(#e, __FILE__, __LINE__))
+
+/* ---- bounded strings ---- */
+/* Copies src into dst (capacity cap, cap > 0). Fails with PO_ERR_LIMIT, leaving
+ * dst an empty string, when src does not fit. */
+po_err po_strcpy(char *dst, size_t cap, const char *src) PO_MUST_CHECK;
+/* snprintf that reports truncation as PO_ERR_LIMIT. */
+po_err po_fmt(char *dst, size_t cap, const char *fmt, ...) PO_PRINTF(3, 4) PO_MUST_CHECK;
+/* Writes a message into a caller-supplied error buffer; buf may be NULL. */
+void po_errf(char *buf, size_t cap, const char *fmt, ...) PO_PRINTF(3, 4);
+
+/* ---- strict parsing ---- */
+/* Whole string must be a base-10 integer in [min, max]; no spaces, no '+'. */
+po_err po_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) PO_MUST_CHECK;
+/* An identifier: 1..max_len bytes of [A-Za-z0-9_-.:|*]. */
+bool po_id_valid(const char *s, size_t max_len);
+/* An ISO 4217 code this build knows (upper case, 3 letters). */
+bool po_currency_valid(const char *s);
+/* A positive amount in minor units not above PO_AMOUNT_MAX. */
+bool po_amount_valid(int64_t amount_minor);
+/* A plausible RFC 3339 timestamp (shape only, length-bounded). */
+bool po_time_valid(const char *s);
+
+/* ---- clock ---- */
+/* Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" into buf (>= PO_TIME_MAX). */
+void po_clock_now_iso(char *buf, size_t cap);
+
+/* ---- logging: one JSON object per line on stderr ---- */
+enum po_log_level { PO_LOG_DEBUG, PO_LOG_INFO, PO_LOG_WARN, PO_LOG_ERROR };
+void po_log_set_level(enum po_log_level lvl);
+/* The message is escaped; callers must never pass secrets. */
+void po_log(enum po_log_level lvl, const char *fmt, ...) PO_PRINTF(2, 3);
+
+/* ---- files ---- */
+/* Reads a whole regular file of at most max bytes into a NUL-terminated heap
+ * buffer (*out, length *out_len). PO_ERR_LIMIT if larger. */
+po_err po_file_read(const char *path, size_t max, char **out, size_t *out_len) PO_MUST_CHECK;
+
+#endif

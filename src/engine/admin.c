@@ -1,0 +1,229 @@
+/*
+ * admin.c — object creation with input validation (see admin.h).
+ */
+#include "admin.h"
+#include "engine.h"
+
+#include <string.h>
+
+/* Runs one statement in its own write transaction. */
+static po_err one_tx(struct po_store *s, const char *sql, const struct po_param *p, int n,
+                     int64_t *changes, char *err, size_t errcap)
+{
+    po_err rc = po_store_begin(s, err, errcap);
+    if (rc)
+        return rc;
+    rc = po_store_exec(s, sql, p, n, NULL, changes, err, errcap);
+    if (rc) {
+        po_store_rollback(s);
+        return rc;
+    }
+    return po_store_commit(s, err, errcap);
+}
+
+static bool exists(struct po_store *s, const char *sql, const struct po_param *p, int n, po_err *rc)
+{
+    struct po_rows r;
+    *rc = po_store_exec(s, sql, p, n, &r, NULL, NULL, 0);
+    if (*rc)
+        return false;
+    bool found = r.nrows > 0;
+    po_rows_free(&r);
+    return found;
+}
+
+po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, char *err,
+                     size_t errcap)
+{
+    if (!po_id_valid(tenant, PO_ID_MAX)) {
+        po_errf(err, errcap, "tenant id: 1-%d characters of [A-Za-z0-9_-.:|*]", PO_ID_MAX);
+        return PO_ERR_INVALID;
+    }
+    if (name && (strlen(name) > PO_NAME_MAX)) {
+        po_errf(err, errcap, "tenant name: at most %d bytes", PO_NAME_MAX);
+        return PO_ERR_INVALID;
+    }
+    char now[PO_TIME_MAX];
+    po_clock_now_iso(now, sizeof now);
+    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(name ? name : tenant), PO_TEXT(now)};
+    po_err rc = one_tx(s, "INSERT INTO tenant (tenant_id, name, created_at) VALUES (?, ?, ?)", p,
+                       3, NULL, err, errcap);
+    if (rc == PO_ERR_CONFLICT)
+        po_errf(err, errcap, "tenant %s already exists", tenant);
+    return rc;
+}
+
+po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merchant, char *err,
+                       size_t errcap)
+{
+    if (!po_id_valid(tenant, PO_ID_MAX) || !po_id_valid(merchant, PO_ID_MAX)) {
+        po_errf(err, errcap, "tenant and merchant ids: 1-%d characters of [A-Za-z0-9_-.:|*]",
+                PO_ID_MAX);
+        return PO_ERR_INVALID;
+    }
+    po_err rc;
+    struct po_param t[] = {PO_TEXT(tenant)};
+    if (!exists(s, "SELECT 1 FROM tenant WHERE tenant_id = ?", t, 1, &rc)) {
+        if (!rc)
+            po_errf(err, errcap, "no tenant %s", tenant);
+        return rc ? rc : PO_ERR_NOT_FOUND;
+    }
+    char now[PO_TIME_MAX];
+    po_clock_now_iso(now, sizeof now);
+    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(merchant), PO_TEXT(now)};
+    rc = one_tx(s, "INSERT INTO merchant (tenant_id, merchant_id, created_at) VALUES (?, ?, ?)", p,
+                3, NULL, err, errcap);
+    if (rc == PO_ERR_CONFLICT)
+        po_errf(err, errcap, "merchant %s already exists in tenant %s", merchant, tenant);
+    return rc;
+}
+
+static po_err order_validate(const struct po_order_spec *o, char *err, size_t errcap)
+{
+    if (!po_id_valid(o->tenant, PO_ID_MAX) || !po_id_valid(o->merchant, PO_ID_MAX) ||
+        !po_id_valid(o->out_trade_no, PO_ID_MAX)) {
+        po_errf(err, errcap, "tenant, merchant, out_trade_no: 1-%d characters of"
+                             " [A-Za-z0-9_-.:|*]", PO_ID_MAX);
+        return PO_ERR_INVALID;
+    }
+    if (!po_amount_valid(o->amount_minor)) {
+        po_errf(err, errcap, "amount: a positive integer in minor units, at most %lld",
+                (long long)PO_AMOUNT_MAX);
+        return PO_ERR_INVALID;
+    }
+    if (!po_currency_valid(o->currency)) {
+        po_errf(err, errcap, "currency: not a supported ISO 4217 code");
+        return PO_ERR_INVALID;
+    }
+    if (o->channel && !po_channel_valid(o->channel)) {
+        po_errf(err, errcap, "channel: one of wechatpay, alipay, stripe");
+        return PO_ERR_INVALID;
+    }
+    return PO_OK;
+}
+
+/* Compares an existing order with a repeated create; fills err with the
+ * first difference. */
+static po_err same_order(struct po_store *s, const struct po_order_spec *o, char *err,
+                         size_t errcap)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(o->tenant), PO_TEXT(o->out_trade_no)};
+    po_err rc = po_store_exec(s,
+                              "SELECT merchant_id, amount, currency, COALESCE(channel, '')"
+                              " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
+                              p, 2, &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    int64_t amount = 0;
+    if (r.nrows != 1 || po_rows_i64(&r, 0, 1, &amount)) {
+        rc = PO_ERR_STORE;
+        goto out;
+    }
+    rc = PO_ERR_CONFLICT;
+    if (strcmp(po_rows_get(&r, 0, 0), o->merchant) != 0)
+        po_errf(err, errcap, "order %s exists with merchant %s", o->out_trade_no,
+                po_rows_get(&r, 0, 0));
+    else if (amount != o->amount_minor)
+        po_errf(err, errcap, "order %s exists with amount %lld", o->out_trade_no,
+                (long long)amount);
+    else if (strcmp(po_rows_get(&r, 0, 2), o->currency) != 0)
+        po_errf(err, errcap, "order %s exists with currency %s", o->out_trade_no,
+                po_rows_get(&r, 0, 2));
+    else if (strcmp(po_rows_get(&r, 0, 3), o->channel ? o->channel : "") != 0)
+        po_errf(err, errcap, "order %s exists with channel '%s'", o->out_trade_no,
+                po_rows_get(&r, 0, 3));
+    else
+        rc = PO_OK;
+out:
+    po_rows_free(&r);
+    return rc;
+}
+
+po_err po_order_create(struct po_store *s, const struct po_order_spec *o, bool *out_created,
+                       char *err, size_t errcap)
+{
+    po_err rc = order_validate(o, err, errcap);
+    if (rc)
+        return rc;
+    struct po_param m[] = {PO_TEXT(o->tenant), PO_TEXT(o->merchant)};
+    if (!exists(s, "SELECT 1 FROM merchant WHERE tenant_id = ? AND merchant_id = ?", m, 2, &rc)) {
+        if (!rc)
+            po_errf(err, errcap, "no merchant %s in tenant %s", o->merchant, o->tenant);
+        return rc ? rc : PO_ERR_NOT_FOUND;
+    }
+    char now[PO_TIME_MAX];
+    po_clock_now_iso(now, sizeof now);
+    struct po_param p[] = {PO_TEXT(o->tenant),       PO_TEXT(o->out_trade_no),
+                           PO_TEXT(o->merchant),     o->channel ? PO_TEXT(o->channel) : PO_NULLP,
+                           PO_I64(o->amount_minor), PO_TEXT(o->currency),
+                           PO_TEXT(now),             PO_TEXT(now)};
+    rc = one_tx(s,
+                "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, channel, amount,"
+                " currency, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'PAYING',"
+                " ?, ?)",
+                p, 8, NULL, err, errcap);
+    if (rc == PO_ERR_CONFLICT) {
+        rc = same_order(s, o, err, errcap);
+        if (!rc)
+            *out_created = false;
+        return rc;
+    }
+    if (!rc)
+        *out_created = true;
+    return rc;
+}
+
+po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_trade_no,
+                        const char *out_refund_no, int64_t amount_minor, char *err, size_t errcap)
+{
+    if (!po_id_valid(tenant, PO_ID_MAX) || !po_id_valid(out_trade_no, PO_ID_MAX) ||
+        !po_id_valid(out_refund_no, PO_ID_MAX)) {
+        po_errf(err, errcap, "tenant, out_trade_no, out_refund_no: 1-%d characters of"
+                             " [A-Za-z0-9_-.:|*]", PO_ID_MAX);
+        return PO_ERR_INVALID;
+    }
+    if (!po_amount_valid(amount_minor)) {
+        po_errf(err, errcap, "amount: a positive integer in minor units");
+        return PO_ERR_INVALID;
+    }
+    char now[PO_TIME_MAX];
+    int64_t changes = 0;
+    po_clock_now_iso(now, sizeof now);
+    po_err rc = po_store_begin(s, err, errcap);
+    if (rc)
+        return rc;
+    struct po_param r[] = {PO_I64(amount_minor), PO_TEXT(now), PO_TEXT(tenant),
+                           PO_TEXT(out_trade_no), PO_I64(amount_minor)};
+    rc = po_store_exec(s,
+                       "UPDATE pay_order SET refund_reserved = refund_reserved + ?, updated_at = ?"
+                       " WHERE tenant_id = ? AND out_trade_no = ? AND status = 'PAID' AND"
+                       " refund_reserved + ? <= amount",
+                       r, 5, NULL, &changes, err, errcap);
+    if (rc)
+        goto fail;
+    if (changes == 0) {
+        po_errf(err, errcap, "order %s is not paid, or the refund would exceed what remains",
+                out_trade_no);
+        rc = PO_ERR_CONFLICT;
+        goto fail;
+    }
+    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(out_refund_no), PO_I64(amount_minor),
+                           PO_TEXT(now),    PO_TEXT(now),           PO_TEXT(tenant),
+                           PO_TEXT(out_trade_no)};
+    rc = po_store_exec(s,
+                       "INSERT INTO refund (tenant_id, out_refund_no, out_trade_no, channel, amount,"
+                       " currency, status, created_at, updated_at) SELECT ?, ?, out_trade_no,"
+                       " channel, CAST(? AS BIGINT), currency, 'PROCESSING', ?, ? FROM pay_order"
+                       " WHERE tenant_id = ? AND out_trade_no = ?",
+                       p, 7, NULL, NULL, err, errcap);
+    if (rc) {
+        if (rc == PO_ERR_CONFLICT)
+            po_errf(err, errcap, "refund %s already exists", out_refund_no);
+        goto fail;
+    }
+    return po_store_commit(s, err, errcap);
+fail:
+    po_store_rollback(s);
+    return rc;
+}

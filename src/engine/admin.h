@@ -1,0 +1,43 @@
+/*
+ * admin.h — creating the objects events act on: tenants, merchants, orders,
+ * refunds. Shared by the CLI and the tenant API. Each call runs in its own
+ * transaction; on any error nothing is changed.
+ */
+#ifndef PO_ADMIN_H
+#define PO_ADMIN_H
+
+#include "../core/core.h"
+#include "../store/store.h"
+
+po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, char *err,
+                     size_t errcap) PO_MUST_CHECK;
+po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merchant, char *err,
+                       size_t errcap) PO_MUST_CHECK;
+
+struct po_order_spec {
+    const char *tenant;
+    const char *merchant;
+    const char *out_trade_no;
+    int64_t amount_minor;
+    const char *currency;
+    const char *channel; /* NULL: any channel may pay it */
+};
+
+/*
+ * Creates an order in PAYING. The same out_trade_no with identical fields
+ * is not an error: *out_created is false and the existing order stands
+ * (idempotent creation). Different fields: PO_ERR_CONFLICT with the reason.
+ */
+po_err po_order_create(struct po_store *s, const struct po_order_spec *o, bool *out_created,
+                       char *err, size_t errcap) PO_MUST_CHECK;
+
+/*
+ * Records a refund request in PROCESSING and reserves its amount on the
+ * order with a guarded update (refund_reserved + amount <= amount, order
+ * PAID), so concurrent requests can never reserve more than was paid.
+ */
+po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_trade_no,
+                        const char *out_refund_no, int64_t amount_minor, char *err,
+                        size_t errcap) PO_MUST_CHECK;
+
+#endif

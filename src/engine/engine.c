@@ -1,0 +1,649 @@
+/*
+ * engine.c — the three layers in one transaction (see engine.h).
+ *
+ * Statement order for a payment, inside the event's savepoint:
+ *   SELECT order            business checks (reject -> alert, no key taken)
+ *   SELECT notify_log       layer 1
+ *   UPDATE … AND status=    layer 2 (affected rows is the referee)
+ *   INSERT notify_log       layer 3 (unique (tenant_id, idem_key))
+ *   INSERT journal/posting  ledger (journal is unique on the same key)
+ * and, once per transaction, the balance deltas before COMMIT.
+ *
+ * Invariant: an event's outcome is reported as applied, duplicate, rejected
+ * or suspense only if COMMIT succeeded; otherwise every event of the batch
+ * is `retry` and nothing of the batch is in the database.
+ */
+#include "engine.h"
+#include "../ledger/ledger.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything one event's processing needs. */
+struct ev_ctx {
+    struct po_store *s;
+    const struct po_engine_cfg *cfg;
+    const struct po_event *ev;
+    char key[PO_KEY_MAX];
+    const char *now;
+    struct po_ledger_batch *deltas; /* this event's balance deltas */
+    char detail[256];               /* alert detail for rejected / suspense */
+    char err[PO_ERRBUF_MAX];
+};
+
+static bool layer_on(const struct ev_ctx *c, unsigned layer_bit)
+{
+    return !c->cfg || !(c->cfg->disabled_layers & layer_bit);
+}
+
+static void set_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer, const char *reason)
+{
+    o->kind = k;
+    o->layer = layer;
+    /* Reasons are our own [a-z_] codes: they appear unescaped in JSON. */
+    for (const char *p = reason; *p; p++)
+        PO_ASSERT((*p >= 'a' && *p <= 'z') || *p == '_');
+    PO_ASSERT(po_strcpy(o->reason, sizeof o->reason, reason) == PO_OK);
+}
+
+/* The human-readable detail stored with an alert. */
+static void detailf(struct ev_ctx *c, const char *fmt, ...) PO_PRINTF(2, 3);
+static void detailf(struct ev_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(c->detail, sizeof c->detail, fmt, ap);
+    va_end(ap);
+}
+
+static po_err reject(struct po_outcome *o, const char *reason)
+{
+    set_outcome(o, PO_OUT_REJECTED, 0, reason);
+    return PO_OK;
+}
+
+static po_err query(struct ev_ctx *c, const char *sql, const struct po_param *p, int n,
+                    struct po_rows *rows)
+{
+    return po_store_exec(c->s, sql, p, n, rows, NULL, c->err, sizeof c->err);
+}
+
+static po_err change(struct ev_ctx *c, const char *sql, const struct po_param *p, int n,
+                     int64_t *changes)
+{
+    return po_store_exec(c->s, sql, p, n, NULL, changes, c->err, sizeof c->err);
+}
+
+/* Layer 1: is the key already in the processed-record table? */
+static po_err layer1_seen(struct ev_ctx *c, bool *out_seen)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->key)};
+    po_err rc = query(c, "SELECT outcome FROM notify_log WHERE tenant_id = ? AND idem_key = ?",
+                      p, 2, &r);
+    if (rc)
+        return rc;
+    *out_seen = r.nrows > 0;
+    po_rows_free(&r);
+    return PO_OK;
+}
+
+/* Layer 1 with its test switch and the post-lookup hook. */
+static po_err layer1(struct ev_ctx *c, struct po_outcome *o, bool *out_dup)
+{
+    *out_dup = false;
+    if (layer_on(c, PO_ENGINE_NO_LAYER1)) {
+        po_err rc = layer1_seen(c, out_dup);
+        if (rc)
+            return rc;
+        if (*out_dup) {
+            set_outcome(o, PO_OUT_DUPLICATE, 1, "");
+            return PO_OK;
+        }
+    }
+    if (c->cfg && c->cfg->after_layer1)
+        c->cfg->after_layer1(c->cfg->hook_ctx, c->ev);
+    return PO_OK;
+}
+
+/* Layer 3: claims the key. A twin's committed row makes this fail with
+ * PO_ERR_CONFLICT, which the batch loop turns into a duplicate. */
+static po_err record(struct ev_ctx *c, const char *outcome, const char *reason)
+{
+    const struct po_event *ev = c->ev;
+    struct po_param p[] = {
+        PO_TEXT(ev->tenant),
+        PO_TEXT(c->key),
+        PO_TEXT(ev->channel),
+        PO_TEXT(po_event_type_name(ev->type)),
+        PO_TEXT(po_source_name(ev->source)),
+        PO_TEXT(outcome),
+        reason ? PO_TEXT(reason) : PO_NULLP,
+        PO_TEXT(ev->out_trade_no),
+        PO_I64(ev->amount_minor),
+        PO_TEXT(ev->currency),
+        PO_TEXT(c->now),
+    };
+    return change(c,
+                  "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
+                  " outcome, reason, out_trade_no, amount, currency, first_seen_at)"
+                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                  p, 11, NULL);
+}
+
+/* Durable alert; a retried bad event finds its alert already there. */
+static po_err alert(struct ev_ctx *c, const char *reason)
+{
+    const struct po_event *ev = c->ev;
+    char akey[PO_KEY_MAX + PO_REASON_MAX + 2];
+    po_err rc = po_fmt(akey, sizeof akey, "%s|%s", c->key, reason);
+    PO_ASSERT(rc == PO_OK);
+    struct po_param p[] = {
+        PO_TEXT(ev->tenant),
+        PO_TEXT(akey),
+        PO_TEXT(reason),
+        PO_TEXT(c->key),
+        PO_TEXT(po_event_type_name(ev->type)),
+        PO_TEXT(po_source_name(ev->source)),
+        PO_TEXT(ev->out_trade_no),
+        PO_I64(ev->amount_minor),
+        PO_TEXT(ev->currency),
+        PO_TEXT(c->detail),
+        PO_TEXT(c->now),
+    };
+    po_log(PO_LOG_WARN, "tenant %s: alert %s for %s: %s", ev->tenant, reason, c->key, c->detail);
+    return change(c,
+                  "INSERT INTO alert (tenant_id, alert_key, reason, idem_key, event_type, source,"
+                  " out_trade_no, amount, currency, detail, created_at)"
+                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                  " ON CONFLICT (tenant_id, alert_key) DO NOTHING",
+                  p, 11, NULL);
+}
+
+static void two_lines(struct po_journal *j, const char *debit, const char *credit, int64_t amount)
+{
+    PO_ASSERT(po_strcpy(j->lines[0].account, sizeof j->lines[0].account, debit) == PO_OK);
+    PO_ASSERT(po_strcpy(j->lines[1].account, sizeof j->lines[1].account, credit) == PO_OK);
+    j->lines[0].amount_minor = amount;
+    j->lines[1].amount_minor = -amount;
+    j->nlines = 2;
+}
+
+static po_err post(struct ev_ctx *c, const char *kind, const char *debit, const char *credit)
+{
+    const struct po_event *ev = c->ev;
+    struct po_journal j = {
+        .tenant = ev->tenant,
+        .idem_key = c->key,
+        .kind = kind,
+        .out_trade_no = ev->out_trade_no,
+        .out_refund_no = ev->out_refund_no[0] ? ev->out_refund_no : NULL,
+        .currency = ev->currency,
+        .created_at = c->now,
+    };
+    two_lines(&j, debit, credit, ev->amount_minor);
+    return po_ledger_post(c->s, &j, c->deltas, c->err, sizeof c->err);
+}
+
+static void account(char *buf, size_t cap, const char *prefix, const char *id)
+{
+    PO_ASSERT(po_fmt(buf, cap, "%s:%s", prefix, id) == PO_OK);
+}
+
+/* Illegal transition: the money is real, so it is recorded (the key is
+ * taken), parked in suspense and raised to operators. money_in says whether
+ * the channel received (payment) or paid out (refund) the amount. */
+static po_err suspense(struct ev_ctx *c, struct po_outcome *o, const char *reason, bool money_in)
+{
+    char clearing[PO_ACCOUNT_MAX];
+    account(clearing, sizeof clearing, "channel_clearing", c->ev->channel);
+    po_err rc = record(c, "suspense", reason);
+    if (!rc)
+        rc = post(c, "SUSPENSE", money_in ? clearing : "suspense",
+                  money_in ? "suspense" : clearing);
+    if (!rc)
+        rc = alert(c, reason);
+    if (!rc)
+        set_outcome(o, PO_OUT_SUSPENSE, 0, reason);
+    return rc;
+}
+
+/* The checks every event against an order shares. Returns true and sets the
+ * rejection when one fails. */
+static bool order_mismatch(struct ev_ctx *c, struct po_outcome *o, const char *merchant,
+                           int64_t amount, const char *currency, const char *channel,
+                           bool amount_exact)
+{
+    const struct po_event *ev = c->ev;
+    const char *reason = NULL;
+    if (ev->merchant[0] && strcmp(ev->merchant, merchant) != 0) {
+        reason = "merchant_mismatch";
+        detailf(c, "event merchant %s, order merchant %s",
+                       ev->merchant, merchant);
+    } else if (channel[0] && strcmp(channel, ev->channel) != 0) {
+        reason = "channel_mismatch";
+        detailf(c, "event channel %s, order channel %s",
+                       ev->channel, channel);
+    } else if (strcmp(currency, ev->currency) != 0) {
+        reason = "currency_mismatch";
+        detailf(c, "event %s, expected %s", ev->currency,
+                       currency);
+    } else if (amount_exact ? amount != ev->amount_minor : ev->amount_minor > amount) {
+        reason = "amount_mismatch";
+        detailf(c, "event %lld %s, expected %lld %s",
+                       (long long)ev->amount_minor, ev->currency, (long long)amount, currency);
+    }
+    if (!reason)
+        return false;
+    (void)reject(o, reason);
+    return true;
+}
+
+struct order_row {
+    char merchant[PO_ID_MAX + 1];
+    int64_t amount;
+    char currency[4];
+    char status[16];
+    char txn[PO_TXN_ID_MAX + 1];
+    char channel[PO_CHANNEL_MAX];
+};
+
+static po_err load_order(struct ev_ctx *c, struct order_row *out, bool *found)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->ev->out_trade_no)};
+    po_err rc = query(c,
+                      "SELECT merchant_id, amount, currency, status, COALESCE(channel_txn_id, ''),"
+                      " COALESCE(channel, '') FROM pay_order WHERE tenant_id = ? AND"
+                      " out_trade_no = ?",
+                      p, 2, &r);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    if (*found) {
+        rc = po_rows_i64(&r, 0, 1, &out->amount);
+        if (!rc && (po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 0)) ||
+                    po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 2)) ||
+                    po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 3)) ||
+                    po_strcpy(out->txn, sizeof out->txn, po_rows_get(&r, 0, 4)) ||
+                    po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 5))))
+            rc = PO_ERR_STORE;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
+{
+    const struct po_event *ev = c->ev;
+    struct order_row ord;
+    bool found = false, dup = false;
+    int64_t changes = 0;
+    po_err rc = load_order(c, &ord, &found);
+    if (rc)
+        return rc;
+    if (!found) {
+        detailf(c, "no order %s", ev->out_trade_no);
+        return reject(o, "unknown_order");
+    }
+    if (order_mismatch(c, o, ord.merchant, ord.amount, ord.currency, ord.channel, true))
+        return PO_OK;
+    rc = layer1(c, o, &dup);
+    if (rc || dup)
+        return rc;
+
+    struct po_param up[] = {PO_TEXT(ev->channel_txn_id), PO_TEXT(ev->channel), PO_TEXT(c->now),
+                            PO_TEXT(c->now), PO_TEXT(ev->tenant), PO_TEXT(ev->out_trade_no)};
+    rc = change(c,
+                layer_on(c, PO_ENGINE_NO_LAYER2)
+                    ? "UPDATE pay_order SET status = 'PAID', channel_txn_id = ?,"
+                      " channel = COALESCE(channel, ?), paid_at = ?, updated_at = ?"
+                      " WHERE tenant_id = ? AND out_trade_no = ? AND status = 'PAYING'"
+                    : "UPDATE pay_order SET status = 'PAID', channel_txn_id = ?,"
+                      " channel = COALESCE(channel, ?), paid_at = ?, updated_at = ?"
+                      " WHERE tenant_id = ? AND out_trade_no = ?",
+                up, 6, &changes);
+    if (rc)
+        return rc;
+    if (changes == 0) {
+        /* Layer 2 refereed: someone else moved the order. Re-read it. */
+        rc = load_order(c, &ord, &found);
+        if (rc)
+            return rc;
+        PO_ASSERT(found);
+        if (strcmp(ord.status, "PAID") == 0 && strcmp(ord.txn, ev->channel_txn_id) == 0) {
+            set_outcome(o, PO_OUT_DUPLICATE, 2, "");
+            return PO_OK;
+        }
+        bool paid = strcmp(ord.status, "PAID") == 0;
+        detailf(c, "payment %s for order %s in status %s%s%s",
+                       ev->channel_txn_id, ev->out_trade_no, ord.status,
+                       paid ? " by " : "", paid ? ord.txn : "");
+        return suspense(c, o, paid ? "duplicate_payment" : "paid_after_close", true);
+    }
+    rc = record(c, "applied", NULL);
+    if (rc)
+        return rc;
+    char clearing[PO_ACCOUNT_MAX], payable[PO_ACCOUNT_MAX];
+    account(clearing, sizeof clearing, "channel_clearing", ev->channel);
+    account(payable, sizeof payable, "merchant_payable", ord.merchant);
+    rc = post(c, "PAY", clearing, payable);
+    if (!rc)
+        set_outcome(o, PO_OUT_APPLIED, 0, "");
+    return rc;
+}
+
+static const char *refund_target(enum po_event_type t)
+{
+    switch (t) {
+    case PO_EV_REFUND_SUCCESS: return "SUCCESS";
+    case PO_EV_REFUND_CLOSED: return "CLOSED";
+    default: return "ABNORMAL";
+    }
+}
+
+struct refund_row {
+    char out_trade_no[PO_ID_MAX + 1];
+    int64_t amount;
+    char currency[4];
+    char status[16];
+    char channel[PO_CHANNEL_MAX];
+    char merchant[PO_ID_MAX + 1];
+};
+
+static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->ev->out_refund_no)};
+    po_err rc = query(c,
+                      "SELECT r.out_trade_no, r.amount, r.currency, r.status,"
+                      " COALESCE(r.channel, o.channel, ''), o.merchant_id FROM refund r"
+                      " JOIN pay_order o ON o.tenant_id = r.tenant_id AND"
+                      " o.out_trade_no = r.out_trade_no WHERE r.tenant_id = ? AND"
+                      " r.out_refund_no = ?",
+                      p, 2, &r);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    if (*found) {
+        rc = po_rows_i64(&r, 0, 1, &out->amount);
+        if (!rc &&
+            (po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 0)) ||
+             po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 2)) ||
+             po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 3)) ||
+             po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 4)) ||
+             po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 5))))
+            rc = PO_ERR_STORE;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* The order-side effect of a refund reaching its final state. */
+static po_err refund_order_update(struct ev_ctx *c, bool success, int64_t *changes)
+{
+    const struct po_event *ev = c->ev;
+    struct po_param p[] = {PO_I64(ev->amount_minor), PO_TEXT(c->now), PO_TEXT(ev->tenant),
+                           PO_TEXT(ev->out_trade_no), PO_I64(ev->amount_minor)};
+    return change(c,
+                  success ? "UPDATE pay_order SET refunded_amount = refunded_amount + ?,"
+                            " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
+                            " refunded_amount + ? <= refund_reserved"
+                          : "UPDATE pay_order SET refund_reserved = refund_reserved - ?,"
+                            " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
+                            " refund_reserved - ? >= refunded_amount",
+                  p, 5, changes);
+}
+
+static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
+{
+    const struct po_event *ev = c->ev;
+    const char *target = refund_target(ev->type);
+    struct refund_row rf;
+    bool found = false, dup = false;
+    int64_t changes = 0;
+    po_err rc = load_refund(c, &rf, &found);
+    if (rc)
+        return rc;
+    if (!found) {
+        detailf(c, "no refund %s", ev->out_refund_no);
+        return reject(o, "unknown_refund");
+    }
+    if (strcmp(rf.out_trade_no, ev->out_trade_no) != 0) {
+        detailf(c, "refund %s belongs to order %s, not %s",
+                       ev->out_refund_no, rf.out_trade_no, ev->out_trade_no);
+        return reject(o, "order_mismatch");
+    }
+    if (order_mismatch(c, o, rf.merchant, rf.amount, rf.currency, rf.channel, true))
+        return PO_OK;
+    rc = layer1(c, o, &dup);
+    if (rc || dup)
+        return rc;
+
+    struct po_param up[] = {PO_TEXT(target),     PO_TEXT(ev->channel_refund_id),
+                            PO_TEXT(ev->channel), PO_TEXT(c->now),
+                            PO_TEXT(ev->tenant), PO_TEXT(ev->out_refund_no),
+                            PO_TEXT(target)};
+    rc = change(c,
+                layer_on(c, PO_ENGINE_NO_LAYER2)
+                    ? "UPDATE refund SET status = ?, channel_refund_id = ?,"
+                      " channel = COALESCE(channel, ?), updated_at = ? WHERE tenant_id = ? AND"
+                      " out_refund_no = ? AND status IN ('PROCESSING', 'ABNORMAL') AND status <> ?"
+                    : "UPDATE refund SET status = ?, channel_refund_id = ?,"
+                      " channel = COALESCE(channel, ?), updated_at = ? WHERE tenant_id = ? AND"
+                      " out_refund_no = ?",
+                up, layer_on(c, PO_ENGINE_NO_LAYER2) ? 7 : 6, &changes);
+    if (rc)
+        return rc;
+    if (changes == 0) {
+        rc = load_refund(c, &rf, &found);
+        if (rc)
+            return rc;
+        PO_ASSERT(found);
+        if (strcmp(rf.status, target) == 0) {
+            set_outcome(o, PO_OUT_DUPLICATE, 2, "");
+            return PO_OK;
+        }
+        detailf(c, "refund %s is %s; channel says %s",
+                       ev->out_refund_no, rf.status, target);
+        if (ev->type == PO_EV_REFUND_SUCCESS)
+            return suspense(c, o, "refund_after_close", false);
+        return reject(o, "stale_refund_status");
+    }
+    rc = record(c, "applied", NULL);
+    if (rc || ev->type == PO_EV_REFUND_ABNORMAL)
+        goto done;
+    rc = refund_order_update(c, ev->type == PO_EV_REFUND_SUCCESS, &changes);
+    if (rc)
+        return rc;
+    if (changes == 0) {
+        detailf(c, "refund %s of %lld would exceed what order %s reserved for refunds",
+                       ev->out_refund_no, (long long)ev->amount_minor, ev->out_trade_no);
+        return reject(o, "refund_exceeds_reserved");
+    }
+    if (ev->type == PO_EV_REFUND_SUCCESS) {
+        char clearing[PO_ACCOUNT_MAX], payable[PO_ACCOUNT_MAX];
+        account(clearing, sizeof clearing, "channel_clearing", ev->channel);
+        account(payable, sizeof payable, "merchant_payable", rf.merchant);
+        rc = post(c, "REFUND", payable, clearing);
+    }
+done:
+    if (!rc)
+        set_outcome(o, PO_OUT_APPLIED, 0, "");
+    return rc;
+}
+
+/* No state machine: layers 1 and 3 only. */
+static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
+{
+    const struct po_event *ev = c->ev;
+    struct order_row ord;
+    bool found = false, dup = false;
+    po_err rc = load_order(c, &ord, &found);
+    if (rc)
+        return rc;
+    if (!found) {
+        detailf(c, "no order %s", ev->out_trade_no);
+        return reject(o, "unknown_order");
+    }
+    if (order_mismatch(c, o, ord.merchant, ord.amount, ord.currency, ord.channel, false))
+        return PO_OK;
+    if (strcmp(ord.status, "PAID") != 0) {
+        detailf(c, "order %s is %s", ev->out_trade_no,
+                       ord.status);
+        return reject(o, "order_not_paid");
+    }
+    rc = layer1(c, o, &dup);
+    if (rc || dup)
+        return rc;
+    rc = record(c, "applied", NULL);
+    if (rc)
+        return rc;
+    char payable[PO_ACCOUNT_MAX], receiver[PO_ACCOUNT_MAX];
+    account(payable, sizeof payable, "merchant_payable", ord.merchant);
+    account(receiver, sizeof receiver, "profit_share", ev->receiver);
+    rc = post(c, "PROFIT_SHARE", payable, receiver);
+    if (!rc)
+        set_outcome(o, PO_OUT_APPLIED, 0, "");
+    return rc;
+}
+
+static po_err apply_one(struct ev_ctx *c, struct po_outcome *o)
+{
+    switch (c->ev->type) {
+    case PO_EV_PAY_SUCCESS: return apply_payment(c, o);
+    case PO_EV_PROFIT_SHARE_RESULT: return apply_profit_share(c, o);
+    default: return apply_refund(c, o);
+    }
+}
+
+static po_err sp(struct ev_ctx *c, const char *sql)
+{
+    return change(c, sql, NULL, 0, NULL);
+}
+
+/* After a unique violation: is the twin's processed record really there?
+ * If not, the violation was something else and the event must be retried,
+ * never acked as a duplicate (that would lose a payment). */
+static po_err conflict_is_duplicate(struct ev_ctx *c, bool *out_dup)
+{
+    return layer1_seen(c, out_dup);
+}
+
+/* One event inside its savepoint. Returns non-OK only for failures that
+ * abort the whole transaction. */
+static po_err run_event(struct ev_ctx *c, struct po_ledger_batch *batch_deltas,
+                        struct po_outcome *o)
+{
+    po_err rc = sp(c, "SAVEPOINT po_event");
+    if (rc)
+        return rc;
+    po_ledger_batch_reset(c->deltas);
+    c->detail[0] = '\0';
+    rc = apply_one(c, o);
+    if (rc == PO_ERR_CONFLICT) {
+        rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
+        if (rc)
+            return rc;
+        bool dup = false;
+        rc = conflict_is_duplicate(c, &dup);
+        if (rc)
+            return rc;
+        if (!dup) {
+            po_log(PO_LOG_WARN, "tenant %s: unexpected constraint violation for %s: %s",
+                   c->ev->tenant, c->key, c->err);
+            return PO_ERR_TRANSIENT;
+        }
+        set_outcome(o, PO_OUT_DUPLICATE, 3, "");
+        return sp(c, "RELEASE SAVEPOINT po_event");
+    }
+    if (rc)
+        return rc;
+    if (o->kind == PO_OUT_REJECTED) {
+        /* Nothing of a rejected event stays but its alert. */
+        rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
+        if (!rc)
+            rc = alert(c, o->reason);
+        if (!rc)
+            rc = sp(c, "RELEASE SAVEPOINT po_event");
+        return rc;
+    }
+    rc = sp(c, "RELEASE SAVEPOINT po_event");
+    if (rc)
+        return rc;
+    rc = po_ledger_batch_merge(batch_deltas, c->deltas);
+    PO_ASSERT(rc == PO_OK); /* bounded: PO_BATCH_MAX events x PO_LEDGER_LINES_MAX */
+    return PO_OK;
+}
+
+static void all_retry(struct po_outcome *out, size_t n, po_err why)
+{
+    for (size_t i = 0; i < n; i++)
+        set_outcome(&out[i], PO_OUT_RETRY, 0, why == PO_ERR_TRANSIENT ? "store_unavailable"
+                                                                       : "store_error");
+}
+
+po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
+                             const struct po_event *ev, size_t n, struct po_outcome *out)
+{
+    PO_ASSERT(n >= 1 && n <= PO_BATCH_MAX);
+    char now[PO_TIME_MAX];
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_ledger_batch *batch = malloc(sizeof *batch);
+    struct ev_ctx *c = malloc(sizeof *c);
+    struct po_ledger_batch *ev_deltas = malloc(sizeof *ev_deltas);
+    po_err rc = PO_OK;
+    if (!batch || !c || !ev_deltas) {
+        all_retry(out, n, PO_ERR_NOMEM);
+        goto out_free;
+    }
+    po_clock_now_iso(now, sizeof now);
+    po_ledger_batch_reset(batch);
+    for (size_t i = 0; i < n; i++) {
+        char verr[PO_ERRBUF_MAX];
+        PO_ASSERT(po_event_validate(&ev[i], verr, sizeof verr) == PO_OK);
+    }
+    rc = po_store_begin(s, err, sizeof err);
+    if (rc)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        memset(c, 0, sizeof *c);
+        c->s = s;
+        c->cfg = cfg;
+        c->ev = &ev[i];
+        c->now = now;
+        c->deltas = ev_deltas;
+        rc = po_event_key(&ev[i], c->key, sizeof c->key);
+        PO_ASSERT(rc == PO_OK); /* validated fields fit PO_KEY_MAX */
+        rc = run_event(c, batch, &out[i]);
+        if (rc) {
+            memcpy(err, c->err, sizeof err);
+            goto fail_rollback;
+        }
+    }
+    rc = po_ledger_flush(s, batch, now, err, sizeof err);
+    if (rc)
+        goto fail_rollback;
+    rc = po_store_commit(s, err, sizeof err);
+    if (rc)
+        goto fail;
+    goto out_free;
+fail_rollback:
+    po_store_rollback(s);
+fail:
+    po_log(PO_LOG_WARN, "engine: batch of %zu not committed (%s): %s", n, po_err_name(rc), err);
+    all_retry(out, n, rc);
+out_free:
+    free(batch);
+    free(c);
+    free(ev_deltas);
+    return PO_OK;
+}
+
+po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
+                       const struct po_event *ev, struct po_outcome *out)
+{
+    return po_engine_apply_batch(s, cfg, ev, 1, out);
+}

@@ -1,0 +1,196 @@
+/*
+ * sqlite.c — the embedded default backend.
+ *
+ * Each po_store is one sqlite3 connection in WAL mode with synchronous=FULL
+ * (a committed transaction survives power loss) and foreign keys on. Write
+ * transactions use BEGIN IMMEDIATE so that the write lock is taken up front:
+ * two writers are serialised at BEGIN instead of deadlocking at their first
+ * write, and a waiter gives up after busy_timeout with PO_ERR_TRANSIENT.
+ */
+#include "store_int.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SQLITE_BUSY_TIMEOUT_MS 5000
+
+struct sqlite_store {
+    struct po_store base; /* must be first */
+    sqlite3 *db;
+};
+
+static struct sqlite_store *as_sqlite(struct po_store *s)
+{
+    return (struct sqlite_store *)s;
+}
+
+/* Maps an SQLite result code to the store contract (see store.h). */
+static po_err map_rc(sqlite3 *db, int rc, char *err, size_t errcap)
+{
+    int base = rc & 0xff;
+    po_errf(err, errcap, "sqlite: %s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    switch (base) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL:
+        return PO_ERR_TRANSIENT;
+    case SQLITE_NOMEM:
+        return PO_ERR_NOMEM;
+    case SQLITE_CONSTRAINT:
+        if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+            return PO_ERR_CONFLICT;
+        return PO_ERR_STORE;
+    default:
+        return PO_ERR_STORE;
+    }
+}
+
+static po_err sq_simple(struct po_store *s, const char *sql, char *err, size_t errcap)
+{
+    sqlite3 *db = as_sqlite(s)->db;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return map_rc(db, sqlite3_extended_errcode(db), err, errcap);
+    return PO_OK;
+}
+
+static po_err sq_open(const char *url, struct po_store **out, char *err, size_t errcap)
+{
+    const char *path = url + strlen("sqlite:");
+    if (!*path) {
+        po_errf(err, errcap, "sqlite URL has no path");
+        return PO_ERR_INVALID;
+    }
+    struct sqlite_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return PO_ERR_NOMEM;
+    po_err rc = PO_OK;
+    int src = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (src != SQLITE_OK) {
+        rc = map_rc(st->db, src, err, errcap);
+        goto fail;
+    }
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, SQLITE_BUSY_TIMEOUT_MS);
+    /* journal_mode=WAL needs a moment of exclusive access on a fresh file;
+     * the busy handler covers concurrent first opens. */
+    static const char *const pragmas[] = {
+        "PRAGMA journal_mode=WAL",
+        "PRAGMA synchronous=FULL",
+        "PRAGMA foreign_keys=ON",
+    };
+    st->base.ops = &po_store_sqlite;
+    for (size_t i = 0; i < sizeof pragmas / sizeof pragmas[0]; i++) {
+        rc = sq_simple(&st->base, pragmas[i], err, errcap);
+        if (rc)
+            goto fail;
+    }
+    *out = &st->base;
+    return PO_OK;
+fail:
+    sqlite3_close(st->db);
+    free(st);
+    return rc;
+}
+
+static void sq_close(struct po_store *s)
+{
+    struct sqlite_store *st = as_sqlite(s);
+    sqlite3_close(st->db);
+    free(st);
+}
+
+static po_err sq_reconnect(struct po_store *s, char *err, size_t errcap)
+{
+    (void)s;
+    (void)err;
+    (void)errcap;
+    return PO_OK; /* an embedded connection does not drop */
+}
+
+static po_err bind_params(sqlite3_stmt *st, const struct po_param *params, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int rc;
+        switch (params[i].type) {
+        case PO_P_TEXT: rc = sqlite3_bind_text(st, i + 1, params[i].text, -1, SQLITE_STATIC); break;
+        case PO_P_I64: rc = sqlite3_bind_int64(st, i + 1, params[i].i64); break;
+        default: rc = sqlite3_bind_null(st, i + 1); break;
+        }
+        if (rc != SQLITE_OK)
+            return PO_ERR_STORE;
+    }
+    return PO_OK;
+}
+
+static po_err sq_exec(struct po_store *s, const char *sql, const struct po_param *params,
+                      int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
+                      size_t errcap)
+{
+    sqlite3 *db = as_sqlite(s)->db;
+    sqlite3_stmt *st = NULL;
+    struct po_rows rows;
+    po_err rc = PO_OK;
+    int src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (src != SQLITE_OK)
+        return map_rc(db, sqlite3_extended_errcode(db), err, errcap);
+    PO_ASSERT(sqlite3_bind_parameter_count(st) == nparams);
+    rc = bind_params(st, params, nparams);
+    if (rc) {
+        po_errf(err, errcap, "sqlite: bind failed");
+        goto out_finalize;
+    }
+    int ncols = sqlite3_column_count(st);
+    (void)po_rows_init(&rows, ncols);
+    for (;;) {
+        src = sqlite3_step(st);
+        if (src == SQLITE_DONE)
+            break;
+        if (src != SQLITE_ROW) {
+            rc = map_rc(db, sqlite3_extended_errcode(db), err, errcap);
+            goto out_rows;
+        }
+        if (!out_rows)
+            continue;
+        const char *vals[64];
+        size_t lens[64];
+        PO_ASSERT(ncols <= 64);
+        for (int c = 0; c < ncols; c++) {
+            vals[c] = (const char *)sqlite3_column_text(st, c);
+            lens[c] = (size_t)sqlite3_column_bytes(st, c);
+        }
+        rc = po_rows_append(&rows, vals, lens);
+        if (rc) {
+            po_errf(err, errcap, "sqlite: result too large or out of memory");
+            goto out_rows;
+        }
+    }
+    if (out_changes)
+        *out_changes = sqlite3_changes(db);
+    if (out_rows) {
+        *out_rows = rows;
+        memset(&rows, 0, sizeof rows);
+    }
+out_rows:
+    po_rows_free(&rows);
+out_finalize:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+const struct po_store_ops po_store_sqlite = {
+    .name = "sqlite",
+    .open = sq_open,
+    .close = sq_close,
+    .simple = sq_simple,
+    .exec = sq_exec,
+    .reconnect = sq_reconnect,
+    .begin_write_sql = "BEGIN IMMEDIATE",
+    .begin_read_sql = "BEGIN",
+    .migration_lock_sql = NULL,
+    .backend_pid = NULL,
+};

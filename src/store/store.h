@@ -1,0 +1,93 @@
+/*
+ * store.h — the storage interface every other module sees.
+ *
+ * A store is one connection to SQLite or PostgreSQL behind a const vtable
+ * (see store_int.h). SQL is written once, portably, with `?` placeholders;
+ * the PostgreSQL backend rewrites them to $n. Results are text cells.
+ *
+ * Error mapping is the contract the engine relies on:
+ *   unique / primary-key violation          -> PO_ERR_CONFLICT
+ *   busy, locked, deadlock, serialization,
+ *   lost connection, disk full / I/O        -> PO_ERR_TRANSIENT
+ *   anything else                           -> PO_ERR_STORE
+ *
+ * A store is used by one thread at a time. After a PO_ERR_TRANSIENT from a
+ * lost connection the next po_store_begin() reconnects.
+ */
+#ifndef PO_STORE_H
+#define PO_STORE_H
+
+#include "../core/core.h"
+
+struct po_store;
+
+enum po_param_type { PO_P_NULL, PO_P_TEXT, PO_P_I64 };
+
+/* One bound parameter; text is borrowed for the duration of the call. */
+struct po_param {
+    enum po_param_type type;
+    const char *text;
+    int64_t i64;
+};
+#define PO_TEXT(s) ((struct po_param){.type = PO_P_TEXT, .text = (s)})
+#define PO_I64(v) ((struct po_param){.type = PO_P_I64, .i64 = (v)})
+#define PO_NULLP ((struct po_param){.type = PO_P_NULL})
+
+/* Query result: nrows x ncols cells, row-major; a cell is NULL for SQL NULL.
+ * Owned by the caller, freed with po_rows_free(). */
+struct po_rows {
+    int nrows;
+    int ncols;
+    char **cells;
+};
+const char *po_rows_get(const struct po_rows *r, int row, int col);
+/* Cell as int64; PO_ERR_STORE when NULL or not an integer. */
+po_err po_rows_i64(const struct po_rows *r, int row, int col, int64_t *out) PO_MUST_CHECK;
+void po_rows_free(struct po_rows *r);
+
+/* Opens "sqlite:PATH" or "postgresql://…" / "postgres://…". */
+po_err po_store_open(const char *url, struct po_store **out, char *err, size_t errcap)
+    PO_MUST_CHECK;
+void po_store_close(struct po_store *s);
+const char *po_store_backend(const struct po_store *s); /* "sqlite" | "postgres" */
+
+/* Write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: READ COMMITTED). */
+po_err po_store_begin(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
+/* Read-only consistent snapshot (for verify and reports). */
+po_err po_store_begin_read(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_store_commit(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
+/* Always leaves the connection outside any transaction. */
+void po_store_rollback(struct po_store *s);
+
+/* Executes one statement. out_rows (may be NULL) receives result rows;
+ * out_changes (may be NULL) the number of rows inserted/updated/deleted. */
+po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param *params,
+                     int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
+                     size_t errcap) PO_MUST_CHECK;
+
+/* Reachability check for /readyz and CLI diagnostics. */
+po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
+
+/* Creates or upgrades the schema; safe to run twice and concurrently.
+ * *out_applied (may be NULL) receives how many migrations ran now. */
+po_err po_store_migrate(struct po_store *s, int *out_applied, char *err, size_t errcap)
+    PO_MUST_CHECK;
+/* The highest applied schema version (0 when none). */
+po_err po_store_schema_version(struct po_store *s, int *out_version) PO_MUST_CHECK;
+
+/*
+ * Fault injection (tests). The hook runs before every statement of a
+ * transaction: index 0 is BEGIN, then each exec in order, then COMMIT.
+ * A non-OK return is reported as that statement's result without running it;
+ * the transaction stays open for the caller to roll back, as after a real
+ * failure. The hook may also cause a real failure (e.g. terminate the
+ * backend) and return PO_OK. NULL removes it.
+ */
+typedef po_err (*po_store_fault_fn)(void *ctx, int stmt_index, const char *sql);
+void po_store_set_fault_hook(struct po_store *s, po_store_fault_fn fn, void *ctx);
+
+/* The backend's server-side id for this connection (PostgreSQL backend pid;
+ * 0 on SQLite). Lets tests terminate a connection for real. */
+long po_store_backend_pid(struct po_store *s);
+
+#endif

@@ -120,6 +120,19 @@ static const char *need(const struct opts *o, const char *name)
     return v && *v ? v : NULL;
 }
 
+/* Reports every required option that is absent; true if any is. */
+static bool missing_required(const struct opts *o, const char *required)
+{
+    char list[256];
+    bool missing = false;
+    PO_ASSERT(po_strcpy(list, sizeof list, required) == PO_OK);
+    for (char *save = NULL, *name = strtok_r(list, " ", &save); name;
+         name = strtok_r(NULL, " ", &save))
+        if (!need(o, name))
+            missing = true;
+    return missing;
+}
+
 static int open_store(const struct opts *o, struct po_store **out)
 {
     const char *url = opt(o, "db");
@@ -456,22 +469,24 @@ static int cmd_verify(struct po_store *s, const struct opts *o)
 struct command {
     const char *word1, *word2; /* word2 NULL for one-word commands */
     const char *allowed;       /* value options */
+    const char *required;      /* value options that must be present */
     const char *flags;
     int (*run)(struct po_store *s, const struct opts *o);
 };
 
 static const struct command commands[] = {
-    {"migrate", NULL, "", "", cmd_migrate},
-    {"tenant", "add", "tenant name", "", cmd_tenant_add},
-    {"merchant", "add", "tenant merchant", "", cmd_merchant_add},
-    {"order", "create", "tenant merchant out-trade-no amount currency channel", "",
-     cmd_order_create},
-    {"order", "show", "tenant out-trade-no", "json", cmd_order_show},
-    {"refund", "create", "tenant out-trade-no out-refund-no amount", "", cmd_refund_create},
-    {"ledger", "balances", "tenant", "json", cmd_balances},
-    {"alerts", NULL, "tenant", "json", cmd_alerts},
-    {"apply", NULL, "event", "", cmd_apply},
-    {"verify", NULL, "", "json", cmd_verify},
+    {"migrate", NULL, "", "", "", cmd_migrate},
+    {"tenant", "add", "tenant name", "tenant", "", cmd_tenant_add},
+    {"merchant", "add", "tenant merchant", "tenant merchant", "", cmd_merchant_add},
+    {"order", "create", "tenant merchant out-trade-no amount currency channel",
+     "tenant merchant out-trade-no amount", "", cmd_order_create},
+    {"order", "show", "tenant out-trade-no", "tenant out-trade-no", "json", cmd_order_show},
+    {"refund", "create", "tenant out-trade-no out-refund-no amount",
+     "tenant out-trade-no out-refund-no amount", "", cmd_refund_create},
+    {"ledger", "balances", "tenant", "tenant", "json", cmd_balances},
+    {"alerts", NULL, "tenant", "tenant", "json", cmd_alerts},
+    {"apply", NULL, "event", "event", "", cmd_apply},
+    {"verify", NULL, "", "", "json", cmd_verify},
 };
 
 int main(int argc, char **argv)
@@ -495,6 +510,8 @@ int main(int argc, char **argv)
         struct opts o;
         if (parse_opts(argc - first, argv + first, c->allowed, c->flags, &o))
             return usage(NULL);
+        if (missing_required(&o, c->required))
+            return EXIT_USAGE;
         struct po_store *s = NULL;
         int ret = open_store(&o, &s);
         if (ret)

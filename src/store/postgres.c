@@ -55,6 +55,13 @@ static po_err map_result(struct pg_store *ps, PGresult *res, char *err, size_t e
     return PO_ERR_STORE;
 }
 
+/* Server notices (e.g. WARNING) go to the log at debug level, not stderr. */
+static void pg_notice(void *arg, const char *message)
+{
+    (void)arg;
+    po_log(PO_LOG_DEBUG, "postgres notice: %s", message);
+}
+
 static po_err pg_open(const char *url, struct po_store **out, char *err, size_t errcap)
 {
     struct pg_store *ps = calloc(1, sizeof *ps);
@@ -69,6 +76,7 @@ static po_err pg_open(const char *url, struct po_store **out, char *err, size_t 
         free(ps);
         return PO_ERR_TRANSIENT;
     }
+    PQsetNoticeProcessor(ps->conn, pg_notice, NULL);
     PGresult *res = PQexec(ps->conn, "SET client_min_messages = warning");
     PQclear(res);
     *out = &ps->base;

@@ -92,8 +92,11 @@ static po_err begin_with(struct po_store *s, const char *sql, char *err, size_t 
     s->in_tx = true;
     s->stmt_index = 0;
     rc = fault_check(s, sql, err, errcap);
-    if (!rc)
-        rc = s->ops->simple(s, sql, err, errcap);
+    if (rc) {
+        s->in_tx = false; /* BEGIN never ran: nothing to roll back */
+        return rc;
+    }
+    rc = s->ops->simple(s, sql, err, errcap);
     if (rc)
         po_store_rollback(s);
     return rc;
@@ -145,6 +148,13 @@ po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param 
     po_err rc = fault_check(s, sql, err, errcap);
     if (rc)
         return rc;
+    /* Outside a transaction a dropped connection is simply re-established;
+     * inside one the work is lost and the caller must see the failure. */
+    if (!s->in_tx) {
+        rc = s->ops->reconnect(s, err, errcap);
+        if (rc)
+            return rc;
+    }
     return s->ops->exec(s, sql, params, nparams, out_rows, out_changes, err, errcap);
 }
 

@@ -1,0 +1,29 @@
+# payonce — the README's two commands:
+#   make demo   builds and runs the end-to-end demonstration on SQLite
+#   make test   the whole test suite (sanitizers, both stores, races, faults)
+# Both install the Debian packages they need first (scripts/deps.sh).
+.PHONY: all build deps demo test lint clean
+
+JOBS := $(shell nproc 2>/dev/null || echo 2)
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build -j$(JOBS) >/dev/null
+	@echo "built build/payonce"
+
+demo: build
+	@scripts/demo.sh
+
+test:
+	@scripts/test.sh
+
+lint:
+	@scripts/lint.sh
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test.sh — the whole suite, as `make test` and CI run it:
+#   1. Debian packages (scripts/deps.sh), lint for banned functions
+#   2. AddressSanitizer + UBSan build; every test on SQLite and PostgreSQL
+#   3. ThreadSanitizer build; the thread races on both backends
+#   4. the demo, in a temporary directory, its exit status checked
+# A throwaway PostgreSQL 15 is started for the run (scripts/pg.sh) and
+# stopped on exit, whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc 2>/dev/null || echo 2)
+
+scripts/deps.sh
+scripts/lint.sh
+
+pgdir=$(mktemp -d /tmp/payonce-pg.XXXXXX)
+cleanup() { "$root/scripts/pg.sh" stop "$pgdir" || true; }
+trap cleanup EXIT
+PAYONCE_TEST_PG=$(scripts/pg.sh start "$pgdir")
+export PAYONCE_TEST_PG PAYONCE_REQUIRE_PG=1
+echo "test: PostgreSQL for tests at $PAYONCE_TEST_PG"
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+echo "== ASan + UBSan build"
+cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-asan -j"$jobs" >/dev/null
+ctest --test-dir build-asan --output-on-failure --output-log "$root/build-asan/ctest.log"
+echo "== figures (races, seed incident, fault injection)"
+grep -aE '^# (race|seed-incident|fault)' build-asan/ctest.log || true
+
+echo "== ThreadSanitizer build"
+cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-tsan -j"$jobs" >/dev/null
+ctest --test-dir build-tsan --output-on-failure --output-log "$root/build-tsan/ctest.log"
+grep -aE '^# (race|seed-incident)' build-tsan/ctest.log || true
+
+echo "== demo (make demo), in a temporary directory"
+PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh
+echo "test: all suites passed"

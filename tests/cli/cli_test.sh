@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# cli_test.sh PAYONCE — the command line contract (DESIGN §10) end to end,
+# on SQLite and (when PAYONCE_TEST_PG is set) PostgreSQL: exit codes,
+# outputs, --json documents, and verify failing on a tampered ledger.
+set -uo pipefail
+BIN=${1:?path to payonce}
+fails=0; passes=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+check() { # check NAME EXPECTED_STATUS CMD... ; stdout+stderr in $tmp/out
+  local name=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL $name: exit $got, expected $want"; sed 's/^/  | /' "$tmp/out" "$tmp/err"; fails=$((fails+1))
+  else passes=$((passes+1)); fi
+}
+has() { # has NAME FILE PATTERN
+  if grep -q -- "$3" "$2"; then passes=$((passes+1)); else
+    echo "FAIL $1: '$3' not in output"; sed 's/^/  | /' "$2"; fails=$((fails+1)); fi
+}
+json() { # json NAME PYTHON_EXPR_ON_d  (reads $tmp/out)
+  if python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if ($2) else 1)"; then
+    passes=$((passes+1)); else echo "FAIL $1: $2"; sed 's/^/  | /' "$tmp/out"; fails=$((fails+1)); fi
+}
+
+run_suite() { # run_suite DB_URL TAMPER_CMD...
+  local db=$1; shift
+  local P=("$BIN" --db "$db")
+  echo "# cli on $db"
+  check no-schema 1 "$BIN" tenant add --db "$db" --tenant t1; has no-schema "$tmp/err" "payonce migrate"
+  check migrate 0 "$BIN" migrate --db "$db"; has migrate "$tmp/out" "1 migration applied now"
+  check migrate-again 0 "$BIN" migrate --db "$db"; has migrate-again "$tmp/out" "0 migrations applied now"
+  check tenant 0 "$BIN" tenant add --db "$db" --tenant t1 --name "Tenant One"
+  check tenant-dup 1 "$BIN" tenant add --db "$db" --tenant t1; has tenant-dup "$tmp/err" "already exists"
+  check tenant-bad 1 "$BIN" tenant add --db "$db" --tenant "bad id"
+  check merchant-no-tenant 1 "$BIN" merchant add --db "$db" --tenant nobody --merchant m1
+  check merchant 0 "$BIN" merchant add --db "$db" --tenant t1 --merchant m1
+  for a in -1 0 1.5 abc 1e3 100000000000000000000; do
+    check "amount-$a" 2 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no X --amount "$a"
+  done
+  check currency-bad 1 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no X --amount 1 --currency XYZ
+  check merchant-unknown 1 "$BIN" order create --db "$db" --tenant t1 --merchant m9 --out-trade-no X --amount 1
+  check order 0 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no ORD-1 --amount 100
+  check order-same 0 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no ORD-1 --amount 100
+  has order-same "$tmp/out" "already exists with the same fields"
+  check order-diff 1 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no ORD-1 --amount 101
+  has order-diff "$tmp/err" "exists with amount 100"
+
+  cat >"$tmp/ev.json" <<'EOF'
+{"tenant":"t1","channel":"wechatpay","type":"PAY_SUCCESS",
+ "channel_txn_id":"4200001234202612020000000001","out_trade_no":"ORD-1",
+ "amount":100,"currency":"CNY","source":"callback","occurred_at":"2026-12-02T10:00:00+08:00"}
+EOF
+  check apply-1 0 "$BIN" apply --db "$db" --event "$tmp/ev.json"; json apply-1 'd=={"outcome":"applied"}'
+  check apply-2 0 "$BIN" apply --db "$db" --event "$tmp/ev.json"; json apply-2 'd=={"outcome":"duplicate","layer":1}'
+  sed 's/"source":"callback"/"source":"reconciliation"/' "$tmp/ev.json" >"$tmp/replay.json"
+  check apply-replay 0 "$BIN" apply --db "$db" --event "$tmp/replay.json"; json apply-replay 'd["outcome"]=="duplicate"'
+  sed 's/"amount":100/"amount":1/; s/ORD-1/ORD-2/' "$tmp/ev.json" >"$tmp/bad.json"
+  check order2 0 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no ORD-2 --amount 200
+  check apply-mismatch 0 "$BIN" apply --db "$db" --event "$tmp/bad.json"
+  json apply-mismatch 'd=={"outcome":"rejected","reason":"amount_mismatch"}'
+  echo '{"tenant":"t1"' >"$tmp/broken.json"
+  check apply-malformed 1 "$BIN" apply --db "$db" --event "$tmp/broken.json"; has apply-malformed "$tmp/err" "malformed JSON"
+  check apply-missing 1 "$BIN" apply --db "$db" --event "$tmp/nope.json"
+  head -c 70000 /dev/zero | tr '\0' ' ' >"$tmp/huge.json"
+  check apply-huge 1 "$BIN" apply --db "$db" --event "$tmp/huge.json"; has apply-huge "$tmp/err" "64 KiB"
+
+  check show 0 "$BIN" order show --db "$db" --tenant t1 --out-trade-no ORD-1 --json
+  json show 'd["status"]=="PAID" and d["amount"]==100 and d["channel_txn_id"]=="4200001234202612020000000001"'
+  check show-missing 1 "$BIN" order show --db "$db" --tenant t1 --out-trade-no NOPE
+  check show-other-tenant 1 "$BIN" order show --db "$db" --tenant t2 --out-trade-no ORD-1
+  check balances 0 "$BIN" ledger balances --db "$db" --tenant t1 --json
+  json balances '{b["account"]:b["balance"] for b in d["balances"]}=={"channel_clearing:wechatpay":100,"merchant_payable:m1":-100}'
+  check alerts 0 "$BIN" alerts --db "$db" --tenant t1 --json
+  json alerts 'len(d["alerts"])==1 and d["alerts"][0]["reason"]=="amount_mismatch"'
+  check verify 0 "$BIN" verify --db "$db"
+  check verify-json 0 "$BIN" verify --db "$db" --json; json verify-json 'd["ok"] is True and d["violations"]==[]'
+  check env-db 0 env PAYONCE_DB="$db" "$BIN" verify
+  "$@" # tamper: one cached balance off by one
+  check verify-broken 3 "$BIN" verify --db "$db" --json
+  json verify-broken 'd["ok"] is False and d["violations"][0]["check"]=="balance_mismatch"'
+  check verify-broken-text 3 "$BIN" verify --db "$db"; has verify-broken-text "$tmp/err" "VIOLATION balance_mismatch"
+}
+
+check usage-none 2 "$BIN"
+check usage-unknown 2 "$BIN" frobnicate
+check usage-option 2 "$BIN" verify --bogus 1
+check usage-missing 2 "$BIN" tenant add --db "sqlite:$tmp/u.db"
+check help 0 "$BIN" --help; has help "$tmp/out" "order create"
+check bad-url 1 "$BIN" verify --db "mysql://x"
+
+TAMPER_SQL="UPDATE account_balance SET balance = balance + 1 WHERE account = 'merchant_payable:m1'"
+run_suite "sqlite:$tmp/cli.db" python3 -c "import sqlite3; c=sqlite3.connect('$tmp/cli.db'); c.execute(\"$TAMPER_SQL\"); c.commit()"
+if [ -n "${PAYONCE_TEST_PG:-}" ]; then
+  dbname="po_cli_$$"
+  psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $dbname" >/dev/null
+  pgurl="${PAYONCE_TEST_PG%/*}/$dbname"
+  run_suite "$pgurl" psql -q "$pgurl" -c "$TAMPER_SQL"
+  psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE $dbname WITH (FORCE)" >/dev/null
+elif [ -n "${PAYONCE_REQUIRE_PG:-}" ]; then
+  echo "FAIL: PAYONCE_REQUIRE_PG set but no PAYONCE_TEST_PG"; fails=$((fails+1))
+fi
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

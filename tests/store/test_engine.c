@@ -1,0 +1,564 @@
+/*
+ * test_engine.c — the engine's behaviour on one backend (argv[1]):
+ * each layer alone is sufficient, the six pitfalls of the seed article,
+ * every outcome, refunds, profit sharing, batches, and verify catching
+ * broken invariants. Each test gets a fresh database.
+ */
+#include "../support/testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *backend;
+
+struct fx {
+    char url[T_URL_MAX];
+    struct po_store *s;
+};
+
+static int setup(void **state)
+{
+    static struct fx f;
+    memset(&f, 0, sizeof f);
+    t_db_create(backend, f.url, sizeof f.url);
+    f.s = t_open(f.url);
+    t_seed_tenant(f.s);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    po_store_close(f->s);
+    t_db_drop(f->url);
+    return 0;
+}
+
+#define S (((struct fx *)*state)->s)
+
+static int64_t count_key(struct po_store *s, const char *table, const char *key)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE tenant_id = 't1' AND idem_key = ?",
+             table);
+    struct po_param p[] = {PO_TEXT(key)};
+    return t_count(s, sql, p, 1);
+}
+
+static int64_t count_all(struct po_store *s, const char *sql)
+{
+    return t_count(s, sql, NULL, 0);
+}
+
+static void assert_outcome(struct po_outcome o, enum po_outcome_kind k, int layer)
+{
+    if (o.kind != k || o.layer != layer)
+        fprintf(stderr, "got %s layer %d reason %s\n", po_outcome_name(o.kind), o.layer,
+                o.reason);
+    assert_int_equal(o.kind, k);
+    assert_int_equal(o.layer, layer);
+}
+
+/* One credit for 100 CNY: one PAY journal, two postings, the balances. */
+static void assert_one_credit(struct po_store *s, int64_t amount)
+{
+    assert_int_equal(count_all(s, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'"), 1);
+    assert_int_equal(count_all(s, "SELECT COUNT(*) FROM posting"), 2);
+    assert_int_equal(t_balance(s, "channel_clearing:wechatpay"), amount);
+    assert_int_equal(t_balance(s, "merchant_payable:m1"), -amount);
+    assert_int_equal(t_verify(s), 0);
+}
+
+/* ---- the happy path and layer 1 ---- */
+
+static void payment_applied_once_then_layer1(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event ev = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &ev), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &ev), PO_OUT_DUPLICATE, 1);
+    assert_outcome(t_apply(S, NULL, &ev), PO_OUT_DUPLICATE, 1);
+    assert_one_credit(S, 100);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAID' AND"
+                                  " channel_txn_id = '4200000001'"),
+                     1);
+    assert_int_equal(count_key(S, "notify_log", "wechatpay:4200000001:PAY_SUCCESS"), 1);
+}
+
+/* ---- each layer alone is sufficient ---- */
+
+/* Layer 1 off: the guarded UPDATE alone refuses the second credit, and it
+ * is layer 2 (not the unique index) that catches it. */
+static void layer2_alone_prevents_double_credit(void **state)
+{
+    struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1};
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event ev = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, &cfg, &ev), PO_OUT_APPLIED, 0);
+    for (int i = 0; i < 3; i++)
+        assert_outcome(t_apply(S, &cfg, &ev), PO_OUT_DUPLICATE, 2);
+    assert_one_credit(S, 100);
+}
+
+/* Layers 1 and 2 off: the unique index alone refuses it. */
+static void layer3_alone_prevents_double_credit(void **state)
+{
+    struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2};
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event ev = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, &cfg, &ev), PO_OUT_APPLIED, 0);
+    for (int i = 0; i < 3; i++)
+        assert_outcome(t_apply(S, &cfg, &ev), PO_OUT_DUPLICATE, 3);
+    assert_one_credit(S, 100);
+}
+
+/* Profit sharing has no state machine: with layer 1 off, layer 3 alone. */
+static void profit_share_layer3_alone(void **state)
+{
+    struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1};
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
+    struct po_event share = t_share_event("ORD-1", "30000001", "r1", 10);
+    assert_outcome(t_apply(S, &cfg, &share), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, &cfg, &share), PO_OUT_DUPLICATE, 3);
+    assert_outcome(t_apply(S, NULL, &share), PO_OUT_DUPLICATE, 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'PROFIT_SHARE'"), 1);
+    assert_int_equal(t_balance(S, "profit_share:r1"), -10);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -90);
+    /* A different receiver of the same sharing order is a different key. */
+    struct po_event share2 = t_share_event("ORD-1", "30000001", "r2", 5);
+    assert_outcome(t_apply(S, NULL, &share2), PO_OUT_APPLIED, 0);
+    assert_int_equal(t_balance(S, "profit_share:r2"), -5);
+    assert_int_equal(t_verify(S), 0);
+}
+
+static void profit_share_on_unpaid_order_rejected(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event share = t_share_event("ORD-1", "30000001", "r1", 10);
+    struct po_outcome o = t_apply(S, NULL, &share);
+    assert_outcome(o, PO_OUT_REJECTED, 0);
+    assert_string_equal(o.reason, "order_not_paid");
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM notify_log"), 0);
+}
+
+/* ---- the six pitfalls ---- */
+
+/* Pitfall 1: a callback that was processed is never answered as failure,
+ * whichever layer catches the repeat. */
+static void pitfall_processed_callback_never_answered_failure(void **state)
+{
+    static const unsigned configs[] = {0, PO_ENGINE_NO_LAYER1,
+                                       PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2};
+    for (int c = 0; c < 3; c++) {
+        char no[32], txn[32];
+        snprintf(no, sizeof no, "ORD-%d", c);
+        snprintf(txn, sizeof txn, "42000%d", c);
+        t_seed_order(S, no, 100);
+        struct po_engine_cfg cfg = {.disabled_layers = configs[c]};
+        struct po_event ev = t_pay_event(no, txn, 100);
+        assert_outcome(t_apply(S, &cfg, &ev), PO_OUT_APPLIED, 0);
+        for (int i = 0; i < 5; i++) {
+            struct po_outcome o = t_apply(S, &cfg, &ev);
+            assert_int_equal(o.kind, PO_OUT_DUPLICATE); /* ack SUCCESS, never FAIL */
+        }
+    }
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'"), 3);
+    assert_int_equal(t_verify(S), 0);
+}
+
+/* Pitfall 2: the processed record and the business change are atomic. A
+ * failure after the processed record was written (at the journal insert)
+ * leaves neither the record nor the state change. */
+static int fail_at = -1;
+static po_err fail_on_journal(void *ctx, int idx, const char *sql)
+{
+    (void)ctx;
+    (void)idx;
+    return fail_at == 1 && strncmp(sql, "INSERT INTO journal", 19) == 0 ? PO_ERR_TRANSIENT
+                                                                        : PO_OK;
+}
+
+static void pitfall_record_and_business_change_atomic(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event ev = t_pay_event("ORD-1", "4200000001", 100);
+    fail_at = 1;
+    po_store_set_fault_hook(S, fail_on_journal, NULL);
+    struct po_outcome o = t_apply(S, NULL, &ev);
+    po_store_set_fault_hook(S, NULL, NULL);
+    assert_outcome(o, PO_OUT_RETRY, 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM notify_log"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING'"), 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal"), 0);
+    /* The channel's retry then credits exactly once. */
+    assert_outcome(t_apply(S, NULL, &ev), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &ev), PO_OUT_DUPLICATE, 1);
+    assert_one_credit(S, 100);
+}
+
+/* Pitfall 3: a unique conflict is a duplicate outcome, not an error. */
+static void pitfall_unique_conflict_is_duplicate(void **state)
+{
+    struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2};
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event ev = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, &cfg, &ev), PO_OUT_APPLIED, 0);
+    struct po_outcome o = t_apply(S, &cfg, &ev);
+    assert_outcome(o, PO_OUT_DUPLICATE, 3);
+    assert_string_equal(o.reason, "");
+    assert_one_credit(S, 100);
+}
+
+/* Pitfall 4: an amount mismatch credits nothing, leaves a durable alert,
+ * and does not occupy the key (the genuine event still credits). */
+static void pitfall_amount_mismatch_credits_nothing_and_alerts(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event bad = t_pay_event("ORD-1", "4200000001", 1);
+    for (int i = 0; i < 3; i++) {
+        struct po_outcome o = t_apply(S, NULL, &bad);
+        assert_outcome(o, PO_OUT_REJECTED, 0);
+        assert_string_equal(o.reason, "amount_mismatch");
+    }
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM notify_log"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING'"), 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE reason = 'amount_mismatch'"
+                                  " AND amount = 1"),
+                     1); /* durable, and once despite three deliveries */
+    struct po_event good = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &good), PO_OUT_APPLIED, 0);
+    assert_one_credit(S, 100);
+}
+
+/* Pitfall 5: a reconciliation replay uses the same key: a duplicate of the
+ * callback, and the callback a duplicate of an earlier replay. */
+static void pitfall_reconciliation_replay_is_duplicate(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    t_seed_order(S, "ORD-2", 200);
+    struct po_event cb = t_pay_event("ORD-1", "4200000001", 100);
+    struct po_event replay = cb;
+    replay.source = PO_SRC_RECONCILIATION;
+    memcpy(replay.occurred_at, "2026-12-03T02:00:00+08:00", 26);
+    assert_outcome(t_apply(S, NULL, &cb), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &replay), PO_OUT_DUPLICATE, 1);
+
+    struct po_event q = t_pay_event("ORD-2", "4200000002", 200);
+    q.source = PO_SRC_QUERY;
+    struct po_event late_cb = t_pay_event("ORD-2", "4200000002", 200);
+    assert_outcome(t_apply(S, NULL, &q), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &late_cb), PO_OUT_DUPLICATE, 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM notify_log WHERE source = 'query'"), 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'"), 2);
+    assert_int_equal(t_verify(S), 0);
+}
+
+/* Pitfall 6 (engine side): the stored key depends only on business fields. */
+static void pitfall_key_deterministic_in_storage(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event a = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
+    assert_int_equal(count_key(S, "notify_log", "wechatpay:4200000001:PAY_SUCCESS"), 1);
+    assert_int_equal(count_key(S, "journal", "wechatpay:4200000001:PAY_SUCCESS"), 1);
+}
+
+/* ---- business rejections ---- */
+
+static void rejections_alert_and_change_nothing(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event unknown = t_pay_event("NOPE", "4200000009", 100);
+    struct po_outcome o = t_apply(S, NULL, &unknown);
+    assert_outcome(o, PO_OUT_REJECTED, 0);
+    assert_string_equal(o.reason, "unknown_order");
+
+    struct po_event cur = t_pay_event("ORD-1", "4200000001", 100);
+    memcpy(cur.currency, "USD", 4);
+    o = t_apply(S, NULL, &cur);
+    assert_string_equal(o.reason, "currency_mismatch");
+
+    struct po_event merch = t_pay_event("ORD-1", "4200000001", 100);
+    memcpy(merch.merchant, "m2", 3);
+    o = t_apply(S, NULL, &merch);
+    assert_string_equal(o.reason, "merchant_mismatch");
+
+    struct po_event tenant = t_pay_event("ORD-1", "4200000001", 100);
+    memcpy(tenant.tenant, "t2", 3); /* another tenant's order space */
+    o = t_apply(S, NULL, &tenant);
+    assert_string_equal(o.reason, "unknown_order");
+
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert"), 4);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM notify_log"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING'"), 1);
+}
+
+static void channel_of_order_enforced(void **state)
+{
+    char err[PO_ERRBUF_MAX];
+    bool created = false;
+    struct po_order_spec spec = {.tenant = "t1", .merchant = "m1", .out_trade_no = "ORD-A",
+                                 .amount_minor = 100, .currency = "CNY", .channel = "alipay"};
+    assert_int_equal(po_order_create(S, &spec, &created, err, sizeof err), PO_OK);
+    struct po_event ev = t_pay_event("ORD-A", "4200000001", 100); /* wechatpay */
+    struct po_outcome o = t_apply(S, NULL, &ev);
+    assert_outcome(o, PO_OUT_REJECTED, 0);
+    assert_string_equal(o.reason, "channel_mismatch");
+}
+
+/* ---- illegal transitions: suspense ---- */
+
+static void paid_after_close_goes_to_suspense(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    char err[PO_ERRBUF_MAX];
+    int64_t ch = 0;
+    struct po_param p[] = {PO_TEXT("ORD-1")};
+    assert_int_equal(po_store_exec(S,
+                                   "UPDATE pay_order SET status = 'CLOSED' WHERE tenant_id = 't1'"
+                                   " AND out_trade_no = ?",
+                                   p, 1, NULL, &ch, err, sizeof err),
+                     PO_OK);
+    struct po_event ev = t_pay_event("ORD-1", "4200000001", 100);
+    struct po_outcome o = t_apply(S, NULL, &ev);
+    assert_outcome(o, PO_OUT_SUSPENSE, 0);
+    assert_string_equal(o.reason, "paid_after_close");
+    assert_outcome(t_apply(S, NULL, &ev), PO_OUT_DUPLICATE, 1);
+    assert_int_equal(t_balance(S, "suspense"), -100);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 100);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE reason = 'paid_after_close'"),
+                     1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'CLOSED'"), 1);
+    assert_int_equal(t_verify(S), 0);
+}
+
+static void second_payment_of_paid_order_goes_to_suspense(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event a = t_pay_event("ORD-1", "4200000001", 100);
+    struct po_event b = t_pay_event("ORD-1", "4200000002", 100); /* the user paid twice */
+    assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
+    struct po_outcome o = t_apply(S, NULL, &b);
+    assert_outcome(o, PO_OUT_SUSPENSE, 0);
+    assert_string_equal(o.reason, "duplicate_payment");
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 200);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -100);
+    assert_int_equal(t_balance(S, "suspense"), -100);
+    assert_int_equal(t_verify(S), 0);
+}
+
+/* ---- refunds ---- */
+
+static void refund_success_posts_reversal_once(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
+    t_seed_refund(S, "ORD-1", "R-1", 30);
+    struct po_event rf = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "5030000001", 30);
+    assert_outcome(t_apply(S, NULL, &rf), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &rf), PO_OUT_DUPLICATE, 1);
+    struct po_engine_cfg no1 = {.disabled_layers = PO_ENGINE_NO_LAYER1};
+    assert_outcome(t_apply(S, &no1, &rf), PO_OUT_DUPLICATE, 2);
+    struct po_engine_cfg no12 = {.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2};
+    assert_outcome(t_apply(S, &no12, &rf), PO_OUT_DUPLICATE, 3);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'"), 1);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 70);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -70);
+    assert_int_equal(count_all(S, "SELECT refunded_amount FROM pay_order"), 30);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS'"), 1);
+    assert_int_equal(t_verify(S), 0);
+}
+
+static void refund_closed_releases_reservation(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
+    t_seed_refund(S, "ORD-1", "R-1", 100);
+    char err[PO_ERRBUF_MAX];
+    /* Fully reserved: a second request cannot reserve more. */
+    assert_int_equal(po_refund_create(S, "t1", "ORD-1", "R-2", 1, err, sizeof err),
+                     PO_ERR_CONFLICT);
+    struct po_event closed = t_refund_event(PO_EV_REFUND_CLOSED, "ORD-1", "R-1", "5030000001", 100);
+    assert_outcome(t_apply(S, NULL, &closed), PO_OUT_APPLIED, 0);
+    assert_int_equal(count_all(S, "SELECT refund_reserved FROM pay_order"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'"), 0);
+    /* The money is free again. */
+    assert_int_equal(po_refund_create(S, "t1", "ORD-1", "R-2", 40, err, sizeof err), PO_OK);
+    /* A SUCCESS for the closed refund: money left anyway -> suspense. */
+    struct po_event late = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "5030000001", 100);
+    struct po_outcome o = t_apply(S, NULL, &late);
+    assert_outcome(o, PO_OUT_SUSPENSE, 0);
+    assert_string_equal(o.reason, "refund_after_close");
+    assert_int_equal(t_balance(S, "suspense"), 100);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 0);
+    assert_int_equal(t_verify(S), 0);
+}
+
+static void refund_abnormal_then_success(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
+    t_seed_refund(S, "ORD-1", "R-1", 50);
+    struct po_event ab = t_refund_event(PO_EV_REFUND_ABNORMAL, "ORD-1", "R-1", "5030000001", 50);
+    struct po_event ok = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "5030000001", 50);
+    assert_outcome(t_apply(S, NULL, &ab), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &ab), PO_OUT_DUPLICATE, 1);
+    assert_outcome(t_apply(S, NULL, &ok), PO_OUT_APPLIED, 0);
+    /* A stale CLOSED after SUCCESS moves nothing. */
+    struct po_event cl = t_refund_event(PO_EV_REFUND_CLOSED, "ORD-1", "R-1", "5030000001", 50);
+    struct po_outcome o = t_apply(S, NULL, &cl);
+    assert_outcome(o, PO_OUT_REJECTED, 0);
+    assert_string_equal(o.reason, "stale_refund_status");
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -50);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS'"), 1);
+    assert_int_equal(t_verify(S), 0);
+}
+
+static void refund_checks(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
+    t_seed_refund(S, "ORD-1", "R-1", 30);
+    struct po_event wrong = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "503", 31);
+    assert_string_equal(t_apply(S, NULL, &wrong).reason, "amount_mismatch");
+    struct po_event unknown = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-9", "504", 30);
+    assert_string_equal(t_apply(S, NULL, &unknown).reason, "unknown_refund");
+    t_seed_order(S, "ORD-2", 100);
+    struct po_event other = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-2", "R-1", "503", 30);
+    assert_string_equal(t_apply(S, NULL, &other).reason, "order_mismatch");
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert"), 3);
+}
+
+/* ---- batches ---- */
+
+static void batch_isolates_events_by_savepoint(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    t_seed_order(S, "ORD-2", 200);
+    struct po_event ev[5] = {
+        t_pay_event("ORD-1", "4200000001", 100),
+        t_pay_event("ORD-1", "4200000001", 100), /* twin in the same batch */
+        t_pay_event("ORD-2", "4200000002", 999), /* amount mismatch */
+        t_pay_event("ORD-2", "4200000002", 200),
+        t_pay_event("NOPE", "4200000003", 5),
+    };
+    struct po_outcome out[5];
+    assert_int_equal(po_engine_apply_batch(S, NULL, ev, 5, out), PO_OK);
+    assert_outcome(out[0], PO_OUT_APPLIED, 0);
+    assert_outcome(out[1], PO_OUT_DUPLICATE, 1);
+    assert_outcome(out[2], PO_OUT_REJECTED, 0);
+    assert_outcome(out[3], PO_OUT_APPLIED, 0);
+    assert_outcome(out[4], PO_OUT_REJECTED, 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'"), 2);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -300);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert"), 2);
+    assert_int_equal(t_verify(S), 0);
+}
+
+/* A batch with a twin when layer 1 is off: the twin is caught by layer 2
+ * inside the same transaction. */
+static void batch_twin_without_layer1(void **state)
+{
+    struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2};
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event ev[2] = {t_pay_event("ORD-1", "4200000001", 100),
+                             t_pay_event("ORD-1", "4200000001", 100)};
+    struct po_outcome out[2];
+    assert_int_equal(po_engine_apply_batch(S, &cfg, ev, 2, out), PO_OK);
+    assert_outcome(out[0], PO_OUT_APPLIED, 0);
+    assert_outcome(out[1], PO_OUT_DUPLICATE, 3);
+    assert_one_credit(S, 100);
+}
+
+/* ---- verify must be able to fail ---- */
+
+static void exec_ok(struct po_store *s, const char *sql)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_exec(s, sql, NULL, 0, NULL, NULL, err, sizeof err))
+        fail_msg("%s: %s", sql, err);
+}
+
+static void verify_detects_broken_invariants(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    t_seed_order(S, "ORD-2", 100);
+    struct po_event a = t_pay_event("ORD-1", "4200000001", 100);
+    struct po_event b = t_pay_event("ORD-2", "4200000002", 100);
+    assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &b), PO_OUT_APPLIED, 0);
+    assert_int_equal(t_verify(S), 0);
+
+    exec_ok(S, "UPDATE account_balance SET balance = balance + 1 WHERE account = 'suspense'"
+               " OR account = 'merchant_payable:m1'");
+    assert_int_equal(t_verify(S), 1); /* balance_mismatch */
+    exec_ok(S, "UPDATE account_balance SET balance = balance - 1 WHERE account ="
+               " 'merchant_payable:m1'");
+    assert_int_equal(t_verify(S), 0);
+
+    exec_ok(S, "UPDATE posting SET amount = -99 WHERE idem_key ="
+               " 'wechatpay:4200000001:PAY_SUCCESS' AND line_no = 2");
+    assert_true(t_verify(S) >= 2); /* journal_unbalanced + balance_mismatch */
+    exec_ok(S, "UPDATE posting SET amount = -100 WHERE idem_key ="
+               " 'wechatpay:4200000001:PAY_SUCCESS' AND line_no = 2");
+
+    exec_ok(S, "DELETE FROM posting WHERE idem_key = 'wechatpay:4200000002:PAY_SUCCESS'");
+    exec_ok(S, "DELETE FROM journal WHERE idem_key = 'wechatpay:4200000002:PAY_SUCCESS'");
+    /* paid order without journal, record without journal, balance mismatch */
+    assert_true(t_verify(S) >= 3);
+}
+
+int main(int argc, char **argv)
+{
+    backend = t_backend(argc, argv);
+    po_log_set_level(PO_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(payment_applied_once_then_layer1, setup, teardown),
+        cmocka_unit_test_setup_teardown(layer2_alone_prevents_double_credit, setup, teardown),
+        cmocka_unit_test_setup_teardown(layer3_alone_prevents_double_credit, setup, teardown),
+        cmocka_unit_test_setup_teardown(profit_share_layer3_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(profit_share_on_unpaid_order_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(pitfall_processed_callback_never_answered_failure, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pitfall_record_and_business_change_atomic, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pitfall_unique_conflict_is_duplicate, setup, teardown),
+        cmocka_unit_test_setup_teardown(pitfall_amount_mismatch_credits_nothing_and_alerts, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pitfall_reconciliation_replay_is_duplicate, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pitfall_key_deterministic_in_storage, setup, teardown),
+        cmocka_unit_test_setup_teardown(rejections_alert_and_change_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(channel_of_order_enforced, setup, teardown),
+        cmocka_unit_test_setup_teardown(paid_after_close_goes_to_suspense, setup, teardown),
+        cmocka_unit_test_setup_teardown(second_payment_of_paid_order_goes_to_suspense, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(refund_success_posts_reversal_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(refund_closed_releases_reservation, setup, teardown),
+        cmocka_unit_test_setup_teardown(refund_abnormal_then_success, setup, teardown),
+        cmocka_unit_test_setup_teardown(refund_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(batch_isolates_events_by_savepoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(batch_twin_without_layer1, setup, teardown),
+        cmocka_unit_test_setup_teardown(verify_detects_broken_invariants, setup, teardown),
+    };
+    char name[64];
+    snprintf(name, sizeof name, "engine[%s]", backend);
+    return cmocka_run_group_tests_name(name, tests, NULL, NULL);
+}

@@ -1,0 +1,229 @@
+/*
+ * test_store.c — the storage conformance suite: the same assertions for
+ * every backend (argv[1]). What the engine relies on: migrations are
+ * idempotent, parameters round-trip, unique violations are PO_ERR_CONFLICT,
+ * savepoints roll back exactly their own work, rollback discards, a read
+ * snapshot is stable, and ON CONFLICT upserts work.
+ */
+#include "../support/testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *backend;
+
+struct fx {
+    char url[T_URL_MAX];
+    struct po_store *s;
+};
+
+static int setup(void **state)
+{
+    static struct fx f;
+    t_db_create(backend, f.url, sizeof f.url);
+    f.s = t_open(f.url);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    po_store_close(f->s);
+    t_db_drop(f->url);
+    return 0;
+}
+
+#define S (((struct fx *)*state)->s)
+#define URL (((struct fx *)*state)->url)
+
+static po_err ins_tenant(struct po_store *s, const char *id)
+{
+    struct po_param p[] = {PO_TEXT(id), PO_TEXT(id), PO_TEXT("2026-12-02T00:00:00Z")};
+    return po_store_exec(s, "INSERT INTO tenant (tenant_id, name, created_at) VALUES (?, ?, ?)",
+                         p, 3, NULL, NULL, NULL, 0);
+}
+
+static int64_t tenants(struct po_store *s)
+{
+    return t_count(s, "SELECT COUNT(*) FROM tenant", NULL, 0);
+}
+
+static void migrate_is_idempotent(void **state)
+{
+    char err[PO_ERRBUF_MAX];
+    int applied = -1, version = 0;
+    assert_int_equal(po_store_migrate(S, &applied, err, sizeof err), PO_OK);
+    assert_int_equal(applied, 0); /* setup already migrated */
+    assert_int_equal(po_store_schema_version(S, &version), PO_OK);
+    assert_true(version >= 1);
+    assert_int_equal(po_store_migrate(S, &applied, err, sizeof err), PO_OK);
+    assert_int_equal(applied, 0);
+}
+
+static void params_round_trip(void **state)
+{
+    char err[PO_ERRBUF_MAX];
+    struct po_rows r;
+    struct po_param p[] = {PO_I64(INT64_C(-9007199254740993)), PO_TEXT("héllo ' \" ; --"),
+                           PO_NULLP};
+    assert_int_equal(po_store_exec(S, "SELECT CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT)",
+                                   p, 3, &r, NULL, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(r.nrows, 1);
+    int64_t v = 0;
+    assert_int_equal(po_rows_i64(&r, 0, 0, &v), PO_OK);
+    assert_true(v == INT64_C(-9007199254740993));
+    assert_string_equal(po_rows_get(&r, 0, 1), "héllo ' \" ; --");
+    assert_null(po_rows_get(&r, 0, 2));
+    assert_int_equal(po_rows_i64(&r, 0, 2, &v), PO_ERR_STORE);
+    po_rows_free(&r);
+}
+
+static void unique_violation_is_conflict(void **state)
+{
+    assert_int_equal(ins_tenant(S, "a"), PO_OK);
+    assert_int_equal(ins_tenant(S, "a"), PO_ERR_CONFLICT);
+    assert_int_equal(tenants(S), 1);
+}
+
+static void other_errors_are_store_errors(void **state)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    assert_int_equal(po_store_exec(S, "SELEC nonsense", NULL, 0, NULL, NULL, err, sizeof err),
+                     PO_ERR_STORE);
+    assert_true(strlen(err) > 0);
+    /* A CHECK constraint is not a unique violation. */
+    struct po_param p[] = {PO_TEXT("x")};
+    assert_int_equal(po_store_exec(S,
+                                   "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id,"
+                                   " amount, currency, status, created_at, updated_at) VALUES"
+                                   " ('t', ?, 'm', -1, 'CNY', 'PAYING', 'x', 'x')",
+                                   p, 1, NULL, NULL, err, sizeof err),
+                     PO_ERR_STORE);
+}
+
+static void rollback_discards(void **state)
+{
+    assert_int_equal(po_store_begin(S, NULL, 0), PO_OK);
+    assert_int_equal(ins_tenant(S, "a"), PO_OK);
+    po_store_rollback(S);
+    assert_int_equal(tenants(S), 0);
+    assert_int_equal(po_store_begin(S, NULL, 0), PO_OK);
+    assert_int_equal(ins_tenant(S, "b"), PO_OK);
+    assert_int_equal(po_store_commit(S, NULL, 0), PO_OK);
+    assert_int_equal(tenants(S), 1);
+}
+
+static void savepoint_rolls_back_only_its_work(void **state)
+{
+    char err[PO_ERRBUF_MAX];
+    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
+    assert_int_equal(ins_tenant(S, "a"), PO_OK);
+    assert_int_equal(po_store_exec(S, "SAVEPOINT sp", NULL, 0, NULL, NULL, err, sizeof err), PO_OK);
+    assert_int_equal(ins_tenant(S, "b"), PO_OK);
+    /* A conflict inside the savepoint leaves the transaction usable after
+     * ROLLBACK TO (PostgreSQL aborts the transaction otherwise). */
+    assert_int_equal(ins_tenant(S, "a"), PO_ERR_CONFLICT);
+    assert_int_equal(po_store_exec(S, "ROLLBACK TO SAVEPOINT sp", NULL, 0, NULL, NULL, err,
+                                   sizeof err),
+                     PO_OK);
+    assert_int_equal(po_store_exec(S, "RELEASE SAVEPOINT sp", NULL, 0, NULL, NULL, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(ins_tenant(S, "c"), PO_OK);
+    assert_int_equal(po_store_commit(S, err, sizeof err), PO_OK);
+    assert_int_equal(tenants(S), 2); /* a and c; b was rolled back */
+    assert_int_equal(t_count(S, "SELECT COUNT(*) FROM tenant WHERE tenant_id = 'b'", NULL, 0), 0);
+}
+
+static void changes_count_affected_rows(void **state)
+{
+    char err[PO_ERRBUF_MAX];
+    int64_t ch = -1;
+    assert_int_equal(ins_tenant(S, "a"), PO_OK);
+    assert_int_equal(ins_tenant(S, "b"), PO_OK);
+    assert_int_equal(po_store_exec(S, "UPDATE tenant SET name = 'x' WHERE tenant_id = 'zz'", NULL,
+                                   0, NULL, &ch, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(ch, 0);
+    assert_int_equal(po_store_exec(S, "UPDATE tenant SET name = 'x'", NULL, 0, NULL, &ch, err,
+                                   sizeof err),
+                     PO_OK);
+    assert_int_equal(ch, 2);
+}
+
+static void upsert_adds(void **state)
+{
+    char err[PO_ERRBUF_MAX];
+    for (int i = 0; i < 3; i++) {
+        struct po_param p[] = {PO_I64(7)};
+        assert_int_equal(po_store_exec(S,
+                                       "INSERT INTO account_balance (tenant_id, account, currency,"
+                                       " balance, updated_at) VALUES ('t', 'a', 'CNY', ?, 'x') ON"
+                                       " CONFLICT (tenant_id, account, currency) DO UPDATE SET"
+                                       " balance = account_balance.balance + excluded.balance",
+                                       p, 1, NULL, NULL, err, sizeof err),
+                         PO_OK);
+    }
+    assert_int_equal(t_count(S, "SELECT balance FROM account_balance", NULL, 0), 21);
+}
+
+/* A second connection's commit is invisible inside an open read snapshot. */
+static void read_snapshot_is_stable(void **state)
+{
+    struct po_store *other = t_open(URL);
+    assert_int_equal(ins_tenant(S, "a"), PO_OK);
+    assert_int_equal(po_store_begin_read(S, NULL, 0), PO_OK);
+    assert_int_equal(tenants(S), 1);
+    assert_int_equal(ins_tenant(other, "b"), PO_OK);
+    assert_int_equal(tenants(S), 1);
+    po_store_rollback(S);
+    assert_int_equal(tenants(S), 2);
+    po_store_close(other);
+}
+
+static void bad_urls_are_refused(void **state)
+{
+    (void)state;
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    assert_int_equal(po_store_open("mysql://x", &s, err, sizeof err), PO_ERR_INVALID);
+    assert_non_null(strstr(err, "unsupported"));
+    assert_int_equal(po_store_open("sqlite:", &s, err, sizeof err), PO_ERR_INVALID);
+    assert_int_equal(po_store_open("postgresql://127.0.0.1:1/nodb?connect_timeout=2", &s, err,
+                                   sizeof err),
+                     PO_ERR_TRANSIENT);
+    assert_null(s);
+}
+
+static void ping_works(void **state)
+{
+    assert_int_equal(po_store_ping(S, NULL, 0), PO_OK);
+    assert_string_equal(po_store_backend(S), backend);
+}
+
+int main(int argc, char **argv)
+{
+    backend = t_backend(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(migrate_is_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(params_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(unique_violation_is_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_errors_are_store_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(rollback_discards, setup, teardown),
+        cmocka_unit_test_setup_teardown(savepoint_rolls_back_only_its_work, setup, teardown),
+        cmocka_unit_test_setup_teardown(changes_count_affected_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(upsert_adds, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_snapshot_is_stable, setup, teardown),
+        cmocka_unit_test_setup_teardown(ping_works, setup, teardown),
+        cmocka_unit_test(bad_urls_are_refused),
+    };
+    char name[64];
+    snprintf(name, sizeof name, "store[%s]", backend);
+    return cmocka_run_group_tests_name(name, tests, NULL, NULL);
+}

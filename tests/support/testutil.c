@@ -1,0 +1,227 @@
+/*
+ * testutil.c — see testutil.h. Test code: failures abort loudly.
+ */
+#include "testutil.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DIE(...)                                                                                   \
+    do {                                                                                           \
+        fprintf(stderr, "testutil: " __VA_ARGS__);                                                 \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
+    } while (0)
+
+const char *t_backend(int argc, char **argv)
+{
+    const char *b = argc > 1 ? argv[1] : "sqlite";
+    if (strcmp(b, "sqlite") == 0)
+        return b;
+    if (strcmp(b, "postgres") != 0)
+        DIE("backend must be sqlite or postgres, not %s", b);
+    const char *pg = getenv("PAYONCE_TEST_PG");
+    if (!pg || !*pg) {
+        if (getenv("PAYONCE_REQUIRE_PG"))
+            DIE("PAYONCE_TEST_PG is not set but PAYONCE_REQUIRE_PG is: no PostgreSQL to test");
+        fprintf(stderr, "skipping: PAYONCE_TEST_PG not set (scripts/test.sh starts a server)\n");
+        exit(77);
+    }
+    return b;
+}
+
+static void pg_admin(const char *sql)
+{
+    PGconn *c = PQconnectdb(getenv("PAYONCE_TEST_PG"));
+    if (PQstatus(c) != CONNECTION_OK)
+        DIE("cannot connect to PAYONCE_TEST_PG: %s", PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        DIE("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
+
+/* Replaces the database name (the path after the last '/') of a libpq URL. */
+static void pg_url_with_db(const char *admin, const char *db, char *out, size_t cap)
+{
+    const char *slash = strrchr(admin, '/');
+    const char *q = strchr(admin, '?');
+    if (!slash || slash < admin + 13)
+        DIE("PAYONCE_TEST_PG must be postgresql://host:port/db");
+    int n = snprintf(out, cap, "%.*s/%s%s", (int)(slash - admin), admin, db, q ? q : "");
+    if (n < 0 || (size_t)n >= cap)
+        DIE("URL too long");
+}
+
+void t_db_create(const char *backend, char *url, size_t cap)
+{
+    static int seq;
+    char name[64];
+    snprintf(name, sizeof name, "po_t_%ld_%d", (long)getpid(), ++seq);
+    if (strcmp(backend, "sqlite") == 0) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(url, cap, "sqlite:%s/%s.db", tmp && *tmp ? tmp : "/tmp", name);
+    } else {
+        char sql[128];
+        snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+        pg_admin(sql);
+        pg_url_with_db(getenv("PAYONCE_TEST_PG"), name, url, cap);
+    }
+    struct po_store *s = t_open(url);
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_migrate(s, NULL, err, sizeof err))
+        DIE("migrate %s: %s", url, err);
+    po_store_close(s);
+}
+
+void t_db_drop(const char *url)
+{
+    if (strncmp(url, "sqlite:", 7) == 0) {
+        char p[T_URL_MAX + 8];
+        const char *path = url + 7;
+        unlink(path);
+        snprintf(p, sizeof p, "%s-wal", path);
+        unlink(p);
+        snprintf(p, sizeof p, "%s-shm", path);
+        unlink(p);
+        return;
+    }
+    const char *db = strrchr(url, '/') + 1;
+    char sql[160];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %.*s WITH (FORCE)",
+             (int)strcspn(db, "?"), db);
+    pg_admin(sql);
+}
+
+struct po_store *t_open(const char *url)
+{
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_open(url, &s, err, sizeof err))
+        DIE("open %s: %s", url, err);
+    return s;
+}
+
+void t_seed_tenant(struct po_store *s)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_tenant_add(s, "t1", "Tenant One", err, sizeof err) ||
+        po_merchant_add(s, "t1", "m1", err, sizeof err))
+        DIE("seed tenant: %s", err);
+}
+
+void t_seed_order(struct po_store *s, const char *out_trade_no, int64_t amount)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    bool created = false;
+    struct po_order_spec o = {.tenant = "t1", .merchant = "m1", .out_trade_no = out_trade_no,
+                              .amount_minor = amount, .currency = "CNY", .channel = NULL};
+    if (po_order_create(s, &o, &created, err, sizeof err) || !created)
+        DIE("seed order %s: %s", out_trade_no, err);
+}
+
+void t_seed_refund(struct po_store *s, const char *out_trade_no, const char *out_refund_no,
+                   int64_t amount)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_refund_create(s, "t1", out_trade_no, out_refund_no, amount, err, sizeof err))
+        DIE("seed refund %s: %s", out_refund_no, err);
+}
+
+static void set(char *dst, size_t cap, const char *src)
+{
+    if (po_strcpy(dst, cap, src))
+        DIE("test value too long: %s", src);
+}
+
+static struct po_event base_event(enum po_event_type type, const char *out_trade_no,
+                                  int64_t amount)
+{
+    struct po_event ev;
+    memset(&ev, 0, sizeof ev);
+    set(ev.tenant, sizeof ev.tenant, "t1");
+    set(ev.channel, sizeof ev.channel, "wechatpay");
+    ev.type = type;
+    set(ev.out_trade_no, sizeof ev.out_trade_no, out_trade_no);
+    ev.amount_minor = amount;
+    set(ev.currency, sizeof ev.currency, "CNY");
+    ev.source = PO_SRC_CALLBACK;
+    set(ev.occurred_at, sizeof ev.occurred_at, "2026-12-02T10:00:00+08:00");
+    return ev;
+}
+
+struct po_event t_pay_event(const char *out_trade_no, const char *txn, int64_t amount)
+{
+    struct po_event ev = base_event(PO_EV_PAY_SUCCESS, out_trade_no, amount);
+    set(ev.channel_txn_id, sizeof ev.channel_txn_id, txn);
+    return ev;
+}
+
+struct po_event t_refund_event(enum po_event_type type, const char *out_trade_no,
+                               const char *out_refund_no, const char *refund_id, int64_t amount)
+{
+    struct po_event ev = base_event(type, out_trade_no, amount);
+    set(ev.out_refund_no, sizeof ev.out_refund_no, out_refund_no);
+    set(ev.channel_refund_id, sizeof ev.channel_refund_id, refund_id);
+    return ev;
+}
+
+struct po_event t_share_event(const char *out_trade_no, const char *share_id,
+                              const char *receiver, int64_t amount)
+{
+    struct po_event ev = base_event(PO_EV_PROFIT_SHARE_RESULT, out_trade_no, amount);
+    set(ev.channel_txn_id, sizeof ev.channel_txn_id, share_id);
+    set(ev.receiver, sizeof ev.receiver, receiver);
+    return ev;
+}
+
+int64_t t_count(struct po_store *s, const char *sql, const struct po_param *p, int n)
+{
+    struct po_rows r;
+    char err[PO_ERRBUF_MAX] = "";
+    int64_t v = 0;
+    if (po_store_exec(s, sql, p, n, &r, NULL, err, sizeof err))
+        DIE("%s: %s", sql, err);
+    if (r.nrows != 1 || po_rows_i64(&r, 0, 0, &v))
+        DIE("%s: expected one integer", sql);
+    po_rows_free(&r);
+    return v;
+}
+
+int64_t t_balance(struct po_store *s, const char *account)
+{
+    struct po_param p[] = {PO_TEXT(account)};
+    return t_count(s,
+                   "SELECT COALESCE(SUM(balance), 0) FROM account_balance WHERE tenant_id = 't1'"
+                   " AND currency = 'CNY' AND account = ?",
+                   p, 1);
+}
+
+static void print_violation(void *ctx, const struct po_violation *v)
+{
+    (void)ctx;
+    fprintf(stderr, "VIOLATION %s: %s\n", v->check, v->detail);
+}
+
+int t_verify(struct po_store *s)
+{
+    int n = -1;
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_ledger_verify(s, print_violation, NULL, &n, err, sizeof err))
+        DIE("verify: %s", err);
+    return n;
+}
+
+struct po_outcome t_apply(struct po_store *s, const struct po_engine_cfg *cfg,
+                          const struct po_event *ev)
+{
+    struct po_outcome o;
+    memset(&o, 0, sizeof o);
+    if (po_engine_apply(s, cfg, ev, &o))
+        DIE("apply returned an error");
+    return o;
+}

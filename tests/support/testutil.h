@@ -1,0 +1,56 @@
+/*
+ * testutil.h — shared by the test programs: a fresh, migrated database per
+ * test on either backend, seeding helpers, and counting queries.
+ *
+ * Backend selection: every store-touching test program takes the backend
+ * ("sqlite" or "postgres") as argv[1]. PostgreSQL tests read the admin URL
+ * from PAYONCE_TEST_PG (set by scripts/test.sh, which starts a server).
+ * Without it they exit 77 (CTest's "skipped"), unless PAYONCE_REQUIRE_PG is
+ * set, in which case a missing server is a failure.
+ */
+#ifndef PO_TESTUTIL_H
+#define PO_TESTUTIL_H
+
+#include "../../src/core/core.h"
+#include "../../src/engine/admin.h"
+#include "../../src/engine/engine.h"
+#include "../../src/ledger/ledger.h"
+#include "../../src/store/store.h"
+
+#define T_URL_MAX 512
+
+/* Picks the backend from argv[1]; exits 77 (skip) or 1 when unavailable. */
+const char *t_backend(int argc, char **argv);
+
+/* A fresh empty database for `backend`, migrated. Writes its URL (for more
+ * connections) into url. Dropped by t_db_drop. Aborts the test on error. */
+void t_db_create(const char *backend, char *url, size_t cap);
+void t_db_drop(const char *url);
+struct po_store *t_open(const char *url);
+
+/* Tenant "t1" with merchant "m1". */
+void t_seed_tenant(struct po_store *s);
+/* An order of amount CNY for merchant m1 in tenant t1, PAYING. */
+void t_seed_order(struct po_store *s, const char *out_trade_no, int64_t amount);
+/* A refund request (PROCESSING) on a paid order. */
+void t_seed_refund(struct po_store *s, const char *out_trade_no, const char *out_refund_no,
+                   int64_t amount);
+
+/* A PAY_SUCCESS event on wechatpay for tenant t1. */
+struct po_event t_pay_event(const char *out_trade_no, const char *txn, int64_t amount);
+struct po_event t_refund_event(enum po_event_type type, const char *out_trade_no,
+                               const char *out_refund_no, const char *refund_id, int64_t amount);
+struct po_event t_share_event(const char *out_trade_no, const char *share_id,
+                              const char *receiver, int64_t amount);
+
+/* Runs a single-value integer query (e.g. SELECT COUNT(*)). */
+int64_t t_count(struct po_store *s, const char *sql, const struct po_param *p, int n);
+/* Cached balance of an account in CNY (0 when absent). */
+int64_t t_balance(struct po_store *s, const char *account);
+/* Number of broken invariants found by po_ledger_verify (printed). */
+int t_verify(struct po_store *s);
+/* Applies one event with cfg and returns its outcome. */
+struct po_outcome t_apply(struct po_store *s, const struct po_engine_cfg *cfg,
+                          const struct po_event *ev);
+
+#endif

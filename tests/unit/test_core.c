@@ -1,0 +1,76 @@
+/* test_core.c — strict parsing, bounded strings and validation. */
+#include "../support/testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+static void parse_i64_is_strict(void **state)
+{
+    (void)state;
+    int64_t v = 0;
+    assert_int_equal(po_parse_i64("100", 1, 1000, &v), PO_OK);
+    assert_int_equal(v, 100);
+    assert_int_equal(po_parse_i64("-5", -10, 10, &v), PO_OK);
+    assert_int_equal(v, -5);
+    const char *bad[] = {"", " 1", "1 ", "+1", "1.0", "1e3", "0x10", "abc", "-", "1001",
+                         "99999999999999999999", "9223372036854775808"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        v = 42;
+        assert_int_equal(po_parse_i64(bad[i], 1, 1000, &v), PO_ERR_INVALID);
+        assert_int_equal(v, 42); /* out-param untouched on error */
+    }
+    assert_int_equal(po_parse_i64("9223372036854775807", INT64_MIN, INT64_MAX, &v), PO_OK);
+    assert_true(v == INT64_MAX);
+}
+
+static void bounded_copies(void **state)
+{
+    (void)state;
+    char b[4];
+    assert_int_equal(po_strcpy(b, sizeof b, "abc"), PO_OK);
+    assert_string_equal(b, "abc");
+    assert_int_equal(po_strcpy(b, sizeof b, "abcd"), PO_ERR_LIMIT);
+    assert_string_equal(b, "");
+    assert_int_equal(po_fmt(b, sizeof b, "%d", 1234), PO_ERR_LIMIT);
+    assert_int_equal(po_fmt(b, sizeof b, "%d", 123), PO_OK);
+}
+
+static void validation(void **state)
+{
+    (void)state;
+    assert_true(po_id_valid("ORD-1_a.b:c|d*", PO_ID_MAX));
+    assert_false(po_id_valid("", PO_ID_MAX));
+    assert_false(po_id_valid("a b", PO_ID_MAX));
+    assert_false(po_id_valid("a/b", PO_ID_MAX));
+    assert_false(po_id_valid("\xe4\xbd\xa0", PO_ID_MAX));
+    assert_true(po_id_valid("abcd", 4));
+    assert_false(po_id_valid("abcde", 4));
+    assert_true(po_currency_valid("CNY"));
+    assert_true(po_currency_valid("USD"));
+    assert_false(po_currency_valid("cny"));
+    assert_false(po_currency_valid("XXX"));
+    assert_false(po_currency_valid("CNYY"));
+    assert_true(po_amount_valid(1));
+    assert_true(po_amount_valid(PO_AMOUNT_MAX));
+    assert_false(po_amount_valid(0));
+    assert_false(po_amount_valid(-1));
+    assert_false(po_amount_valid(PO_AMOUNT_MAX + 1));
+    assert_true(po_time_valid("2026-12-02T10:00:00+08:00"));
+    assert_true(po_time_valid("2026-12-02"));
+    assert_false(po_time_valid("yesterday"));
+    assert_false(po_time_valid("2026-12-02 10:00"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parse_i64_is_strict),
+        cmocka_unit_test(bounded_copies),
+        cmocka_unit_test(validation),
+    };
+    return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}

@@ -28,15 +28,17 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 echo "== ASan + UBSan build"
 cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
-ctest --test-dir build-asan --output-on-failure --output-log "$root/build-asan/ctest.log"
+export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
+ctest --test-dir build-asan --output-on-failure
 echo "== figures (races, seed incident, fault injection)"
-grep -aE '^# (race|seed-incident|fault)' build-asan/ctest.log || true
+cat "$PAYONCE_FIGURES"
 
 echo "== ThreadSanitizer build"
 cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j"$jobs" >/dev/null
-ctest --test-dir build-tsan --output-on-failure --output-log "$root/build-tsan/ctest.log"
-grep -aE '^# (race|seed-incident)' build-tsan/ctest.log || true
+export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
+ctest --test-dir build-tsan --output-on-failure
+cat "$PAYONCE_FIGURES"
 
 echo "== demo (make demo), in a temporary directory"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh

@@ -220,14 +220,14 @@ int main(int argc, char **argv)
     t_db_drop(url);
 
     long attempts = (long)n * rounds;
-    printf("# race[%s] mode=%s threads=%d processes=%d rounds=%d: %ld deliveries in %.1f s\n",
+    t_figure("# race[%s] mode=%s threads=%d processes=%d rounds=%d: %ld deliveries in %.1f s\n",
            backend, mode_names[mode], threads, procs, rounds, attempts, secs);
-    printf("#   applied=%ld duplicate(layer1=%ld layer2=%ld layer3=%ld) rejected=%ld"
+    t_figure("#   applied=%ld duplicate(layer1=%ld layer2=%ld layer3=%ld) rejected=%ld"
            " suspense=%ld retries=%ld gave_up=%ld\n",
            atomic_load(&sh->applied), atomic_load(&sh->dup[1]), atomic_load(&sh->dup[2]),
            atomic_load(&sh->dup[3]), atomic_load(&sh->rejected), atomic_load(&sh->suspense),
            atomic_load(&sh->retries), atomic_load(&sh->gave_up));
-    printf("#   journals=%lld processed_records=%lld rounds_not_credited_once=%d"
+    t_figure("#   journals=%lld processed_records=%lld rounds_not_credited_once=%d"
            " verify_violations=%d\n",
            (long long)journals, (long long)records, bad_rounds, violations);
     bool ok = !failed && bad_rounds == 0 && atomic_load(&sh->applied) == rounds &&

@@ -151,7 +151,7 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
                 (long long)postings);
         failures++;
     }
-    printf("# seed-incident[%s] %-22s rounds=%d interleaving forced=%d twin caught by"
+    t_figure("# seed-incident[%s] %-22s rounds=%d interleaving forced=%d twin caught by"
            " layer1=%d layer2=%d layer3=%d journals=%lld posting pairs=%lld%s\n",
            backend, name, ROUNDS, forced, layers[1], layers[2], layers[3], (long long)journals,
            (long long)postings / 2, failures ? " FAILED" : "");

@@ -199,8 +199,9 @@ static void run_kind(po_err kind, bool real)
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
         int n = sweep(s, &scenarios[i], kind, real, &round);
         total_positions += n;
-        printf("# %s: fault %-9s positions 0..%d all retried, nothing partial, re-apply %s\n",
-               scenarios[i].name, real ? "terminate" : po_err_name(kind), n - 1,
+        t_figure("# fault[%s] %-12s fault %-9s positions 0..%d all retried, nothing partial,"
+                 " re-apply %s\n",
+                 backend, scenarios[i].name, real ? "terminate" : po_err_name(kind), n - 1,
                po_outcome_name(scenarios[i].expect));
     }
     /* Exactly one credit per paid order after all of it. */
@@ -279,6 +280,6 @@ int main(int argc, char **argv)
     char name[64];
     snprintf(name, sizeof name, "fault[%s]", backend);
     int rc = cmocka_run_group_tests_name(name, tests, NULL, NULL);
-    printf("# fault[%s]: %d statement positions injected in all\n", backend, total_positions);
+    t_figure("# fault[%s]: %d statement positions injected in all\n", backend, total_positions);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <libpq-fe.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,4 +225,21 @@ struct po_outcome t_apply(struct po_store *s, const struct po_engine_cfg *cfg,
     if (po_engine_apply(s, cfg, ev, &o))
         DIE("apply returned an error");
     return o;
+}
+
+void t_figure(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fputs(line, stdout);
+    fflush(stdout);
+    const char *path = getenv("PAYONCE_FIGURES");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (f) {
+        fputs(line, f);
+        fclose(f);
+    }
 }

@@ -53,4 +53,8 @@ int t_verify(struct po_store *s);
 struct po_outcome t_apply(struct po_store *s, const struct po_engine_cfg *cfg,
                           const struct po_event *ev);
 
+/* Prints a result line ("# ...") and appends it to $PAYONCE_FIGURES when
+ * set, so the test driver can show the figures of passing tests. */
+void t_figure(const char *fmt, ...) PO_PRINTF(1, 2);
+
 #endif

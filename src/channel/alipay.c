@@ -1,0 +1,283 @@
+/*
+ * alipay.c — Alipay asynchronous notifications (form-encoded, RSA2).
+ *
+ * rsaCheckV1: drop `sign` and `sign_type`, skip empty values, sort the rest
+ * by key (bytewise), join "k=v" with "&", verify SHA256withRSA with the
+ * Alipay public key. Values are percent-decoded to the bytes of `charset`
+ * (utf-8 or gbk) and the signature is checked over exactly those bytes.
+ *
+ * Events: TRADE_SUCCESS / TRADE_FINISHED are the payment (the same key, so
+ * FINISHED after SUCCESS is a duplicate); TRADE_CLOSED with refund_fee is a
+ * full refund whose request number is out_biz_no (Alipay's default for it
+ * is out_trade_no); TRADE_SUCCESS with refund_fee and out_biz_no is a
+ * partial refund. Amounts are yuan text, converted to fen exactly.
+ * Anything else is verified and ignored.
+ */
+#include "channel_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct param {
+    char *key;
+    char *val;
+    size_t val_len;
+};
+
+struct form {
+    int n;
+    struct param p[PO_FORM_PARAMS_MAX];
+};
+
+static void form_free(struct form *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        free(f->p[i].key);
+        free(f->p[i].val);
+    }
+    f->n = 0;
+}
+
+static int hexv(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..len) ('+' is a space) into a new string. */
+static char *pct_decode(const char *s, size_t len, size_t *out_len)
+{
+    char *d = malloc(len + 1);
+    size_t j = 0;
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '+') {
+            d[j++] = ' ';
+        } else if (s[i] == '%') {
+            int hi = i + 2 < len ? hexv(s[i + 1]) : -1;
+            int lo = i + 2 < len ? hexv(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                free(d);
+                return NULL;
+            }
+            d[j++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            d[j++] = s[i];
+        }
+    }
+    d[j] = '\0';
+    *out_len = j;
+    return d;
+}
+
+/* Parses a=b&c=d. Keys must be unique and plain; values may be empty. */
+static bool form_parse(const char *body, size_t len, struct form *f)
+{
+    size_t i = 0;
+    f->n = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && body[end] != '&')
+            end++;
+        if (end > i) {
+            const char *eq = memchr(body + i, '=', end - i);
+            if (!eq || eq == body + i || f->n >= PO_FORM_PARAMS_MAX)
+                return false;
+            size_t klen = 0;
+            struct param *p = &f->p[f->n];
+            p->key = pct_decode(body + i, (size_t)(eq - (body + i)), &klen);
+            p->val = pct_decode(eq + 1, (size_t)(body + end - (eq + 1)), &p->val_len);
+            f->n++;
+            if (!p->key || !p->val || klen != strlen(p->key) || !po_id_valid(p->key, 64))
+                return false;
+            for (int k = 0; k < f->n - 1; k++)
+                if (strcmp(f->p[k].key, p->key) == 0)
+                    return false;
+        }
+        i = end + 1;
+    }
+    return f->n > 0;
+}
+
+static const char *form_get(const struct form *f, const char *key)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->p[i].key, key) == 0)
+            return f->p[i].val;
+    return NULL;
+}
+
+static int param_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct param *)a)->key, ((const struct param *)b)->key);
+}
+
+/* The rsaCheckV1 content string. */
+static char *sign_content(const struct form *f)
+{
+    struct param sorted[PO_FORM_PARAMS_MAX];
+    size_t total = 1;
+    int n = 0;
+    for (int i = 0; i < f->n; i++) {
+        const struct param *p = &f->p[i];
+        if (strcmp(p->key, "sign") == 0 || strcmp(p->key, "sign_type") == 0 || p->val_len == 0)
+            continue;
+        sorted[n++] = *p;
+        total += strlen(p->key) + p->val_len + 2;
+    }
+    qsort(sorted, (size_t)n, sizeof sorted[0], param_cmp);
+    char *s = malloc(total);
+    size_t j = 0;
+    if (!s)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        size_t kl = strlen(sorted[i].key);
+        if (i)
+            s[j++] = '&';
+        memcpy(s + j, sorted[i].key, kl);
+        j += kl;
+        s[j++] = '=';
+        memcpy(s + j, sorted[i].val, sorted[i].val_len);
+        j += sorted[i].val_len;
+    }
+    s[j] = '\0';
+    return s;
+}
+
+static bool verify(const struct po_channel_account *a, const struct form *f,
+                   struct po_notify_result *out)
+{
+    const char *sign = form_get(f, "sign"), *type = form_get(f, "sign_type");
+    if (!sign || !*sign) {
+        po_notify_reject(out, "missing_signature", "sign is missing");
+        return false;
+    }
+    if (!type || strcmp(type, "RSA2") != 0) {
+        po_notify_reject(out, "unsupported_signature_type", "only sign_type RSA2 is accepted");
+        return false;
+    }
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
+    if (po_b64_decode(sign, strlen(sign), &raw, &raw_len)) {
+        po_notify_reject(out, "bad_signature", "sign is not base64");
+        return false;
+    }
+    char *content = sign_content(f);
+    po_err rc = content ? po_rsa_sha256_verify(a->alipay_key, content, strlen(content), raw,
+                                               raw_len)
+                        : PO_ERR_NOMEM;
+    free(content);
+    free(raw);
+    if (rc) {
+        po_notify_reject(out, "bad_signature", "sign does not verify with the Alipay public key");
+        return false;
+    }
+    return true;
+}
+
+static bool charset_ok(const struct form *f, struct po_notify_result *out)
+{
+    const char *cs = form_get(f, "charset");
+    if (!cs || !*cs || strcasecmp(cs, "utf-8") == 0 || strcasecmp(cs, "utf8") == 0) {
+        for (int i = 0; i < f->n; i++)
+            if (!po_utf8_valid(f->p[i].val, f->p[i].val_len)) {
+                po_notify_reject(out, "invalid_utf8", "field %.32s is not valid UTF-8",
+                                 f->p[i].key);
+                return false;
+            }
+        return true;
+    }
+    if (strcasecmp(cs, "gbk") == 0 || strcasecmp(cs, "gb2312") == 0)
+        return true; /* the fields payonce reads are ASCII; others are only signed */
+    po_notify_reject(out, "bad_charset", "charset %.16s is not supported", cs);
+    return false;
+}
+
+static bool amount(const struct form *f, const char *key, int64_t *out)
+{
+    return po_parse_major_amount(form_get(f, key), out) == PO_OK;
+}
+
+po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                       struct po_notify_result *out)
+{
+    struct form *f = calloc(1, sizeof *f);
+    if (!f)
+        return PO_ERR_NOMEM;
+    if (!form_parse(req->body, req->body_len, f)) {
+        po_notify_reject(out, "malformed_body", "body is not a well-formed form");
+        goto out;
+    }
+    if (!charset_ok(f, out) || !verify(a, f, out))
+        goto out;
+    struct po_event *ev = &out->ev;
+    const char *app_id = form_get(f, "app_id"), *seller = form_get(f, "seller_id");
+    const char *status = form_get(f, "trade_status");
+    (void)po_set_field(ev->tenant, sizeof ev->tenant, a->tenant);
+    (void)po_set_field(ev->channel, sizeof ev->channel, "alipay");
+    (void)po_set_field(ev->currency, sizeof ev->currency, "CNY");
+    ev->source = PO_SRC_CALLBACK;
+    out->status = PO_NOTIFY_EVENT;
+    const char *refund_no = form_get(f, "out_biz_no");
+    bool has_refund = form_get(f, "refund_fee") && *form_get(f, "refund_fee");
+    bool paid = status && (strcmp(status, "TRADE_SUCCESS") == 0 ||
+                           strcmp(status, "TRADE_FINISHED") == 0);
+    bool closed = status && strcmp(status, "TRADE_CLOSED") == 0;
+    /* A full refund closes the trade; a partial one names its request. */
+    bool refund = has_refund && (closed || (paid && refund_no && *refund_no));
+    if (!refund && !paid) {
+        out->status = PO_NOTIFY_IGNORE;
+        (void)snprintf(out->detail, sizeof out->detail, "trade_status %.20s: nothing to apply",
+                       status ? status : "-");
+        goto out;
+    }
+    if (!po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, form_get(f, "out_trade_no")) ||
+        !po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, form_get(f, "trade_no"))) {
+        po_notify_reject(out, "malformed_body", "out_trade_no or trade_no missing");
+        goto out;
+    }
+    if (refund) {
+        ev->type = PO_EV_REFUND_SUCCESS;
+        if (!refund_no || !*refund_no)
+            refund_no = ev->out_trade_no;
+        char rid[PO_TXN_ID_MAX + PO_ID_MAX + 2];
+        (void)snprintf(rid, sizeof rid, "%s_%s", ev->channel_txn_id, refund_no);
+        if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no, refund_no) ||
+            !po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, rid) ||
+            !amount(f, "refund_fee", &ev->amount_minor)) {
+            po_notify_reject(out, "malformed_body", "refund fields invalid");
+            goto out;
+        }
+    } else {
+        ev->type = PO_EV_PAY_SUCCESS;
+        if (!amount(f, "total_amount", &ev->amount_minor)) {
+            po_notify_reject(out, "malformed_body", "total_amount is not an amount in yuan");
+            goto out;
+        }
+    }
+    if (!app_id || strcmp(app_id, a->app_id) != 0 ||
+        (a->seller_id[0] && (!seller || strcmp(seller, a->seller_id) != 0))) {
+        po_notify_mismatch(out,
+                           !app_id || strcmp(app_id, a->app_id) != 0 ? "app_id_mismatch"
+                                                                      : "seller_id_mismatch",
+                           "notification for app_id %.32s seller_id %.32s, tenant has %.32s %.32s",
+                           app_id ? app_id : "-", seller ? seller : "-", a->app_id,
+                           a->seller_id[0] ? a->seller_id : "-");
+        goto out;
+    }
+    char verr[PO_ERRBUF_MAX];
+    if (po_event_validate(ev, verr, sizeof verr))
+        po_notify_reject(out, "malformed_body", "%s", verr);
+out:
+    form_free(f);
+    free(f);
+    return PO_OK;
+}

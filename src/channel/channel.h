@@ -1,0 +1,115 @@
+/*
+ * channel.h — channel adapters: (headers, raw body, tenant credentials) in,
+ * a normalised event or a verification failure out; and the channel's ack.
+ *
+ * Adapters never touch the store. They verify over the raw body bytes
+ * BEFORE parsing anything, so nothing unauthenticated reaches the engine.
+ * Every input is bounded; a bad request is a verification failure with a
+ * reason code, never a crash.
+ */
+#ifndef PO_CHANNEL_H
+#define PO_CHANNEL_H
+
+#include "../core/core.h"
+#include "../crypto/crypto.h"
+#include "../engine/engine.h"
+
+#define PO_CHANNEL_KEYS_MAX 8    /* verification keys per tenant (rotation) */
+#define PO_WEBHOOK_SECRETS_MAX 4 /* Stripe-style secrets per tenant (rotation) */
+#define PO_SECRET_MAX 128
+#define PO_BODY_MAX (64 * 1024)  /* callback body bytes */
+#define PO_FORM_PARAMS_MAX 64    /* Alipay form fields */
+#define PO_WINDOW_DEFAULT_S 300  /* timestamp tolerance */
+
+/* One tenant's configuration for one channel, secrets unsealed. */
+struct po_channel_account {
+    char tenant[PO_ID_MAX + 1];
+    char channel[PO_CHANNEL_MAX];
+    int64_t window_s; /* timestamp tolerance, seconds */
+    /* wechatpay */
+    char mchid[PO_ID_MAX + 1];
+    char appid[PO_ID_MAX + 1];
+    unsigned char apiv3_key[32];
+    size_t apiv3_key_len;
+    int nkeys;
+    struct {
+        char serial[PO_SERIAL_MAX + 1]; /* certificate serial (hex) or PUB_KEY_ID_… */
+        struct po_pubkey *key;
+    } keys[PO_CHANNEL_KEYS_MAX];
+    /* alipay */
+    char app_id[PO_ID_MAX + 1];
+    char seller_id[PO_ID_MAX + 1];
+    struct po_pubkey *alipay_key;
+    /* stripe */
+    int nsecrets;
+    struct {
+        unsigned char v[PO_SECRET_MAX];
+        size_t len;
+    } secrets[PO_WEBHOOK_SECRETS_MAX];
+};
+
+/* Releases keys and wipes secrets. */
+void po_channel_account_free(struct po_channel_account *a);
+
+/*
+ * Loads a stored channel_account.config document, unsealing its secrets
+ * with the master key (AAD "<tenant>/<channel>/<field>"). With master NULL
+ * (insecure development mode) secrets stored as "plain:<base64>" are
+ * accepted; sealed ones then fail.
+ */
+po_err po_channel_account_load(const char *tenant, const char *channel, const char *json,
+                               const unsigned char *master, struct po_channel_account *out,
+                               char *err, size_t errcap) PO_MUST_CHECK;
+
+/* A request as received. header() looks a header up case-insensitively. */
+struct po_notify_req {
+    const char *body;
+    size_t body_len;
+    const char *(*header)(void *ctx, const char *name);
+    void *hctx;
+    int64_t now_unix;
+};
+
+enum po_notify_status {
+    PO_NOTIFY_EVENT,    /* verified; ev is ready for the engine */
+    PO_NOTIFY_IGNORE,   /* verified; nothing to apply (e.g. a status we do not act on) */
+    PO_NOTIFY_MISMATCH, /* verified, but for another merchant/app: alert, ack success */
+    PO_NOTIFY_REJECT,   /* verification failed: ack FAIL, nothing recorded */
+};
+
+struct po_notify_result {
+    enum po_notify_status status;
+    struct po_event ev;          /* EVENT and MISMATCH */
+    char reason[PO_REASON_MAX];  /* REJECT: verification reason; MISMATCH: business reason */
+    char detail[160];            /* for logs and alerts; never secrets */
+    /* Profit sharing: WeChat names the payment, not our order; the caller
+     * resolves out_trade_no from this channel transaction id. */
+    char pay_txn_id[PO_TXN_ID_MAX + 1];
+};
+
+/* Dispatches on a->channel. Returns PO_OK with *out filled (including
+ * rejections); non-OK only for out-of-memory. */
+po_err po_channel_parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                        struct po_notify_result *out) PO_MUST_CHECK;
+
+po_err po_wechatpay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                          struct po_notify_result *out) PO_MUST_CHECK;
+po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                       struct po_notify_result *out) PO_MUST_CHECK;
+po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                       struct po_notify_result *out) PO_MUST_CHECK;
+
+/* Yuan (or dollars) text to minor units, exactly: "12.3" -> 1230, "0.01" -> 1.
+ * At most two decimals; no sign, exponent or spaces. */
+po_err po_parse_major_amount(const char *s, int64_t *out) PO_MUST_CHECK;
+
+/* The channel's acknowledgement. */
+struct po_ack {
+    unsigned status;           /* HTTP status */
+    const char *content_type;
+    char body[192];
+};
+void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
+                    struct po_ack *out);
+
+#endif

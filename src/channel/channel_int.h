@@ -1,0 +1,24 @@
+/*
+ * channel_int.h — private to src/channel: helpers the adapters share.
+ */
+#ifndef PO_CHANNEL_INT_H
+#define PO_CHANNEL_INT_H
+
+#include "channel.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+
+/* Marks *out as a verification failure with a reason code and detail. */
+void po_notify_reject(struct po_notify_result *out, const char *reason, const char *fmt, ...)
+    PO_PRINTF(3, 4);
+/* Marks *out as verified but for another merchant/app (alert, ack success). */
+void po_notify_mismatch(struct po_notify_result *out, const char *reason, const char *fmt, ...)
+    PO_PRINTF(3, 4);
+/* A string member of a JSON object, or NULL. */
+const char *po_json_str(json_t *obj, const char *name);
+/* Bounded copy of a possibly-NULL string; false when NULL or too long. */
+bool po_set_field(char *dst, size_t cap, const char *src);
+bool po_utf8_valid(const char *s, size_t len);
+
+#endif

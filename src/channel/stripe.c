@@ -1,0 +1,165 @@
+/*
+ * stripe.c — Stripe-style webhooks (HMAC-SHA256).
+ *
+ * Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]; the signed payload is
+ * "<t>.<raw body>"; any v1 may match any of the tenant's secrets (rotation),
+ * compared in constant time; t must be within the tolerance (default 300 s)
+ * of now, in either direction.
+ *
+ * Events (data.object):
+ *   payment_intent.succeeded  PAY_SUCCESS    id, amount_received, currency,
+ *                                            metadata.out_trade_no
+ *   charge.refunded           REFUND_SUCCESS id, amount_refunded, currency,
+ *                                            metadata.out_trade_no, metadata.out_refund_no
+ * Both are keyed by the payment object id. Others are verified and ignored.
+ */
+#include "channel_int.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIG_HEADER_MAX 2048
+#define V1_MAX 8
+
+static bool hex32(const char *s, size_t len, unsigned char out[32])
+{
+    if (len != 64)
+        return false;
+    for (size_t i = 0; i < 32; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = s[2 * i + (size_t)k];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0)
+                return false;
+            v = v * 16 + (unsigned)d;
+        }
+        out[i] = (unsigned char)v;
+    }
+    return true;
+}
+
+static bool verify(const struct po_channel_account *a, const struct po_notify_req *req,
+                   struct po_notify_result *out)
+{
+    const char *h = req->header(req->hctx, "Stripe-Signature");
+    if (!h || !*h || strlen(h) > SIG_HEADER_MAX) {
+        po_notify_reject(out, "missing_header", "Stripe-Signature is required");
+        return false;
+    }
+    char ts[24] = "";
+    unsigned char v1[V1_MAX][32];
+    int nv1 = 0;
+    for (const char *p = h; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && isspace((unsigned char)*p)) {
+            p++;
+            len--;
+        }
+        if (len > 2 && p[0] == 't' && p[1] == '=' && len - 2 < sizeof ts) {
+            memcpy(ts, p + 2, len - 2);
+            ts[len - 2] = '\0';
+        } else if (len > 3 && strncmp(p, "v1=", 3) == 0 && nv1 < V1_MAX) {
+            if (hex32(p + 3, len - 3, v1[nv1]))
+                nv1++;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    int64_t t = 0;
+    if (po_parse_i64(ts, 0, INT64_C(99999999999), &t)) {
+        po_notify_reject(out, "bad_timestamp", "Stripe-Signature has no valid t=");
+        return false;
+    }
+    if (nv1 == 0) {
+        po_notify_reject(out, "bad_signature", "Stripe-Signature has no v1 signature");
+        return false;
+    }
+    if (req->now_unix - t > a->window_s || t - req->now_unix > a->window_s) {
+        po_notify_reject(out, t < req->now_unix ? "stale_timestamp" : "future_timestamp",
+                         "timestamp %lld is %lld s from now (tolerance %lld s)", (long long)t,
+                         (long long)(req->now_unix - t), (long long)a->window_s);
+        return false;
+    }
+    size_t tl = strlen(ts);
+    char *msg = malloc(tl + 1 + req->body_len);
+    if (!msg) {
+        po_notify_reject(out, "internal", "out of memory");
+        return false;
+    }
+    memcpy(msg, ts, tl);
+    msg[tl] = '.';
+    memcpy(msg + tl + 1, req->body, req->body_len);
+    bool match = false;
+    for (int s = 0; s < a->nsecrets; s++) {
+        unsigned char mac[32];
+        po_hmac_sha256(a->secrets[s].v, a->secrets[s].len, msg, tl + 1 + req->body_len, mac);
+        for (int i = 0; i < nv1; i++)
+            match |= po_ct_equal(mac, v1[i], 32); /* no early exit */
+    }
+    free(msg);
+    if (!match)
+        po_notify_reject(out, "bad_signature", "no v1 signature matches a webhook secret");
+    return match;
+}
+
+po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                       struct po_notify_result *out)
+{
+    if (!verify(a, req, out))
+        return PO_OK;
+    json_error_t jerr;
+    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    const char *type = po_json_str(root, "type");
+    json_t *obj = json_object_get(json_object_get(root, "data"), "object");
+    json_t *meta = json_object_get(obj, "metadata");
+    struct po_event *ev = &out->ev;
+    if (!type || !json_is_object(obj)) {
+        po_notify_reject(out, "malformed_body", "type or data.object missing");
+        goto out;
+    }
+    (void)po_set_field(ev->tenant, sizeof ev->tenant, a->tenant);
+    (void)po_set_field(ev->channel, sizeof ev->channel, "stripe");
+    ev->source = PO_SRC_CALLBACK;
+    out->status = PO_NOTIFY_EVENT;
+    bool pay = strcmp(type, "payment_intent.succeeded") == 0;
+    bool refund = strcmp(type, "charge.refunded") == 0;
+    if (!pay && !refund) {
+        out->status = PO_NOTIFY_IGNORE;
+        (void)snprintf(out->detail, sizeof out->detail, "event type %.40s: nothing to apply",
+                       type);
+        goto out;
+    }
+    json_t *amt = json_object_get(obj, pay ? "amount_received" : "amount_refunded");
+    const char *cur = po_json_str(obj, "currency");
+    const char *id = po_json_str(obj, "id");
+    if (!json_is_integer(amt) || !cur || strlen(cur) != 3 || !id ||
+        !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_json_str(meta, "out_trade_no"))) {
+        po_notify_reject(out, "malformed_body",
+                         "id, amount, currency or metadata.out_trade_no missing");
+        goto out;
+    }
+    ev->amount_minor = json_integer_value(amt);
+    for (int i = 0; i < 3; i++)
+        ev->currency[i] = (char)toupper((unsigned char)cur[i]);
+    ev->currency[3] = '\0';
+    if (pay) {
+        ev->type = PO_EV_PAY_SUCCESS;
+        (void)po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, id);
+    } else {
+        ev->type = PO_EV_REFUND_SUCCESS;
+        (void)po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, id);
+        if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no,
+                          po_json_str(meta, "out_refund_no"))) {
+            po_notify_reject(out, "malformed_body", "metadata.out_refund_no missing");
+            goto out;
+        }
+    }
+    char verr[PO_ERRBUF_MAX];
+    if (po_event_validate(ev, verr, sizeof verr))
+        po_notify_reject(out, "malformed_body", "%s", verr);
+out:
+    json_decref(root);
+    return PO_OK;
+}

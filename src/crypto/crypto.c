@@ -1,0 +1,492 @@
+/*
+ * crypto.c — OpenSSL 3 behind the small interface of crypto.h.
+ */
+#include "crypto.h"
+
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct po_pubkey {
+    EVP_PKEY *pkey;
+};
+struct po_privkey {
+    EVP_PKEY *pkey;
+};
+
+#define B64_INPUT_MAX (4 * 1024 * 1024)
+
+po_err po_b64_decode(const char *in, size_t len, unsigned char **out, size_t *out_len)
+{
+    if (len == 0 || len % 4 != 0 || len > B64_INPUT_MAX)
+        return PO_ERR_INVALID;
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  c == '+' || c == '/' || (c == '=' && i >= len - 2);
+        if (!ok || (i == len - 2 && c == '=' && in[len - 1] != '='))
+            return PO_ERR_INVALID;
+    }
+    unsigned char *buf = malloc(len / 4 * 3 + 1);
+    if (!buf)
+        return PO_ERR_NOMEM;
+    int n = EVP_DecodeBlock(buf, (const unsigned char *)in, (int)len);
+    if (n < 0) {
+        free(buf);
+        return PO_ERR_INVALID;
+    }
+    size_t pad = (in[len - 1] == '=') + (in[len - 2] == '=');
+    *out_len = (size_t)n - pad;
+    buf[*out_len] = '\0';
+    *out = buf;
+    return PO_OK;
+}
+
+po_err po_b64_encode(const unsigned char *in, size_t len, char **out)
+{
+    if (len > B64_INPUT_MAX)
+        return PO_ERR_LIMIT;
+    char *buf = malloc((len + 2) / 3 * 4 + 1);
+    if (!buf)
+        return PO_ERR_NOMEM;
+    EVP_EncodeBlock((unsigned char *)buf, in, (int)len);
+    *out = buf;
+    return PO_OK;
+}
+
+po_err po_pubkey_from_pem(const char *pem, size_t len, struct po_pubkey **out, char *serial,
+                          size_t serial_cap, char *err, size_t errcap)
+{
+    po_err rc = PO_ERR_INVALID;
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    X509 *cert = NULL;
+    EVP_PKEY *pkey = NULL;
+    if (!bio)
+        return PO_ERR_NOMEM;
+    if (serial_cap)
+        serial[0] = '\0';
+    if (memmem(pem, len, "BEGIN CERTIFICATE", 17)) {
+        cert = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+        if (!cert) {
+            po_errf(err, errcap, "not a valid PEM certificate");
+            goto out;
+        }
+        pkey = X509_get_pubkey(cert);
+        BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
+        char *hex = bn ? BN_bn2hex(bn) : NULL;
+        BN_free(bn);
+        if (!hex || po_strcpy(serial, serial_cap, hex)) {
+            OPENSSL_free(hex);
+            po_errf(err, errcap, "certificate serial missing or too long");
+            goto out;
+        }
+        OPENSSL_free(hex);
+    } else {
+        pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+    }
+    if (!pkey || EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) {
+        po_errf(err, errcap, "not an RSA public key or certificate in PEM");
+        goto out;
+    }
+    struct po_pubkey *k = malloc(sizeof *k);
+    if (!k) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    k->pkey = pkey;
+    pkey = NULL;
+    *out = k;
+    rc = PO_OK;
+out:
+    EVP_PKEY_free(pkey);
+    X509_free(cert);
+    BIO_free(bio);
+    return rc;
+}
+
+po_err po_pubkey_from_spki_b64(const char *b64, struct po_pubkey **out, char *err, size_t errcap)
+{
+    unsigned char *der = NULL;
+    size_t der_len = 0;
+    if (po_b64_decode(b64, strlen(b64), &der, &der_len)) {
+        po_errf(err, errcap, "public key is not valid base64");
+        return PO_ERR_INVALID;
+    }
+    const unsigned char *p = der;
+    EVP_PKEY *pkey = d2i_PUBKEY(NULL, &p, (long)der_len);
+    free(der);
+    if (!pkey || EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) {
+        EVP_PKEY_free(pkey);
+        po_errf(err, errcap, "not an RSA SubjectPublicKeyInfo");
+        return PO_ERR_INVALID;
+    }
+    struct po_pubkey *k = malloc(sizeof *k);
+    if (!k) {
+        EVP_PKEY_free(pkey);
+        return PO_ERR_NOMEM;
+    }
+    k->pkey = pkey;
+    *out = k;
+    return PO_OK;
+}
+
+/* Copies a memory BIO's contents into a NUL-terminated heap string. */
+static po_err bio_to_string(BIO *bio, char **out)
+{
+    char *data = NULL;
+    long n = BIO_get_mem_data(bio, &data);
+    if (n < 0)
+        return PO_ERR_INTERNAL;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return PO_ERR_NOMEM;
+    memcpy(s, data, (size_t)n);
+    s[n] = '\0';
+    *out = s;
+    return PO_OK;
+}
+
+static po_err pub_pem(EVP_PKEY *pkey, char **out)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    if (!bio)
+        return PO_ERR_NOMEM;
+    po_err rc = PEM_write_bio_PUBKEY(bio, pkey) == 1 ? bio_to_string(bio, out) : PO_ERR_INTERNAL;
+    BIO_free(bio);
+    return rc;
+}
+
+po_err po_pubkey_to_pem(const struct po_pubkey *k, char **out)
+{
+    return pub_pem(k->pkey, out);
+}
+
+void po_pubkey_free(struct po_pubkey *k)
+{
+    if (!k)
+        return;
+    EVP_PKEY_free(k->pkey);
+    free(k);
+}
+
+po_err po_privkey_from_pem(const char *pem, size_t len, struct po_privkey **out)
+{
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    if (!bio)
+        return PO_ERR_NOMEM;
+    EVP_PKEY *pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    BIO_free(bio);
+    if (!pkey || EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) {
+        EVP_PKEY_free(pkey);
+        return PO_ERR_INVALID;
+    }
+    struct po_privkey *k = malloc(sizeof *k);
+    if (!k) {
+        EVP_PKEY_free(pkey);
+        return PO_ERR_NOMEM;
+    }
+    k->pkey = pkey;
+    *out = k;
+    return PO_OK;
+}
+
+po_err po_privkey_generate(struct po_privkey **out)
+{
+    EVP_PKEY *pkey = EVP_RSA_gen(2048);
+    if (!pkey)
+        return PO_ERR_INTERNAL;
+    struct po_privkey *k = malloc(sizeof *k);
+    if (!k) {
+        EVP_PKEY_free(pkey);
+        return PO_ERR_NOMEM;
+    }
+    k->pkey = pkey;
+    *out = k;
+    return PO_OK;
+}
+
+po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem, char **out_pub_pem)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *priv = NULL;
+    if (!bio)
+        return PO_ERR_NOMEM;
+    po_err rc = PEM_write_bio_PrivateKey(bio, k->pkey, NULL, NULL, 0, NULL, NULL) == 1
+                    ? bio_to_string(bio, &priv)
+                    : PO_ERR_INTERNAL;
+    BIO_free(bio);
+    if (rc)
+        return rc;
+    rc = pub_pem(k->pkey, out_pub_pem);
+    if (rc) {
+        free(priv);
+        return rc;
+    }
+    *out_priv_pem = priv;
+    return PO_OK;
+}
+
+void po_privkey_free(struct po_privkey *k)
+{
+    if (!k)
+        return;
+    EVP_PKEY_free(k->pkey);
+    free(k);
+}
+
+po_err po_rsa_sha256_verify(const struct po_pubkey *k, const void *msg, size_t len,
+                            const unsigned char *sig, size_t sig_len)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx)
+        return PO_ERR_NOMEM;
+    int ok = EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, k->pkey) == 1 &&
+             EVP_DigestVerify(ctx, sig, sig_len, msg, len) == 1;
+    EVP_MD_CTX_free(ctx);
+    return ok ? PO_OK : PO_ERR_INVALID;
+}
+
+po_err po_rsa_sha256_sign_b64(const struct po_privkey *k, const void *msg, size_t len,
+                              char **out_b64)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char sig[1024];
+    size_t sig_len = sizeof sig;
+    if (!ctx)
+        return PO_ERR_NOMEM;
+    int ok = EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k->pkey) == 1 &&
+             EVP_DigestSign(ctx, sig, &sig_len, msg, len) == 1;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return PO_ERR_INTERNAL;
+    return po_b64_encode(sig, sig_len, out_b64);
+}
+
+static const EVP_CIPHER *gcm_for(size_t key_len)
+{
+    switch (key_len) {
+    case 16: return EVP_aes_128_gcm();
+    case 24: return EVP_aes_192_gcm();
+    case 32: return EVP_aes_256_gcm();
+    default: return NULL;
+    }
+}
+
+#define GCM_TAG_LEN 16
+
+po_err po_aes_gcm_decrypt(const unsigned char *key, size_t key_len, const unsigned char *nonce,
+                          size_t nonce_len, const unsigned char *aad, size_t aad_len,
+                          const unsigned char *ct, size_t ct_len, unsigned char **out,
+                          size_t *out_len)
+{
+    const EVP_CIPHER *cipher = gcm_for(key_len);
+    if (!cipher || ct_len < GCM_TAG_LEN || nonce_len == 0 || nonce_len > 64 ||
+        ct_len > INT32_MAX || aad_len > INT32_MAX)
+        return PO_ERR_INVALID;
+    size_t n = ct_len - GCM_TAG_LEN;
+    unsigned char *pt = malloc(n + 1);
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    po_err rc = PO_ERR_INVALID;
+    int len1 = 0, len2 = 0;
+    unsigned char tag[GCM_TAG_LEN];
+    memcpy(tag, ct + n, GCM_TAG_LEN); /* OpenSSL takes the tag as non-const */
+    if (!pt || !ctx) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    if (EVP_DecryptInit_ex(ctx, cipher, NULL, NULL, NULL) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)nonce_len, NULL) != 1 ||
+        EVP_DecryptInit_ex(ctx, NULL, NULL, key, nonce) != 1 ||
+        (aad_len && EVP_DecryptUpdate(ctx, NULL, &len1, aad, (int)aad_len) != 1) ||
+        EVP_DecryptUpdate(ctx, pt, &len1, ct, (int)n) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, GCM_TAG_LEN, tag) != 1 ||
+        EVP_DecryptFinal_ex(ctx, pt + len1, &len2) != 1)
+        goto out;
+    pt[len1 + len2] = '\0';
+    *out_len = (size_t)(len1 + len2);
+    *out = pt;
+    pt = NULL;
+    rc = PO_OK;
+out:
+    if (pt)
+        OPENSSL_cleanse(pt, n + 1);
+    free(pt);
+    EVP_CIPHER_CTX_free(ctx);
+    return rc;
+}
+
+po_err po_aes_gcm_encrypt(const unsigned char *key, size_t key_len, const unsigned char *nonce,
+                          size_t nonce_len, const unsigned char *aad, size_t aad_len,
+                          const unsigned char *pt, size_t pt_len, unsigned char **out,
+                          size_t *out_len)
+{
+    const EVP_CIPHER *cipher = gcm_for(key_len);
+    if (!cipher || nonce_len == 0 || nonce_len > 64 || pt_len > INT32_MAX - GCM_TAG_LEN)
+        return PO_ERR_INVALID;
+    unsigned char *ct = malloc(pt_len + GCM_TAG_LEN);
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    po_err rc = PO_ERR_INTERNAL;
+    int len1 = 0, len2 = 0;
+    if (!ct || !ctx) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    if (EVP_EncryptInit_ex(ctx, cipher, NULL, NULL, NULL) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)nonce_len, NULL) != 1 ||
+        EVP_EncryptInit_ex(ctx, NULL, NULL, key, nonce) != 1 ||
+        (aad_len && EVP_EncryptUpdate(ctx, NULL, &len1, aad, (int)aad_len) != 1) ||
+        EVP_EncryptUpdate(ctx, ct, &len1, pt, (int)pt_len) != 1 ||
+        EVP_EncryptFinal_ex(ctx, ct + len1, &len2) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, GCM_TAG_LEN, ct + len1 + len2) != 1)
+        goto out;
+    *out_len = (size_t)(len1 + len2) + GCM_TAG_LEN;
+    *out = ct;
+    ct = NULL;
+    rc = PO_OK;
+out:
+    free(ct);
+    EVP_CIPHER_CTX_free(ctx);
+    return rc;
+}
+
+void po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
+                    unsigned char out[32])
+{
+    unsigned int n = 32;
+    PO_ASSERT(HMAC(EVP_sha256(), key, (int)key_len, msg, len, out, &n) != NULL && n == 32);
+}
+
+void po_sha256_hex(const void *msg, size_t len, char out[65])
+{
+    unsigned char d[32];
+    unsigned int n = 0;
+    PO_ASSERT(EVP_Digest(msg, len, d, &n, EVP_sha256(), NULL) == 1 && n == 32);
+    for (int i = 0; i < 32; i++)
+        (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+bool po_ct_equal(const void *a, const void *b, size_t len)
+{
+    return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+po_err po_random(void *buf, size_t len)
+{
+    return RAND_bytes(buf, (int)len) == 1 ? PO_OK : PO_ERR_INTERNAL;
+}
+
+#define SEAL_PREFIX "sealed:v1:"
+#define SEAL_NONCE 12
+
+po_err po_seal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
+               const unsigned char *secret, size_t len, char **out)
+{
+    unsigned char *ct = NULL, *blob = NULL;
+    size_t ct_len = 0;
+    char *b64 = NULL;
+    unsigned char nonce[SEAL_NONCE];
+    po_err rc = po_random(nonce, sizeof nonce);
+    if (rc)
+        return rc;
+    rc = po_aes_gcm_encrypt(master, PO_MASTER_KEY_LEN, nonce, sizeof nonce,
+                            (const unsigned char *)aad, strlen(aad), secret, len, &ct, &ct_len);
+    if (rc)
+        return rc;
+    blob = malloc(SEAL_NONCE + ct_len);
+    if (!blob) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    memcpy(blob, nonce, SEAL_NONCE);
+    memcpy(blob + SEAL_NONCE, ct, ct_len);
+    rc = po_b64_encode(blob, SEAL_NONCE + ct_len, &b64);
+    if (rc)
+        goto out;
+    size_t n = strlen(SEAL_PREFIX) + strlen(b64) + 1;
+    *out = malloc(n);
+    if (!*out) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    (void)snprintf(*out, n, "%s%s", SEAL_PREFIX, b64);
+out:
+    free(b64);
+    free(blob);
+    free(ct);
+    return rc;
+}
+
+po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
+                 const char *sealed, unsigned char **out, size_t *out_len)
+{
+    size_t plen = strlen(SEAL_PREFIX);
+    if (strncmp(sealed, SEAL_PREFIX, plen) != 0)
+        return PO_ERR_INVALID;
+    unsigned char *blob = NULL;
+    size_t blob_len = 0;
+    po_err rc = po_b64_decode(sealed + plen, strlen(sealed + plen), &blob, &blob_len);
+    if (rc)
+        return PO_ERR_INVALID;
+    if (blob_len < SEAL_NONCE + GCM_TAG_LEN)
+        rc = PO_ERR_INVALID;
+    else
+        rc = po_aes_gcm_decrypt(master, PO_MASTER_KEY_LEN, blob, SEAL_NONCE,
+                                (const unsigned char *)aad, strlen(aad), blob + SEAL_NONCE,
+                                blob_len - SEAL_NONCE, out, out_len);
+    free(blob);
+    return rc;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN], char *err,
+                          size_t errcap)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    po_err rc = po_file_read(path, 128, &buf, &len);
+    if (rc) {
+        po_errf(err, errcap, "cannot read master key file %s (%s)", path, po_err_name(rc));
+        return rc;
+    }
+    if (len == PO_MASTER_KEY_LEN) {
+        memcpy(out, buf, PO_MASTER_KEY_LEN);
+        rc = PO_OK;
+        goto out;
+    }
+    if (len > 0 && buf[len - 1] == '\n')
+        len--;
+    rc = PO_ERR_INVALID;
+    if (len != 2 * PO_MASTER_KEY_LEN) {
+        po_errf(err, errcap, "master key file must hold 32 raw bytes or 64 hex digits");
+        goto out;
+    }
+    for (size_t i = 0; i < PO_MASTER_KEY_LEN; i++) {
+        int hi = hexval(buf[2 * i]), lo = hexval(buf[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            po_errf(err, errcap, "master key file must hold 32 raw bytes or 64 hex digits");
+            goto out;
+        }
+        out[i] = (unsigned char)(hi * 16 + lo);
+    }
+    rc = PO_OK;
+out:
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    return rc;
+}

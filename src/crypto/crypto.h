@@ -1,0 +1,85 @@
+/*
+ * crypto.h — the only module that includes OpenSSL. Everything a channel
+ * adapter, the simulator and secret sealing need: base64, RSA-SHA256
+ * (PKCS#1 v1.5) verify and sign, AES-GCM, HMAC-SHA256, constant-time
+ * comparison, random bytes.
+ *
+ * Contracts: outputs are written only on success; heap outputs are owned by
+ * the caller (free()); a verification failure is PO_ERR_INVALID, never a
+ * crash, whatever the input.
+ */
+#ifndef PO_CRYPTO_H
+#define PO_CRYPTO_H
+
+#include "../core/core.h"
+
+#define PO_SERIAL_MAX 64   /* certificate serial (hex) or PUB_KEY_ID_… */
+#define PO_MASTER_KEY_LEN 32
+
+struct po_pubkey;  /* an RSA public key */
+struct po_privkey; /* an RSA private key (simulator, tests) */
+
+/* Strict base64 (RFC 4648, padding required, no whitespace). */
+po_err po_b64_decode(const char *in, size_t len, unsigned char **out, size_t *out_len)
+    PO_MUST_CHECK;
+po_err po_b64_encode(const unsigned char *in, size_t len, char **out) PO_MUST_CHECK;
+
+/* A PEM certificate (serial written as upper-case hex into serial) or a PEM
+ * public key (serial left empty). */
+po_err po_pubkey_from_pem(const char *pem, size_t len, struct po_pubkey **out, char *serial,
+                          size_t serial_cap, char *err, size_t errcap) PO_MUST_CHECK;
+/* A bare base64 SubjectPublicKeyInfo, as Alipay hands out its public key. */
+po_err po_pubkey_from_spki_b64(const char *b64, struct po_pubkey **out, char *err,
+                               size_t errcap) PO_MUST_CHECK;
+/* PEM "PUBLIC KEY" text of a key (for storing it). */
+po_err po_pubkey_to_pem(const struct po_pubkey *k, char **out) PO_MUST_CHECK;
+void po_pubkey_free(struct po_pubkey *k);
+
+po_err po_privkey_from_pem(const char *pem, size_t len, struct po_privkey **out)
+    PO_MUST_CHECK;
+/* A fresh RSA-2048 key pair (simulator keys); *out_pub_pem is PEM. */
+po_err po_privkey_generate(struct po_privkey **out) PO_MUST_CHECK;
+po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem, char **out_pub_pem)
+    PO_MUST_CHECK;
+void po_privkey_free(struct po_privkey *k);
+
+/* SHA256withRSA over msg. PO_OK only for a valid signature. */
+po_err po_rsa_sha256_verify(const struct po_pubkey *k, const void *msg, size_t len,
+                            const unsigned char *sig, size_t sig_len) PO_MUST_CHECK;
+/* Signs msg; *out_b64 is the base64 signature. */
+po_err po_rsa_sha256_sign_b64(const struct po_privkey *k, const void *msg, size_t len,
+                              char **out_b64) PO_MUST_CHECK;
+
+/* AES-GCM with a 16-, 24- or 32-byte key; ct ends with the 16-byte tag.
+ * PO_ERR_INVALID when authentication fails. *out is NUL-terminated. */
+po_err po_aes_gcm_decrypt(const unsigned char *key, size_t key_len, const unsigned char *nonce,
+                          size_t nonce_len, const unsigned char *aad, size_t aad_len,
+                          const unsigned char *ct, size_t ct_len, unsigned char **out,
+                          size_t *out_len) PO_MUST_CHECK;
+/* Output is ciphertext followed by the 16-byte tag. */
+po_err po_aes_gcm_encrypt(const unsigned char *key, size_t key_len, const unsigned char *nonce,
+                          size_t nonce_len, const unsigned char *aad, size_t aad_len,
+                          const unsigned char *pt, size_t pt_len, unsigned char **out,
+                          size_t *out_len) PO_MUST_CHECK;
+
+void po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
+                    unsigned char out[32]);
+void po_sha256_hex(const void *msg, size_t len, char out[65]);
+bool po_ct_equal(const void *a, const void *b, size_t len);
+po_err po_random(void *buf, size_t len) PO_MUST_CHECK;
+
+/*
+ * Secrets at rest: "sealed:v1:" + base64(nonce[12] | ciphertext | tag[16]),
+ * AES-256-GCM under the master key, with `aad` binding the ciphertext to
+ * its place (e.g. "t1/wechatpay/apiv3_key") so it cannot be moved.
+ */
+po_err po_seal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
+               const unsigned char *secret, size_t len, char **out) PO_MUST_CHECK;
+po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
+                 const char *sealed, unsigned char **out, size_t *out_len) PO_MUST_CHECK;
+/* Reads a master key file: exactly 32 raw bytes, or 64 hex digits (an
+ * optional trailing newline allowed). */
+po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN], char *err,
+                          size_t errcap) PO_MUST_CHECK;
+
+#endif

@@ -1,0 +1,217 @@
+/*
+ * build.c — real-format signed callbacks (see sim.h).
+ */
+#include "sim.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void po_sim_request_free(struct po_sim_request *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+void po_sim_set_header(struct po_sim_request *r, const char *name, const char *value)
+{
+    int i = 0;
+    while (i < r->nheaders && strcasecmp(r->name[i], name) != 0)
+        i++;
+    PO_ASSERT(i < PO_SIM_HEADERS_MAX);
+    PO_ASSERT(po_strcpy(r->name[i], sizeof r->name[i], name) == PO_OK);
+    PO_ASSERT(po_strcpy(r->value[i], sizeof r->value[i], value) == PO_OK);
+    if (i == r->nheaders)
+        r->nheaders++;
+}
+
+const char *po_sim_get_header(const struct po_sim_request *r, const char *name)
+{
+    for (int i = 0; i < r->nheaders; i++)
+        if (strcasecmp(r->name[i], name) == 0)
+            return r->value[i];
+    return NULL;
+}
+
+static void random_token(char *out, size_t n)
+{
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char raw[64];
+    PO_ASSERT(n < sizeof raw && po_random(raw, n) == PO_OK);
+    for (size_t i = 0; i < n; i++)
+        out[i] = alphabet[raw[i] % (sizeof alphabet - 1)];
+    out[n] = '\0';
+}
+
+po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
+                        const unsigned char *apiv3_key, size_t apiv3_key_len,
+                        const char *event_type, const char *resource_json, int64_t ts,
+                        struct po_sim_request *out)
+{
+    memset(out, 0, sizeof *out);
+    char nonce[13], sig_nonce[33], id[37], tsbuf[24];
+    random_token(nonce, 12);
+    random_token(sig_nonce, 32);
+    random_token(id, 36);
+    const char *aad = strncmp(event_type, "REFUND", 6) == 0 ? "refund" : "transaction";
+    unsigned char *ct = NULL;
+    size_t ct_len = 0;
+    char *ct_b64 = NULL, *msg = NULL, *sig = NULL;
+    po_err rc = po_aes_gcm_encrypt(apiv3_key, apiv3_key_len, (const unsigned char *)nonce, 12,
+                                   (const unsigned char *)aad, strlen(aad),
+                                   (const unsigned char *)resource_json, strlen(resource_json),
+                                   &ct, &ct_len);
+    if (rc)
+        return rc;
+    rc = po_b64_encode(ct, ct_len, &ct_b64);
+    if (rc)
+        goto out;
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id,
+                             "create_time", "2026-12-02T10:00:00+08:00", "resource_type",
+                             "encrypt-resource", "event_type", event_type, "summary",
+                             "payonce simulator", "resource", "original_type", aad, "algorithm",
+                             "AEAD_AES_256_GCM", "ciphertext", ct_b64, "associated_data", aad,
+                             "nonce", nonce);
+    out->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!out->body) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    out->body_len = strlen(out->body);
+    out->content_type = "application/json";
+    (void)snprintf(tsbuf, sizeof tsbuf, "%lld", (long long)ts);
+    size_t mlen = strlen(tsbuf) + strlen(sig_nonce) + out->body_len + 3;
+    msg = malloc(mlen + 1);
+    if (!msg) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    (void)snprintf(msg, mlen + 1, "%s\n%s\n%s\n", tsbuf, sig_nonce, out->body);
+    rc = po_rsa_sha256_sign_b64(key, msg, mlen, &sig);
+    if (rc)
+        goto out;
+    po_sim_set_header(out, "Wechatpay-Serial", serial);
+    po_sim_set_header(out, "Wechatpay-Signature", sig);
+    po_sim_set_header(out, "Wechatpay-Timestamp", tsbuf);
+    po_sim_set_header(out, "Wechatpay-Nonce", sig_nonce);
+    po_sim_set_header(out, "Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048");
+out:
+    if (rc)
+        po_sim_request_free(out);
+    free(sig);
+    free(msg);
+    free(ct_b64);
+    free(ct);
+    return rc;
+}
+
+/* application/x-www-form-urlencoded encoding of one value into buf. */
+static size_t form_encode(const char *s, char *buf, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t j = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        PO_ASSERT(j + 4 < cap);
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '_' || *p == '.' || *p == '*') {
+            buf[j++] = (char)*p;
+        } else if (*p == ' ') {
+            buf[j++] = '+';
+        } else {
+            buf[j++] = '%';
+            buf[j++] = hex[*p >> 4];
+            buf[j++] = hex[*p & 15];
+        }
+    }
+    buf[j] = '\0';
+    return j;
+}
+
+struct kv {
+    const char *k, *v;
+};
+
+static int kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct kv *)a)->k, ((const struct kv *)b)->k);
+}
+
+po_err po_sim_alipay(const struct po_privkey *key, const char *const *keys,
+                     const char *const *values, int n, struct po_sim_request *out)
+{
+    memset(out, 0, sizeof *out);
+    PO_ASSERT(n > 0 && n < 60);
+    struct kv kv[64];
+    size_t total = 64;
+    for (int i = 0; i < n; i++) {
+        kv[i] = (struct kv){keys[i], values[i]};
+        total += strlen(keys[i]) + strlen(values[i]) + 2;
+    }
+    qsort(kv, (size_t)n, sizeof kv[0], kv_cmp);
+    char *content = malloc(total), *sig = NULL;
+    if (!content)
+        return PO_ERR_NOMEM;
+    size_t j = 0;
+    for (int i = 0; i < n; i++) {
+        if (!*kv[i].v)
+            continue;
+        j += (size_t)snprintf(content + j, total - j, "%s%s=%s", j ? "&" : "", kv[i].k, kv[i].v);
+    }
+    po_err rc = po_rsa_sha256_sign_b64(key, content, j, &sig);
+    free(content);
+    if (rc)
+        return rc;
+    size_t cap = total * 3 + strlen(sig) * 3 + 64;
+    out->body = malloc(cap);
+    if (!out->body) {
+        free(sig);
+        return PO_ERR_NOMEM;
+    }
+    j = 0;
+    for (int i = 0; i <= n; i++) {
+        const char *k = i < n ? keys[i] : "sign";
+        const char *v = i < n ? values[i] : sig;
+        j += (size_t)snprintf(out->body + j, cap - j, "%s%s=", j ? "&" : "", k);
+        j += form_encode(v, out->body + j, cap - j);
+    }
+    j += (size_t)snprintf(out->body + j, cap - j, "&sign_type=RSA2");
+    out->body_len = j;
+    out->content_type = "application/x-www-form-urlencoded; charset=utf-8";
+    free(sig);
+    return PO_OK;
+}
+
+po_err po_sim_stripe(const unsigned char *secret, size_t secret_len, const char *payload,
+                     int64_t ts, struct po_sim_request *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t len = strlen(payload);
+    char tsbuf[24];
+    (void)snprintf(tsbuf, sizeof tsbuf, "%lld", (long long)ts);
+    size_t tl = strlen(tsbuf);
+    char *msg = malloc(tl + 1 + len);
+    out->body = malloc(len + 1);
+    if (!msg || !out->body) {
+        free(msg);
+        po_sim_request_free(out);
+        return PO_ERR_NOMEM;
+    }
+    memcpy(out->body, payload, len + 1);
+    out->body_len = len;
+    out->content_type = "application/json";
+    memcpy(msg, tsbuf, tl);
+    msg[tl] = '.';
+    memcpy(msg + tl + 1, payload, len);
+    unsigned char mac[32];
+    po_hmac_sha256(secret, secret_len, msg, tl + 1 + len, mac);
+    free(msg);
+    char header[128];
+    size_t j = (size_t)snprintf(header, sizeof header, "t=%s,v1=", tsbuf);
+    for (int i = 0; i < 32; i++)
+        j += (size_t)snprintf(header + j, sizeof header - j, "%02x", mac[i]);
+    po_sim_set_header(out, "Stripe-Signature", header);
+    return PO_OK;
+}

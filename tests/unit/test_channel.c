@@ -1,0 +1,421 @@
+/*
+ * test_channel.c — the adapters and crypto against the channels' own test
+ * vectors (tests/data/vectors, copied from ../shared/vectors with their
+ * sources), plus what payonce's simulator signs.
+ */
+#include "../../src/channel/channel.h"
+#include "../../src/crypto/crypto.h"
+#include "../../src/sim/sim.h"
+
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *vector(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/vectors/%s", PO_TEST_DATA_DIR, name);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    if (!j)
+        fail_msg("cannot load %s: %s", path, e.text);
+    return j;
+}
+
+static char *file(const char *name, size_t *len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/vectors/%s", PO_TEST_DATA_DIR, name);
+    char *buf = NULL;
+    if (po_file_read(path, 1 << 20, &buf, len))
+        fail_msg("cannot read %s", path);
+    return buf;
+}
+
+static const char *S(json_t *o, const char *k)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    if (!v)
+        fail_msg("vector field %s missing", k);
+    return v;
+}
+
+/* Header lookup over a JSON object of headers (case-insensitive). */
+static const char *json_header(void *ctx, const char *name)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)ctx, k, v) {
+        if (strcasecmp(k, name) == 0)
+            return json_string_value(v);
+    }
+    return NULL;
+}
+
+static void wechat_account(struct po_channel_account *a, const char *apiv3, const char *mchid)
+{
+    memset(a, 0, sizeof *a);
+    strcpy(a->tenant, "t1");          /* lint-ok */
+    strcpy(a->channel, "wechatpay");  /* lint-ok */
+    strcpy(a->mchid, mchid);          /* lint-ok */
+    a->window_s = 300;
+    a->apiv3_key_len = strlen(apiv3);
+    memcpy(a->apiv3_key, apiv3, a->apiv3_key_len);
+    size_t len;
+    char *pem = file("wechatpay_test_platform_cert.pem", &len);
+    char err[256];
+    assert_int_equal(po_pubkey_from_pem(pem, len, &a->keys[0].key, a->keys[0].serial,
+                                        sizeof a->keys[0].serial, err, sizeof err),
+                     PO_OK);
+    free(pem);
+    assert_string_equal(a->keys[0].serial, "D7CE59D1F522D701");
+    a->nkeys = 1;
+}
+
+static struct po_notify_result parse_wechat(struct po_channel_account *a, json_t *headers,
+                                            const char *body, int64_t now)
+{
+    struct po_notify_req req = {.body = body, .body_len = strlen(body), .header = json_header,
+                                .hctx = headers, .now_unix = now};
+    struct po_notify_result r;
+    assert_int_equal(po_channel_parse(a, &req, &r), PO_OK);
+    return r;
+}
+
+static void wechatpay_transaction_vector(void **state)
+{
+    (void)state;
+    json_t *v = vector("wechatpay_v3_transaction_success.json");
+    json_t *h = json_object_get(v, "headers");
+    const char *body = S(v, "body");
+    struct po_channel_account a;
+    wechat_account(&a, S(v, "apiv3_key"), "1230000109");
+    struct po_notify_result r = parse_wechat(&a, h, body, 1700000000);
+    if (r.status != PO_NOTIFY_EVENT)
+        fail_msg("status %d reason %s %s", r.status, r.reason, r.detail);
+    assert_int_equal(r.ev.type, PO_EV_PAY_SUCCESS);
+    assert_string_equal(r.ev.channel_txn_id, "1217752501201407033233368018");
+    assert_string_equal(r.ev.out_trade_no, "1217752501201407033233368018");
+    assert_int_equal(r.ev.amount_minor, 100);
+    assert_string_equal(r.ev.currency, "CNY");
+    assert_string_equal(r.ev.tenant, "t1");
+    assert_string_equal(r.ev.occurred_at, "2018-06-08T10:34:56+08:00");
+
+    /* Timestamp window, both directions. */
+    assert_string_equal(parse_wechat(&a, h, body, 1700000301).reason, "stale_timestamp");
+    assert_string_equal(parse_wechat(&a, h, body, 1699999699).reason, "future_timestamp");
+    assert_int_equal(parse_wechat(&a, h, body, 1700000300).status, PO_NOTIFY_EVENT);
+    /* One byte of the body changed. */
+    char *tampered = strdup(body);
+    tampered[10] ^= 1;
+    assert_string_equal(parse_wechat(&a, h, tampered, 1700000000).reason, "bad_signature");
+    free(tampered);
+    /* Wrong APIv3 key: verified, but the resource does not decrypt. */
+    struct po_channel_account wrong;
+    wechat_account(&wrong, "0123456789abcdef0123456789abcdef", "1230000109");
+    assert_string_equal(parse_wechat(&wrong, h, body, 1700000000).reason, "decrypt_failed");
+    po_channel_account_free(&wrong);
+    /* Another merchant's callback: verified, then a business mismatch. */
+    struct po_channel_account other;
+    wechat_account(&other, S(v, "apiv3_key"), "1900000001");
+    struct po_notify_result m = parse_wechat(&other, h, body, 1700000000);
+    assert_int_equal(m.status, PO_NOTIFY_MISMATCH);
+    assert_string_equal(m.reason, "mchid_mismatch");
+    po_channel_account_free(&other);
+
+    json_t *h2 = json_deep_copy(h);
+    json_object_set_new(h2, "Wechatpay-Serial", json_string("ABCDEF0123456789"));
+    assert_string_equal(parse_wechat(&a, h2, body, 1700000000).reason, "unknown_serial");
+    json_object_set_new(h2, "Wechatpay-Serial", json_string("d7ce59d1f522d701")); /* case */
+    assert_int_equal(parse_wechat(&a, h2, body, 1700000000).status, PO_NOTIFY_EVENT);
+    json_object_set_new(h2, "Wechatpay-Signature",
+                        json_string("WECHATPAY/SIGNTEST/abcdefghijklmnopqrstuvwxyz=="));
+    assert_string_equal(parse_wechat(&a, h2, body, 1700000000).reason, "probe");
+    json_object_del(h2, "Wechatpay-Signature");
+    assert_string_equal(parse_wechat(&a, h2, body, 1700000000).reason, "missing_header");
+    json_decref(h2);
+    po_channel_account_free(&a);
+    json_decref(v);
+}
+
+/* The official Go SDK's own notification: its 16-byte "APIv3 key" makes it
+ * AES-128-GCM. The signature must verify; the event type is one payonce
+ * does not act on, so the verified outcome is IGNORE. */
+static void wechatpay_sdk_vector(void **state)
+{
+    (void)state;
+    json_t *v = vector("wechatpay_v3_sdk_notify.json");
+    struct po_channel_account a;
+    wechat_account(&a, S(v, "apiv3_key"), "1234567890");
+    struct po_notify_result r = parse_wechat(&a, json_object_get(v, "headers"), S(v, "body"),
+                                             1624523846);
+    if (r.status != PO_NOTIFY_IGNORE)
+        fail_msg("status %d reason %s %s", r.status, r.reason, r.detail);
+    assert_non_null(strstr(r.detail, "PAYSCORE.USER_OPEN_SERVICE"));
+    po_channel_account_free(&a);
+    json_decref(v);
+}
+
+static void aead_vector(void **state)
+{
+    (void)state;
+    json_t *v = vector("aead_aes_256_gcm.json");
+    unsigned char *ct = NULL, *pt = NULL;
+    size_t ct_len = 0, pt_len = 0;
+    const char *key = S(v, "key"), *nonce = S(v, "nonce"), *aad = S(v, "associated_data");
+    const char *b64 = S(v, "ciphertext_b64");
+    assert_int_equal(po_b64_decode(b64, strlen(b64), &ct, &ct_len), PO_OK);
+    assert_int_equal(po_aes_gcm_decrypt((const unsigned char *)key, 32,
+                                        (const unsigned char *)nonce, strlen(nonce),
+                                        (const unsigned char *)aad, strlen(aad), ct, ct_len, &pt,
+                                        &pt_len),
+                     PO_OK);
+    assert_string_equal((char *)pt, S(v, "plaintext"));
+    free(pt);
+    ct[0] ^= 1;
+    assert_int_equal(po_aes_gcm_decrypt((const unsigned char *)key, 32,
+                                        (const unsigned char *)nonce, strlen(nonce),
+                                        (const unsigned char *)aad, strlen(aad), ct, ct_len, &pt,
+                                        &pt_len),
+                     PO_ERR_INVALID);
+    free(ct);
+    json_decref(v);
+}
+
+static char *form_from(json_t *params, const char *override_key, const char *override_val)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *buf = malloc(16384);
+    size_t j = 0;
+    const char *k;
+    json_t *val;
+    json_object_foreach(params, k, val) {
+        const char *s = strcmp(k, override_key ? override_key : "") == 0 ? override_val
+                                                                          : json_string_value(val);
+        j += (size_t)snprintf(buf + j, 16384 - j, "%s%s=", j ? "&" : "", k);
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+            if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9'))
+                buf[j++] = (char)*p;
+            else {
+                buf[j++] = '%';
+                buf[j++] = hex[*p >> 4];
+                buf[j++] = hex[*p & 15];
+            }
+        }
+        buf[j] = '\0';
+    }
+    return buf;
+}
+
+static const char *no_header(void *ctx, const char *name)
+{
+    (void)ctx;
+    (void)name;
+    return NULL;
+}
+
+static struct po_notify_result parse_form(struct po_channel_account *a, const char *body)
+{
+    struct po_notify_req req = {.body = body, .body_len = strlen(body), .header = no_header,
+                                .now_unix = 1700000000};
+    struct po_notify_result r;
+    assert_int_equal(po_channel_parse(a, &req, &r), PO_OK);
+    return r;
+}
+
+static void alipay_vector(void **state)
+{
+    (void)state;
+    json_t *v = vector("alipay_notify_trade_success.json");
+    json_t *params = json_object_get(v, "params");
+    struct po_channel_account a;
+    memset(&a, 0, sizeof a);
+    strcpy(a.tenant, "t1");        /* lint-ok */
+    strcpy(a.channel, "alipay");   /* lint-ok */
+    strcpy(a.app_id, "2019073166072302");    /* lint-ok */
+    strcpy(a.seller_id, "2088531891668739"); /* lint-ok */
+    char err[256];
+    assert_int_equal(po_pubkey_from_spki_b64(S(v, "alipay_public_key_spki_b64"), &a.alipay_key,
+                                             err, sizeof err),
+                     PO_OK);
+    char *body = form_from(params, NULL, NULL);
+    struct po_notify_result r = parse_form(&a, body);
+    if (r.status != PO_NOTIFY_EVENT)
+        fail_msg("status %d reason %s %s", r.status, r.reason, r.detail);
+    assert_int_equal(r.ev.type, PO_EV_PAY_SUCCESS);
+    assert_string_equal(r.ev.out_trade_no, "20190815155618536-564-57");
+    assert_string_equal(r.ev.channel_txn_id, "2019081522001468450512505578");
+    assert_int_equal(r.ev.amount_minor, 10); /* "0.10" yuan */
+    free(body);
+    /* Any signed field changed -> bad signature. */
+    body = form_from(params, "total_amount", "1000.00");
+    assert_string_equal(parse_form(&a, body).reason, "bad_signature");
+    free(body);
+    /* rsaCheckV1 leaves sign_type out: a string that keeps it must fail. */
+    const char *sign = S(params, "sign");
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
+    assert_int_equal(po_b64_decode(sign, strlen(sign), &raw, &raw_len), PO_OK);
+    const char *with_type = "app_id=2019073166072302&sign_type=RSA2";
+    assert_int_equal(po_rsa_sha256_verify(a.alipay_key, with_type, strlen(with_type), raw,
+                                          raw_len),
+                     PO_ERR_INVALID);
+    free(raw);
+    /* Another app's notification: verified, then a business mismatch. */
+    strcpy(a.app_id, "2019000000000000"); /* lint-ok */
+    body = form_from(params, NULL, NULL);
+    struct po_notify_result m = parse_form(&a, body);
+    assert_int_equal(m.status, PO_NOTIFY_MISMATCH);
+    assert_string_equal(m.reason, "app_id_mismatch");
+    free(body);
+    assert_string_equal(parse_form(&a, "a=%zz").reason, "malformed_body");
+    assert_string_equal(parse_form(&a, "charset=utf-8&x=%ff%fe").reason, "invalid_utf8");
+    assert_string_equal(parse_form(&a, "a=1&a=2").reason, "malformed_body");
+    po_channel_account_free(&a);
+    json_decref(v);
+}
+
+static void stripe_vector(void **state)
+{
+    (void)state;
+    json_t *v = vector("stripe_webhook.json");
+    struct po_channel_account a;
+    memset(&a, 0, sizeof a);
+    strcpy(a.tenant, "t1");       /* lint-ok */
+    strcpy(a.channel, "stripe");  /* lint-ok */
+    a.window_s = 300;
+    const char *secret = S(v, "secret");
+    a.secrets[0].len = strlen(secret);
+    memcpy(a.secrets[0].v, secret, a.secrets[0].len);
+    a.nsecrets = 1;
+    json_t *h = json_pack("{s:s}", "Stripe-Signature", S(v, "header"));
+    const char *payload = S(v, "payload");
+    /* The vector's payload carries no data.object: passing the signature
+     * check is what makes the outcome malformed_body, not bad_signature. */
+    struct po_notify_result r = parse_wechat(&a, h, payload, 1700000000);
+    assert_string_equal(r.reason, "malformed_body");
+    assert_string_equal(parse_wechat(&a, h, payload, 1700000301).reason, "stale_timestamp");
+    /* Rotation: the matching secret may be the second. */
+    memcpy(a.secrets[1].v, secret, a.secrets[0].len);
+    a.secrets[1].len = a.secrets[0].len;
+    memcpy(a.secrets[0].v, "whsec_other", 11);
+    a.secrets[0].len = 11;
+    a.nsecrets = 2;
+    assert_string_equal(parse_wechat(&a, h, payload, 1700000000).reason, "malformed_body");
+    a.nsecrets = 1;
+    assert_string_equal(parse_wechat(&a, h, payload, 1700000000).reason, "bad_signature");
+    /* Any of several v1 values may match. */
+    char multi[256];
+    snprintf(multi, sizeof multi, "t=1700000000,v1=%064d,%s", 0, strchr(S(v, "header"), 'v'));
+    json_object_set_new(h, "Stripe-Signature", json_string(multi));
+    a.nsecrets = 2;
+    assert_string_equal(parse_wechat(&a, h, payload, 1700000000).reason, "malformed_body");
+    json_decref(h);
+    json_decref(v);
+}
+
+/* What payonce's simulator signs with the public SDK test key verifies
+ * with the official test platform certificate. */
+static void simulator_signs_like_wechatpay(void **state)
+{
+    (void)state;
+    size_t len = 0;
+    char *pem = file("wechatpay_test_private_key.pem", &len);
+    struct po_privkey *key = NULL;
+    assert_int_equal(po_privkey_from_pem(pem, len, &key), PO_OK);
+    free(pem);
+    const char *apiv3 = "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb";
+    struct po_channel_account a;
+    wechat_account(&a, apiv3, "1230000109");
+    struct po_sim_request req;
+    const char *res = "{\"mchid\":\"1230000109\",\"appid\":\"wxd678efh567hg6787\","
+                      "\"out_trade_no\":\"ORD-9\",\"transaction_id\":\"4200000009\","
+                      "\"trade_state\":\"SUCCESS\",\"amount\":{\"total\":990,\"currency\":\"CNY\"}}";
+    assert_int_equal(po_sim_wechatpay(key, "D7CE59D1F522D701", (const unsigned char *)apiv3, 32,
+                                      "TRANSACTION.SUCCESS", res, 1800000000, &req),
+                     PO_OK);
+    json_t *h = json_object();
+    for (int i = 0; i < req.nheaders; i++)
+        json_object_set_new(h, req.name[i], json_string(req.value[i]));
+    struct po_notify_result r = parse_wechat(&a, h, req.body, 1800000000);
+    if (r.status != PO_NOTIFY_EVENT)
+        fail_msg("status %d reason %s %s", r.status, r.reason, r.detail);
+    assert_string_equal(r.ev.out_trade_no, "ORD-9");
+    assert_int_equal(r.ev.amount_minor, 990);
+    json_decref(h);
+    po_sim_request_free(&req);
+    po_privkey_free(key);
+    po_channel_account_free(&a);
+}
+
+static void major_amounts_exact(void **state)
+{
+    (void)state;
+    struct {
+        const char *s;
+        int64_t v;
+    } ok[] = {{"0.01", 1}, {"0.10", 10}, {"0.1", 10}, {"12", 1200}, {"12.3", 1230},
+              {"19.99", 1999}, {"1000000000000", 100000000000000}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int64_t v = 0;
+        assert_int_equal(po_parse_major_amount(ok[i].s, &v), PO_OK);
+        assert_int_equal(v, ok[i].v);
+    }
+    const char *bad[] = {"", "0", "0.00", "12.345", "-1", "+1", "1e3", ".5", "1.", " 1", "1 ",
+                         "1,00", "10000000000000", "0x10", "1.2.3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t v = 7;
+        if (po_parse_major_amount(bad[i], &v) != PO_ERR_INVALID)
+            fail_msg("accepted '%s'", bad[i]);
+        assert_int_equal(v, 7);
+    }
+}
+
+static void sealing(void **state)
+{
+    (void)state;
+    unsigned char master[32], other[32];
+    assert_int_equal(po_random(master, 32), PO_OK);
+    assert_int_equal(po_random(other, 32), PO_OK);
+    char *sealed = NULL;
+    assert_int_equal(po_seal(master, "t1/wechatpay/apiv3_key", (const unsigned char *)"secret", 6,
+                             &sealed),
+                     PO_OK);
+    assert_null(strstr(sealed, "secret"));
+    unsigned char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(po_unseal(master, "t1/wechatpay/apiv3_key", sealed, &out, &len), PO_OK);
+    assert_int_equal(len, 6);
+    assert_memory_equal(out, "secret", 6);
+    free(out);
+    /* Another master key, or the same ciphertext moved to another slot. */
+    assert_int_equal(po_unseal(other, "t1/wechatpay/apiv3_key", sealed, &out, &len),
+                     PO_ERR_INVALID);
+    assert_int_equal(po_unseal(master, "t2/wechatpay/apiv3_key", sealed, &out, &len),
+                     PO_ERR_INVALID);
+    sealed[strlen(sealed) - 3] ^= 1;
+    assert_int_equal(po_unseal(master, "t1/wechatpay/apiv3_key", sealed, &out, &len),
+                     PO_ERR_INVALID);
+    free(sealed);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(wechatpay_transaction_vector),
+        cmocka_unit_test(wechatpay_sdk_vector),
+        cmocka_unit_test(aead_vector),
+        cmocka_unit_test(alipay_vector),
+        cmocka_unit_test(stripe_vector),
+        cmocka_unit_test(simulator_signs_like_wechatpay),
+        cmocka_unit_test(major_amounts_exact),
+        cmocka_unit_test(sealing),
+    };
+    return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
+}

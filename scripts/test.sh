@@ -3,7 +3,8 @@
 #   1. Debian packages (scripts/deps.sh), lint for banned functions
 #   2. AddressSanitizer + UBSan build; every test on SQLite and PostgreSQL
 #   3. ThreadSanitizer build; the thread races on both backends
-#   4. the demo, in a temporary directory, its exit status checked
+#   4. the libFuzzer targets, each for a bounded time (PAYONCE_FUZZ_SECONDS)
+#   5. the demo, in a temporary directory, its exit status checked
 # A throwaway PostgreSQL 15 is started for the run (scripts/pg.sh) and
 # stopped on exit, whatever happens.
 set -euo pipefail
@@ -39,6 +40,9 @@ cmake --build build-tsan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build-tsan --output-on-failure
 cat "$PAYONCE_FIGURES"
+
+echo "== fuzz targets (libFuzzer, ASan + UBSan), ${PAYONCE_FUZZ_SECONDS:-15} s each"
+scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-15}"
 
 echo "== demo (make demo), in a temporary directory"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh

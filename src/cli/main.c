@@ -20,17 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
-#define EXIT_VERIFY 3
-#define EXIT_TEMPFAIL 75
-#define OPTS_MAX 16
-
-struct opts {
-    int n;
-    const char *name[OPTS_MAX];
-    const char *value[OPTS_MAX]; /* NULL for flags */
-};
+#include "cli_int.h"
 
 static const char usage_text[] =
     "usage: payonce COMMAND [options]   (every command takes --db URL)\n"
@@ -44,6 +34,11 @@ static const char usage_text[] =
     "  ledger balances --tenant ID [--json]\n"
     "  alerts          --tenant ID [--json]\n"
     "  apply           --event FILE.json          apply one normalised event\n"
+    "  channel set     --tenant ID --channel wechatpay|alipay|stripe [channel options]\n"
+    "                  (see README: keys, certificates, secrets; sealed with the master key)\n"
+    "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 256]\n"
+    "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
+    "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
     "  verify          [--json]                   exit 0 only if every invariant holds\n"
     "database URL: sqlite:PATH (default sqlite:./payonce.db) or postgresql://...;\n"
     "PAYONCE_DB is used when --db is not given.\n";
@@ -98,7 +93,16 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
     return 0;
 }
 
-static const char *opt(const struct opts *o, const char *name)
+int opt_all(const struct opts *o, const char *name, const char **vals, int max)
+{
+    int n = 0;
+    for (int i = 0; i < o->n && n < max; i++)
+        if (strcmp(o->name[i], name) == 0 && o->value[i])
+            vals[n++] = o->value[i];
+    return n;
+}
+
+const char *opt(const struct opts *o, const char *name)
 {
     for (int i = o->n - 1; i >= 0; i--)
         if (strcmp(o->name[i], name) == 0)
@@ -106,13 +110,13 @@ static const char *opt(const struct opts *o, const char *name)
     return NULL;
 }
 
-static bool flag(const struct opts *o, const char *name)
+bool flag(const struct opts *o, const char *name)
 {
     return opt(o, name) != NULL;
 }
 
 /* Returns the named option or prints which one is missing. */
-static const char *need(const struct opts *o, const char *name)
+const char *need(const struct opts *o, const char *name)
 {
     const char *v = opt(o, name);
     if (!v || !*v)
@@ -133,15 +137,20 @@ static bool missing_required(const struct opts *o, const char *required)
     return missing;
 }
 
-static int open_store(const struct opts *o, struct po_store **out)
+const char *db_url(const struct opts *o)
 {
     const char *url = opt(o, "db");
     if (!url)
         url = getenv("PAYONCE_DB");
     if (!url || !*url)
         url = "sqlite:./payonce.db";
+    return url;
+}
+
+int open_store(const struct opts *o, struct po_store **out)
+{
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_store_open(url, out, err, sizeof err);
+    po_err rc = po_store_open(db_url(o), out, err, sizeof err);
     if (rc) {
         fprintf(stderr, "payonce: cannot open database: %s\n", err);
         return EXIT_FAIL;
@@ -149,7 +158,7 @@ static int open_store(const struct opts *o, struct po_store **out)
     return 0;
 }
 
-static int fail(po_err rc, const char *err)
+int fail(po_err rc, const char *err)
 {
     fprintf(stderr, "payonce: %s (%s)\n", err && *err ? err : "failed", po_err_name(rc));
     return EXIT_FAIL;
@@ -487,6 +496,14 @@ static const struct command commands[] = {
     {"alerts", NULL, "tenant", "tenant", "json", cmd_alerts},
     {"apply", NULL, "event", "event", "", cmd_apply},
     {"verify", NULL, "", "", "json", cmd_verify},
+    {"channel", "set",
+     "tenant channel mchid appid apiv3-key-file platform-cert-file platform-public-key-file"
+     " public-key-id timestamp-window app-id seller-id alipay-public-key-file"
+     " webhook-secret-file master-key-file",
+     "tenant channel", "insecure-dev", cmd_channel_set},
+    {"serve", NULL,
+     "listen pool-size max-connections body-max request-timeout master-key-file", "",
+     "insecure-dev", cmd_serve},
 };
 
 int main(int argc, char **argv)

@@ -204,6 +204,14 @@ void po_log(enum po_log_level lvl, const char *fmt, ...)
     pthread_mutex_unlock(&log_mu);
 }
 
+void po_log_line(const char *json)
+{
+    pthread_mutex_lock(&log_mu);
+    fputs(json, stderr);
+    fputc('\n', stderr);
+    pthread_mutex_unlock(&log_mu);
+}
+
 po_err po_file_read(const char *path, size_t max, char **out, size_t *out_len)
 {
     po_err rc = PO_OK;

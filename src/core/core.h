@@ -85,6 +85,10 @@ void po_log_set_level(enum po_log_level lvl);
 /* The message is escaped; callers must never pass secrets. */
 void po_log(enum po_log_level lvl, const char *fmt, ...) PO_PRINTF(2, 3);
 
+/* Writes one pre-rendered JSON object as a log line (the caller includes
+ * ts and level). */
+void po_log_line(const char *json);
+
 /* ---- files ---- */
 /* Reads a whole regular file of at most max bytes into a NUL-terminated heap
  * buffer (*out, length *out_len). PO_ERR_LIMIT if larger. */

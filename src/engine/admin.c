@@ -227,3 +227,19 @@ fail:
     po_store_rollback(s);
     return rc;
 }
+
+po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,
+                       const char *channel_txn_id, char *out_trade_no, size_t cap)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(channel), PO_TEXT(channel_txn_id)};
+    po_err rc = po_store_exec(s,
+                              "SELECT out_trade_no FROM pay_order WHERE tenant_id = ? AND"
+                              " channel = ? AND channel_txn_id = ?",
+                              p, 3, &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    rc = r.nrows == 1 ? po_strcpy(out_trade_no, cap, po_rows_get(&r, 0, 0)) : PO_ERR_NOT_FOUND;
+    po_rows_free(&r);
+    return rc;
+}

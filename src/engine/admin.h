@@ -40,4 +40,9 @@ po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_
                         const char *out_refund_no, int64_t amount_minor, char *err,
                         size_t errcap) PO_MUST_CHECK;
 
+/* The order paid by a channel transaction (e.g. for WeChat profit-sharing
+ * results, which name the payment). PO_ERR_NOT_FOUND when none. */
+po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,
+                       const char *channel_txn_id, char *out_trade_no, size_t cap) PO_MUST_CHECK;
+
 #endif

@@ -642,6 +642,32 @@ out_free:
     return PO_OK;
 }
 
+po_err po_engine_alert(struct po_store *s, const struct po_event *ev, const char *reason,
+                       const char *detail)
+{
+    struct ev_ctx *c = calloc(1, sizeof *c);
+    char now[PO_TIME_MAX];
+    if (!c)
+        return PO_ERR_NOMEM;
+    po_clock_now_iso(now, sizeof now);
+    c->s = s;
+    c->ev = ev;
+    c->now = now;
+    detailf(c, "%s", detail ? detail : "");
+    po_err rc = po_event_key(ev, c->key, sizeof c->key);
+    PO_ASSERT(rc == PO_OK);
+    rc = po_store_begin(s, c->err, sizeof c->err);
+    if (!rc) {
+        rc = alert(c, reason);
+        if (rc)
+            po_store_rollback(s);
+        else
+            rc = po_store_commit(s, c->err, sizeof c->err);
+    }
+    free(c);
+    return rc;
+}
+
 po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
                        const struct po_event *ev, struct po_outcome *out)
 {

@@ -112,6 +112,15 @@ po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg
                              const struct po_event *ev, size_t n, struct po_outcome *out)
     PO_MUST_CHECK;
 
+/*
+ * Records a durable alert for a verified event that cannot be applied for a
+ * reason found before the engine (e.g. a callback for another merchant id),
+ * in its own transaction. reason is a [a-z_] code. Writing the same event
+ * and reason twice leaves one alert. PO_ERR_TRANSIENT: nothing recorded.
+ */
+po_err po_engine_alert(struct po_store *s, const struct po_event *ev, const char *reason,
+                       const char *detail) PO_MUST_CHECK;
+
 /* A batch of one. */
 po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
                        const struct po_event *ev, struct po_outcome *out) PO_MUST_CHECK;

@@ -51,14 +51,13 @@ po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
                         struct po_sim_request *out)
 {
     memset(out, 0, sizeof *out);
-    char nonce[13], sig_nonce[33], id[37], tsbuf[24];
+    char nonce[13], id[37];
     random_token(nonce, 12);
-    random_token(sig_nonce, 32);
     random_token(id, 36);
     const char *aad = strncmp(event_type, "REFUND", 6) == 0 ? "refund" : "transaction";
     unsigned char *ct = NULL;
     size_t ct_len = 0;
-    char *ct_b64 = NULL, *msg = NULL, *sig = NULL;
+    char *ct_b64 = NULL;
     po_err rc = po_aes_gcm_encrypt(apiv3_key, apiv3_key_len, (const unsigned char *)nonce, 12,
                                    (const unsigned char *)aad, strlen(aad),
                                    (const unsigned char *)resource_json, strlen(resource_json),
@@ -82,30 +81,40 @@ po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
     }
     out->body_len = strlen(out->body);
     out->content_type = "application/json";
-    (void)snprintf(tsbuf, sizeof tsbuf, "%lld", (long long)ts);
-    size_t mlen = strlen(tsbuf) + strlen(sig_nonce) + out->body_len + 3;
-    msg = malloc(mlen + 1);
-    if (!msg) {
-        rc = PO_ERR_NOMEM;
-        goto out;
-    }
-    (void)snprintf(msg, mlen + 1, "%s\n%s\n%s\n", tsbuf, sig_nonce, out->body);
-    rc = po_rsa_sha256_sign_b64(key, msg, mlen, &sig);
-    if (rc)
-        goto out;
-    po_sim_set_header(out, "Wechatpay-Serial", serial);
-    po_sim_set_header(out, "Wechatpay-Signature", sig);
-    po_sim_set_header(out, "Wechatpay-Timestamp", tsbuf);
-    po_sim_set_header(out, "Wechatpay-Nonce", sig_nonce);
-    po_sim_set_header(out, "Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048");
+    rc = po_sim_wechatpay_sign(key, serial, out->body, out->body_len, ts, out);
 out:
     if (rc)
         po_sim_request_free(out);
-    free(sig);
-    free(msg);
     free(ct_b64);
     free(ct);
     return rc;
+}
+
+po_err po_sim_wechatpay_sign(const struct po_privkey *key, const char *serial, const char *body,
+                             size_t len, int64_t ts, struct po_sim_request *out)
+{
+    char nonce[33], tsbuf[24];
+    char *sig = NULL;
+    random_token(nonce, 32);
+    (void)snprintf(tsbuf, sizeof tsbuf, "%lld", (long long)ts);
+    size_t mlen = strlen(tsbuf) + strlen(nonce) + len + 3;
+    char *msg = malloc(mlen);
+    if (!msg)
+        return PO_ERR_NOMEM;
+    size_t j = (size_t)snprintf(msg, mlen, "%s\n%s\n", tsbuf, nonce);
+    memcpy(msg + j, body, len);
+    msg[j + len] = '\n';
+    po_err rc = po_rsa_sha256_sign_b64(key, msg, mlen, &sig);
+    free(msg);
+    if (rc)
+        return rc;
+    po_sim_set_header(out, "Wechatpay-Serial", serial);
+    po_sim_set_header(out, "Wechatpay-Signature", sig);
+    po_sim_set_header(out, "Wechatpay-Timestamp", tsbuf);
+    po_sim_set_header(out, "Wechatpay-Nonce", nonce);
+    po_sim_set_header(out, "Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048");
+    free(sig);
+    return PO_OK;
 }
 
 /* application/x-www-form-urlencoded encoding of one value into buf. */

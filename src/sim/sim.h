@@ -33,6 +33,11 @@ po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
                         const char *event_type, const char *resource_json, int64_t ts,
                         struct po_sim_request *out) PO_MUST_CHECK;
 
+/* Signs an arbitrary body as WeChat Pay does and sets the Wechatpay-*
+ * headers of out (whose body is left as it is). */
+po_err po_sim_wechatpay_sign(const struct po_privkey *key, const char *serial, const char *body,
+                             size_t len, int64_t ts, struct po_sim_request *out) PO_MUST_CHECK;
+
 /* An Alipay notification from n key/value pairs (sign and sign_type are
  * added), form-encoded, signed with key. */
 po_err po_sim_alipay(const struct po_privkey *key, const char *const *keys,

@@ -217,7 +217,10 @@ const struct po_store_ops po_store_postgres = {
     .simple = pg_simple,
     .exec = pg_exec,
     .reconnect = pg_reconnect,
-    .begin_write_sql = "BEGIN ISOLATION LEVEL READ COMMITTED",
+    /* A callback must be answered within the channel's deadline (WeChat: 5 s):
+     * waiting longer than 3 s for a lock becomes a transient failure (55P03),
+     * the ack is FAIL, and the channel's retry is deduplicated. */
+    .begin_write_sql = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '3s'",
     .begin_read_sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     .migration_lock_sql = "SELECT pg_advisory_xact_lock(7077317)",
     .backend_pid = pg_backend_pid,

@@ -90,4 +90,18 @@ void po_store_set_fault_hook(struct po_store *s, po_store_fault_fn fn, void *ctx
  * 0 on SQLite). Lets tests terminate a connection for real. */
 long po_store_backend_pid(struct po_store *s);
 
+/*
+ * A bounded pool of connections to one database, shared by server threads.
+ * Connections are opened lazily and replaced after a transient failure
+ * reconnects them. acquire waits at most timeout_ms for a free connection
+ * and reports PO_ERR_TRANSIENT when none frees up or it cannot connect.
+ */
+struct po_store_pool;
+po_err po_store_pool_open(const char *url, int size, struct po_store_pool **out, char *err,
+                          size_t errcap) PO_MUST_CHECK;
+po_err po_store_pool_acquire(struct po_store_pool *p, int timeout_ms, struct po_store **out,
+                             char *err, size_t errcap) PO_MUST_CHECK;
+void po_store_pool_release(struct po_store_pool *p, struct po_store *s);
+void po_store_pool_close(struct po_store_pool *p);
+
 #endif

@@ -1,0 +1,43 @@
+/*
+ * cli_int.h — shared by the files of the payonce command.
+ */
+#ifndef PO_CLI_INT_H
+#define PO_CLI_INT_H
+
+#include "../core/core.h"
+#include "../store/store.h"
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_VERIFY 3
+#define EXIT_TEMPFAIL 75
+#define OPTS_MAX 24
+
+/* Parsed "--name value" options and flags of one command. */
+struct opts {
+    int n;
+    const char *name[OPTS_MAX];
+    const char *value[OPTS_MAX]; /* NULL for flags */
+};
+
+/* The last value of an option ("" for a flag), or NULL when absent. */
+const char *opt(const struct opts *o, const char *name);
+/* Every value of a repeatable option, in order; returns the count. */
+int opt_all(const struct opts *o, const char *name, const char **vals, int max);
+bool flag(const struct opts *o, const char *name);
+/* The option's value, or NULL after printing that it is required. */
+const char *need(const struct opts *o, const char *name);
+/* Prints an error with its code and returns EXIT_FAIL. */
+int fail(po_err rc, const char *err);
+int open_store(const struct opts *o, struct po_store **out);
+/* --db, else PAYONCE_DB, else sqlite:./payonce.db */
+const char *db_url(const struct opts *o);
+
+/* The master key from --master-key-file or PAYONCE_MASTER_KEY_FILE.
+ * Returns 0 and sets *have (false when neither is given), or an exit code. */
+int load_master_key(const struct opts *o, unsigned char key[32], bool *have);
+
+int cmd_channel_set(struct po_store *s, const struct opts *o);
+int cmd_serve(struct po_store *s, const struct opts *o);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * http.h — `payonce serve`: the gateway's HTTP server (libmicrohttpd).
+ *
+ * Routes:  POST /notify/{wechatpay|alipay|stripe}/{tenant}   channel callbacks
+ *          GET  /healthz   the process is up
+ *          GET  /readyz    the store answers
+ *          GET  /metrics   Prometheus text format
+ * Every request is bounded (body, headers, connections, time) and logged as
+ * one JSON line with a request id. Acks follow DESIGN §4: verification
+ * failure -> FAIL 4xx; transient failure -> FAIL 5xx; applied, duplicate,
+ * rejected, suspense -> SUCCESS, and SUCCESS only after COMMIT.
+ */
+#ifndef PO_HTTP_H
+#define PO_HTTP_H
+
+#include "../core/core.h"
+#include "../crypto/crypto.h"
+
+struct po_server_cfg {
+    const char *listen;        /* "HOST:PORT" (IPv4, [IPv6] or localhost); port 0 = any */
+    const char *db_url;
+    const unsigned char *master_key; /* NULL only in insecure development mode */
+    int pool_size;             /* database connections (default 8) */
+    int max_connections;       /* concurrent HTTP connections (default 256) */
+    size_t body_max;           /* callback body bytes (default 64 KiB) */
+    int request_timeout_s;     /* idle connection / request timeout (default 10) */
+};
+
+struct po_server;
+po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, char *err,
+                       size_t errcap) PO_MUST_CHECK;
+/* The bound port (useful with port 0). */
+unsigned po_server_port(const struct po_server *s);
+/* Stops accepting, finishes in-flight requests, releases everything. */
+void po_server_stop(struct po_server *s);
+
+#endif

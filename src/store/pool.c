@@ -1,0 +1,120 @@
+/*
+ * pool.c — a bounded connection pool (see store.h). One mutex, one
+ * condition variable; a slot is either free (maybe not yet connected) or
+ * lent to exactly one thread.
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POOL_SIZE_MAX 64
+
+struct po_store_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char url[1024];
+    int size;
+    bool lent[POOL_SIZE_MAX];
+    struct po_store *conn[POOL_SIZE_MAX]; /* NULL until first used */
+};
+
+po_err po_store_pool_open(const char *url, int size, struct po_store_pool **out, char *err,
+                          size_t errcap)
+{
+    if (size < 1 || size > POOL_SIZE_MAX) {
+        po_errf(err, errcap, "pool size must be 1..%d", POOL_SIZE_MAX);
+        return PO_ERR_INVALID;
+    }
+    struct po_store_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return PO_ERR_NOMEM;
+    if (po_strcpy(p->url, sizeof p->url, url)) {
+        free(p);
+        po_errf(err, errcap, "database URL too long");
+        return PO_ERR_LIMIT;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->size = size;
+    /* Open one connection now so that a bad URL fails at start-up. */
+    po_err rc = po_store_open(url, &p->conn[0], err, errcap);
+    if (rc) {
+        po_store_pool_close(p);
+        return rc;
+    }
+    *out = p;
+    return PO_OK;
+}
+
+po_err po_store_pool_acquire(struct po_store_pool *p, int timeout_ms, struct po_store **out,
+                             char *err, size_t errcap)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    int slot = -1;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        /* Prefer a connected free slot. */
+        for (int i = 0; i < p->size && slot < 0; i++)
+            if (!p->lent[i] && p->conn[i])
+                slot = i;
+        for (int i = 0; i < p->size && slot < 0; i++)
+            if (!p->lent[i])
+                slot = i;
+        if (slot >= 0 || pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    if (slot >= 0)
+        p->lent[slot] = true;
+    pthread_mutex_unlock(&p->mu);
+    if (slot < 0) {
+        po_errf(err, errcap, "no database connection free within %d ms", timeout_ms);
+        return PO_ERR_TRANSIENT;
+    }
+    if (!p->conn[slot]) {
+        po_err rc = po_store_open(p->url, &p->conn[slot], err, errcap);
+        if (rc) {
+            pthread_mutex_lock(&p->mu);
+            p->lent[slot] = false;
+            pthread_cond_signal(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+            return PO_ERR_TRANSIENT;
+        }
+    }
+    *out = p->conn[slot];
+    return PO_OK;
+}
+
+void po_store_pool_release(struct po_store_pool *p, struct po_store *s)
+{
+    PO_ASSERT(!s->in_tx); /* a lent connection comes back outside any transaction */
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->size; i++)
+        if (p->conn[i] == s) {
+            PO_ASSERT(p->lent[i]);
+            p->lent[i] = false;
+        }
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void po_store_pool_close(struct po_store_pool *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->size; i++) {
+        PO_ASSERT(!p->lent[i]);
+        po_store_close(p->conn[i]);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}

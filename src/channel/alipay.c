@@ -39,17 +39,6 @@ static void form_free(struct form *f)
     f->n = 0;
 }
 
-static int hexv(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes s[0..len) ('+' is a space) into a new string. */
 static char *pct_decode(const char *s, size_t len, size_t *out_len)
 {
@@ -61,8 +50,8 @@ static char *pct_decode(const char *s, size_t len, size_t *out_len)
         if (s[i] == '+') {
             d[j++] = ' ';
         } else if (s[i] == '%') {
-            int hi = i + 2 < len ? hexv(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hexv(s[i + 2]) : -1;
+            int hi = i + 2 < len ? po_hexval(s[i + 1]) : -1;
+            int lo = i + 2 < len ? po_hexval(s[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 free(d);
                 return NULL;

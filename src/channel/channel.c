@@ -39,6 +39,23 @@ void po_notify_mismatch(struct po_notify_result *out, const char *reason, const 
     va_end(ap);
 }
 
+bool po_notify_window_ok(const struct po_channel_account *a, const char *ts, int64_t now,
+                         struct po_notify_result *out)
+{
+    int64_t t = 0;
+    if (po_parse_i64(ts, 0, INT64_C(99999999999), &t)) {
+        po_notify_reject(out, "bad_timestamp", "the timestamp is not a Unix time");
+        return false;
+    }
+    if (now - t > a->window_s || t - now > a->window_s) {
+        po_notify_reject(out, t < now ? "stale_timestamp" : "future_timestamp",
+                         "timestamp %lld is %lld s from now (window %lld s)", (long long)t,
+                         (long long)(now - t), (long long)a->window_s);
+        return false;
+    }
+    return true;
+}
+
 const char *po_json_str(json_t *obj, const char *name)
 {
     json_t *v = json_object_get(obj, name);

@@ -15,6 +15,10 @@ void po_notify_reject(struct po_notify_result *out, const char *reason, const ch
 /* Marks *out as verified but for another merchant/app (alert, ack success). */
 void po_notify_mismatch(struct po_notify_result *out, const char *reason, const char *fmt, ...)
     PO_PRINTF(3, 4);
+/* ts (decimal Unix seconds) within the account's window of now; rejects
+ * with bad_timestamp / stale_timestamp / future_timestamp otherwise. */
+bool po_notify_window_ok(const struct po_channel_account *a, const char *ts, int64_t now,
+                         struct po_notify_result *out);
 /* A string member of a JSON object, or NULL. */
 const char *po_json_str(json_t *obj, const char *name);
 /* Bounded copy of a possibly-NULL string; false when NULL or too long. */

@@ -67,19 +67,10 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
         }
         p = end ? end + 1 : p + len;
     }
-    int64_t t = 0;
-    if (po_parse_i64(ts, 0, INT64_C(99999999999), &t)) {
-        po_notify_reject(out, "bad_timestamp", "Stripe-Signature has no valid t=");
+    if (!po_notify_window_ok(a, ts, req->now_unix, out))
         return false;
-    }
     if (nv1 == 0) {
         po_notify_reject(out, "bad_signature", "Stripe-Signature has no v1 signature");
-        return false;
-    }
-    if (req->now_unix - t > a->window_s || t - req->now_unix > a->window_s) {
-        po_notify_reject(out, t < req->now_unix ? "stale_timestamp" : "future_timestamp",
-                         "timestamp %lld is %lld s from now (tolerance %lld s)", (long long)t,
-                         (long long)(req->now_unix - t), (long long)a->window_s);
         return false;
     }
     size_t tl = strlen(ts);

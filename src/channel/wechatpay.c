@@ -56,17 +56,8 @@ static po_err verify(const struct po_channel_account *a, const struct po_notify_
         po_notify_reject(out, "unsupported_signature_type", "signature type not supported");
         return PO_OK;
     }
-    int64_t t = 0;
-    if (po_parse_i64(ts, 0, INT64_C(99999999999), &t)) {
-        po_notify_reject(out, "bad_timestamp", "Wechatpay-Timestamp is not a Unix time");
+    if (!po_notify_window_ok(a, ts, req->now_unix, out))
         return PO_OK;
-    }
-    if (req->now_unix - t > a->window_s || t - req->now_unix > a->window_s) {
-        po_notify_reject(out, t < req->now_unix ? "stale_timestamp" : "future_timestamp",
-                         "timestamp %lld is %lld s from now (window %lld s)", (long long)t,
-                         (long long)(req->now_unix - t), (long long)a->window_s);
-        return PO_OK;
-    }
     const struct po_pubkey *key = key_for(a, serial);
     if (!key) {
         po_notify_reject(out, "unknown_serial", "no verification key with serial %.64s", serial);

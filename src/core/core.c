@@ -127,6 +127,17 @@ bool po_currency_valid(const char *s)
     return false;
 }
 
+int po_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 bool po_amount_valid(int64_t amount_minor)
 {
     return amount_minor > 0 && amount_minor <= PO_AMOUNT_MAX;

@@ -70,6 +70,8 @@ po_err po_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) PO_MU
 bool po_id_valid(const char *s, size_t max_len);
 /* An ISO 4217 code this build knows (upper case, 3 letters). */
 bool po_currency_valid(const char *s);
+/* The value of a hexadecimal digit, or -1. */
+int po_hexval(char c);
 /* A positive amount in minor units not above PO_AMOUNT_MAX. */
 bool po_amount_valid(int64_t amount_minor);
 /* A plausible RFC 3339 timestamp (shape only, length-bounded). */

@@ -60,6 +60,31 @@ po_err po_b64_encode(const unsigned char *in, size_t len, char **out)
     return PO_OK;
 }
 
+/* Takes ownership of pkey (freed on failure). */
+static po_err wrap_pub(EVP_PKEY *pkey, struct po_pubkey **out)
+{
+    struct po_pubkey *k = malloc(sizeof *k);
+    if (!k) {
+        EVP_PKEY_free(pkey);
+        return PO_ERR_NOMEM;
+    }
+    k->pkey = pkey;
+    *out = k;
+    return PO_OK;
+}
+
+static po_err wrap_priv(EVP_PKEY *pkey, struct po_privkey **out)
+{
+    struct po_privkey *k = malloc(sizeof *k);
+    if (!k) {
+        EVP_PKEY_free(pkey);
+        return PO_ERR_NOMEM;
+    }
+    k->pkey = pkey;
+    *out = k;
+    return PO_OK;
+}
+
 po_err po_pubkey_from_pem(const char *pem, size_t len, struct po_pubkey **out, char *serial,
                           size_t serial_cap, char *err, size_t errcap)
 {
@@ -94,15 +119,8 @@ po_err po_pubkey_from_pem(const char *pem, size_t len, struct po_pubkey **out, c
         po_errf(err, errcap, "not an RSA public key or certificate in PEM");
         goto out;
     }
-    struct po_pubkey *k = malloc(sizeof *k);
-    if (!k) {
-        rc = PO_ERR_NOMEM;
-        goto out;
-    }
-    k->pkey = pkey;
+    rc = wrap_pub(pkey, out);
     pkey = NULL;
-    *out = k;
-    rc = PO_OK;
 out:
     EVP_PKEY_free(pkey);
     X509_free(cert);
@@ -126,14 +144,7 @@ po_err po_pubkey_from_spki_b64(const char *b64, struct po_pubkey **out, char *er
         po_errf(err, errcap, "not an RSA SubjectPublicKeyInfo");
         return PO_ERR_INVALID;
     }
-    struct po_pubkey *k = malloc(sizeof *k);
-    if (!k) {
-        EVP_PKEY_free(pkey);
-        return PO_ERR_NOMEM;
-    }
-    k->pkey = pkey;
-    *out = k;
-    return PO_OK;
+    return wrap_pub(pkey, out);
 }
 
 /* Copies a memory BIO's contents into a NUL-terminated heap string. */
@@ -186,14 +197,7 @@ po_err po_privkey_from_pem(const char *pem, size_t len, struct po_privkey **out)
         EVP_PKEY_free(pkey);
         return PO_ERR_INVALID;
     }
-    struct po_privkey *k = malloc(sizeof *k);
-    if (!k) {
-        EVP_PKEY_free(pkey);
-        return PO_ERR_NOMEM;
-    }
-    k->pkey = pkey;
-    *out = k;
-    return PO_OK;
+    return wrap_priv(pkey, out);
 }
 
 po_err po_privkey_generate(struct po_privkey **out)
@@ -201,14 +205,7 @@ po_err po_privkey_generate(struct po_privkey **out)
     EVP_PKEY *pkey = EVP_RSA_gen(2048);
     if (!pkey)
         return PO_ERR_INTERNAL;
-    struct po_privkey *k = malloc(sizeof *k);
-    if (!k) {
-        EVP_PKEY_free(pkey);
-        return PO_ERR_NOMEM;
-    }
-    k->pkey = pkey;
-    *out = k;
-    return PO_OK;
+    return wrap_priv(pkey, out);
 }
 
 po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem, char **out_pub_pem)
@@ -443,17 +440,6 @@ po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
     return rc;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN], char *err,
                           size_t errcap)
 {
@@ -477,7 +463,7 @@ po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN]
         goto out;
     }
     for (size_t i = 0; i < PO_MASTER_KEY_LEN; i++) {
-        int hi = hexval(buf[2 * i]), lo = hexval(buf[2 * i + 1]);
+        int hi = po_hexval(buf[2 * i]), lo = po_hexval(buf[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             po_errf(err, errcap, "master key file must hold 32 raw bytes or 64 hex digits");
             goto out;

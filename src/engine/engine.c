@@ -275,21 +275,36 @@ static po_err load_order(struct ev_ctx *c, struct order_row *out, bool *found)
     return rc;
 }
 
+/* Loads the event's order and runs the business checks against it; *decided
+ * is set when the outcome (a rejection) is already known. */
+static po_err checked_order(struct ev_ctx *c, struct po_outcome *o, struct order_row *ord,
+                            bool amount_exact, bool *decided)
+{
+    bool found = false;
+    *decided = true;
+    po_err rc = load_order(c, ord, &found);
+    if (rc)
+        return rc;
+    if (!found) {
+        detailf(c, "no order %s", c->ev->out_trade_no);
+        return reject(o, "unknown_order");
+    }
+    if (order_mismatch(c, o, ord->merchant, ord->amount, ord->currency, ord->channel,
+                       amount_exact))
+        return PO_OK;
+    *decided = false;
+    return PO_OK;
+}
+
 static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
 {
     const struct po_event *ev = c->ev;
     struct order_row ord;
-    bool found = false, dup = false;
+    bool found = false, dup = false, decided = false;
     int64_t changes = 0;
-    po_err rc = load_order(c, &ord, &found);
-    if (rc)
+    po_err rc = checked_order(c, o, &ord, true, &decided);
+    if (rc || decided)
         return rc;
-    if (!found) {
-        detailf(c, "no order %s", ev->out_trade_no);
-        return reject(o, "unknown_order");
-    }
-    if (order_mismatch(c, o, ord.merchant, ord.amount, ord.currency, ord.channel, true))
-        return PO_OK;
     rc = layer1(c, o, &dup);
     if (rc || dup)
         return rc;
@@ -480,16 +495,10 @@ static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
 {
     const struct po_event *ev = c->ev;
     struct order_row ord;
-    bool found = false, dup = false;
-    po_err rc = load_order(c, &ord, &found);
-    if (rc)
+    bool dup = false, decided = false;
+    po_err rc = checked_order(c, o, &ord, false, &decided);
+    if (rc || decided)
         return rc;
-    if (!found) {
-        detailf(c, "no order %s", ev->out_trade_no);
-        return reject(o, "unknown_order");
-    }
-    if (order_mismatch(c, o, ord.merchant, ord.amount, ord.currency, ord.channel, false))
-        return PO_OK;
     if (strcmp(ord.status, "PAID") != 0) {
         detailf(c, "order %s is %s", ev->out_trade_no,
                        ord.status);

@@ -39,5 +39,7 @@ int load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 
 int cmd_channel_set(struct po_store *s, const struct opts *o);
 int cmd_serve(struct po_store *s, const struct opts *o);
+int cmd_sim_keys(struct po_store *s, const struct opts *o);
+int cmd_sim_pay(struct po_store *s, const struct opts *o);
 
 #endif

@@ -36,6 +36,10 @@ static const char usage_text[] =
     "  apply           --event FILE.json          apply one normalised event\n"
     "  channel set     --tenant ID --channel wechatpay|alipay|stripe [channel options]\n"
     "                  (see README: keys, certificates, secrets; sealed with the master key)\n"
+    "  sim keys        [--dir DIR] [--mode cert|pubkey] [--tenant ID]   simulator keys\n"
+    "  sim pay         [--dir DIR] --notify-url URL --order NO:AMOUNT [--order ...]\n"
+    "                  [--channel C] [--copies N] [--concurrent] [--reorder] [--lose]\n"
+    "                  [--forge] [--tamper-amount MINOR] [--time-factor F] [--max-attempts K]\n"
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 256]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
     "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
@@ -481,6 +485,7 @@ struct command {
     const char *required;      /* value options that must be present */
     const char *flags;
     int (*run)(struct po_store *s, const struct opts *o);
+    bool no_store; /* runs without a database (s is NULL) */
 };
 
 static const struct command commands[] = {
@@ -504,6 +509,11 @@ static const struct command commands[] = {
     {"serve", NULL,
      "listen pool-size max-connections body-max request-timeout master-key-file", "",
      "insecure-dev", cmd_serve},
+    {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
+    {"sim", "pay",
+     "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
+     " deadline-ms",
+     "order", "concurrent reorder lose forge", cmd_sim_pay, true},
 };
 
 int main(int argc, char **argv)
@@ -529,6 +539,8 @@ int main(int argc, char **argv)
             return usage(NULL);
         if (missing_required(&o, c->required))
             return EXIT_USAGE;
+        if (c->no_store)
+            return c->run(NULL, &o);
         struct po_store *s = NULL;
         int ret = open_store(&o, &s);
         if (ret)

@@ -229,6 +229,33 @@ po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem, char *
     return PO_OK;
 }
 
+po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, const char *cn,
+                           char **out_pem)
+{
+    po_err rc = PO_ERR_INTERNAL;
+    X509 *x = X509_new();
+    BIGNUM *bn = NULL;
+    BIO *bio = NULL;
+    if (!x || !BN_hex2bn(&bn, serial_hex) || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)))
+        goto out;
+    X509_NAME *name = X509_get_subject_name(x);
+    if (X509_set_version(x, 2) != 1 || !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
+        !X509_gmtime_adj(X509_getm_notAfter(x), 5L * 365 * 24 * 3600) ||
+        X509_set_pubkey(x, k->pkey) != 1 ||
+        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
+                                   0) != 1 ||
+        X509_set_issuer_name(x, name) != 1 || X509_sign(x, k->pkey, EVP_sha256()) <= 0)
+        goto out;
+    bio = BIO_new(BIO_s_mem());
+    if (bio && PEM_write_bio_X509(bio, x) == 1)
+        rc = bio_to_string(bio, out_pem);
+out:
+    BIO_free(bio);
+    BN_free(bn);
+    X509_free(x);
+    return rc;
+}
+
 void po_privkey_free(struct po_privkey *k)
 {
     if (!k)

@@ -42,6 +42,10 @@ po_err po_privkey_generate(struct po_privkey **out) PO_MUST_CHECK;
 po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem, char **out_pub_pem)
     PO_MUST_CHECK;
 void po_privkey_free(struct po_privkey *k);
+/* A self-signed X.509 certificate (SHA256withRSA, 5 years) for key, with the
+ * given serial (hex) and common name, as PEM. For simulated platform keys. */
+po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, const char *cn,
+                           char **out_pem) PO_MUST_CHECK;
 
 /* SHA256withRSA over msg. PO_OK only for a valid signature. */
 po_err po_rsa_sha256_verify(const struct po_pubkey *k, const void *msg, size_t len,

@@ -10,6 +10,8 @@
 #include "../core/core.h"
 #include "../crypto/crypto.h"
 
+#include <stdio.h>
+
 #define PO_SIM_HEADERS_MAX 8
 
 struct po_sim_request {
@@ -46,5 +48,86 @@ po_err po_sim_alipay(const struct po_privkey *key, const char *const *keys,
 /* A Stripe-style webhook: payload as is, Stripe-Signature for secret at ts. */
 po_err po_sim_stripe(const unsigned char *secret, size_t secret_len, const char *payload,
                      int64_t ts, struct po_sim_request *out) PO_MUST_CHECK;
+
+/*
+ * The simulated channel side: keys, ids and secrets kept in a directory
+ * (written by `payonce sim keys`, read by every other sim command):
+ *   sim.json                 ids: mchid, appid, serial (cert serial or
+ *                            PUB_KEY_ID_…), mode, alipay app_id, seller_id
+ *   wechatpay_platform_key.pem   the platform private key (signs callbacks)
+ *   wechatpay_platform_cert.pem  (cert mode) / wechatpay_platform_pub.pem
+ *   apiv3.key                the merchant's APIv3 key (encrypts resources)
+ *   alipay_private_key.pem, alipay_public_key.pem
+ *   stripe_webhook_secret
+ */
+struct po_sim_identity {
+    char mchid[33], appid[33], serial[PO_SERIAL_MAX + 1], mode[8];
+    char app_id[33], seller_id[33];
+    struct po_privkey *wx_key, *ali_key;
+    unsigned char apiv3[32];
+    unsigned char secret[128];
+    size_t secret_len;
+};
+/* Generates a fresh identity into dir; mode "cert" or "pubkey". */
+po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, size_t errcap)
+    PO_MUST_CHECK;
+po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *err,
+                            size_t errcap) PO_MUST_CHECK;
+void po_sim_identity_free(struct po_sim_identity *id);
+
+/* A payment the channel made, as its notification reports it. */
+struct po_sim_payment {
+    const char *channel;
+    const char *out_trade_no;
+    const char *txn;       /* the channel's transaction id */
+    int64_t amount;        /* minor units */
+    const char *currency;
+};
+/* The channel's payment-success notification, signed, at time now. */
+po_err po_sim_payment_request(const struct po_sim_identity *id, const struct po_sim_payment *p,
+                              int64_t now, struct po_sim_request *out) PO_MUST_CHECK;
+
+struct po_sim_refund {
+    const char *channel;
+    const char *out_trade_no, *txn;
+    const char *out_refund_no, *refund_id;
+    int64_t amount, total;
+    const char *status; /* SUCCESS | CLOSED | ABNORMAL */
+};
+po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_sim_refund *r,
+                             int64_t now, struct po_sim_request *out) PO_MUST_CHECK;
+
+/*
+ * The channels' retry schedules: seconds to wait before each resend after
+ * the first attempt. WeChat Pay: 15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/
+ * 3h/3h/3h/6h/6h (16 sends over 24h4m). Alipay: 4m,10m,10m,1h,2h,6h,15h
+ * (8 sends, ~25h). Stripe-style: exponential over about three days.
+ */
+const int *po_sim_schedule(const char *channel, int *out_n);
+
+/* One notification to deliver until it is acknowledged. */
+struct po_sim_delivery {
+    const char *url;       /* the tenant's notify URL */
+    const char *channel;   /* decides the schedule and what counts as an ack */
+    const struct po_sim_request *req;
+    double time_factor;    /* >= 1: the schedule runs this many times faster */
+    int deadline_ms;       /* per attempt (the channels' 5 s) */
+    int max_attempts;      /* 0: the whole schedule */
+    const char *label;     /* for the log lines */
+    FILE *log;             /* one line per attempt, or NULL */
+};
+
+struct po_sim_result {
+    int attempts;
+    bool acked;
+    long last_status; /* HTTP status of the last attempt, 0 if none arrived */
+    char last_body[256];
+};
+
+/* Sends, and resends on FAIL, timeouts and connection errors, on the
+ * channel's schedule, until acknowledged or the schedule ends. */
+void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out);
+/* Is (status, body) this channel's "stop sending"? */
+bool po_sim_is_ack(const char *channel, long status, const char *body);
 
 #endif

@@ -1,0 +1,310 @@
+/*
+ * sim.c — `payonce sim`: a channel simulator for integrators and the demo.
+ *
+ *   payonce sim keys --dir DIR [--mode cert|pubkey] [--tenant T]
+ *       fresh platform key pair (certificate or PUB_KEY_ID mode), APIv3 key,
+ *       Alipay key pair, webhook secret; prints the `payonce channel set`
+ *       commands that configure a tenant to trust them
+ *   payonce sim pay --dir DIR --notify-url URL --order NO:AMOUNT [...]
+ *       the channel "pays" the orders and notifies at least once, on its
+ *       real retry schedule (compressed by --time-factor), until acked
+ *
+ * Payments are appended to DIR/payments.jsonl (lost ones too): the record
+ * of what the channel believes happened.
+ */
+#include "cli_int.h"
+
+#include "../engine/engine.h"
+#include "../sim/sim.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SIM_ORDERS_MAX 64
+#define SIM_COPIES_MAX 16
+
+static const char *sim_dir(const struct opts *o)
+{
+    return opt(o, "dir") && *opt(o, "dir") ? opt(o, "dir") : "./payonce-sim";
+}
+
+int cmd_sim_keys(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    const char *dir = sim_dir(o), *mode = opt(o, "mode") ? opt(o, "mode") : "cert";
+    const char *tenant = opt(o, "tenant") ? opt(o, "tenant") : "TENANT";
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_sim_identity_generate(dir, mode, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    struct po_sim_identity id;
+    if ((rc = po_sim_identity_load(dir, &id, err, sizeof err)))
+        return fail(rc, err);
+    printf("simulator keys written to %s (%s mode, serial %s)\n\n", dir, mode, id.serial);
+    printf("Configure a tenant to trust this simulator:\n\n");
+    if (strcmp(mode, "pubkey") == 0)
+        printf("payonce channel set --tenant %s --channel wechatpay --mchid %s --appid %s \\\n"
+               "  --apiv3-key-file %s/apiv3.key \\\n"
+               "  --platform-public-key-file %s/wechatpay_platform_pub.pem --public-key-id %s\n",
+               tenant, id.mchid, id.appid, dir, dir, id.serial);
+    else
+        printf("payonce channel set --tenant %s --channel wechatpay --mchid %s --appid %s \\\n"
+               "  --apiv3-key-file %s/apiv3.key --platform-cert-file %s/wechatpay_platform_cert.pem\n",
+               tenant, id.mchid, id.appid, dir, dir);
+    printf("payonce channel set --tenant %s --channel alipay --app-id %s --seller-id %s \\\n"
+           "  --alipay-public-key-file %s/alipay_public_key.pem\n",
+           tenant, id.app_id, id.seller_id, dir);
+    printf("payonce channel set --tenant %s --channel stripe --webhook-secret-file"
+           " %s/stripe_webhook_secret\n",
+           tenant, dir);
+    po_sim_identity_free(&id);
+    return 0;
+}
+
+/* One order to pay. */
+struct sim_order {
+    char out_trade_no[PO_ID_MAX + 1];
+    int64_t amount;
+    char txn[PO_TXN_ID_MAX + 1];
+};
+
+/* One copy of one notification, delivered on the schedule. */
+struct copy {
+    struct po_sim_delivery d;
+    struct po_sim_result r;
+    char label[PO_ID_MAX + 32];
+};
+
+static void *deliver_thread(void *arg)
+{
+    struct copy *c = arg;
+    po_sim_deliver(&c->d, &c->r);
+    return NULL;
+}
+
+static void new_txn(const char *channel, char *out, size_t cap)
+{
+    unsigned char r[24];
+    char digits[25];
+    PO_ASSERT(po_random(r, sizeof r) == PO_OK);
+    for (int i = 0; i < 24; i++)
+        digits[i] = (char)('0' + r[i] % 10);
+    digits[24] = '\0';
+    if (strcmp(channel, "stripe") == 0)
+        (void)snprintf(out, cap, "pi_%s", digits);
+    else if (strcmp(channel, "alipay") == 0)
+        (void)snprintf(out, cap, "2026%s", digits);
+    else
+        (void)snprintf(out, cap, "4200%s", digits);
+}
+
+static int parse_orders(const struct opts *o, const char *channel, struct sim_order *orders,
+                        int *n)
+{
+    const char *vals[SIM_ORDERS_MAX + 1];
+    int k = opt_all(o, "order", vals, SIM_ORDERS_MAX + 1);
+    if (k == 0 || k > SIM_ORDERS_MAX) {
+        fprintf(stderr, "payonce: give 1-%d --order OUT_TRADE_NO:AMOUNT\n", SIM_ORDERS_MAX);
+        return EXIT_USAGE;
+    }
+    if (opt(o, "txn") && k != 1) {
+        fprintf(stderr, "payonce: --txn goes with a single --order\n");
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < k; i++) {
+        const char *colon = strrchr(vals[i], ':');
+        struct sim_order *so = &orders[i];
+        if (!colon || (size_t)(colon - vals[i]) > PO_ID_MAX ||
+            po_parse_i64(colon + 1, 1, PO_AMOUNT_MAX, &so->amount)) {
+            fprintf(stderr, "payonce: --order %s: expected OUT_TRADE_NO:AMOUNT_MINOR\n", vals[i]);
+            return EXIT_USAGE;
+        }
+        memcpy(so->out_trade_no, vals[i], (size_t)(colon - vals[i]));
+        so->out_trade_no[colon - vals[i]] = '\0';
+        if (!po_id_valid(so->out_trade_no, PO_ID_MAX)) {
+            fprintf(stderr, "payonce: --order %s: bad out_trade_no\n", vals[i]);
+            return EXIT_USAGE;
+        }
+        if (opt(o, "txn")) {
+            if (!po_id_valid(opt(o, "txn"), PO_TXN_ID_MAX) ||
+                po_strcpy(so->txn, sizeof so->txn, opt(o, "txn"))) {
+                fprintf(stderr, "payonce: --txn: 1-64 characters of [A-Za-z0-9_-]\n");
+                return EXIT_USAGE;
+            }
+        } else {
+            new_txn(channel, so->txn, sizeof so->txn);
+        }
+    }
+    *n = k;
+    return 0;
+}
+
+static void record(const char *dir, const char *channel, const struct sim_order *so,
+                   const char *currency, bool lost)
+{
+    char path[1024], when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    (void)snprintf(path, sizeof path, "%s/payments.jsonl", dir);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "channel", channel,
+                          "out_trade_no", so->out_trade_no, "txn", so->txn, "amount",
+                          (json_int_t)so->amount, "currency", currency, "time", when, "lost",
+                          lost);
+    FILE *f = fopen(path, "a");
+    if (f && j)
+        json_dumpf(j, f, JSON_COMPACT), fputc('\n', f);
+    if (f)
+        fclose(f);
+    json_decref(j);
+}
+
+/* Replaces the identity's signing material with strangers' (a forgery). */
+static int forge(struct po_sim_identity *id)
+{
+    po_privkey_free(id->wx_key);
+    po_privkey_free(id->ali_key);
+    id->wx_key = id->ali_key = NULL;
+    if (po_privkey_generate(&id->wx_key) || po_privkey_generate(&id->ali_key) ||
+        po_random(id->secret, 16))
+        return fail(PO_ERR_INTERNAL, "cannot generate forger keys");
+    id->secret_len = 16;
+    return 0;
+}
+
+struct sim_pay_args {
+    const char *channel, *currency, *url;
+    int copies;
+    bool concurrent, forged;
+    double factor;
+    int max_attempts, deadline_ms;
+};
+
+static int pay_args(const struct opts *o, struct sim_pay_args *a)
+{
+    int64_t copies = 1, attempts = 0, deadline = 5000, factor = 1;
+    a->channel = opt(o, "channel") ? opt(o, "channel") : "wechatpay";
+    a->currency = opt(o, "currency") ? opt(o, "currency") : "CNY";
+    a->url = opt(o, "notify-url");
+    a->concurrent = flag(o, "concurrent");
+    a->forged = flag(o, "forge");
+    if (!po_channel_valid(a->channel) || !po_currency_valid(a->currency)) {
+        fprintf(stderr, "payonce: --channel wechatpay|alipay|stripe; --currency ISO 4217\n");
+        return EXIT_USAGE;
+    }
+    if ((opt(o, "copies") && po_parse_i64(opt(o, "copies"), 1, SIM_COPIES_MAX, &copies)) ||
+        (opt(o, "max-attempts") && po_parse_i64(opt(o, "max-attempts"), 1, 100, &attempts)) ||
+        (opt(o, "deadline-ms") && po_parse_i64(opt(o, "deadline-ms"), 100, 60000, &deadline)) ||
+        (opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor))) {
+        fprintf(stderr, "payonce: --copies 1-%d, --max-attempts 1-100, --deadline-ms"
+                        " 100-60000, --time-factor 1-1000000\n", SIM_COPIES_MAX);
+        return EXIT_USAGE;
+    }
+    if (!a->url && !flag(o, "lose")) {
+        fprintf(stderr, "payonce: --notify-url is required (unless --lose)\n");
+        return EXIT_USAGE;
+    }
+    a->copies = (int)copies;
+    a->max_attempts = a->forged ? 1 : (int)attempts; /* a forger does not retry */
+    a->deadline_ms = (int)deadline;
+    a->factor = (double)factor;
+    return 0;
+}
+
+int cmd_sim_pay(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    struct sim_pay_args a;
+    struct sim_order orders[SIM_ORDERS_MAX];
+    int n = 0, ret = pay_args(o, &a);
+    if (!ret)
+        ret = parse_orders(o, a.channel, orders, &n);
+    if (ret)
+        return ret;
+    int64_t tamper = 0;
+    if (opt(o, "tamper-amount") && po_parse_i64(opt(o, "tamper-amount"), 1, PO_AMOUNT_MAX, &tamper)) {
+        fprintf(stderr, "payonce: --tamper-amount: a positive amount in minor units\n");
+        return EXIT_USAGE;
+    }
+    struct po_sim_identity id;
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_sim_identity_load(sim_dir(o), &id, err, sizeof err))
+        return fail(PO_ERR_INVALID, err);
+    if (a.forged && (ret = forge(&id))) {
+        po_sim_identity_free(&id);
+        return ret;
+    }
+    if (flag(o, "reorder")) /* deliver in a shuffled order */
+        for (int i = n - 1; i > 0; i--) {
+            unsigned char r;
+            PO_ASSERT(po_random(&r, 1) == PO_OK);
+            int j = r % (i + 1);
+            struct sim_order t = orders[i];
+            orders[i] = orders[j];
+            orders[j] = t;
+        }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int attempts = 0, acked = 0, refused = 0, unacked = 0, lost = 0;
+    for (int i = 0; i < n && !ret; i++) {
+        struct sim_order *so = &orders[i];
+        if (!a.forged)
+            record(sim_dir(o), a.channel, so, a.currency, flag(o, "lose"));
+        if (flag(o, "lose")) {
+            printf("  %-28s lost: never sent (reconciliation must find it)\n", so->out_trade_no);
+            lost++;
+            continue;
+        }
+        struct po_sim_payment p = {a.channel, so->out_trade_no, so->txn,
+                                   tamper ? tamper : so->amount, a.currency};
+        struct po_sim_request req;
+        if (po_sim_payment_request(&id, &p, (int64_t)time(NULL), &req)) {
+            ret = fail(PO_ERR_INTERNAL, "cannot build the notification");
+            break;
+        }
+        struct copy copies[SIM_COPIES_MAX];
+        pthread_t th[SIM_COPIES_MAX];
+        for (int c = 0; c < a.copies; c++) {
+            memset(&copies[c], 0, sizeof copies[c]);
+            (void)snprintf(copies[c].label, sizeof copies[c].label, "%s%s#%d", so->out_trade_no,
+                           a.forged ? "(forged)" : "", c + 1);
+            copies[c].d = (struct po_sim_delivery){a.url, a.channel, &req, a.factor,
+                                                   a.deadline_ms, a.max_attempts,
+                                                   copies[c].label, stdout};
+            if (a.concurrent)
+                pthread_create(&th[c], NULL, deliver_thread, &copies[c]);
+            else
+                deliver_thread(&copies[c]);
+        }
+        for (int c = 0; a.concurrent && c < a.copies; c++)
+            pthread_join(th[c], NULL);
+        for (int c = 0; c < a.copies; c++) {
+            attempts += copies[c].r.attempts;
+            if (copies[c].r.acked)
+                acked++;
+            else if (a.forged && copies[c].r.last_status >= 400 && copies[c].r.last_status < 500)
+                refused++;
+            else
+                unacked++;
+        }
+        po_sim_request_free(&req);
+    }
+    curl_global_cleanup();
+    po_sim_identity_free(&id);
+    if (ret)
+        return ret;
+    bool ok = a.forged ? acked == 0 && unacked == 0 : unacked == 0;
+    json_t *sum = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "notifications", n, "attempts",
+                            attempts, "acked", acked, "refused", refused, "unacked", unacked,
+                            "lost", lost, "ok", ok);
+    char *js = sum ? json_dumps(sum, JSON_COMPACT) : NULL;
+    printf("sim: %s\n", js ? js : "{}");
+    free(js);
+    json_decref(sum);
+    return ok ? 0 : EXIT_FAIL;
+}

@@ -1,0 +1,146 @@
+/*
+ * deliver.c — at-least-once delivery on the channels' real retry schedules
+ * (see sim.h). A channel resends when the ack is not its success, when no
+ * answer comes within its deadline, and when it cannot connect.
+ */
+#include "sim.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const int wechat_s[] = {15,   15,   30,    180,   600,   1200,  1800, 1800,
+                               1800, 3600, 10800, 10800, 10800, 21600, 21600};
+static const int alipay_s[] = {240, 600, 600, 3600, 7200, 21600, 54000};
+static const int stripe_s[] = {60, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000,
+                               36000, 36000};
+
+const int *po_sim_schedule(const char *channel, int *out_n)
+{
+    if (strcmp(channel, "alipay") == 0) {
+        *out_n = (int)(sizeof alipay_s / sizeof alipay_s[0]);
+        return alipay_s;
+    }
+    if (strcmp(channel, "stripe") == 0) {
+        *out_n = (int)(sizeof stripe_s / sizeof stripe_s[0]);
+        return stripe_s;
+    }
+    *out_n = (int)(sizeof wechat_s / sizeof wechat_s[0]);
+    return wechat_s;
+}
+
+bool po_sim_is_ack(const char *channel, long status, const char *body)
+{
+    if (strcmp(channel, "alipay") == 0)
+        return status == 200 && strcmp(body, "success") == 0;
+    if (strcmp(channel, "stripe") == 0)
+        return status >= 200 && status < 300;
+    return status == 200 || status == 204;
+}
+
+struct sink {
+    char *buf;
+    size_t cap, len;
+};
+
+static size_t on_body(char *data, size_t size, size_t n, void *ctx)
+{
+    struct sink *s = ctx;
+    size_t take = size * n;
+    if (s->len + take >= s->cap)
+        take = s->cap - 1 - s->len;
+    memcpy(s->buf + s->len, data, take);
+    s->len += take;
+    s->buf[s->len] = '\0';
+    return size * n;
+}
+
+/* One POST; returns the HTTP status, or 0 with *what describing why not. */
+static long post_once(const struct po_sim_delivery *d, char *body, size_t cap, const char **what)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    char line[600];
+    struct sink sink = {body, cap, 0};
+    long status = 0;
+    body[0] = '\0';
+    if (!c) {
+        *what = "out of memory";
+        return 0;
+    }
+    (void)snprintf(line, sizeof line, "Content-Type: %s",
+                   d->req->content_type ? d->req->content_type : "application/json");
+    h = curl_slist_append(h, line);
+    for (int i = 0; i < d->req->nheaders; i++) {
+        (void)snprintf(line, sizeof line, "%s: %s", d->req->name[i], d->req->value[i]);
+        h = curl_slist_append(h, line);
+    }
+    h = curl_slist_append(h, "Expect:");
+    curl_easy_setopt(c, CURLOPT_URL, d->url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, d->req->body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)d->req->body_len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(d->deadline_ms > 0 ? d->deadline_ms : 5000));
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    else
+        *what = rc == CURLE_OPERATION_TIMEDOUT ? "no answer within the deadline"
+                : rc == CURLE_COULDNT_CONNECT  ? "connection refused"
+                                               : curl_easy_strerror(rc);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
+{
+    int n = 0;
+    const int *sched = po_sim_schedule(d->channel, &n);
+    double factor = d->time_factor >= 1 ? d->time_factor : 1;
+    double t0 = mono_s();
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k <= n; k++) {
+        if (d->max_attempts && k >= d->max_attempts)
+            break;
+        if (k > 0) {
+            double wait = sched[k - 1] / factor;
+            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        const char *what = "";
+        long status = post_once(d, out->last_body, sizeof out->last_body, &what);
+        out->attempts++;
+        out->last_status = status;
+        out->acked = status && po_sim_is_ack(d->channel, status, out->last_body);
+        bool last = k == n || (d->max_attempts && k + 1 >= d->max_attempts);
+        const char *next = last ? "gives up" : "will retry";
+        if (d->log) {
+            if (out->acked)
+                fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> acked\n",
+                        d->label ? d->label : "", k + 1, mono_s() - t0, status);
+            else if (status)
+                fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> not acked (%s),"
+                                " %s\n",
+                        d->label ? d->label : "", k + 1, mono_s() - t0, status, out->last_body,
+                        next);
+            else
+                fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: %s, %s\n",
+                        d->label ? d->label : "", k + 1, mono_s() - t0, what, next);
+            fflush(d->log);
+        }
+        if (out->acked)
+            return;
+    }
+}

@@ -1,0 +1,309 @@
+/*
+ * identity.c — the simulated channel's keys and ids, and the notifications
+ * it sends (see sim.h). Formats follow the channels' documentation: WeChat
+ * Pay v3 TRANSACTION.SUCCESS / REFUND.* resources, Alipay trade_status_sync
+ * forms, Stripe payment_intent.succeeded / charge.refunded events.
+ */
+#include "sim.h"
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static po_err write_file(const char *dir, const char *name, const void *data, size_t len,
+                         bool secret)
+{
+    char path[1024];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return PO_ERR_IO;
+    if (secret)
+        (void)chmod(path, 0600);
+    bool ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok ? PO_OK : PO_ERR_IO;
+}
+
+static void random_digits(char *out, size_t n)
+{
+    unsigned char r[64];
+    PO_ASSERT(n < sizeof r && po_random(r, n) == PO_OK);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)('0' + r[i] % 10);
+    out[n] = '\0';
+}
+
+po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, size_t errcap)
+{
+    struct po_privkey *wx = NULL, *ali = NULL;
+    char *wx_priv = NULL, *wx_pub = NULL, *ali_priv = NULL, *ali_pub = NULL, *cert = NULL;
+    char *doc = NULL;
+    unsigned char raw[32];
+    char apiv3[33], secret[48], serial[PO_SERIAL_MAX + 1], digits[24];
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    po_err rc = PO_OK;
+    bool pubkey = strcmp(mode, "pubkey") == 0;
+    if (!pubkey && strcmp(mode, "cert") != 0) {
+        po_errf(err, errcap, "--mode must be cert or pubkey");
+        return PO_ERR_INVALID;
+    }
+    (void)mkdir(dir, 0700);
+    if ((rc = po_privkey_generate(&wx)) || (rc = po_privkey_generate(&ali)) ||
+        (rc = po_privkey_to_pem(wx, &wx_priv, &wx_pub)) ||
+        (rc = po_privkey_to_pem(ali, &ali_priv, &ali_pub)) || (rc = po_random(raw, 32)))
+        goto out;
+    for (int i = 0; i < 32; i++)
+        apiv3[i] = alnum[raw[i] % 62];
+    apiv3[32] = '\0';
+    if ((rc = po_random(raw, 32)))
+        goto out;
+    memcpy(secret, "whsec_", 6);
+    for (int i = 0; i < 32; i++)
+        secret[6 + i] = alnum[raw[i] % 62];
+    secret[38] = '\0';
+    random_digits(digits, 16);
+    if (pubkey) {
+        (void)snprintf(serial, sizeof serial, "PUB_KEY_ID_0114%s", digits);
+    } else {
+        for (int i = 0; i < 16; i++)
+            serial[i] = "0123456789ABCDEF"[raw[i] % 16];
+        serial[0] = '7'; /* a positive serial without a leading zero */
+        serial[16] = '\0';
+        if ((rc = po_cert_self_signed(wx, serial, "payonce simulated WeChat Pay platform",
+                                      &cert)))
+            goto out;
+    }
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "mchid", "1900000109", "appid",
+                          "wxpayoncesimapp01", "serial", serial, "mode", mode, "app_id",
+                          "2021000000000001", "seller_id", "2088000000000001");
+    doc = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    json_decref(j);
+    if (!doc) {
+        rc = PO_ERR_NOMEM;
+        goto out;
+    }
+    if ((rc = write_file(dir, "sim.json", doc, strlen(doc), false)) ||
+        (rc = write_file(dir, "wechatpay_platform_key.pem", wx_priv, strlen(wx_priv), true)) ||
+        (rc = pubkey ? write_file(dir, "wechatpay_platform_pub.pem", wx_pub, strlen(wx_pub), false)
+                     : write_file(dir, "wechatpay_platform_cert.pem", cert, strlen(cert), false)) ||
+        (rc = write_file(dir, "apiv3.key", apiv3, 32, true)) ||
+        (rc = write_file(dir, "alipay_private_key.pem", ali_priv, strlen(ali_priv), true)) ||
+        (rc = write_file(dir, "alipay_public_key.pem", ali_pub, strlen(ali_pub), false)) ||
+        (rc = write_file(dir, "stripe_webhook_secret", secret, strlen(secret), true)))
+        po_errf(err, errcap, "cannot write into %s", dir);
+out:
+    if (rc && !err[0])
+        po_errf(err, errcap, "key generation failed (%s)", po_err_name(rc));
+    OPENSSL_cleanse(apiv3, sizeof apiv3);
+    OPENSSL_cleanse(secret, sizeof secret);
+    free(doc);
+    free(cert);
+    free(wx_priv);
+    free(wx_pub);
+    free(ali_priv);
+    free(ali_pub);
+    po_privkey_free(wx);
+    po_privkey_free(ali);
+    return rc;
+}
+
+static po_err read_in(const char *dir, const char *name, char **out, size_t *len)
+{
+    char path[1024];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
+    return po_file_read(path, 64 * 1024, out, len);
+}
+
+static bool copy_field(json_t *j, const char *name, char *dst, size_t cap)
+{
+    const char *v = json_string_value(json_object_get(j, name));
+    return v && po_strcpy(dst, cap, v) == PO_OK;
+}
+
+po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *err,
+                            size_t errcap)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    po_err rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = read_in(dir, "sim.json", &buf, &len))) {
+        po_errf(err, errcap, "no simulator keys in %s: run 'payonce sim keys --dir %s'", dir, dir);
+        return rc;
+    }
+    json_error_t je;
+    json_t *j = json_loads(buf, 0, &je);
+    free(buf);
+    if (!copy_field(j, "mchid", out->mchid, sizeof out->mchid) ||
+        !copy_field(j, "appid", out->appid, sizeof out->appid) ||
+        !copy_field(j, "serial", out->serial, sizeof out->serial) ||
+        !copy_field(j, "mode", out->mode, sizeof out->mode) ||
+        !copy_field(j, "app_id", out->app_id, sizeof out->app_id) ||
+        !copy_field(j, "seller_id", out->seller_id, sizeof out->seller_id)) {
+        json_decref(j);
+        po_errf(err, errcap, "%s/sim.json is incomplete", dir);
+        return PO_ERR_INVALID;
+    }
+    json_decref(j);
+    if ((rc = read_in(dir, "wechatpay_platform_key.pem", &buf, &len)) == PO_OK) {
+        rc = po_privkey_from_pem(buf, len, &out->wx_key);
+        free(buf);
+    }
+    if (!rc && (rc = read_in(dir, "alipay_private_key.pem", &buf, &len)) == PO_OK) {
+        rc = po_privkey_from_pem(buf, len, &out->ali_key);
+        free(buf);
+    }
+    if (!rc && (rc = read_in(dir, "apiv3.key", &buf, &len)) == PO_OK) {
+        rc = len == 32 ? PO_OK : PO_ERR_INVALID;
+        if (!rc)
+            memcpy(out->apiv3, buf, 32);
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+    }
+    if (!rc && (rc = read_in(dir, "stripe_webhook_secret", &buf, &len)) == PO_OK) {
+        rc = len && len <= sizeof out->secret ? PO_OK : PO_ERR_INVALID;
+        if (!rc) {
+            memcpy(out->secret, buf, len);
+            out->secret_len = len;
+        }
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+    }
+    if (rc) {
+        po_errf(err, errcap, "simulator keys in %s are unreadable or damaged", dir);
+        po_sim_identity_free(out);
+    }
+    return rc;
+}
+
+void po_sim_identity_free(struct po_sim_identity *id)
+{
+    po_privkey_free(id->wx_key);
+    po_privkey_free(id->ali_key);
+    OPENSSL_cleanse(id, sizeof *id);
+}
+
+static void yuan(int64_t minor, char *out, size_t cap)
+{
+    (void)snprintf(out, cap, "%lld.%02lld", (long long)(minor / 100), (long long)(minor % 100));
+}
+
+static void lower3(const char *cur, char out[4])
+{
+    for (int i = 0; i < 3; i++)
+        out[i] = (char)(cur[i] >= 'A' && cur[i] <= 'Z' ? cur[i] + 32 : cur[i]);
+    out[3] = '\0';
+}
+
+static po_err wechat(const struct po_sim_identity *id, const char *event_type, json_t *res,
+                     int64_t now, struct po_sim_request *out)
+{
+    char *js = res ? json_dumps(res, JSON_COMPACT) : NULL;
+    json_decref(res);
+    if (!js)
+        return PO_ERR_NOMEM;
+    po_err rc = po_sim_wechatpay(id->wx_key, id->serial, id->apiv3, 32, event_type, js, now, out);
+    free(js);
+    return rc;
+}
+
+static po_err stripe(const struct po_sim_identity *id, json_t *event, int64_t now,
+                     struct po_sim_request *out)
+{
+    char *js = event ? json_dumps(event, JSON_COMPACT) : NULL;
+    json_decref(event);
+    if (!js)
+        return PO_ERR_NOMEM;
+    po_err rc = po_sim_stripe(id->secret, id->secret_len, js, now, out);
+    free(js);
+    return rc;
+}
+
+po_err po_sim_payment_request(const struct po_sim_identity *id, const struct po_sim_payment *p,
+                              int64_t now, struct po_sim_request *out)
+{
+    char when[40], amount[32], cur[4];
+    time_t t = (time_t)now;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S+00:00", &tm);
+    if (strcmp(p->channel, "alipay") == 0) {
+        char notify_time[24];
+        (void)strftime(notify_time, sizeof notify_time, "%Y-%m-%d %H:%M:%S", &tm);
+        yuan(p->amount, amount, sizeof amount);
+        const char *keys[] = {"notify_time", "notify_type", "notify_id", "charset", "version",
+                              "app_id", "seller_id", "out_trade_no", "trade_no", "trade_status",
+                              "total_amount", "receipt_amount", "gmt_payment", "subject"};
+        char notify_id[40];
+        (void)snprintf(notify_id, sizeof notify_id, "%.30s", p->txn);
+        const char *vals[] = {notify_time, "trade_status_sync", notify_id, "utf-8", "1.0",
+                              id->app_id, id->seller_id, p->out_trade_no, p->txn, "TRADE_SUCCESS",
+                              amount, amount, notify_time, "payonce simulator"};
+        return po_sim_alipay(id->ali_key, keys, vals, 14, out);
+    }
+    if (strcmp(p->channel, "stripe") == 0) {
+        lower3(p->currency, cur);
+        return stripe(id,
+                      json_pack("{s:s, s:s, s:s, s:I, s:{s:{s:s, s:s, s:I, s:I, s:s, s:s, s:{s:s}}}}",
+                                "id", "evt_payonce_sim", "object", "event", "type",
+                                "payment_intent.succeeded", "created", (json_int_t)now, "data",
+                                "object", "id", p->txn, "object", "payment_intent", "amount",
+                                (json_int_t)p->amount, "amount_received", (json_int_t)p->amount,
+                                "currency", cur, "status", "succeeded", "metadata",
+                                "out_trade_no", p->out_trade_no),
+                      now, out);
+    }
+    return wechat(id, "TRANSACTION.SUCCESS",
+                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:I, s:I,"
+                            " s:s, s:s}}",
+                            "mchid", id->mchid, "appid", id->appid, "out_trade_no",
+                            p->out_trade_no, "transaction_id", p->txn, "trade_type", "JSAPI",
+                            "trade_state", "SUCCESS", "trade_state_desc", "支付成功", "bank_type",
+                            "OTHERS", "success_time", when, "payer", "openid",
+                            "oPayonceSimulatedPayer", "amount", "total", (json_int_t)p->amount,
+                            "payer_total", (json_int_t)p->amount, "currency", p->currency,
+                            "payer_currency", p->currency),
+                  now, out);
+}
+
+po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_sim_refund *r,
+                             int64_t now, struct po_sim_request *out)
+{
+    if (strcmp(r->channel, "alipay") == 0) {
+        char amount[32], total[32];
+        yuan(r->amount, amount, sizeof amount);
+        yuan(r->total, total, sizeof total);
+        const char *keys[] = {"notify_type", "notify_id", "charset", "version", "app_id",
+                              "seller_id", "out_trade_no", "trade_no", "trade_status",
+                              "total_amount", "refund_fee", "out_biz_no", "gmt_refund"};
+        const char *vals[] = {"trade_status_sync", r->refund_id, "utf-8", "1.0", id->app_id,
+                              id->seller_id, r->out_trade_no, r->txn,
+                              r->amount == r->total ? "TRADE_CLOSED" : "TRADE_SUCCESS", total,
+                              amount, r->out_refund_no, "2026-12-02 10:00:00"};
+        return po_sim_alipay(id->ali_key, keys, vals, 13, out);
+    }
+    if (strcmp(r->channel, "stripe") == 0)
+        return stripe(id,
+                      json_pack("{s:s, s:s, s:s, s:{s:{s:s, s:s, s:I, s:s, s:{s:s, s:s}}}}", "id",
+                                "evt_payonce_sim_refund", "object", "event", "type",
+                                "charge.refunded", "data", "object", "id", r->refund_id, "object",
+                                "charge", "amount_refunded", (json_int_t)r->amount, "currency",
+                                "cny", "metadata", "out_trade_no", r->out_trade_no,
+                                "out_refund_no", r->out_refund_no),
+                      now, out);
+    char type[32];
+    (void)snprintf(type, sizeof type, "REFUND.%s", r->status);
+    return wechat(id, type,
+                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}",
+                            "mchid", id->mchid, "out_trade_no", r->out_trade_no,
+                            "transaction_id", r->txn, "out_refund_no", r->out_refund_no,
+                            "refund_id", r->refund_id, "refund_status", r->status,
+                            "user_received_account", "支付用户零钱", "amount", "total",
+                            (json_int_t)r->total, "refund", (json_int_t)r->amount, "payer_total",
+                            (json_int_t)r->total, "payer_refund", (json_int_t)r->amount),
+                  now, out);
+}

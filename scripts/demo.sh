@@ -1,119 +1,138 @@
 #!/usr/bin/env bash
-# demo.sh — `make demo`: the exactly-once promise, shown on a fresh SQLite
-# database with the payonce command line.
-#
-# The story: payment results delivered three times (one after the other,
-# and three at once from separate processes), a callback lost and recovered
-# by a reconciliation replay that races the late original, a tampered
-# amount, and a refund result delivered three times. It checks every
-# expected outcome and the ledger, runs `payonce verify`, prints a summary,
-# and exits non-zero if anything differs.
-#
-# This drives the engine through `payonce apply` (normalised events). The
-# HTTP callback endpoints and the channel simulator build on the same entry.
+# demo.sh — `make demo`: the promise kept against traffic that looks exactly
+# like the channels'. On a fresh SQLite database it starts `payonce serve`
+# and drives it with `payonce sim` over loopback HTTP:
+#   - WeChat Pay, Alipay and Stripe-style callbacks delivered three times
+#     (one after the other, and in concurrent bursts)
+#   - a forged callback (strangers' keys) and an amount-tampered one
+#   - a channel that cannot get an ack while the gateway is down, and gets
+#     it on a later retry of its real (time-compressed) schedule
+# It checks every expectation against the server's own log and the ledger,
+# runs `payonce verify`, prints a summary, stops everything it started, and
+# exits non-zero if anything differs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${PAYONCE_BIN:-$PWD/build/payonce}
 [ -x "$BIN" ] || { echo "demo: $BIN not built; run 'make demo'" >&2; exit 1; }
+BIN=$(realpath "$BIN")
 work=$(mktemp -d /tmp/payonce-demo.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export PAYONCE_DB="sqlite:$work/demo.db"
-T=demo; M=coffee-shop
-failures=0
-declare -A count=([applied]=0 [dup1]=0 [dup2]=0 [dup3]=0 [rejected]=0 [suspense]=0 [retry]=0)
-deliveries=0
+server_pid=
+stop_server() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+trap 'stop_server; rm -rf "$work"' EXIT
+cd "$work"
+head -c 32 /dev/urandom > master.key
+export PAYONCE_DB="sqlite:$work/demo.db" PAYONCE_MASTER_KEY_FILE="$work/master.key"
+T=demo; M=coffee-shop; failures=0
 
 if [ -t 1 ]; then bold=$'\033[1m'; off=$'\033[0m'; else bold=; off=; fi
 say() { printf '\n%s%s%s\n' "$bold" "$*" "$off"; }
 expect() { # expect WHAT GOT WANT
-  if [ "$2" == "$3" ]; then printf '   ok   %-58s %s\n' "$1" "$2"
-  else printf '   FAIL %-58s got %s, expected %s\n' "$1" "$2" "$3"; failures=$((failures+1)); fi
+  if [ "$2" == "$3" ]; then printf '   ok   %-62s %s\n' "$1" "$2"
+  else printf '   FAIL %-62s got %s, expected %s\n' "$1" "$2" "$3"; failures=$((failures+1)); fi
 }
-tally() { # tally OUTCOME_JSON
-  deliveries=$((deliveries+1))
-  case "$1" in
-    *'"applied"'*) count[applied]=$((count[applied]+1)) ;;
-    *'"layer":1'*) count[dup1]=$((count[dup1]+1)) ;;
-    *'"layer":2'*) count[dup2]=$((count[dup2]+1)) ;;
-    *'"layer":3'*) count[dup3]=$((count[dup3]+1)) ;;
-    *'"rejected"'*) count[rejected]=$((count[rejected]+1)) ;;
-    *'"suspense"'*) count[suspense]=$((count[suspense]+1)) ;;
-    *) count[retry]=$((count[retry]+1)) ;;
-  esac
+attempts=0
+sim() { # sim ARGS...: run the simulator, show its lines, count its attempts
+  "$BIN" sim pay --dir sim "$@" >sim.out 2>&1; local rc=$?
+  sed 's/^/ /' sim.out | grep -v '^ sim:'
+  local n; n=$(sed -n 's/^sim: //p' sim.out | python3 -c 'import json,sys; print(json.load(sys.stdin)["attempts"])' 2>/dev/null || echo 0)
+  attempts=$((attempts + n))
+  return $rc
 }
-event() { # event FILE TYPE OUT_TRADE_NO ID AMOUNT SOURCE [OUT_REFUND_NO]
-  if [ "$2" = PAY_SUCCESS ]; then
-    printf '{"tenant":"%s","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"%s","out_trade_no":"%s","amount":%s,"currency":"CNY","source":"%s","occurred_at":"2026-12-02T10:00:00+08:00"}\n' \
-      "$T" "$4" "$3" "$5" "$6" >"$1"
-  else
-    printf '{"tenant":"%s","channel":"wechatpay","type":"%s","channel_refund_id":"%s","out_trade_no":"%s","out_refund_no":"%s","amount":%s,"currency":"CNY","source":"%s"}\n' \
-      "$T" "$2" "$4" "$3" "$7" "$5" "$6" >"$1"
-  fi
-}
-deliver() { # deliver FILE: applies it, sets $r to the outcome JSON, counts it
-  r=$("$BIN" apply --event "$1" 2>>"$work/log")
-  tally "$r"
+start_server() { # start_server [PORT]
+  "$BIN" serve --listen "127.0.0.1:${1:-0}" >>server.out 2>>server.log & server_pid=$!
+  for _ in $(seq 1 100); do grep -q "listening on port" server.out 2>/dev/null && break; sleep 0.05; done
+  port=$(sed -n 's/^listening on port //p' server.out | tail -n1)
+  [ -n "$port" ] || { echo "demo: the server did not start"; cat server.log; exit 1; }
 }
 
-say "1. A fresh database, a tenant, a merchant, four orders (amounts in fen)"
+say "1. A fresh database, a tenant, a merchant; the simulator's keys; the tenant trusts them"
 "$BIN" migrate >/dev/null && "$BIN" tenant add --tenant $T --name "Demo SaaS" >/dev/null &&
   "$BIN" merchant add --tenant $T --merchant $M >/dev/null || exit 1
-for o in ORD-1001:1280 ORD-1002:4500 ORD-1003:990 ORD-1004:2000; do
-  "$BIN" order create --tenant $T --merchant $M --out-trade-no "${o%%:*}" --amount "${o##*:}" || exit 1
+"$BIN" sim keys --dir sim --tenant $T > keys.out || exit 1
+head -n1 keys.out | sed 's/^/   /'
+grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" > configure.sh
+bash configure.sh > configure.out 2>&1 || { cat configure.out; exit 1; }
+grep -c saved configure.out | xargs printf '   %s channel accounts configured (WeChat Pay with a platform certificate, Alipay, Stripe-style), secrets sealed\n'
+for o in ORD-1001:1280 ORD-1002:4500 ORD-1003:990 ORD-1004:2000 ORD-1005:3600 ORD-1006:700; do
+  "$BIN" order create --tenant $T --merchant $M --out-trade-no "${o%%:*}" --amount "${o##*:}" | sed 's/^/   /' || exit 1
 done
+start_server
+echo "   payonce serve listening on 127.0.0.1:$port"
+U=http://127.0.0.1:$port/notify
 
-say "2. ORD-1001: the channel delivers the same payment callback three times"
-event "$work/p1.json" PAY_SUCCESS ORD-1001 4200000001202612020001 1280 callback
-for i in 1 2 3; do deliver "$work/p1.json"; printf '   delivery %d -> %s\n' $i "$r"; done
+say "2. ORD-1001 (WeChat Pay): the same callback delivered three times in a row"
+sim --notify-url $U/wechatpay/$T --order ORD-1001:1280 --copies 3
 
-say "3. ORD-1002: three identical callbacks at the same moment, from three processes"
-event "$work/p2.json" PAY_SUCCESS ORD-1002 4200000001202612020002 4500 callback
-for i in 1 2 3; do ("$BIN" apply --event "$work/p2.json" >"$work/c$i.out" 2>>"$work/log") & done
-wait
-for i in 1 2 3; do r=$(cat "$work/c$i.out"); tally "$r"; printf '   concurrent %d -> %s\n' $i "$r"; done
-expect "ORD-1002 credited exactly once" "$(grep -l applied "$work"/c?.out | wc -l)" 1
+say "3. ORD-1002 (WeChat Pay): three identical callbacks at the same moment"
+sim --notify-url $U/wechatpay/$T --order ORD-1002:4500 --copies 3 --concurrent
 
-say "4. ORD-1003: the callback was lost; the reconciliation replay finds the payment"
-event "$work/p3r.json" PAY_SUCCESS ORD-1003 4200000001202612020003 990 reconciliation
-event "$work/p3.json" PAY_SUCCESS ORD-1003 4200000001202612020003 990 callback
-deliver "$work/p3r.json"; echo "   replay        -> $r"
-deliver "$work/p3.json"; echo "   late callback -> $r   (same key: a duplicate)"
+say "4. ORD-1003 (Alipay) three times; ORD-1005 (Stripe-style) three at once"
+sim --notify-url $U/alipay/$T --channel alipay --order ORD-1003:990 --copies 3
+sim --notify-url $U/stripe/$T --channel stripe --order ORD-1005:3600 --copies 3 --concurrent
 
-say "5. ORD-1004: a callback with a tampered amount (1 fen), then the genuine one"
-event "$work/p4bad.json" PAY_SUCCESS ORD-1004 4200000001202612020004 1 callback
-event "$work/p4.json" PAY_SUCCESS ORD-1004 4200000001202612020004 2000 callback
-deliver "$work/p4bad.json"; echo "   tampered -> $r   (nothing credited, alert recorded)"
-deliver "$work/p4.json"; echo "   genuine  -> $r"
+say "5. A forged callback for ORD-1002, signed with a stranger's key"
+sim --notify-url $U/wechatpay/$T --order ORD-1002:4500 --forge
+expect "the forgery was refused" "$(sed -n 's/^sim: //p' sim.out | python3 -c 'import json,sys; print(json.load(sys.stdin)["refused"])')" 1
 
-say "6. ORD-1001: a refund of 500 is requested; its result arrives three times"
-"$BIN" refund create --tenant $T --out-trade-no ORD-1001 --out-refund-no RF-1001 --amount 500 || exit 1
-event "$work/r1.json" REFUND_SUCCESS ORD-1001 5030000001202612020001 500 callback RF-1001
-for i in 1 2 3; do deliver "$work/r1.json"; printf '   delivery %d -> %s\n' $i "$r"; done
+say "6. ORD-1004: a callback whose amount says 1 fen instead of 2000, then the genuine one"
+sim --notify-url $U/wechatpay/$T --order ORD-1004:2000 --tamper-amount 1 --txn 4200000000000000000000001004
+sim --notify-url $U/wechatpay/$T --order ORD-1004:2000 --txn 4200000000000000000000001004
 
-say "7. What the ledger says"
-"$BIN" ledger balances --tenant $T
-"$BIN" alerts --tenant $T
-balances=$("$BIN" ledger balances --tenant $T --json)
-bal() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print({b['account']:b['balance'] for b in d['balances']}.get(sys.argv[2],0))" "$balances" "$1"; }
+say "7. ORD-1006: the gateway is down; WeChat retries on its schedule (15s, 15s, 30s, 3m ... here 100x faster)"
+stop_server
+( "$BIN" sim pay --dir sim --notify-url $U/wechatpay/$T --order ORD-1006:700 --time-factor 100 > sim-late.out 2>&1; echo $? > sim-late.rc ) &
+sim_pid=$!
+sleep 0.5
+start_server "$port"
+echo "   (gateway back on port $port)"
+wait $sim_pid
+sed 's/^/ /' sim-late.out | grep -v '^ sim:'
+late=$(sed -n 's/^sim: //p' sim-late.out)
+attempts=$((attempts + $(echo "$late" | python3 -c 'import json,sys; print(json.load(sys.stdin)["attempts"])')))
+expect "ORD-1006 acked on a later retry" "$(echo "$late" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["acked"] == 1 and d["attempts"] > 1)')" True
+stop_server
 
-say "8. Checks"
-expect "deliveries sent (3 + 3 + 2 + 2 + 3)"               "$deliveries" 13
-expect "credits/refunds applied (4 payments + 1 refund)"   "${count[applied]}" 5
-expect "duplicates caught"                                 "$((count[dup1]+count[dup2]+count[dup3]))" 7
-expect "rejected (tampered amount)"                        "${count[rejected]}" 1
-expect "transient failures"                                "${count[retry]}" 0
-expect "channel_clearing:wechatpay = 1280+4500+990+2000-500" "$(bal channel_clearing:wechatpay)" 8270
-expect "merchant_payable:$M"                               "$(bal merchant_payable:$M)" -8270
-expect "alerts recorded"                                   "$("$BIN" alerts --tenant $T --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["alerts"]))')" 1
-if "$BIN" verify; then expect "payonce verify" pass pass; else expect "payonce verify" fail pass; fi
+say "8. What the gateway answered (from its log) and what the ledger says"
+python3 - server.log > outcomes.txt <<'EOF'
+import json, sys, collections
+c = collections.Counter()
+for line in open(sys.argv[1]):
+    try: d = json.loads(line)
+    except ValueError: continue
+    if d.get("msg") != "callback": continue
+    k = d["outcome"] + (":%d" % d["layer"] if d["outcome"] == "duplicate" else "")
+    if d["outcome"] == "invalid": k += ":" + d["reason"]
+    c[k] += 1
+for k, v in sorted(c.items()): print(k, v)
+EOF
+n() { awk -v k="$1" '$1==k {print $2}' outcomes.txt | grep . || echo 0; }
+"$BIN" ledger balances --tenant $T | sed 's/^/   /'
+"$BIN" alerts --tenant $T | sed 's/^/   /'
+bal() { "$BIN" ledger balances --tenant $T --json | python3 -c "import json,sys; d=json.load(sys.stdin); print({b['account']:b['balance'] for b in d['balances']}.get('$1',0))"; }
+
+say "9. Checks"
+dups=$(( $(n duplicate:1) + $(n duplicate:2) + $(n duplicate:3) ))
+expect "payments credited (six orders, each once)"             "$(n applied)" 6
+expect "duplicates caught (two per order delivered 3 times)"    "$dups" 8
+expect "forged callbacks refused (bad_signature)"               "$(n invalid:bad_signature)" 1
+expect "tampered amount rejected, alert recorded"               "$(n rejected)" 1
+expect "alerts"                                                 "$("$BIN" alerts --tenant $T --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["alerts"]))')" 1
+expect "channel_clearing:wechatpay = 1280 + 4500 + 2000 + 700"  "$(bal channel_clearing:wechatpay)" 8480
+expect "channel_clearing:alipay = 990"                          "$(bal channel_clearing:alipay)" 990
+expect "channel_clearing:stripe = 3600"                         "$(bal channel_clearing:stripe)" 3600
+expect "merchant_payable:$M"                                    "$(bal merchant_payable:$M)" -13070
+for o in ORD-1001 ORD-1002 ORD-1003 ORD-1004 ORD-1005 ORD-1006; do
+  expect "$o is PAID" "$("$BIN" order show --tenant $T --out-trade-no $o --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" PAID
+done
+if "$BIN" verify > verify.out 2>&1; then expect "payonce verify" pass pass; else cat verify.out; expect "payonce verify" fail pass; fi
 
 say "Summary"
-printf '   %-34s %6s\n' "deliveries sent" "$deliveries" \
-  "applied (credited / refunded)" "${count[applied]}" \
-  "duplicates caught by layer 1" "${count[dup1]}" \
-  "duplicates caught by layer 2" "${count[dup2]}" \
-  "duplicates caught by layer 3" "${count[dup3]}" \
-  "rejected by business checks" "${count[rejected]}" \
-  "parked in suspense" "${count[suspense]}"
+printf '   %-40s %6s\n' "deliveries sent (attempts)" "$attempts" \
+  "credited" "$(n applied)" \
+  "duplicates caught by layer 1 (entry)" "$(n duplicate:1)" \
+  "duplicates caught by layer 2 (state)" "$(n duplicate:2)" \
+  "duplicates caught by layer 3 (unique)" "$(n duplicate:3)" \
+  "forgeries refused" "$(n invalid:bad_signature)" \
+  "rejected by business checks (alerts)" "$(n rejected)"
 if [ "$failures" -ne 0 ]; then echo; echo "demo: $failures expectation(s) FAILED"; exit 1; fi
-echo; echo "demo: every delivery credited at most once; the ledger balances."
+echo; echo "demo: every payment credited exactly once; the ledger balances."

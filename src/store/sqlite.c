@@ -14,7 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#define SQLITE_BUSY_TIMEOUT_MS 5000
+/* Below the channels' 5 s ack deadline, like PostgreSQL's lock_timeout. */
+#define SQLITE_BUSY_TIMEOUT_MS 3000
 
 struct sqlite_store {
     struct po_store base; /* must be first */

@@ -11,7 +11,7 @@
 #define EXIT_USAGE 2
 #define EXIT_VERIFY 3
 #define EXIT_TEMPFAIL 75
-#define OPTS_MAX 24
+#define OPTS_MAX 96 /* sim pay takes up to 64 --order options */
 
 /* Parsed "--name value" options and flags of one command. */
 struct opts {

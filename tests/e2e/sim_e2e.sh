@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# sim_e2e.sh PAYONCE BACKEND — `payonce serve` driven by `payonce sim` over
+# loopback, on sqlite or postgres (PAYONCE_TEST_PG):
+#   1. 20 orders x 3 concurrent deliveries on each channel -> exactly 20 credits each
+#   2. the retry schedule is honoured (compressed): with the gateway down, each
+#      gap between attempts is at least the schedule's (15s,15s,30s,3m.. / factor)
+#   3. a gateway that answers FAIL (5xx: the database is locked) for the first
+#      attempts gets the payment on a later attempt, credited once
+set -uo pipefail
+BIN=$(realpath "${1:?payonce binary}"); BACKEND=${2:?sqlite|postgres}
+work=$(mktemp -d /tmp/payonce-sim-e2e.XXXXXX)
+server_pid=
+cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; cd /; rm -rf "$work"; }
+trap cleanup EXIT
+cd "$work"
+fails=0; passes=0
+fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
+check() { if [ "$2" == "$3" ]; then passes=$((passes+1)); else echo "FAIL $1: got $2, expected $3"; fails=$((fails+1)); fi; }
+
+if [ "$BACKEND" = postgres ]; then
+  if [ -z "${PAYONCE_TEST_PG:-}" ]; then
+    [ -n "${PAYONCE_REQUIRE_PG:-}" ] && { echo "FAIL: no PAYONCE_TEST_PG"; exit 1; }
+    echo "skipping: PAYONCE_TEST_PG not set"; exit 77
+  fi
+  dbname="po_sim_$$"
+  psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $dbname" >/dev/null || exit 1
+  export PAYONCE_DB="${PAYONCE_TEST_PG%/*}/$dbname"
+  trap 'cleanup; psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null' EXIT
+else
+  export PAYONCE_DB="sqlite:$work/e2e.db"
+fi
+head -c 32 /dev/urandom > master.key
+export PAYONCE_MASTER_KEY_FILE=$work/master.key
+"$BIN" migrate >/dev/null && "$BIN" tenant add --tenant t1 >/dev/null && "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
+"$BIN" sim keys --dir sim --tenant t1 --mode pubkey > keys.out || exit 1
+grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure.err || { cat configure.err; exit 1; }
+
+start_server() {
+  : > server.out
+  "$BIN" serve --listen "127.0.0.1:${1:-0}" >server.out 2>>server.log & server_pid=$!
+  for _ in $(seq 1 100); do grep -q "listening on port" server.out && break; sleep 0.05; done
+  port=$(sed -n 's/^listening on port //p' server.out)
+  [ -n "$port" ] || { echo "server did not start"; cat server.log; exit 1; }
+}
+stop_server() { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; server_pid=; }
+summary() { sed -n 's/^sim: //p' "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"; }
+credits() { # credits PREFIX: PAY journals of orders starting with PREFIX
+  "$BIN" order show --tenant t1 --out-trade-no "$1" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'
+}
+paid_count() { # paid_count PREFIX N
+  local c=0
+  for i in $(seq 1 "$2"); do [ "$(credits "$1-$i")" = PAID ] && c=$((c+1)); done; echo $c
+}
+start_server
+
+# 1. N orders x 3 concurrent deliveries, per channel.
+N=20
+for ch in wechatpay alipay stripe; do
+  args=()
+  for i in $(seq 1 $N); do
+    "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "$ch-$i" --amount $((100 + i)) >/dev/null || exit 1
+    args+=(--order "$ch-$i:$((100 + i))")
+  done
+  "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/$ch/t1" --channel "$ch" \
+    "${args[@]}" --copies 3 --concurrent --reorder --time-factor 1000 > "burst-$ch.out" 2>&1
+  check "$ch: every delivery acked" "$(summary burst-$ch.out acked)" $((3 * N))
+  check "$ch: orders paid" "$(paid_count "$ch" $N)" $N
+  check "$ch: clearing balance" "$("$BIN" ledger balances --tenant t1 --json | python3 -c "import json,sys; print({b['account']:b['balance'] for b in json.load(sys.stdin)['balances']}.get('channel_clearing:$ch',0))")" $((N * 100 + N * (N + 1) / 2))
+  fig "# sim-e2e[$BACKEND] $ch: $N orders x 3 concurrent deliveries -> $(paid_count "$ch" $N) credits"
+done
+check "verify after the bursts" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
+
+# 2. The schedule, compressed 100x, with the gateway down for the first attempts.
+"$BIN" order create --tenant t1 --merchant m1 --out-trade-no SCHED-1 --amount 500 >/dev/null
+stop_server
+( "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" \
+    --order SCHED-1:500 --time-factor 100 > sched.out 2>&1 ) &
+spid=$!
+sleep 2.2
+start_server "$port"
+wait $spid
+check "schedule: acked in the end" "$(summary sched.out acked)" 1
+python3 - sched.out <<'EOF' > sched.check
+import re, sys
+sched = [15, 15, 30, 180, 600, 1200, 1800]  # WeChat Pay, seconds
+t = [float(m.group(1)) for m in re.finditer(r"attempt +\d+ at \+ *([0-9.]+)s", open(sys.argv[1]).read())]
+ok = len(t) >= 4 and all(t[i + 1] - t[i] >= sched[i] / 100 - 0.005 for i in range(len(t) - 1))
+print("ok" if ok else "bad %s" % t)
+EOF
+check "schedule: gaps follow 15s,15s,30s,3m.. /100 (at least)" "$(cat sched.check)" ok
+check "schedule: SCHED-1 credited" "$(credits SCHED-1)" PAID
+fig "# sim-e2e[$BACKEND] schedule: $(summary sched.out attempts) attempts, gaps $(grep -oE 'at \+ *[0-9.]+s' sched.out | tr -d ' ' | tr '\n' ' ')"
+
+# 3. FAIL (5xx) for the first attempts: the database is locked for a while.
+"$BIN" order create --tenant t1 --merchant m1 --out-trade-no LOCKED-1 --amount 800 >/dev/null
+if [ "$BACKEND" = postgres ]; then
+  ( psql -q "$PAYONCE_DB" -c "BEGIN; SELECT 1 FROM pay_order WHERE out_trade_no = 'LOCKED-1' FOR UPDATE; SELECT pg_sleep(7); ROLLBACK;" >/dev/null ) &
+else
+  ( python3 -c "import sqlite3,time; c=sqlite3.connect('$work/e2e.db', isolation_level=None); c.execute('BEGIN IMMEDIATE'); time.sleep(7); c.execute('ROLLBACK')" ) &
+fi
+lpid=$!
+sleep 0.5
+"$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" \
+  --order LOCKED-1:800 --time-factor 100 --deadline-ms 5000 > locked.out 2>&1
+wait $lpid
+check "locked: acked in the end" "$(summary locked.out acked)" 1
+check "locked: the first attempts were answered 5xx FAIL" "$(grep -m1 -oE 'attempt  1 at .*HTTP 50[03] -> not acked \(\{"code":"FAIL"' locked.out | grep -c FAIL)" 1
+check "locked: credited once" "$(credits LOCKED-1)" PAID
+fails_seen=$(grep -cE 'HTTP 50[03] -> not acked' locked.out)
+fig "# sim-e2e[$BACKEND] database locked: $fails_seen attempts answered 5xx FAIL, attempt $(summary locked.out attempts) acked"
+check "verify at the end" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

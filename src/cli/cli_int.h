@@ -41,5 +41,6 @@ int cmd_channel_set(struct po_store *s, const struct opts *o);
 int cmd_serve(struct po_store *s, const struct opts *o);
 int cmd_sim_keys(struct po_store *s, const struct opts *o);
 int cmd_sim_pay(struct po_store *s, const struct opts *o);
+int cmd_sim_serve(struct po_store *s, const struct opts *o);
 
 #endif

@@ -40,6 +40,8 @@ static const char usage_text[] =
     "  sim pay         [--dir DIR] --notify-url URL --order NO:AMOUNT [--order ...]\n"
     "                  [--channel C] [--copies N] [--concurrent] [--reorder] [--lose]\n"
     "                  [--forge] [--tamper-amount MINOR] [--time-factor F] [--max-attempts K]\n"
+    "  sim serve       [--dir DIR] [--listen 127.0.0.1:8090] [--time-factor F]\n"
+    "                  [--refund-delay-ms MS]   the channel's query, bill and refund APIs\n"
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 256]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
     "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
@@ -514,6 +516,7 @@ static const struct command commands[] = {
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
      " deadline-ms",
      "order", "concurrent reorder lose forge", cmd_sim_pay, true},
+    {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true},
 };
 
 int main(int argc, char **argv)

@@ -9,6 +9,11 @@
  *       the channel "pays" the orders and notifies at least once, on its
  *       real retry schedule (compressed by --time-factor), until acked
  *
+ *   payonce sim serve --dir DIR [--listen 127.0.0.1:PORT] [--time-factor F]
+ *       [--refund-delay-ms MS]
+ *       the channel's own APIs (WeChat Pay v3 paths): order query, trade
+ *       bill download, refund requests with a later refund-result callback
+ *
  * Payments are appended to DIR/payments.jsonl (lost ones too): the record
  * of what the channel believes happened.
  */
@@ -20,6 +25,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,4 +313,37 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
     free(js);
     json_decref(sum);
     return ok ? 0 : EXIT_FAIL;
+}
+
+int cmd_sim_serve(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    int64_t factor = 1, delay = 1000;
+    if ((opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor)) ||
+        (opt(o, "refund-delay-ms") && po_parse_i64(opt(o, "refund-delay-ms"), 0, 600000, &delay))) {
+        fprintf(stderr, "payonce: --time-factor 1-1000000, --refund-delay-ms 0-600000\n");
+        return EXIT_USAGE;
+    }
+    struct po_sim_server_cfg cfg = {sim_dir(o), opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8090",
+                                    (double)factor, (int)delay};
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct po_sim_server *srv = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_sim_server_start(&cfg, &srv, err, sizeof err);
+    if (rc) {
+        curl_global_cleanup();
+        return fail(rc, err);
+    }
+    printf("simulator listening on port %u\n", po_sim_server_port(srv));
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    po_sim_server_stop(srv);
+    curl_global_cleanup();
+    return 0;
 }

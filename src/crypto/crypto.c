@@ -395,6 +395,15 @@ void po_sha256_hex(const void *msg, size_t len, char out[65])
         (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
+void po_sha1_hex(const void *msg, size_t len, char out[41])
+{
+    unsigned char d[20];
+    unsigned int n = 0;
+    PO_ASSERT(EVP_Digest(msg, len, d, &n, EVP_sha1(), NULL) == 1 && n == 20);
+    for (int i = 0; i < 20; i++)
+        (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
 bool po_ct_equal(const void *a, const void *b, size_t len)
 {
     return CRYPTO_memcmp(a, b, len) == 0;

@@ -69,6 +69,8 @@ po_err po_aes_gcm_encrypt(const unsigned char *key, size_t key_len, const unsign
 void po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
                     unsigned char out[32]);
 void po_sha256_hex(const void *msg, size_t len, char out[65]);
+/* SHA-1, only because WeChat Pay's bill API names its hash_type SHA1. */
+void po_sha1_hex(const void *msg, size_t len, char out[41]);
 bool po_ct_equal(const void *a, const void *b, size_t len);
 po_err po_random(void *buf, size_t len) PO_MUST_CHECK;
 

@@ -39,8 +39,9 @@ static void random_digits(char *out, size_t n)
 
 po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, size_t errcap)
 {
-    struct po_privkey *wx = NULL, *ali = NULL;
+    struct po_privkey *wx = NULL, *ali = NULL, *mer = NULL;
     char *wx_priv = NULL, *wx_pub = NULL, *ali_priv = NULL, *ali_pub = NULL, *cert = NULL;
+    char *mer_priv = NULL, *mer_pub = NULL, mer_serial[32];
     char *doc = NULL;
     unsigned char raw[32];
     char apiv3[33], secret[48], serial[PO_SERIAL_MAX + 1], digits[24];
@@ -53,6 +54,7 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
     }
     (void)mkdir(dir, 0700);
     if ((rc = po_privkey_generate(&wx)) || (rc = po_privkey_generate(&ali)) ||
+        (rc = po_privkey_generate(&mer)) || (rc = po_privkey_to_pem(mer, &mer_priv, &mer_pub)) ||
         (rc = po_privkey_to_pem(wx, &wx_priv, &wx_pub)) ||
         (rc = po_privkey_to_pem(ali, &ali_priv, &ali_pub)) || (rc = po_random(raw, 32)))
         goto out;
@@ -77,9 +79,12 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
                                       &cert)))
             goto out;
     }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "mchid", "1900000109", "appid",
+    random_digits(digits, 16);
+    (void)snprintf(mer_serial, sizeof mer_serial, "5A%.16s", digits);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "mchid", "1900000109", "appid",
                           "wxpayoncesimapp01", "serial", serial, "mode", mode, "app_id",
-                          "2021000000000001", "seller_id", "2088000000000001");
+                          "2021000000000001", "seller_id", "2088000000000001",
+                          "merchant_serial", mer_serial);
     doc = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
     json_decref(j);
     if (!doc) {
@@ -93,7 +98,9 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
         (rc = write_file(dir, "apiv3.key", apiv3, 32, true)) ||
         (rc = write_file(dir, "alipay_private_key.pem", ali_priv, strlen(ali_priv), true)) ||
         (rc = write_file(dir, "alipay_public_key.pem", ali_pub, strlen(ali_pub), false)) ||
-        (rc = write_file(dir, "stripe_webhook_secret", secret, strlen(secret), true)))
+        (rc = write_file(dir, "stripe_webhook_secret", secret, strlen(secret), true)) ||
+        (rc = write_file(dir, "merchant_private_key.pem", mer_priv, strlen(mer_priv), true)) ||
+        (rc = write_file(dir, "merchant_public_key.pem", mer_pub, strlen(mer_pub), false)))
         po_errf(err, errcap, "cannot write into %s", dir);
 out:
     if (rc && !err[0])
@@ -106,8 +113,11 @@ out:
     free(wx_pub);
     free(ali_priv);
     free(ali_pub);
+    free(mer_priv);
+    free(mer_pub);
     po_privkey_free(wx);
     po_privkey_free(ali);
+    po_privkey_free(mer);
     return rc;
 }
 
@@ -143,7 +153,8 @@ po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *
         !copy_field(j, "serial", out->serial, sizeof out->serial) ||
         !copy_field(j, "mode", out->mode, sizeof out->mode) ||
         !copy_field(j, "app_id", out->app_id, sizeof out->app_id) ||
-        !copy_field(j, "seller_id", out->seller_id, sizeof out->seller_id)) {
+        !copy_field(j, "seller_id", out->seller_id, sizeof out->seller_id) ||
+        !copy_field(j, "merchant_serial", out->merchant_serial, sizeof out->merchant_serial)) {
         json_decref(j);
         po_errf(err, errcap, "%s/sim.json is incomplete", dir);
         return PO_ERR_INVALID;
@@ -155,6 +166,11 @@ po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *
     }
     if (!rc && (rc = read_in(dir, "alipay_private_key.pem", &buf, &len)) == PO_OK) {
         rc = po_privkey_from_pem(buf, len, &out->ali_key);
+        free(buf);
+    }
+    if (!rc && (rc = read_in(dir, "merchant_public_key.pem", &buf, &len)) == PO_OK) {
+        char ignored[PO_SERIAL_MAX + 1];
+        rc = po_pubkey_from_pem(buf, len, &out->merchant_pub, ignored, sizeof ignored, NULL, 0);
         free(buf);
     }
     if (!rc && (rc = read_in(dir, "apiv3.key", &buf, &len)) == PO_OK) {
@@ -184,6 +200,7 @@ void po_sim_identity_free(struct po_sim_identity *id)
 {
     po_privkey_free(id->wx_key);
     po_privkey_free(id->ali_key);
+    po_pubkey_free(id->merchant_pub);
     OPENSSL_cleanse(id, sizeof *id);
 }
 

@@ -59,11 +59,15 @@ po_err po_sim_stripe(const unsigned char *secret, size_t secret_len, const char 
  *   apiv3.key                the merchant's APIv3 key (encrypts resources)
  *   alipay_private_key.pem, alipay_public_key.pem
  *   stripe_webhook_secret
+ *   merchant_private_key.pem, merchant_public_key.pem   the merchant's API key
+ *                            pair: the merchant signs refund requests with the
+ *                            private key; the simulated channel verifies them
  */
 struct po_sim_identity {
     char mchid[33], appid[33], serial[PO_SERIAL_MAX + 1], mode[8];
-    char app_id[33], seller_id[33];
+    char app_id[33], seller_id[33], merchant_serial[PO_SERIAL_MAX + 1];
     struct po_privkey *wx_key, *ali_key;
+    struct po_pubkey *merchant_pub;
     unsigned char apiv3[32];
     unsigned char secret[128];
     size_t secret_len;
@@ -96,6 +100,29 @@ struct po_sim_refund {
 };
 po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_sim_refund *r,
                              int64_t now, struct po_sim_request *out) PO_MUST_CHECK;
+
+/*
+ * `payonce sim serve`: the channel's own APIs, WeChat Pay v3 paths:
+ *   GET  /v3/pay/transactions/out-trade-no/{no}?mchid=   order query
+ *   GET  /v3/bill/tradebill?bill_date=YYYY-MM-DD&bill_type=ALL|SUCCESS|REFUND
+ *   GET  /v3/billdownload/file?token=…                   the bill (CSV)
+ *   POST /v3/refund/domestic/refunds                     refund request
+ * Responses are signed with the platform key like the real ones. Refund
+ * requests must carry the merchant's WECHATPAY2-SHA256-RSA2048
+ * Authorization; the refund result is notified to the request's notify_url
+ * after refund_delay_ms, on the retry schedule.
+ */
+struct po_sim_server_cfg {
+    const char *dir;
+    const char *listen;
+    double time_factor;
+    int refund_delay_ms;
+};
+struct po_sim_server;
+po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_server **out,
+                           char *err, size_t errcap) PO_MUST_CHECK;
+unsigned po_sim_server_port(const struct po_sim_server *s);
+void po_sim_server_stop(struct po_sim_server *s);
 
 /*
  * The channels' retry schedules: seconds to wait before each resend after

@@ -16,6 +16,7 @@ void po_channel_account_free(struct po_channel_account *a)
     for (int i = 0; i < a->nkeys; i++)
         po_pubkey_free(a->keys[i].key);
     po_pubkey_free(a->alipay_key);
+    po_privkey_free(a->merchant_key);
     OPENSSL_cleanse(a, sizeof *a);
 }
 
@@ -137,6 +138,25 @@ static po_err load_wechatpay(json_t *root, const unsigned char *master,
     if (a->nkeys == 0) {
         po_errf(err, errcap, "no verification key (platform certificate or public key)");
         return PO_ERR_INVALID;
+    }
+    if (!po_set_field(a->api_base_url, sizeof a->api_base_url, po_json_str(root, "api_base_url")))
+        PO_ASSERT(po_strcpy(a->api_base_url, sizeof a->api_base_url,
+                            "https://api.mch.weixin.qq.com") == PO_OK);
+    const char *mk = po_json_str(root, "merchant_private_key");
+    if (mk) {
+        unsigned char pem[8192];
+        size_t len = 0;
+        rc = secret(a->tenant, a->channel, "merchant_private_key", mk, master, pem, sizeof pem,
+                    &len, err, errcap);
+        if (!rc && (!po_set_field(a->merchant_serial, sizeof a->merchant_serial,
+                                  po_json_str(root, "merchant_serial")) ||
+                    po_privkey_from_pem((const char *)pem, len, &a->merchant_key))) {
+            po_errf(err, errcap, "merchant private key or serial invalid");
+            rc = PO_ERR_INVALID;
+        }
+        OPENSSL_cleanse(pem, sizeof pem);
+        if (rc)
+            return rc;
     }
     return PO_OK;
 }

@@ -36,6 +36,11 @@ struct po_channel_account {
         char serial[PO_SERIAL_MAX + 1]; /* certificate serial (hex) or PUB_KEY_ID_… */
         struct po_pubkey *key;
     } keys[PO_CHANNEL_KEYS_MAX];
+    /* channel APIs (active query): base URL, and the merchant's API key that
+     * signs requests (WECHATPAY2-SHA256-RSA2048) when configured */
+    char api_base_url[256];
+    char merchant_serial[PO_SERIAL_MAX + 1];
+    struct po_privkey *merchant_key;
     /* alipay */
     char app_id[PO_ID_MAX + 1];
     char seller_id[PO_ID_MAX + 1];
@@ -94,6 +99,11 @@ po_err po_channel_parse(const struct po_channel_account *a, const struct po_noti
 
 po_err po_wechatpay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
                           struct po_notify_result *out) PO_MUST_CHECK;
+/* The signature checks alone (headers, window, serial, SHA256withRSA over
+ * "ts\nnonce\nbody\n"): WeChat Pay signs its API responses the same way as
+ * its callbacks. *ok false leaves the reason in out. */
+po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_notify_req *req,
+                           struct po_notify_result *out, bool *ok) PO_MUST_CHECK;
 po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
                        struct po_notify_result *out) PO_MUST_CHECK;
 po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notify_req *req,

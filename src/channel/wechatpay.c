@@ -36,8 +36,8 @@ static const struct po_pubkey *key_for(const struct po_channel_account *a, const
     return NULL;
 }
 
-static po_err verify(const struct po_channel_account *a, const struct po_notify_req *req,
-                     struct po_notify_result *out, bool *ok)
+po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_notify_req *req,
+                           struct po_notify_result *out, bool *ok)
 {
     *ok = false;
     const char *serial = hdr(req, "Wechatpay-Serial"), *sig = hdr(req, "Wechatpay-Signature"),
@@ -261,7 +261,7 @@ po_err po_wechatpay_parse(const struct po_channel_account *a, const struct po_no
 {
     bool ok = false;
     json_t *body = NULL, *plain = NULL;
-    po_err rc = verify(a, req, out, &ok);
+    po_err rc = po_wechatpay_verify(a, req, out, &ok);
     if (rc || !ok)
         return rc;
     json_error_t jerr;

@@ -160,6 +160,44 @@ static int build_wechatpay(const struct opts *o, const unsigned char *master, co
         ret = add_key(keys, pubs[i], ids[i]);
     if (!ret && !sk)
         ret = fail(PO_ERR_INTERNAL, "cannot seal the APIv3 key");
+    /* Optional: the channel's API base URL and the merchant's API key, for
+     * active order queries (reconciliation). */
+    const char *base = opt(o, "api-base-url"), *mkf = opt(o, "merchant-private-key-file");
+    const char *mser = opt(o, "merchant-serial");
+    if (!ret && base && (strlen(base) >= 256 || (strncmp(base, "https://", 8) != 0 &&
+                                                 strncmp(base, "http://127.", 11) != 0 &&
+                                                 strncmp(base, "http://localhost", 16) != 0))) {
+        fprintf(stderr, "payonce: --api-base-url must be https:// (http:// only on loopback)\n");
+        ret = EXIT_USAGE;
+    }
+    if (!ret && !mkf != !mser) {
+        fprintf(stderr, "payonce: --merchant-private-key-file goes with --merchant-serial\n");
+        ret = EXIT_USAGE;
+    }
+    if (!ret && mkf) {
+        size_t len = 0;
+        char *pem = read_small(mkf, false, &len);
+        struct po_privkey *k = NULL;
+        if (!pem || po_privkey_from_pem(pem, len, &k) || !po_id_valid(mser, PO_SERIAL_MAX)) {
+            fprintf(stderr, "payonce: %s: not an RSA private key in PEM, or bad serial\n", mkf);
+            ret = EXIT_FAIL;
+        } else {
+            json_t *sealed_key = sealed(master, tenant, "wechatpay", "merchant_private_key",
+                                        (unsigned char *)pem, len);
+            if (!sealed_key)
+                ret = fail(PO_ERR_INTERNAL, "cannot seal the merchant key");
+            else {
+                json_object_set_new(cfg, "merchant_private_key", sealed_key);
+                json_object_set_new(cfg, "merchant_serial", json_string(mser));
+            }
+        }
+        po_privkey_free(k);
+        if (pem)
+            OPENSSL_cleanse(pem, len);
+        free(pem);
+    }
+    if (!ret && base)
+        json_object_set_new(cfg, "api_base_url", json_string(base));
     if (!ret) {
         json_object_set_new(cfg, "mchid", json_string(mchid));
         if (opt(o, "appid"))

@@ -42,5 +42,8 @@ int cmd_serve(struct po_store *s, const struct opts *o);
 int cmd_sim_keys(struct po_store *s, const struct opts *o);
 int cmd_sim_pay(struct po_store *s, const struct opts *o);
 int cmd_sim_serve(struct po_store *s, const struct opts *o);
+int cmd_recon_import(struct po_store *s, const struct opts *o);
+int cmd_recon_query(struct po_store *s, const struct opts *o);
+int cmd_recon_runs(struct po_store *s, const struct opts *o);
 
 #endif

@@ -44,8 +44,12 @@ static const char usage_text[] =
     "                  [--refund-delay-ms MS]   the channel's query, bill and refund APIs\n"
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 256]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
+    "                  [--query-interval 60] [--query-min-age 300]   active order query\n"
     "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
     "  verify          [--json]                   exit 0 only if every invariant holds\n"
+    "  recon import    --tenant ID --channel wechatpay FILE [--force] [--json]\n"
+    "  recon query     --tenant ID [--min-age 300] [--limit 1000] [--json]\n"
+    "  recon runs      --tenant ID [--json]       what was reconciled when\n"
     "database URL: sqlite:PATH (default sqlite:./payonce.db) or postgresql://...;\n"
     "PAYONCE_DB is used when --db is not given.\n";
 
@@ -66,6 +70,12 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            /* One positional argument, where the command takes a FILE. */
+            if (strstr(allowed, "file") && !opt(o, "file") && o->n < OPTS_MAX) {
+                o->name[o->n] = "file";
+                o->value[o->n++] = a;
+                continue;
+            }
             fprintf(stderr, "payonce: unexpected argument '%s'\n", a);
             return -1;
         }
@@ -506,10 +516,11 @@ static const struct command commands[] = {
     {"channel", "set",
      "tenant channel mchid appid apiv3-key-file platform-cert-file platform-public-key-file"
      " public-key-id timestamp-window app-id seller-id alipay-public-key-file"
-     " webhook-secret-file master-key-file",
+     " webhook-secret-file master-key-file api-base-url merchant-private-key-file merchant-serial",
      "tenant channel", "insecure-dev", cmd_channel_set},
     {"serve", NULL,
-     "listen pool-size max-connections body-max request-timeout master-key-file", "",
+     "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
+     " query-min-age", "",
      "insecure-dev", cmd_serve},
     {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
     {"sim", "pay",
@@ -517,6 +528,10 @@ static const struct command commands[] = {
      " deadline-ms",
      "order", "concurrent reorder lose forge", cmd_sim_pay, true},
     {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true},
+    {"recon", "import", "tenant channel file master-key-file", "tenant channel", "force json",
+     cmd_recon_import},
+    {"recon", "query", "tenant min-age limit master-key-file", "tenant", "json", cmd_recon_query},
+    {"recon", "runs", "tenant", "tenant", "json", cmd_recon_runs},
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,11 @@
 #include "cli_int.h"
 
 #include "../http/http.h"
+#include "../recon/recon.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 #include <signal.h>
@@ -25,12 +30,74 @@ static int int_opt(const struct opts *o, const char *name, int64_t min, int64_t 
     return 0;
 }
 
+/* The active-query job: every interval, each tenant's wechatpay orders
+ * still PAYING after min_age are queried at the channel (po_recon_query). */
+struct query_job {
+    const char *db_url;
+    const unsigned char *master; /* NULL in insecure development mode */
+    int64_t interval_s, min_age_s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+};
+
+static void query_round(struct query_job *j)
+{
+    struct po_store *s = NULL;
+    struct po_rows rows;
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_open(j->db_url, &s, err, sizeof err)) {
+        po_log(PO_LOG_WARN, "active query: %s", err);
+        return;
+    }
+    if (po_store_exec(s, "SELECT tenant_id FROM channel_account WHERE channel = 'wechatpay'"
+                         " ORDER BY tenant_id",
+                      NULL, 0, &rows, NULL, err, sizeof err) == PO_OK) {
+        for (int i = 0; i < rows.nrows; i++) {
+            const char *tenant = po_rows_get(&rows, i, 0);
+            struct po_channel_account acct;
+            struct po_recon_query_report q;
+            if (po_account_fetch(s, j->master, tenant, "wechatpay", &acct, err, sizeof err))
+                continue;
+            if (po_recon_query(s, tenant, &acct, j->min_age_s, 100, &q, err, sizeof err) == PO_OK &&
+                q.queried)
+                po_log(PO_LOG_INFO, "tenant %s: active query: %lld queried, %lld credited now,"
+                                    " %lld already, %lld not paid, %lld failed",
+                       tenant, (long long)q.queried, (long long)q.replayed, (long long)q.matched,
+                       (long long)q.not_paid, (long long)q.failed);
+            po_channel_account_free(&acct);
+        }
+        po_rows_free(&rows);
+    }
+    po_store_close(s);
+}
+
+static void *query_main(void *arg)
+{
+    struct query_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    while (!j->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)j->interval_s;
+        while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0)
+            ;
+        if (j->stop)
+            break;
+        pthread_mutex_unlock(&j->mu);
+        query_round(j);
+        pthread_mutex_lock(&j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
 int cmd_serve(struct po_store *s, const struct opts *o)
 {
     (void)s; /* the schema was checked; the server opens its own pool */
     unsigned char master[32];
     bool have = false;
-    int64_t pool = 0, conns = 0, body = 0, timeout = 0;
+    int64_t pool = 0, conns = 0, body = 0, timeout = 0, qint = 0, qage = 0;
     int ret = load_master_key(o, master, &have);
     if (!ret)
         ret = int_opt(o, "pool-size", 1, 64, 8, &pool);
@@ -40,6 +107,10 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         ret = int_opt(o, "body-max", 1024, 64 * 1024, 64 * 1024, &body);
     if (!ret)
         ret = int_opt(o, "request-timeout", 1, 300, 10, &timeout);
+    if (!ret)
+        ret = int_opt(o, "query-interval", 0, 86400, 60, &qint);
+    if (!ret)
+        ret = int_opt(o, "query-min-age", 0, 86400 * 30, 300, &qage);
     if (ret)
         return ret;
     if (!have && !flag(o, "insecure-dev")) {
@@ -70,10 +141,17 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     struct po_server *srv = NULL;
     char err[PO_ERRBUF_MAX] = "";
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     po_err rc = po_server_start(&cfg, &srv, err, sizeof err);
-    OPENSSL_cleanse(master, sizeof master);
-    if (rc)
+    if (rc) {
+        OPENSSL_cleanse(master, sizeof master);
+        curl_global_cleanup();
         return fail(rc, err);
+    }
+    struct query_job job = {cfg.db_url, have ? master : NULL, qint, qage,
+                            PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+    pthread_t qth;
+    bool querying = qint > 0 && pthread_create(&qth, NULL, query_main, &job) == 0;
     po_log(PO_LOG_INFO, "payonce serving on %s (port %u), store %s", cfg.listen,
            po_server_port(srv), strncmp(cfg.db_url, "sqlite:", 7) == 0 ? "sqlite" : "postgres");
     printf("listening on port %u\n", po_server_port(srv));
@@ -81,6 +159,15 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     int sig = 0;
     sigwait(&stop, &sig);
     po_log(PO_LOG_INFO, "payonce stopping (signal %d)", sig);
+    if (querying) {
+        pthread_mutex_lock(&job.mu);
+        job.stop = true;
+        pthread_cond_signal(&job.cv);
+        pthread_mutex_unlock(&job.mu);
+        pthread_join(qth, NULL);
+    }
     po_server_stop(srv);
+    OPENSSL_cleanse(master, sizeof master);
+    curl_global_cleanup();
     return 0;
 }

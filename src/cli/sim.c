@@ -154,7 +154,7 @@ static void record(const char *dir, const char *channel, const struct sim_order 
                    const char *currency, bool lost)
 {
     char path[1024], when[32];
-    time_t t = time(NULL);
+    time_t t = time(NULL) + 8 * 3600; /* Beijing time, as WeChat Pay's bills */
     struct tm tm;
     gmtime_r(&t, &tm);
     (void)strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);

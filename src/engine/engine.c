@@ -76,30 +76,52 @@ static po_err change(struct ev_ctx *c, const char *sql, const struct po_param *p
     return po_store_exec(c->s, sql, p, n, NULL, changes, c->err, sizeof c->err);
 }
 
-/* Layer 1: is the key already in the processed-record table? */
-static po_err layer1_seen(struct ev_ctx *c, bool *out_seen)
+/* Layer 1: is the key already in the processed-record table? When it is,
+ * *out_same says whether the stored record names the same order and amount:
+ * a key is only a duplicate of the same business event. */
+static po_err layer1_seen(struct ev_ctx *c, bool *out_seen, bool *out_same)
 {
     struct po_rows r;
     struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->key)};
-    po_err rc = query(c, "SELECT outcome FROM notify_log WHERE tenant_id = ? AND idem_key = ?",
+    po_err rc = query(c,
+                      "SELECT COALESCE(out_trade_no, ''), amount FROM notify_log"
+                      " WHERE tenant_id = ? AND idem_key = ?",
                       p, 2, &r);
     if (rc)
         return rc;
     *out_seen = r.nrows > 0;
+    *out_same = true;
+    if (*out_seen) {
+        int64_t amount = 0;
+        rc = po_rows_i64(&r, 0, 1, &amount);
+        *out_same = strcmp(po_rows_get(&r, 0, 0), c->ev->out_trade_no) == 0 &&
+                    amount == c->ev->amount_minor;
+        if (!*out_same)
+            detailf(c, "%s was recorded for order %s amount %lld; this event names order %s"
+                       " amount %lld",
+                    c->key, po_rows_get(&r, 0, 0), (long long)amount, c->ev->out_trade_no,
+                    (long long)c->ev->amount_minor);
+    }
     po_rows_free(&r);
-    return PO_OK;
+    return rc;
 }
 
-/* Layer 1 with its test switch and the post-lookup hook. */
+/* Layer 1 with its test switch and the post-lookup hook. A key already
+ * recorded for other business fields is not a duplicate but a conflict:
+ * rejected with an alert, never silently acked. */
 static po_err layer1(struct ev_ctx *c, struct po_outcome *o, bool *out_dup)
 {
     *out_dup = false;
     if (layer_on(c, PO_ENGINE_NO_LAYER1)) {
-        po_err rc = layer1_seen(c, out_dup);
+        bool same = true;
+        po_err rc = layer1_seen(c, out_dup, &same);
         if (rc)
             return rc;
         if (*out_dup) {
-            set_outcome(o, PO_OUT_DUPLICATE, 1, "");
+            if (same)
+                set_outcome(o, PO_OUT_DUPLICATE, 1, "");
+            else
+                (void)reject(o, "conflicting_duplicate");
             return PO_OK;
         }
     }
@@ -538,7 +560,8 @@ static po_err sp(struct ev_ctx *c, const char *sql)
  * never acked as a duplicate (that would lose a payment). */
 static po_err conflict_is_duplicate(struct ev_ctx *c, bool *out_dup)
 {
-    return layer1_seen(c, out_dup);
+    bool same = true;
+    return layer1_seen(c, out_dup, &same);
 }
 
 /* One event inside its savepoint. Returns non-OK only for failures that

@@ -10,6 +10,7 @@
 #include "http_int.h"
 
 #include "../engine/admin.h"
+#include "../recon/recon.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,27 +41,11 @@ static unsigned reject_status(const char *reason)
 static po_err load_account(struct po_store *s, const unsigned char *master, const char *tenant,
                            const char *channel, struct po_channel_account *out)
 {
-    struct po_rows r;
     char err[PO_ERRBUF_MAX] = "";
-    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(channel)};
-    po_err rc = po_store_exec(s,
-                              "SELECT config FROM channel_account WHERE tenant_id = ? AND"
-                              " channel = ?",
-                              p, 2, &r, NULL, err, sizeof err);
-    if (rc)
-        return rc;
-    if (r.nrows == 0) {
-        po_rows_free(&r);
-        return PO_ERR_NOT_FOUND;
-    }
-    rc = po_channel_account_load(tenant, channel, po_rows_get(&r, 0, 0), master, out, err,
-                                 sizeof err);
-    po_rows_free(&r);
-    if (rc) {
+    po_err rc = po_account_fetch(s, master, tenant, channel, out, err, sizeof err);
+    if (rc == PO_ERR_STORE)
         po_log(PO_LOG_ERROR, "tenant %s: %s account cannot be loaded: %s", tenant, channel, err);
-        return PO_ERR_STORE;
-    }
-    return PO_OK;
+    return rc;
 }
 
 static void apply_event(struct po_store *s, const char *channel, struct po_notify_result *res,

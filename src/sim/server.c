@@ -430,7 +430,7 @@ static enum MHD_Result refund(struct po_sim_server *s, struct MHD_Connection *c,
         digits[24] = '\0';
         (void)snprintf(refund_id, sizeof refund_id, "50300%s", digits);
         char when[32];
-        time_t t = time(NULL);
+        time_t t = time(NULL) + 8 * 3600; /* Beijing time, as the bills */
         struct tm tm;
         gmtime_r(&t, &tm);
         (void)strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);

@@ -213,7 +213,7 @@ static void test_query(const struct po_sim_identity *id)
 static void test_bill(void)
 {
     char u[512], date[16];
-    time_t t = time(NULL);
+    time_t t = time(NULL) + 8 * 3600; /* bills are dated in Beijing time */
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(date, sizeof date, "%Y-%m-%d", &tm);

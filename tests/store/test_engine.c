@@ -273,6 +273,29 @@ static void pitfall_key_deterministic_in_storage(void **state)
     assert_int_equal(count_key(S, "journal", "wechatpay:4200000001:PAY_SUCCESS"), 1);
 }
 
+/* A key already recorded for another order is not a duplicate: the bill or
+ * a channel naming one transaction for two orders gets an alert, and the
+ * first order's credit stands untouched. */
+static void same_key_other_order_is_a_conflict(void **state)
+{
+    t_seed_order(S, "ORD-A", 100);
+    t_seed_order(S, "ORD-B", 100);
+    struct po_event a = t_pay_event("ORD-A", "4200000001", 100);
+    struct po_event b = t_pay_event("ORD-B", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
+    struct po_outcome o = t_apply(S, NULL, &b);
+    assert_outcome(o, PO_OUT_REJECTED, 0);
+    assert_string_equal(o.reason, "conflicting_duplicate");
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE reason ="
+                                  " 'conflicting_duplicate' AND out_trade_no = 'ORD-B'"),
+                     1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING' AND"
+                                  " out_trade_no = 'ORD-B'"),
+                     1);
+    assert_outcome(t_apply(S, NULL, &a), PO_OUT_DUPLICATE, 1);
+    assert_one_credit(S, 100);
+}
+
 /* ---- business rejections ---- */
 
 static void rejections_alert_and_change_nothing(void **state)
@@ -545,6 +568,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pitfall_reconciliation_replay_is_duplicate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(pitfall_key_deterministic_in_storage, setup, teardown),
+        cmocka_unit_test_setup_teardown(same_key_other_order_is_a_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(rejections_alert_and_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(channel_of_order_enforced, setup, teardown),
         cmocka_unit_test_setup_teardown(paid_after_close_goes_to_suspense, setup, teardown),

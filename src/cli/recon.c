@@ -1,0 +1,192 @@
+/*
+ * recon.c — `payonce recon import` and `payonce recon query`.
+ *
+ *   payonce recon import --tenant ID --channel wechatpay FILE [--force] [--json]
+ *   payonce recon query  --tenant ID [--min-age SECONDS] [--limit N] [--json]
+ */
+#include "cli_int.h"
+
+#include "../recon/recon.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void progress(void *ctx, int64_t done, int64_t total)
+{
+    (void)ctx;
+    if (total >= 1000)
+        fprintf(stderr, "  %lld / %lld rows\n", (long long)done, (long long)total);
+}
+
+static int account(struct po_store *s, const struct opts *o, const char *tenant,
+                   struct po_channel_account *out)
+{
+    unsigned char master[32];
+    bool have = false;
+    int ret = load_master_key(o, master, &have);
+    if (ret)
+        return ret;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_account_fetch(s, have ? master : NULL, tenant, "wechatpay", out, err,
+                                 sizeof err);
+    OPENSSL_cleanse(master, sizeof master);
+    return rc ? fail(rc, err) : 0;
+}
+
+static void money(int64_t minor, char *out, size_t cap)
+{
+    (void)snprintf(out, cap, "%lld.%02lld", (long long)(minor / 100), (long long)(minor % 100));
+}
+
+int cmd_recon_import(struct po_store *s, const struct opts *o)
+{
+    const char *tenant = opt(o, "tenant"), *channel = opt(o, "channel"), *file = opt(o, "file");
+    if (!file || !*file) {
+        fprintf(stderr, "payonce: the bill FILE is required\n");
+        return EXIT_USAGE;
+    }
+    if (strcmp(channel, "wechatpay") != 0) {
+        fprintf(stderr, "payonce: --channel wechatpay (the trade bill format payonce reads)\n");
+        return EXIT_USAGE;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    po_err rc = po_file_read(file, PO_BILL_MAX, &data, &len);
+    if (rc) {
+        fprintf(stderr, "payonce: cannot read %s (%s)\n", file, po_err_name(rc));
+        return EXIT_FAIL;
+    }
+    struct po_channel_account acct;
+    int ret = account(s, o, tenant, &acct);
+    if (ret) {
+        free(data);
+        return ret;
+    }
+    struct po_recon_report r;
+    char err[PO_ERRBUF_MAX] = "";
+    rc = po_recon_import(s, tenant, channel, &acct, data, len, flag(o, "force"), progress, NULL,
+                         &r, err, sizeof err);
+    po_channel_account_free(&acct);
+    free(data);
+    if (rc) {
+        fprintf(stderr, "payonce: %s: refused, nothing applied from it: %s\n", file, err);
+        return EXIT_FAIL;
+    }
+    if (flag(o, "json")) {
+        json_t *j = json_pack("{s:s, s:b, s:s, s:s, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I},"
+                              " s:I, s:I, s:I, s:I, s:I, s:I}",
+                              "file_sha256", r.file_sha256, "already_imported", r.already_imported,
+                              "period_start", r.period_start, "period_end", r.period_end, "rows",
+                              (json_int_t)r.rows, "payments", "count", (json_int_t)r.payments,
+                              "amount", (json_int_t)r.payments_amount, "refunds", "count",
+                              (json_int_t)r.refunds, "amount", (json_int_t)r.refunds_amount,
+                              "replayed", "count", (json_int_t)r.replayed, "amount",
+                              (json_int_t)r.replayed_amount, "matched", (json_int_t)r.matched,
+                              "mismatched", (json_int_t)r.mismatched, "suspense",
+                              (json_int_t)r.suspense, "zero_amount", (json_int_t)r.zero_amount,
+                              "missing_from_bill", (json_int_t)r.missing_from_bill, "fees_milli",
+                              (json_int_t)r.fees_milli);
+        char *doc = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        printf("%s\n", doc ? doc : "{}");
+        free(doc);
+        json_decref(j);
+        return 0;
+    }
+    char a[32], b[32], c[32];
+    if (r.already_imported)
+        printf("%s was already imported (sha256 %.16s…); nothing changed. Its report:\n", file,
+               r.file_sha256);
+    money(r.payments_amount, a, sizeof a);
+    money(r.refunds_amount, b, sizeof b);
+    money(r.replayed_amount, c, sizeof c);
+    printf("reconciled %s .. %s, %lld rows\n", r.period_start, r.period_end, (long long)r.rows);
+    printf("  %-44s %6lld  %12s\n", "payments in the bill", (long long)r.payments, a);
+    printf("  %-44s %6lld  %12s\n", "refunds in the bill", (long long)r.refunds, b);
+    printf("  %-44s %6lld  %12s\n", "replayed now (we had missed them)", (long long)r.replayed, c);
+    printf("  %-44s %6lld\n", "already applied (duplicates)", (long long)r.matched);
+    printf("  %-44s %6lld\n", "mismatched or unknown to us (alerts)", (long long)r.mismatched);
+    printf("  %-44s %6lld\n", "parked in suspense (alerts)", (long long)r.suspense);
+    printf("  %-44s %6lld\n", "zero-amount rows (nothing to credit)", (long long)r.zero_amount);
+    printf("  %-44s %6lld\n", "our PAID orders missing from the bill (alerts)",
+           (long long)r.missing_from_bill);
+    printf("  %-44s %6s  %8lld.%05lld\n", "channel fees", "", (long long)(r.fees_milli / 100000),
+           (long long)llabs(r.fees_milli % 100000));
+    return 0;
+}
+
+int cmd_recon_query(struct po_store *s, const struct opts *o)
+{
+    const char *tenant = opt(o, "tenant");
+    int64_t min_age = 300, limit = 1000;
+    if ((opt(o, "min-age") && po_parse_i64(opt(o, "min-age"), 0, 86400 * 30, &min_age)) ||
+        (opt(o, "limit") && po_parse_i64(opt(o, "limit"), 1, 100000, &limit))) {
+        fprintf(stderr, "payonce: --min-age 0..2592000 seconds, --limit 1..100000\n");
+        return EXIT_USAGE;
+    }
+    struct po_channel_account acct;
+    int ret = account(s, o, tenant, &acct);
+    if (ret)
+        return ret;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct po_recon_query_report q;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_recon_query(s, tenant, &acct, min_age, (int)limit, &q, err, sizeof err);
+    po_channel_account_free(&acct);
+    curl_global_cleanup();
+    if (rc)
+        return fail(rc, err);
+    if (flag(o, "json"))
+        printf("{\"queried\":%lld,\"paid\":%lld,\"replayed\":%lld,\"matched\":%lld,"
+               "\"not_paid\":%lld,\"failed\":%lld}\n",
+               (long long)q.queried, (long long)q.paid, (long long)q.replayed,
+               (long long)q.matched, (long long)q.not_paid, (long long)q.failed);
+    else
+        printf("queried %lld orders still PAYING: %lld paid at the channel (%lld credited now,"
+               " %lld already), %lld not paid, %lld failed\n",
+               (long long)q.queried, (long long)q.paid, (long long)q.replayed,
+               (long long)q.matched, (long long)q.not_paid, (long long)q.failed);
+    return q.failed ? EXIT_FAIL : 0;
+}
+
+int cmd_recon_runs(struct po_store *s, const struct opts *o)
+{
+    const char *tenant = opt(o, "tenant");
+    struct po_rows r;
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_param p[] = {PO_TEXT(tenant)};
+    po_err rc = po_store_exec(s,
+                              "SELECT imported_at, channel, period_start, period_end, rows_total,"
+                              " file_sha256, report FROM recon_run WHERE tenant_id = ?"
+                              " ORDER BY imported_at DESC LIMIT 100",
+                              p, 1, &r, NULL, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    if (flag(o, "json")) {
+        json_t *list = json_array();
+        for (int i = 0; i < r.nrows; i++) {
+            json_t *rep = json_loads(po_rows_get(&r, i, 6), 0, NULL);
+            json_object_set_new(rep ? rep : (rep = json_object()), "imported_at",
+                                json_string(po_rows_get(&r, i, 0)));
+            json_object_set_new(rep, "channel", json_string(po_rows_get(&r, i, 1)));
+            json_array_append_new(list, rep);
+        }
+        json_t *doc = json_pack("{s:s, s:o}", "tenant", tenant, "runs", list);
+        char *js = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        printf("%s\n", js ? js : "{}");
+        free(js);
+        json_decref(doc);
+    } else {
+        printf("%-24s %-10s %-23s %7s  %s\n", "imported at", "channel", "period", "rows",
+               "file sha256");
+        for (int i = 0; i < r.nrows; i++)
+            printf("%-24s %-10s %s..%s %7s  %.16s\n", po_rows_get(&r, i, 0),
+                   po_rows_get(&r, i, 1), po_rows_get(&r, i, 2), po_rows_get(&r, i, 3),
+                   po_rows_get(&r, i, 4), po_rows_get(&r, i, 5));
+    }
+    po_rows_free(&r);
+    return 0;
+}

@@ -1,0 +1,246 @@
+/*
+ * bill.c — WeChat Pay trade bills (ALL, SUCCESS, REFUND).
+ *
+ * Layout: an optional UTF-8 BOM; a header line naming the columns; detail
+ * lines whose every field is prefixed by a backtick (an empty field is a
+ * lone backtick); then the summary header (总交易单数,…) and one summary
+ * line. CRLF or LF. Columns are found by name, so the three bill types (and
+ * extra columns) parse alike. Amounts are yuan with at most two decimals,
+ * fees with at most five; both are parsed exactly into integers.
+ *
+ * The summary must agree with the detail rows (count, settlement, refund,
+ * fee and order totals present), otherwise the whole file is refused.
+ */
+#include "recon.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FIELDS_MAX 40
+#define LINE_MAX_BYTES 8192
+
+/* Exact fixed-point: s with at most `scale` decimals -> value * 10^scale. */
+static bool fixed(const char *s, int scale, int64_t *out)
+{
+    bool neg = *s == '-';
+    if (neg)
+        s++;
+    int64_t v = 0;
+    int digits = 0, dec = -1;
+    for (; *s; s++) {
+        if (*s == '.' && dec < 0) {
+            dec = 0;
+            continue;
+        }
+        if (*s < '0' || *s > '9' || ++digits > 16)
+            return false;
+        if (dec >= 0 && ++dec > scale)
+            return false;
+        v = v * 10 + (*s - '0');
+    }
+    if (digits == 0 || dec == 0)
+        return false;
+    for (int d = dec < 0 ? 0 : dec; d < scale; d++)
+        v *= 10;
+    *out = neg ? -v : v;
+    return true;
+}
+
+/* Splits a line at commas; strips one leading backtick per field when
+ * backticks is set (and requires it). Returns the field count or -1. */
+static int split(char *line, char **f, bool backticks)
+{
+    int n = 0;
+    for (char *p = line;; n++) {
+        if (n >= FIELDS_MAX)
+            return -1;
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (backticks) {
+            if (*p != '`')
+                return -1;
+            p++;
+        }
+        f[n] = p;
+        if (!comma)
+            return n + 1;
+        p = comma + 1;
+    }
+}
+
+struct cols {
+    int time, mchid, sub, txn, out_trade_no, status, currency, settle, refund_id, out_refund_no,
+        refund, refund_status, fee, total;
+};
+
+static int col(char **h, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(h[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static bool copy(char *dst, size_t cap, const char *src)
+{
+    return po_strcpy(dst, cap, src) == PO_OK;
+}
+
+void po_bill_free(struct po_bill *b)
+{
+    free(b->rows);
+    memset(b, 0, sizeof *b);
+}
+
+po_err po_bill_parse(const char *data, size_t len, struct po_bill *out, char *err, size_t errcap)
+{
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        po_errf(err, errcap, __VA_ARGS__);                                                         \
+        rc = PO_ERR_INVALID;                                                                       \
+        goto out;                                                                                  \
+    } while (0)
+    po_err rc = PO_OK;
+    struct po_bill b = {0};
+    char *text = NULL;
+    int cap = 0, lineno = 0, nh = 0;
+    char *h[FIELDS_MAX], *f[FIELDS_MAX];
+    struct cols c;
+    bool summary = false;
+    int64_t sum_settle = 0, sum_refund = 0, sum_fee = 0, sum_total = 0;
+    if (len > PO_BILL_MAX) {
+        po_errf(err, errcap, "bill larger than %d MiB", PO_BILL_MAX >> 20);
+        return PO_ERR_LIMIT;
+    }
+    if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0)
+        data += 3, len -= 3;
+    if (memchr(data, '\0', len))
+        return po_errf(err, errcap, "bill contains NUL bytes"), PO_ERR_INVALID;
+    text = malloc(len + 1);
+    if (!text)
+        return PO_ERR_NOMEM;
+    memcpy(text, data, len);
+    text[len] = '\0';
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        size_t ll = strlen(line);
+        if (ll && line[ll - 1] == '\r')
+            line[--ll] = '\0';
+        if (ll == 0)
+            continue;
+        if (ll > LINE_MAX_BYTES)
+            BAD("line %d: longer than %d bytes", lineno, LINE_MAX_BYTES);
+        if (nh == 0) { /* the header */
+            nh = split(line, h, false);
+            c = (struct cols){col(h, nh, "交易时间"), col(h, nh, "商户号"), col(h, nh, "特约商户号"),
+                              col(h, nh, "微信订单号"), col(h, nh, "商户订单号"), col(h, nh, "交易状态"),
+                              col(h, nh, "货币种类"), col(h, nh, "应结订单金额"),
+                              col(h, nh, "微信退款单号"), col(h, nh, "商户退款单号"),
+                              col(h, nh, "退款金额"), col(h, nh, "退款状态"), col(h, nh, "手续费"),
+                              col(h, nh, "订单金额")};
+            if (nh < 0 || c.time < 0 || c.mchid < 0 || c.txn < 0 || c.out_trade_no < 0 ||
+                c.status < 0 || c.settle < 0 || c.fee < 0)
+                BAD("line 1: not a WeChat Pay trade bill header (交易时间, 商户号, 微信订单号, "
+                    "商户订单号, 交易状态, 应结订单金额, 手续费 required)");
+            continue;
+        }
+        if (strncmp(line, "总交易单数", strlen("总交易单数")) == 0) {
+            summary = true;
+            char *next = strtok_r(NULL, "\n", &save);
+            lineno++;
+            if (!next)
+                BAD("line %d: the summary header has no summary row (truncated?)", lineno);
+            size_t nl = strlen(next);
+            if (nl && next[nl - 1] == '\r')
+                next[--nl] = '\0';
+            int ns = split(next, f, true);
+            int64_t count = 0, settle = 0, refund = 0, fee = 0, total = 0;
+            if (ns < 5 || !fixed(f[0], 1, &count) || !fixed(f[1], 2, &settle) ||
+                !fixed(f[2], 2, &refund) || !fixed(f[4], 5, &fee) ||
+                (ns >= 6 && !fixed(f[5], 2, &total)))
+                BAD("line %d: malformed summary row", lineno);
+            /* Fees are summed at 1e-5 yuan and stated to 0.01 or 1e-5. */
+            if (count != (int64_t)b.nrows * 10)
+                BAD("summary says %lld.%lld transactions, the bill has %d rows",
+                    (long long)(count / 10), (long long)(count % 10), b.nrows);
+            if (settle != sum_settle || refund != sum_refund || fee != sum_fee ||
+                (ns >= 6 && c.total >= 0 && total != sum_total))
+                BAD("the summary does not agree with the rows (settlement %lld/%lld, refunds "
+                    "%lld/%lld, fees %lld/%lld, orders %lld/%lld; minor units, fees 1e-5)",
+                    (long long)settle, (long long)sum_settle, (long long)refund,
+                    (long long)sum_refund, (long long)fee, (long long)sum_fee, (long long)total,
+                    (long long)sum_total);
+            if (strtok_r(NULL, "\n", &save))
+                BAD("line %d: data after the summary row", lineno + 1);
+            break;
+        }
+        int n = split(line, f, true);
+        if (n != nh)
+            BAD("line %d: %d columns, the header has %d (or a field lacks its backtick)", lineno,
+                n < 0 ? 0 : n, nh);
+        if (b.nrows >= PO_BILL_ROWS_MAX)
+            BAD("more than %d rows", PO_BILL_ROWS_MAX);
+        if (b.nrows == cap) {
+            cap = cap ? cap * 2 : 256;
+            struct po_bill_row *r = realloc(b.rows, (size_t)cap * sizeof *r);
+            if (!r) {
+                rc = PO_ERR_NOMEM;
+                goto out;
+            }
+            b.rows = r;
+        }
+        struct po_bill_row *r = &b.rows[b.nrows];
+        memset(r, 0, sizeof *r);
+        int64_t settle = 0, refund = 0, total = 0;
+        bool is_refund = strcmp(f[c.status], "REFUND") == 0;
+        r->kind = is_refund ? PO_BILL_REFUND : PO_BILL_PAY;
+        char day[11] = "";
+        if (!copy(r->time, sizeof r->time, f[c.time]) || strlen(r->time) < 10 ||
+            (memcpy(day, r->time, 10), !po_time_valid(day)) ||
+            !copy(r->mchid, sizeof r->mchid, f[c.mchid]) ||
+            !copy(r->sub_mchid, sizeof r->sub_mchid, c.sub >= 0 ? f[c.sub] : "0") ||
+            !copy(r->txn, sizeof r->txn, f[c.txn]) ||
+            !copy(r->out_trade_no, sizeof r->out_trade_no, f[c.out_trade_no]) ||
+            !copy(r->currency, sizeof r->currency, c.currency >= 0 ? f[c.currency] : "CNY"))
+            BAD("line %d: a field is missing or too long", lineno);
+        if (!fixed(f[c.settle], 2, &settle) || !fixed(f[c.fee], 5, &r->fee_milli) ||
+            (c.refund >= 0 && !fixed(f[c.refund], 2, &refund)) ||
+            (c.total >= 0 && !fixed(f[c.total], 2, &total)))
+            BAD("line %d: an amount is not a decimal in yuan (at most 2 decimals; fees 5)",
+                lineno);
+        if (settle < 0 || refund < 0 || total < 0)
+            BAD("line %d: negative amount", lineno);
+        if (strcmp(f[c.status], "SUCCESS") != 0 && !is_refund)
+            BAD("line %d: unknown 交易状态 '%.16s'", lineno, f[c.status]);
+        if (is_refund) {
+            if (c.refund_id < 0 || c.out_refund_no < 0 || c.refund < 0 ||
+                !copy(r->refund_id, sizeof r->refund_id, f[c.refund_id]) ||
+                !copy(r->out_refund_no, sizeof r->out_refund_no, f[c.out_refund_no]) ||
+                !copy(r->refund_status, sizeof r->refund_status,
+                      c.refund_status >= 0 ? f[c.refund_status] : "SUCCESS"))
+                BAD("line %d: refund row without its refund fields", lineno);
+            r->amount = refund;
+        } else {
+            r->amount = c.total >= 0 ? total : settle;
+        }
+        sum_settle += settle, sum_refund += refund, sum_fee += r->fee_milli, sum_total += total;
+        if (!b.period_start[0] || strcmp(day, b.period_start) < 0)
+            memcpy(b.period_start, day, 11);
+        if (strcmp(day, b.period_end) > 0)
+            memcpy(b.period_end, day, 11);
+        b.nrows++;
+    }
+    if (nh == 0)
+        BAD("empty bill");
+    if (!summary)
+        BAD("no summary row: the file is truncated");
+    *out = b;
+    memset(&b, 0, sizeof b);
+out:
+    po_bill_free(&b);
+    free(text);
+    return rc;
+#undef BAD
+}

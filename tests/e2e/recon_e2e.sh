@@ -10,37 +10,15 @@
 #      import and credited once; a replay racing the late live callback (both
 #      orders of arrival, and concurrently) credits once
 set -uo pipefail
-BIN=$(realpath "${1:?payonce binary}"); BACKEND=${2:?sqlite|postgres}
 HERE=$(cd "$(dirname "$0")" && pwd); VECTORS=$HERE/../data/vectors
-work=$(mktemp -d /tmp/payonce-recon-e2e.XXXXXX)
-sim_pid=; gw_pid=
-cleanup() { for p in $sim_pid $gw_pid; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; cd /; rm -rf "$work"; }
-trap cleanup EXIT
-cd "$work"
-fails=0; passes=0
-check() { if [ "$2" == "$3" ]; then passes=$((passes+1)); else echo "FAIL $1: got $2, expected $3"; fails=$((fails+1)); fi; }
-fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
+. "$HERE/lib.sh" "$1" "$2" recon_e2e
 jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
-if [ "$BACKEND" = postgres ]; then
-  if [ -z "${PAYONCE_TEST_PG:-}" ]; then
-    [ -n "${PAYONCE_REQUIRE_PG:-}" ] && { echo "FAIL: no PAYONCE_TEST_PG"; exit 1; }
-    echo "skipping: PAYONCE_TEST_PG not set"; exit 77
-  fi
-  dbname="po_recon_$$"
-  psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $dbname" >/dev/null || exit 1
-  export PAYONCE_DB="${PAYONCE_TEST_PG%/*}/$dbname"
-  trap 'cleanup; psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null' EXIT
-else
-  export PAYONCE_DB="sqlite:$work/recon.db"
-fi
-head -c 32 /dev/urandom > master.key
-export PAYONCE_MASTER_KEY_FILE=$work/master.key
 P=$BIN
 $P migrate >/dev/null || exit 1
 count() { # count SQL: one number from the database
   if [ "$BACKEND" = postgres ]; then psql -qtA "$PAYONCE_DB" -c "$1"
-  else python3 -c "import sqlite3,sys; print(sqlite3.connect('$work/recon.db').execute(sys.argv[1]).fetchone()[0])" "$1"; fi
+  else python3 -c "import sqlite3,sys; print(sqlite3.connect('$work/recon_e2e.db').execute(sys.argv[1]).fetchone()[0])" "$1"; fi
 }
 fingerprint() { # everything an import could change
   for t in notify_log journal posting alert recon_run recon_fee pay_order refund; do
@@ -112,7 +90,7 @@ fig "# recon-e2e[$BACKEND] tampered bills (summary, amount, truncated, columns) 
 # ---- 3. lost payments, the simulator, active query, races ----
 $P tenant add --tenant t2 >/dev/null && $P merchant add --tenant t2 --merchant m1 >/dev/null
 $P sim keys --dir sim --tenant t2 > keys.out || exit 1
-$P sim serve --dir sim --listen 127.0.0.1:0 > sim.out 2>sim.log & sim_pid=$!
+$P sim serve --dir sim --listen 127.0.0.1:0 > sim.out 2>sim.log & bg_pids+=($!)
 for _ in $(seq 1 100); do grep -q "listening on port" sim.out && break; sleep 0.05; done
 sport=$(sed -n 's/^simulator listening on port //p' sim.out)
 mchid=$(python3 -c "import json; print(json.load(open('sim/sim.json'))['mchid'])")
@@ -120,7 +98,7 @@ mser=$(python3 -c "import json; print(json.load(open('sim/sim.json'))['merchant_
 grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$P #" | head -2 | tr -d '\\\n' > cfg.sh
 echo " --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim/merchant_private_key.pem --merchant-serial $mser" >> cfg.sh
 bash cfg.sh >/dev/null || { echo "channel set failed"; exit 1; }
-$P serve --listen 127.0.0.1:0 --query-interval 0 > gw.out 2>gw.log & gw_pid=$!
+$P serve --listen 127.0.0.1:0 --query-interval 0 > gw.out 2>gw.log & gw_pid=$!; bg_pids+=($gw_pid)
 for _ in $(seq 1 100); do grep -q "listening on port" gw.out && break; sleep 0.05; done
 gport=$(sed -n 's/^listening on port //p' gw.out)
 URL=http://127.0.0.1:$gport/notify/wechatpay/t2
@@ -186,7 +164,7 @@ fig "# recon-e2e[$BACKEND] differences: amount mismatch, unknown transaction, ou
 kill $gw_pid; wait $gw_pid 2>/dev/null
 orders P-1:1000
 $P sim pay --dir sim --order P-1:1000 --lose >/dev/null
-$P serve --listen 127.0.0.1:0 --query-interval 1 --query-min-age 0 > gw2.out 2>gw2.log & gw_pid=$!
+$P serve --listen 127.0.0.1:0 --query-interval 1 --query-min-age 0 > gw2.out 2>gw2.log & gw_pid=$!; bg_pids+=($gw_pid)
 for _ in $(seq 1 100); do [ "$(status P-1)" = PAID ] && break; sleep 0.1; done
 check "serve's periodic query credited P-1" "$(status P-1)" PAID
 check "serve logged the round" "$(grep -c 'active query: .* credited now' gw2.log | awk '{print ($1 > 0)}')" 1

@@ -7,30 +7,8 @@
 #   3. a gateway that answers FAIL (5xx: the database is locked) for the first
 #      attempts gets the payment on a later attempt, credited once
 set -uo pipefail
-BIN=$(realpath "${1:?payonce binary}"); BACKEND=${2:?sqlite|postgres}
-work=$(mktemp -d /tmp/payonce-sim-e2e.XXXXXX)
+. "$(dirname "$0")/lib.sh" "$1" "$2" sim_e2e
 server_pid=
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; cd /; rm -rf "$work"; }
-trap cleanup EXIT
-cd "$work"
-fails=0; passes=0
-fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
-check() { if [ "$2" == "$3" ]; then passes=$((passes+1)); else echo "FAIL $1: got $2, expected $3"; fails=$((fails+1)); fi; }
-
-if [ "$BACKEND" = postgres ]; then
-  if [ -z "${PAYONCE_TEST_PG:-}" ]; then
-    [ -n "${PAYONCE_REQUIRE_PG:-}" ] && { echo "FAIL: no PAYONCE_TEST_PG"; exit 1; }
-    echo "skipping: PAYONCE_TEST_PG not set"; exit 77
-  fi
-  dbname="po_sim_$$"
-  psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $dbname" >/dev/null || exit 1
-  export PAYONCE_DB="${PAYONCE_TEST_PG%/*}/$dbname"
-  trap 'cleanup; psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null' EXIT
-else
-  export PAYONCE_DB="sqlite:$work/e2e.db"
-fi
-head -c 32 /dev/urandom > master.key
-export PAYONCE_MASTER_KEY_FILE=$work/master.key
 "$BIN" migrate >/dev/null && "$BIN" tenant add --tenant t1 >/dev/null && "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
 "$BIN" sim keys --dir sim --tenant t1 --mode pubkey > keys.out || exit 1
 grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure.err || { cat configure.err; exit 1; }
@@ -38,6 +16,7 @@ grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN
 start_server() {
   : > server.out
   "$BIN" serve --listen "127.0.0.1:${1:-0}" >server.out 2>>server.log & server_pid=$!
+  bg_pids+=("$server_pid")
   for _ in $(seq 1 100); do grep -q "listening on port" server.out && break; sleep 0.05; done
   port=$(sed -n 's/^listening on port //p' server.out)
   [ -n "$port" ] || { echo "server did not start"; cat server.log; exit 1; }
@@ -96,7 +75,7 @@ fig "# sim-e2e[$BACKEND] schedule: $(summary sched.out attempts) attempts, gaps 
 if [ "$BACKEND" = postgres ]; then
   ( psql -q "$PAYONCE_DB" -c "BEGIN; SELECT 1 FROM pay_order WHERE out_trade_no = 'LOCKED-1' FOR UPDATE; SELECT pg_sleep(7); ROLLBACK;" >/dev/null ) &
 else
-  ( python3 -c "import sqlite3,time; c=sqlite3.connect('$work/e2e.db', isolation_level=None); c.execute('BEGIN IMMEDIATE'); time.sleep(7); c.execute('ROLLBACK')" ) &
+  ( python3 -c "import sqlite3,time; c=sqlite3.connect('$work/sim_e2e.db', isolation_level=None); c.execute('BEGIN IMMEDIATE'); time.sleep(7); c.execute('ROLLBACK')" ) &
 fi
 lpid=$!
 sleep 0.5

@@ -1,0 +1,28 @@
+# lib.sh — sourced by the e2e shell tests: BIN, BACKEND, a temporary work
+# directory, and a fresh database on the chosen backend (PostgreSQL through
+# PAYONCE_TEST_PG; exit 77, CTest's "skipped", without it unless
+# PAYONCE_REQUIRE_PG is set). Defines check and fig.
+#   usage: . lib.sh PAYONCE BACKEND NAME
+BIN=$(realpath "${1:?payonce binary}"); BACKEND=${2:?sqlite|postgres}
+work=$(mktemp -d "/tmp/payonce-$3.XXXXXX")
+bg_pids=()
+e2e_cleanup() { for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; cd /; rm -rf "$work"; }
+trap e2e_cleanup EXIT
+cd "$work"
+fails=0; passes=0
+check() { if [ "$2" == "$3" ]; then passes=$((passes+1)); else echo "FAIL $1: got $2, expected $3"; fails=$((fails+1)); fi; }
+fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
+if [ "$BACKEND" = postgres ]; then
+  if [ -z "${PAYONCE_TEST_PG:-}" ]; then
+    [ -n "${PAYONCE_REQUIRE_PG:-}" ] && { echo "FAIL: no PAYONCE_TEST_PG"; exit 1; }
+    echo "skipping: PAYONCE_TEST_PG not set"; exit 77
+  fi
+  dbname="po_$3_$$"
+  psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $dbname" >/dev/null || exit 1
+  export PAYONCE_DB="${PAYONCE_TEST_PG%/*}/$dbname"
+  trap 'e2e_cleanup; psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null' EXIT
+else
+  export PAYONCE_DB="sqlite:$work/$3.db"
+fi
+head -c 32 /dev/urandom > master.key
+export PAYONCE_MASTER_KEY_FILE=$work/master.key

@@ -311,10 +311,11 @@ po_err po_recon_import(struct po_store *s, const char *tenant, const char *chann
                 tally(&r, &ev[k], &oc[k]);
             n = 0;
         }
-        if (progress && (i % 1000 == 999 || i == b.nrows))
+        if (progress && ((i < b.nrows && i % 1000 == 999) || (i == b.nrows && b.nrows % 1000)))
             progress(pctx, i < b.nrows ? i + 1 : b.nrows, b.nrows);
     }
-    if ((rc = missing_from_bill(s, tenant, &b, &r, err, errcap)) ||
+    /* An empty bill (a day without trades) names no day to compare with. */
+    if ((b.nrows && (rc = missing_from_bill(s, tenant, &b, &r, err, errcap))) ||
         (rc = record_fees(s, tenant, &b, err, errcap)))
         goto out;
     json_t *rj = report_json(&r);

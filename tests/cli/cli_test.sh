@@ -28,7 +28,7 @@ run_suite() { # run_suite DB_URL TAMPER_CMD...
   local P=("$BIN" --db "$db")
   echo "# cli on $db"
   check no-schema 1 "$BIN" tenant add --db "$db" --tenant t1; has no-schema "$tmp/err" "payonce migrate"
-  check migrate 0 "$BIN" migrate --db "$db"; has migrate "$tmp/out" "1 migration applied now"
+  check migrate 0 "$BIN" migrate --db "$db"; has migrate "$tmp/out" "([1-9][0-9]* migrations\? applied now)"
   check migrate-again 0 "$BIN" migrate --db "$db"; has migrate-again "$tmp/out" "0 migrations applied now"
   check tenant 0 "$BIN" tenant add --db "$db" --tenant t1 --name "Tenant One"
   check tenant-dup 1 "$BIN" tenant add --db "$db" --tenant t1; has tenant-dup "$tmp/err" "already exists"

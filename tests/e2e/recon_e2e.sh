@@ -66,6 +66,31 @@ $P recon import --tenant vec --channel wechatpay "$VECTORS/wechatpay_tradebill_a
 check "vector: second import changes nothing" "$(jq_ 'd["already_imported"]' < import2.json) $(fingerprint)" "True $before"
 fig "# recon-e2e[$BACKEND] vector bill: $(jq_ '"%d rows, %d replayed, %d conflicts alerted, fees %d.%05d"%(d["rows"], d["replayed"]["count"], d["mismatched"], d["fees_milli"]//100000, d["fees_milli"]%100000)' < import1.json); re-import unchanged"
 
+# A large bill (3,000 rows, generated with its summary): progress is shown.
+python3 - "$VECTORS/wechatpay_tradebill_all.csv" > large.csv <<'PYEOF'
+import sys
+raw = open(sys.argv[1], 'rb').read().decode('utf-8-sig').replace('\r\n', '\n').split('\n')
+out = ['\ufeff' + raw[0]]
+n, total, fee = 3000, 0, 0
+for i in range(n):
+    amt = 100 + i % 50
+    total += amt
+    f = ['2019-02-20 10:00:00', 'wxab8acd895ab1638a', '1921000401', '0', '', '42%026d' % i,
+         'LARGE-%d' % i, 'oPayer', 'JSAPI', 'SUCCESS', 'OTHERS', 'CNY', '%d.%02d' % (amt // 100, amt % 100),
+         '0.00', '0', '0', '0.00', '0.00', '', '', 'item', '', '0.00000', '0.60%',
+         '%d.%02d' % (amt // 100, amt % 100), '0.00', '']
+    out.append(','.join('`' + x for x in f))
+out.append('总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额')
+t = '%d.%02d' % (total // 100, total % 100)
+out.append(','.join('`' + x for x in ['%d' % n, t, '0.00', '0.00', '0.00', t, '0.00']))
+sys.stdout.write('\r\n'.join(out) + '\r\n')
+PYEOF
+$P recon import --tenant vec --channel wechatpay large.csv --json > large.json 2> large.err
+check "large bill: 3000 rows imported" "$(jq_ 'd["rows"]' < large.json)" 3000
+check "large bill: progress shown" "$(grep -c 'rows$' large.err)" 3
+check "large bill: rows for orders we do not have are alerted" "$(jq_ 'd["mismatched"]' < large.json)" 3000
+fig "# recon-e2e[$BACKEND] a 3,000-row bill: progress shown, $(jq_ 'd["mismatched"]' < large.json) unknown transactions alerted"
+
 # ---- 2. tampered bills ----
 python3 - "$VECTORS/wechatpay_tradebill_all.csv" <<'EOF'
 import sys
@@ -158,6 +183,13 @@ check "differences: amount alert, no credit" "$(alerts_of A-1) $(status A-1)" "[
 check "differences: unknown transaction alert" "$(alerts_of X-1)" "['unknown_order']"
 check "differences: missing-from-bill alert" "$(alerts_of M-1)" "['missing_from_bill']"
 check "runs recorded" "$($P recon runs --tenant t2 --json | jq_ 'len(d["runs"])')" 3
+# The other bill types of the day parse and reconcile alike (all already applied).
+for type in SUCCESS REFUND; do
+  curl -s "$(curl -s "http://127.0.0.1:$sport/v3/bill/tradebill?bill_date=$today&bill_type=$type" | jq_ 'd["download_url"]')" > "bill-$type.csv"
+  $P recon import --tenant t2 --channel wechatpay "bill-$type.csv" --json > "b-$type.json" 2> "b-$type.err"
+  check "bill type $type imports" "$?" 0
+done
+check "SUCCESS bill: nothing new to credit" "$(jq_ 'd["replayed"]["count"]' < b-SUCCESS.json)" 0
 fig "# recon-e2e[$BACKEND] differences: amount mismatch, unknown transaction, our PAID order missing from the bill -> alerts, no credit"
 
 # The periodic active query inside payonce serve.

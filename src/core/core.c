@@ -263,3 +263,25 @@ out_close:
     fclose(f);
     return rc;
 }
+
+po_err po_body_append(struct po_body *b, const char *piece, size_t n, size_t max)
+{
+    if (b->too_large || b->len + n > max) {
+        b->too_large = true;
+        return PO_OK;
+    }
+    char *d = realloc(b->data, b->len + n + 1);
+    if (!d)
+        return PO_ERR_NOMEM;
+    memcpy(d + b->len, piece, n);
+    b->data = d;
+    b->len += n;
+    d[b->len] = '\0';
+    return PO_OK;
+}
+
+void po_body_free(struct po_body *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}

@@ -91,6 +91,18 @@ void po_log(enum po_log_level lvl, const char *fmt, ...) PO_PRINTF(2, 3);
  * ts and level). */
 void po_log_line(const char *json);
 
+/* ---- request bodies ---- */
+/* A request body read in pieces, bounded: once it would exceed max, the
+ * bytes are dropped and too_large is set (the caller answers 413). */
+struct po_body {
+    char *data; /* NUL-terminated; heap */
+    size_t len;
+    bool too_large;
+};
+/* PO_ERR_NOMEM only; exceeding max is not an error here. */
+po_err po_body_append(struct po_body *b, const char *piece, size_t n, size_t max) PO_MUST_CHECK;
+void po_body_free(struct po_body *b);
+
 /* ---- files ---- */
 /* Reads a whole regular file of at most max bytes into a NUL-terminated heap
  * buffer (*out, length *out_len). PO_ERR_LIMIT if larger. */

@@ -35,9 +35,7 @@ struct po_server {
 
 /* Per-request state across libmicrohttpd's access-handler calls. */
 struct req {
-    char *body;
-    size_t len;
-    bool too_large;
+    struct po_body body;
     uint64_t start_us;
     char id[24];
 };
@@ -106,10 +104,10 @@ static enum MHD_Result handle_notify(struct po_server *srv, struct MHD_Connectio
     struct po_notify_ctx ctx = {.pool = srv->pool,
                                 .master_key = srv->has_master ? srv->master : NULL,
                                 .request_id = q->id};
-    struct po_notify_req nreq = {.body = q->body ? q->body : "", .body_len = q->len,
+    struct po_notify_req nreq = {.body = q->body.data ? q->body.data : "", .body_len = q->body.len,
                                  .header = header_of, .hctx = c, .now_unix = (int64_t)time(NULL)};
     struct po_notify_answer a;
-    po_notify_handle(&ctx, channel, tenant, &nreq, q->too_large, &a);
+    po_notify_handle(&ctx, channel, tenant, &nreq, q->body.too_large, &a);
     uint64_t micros = now_us() - q->start_us;
     po_metrics_callback(channel, a.outcome, a.layer, micros);
     log_callback(q, channel, tenant, &a, micros);
@@ -161,25 +159,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         int64_t n = 0;
         if (cl && (po_parse_i64(cl, 0, INT64_MAX, &n) || (uint64_t)n > srv->body_max))
-            q->too_large = true;
+            q->body.too_large = true;
         *req_cls = q;
         return MHD_YES;
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        if (q->too_large || q->len + n > srv->body_max) {
-            q->too_large = true;
-            return MHD_YES; /* keep reading, then answer 413 */
-        }
-        char *b = realloc(q->body, q->len + n + 1);
-        if (!b)
-            return MHD_NO;
-        memcpy(b + q->len, upload_data, n);
-        q->body = b;
-        q->len += n;
-        q->body[q->len] = '\0';
-        return MHD_YES;
+        *upload_data_size = 0; /* past the limit: keep reading, then answer 413 */
+        return po_body_append(&q->body, upload_data, n, srv->body_max) ? MHD_NO : MHD_YES;
     }
     if (strncmp(url, "/notify/", 8) == 0) {
         if (strcmp(method, "POST") != 0)
@@ -199,7 +186,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)toe;
     struct req *q = *req_cls;
     if (q) {
-        free(q->body);
+        po_body_free(&q->body);
         free(q);
     }
     *req_cls = NULL;

@@ -33,9 +33,7 @@ struct po_sim_server {
 };
 
 struct req {
-    char *body;
-    size_t len;
-    bool too_large;
+    struct po_body body;
 };
 
 /* Every line of DIR/name parsed as JSON (NULL entries skipped). */
@@ -383,9 +381,10 @@ static void *notify_refund(void *arg)
 static enum MHD_Result refund(struct po_sim_server *s, struct MHD_Connection *c, struct req *q)
 {
     const char *path = "/v3/refund/domestic/refunds";
-    if (!merchant_signed(s, c, "POST", path, q->body ? q->body : ""))
+    const char *body = q->body.data ? q->body.data : "";
+    if (!merchant_signed(s, c, "POST", path, body))
         return error(s, c, 401, "SIGN_ERROR", "签名错误");
-    json_t *in = json_loads(q->body ? q->body : "", 0, NULL);
+    json_t *in = json_loads(body, 0, NULL);
     json_t *amt = json_object_get(in, "amount");
     const char *out_refund_no = js(in, "out_refund_no"), *notify_url = js(in, "notify_url");
     json_int_t want = ji(amt, "refund");
@@ -494,20 +493,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (q->too_large || q->len + n > REQ_BODY_MAX) {
-            q->too_large = true;
-            return MHD_YES;
-        }
-        char *b = realloc(q->body, q->len + n + 1);
-        if (!b)
-            return MHD_NO;
-        memcpy(b + q->len, upload_data, n);
-        q->body = b;
-        q->len += n;
-        b[q->len] = '\0';
-        return MHD_YES;
+        return po_body_append(&q->body, upload_data, n, REQ_BODY_MAX) ? MHD_NO : MHD_YES;
     }
-    if (q->too_large)
+    if (q->body.too_large)
         return error(s, c, 413, "PARAM_ERROR", "body too large");
     static const char qpath[] = "/v3/pay/transactions/out-trade-no/";
     if (strcmp(method, "GET") == 0 && strncmp(url, qpath, sizeof qpath - 1) == 0 &&
@@ -530,7 +518,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)toe;
     struct req *q = *req_cls;
     if (q)
-        free(q->body);
+        po_body_free(&q->body);
     free(q);
     *req_cls = NULL;
 }

@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
       libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev postgresql-15 clang
-      libclang-rt-14-dev python3 util-linux)
+      libclang-rt-14-dev python3 util-linux curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

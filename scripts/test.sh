@@ -4,7 +4,8 @@
 #   2. AddressSanitizer + UBSan build; every test on SQLite and PostgreSQL
 #   3. ThreadSanitizer build; the thread races on both backends
 #   4. the libFuzzer targets, each for a bounded time (PAYONCE_FUZZ_SECONDS)
-#   5. the demo, in a temporary directory, its exit status checked
+#   5. the release build (`make build`, -O2: what `make demo` uses) and the
+#      demo with it, then the demo again with the ASan binary
 # A throwaway PostgreSQL 15 is started for the run (scripts/pg.sh) and
 # stopped on exit, whatever happens.
 set -euo pipefail
@@ -44,6 +45,10 @@ cat "$PAYONCE_FIGURES"
 echo "== fuzz targets (libFuzzer, ASan + UBSan), ${PAYONCE_FUZZ_SECONDS:-15} s each"
 scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-15}"
 
-echo "== demo (make demo), in a temporary directory"
-PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh
+echo "== release build (make build) and the demo with it, as 'make demo' runs it"
+make build
+scripts/demo.sh
+echo "== the demo again under AddressSanitizer"
+PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }
+tail -n 1 build-asan/demo.log
 echo "test: all suites passed"

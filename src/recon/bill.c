@@ -106,7 +106,7 @@ po_err po_bill_parse(const char *data, size_t len, struct po_bill *out, char *er
     char *text = NULL;
     int cap = 0, lineno = 0, nh = 0;
     char *h[FIELDS_MAX], *f[FIELDS_MAX];
-    struct cols c;
+    struct cols c = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; /* set by the header */
     bool summary = false;
     int64_t sum_settle = 0, sum_refund = 0, sum_fee = 0, sum_total = 0;
     if (len > PO_BILL_MAX) {

@@ -90,11 +90,11 @@ sim --notify-url $U/wechatpay/$T --order ORD-1004:2000 --txn 4200000000000000000
 say "7. ORD-1006: the gateway is down; WeChat retries on its schedule (15s, 15s, 30s, 3m ... here 100x faster)"
 stop_server
 ( "$BIN" sim pay --dir sim --notify-url $U/wechatpay/$T --order ORD-1006:700 --time-factor 100 > sim-late.out 2>&1; echo $? > sim-late.rc ) &
-sim_pid=$!
+late_pid=$!
 sleep 0.5
 start_server "$port"
 echo "   (gateway back on port $port)"
-wait $sim_pid
+wait $late_pid
 sed 's/^/ /' sim-late.out | grep -v '^ sim:'
 late=$(sed -n 's/^sim: //p' sim-late.out)
 attempts=$((attempts + $(echo "$late" | python3 -c 'import json,sys; print(json.load(sys.stdin)["attempts"])')))

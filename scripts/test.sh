@@ -51,4 +51,8 @@ scripts/demo.sh
 echo "== the demo again under AddressSanitizer"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }
 tail -n 1 build-asan/demo.log
+# Servers and simulators stop by themselves: none of this run's may be left.
+sleep 1
+left=$(pgrep -af "$root/build[a-z-]*/payonce" || true)
+if [ -n "$left" ]; then echo "test: processes left running:"; echo "$left"; exit 1; fi
 echo "test: all suites passed"

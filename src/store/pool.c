@@ -74,22 +74,27 @@ po_err po_store_pool_acquire(struct po_store_pool *p, int timeout_ms, struct po_
     }
     if (slot >= 0)
         p->lent[slot] = true;
+    struct po_store *s = slot >= 0 ? p->conn[slot] : NULL;
     pthread_mutex_unlock(&p->mu);
     if (slot < 0) {
         po_errf(err, errcap, "no database connection free within %d ms", timeout_ms);
         return PO_ERR_TRANSIENT;
     }
-    if (!p->conn[slot]) {
-        po_err rc = po_store_open(p->url, &p->conn[slot], err, errcap);
-        if (rc) {
-            pthread_mutex_lock(&p->mu);
+    if (!s) {
+        /* Connect outside the lock; publish the connection under it (other
+         * threads scan conn[] for free connected slots). */
+        po_err rc = po_store_open(p->url, &s, err, errcap);
+        pthread_mutex_lock(&p->mu);
+        if (rc)
             p->lent[slot] = false;
-            pthread_cond_signal(&p->cv);
-            pthread_mutex_unlock(&p->mu);
+        else
+            p->conn[slot] = s;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        if (rc)
             return PO_ERR_TRANSIENT;
-        }
     }
-    *out = p->conn[slot];
+    *out = s;
     return PO_OK;
 }
 

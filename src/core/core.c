@@ -47,6 +47,19 @@ po_err po_strcpy(char *dst, size_t cap, const char *src)
     return PO_OK;
 }
 
+po_err po_fmt_alloc(char **out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(out, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        *out = NULL;
+        return PO_ERR_NOMEM;
+    }
+    return PO_OK;
+}
+
 po_err po_fmt(char *dst, size_t cap, const char *fmt, ...)
 {
     PO_ASSERT(cap > 0);
@@ -174,6 +187,15 @@ void po_clock_now_iso(char *buf, size_t cap)
     (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
                    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                    ts.tv_nsec / 1000000L);
+}
+
+void po_clock_iso_at(int64_t unix_s, char *buf, size_t cap)
+{
+    struct tm tm;
+    time_t t = (time_t)unix_s;
+    gmtime_r(&t, &tm);
+    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.000Z", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
 static enum po_log_level log_level = PO_LOG_INFO;

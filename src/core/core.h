@@ -60,6 +60,8 @@ void po_assert_fail(const char *expr, const char *file, int line) __attribute__(
 po_err po_strcpy(char *dst, size_t cap, const char *src) PO_MUST_CHECK;
 /* snprintf that reports truncation as PO_ERR_LIMIT. */
 po_err po_fmt(char *dst, size_t cap, const char *fmt, ...) PO_PRINTF(3, 4) PO_MUST_CHECK;
+/* Formats into a new heap string (*out, freed by the caller). */
+po_err po_fmt_alloc(char **out, const char *fmt, ...) PO_PRINTF(2, 3) PO_MUST_CHECK;
 /* Writes a message into a caller-supplied error buffer; buf may be NULL. */
 void po_errf(char *buf, size_t cap, const char *fmt, ...) PO_PRINTF(3, 4);
 
@@ -80,6 +82,9 @@ bool po_time_valid(const char *s);
 /* ---- clock ---- */
 /* Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" into buf (>= PO_TIME_MAX). */
 void po_clock_now_iso(char *buf, size_t cap);
+/* A Unix time (seconds) in the same format, milliseconds .000 — the same
+ * text ordering, for "older than" comparisons in SQL. */
+void po_clock_iso_at(int64_t unix_s, char *buf, size_t cap);
 
 /* ---- logging: one JSON object per line on stderr ---- */
 enum po_log_level { PO_LOG_DEBUG, PO_LOG_INFO, PO_LOG_WARN, PO_LOG_ERROR };

@@ -142,6 +142,11 @@ static po_err load_wechatpay(json_t *root, const unsigned char *master,
     if (!po_set_field(a->api_base_url, sizeof a->api_base_url, po_json_str(root, "api_base_url")))
         PO_ASSERT(po_strcpy(a->api_base_url, sizeof a->api_base_url,
                             "https://api.mch.weixin.qq.com") == PO_OK);
+    if (po_json_str(root, "notify_url") &&
+        !po_set_field(a->notify_url, sizeof a->notify_url, po_json_str(root, "notify_url"))) {
+        po_errf(err, errcap, "notify_url too long");
+        return PO_ERR_INVALID;
+    }
     const char *mk = po_json_str(root, "merchant_private_key");
     if (mk) {
         unsigned char pem[8192];

@@ -39,6 +39,7 @@ struct po_channel_account {
     /* channel APIs (active query): base URL, and the merchant's API key that
      * signs requests (WECHATPAY2-SHA256-RSA2048) when configured */
     char api_base_url[256];
+    char notify_url[512]; /* where the channel sends refund results ("" = its default) */
     char merchant_serial[PO_SERIAL_MAX + 1];
     struct po_privkey *merchant_key;
     /* alipay */
@@ -108,6 +109,24 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
                        struct po_notify_result *out) PO_MUST_CHECK;
 po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notify_req *req,
                        struct po_notify_result *out) PO_MUST_CHECK;
+
+/* A WeChat Pay API v3 response, bounded; status 0 when there was no answer
+ * (connection refused, timeout, body over 16 KiB). */
+struct po_api_resp {
+    long status;
+    char body[16384];
+    size_t len;
+    char serial[80], sig[700], ts[32], nonce[80];
+};
+/* Calls a->api_base_url + path (method GET with body NULL, or POST with a
+ * JSON body), signed with the merchant's API key when one is configured.
+ * Non-OK only for out-of-memory or an over-long URL. */
+po_err po_wechatpay_call(const struct po_channel_account *a, const char *method, const char *path,
+                         const char *body, struct po_api_resp *out) PO_MUST_CHECK;
+/* The response carries a valid platform signature (only such answers
+ * count); otherwise false with the reason code. */
+bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct po_api_resp *r,
+                              char *reason, size_t cap);
 
 /* Yuan (or dollars) text to minor units, exactly: "12.3" -> 1230, "0.01" -> 1.
  * At most two decimals; no sign, exponent or spaces. */

@@ -198,6 +198,15 @@ static int build_wechatpay(const struct opts *o, const unsigned char *master, co
     }
     if (!ret && base)
         json_object_set_new(cfg, "api_base_url", json_string(base));
+    const char *nurl = opt(o, "notify-url");
+    if (!ret && nurl) {
+        if (strlen(nurl) >= 512 || strpbrk(nurl, " \t\r\n\"\\") ||
+            (strncmp(nurl, "https://", 8) != 0 && strncmp(nurl, "http://", 7) != 0)) {
+            fprintf(stderr, "payonce: --notify-url must be an http(s) URL under 512 bytes\n");
+            ret = EXIT_USAGE;
+        } else
+            json_object_set_new(cfg, "notify_url", json_string(nurl));
+    }
     if (!ret) {
         json_object_set_new(cfg, "mchid", json_string(mchid));
         if (opt(o, "appid"))

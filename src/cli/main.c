@@ -516,7 +516,8 @@ static const struct command commands[] = {
     {"channel", "set",
      "tenant channel mchid appid apiv3-key-file platform-cert-file platform-public-key-file"
      " public-key-id timestamp-window app-id seller-id alipay-public-key-file"
-     " webhook-secret-file master-key-file api-base-url merchant-private-key-file merchant-serial",
+     " webhook-secret-file master-key-file api-base-url merchant-private-key-file merchant-serial"
+     " notify-url",
      "tenant channel", "insecure-dev", cmd_channel_set},
     {"serve", NULL,
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"

@@ -13,7 +13,6 @@
 
 #include "../crypto/crypto.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,112 +373,6 @@ po_err po_account_fetch(struct po_store *s, const unsigned char *master, const c
 
 /* ---- active query ---- */
 
-struct resp {
-    char body[16384];
-    size_t len;
-    struct po_sim_hdrs {
-        char serial[80], sig[700], ts[32], nonce[80];
-    } h;
-};
-
-static size_t on_body(char *d, size_t sz, size_t n, void *ctx)
-{
-    struct resp *r = ctx;
-    size_t take = sz * n;
-    if (r->len + take >= sizeof r->body)
-        return 0; /* too large: abort the transfer */
-    memcpy(r->body + r->len, d, take);
-    r->len += take;
-    r->body[r->len] = '\0';
-    return take;
-}
-
-static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
-{
-    struct resp *r = ctx;
-    size_t len = sz * n;
-    struct {
-        const char *name;
-        char *dst;
-        size_t cap;
-    } h[] = {{"Wechatpay-Serial:", r->h.serial, sizeof r->h.serial},
-             {"Wechatpay-Signature:", r->h.sig, sizeof r->h.sig},
-             {"Wechatpay-Timestamp:", r->h.ts, sizeof r->h.ts},
-             {"Wechatpay-Nonce:", r->h.nonce, sizeof r->h.nonce}};
-    for (size_t i = 0; i < 4; i++) {
-        size_t nl = strlen(h[i].name);
-        if (len > nl && strncasecmp(d, h[i].name, nl) == 0) {
-            const char *v = d + nl;
-            size_t vl = len - nl;
-            while (vl && (*v == ' ' || *v == '\t'))
-                v++, vl--;
-            while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
-                vl--;
-            if (vl < h[i].cap) {
-                memcpy(h[i].dst, v, vl);
-                h[i].dst[vl] = '\0';
-            }
-        }
-    }
-    return len;
-}
-
-static const char *resp_header(void *ctx, const char *name)
-{
-    struct resp *r = ctx;
-    if (strcasecmp(name, "Wechatpay-Serial") == 0)
-        return r->h.serial;
-    if (strcasecmp(name, "Wechatpay-Signature") == 0)
-        return r->h.sig;
-    if (strcasecmp(name, "Wechatpay-Timestamp") == 0)
-        return r->h.ts;
-    if (strcasecmp(name, "Wechatpay-Nonce") == 0)
-        return r->h.nonce;
-    return NULL;
-}
-
-/* GET with the merchant's Authorization when a merchant key is configured. */
-static long get(const struct po_channel_account *a, const char *path, struct resp *r)
-{
-    char url[512], auth[1400] = "";
-    long status = 0;
-    (void)snprintf(url, sizeof url, "%s%s", a->api_base_url, path);
-    if (a->merchant_key) {
-        char ts[24], nonce[40], msg[1024], *sig = NULL;
-        unsigned char rnd[16];
-        PO_ASSERT(po_random(rnd, sizeof rnd) == PO_OK);
-        for (int i = 0; i < 16; i++)
-            (void)snprintf(nonce + 2 * i, 3, "%02X", rnd[i]);
-        (void)snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
-        (void)snprintf(msg, sizeof msg, "GET\n%s\n%s\n%s\n\n", path, ts, nonce);
-        if (po_rsa_sha256_sign_b64(a->merchant_key, msg, strlen(msg), &sig) == PO_OK)
-            (void)snprintf(auth, sizeof auth,
-                           "Authorization: WECHATPAY2-SHA256-RSA2048 mchid=\"%s\",nonce_str=\"%s\","
-                           "signature=\"%s\",timestamp=\"%s\",serial_no=\"%s\"",
-                           a->mchid, nonce, sig, ts, a->merchant_serial);
-        free(sig);
-    }
-    CURL *c = curl_easy_init();
-    if (!c)
-        return 0;
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
-    if (auth[0])
-        h = curl_slist_append(h, auth);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return status;
-}
-
 po_err po_recon_query(struct po_store *s, const char *tenant,
                       const struct po_channel_account *acct, int64_t min_age_s, int limit,
                       struct po_recon_query_report *out, char *err, size_t errcap)
@@ -498,31 +391,28 @@ po_err po_recon_query(struct po_store *s, const char *tenant,
                               p, 3, &rows, NULL, err, errcap);
     if (rc)
         return rc;
-    struct resp *r = malloc(sizeof *r);
+    struct po_api_resp *r = malloc(sizeof *r);
     if (!r) {
         po_rows_free(&rows);
         return PO_ERR_NOMEM;
     }
     for (int i = 0; i < rows.nrows; i++) {
         const char *no = po_rows_get(&rows, i, 0);
-        char path[256];
+        char path[256], why[PO_REASON_MAX] = "";
         (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", no,
                        acct->mchid);
-        memset(r, 0, sizeof *r);
-        long status = get(acct, path, r);
+        if (po_wechatpay_call(acct, "GET", path, NULL, r))
+            r->status = 0;
+        long status = r->status;
         q.queried++;
         if (status == 404) {
             q.not_paid++;
             continue;
         }
         /* Only a response the channel signed counts. */
-        struct po_notify_req req = {r->body, r->len, resp_header, r, (int64_t)time(NULL)};
-        struct po_notify_result vr;
-        bool ok = false;
-        memset(&vr, 0, sizeof vr);
-        if (status != 200 || po_wechatpay_verify(acct, &req, &vr, &ok) || !ok) {
+        if (status != 200 || !po_wechatpay_resp_signed(acct, r, why, sizeof why)) {
             po_log(PO_LOG_WARN, "tenant %s: order query for %s failed: HTTP %ld %s", tenant, no,
-                   status, vr.reason);
+                   status, why);
             q.failed++;
             continue;
         }

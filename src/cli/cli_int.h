@@ -45,5 +45,9 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o);
 int cmd_recon_import(struct po_store *s, const struct opts *o);
 int cmd_recon_query(struct po_store *s, const struct opts *o);
 int cmd_recon_runs(struct po_store *s, const struct opts *o);
+int cmd_apikey_create(struct po_store *s, const struct opts *o);
+int cmd_apikey_revoke(struct po_store *s, const struct opts *o);
+int cmd_apikey_list(struct po_store *s, const struct opts *o);
+int cmd_idempotency_reap(struct po_store *s, const struct opts *o);
 
 #endif

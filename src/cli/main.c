@@ -45,6 +45,12 @@ static const char usage_text[] =
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 256]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
     "                  [--query-interval 60] [--query-min-age 300]   active order query\n"
+    "                  [--idempotency-retention 604800] [--idempotency-wait-ms 2000]\n"
+    "                  [--refund-retry-interval 30]   tenant API (docs/api.md)\n"
+    "  apikey create   --tenant ID                prints a new tenant API key (once)\n"
+    "  apikey revoke   --tenant ID --key-id ID\n"
+    "  apikey list     --tenant ID [--json]\n"
+    "  idempotency reap [--retention SECONDS]     delete old stored API responses\n"
     "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
     "  verify          [--json]                   exit 0 only if every invariant holds\n"
     "  recon import    --tenant ID --channel wechatpay FILE [--force] [--json]\n"
@@ -521,7 +527,7 @@ static const struct command commands[] = {
      "tenant channel", "insecure-dev", cmd_channel_set},
     {"serve", NULL,
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
-     " query-min-age", "",
+     " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval", "",
      "insecure-dev", cmd_serve},
     {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
     {"sim", "pay",
@@ -533,6 +539,10 @@ static const struct command commands[] = {
      cmd_recon_import},
     {"recon", "query", "tenant min-age limit master-key-file", "tenant", "json", cmd_recon_query},
     {"recon", "runs", "tenant", "tenant", "json", cmd_recon_runs},
+    {"apikey", "create", "tenant", "tenant", "", cmd_apikey_create},
+    {"apikey", "revoke", "tenant key-id", "tenant key-id", "", cmd_apikey_revoke},
+    {"apikey", "list", "tenant", "tenant", "json", cmd_apikey_list},
+    {"idempotency", "reap", "retention", "", "", cmd_idempotency_reap},
 };
 
 int main(int argc, char **argv)

@@ -140,91 +140,285 @@ out:
     return rc;
 }
 
+static void set_code(char *code, size_t cap, const char *v)
+{
+    if (code && po_strcpy(code, cap, v) != PO_OK)
+        code[0] = '\0';
+}
+
+po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *out_created,
+                       char *code, size_t codecap, char *err, size_t errcap)
+{
+    set_code(code, codecap, "");
+    po_err rc = order_validate(o, err, errcap);
+    if (rc) {
+        set_code(code, codecap, "invalid_request");
+        return rc;
+    }
+    struct po_param m[] = {PO_TEXT(o->tenant), PO_TEXT(o->merchant)};
+    if (!exists(s, "SELECT 1 FROM merchant WHERE tenant_id = ? AND merchant_id = ?", m, 2, &rc)) {
+        if (rc)
+            return rc;
+        po_errf(err, errcap, "no merchant %s in tenant %s", o->merchant, o->tenant);
+        set_code(code, codecap, "merchant_not_found");
+        return PO_ERR_NOT_FOUND;
+    }
+    char now[PO_TIME_MAX];
+    int64_t changes = 0;
+    po_clock_now_iso(now, sizeof now);
+    struct po_param p[] = {PO_TEXT(o->tenant),       PO_TEXT(o->out_trade_no),
+                           PO_TEXT(o->merchant),     o->channel ? PO_TEXT(o->channel) : PO_NULLP,
+                           PO_I64(o->amount_minor), PO_TEXT(o->currency),
+                           PO_TEXT(now),             PO_TEXT(now)};
+    /* ON CONFLICT DO NOTHING: a repeat (or a concurrent twin, once it has
+     * committed) leaves the transaction usable on both backends. */
+    rc = po_store_exec(s,
+                       "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, channel, amount,"
+                       " currency, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?,"
+                       " 'PAYING', ?, ?) ON CONFLICT DO NOTHING",
+                       p, 8, NULL, &changes, err, errcap);
+    if (rc)
+        return rc;
+    if (changes == 1) {
+        *out_created = true;
+        return PO_OK;
+    }
+    rc = same_order(s, o, err, errcap);
+    if (rc == PO_ERR_CONFLICT)
+        set_code(code, codecap, "order_exists");
+    if (!rc)
+        *out_created = false;
+    return rc;
+}
+
 po_err po_order_create(struct po_store *s, const struct po_order_spec *o, bool *out_created,
                        char *err, size_t errcap)
 {
     po_err rc = order_validate(o, err, errcap);
     if (rc)
         return rc;
-    struct po_param m[] = {PO_TEXT(o->tenant), PO_TEXT(o->merchant)};
-    if (!exists(s, "SELECT 1 FROM merchant WHERE tenant_id = ? AND merchant_id = ?", m, 2, &rc)) {
-        if (!rc)
-            po_errf(err, errcap, "no merchant %s in tenant %s", o->merchant, o->tenant);
-        return rc ? rc : PO_ERR_NOT_FOUND;
-    }
+    rc = po_store_begin(s, err, errcap);
+    if (rc)
+        return rc;
+    bool created = false;
+    rc = po_order_insert(s, o, &created, NULL, 0, err, errcap);
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    if (!rc)
+        *out_created = created;
+    return rc;
+}
+
+po_err po_order_close(struct po_store *s, const char *tenant, const char *out_trade_no,
+                      bool *out_closed_now, char *code, size_t codecap, char *err, size_t errcap)
+{
+    set_code(code, codecap, "");
     char now[PO_TIME_MAX];
+    int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
-    struct po_param p[] = {PO_TEXT(o->tenant),       PO_TEXT(o->out_trade_no),
-                           PO_TEXT(o->merchant),     o->channel ? PO_TEXT(o->channel) : PO_NULLP,
-                           PO_I64(o->amount_minor), PO_TEXT(o->currency),
-                           PO_TEXT(now),             PO_TEXT(now)};
-    rc = one_tx(s,
-                "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, channel, amount,"
-                " currency, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'PAYING',"
-                " ?, ?)",
-                p, 8, NULL, err, errcap);
-    if (rc == PO_ERR_CONFLICT) {
-        rc = same_order(s, o, err, errcap);
+    struct po_param p[] = {PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(out_trade_no)};
+    /* The guard is the state machine: only PAYING closes. */
+    po_err rc = po_store_exec(s,
+                              "UPDATE pay_order SET status = 'CLOSED', updated_at = ? WHERE"
+                              " tenant_id = ? AND out_trade_no = ? AND status = 'PAYING'",
+                              p, 3, NULL, &changes, err, errcap);
+    if (rc)
+        return rc;
+    if (changes == 1) {
+        *out_closed_now = true;
+        return PO_OK;
+    }
+    struct po_rows r;
+    rc = po_store_exec(s, "SELECT status FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
+                       p + 1, 2, &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    if (r.nrows == 0) {
+        po_errf(err, errcap, "no order %s", out_trade_no);
+        set_code(code, codecap, "order_not_found");
+        rc = PO_ERR_NOT_FOUND;
+    } else if (strcmp(po_rows_get(&r, 0, 0), "CLOSED") == 0) {
+        *out_closed_now = false; /* closing twice is the same close */
+    } else {
+        po_errf(err, errcap, "order %s is %s; only a PAYING order can be closed", out_trade_no,
+                po_rows_get(&r, 0, 0));
+        set_code(code, codecap, "order_paid");
+        rc = PO_ERR_CONFLICT;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* An existing refund with this out_refund_no: identical request -> PO_OK
+ * (*found), otherwise PO_ERR_CONFLICT naming the difference. */
+static po_err same_refund(struct po_store *s, const struct po_refund_spec *f, bool *found,
+                          char *code, size_t codecap, char *err, size_t errcap)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(f->tenant), PO_TEXT(f->out_refund_no)};
+    po_err rc = po_store_exec(s,
+                              "SELECT out_trade_no, amount, currency FROM refund WHERE"
+                              " tenant_id = ? AND out_refund_no = ?",
+                              p, 2, &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    int64_t amount = 0;
+    if (!*found)
+        goto out;
+    if (po_rows_i64(&r, 0, 1, &amount)) {
+        rc = PO_ERR_STORE;
+        goto out;
+    }
+    rc = PO_ERR_CONFLICT;
+    if (strcmp(po_rows_get(&r, 0, 0), f->out_trade_no) != 0)
+        po_errf(err, errcap, "refund %s exists for order %s", f->out_refund_no,
+                po_rows_get(&r, 0, 0));
+    else if (amount != f->amount_minor)
+        po_errf(err, errcap, "refund %s exists with amount %lld", f->out_refund_no,
+                (long long)amount);
+    else if (f->currency && strcmp(po_rows_get(&r, 0, 2), f->currency) != 0)
+        po_errf(err, errcap, "refund %s exists with currency %s", f->out_refund_no,
+                po_rows_get(&r, 0, 2));
+    else
+        rc = PO_OK;
+    if (rc == PO_ERR_CONFLICT)
+        set_code(code, codecap, "refund_exists");
+out:
+    po_rows_free(&r);
+    return rc;
+}
+
+/* Why the guarded reservation reserved nothing. */
+static po_err why_not_reserved(struct po_store *s, const struct po_refund_spec *f, char *code,
+                               size_t codecap, char *err, size_t errcap)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(f->tenant), PO_TEXT(f->out_trade_no)};
+    po_err rc = po_store_exec(s,
+                              "SELECT status, currency, amount - refund_reserved FROM pay_order"
+                              " WHERE tenant_id = ? AND out_trade_no = ?",
+                              p, 2, &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    if (r.nrows == 0) {
+        po_errf(err, errcap, "no order %s", f->out_trade_no);
+        set_code(code, codecap, "order_not_found");
+        rc = PO_ERR_NOT_FOUND;
+    } else if (f->currency && strcmp(po_rows_get(&r, 0, 1), f->currency) != 0) {
+        po_errf(err, errcap, "order %s is in %s", f->out_trade_no, po_rows_get(&r, 0, 1));
+        set_code(code, codecap, "currency_mismatch");
+        rc = PO_ERR_CONFLICT;
+    } else if (strcmp(po_rows_get(&r, 0, 0), "PAID") != 0) {
+        po_errf(err, errcap, "order %s is %s; only a PAID order can be refunded", f->out_trade_no,
+                po_rows_get(&r, 0, 0));
+        set_code(code, codecap, "order_not_paid");
+        rc = PO_ERR_CONFLICT;
+    } else {
+        po_errf(err, errcap, "refund of %lld exceeds what remains refundable on order %s (%s)",
+                (long long)f->amount_minor, f->out_trade_no, po_rows_get(&r, 0, 2));
+        set_code(code, codecap, "refund_exceeds_paid");
+        rc = PO_ERR_CONFLICT;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+po_err po_refund_insert(struct po_store *s, const struct po_refund_spec *f, bool *out_created,
+                        char *code, size_t codecap, char *err, size_t errcap)
+{
+    set_code(code, codecap, "");
+    if (!po_id_valid(f->tenant, PO_ID_MAX) || !po_id_valid(f->out_trade_no, PO_ID_MAX) ||
+        !po_id_valid(f->out_refund_no, PO_ID_MAX) || !po_amount_valid(f->amount_minor) ||
+        (f->currency && !po_currency_valid(f->currency))) {
+        po_errf(err, errcap, "out_trade_no, out_refund_no: 1-%d characters of"
+                             " [A-Za-z0-9_-.:|*]; amount a positive integer in minor units;"
+                             " currency a supported ISO 4217 code", PO_ID_MAX);
+        set_code(code, codecap, "invalid_request");
+        return PO_ERR_INVALID;
+    }
+    bool found = false;
+    po_err rc = same_refund(s, f, &found, code, codecap, err, errcap);
+    if (rc || found) {
         if (!rc)
             *out_created = false;
         return rc;
     }
-    if (!rc)
+    char now[PO_TIME_MAX];
+    int64_t changes = 0;
+    po_clock_now_iso(now, sizeof now);
+    /* The reservation: concurrent requests can never reserve more than was
+     * paid, because the guard is re-evaluated on the locked row. */
+    const char *cur = f->currency ? f->currency : "";
+    struct po_param r[] = {PO_I64(f->amount_minor), PO_TEXT(now),  PO_TEXT(f->tenant),
+                           PO_TEXT(f->out_trade_no), PO_TEXT(cur), PO_TEXT(cur),
+                           PO_I64(f->amount_minor)};
+    rc = po_store_exec(s,
+                       "UPDATE pay_order SET refund_reserved = refund_reserved + ?, updated_at = ?"
+                       " WHERE tenant_id = ? AND out_trade_no = ? AND status = 'PAID' AND"
+                       " (currency = ? OR ? = '') AND refund_reserved + ? <= amount",
+                       r, 7, NULL, &changes, err, errcap);
+    if (rc)
+        return rc;
+    if (changes == 0) {
+        /* A twin with this out_refund_no may have committed meanwhile. */
+        rc = same_refund(s, f, &found, code, codecap, err, errcap);
+        if (rc || found) {
+            if (!rc)
+                *out_created = false;
+            return rc;
+        }
+        return why_not_reserved(s, f, code, codecap, err, errcap);
+    }
+    struct po_param p[] = {PO_TEXT(f->tenant), PO_TEXT(f->out_refund_no), PO_I64(f->amount_minor),
+                           PO_TEXT(f->submit_state ? f->submit_state : "none"),
+                           PO_TEXT(now),    PO_TEXT(now),           PO_TEXT(f->tenant),
+                           PO_TEXT(f->out_trade_no)};
+    rc = po_store_exec(s,
+                       "INSERT INTO refund (tenant_id, out_refund_no, out_trade_no, channel, amount,"
+                       " currency, status, submit_state, created_at, updated_at) SELECT ?, ?,"
+                       " out_trade_no, channel, CAST(? AS BIGINT), currency, 'PROCESSING', ?, ?, ?"
+                       " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?"
+                       " ON CONFLICT DO NOTHING",
+                       p, 8, NULL, &changes, err, errcap);
+    if (rc)
+        return rc;
+    if (changes == 1) {
         *out_created = true;
+        return PO_OK;
+    }
+    /* A concurrent twin committed the same out_refund_no after our first
+     * look: give our reservation back and answer as for a repeat. */
+    struct po_param back[] = {PO_I64(f->amount_minor), PO_TEXT(f->tenant),
+                              PO_TEXT(f->out_trade_no)};
+    rc = po_store_exec(s,
+                       "UPDATE pay_order SET refund_reserved = refund_reserved - ? WHERE"
+                       " tenant_id = ? AND out_trade_no = ?",
+                       back, 3, NULL, NULL, err, errcap);
+    if (!rc)
+        rc = same_refund(s, f, &found, code, codecap, err, errcap);
+    if (!rc && !found)
+        rc = PO_ERR_TRANSIENT; /* vanished again: let the caller retry */
+    if (!rc)
+        *out_created = false;
     return rc;
 }
 
 po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_trade_no,
                         const char *out_refund_no, int64_t amount_minor, char *err, size_t errcap)
 {
-    if (!po_id_valid(tenant, PO_ID_MAX) || !po_id_valid(out_trade_no, PO_ID_MAX) ||
-        !po_id_valid(out_refund_no, PO_ID_MAX)) {
-        po_errf(err, errcap, "tenant, out_trade_no, out_refund_no: 1-%d characters of"
-                             " [A-Za-z0-9_-.:|*]", PO_ID_MAX);
-        return PO_ERR_INVALID;
-    }
-    if (!po_amount_valid(amount_minor)) {
-        po_errf(err, errcap, "amount: a positive integer in minor units");
-        return PO_ERR_INVALID;
-    }
-    char now[PO_TIME_MAX];
-    int64_t changes = 0;
-    po_clock_now_iso(now, sizeof now);
+    struct po_refund_spec f = {tenant, out_trade_no, out_refund_no, amount_minor, NULL, "none"};
     po_err rc = po_store_begin(s, err, errcap);
     if (rc)
         return rc;
-    struct po_param r[] = {PO_I64(amount_minor), PO_TEXT(now), PO_TEXT(tenant),
-                           PO_TEXT(out_trade_no), PO_I64(amount_minor)};
-    rc = po_store_exec(s,
-                       "UPDATE pay_order SET refund_reserved = refund_reserved + ?, updated_at = ?"
-                       " WHERE tenant_id = ? AND out_trade_no = ? AND status = 'PAID' AND"
-                       " refund_reserved + ? <= amount",
-                       r, 5, NULL, &changes, err, errcap);
-    if (rc)
-        goto fail;
-    if (changes == 0) {
-        po_errf(err, errcap, "order %s is not paid, or the refund would exceed what remains",
-                out_trade_no);
-        rc = PO_ERR_CONFLICT;
-        goto fail;
-    }
-    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(out_refund_no), PO_I64(amount_minor),
-                           PO_TEXT(now),    PO_TEXT(now),           PO_TEXT(tenant),
-                           PO_TEXT(out_trade_no)};
-    rc = po_store_exec(s,
-                       "INSERT INTO refund (tenant_id, out_refund_no, out_trade_no, channel, amount,"
-                       " currency, status, created_at, updated_at) SELECT ?, ?, out_trade_no,"
-                       " channel, CAST(? AS BIGINT), currency, 'PROCESSING', ?, ? FROM pay_order"
-                       " WHERE tenant_id = ? AND out_trade_no = ?",
-                       p, 7, NULL, NULL, err, errcap);
-    if (rc) {
-        if (rc == PO_ERR_CONFLICT)
-            po_errf(err, errcap, "refund %s already exists", out_refund_no);
-        goto fail;
-    }
-    return po_store_commit(s, err, errcap);
-fail:
-    po_store_rollback(s);
+    bool created = false;
+    rc = po_refund_insert(s, &f, &created, NULL, 0, err, errcap);
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
     return rc;
 }
 

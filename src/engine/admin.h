@@ -32,10 +32,41 @@ po_err po_order_create(struct po_store *s, const struct po_order_spec *o, bool *
                        char *err, size_t errcap) PO_MUST_CHECK;
 
 /*
- * Records a refund request in PROCESSING and reserves its amount on the
- * order with a guarded update (refund_reserved + amount <= amount, order
- * PAID), so concurrent requests can never reserve more than was paid.
+ * The *_insert / close functions below run inside the caller's open write
+ * transaction (the tenant API stores its idempotent response in the same
+ * transaction). On a non-OK return the caller rolls back. code (may be
+ * NULL) receives a machine-readable reason: invalid_request,
+ * merchant_not_found, order_exists, order_not_found, order_paid,
+ * order_not_paid, currency_mismatch, refund_exceeds_paid, refund_exists.
  */
+po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *out_created,
+                       char *code, size_t codecap, char *err, size_t errcap) PO_MUST_CHECK;
+
+/* PAYING -> CLOSED, a conditional update. Closing a CLOSED order again is
+ * not an error (*out_closed_now false); a PAID order is PO_ERR_CONFLICT. */
+po_err po_order_close(struct po_store *s, const char *tenant, const char *out_trade_no,
+                      bool *out_closed_now, char *code, size_t codecap, char *err, size_t errcap)
+    PO_MUST_CHECK;
+
+struct po_refund_spec {
+    const char *tenant;
+    const char *out_trade_no;
+    const char *out_refund_no;
+    int64_t amount_minor;
+    const char *currency;     /* NULL: the order's */
+    const char *submit_state; /* none | manual | pending (to be submitted to the channel) */
+};
+
+/*
+ * Records a refund request in PROCESSING and reserves its amount on the
+ * order with a guarded update (order PAID, refund_reserved + amount <=
+ * amount), so concurrent requests can never reserve more than was paid.
+ * The same out_refund_no with identical fields: *out_created false, the
+ * existing refund stands; different fields: PO_ERR_CONFLICT.
+ */
+po_err po_refund_insert(struct po_store *s, const struct po_refund_spec *f, bool *out_created,
+                        char *code, size_t codecap, char *err, size_t errcap) PO_MUST_CHECK;
+/* po_refund_insert in its own transaction (the CLI). */
 po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_trade_no,
                         const char *out_refund_no, int64_t amount_minor, char *err,
                         size_t errcap) PO_MUST_CHECK;

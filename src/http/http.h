@@ -2,6 +2,7 @@
  * http.h — `payonce serve`: the gateway's HTTP server (libmicrohttpd).
  *
  * Routes:  POST /notify/{wechatpay|alipay|stripe}/{tenant}   channel callbacks
+ *          /v1/…           the tenant API (docs/api.md), bearer API keys
  *          GET  /healthz   the process is up
  *          GET  /readyz    the store answers
  *          GET  /metrics   Prometheus text format
@@ -24,6 +25,13 @@ struct po_server_cfg {
     int max_connections;       /* concurrent HTTP connections (default 256) */
     size_t body_max;           /* callback body bytes (default 64 KiB) */
     int request_timeout_s;     /* idle connection / request timeout (default 10) */
+    /* Tenant API: how long a request whose Idempotency-Key is in flight
+     * waits for the first request's answer before 409 (default 2000 ms;
+     * negative: do not wait). */
+    int idem_wait_ms;
+    /* Tests only: called inside the transaction of every /v1 POST effect. */
+    void (*api_hook)(void *ctx, const char *route);
+    void *api_hook_ctx;
 };
 
 struct po_server;
@@ -33,5 +41,30 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
 unsigned po_server_port(const struct po_server *s);
 /* Stops accepting, finishes in-flight requests, releases everything. */
 void po_server_stop(struct po_server *s);
+
+struct po_store;
+
+/* ---- tenant API keys (apikey.c) ---- */
+#define PO_APIKEY_ID_LEN 16
+#define PO_APIKEY_LEN (3 + PO_APIKEY_ID_LEN + 1 + 64) /* po_<key_id>_<secret> */
+/* Creates a key for an existing tenant: the whole key is written to key
+ * (shown once), only its SHA-256 is stored. */
+po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIKEY_LEN + 1],
+                        char key_id[PO_APIKEY_ID_LEN + 1], char *err, size_t errcap)
+    PO_MUST_CHECK;
+/* Revokes at once; revoking twice is fine. PO_ERR_NOT_FOUND: no such key. */
+po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_id, char *err,
+                        size_t errcap) PO_MUST_CHECK;
+
+/* ---- Idempotency-Key retention (idem.c) ---- */
+#define PO_IDEM_RETENTION_DEFAULT_S (7 * 86400)
+/* Deletes stored responses older than retention_s. */
+po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted) PO_MUST_CHECK;
+
+/* ---- refund submission (refund_submit.c) ---- */
+/* Submits (again) API refunds still pending submission whose last attempt
+ * is older than min_age_s, at most limit. */
+po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
+                                int64_t min_age_s, int limit, int *out_submitted) PO_MUST_CHECK;
 
 #endif

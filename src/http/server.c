@@ -25,6 +25,9 @@
 
 struct po_server {
     struct MHD_Daemon *daemon;
+    int idem_wait_ms;
+    void (*api_hook)(void *ctx, const char *route);
+    void *api_hook_ctx;
     struct po_store_pool *pool;
     unsigned char master[PO_MASTER_KEY_LEN];
     bool has_master;
@@ -114,6 +117,75 @@ static enum MHD_Result handle_notify(struct po_server *srv, struct MHD_Connectio
     return respond(c, a.ack.status, a.ack.content_type, a.ack.body);
 }
 
+static const char *arg_of(void *ctx, const char *name)
+{
+    return MHD_lookup_connection_value((struct MHD_Connection *)ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static void log_api(const struct req *q, const char *method, const struct po_api_answer *a,
+                    uint64_t micros)
+{
+    char ts[PO_TIME_MAX];
+    po_clock_now_iso(ts, sizeof ts);
+    json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:b, s:f}", "ts", ts,
+                             "level", "info", "msg", "api", "request_id", q->id, "method", method,
+                             "route", a->route, "tenant", a->tenant, "status", (int)a->status,
+                             "code", a->code, "replayed", a->replayed, "ms",
+                             (double)micros / 1000.0);
+    char *s = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
+    if (s)
+        po_log_line(s);
+    free(s);
+    json_decref(line);
+}
+
+/* The tenant API (api.c); this only adapts libmicrohttpd. */
+static enum MHD_Result handle_api(struct po_server *srv, struct MHD_Connection *c, struct req *q,
+                                  const char *method, const char *path)
+{
+    struct po_api_ctx ctx = {.pool = srv->pool,
+                             .master_key = srv->has_master ? srv->master : NULL,
+                             .request_id = q->id,
+                             .idem_wait_ms = srv->idem_wait_ms,
+                             .hook = srv->api_hook,
+                             .hook_ctx = srv->api_hook_ctx};
+    struct po_api_req areq = {.method = method,
+                              .path = path,
+                              .header = header_of,
+                              .arg = arg_of,
+                              .ctx = c,
+                              .body = q->body.data ? q->body.data : "",
+                              .body_len = q->body.len,
+                              .body_too_large = q->body.too_large};
+    struct po_api_answer a;
+    po_api_handle(&ctx, &areq, &a);
+    log_api(q, method, &a, now_us() - q->start_us);
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(a.body), a.body,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(a.body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Request-Id", q->id);
+    if (a.replayed)
+        MHD_add_response_header(r, "Idempotent-Replayed", "true");
+    if (a.retry_after) {
+        char ra[16];
+        (void)snprintf(ra, sizeof ra, "%u", a.retry_after);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    if (a.allow)
+        MHD_add_response_header(r, "Allow", a.allow);
+    if (a.status == 401)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"payonce\"");
+    enum MHD_Result ok = MHD_queue_response(c, a.status, r);
+    MHD_destroy_response(r);
+    po_metrics_http(a.status);
+    return ok;
+}
+
 static enum MHD_Result handle_get(struct po_server *srv, struct MHD_Connection *c,
                                   const char *url)
 {
@@ -173,6 +245,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return respond(c, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
         return handle_notify(srv, c, q, url + 8);
     }
+    if (strncmp(url, "/v1/", 4) == 0)
+        return handle_api(srv, c, q, method, url + 4);
     if (strcmp(method, "GET") == 0)
         return handle_get(srv, c, url);
     return respond(c, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
@@ -255,6 +329,9 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (!srv)
         return PO_ERR_NOMEM;
     srv->body_max = cfg->body_max ? cfg->body_max : PO_BODY_MAX;
+    srv->idem_wait_ms = cfg->idem_wait_ms < 0 ? 0 : cfg->idem_wait_ms ? cfg->idem_wait_ms : 2000;
+    srv->api_hook = cfg->api_hook;
+    srv->api_hook_ctx = cfg->api_hook_ctx;
     if (srv->body_max > 1024 * 1024) {
         po_errf(err, errcap, "body limit at most 1 MiB");
         free(srv);

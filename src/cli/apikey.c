@@ -1,0 +1,84 @@
+/*
+ * apikey.c — `payonce apikey create|revoke|list` and `payonce idempotency
+ * reap`. create prints the new key alone on stdout (DESIGN §10); it is
+ * shown once and only its hash is stored.
+ */
+#include "cli_int.h"
+
+#include "../http/http.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+int cmd_apikey_create(struct po_store *s, const struct opts *o)
+{
+    char key[PO_APIKEY_LEN + 1], id[PO_APIKEY_ID_LEN + 1], err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_apikey_create(s, opt(o, "tenant"), key, id, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("%s\n", key);
+    fflush(stdout);
+    memset(key, 0, sizeof key);
+    fprintf(stderr, "payonce: API key %s created for tenant %s; it is shown only now\n", id,
+            opt(o, "tenant"));
+    return 0;
+}
+
+int cmd_apikey_revoke(struct po_store *s, const struct opts *o)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_apikey_revoke(s, opt(o, "tenant"), opt(o, "key-id"), err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("API key %s of tenant %s revoked\n", opt(o, "key-id"), opt(o, "tenant"));
+    return 0;
+}
+
+int cmd_apikey_list(struct po_store *s, const struct opts *o)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(opt(o, "tenant"))};
+    po_err rc = po_store_exec(s,
+                              "SELECT key_id, created_at, revoked_at FROM api_key WHERE"
+                              " tenant_id = ? ORDER BY created_at, key_id",
+                              p, 1, &r, NULL, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    json_t *list = flag(o, "json") ? json_array() : NULL;
+    for (int i = 0; i < r.nrows; i++) {
+        const char *rev = po_rows_get(&r, i, 2);
+        if (list)
+            json_array_append_new(list, json_pack("{s:s, s:s, s:s?}", "key_id",
+                                                  po_rows_get(&r, i, 0), "created_at",
+                                                  po_rows_get(&r, i, 1), "revoked_at", rev));
+        else
+            printf("%-18s created %s%s%s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
+                   rev ? "  revoked " : "", rev ? rev : "");
+    }
+    po_rows_free(&r);
+    if (list) {
+        char *out = json_dumps(list, JSON_COMPACT);
+        puts(out ? out : "[]");
+        free(out);
+        json_decref(list);
+    }
+    return 0;
+}
+
+int cmd_idempotency_reap(struct po_store *s, const struct opts *o)
+{
+    int64_t retention = PO_IDEM_RETENTION_DEFAULT_S, deleted = 0;
+    const char *v = opt(o, "retention");
+    if (v && po_parse_i64(v, 0, INT64_C(10) * 365 * 86400, &retention)) {
+        fprintf(stderr, "payonce: --retention: seconds, 0..3650 days\n");
+        return EXIT_USAGE;
+    }
+    po_err rc = po_idem_reap(s, retention, &deleted);
+    if (rc)
+        return fail(rc, "cannot delete stored Idempotency-Key responses");
+    printf("%lld stored responses older than %lld s deleted\n", (long long)deleted,
+           (long long)retention);
+    return 0;
+}

@@ -1,0 +1,176 @@
+/*
+ * idem.c — Idempotency-Key records for the tenant API (api_idempotency).
+ *
+ *   claim   reads the row without a write lock (so it answers while another
+ *           request holds the SQLite writer); when absent, inserts it
+ *           'running' in its own committed transaction, so a concurrent
+ *           retry sees it. Same key, other request hash -> MISMATCH (422);
+ *           'done' -> REPLAY; 'running' -> IN_FLIGHT (409), unless the lock
+ *           is older than PO_IDEM_LOCK_S (the holder crashed): then the
+ *           row is taken over with a new lock token.
+ *   finish  runs inside the transaction of the request's effect: stores the
+ *           final status and body, fenced by the lock token, so a request
+ *           whose row was taken over cannot also commit its effect.
+ *   release deletes a 'running' row after a transient failure: nothing was
+ *           stored, the retry runs again.
+ *   reap    deletes rows older than the retention.
+ */
+#include "http_int.h"
+
+#include "../crypto/crypto.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Reads the row; *found false when there is none. */
+static po_err look(struct po_store *s, const struct po_idem_req *q, struct po_idem_claim *out,
+                   bool *found, char *token_out, char *locked_at, size_t cap)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key)};
+    po_err rc = po_store_exec(s,
+                              "SELECT request_hash, state, status_code, response_body,"
+                              " lock_token, locked_at FROM api_idempotency WHERE tenant_id = ?"
+                              " AND route = ? AND idem_key = ?",
+                              p, 3, &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    if (*found) {
+        const char *state = po_rows_get(&r, 0, 1);
+        int64_t status = 0;
+        if (strcmp(po_rows_get(&r, 0, 0), q->hash) != 0)
+            out->kind = PO_IDEM_MISMATCH;
+        else if (strcmp(state, "done") == 0 && po_rows_i64(&r, 0, 2, &status) == PO_OK) {
+            out->kind = PO_IDEM_REPLAY;
+            out->status = (unsigned)status;
+            out->body = strdup(po_rows_get(&r, 0, 3) ? po_rows_get(&r, 0, 3) : "");
+            if (!out->body)
+                rc = PO_ERR_NOMEM;
+        } else
+            out->kind = PO_IDEM_IN_FLIGHT;
+        if (po_strcpy(token_out, PO_IDEM_TOKEN_LEN + 1, po_rows_get(&r, 0, 4)) ||
+            po_strcpy(locked_at, cap, po_rows_get(&r, 0, 5)))
+            rc = PO_ERR_STORE;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* One write statement in its own transaction; *changes rows affected. */
+static po_err write1(struct po_store *s, const char *sql, const struct po_param *p, int n,
+                     int64_t *changes)
+{
+    char err[PO_ERRBUF_MAX];
+    po_err rc = po_store_begin(s, err, sizeof err);
+    if (rc)
+        return rc;
+    rc = po_store_exec(s, sql, p, n, NULL, changes, err, sizeof err);
+    if (rc) {
+        po_store_rollback(s);
+        return rc;
+    }
+    return po_store_commit(s, err, sizeof err);
+}
+
+po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_idem_claim *out)
+{
+    memset(out, 0, sizeof *out);
+    unsigned char rnd[PO_IDEM_TOKEN_LEN / 2];
+    po_err rc = po_random(rnd, sizeof rnd);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < sizeof rnd; i++)
+        (void)snprintf(out->token + 2 * i, 3, "%02x", rnd[i]);
+    char now[PO_TIME_MAX], stale[PO_TIME_MAX], old_token[PO_IDEM_TOKEN_LEN + 1] = "",
+         locked_at[PO_TIME_MAX] = "";
+    po_clock_now_iso(now, sizeof now);
+    po_clock_iso_at((int64_t)time(NULL) - PO_IDEM_LOCK_S, stale, sizeof stale);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        bool found = false;
+        rc = look(s, q, out, &found, old_token, locked_at, sizeof locked_at);
+        if (rc)
+            return rc;
+        if (found && out->kind == PO_IDEM_IN_FLIGHT && strcmp(locked_at, stale) < 0) {
+            /* The holder has been gone longer than any request may run:
+             * take the row over; the old holder's finish will find its
+             * token gone and roll its effect back. */
+            int64_t changes = 0;
+            struct po_param p[] = {PO_TEXT(out->token), PO_TEXT(now),       PO_TEXT(q->tenant),
+                                   PO_TEXT(q->route),   PO_TEXT(q->key),    PO_TEXT(old_token)};
+            rc = write1(s,
+                        "UPDATE api_idempotency SET lock_token = ?, locked_at = ? WHERE"
+                        " tenant_id = ? AND route = ? AND idem_key = ? AND state = 'running'"
+                        " AND lock_token = ?",
+                        p, 6, &changes);
+            if (rc)
+                return rc;
+            if (changes == 1) {
+                out->kind = PO_IDEM_CLAIMED;
+                out->taken_over = true;
+                return PO_OK;
+            }
+            continue; /* someone else moved it: look again */
+        }
+        if (found)
+            return PO_OK;
+        int64_t changes = 0;
+        struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key),
+                               PO_TEXT(q->hash),   PO_TEXT(out->token), PO_TEXT(now),
+                               PO_TEXT(now)};
+        rc = write1(s,
+                    "INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
+                    " lock_token, locked_at, created_at) VALUES (?, ?, ?, ?, 'running', ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING",
+                    p, 7, &changes);
+        if (rc)
+            return rc;
+        if (changes == 1) {
+            out->kind = PO_IDEM_CLAIMED;
+            return PO_OK;
+        }
+        /* A twin inserted it between our look and our insert: look again. */
+    }
+    out->kind = PO_IDEM_IN_FLIGHT;
+    return PO_OK;
+}
+
+po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const char *token,
+                      unsigned status, const char *body)
+{
+    int64_t changes = 0;
+    char err[PO_ERRBUF_MAX];
+    struct po_param p[] = {PO_I64(status),     PO_TEXT(body),  PO_TEXT(q->tenant),
+                           PO_TEXT(q->route),  PO_TEXT(q->key), PO_TEXT(token)};
+    po_err rc = po_store_exec(s,
+                              "UPDATE api_idempotency SET state = 'done', status_code = ?,"
+                              " response_body = ? WHERE tenant_id = ? AND route = ? AND"
+                              " idem_key = ? AND state = 'running' AND lock_token = ?",
+                              p, 6, NULL, &changes, err, sizeof err);
+    if (rc)
+        return rc;
+    return changes == 1 ? PO_OK : PO_ERR_CONFLICT;
+}
+
+po_err po_idem_release(struct po_store *s, const struct po_idem_req *q, const char *token)
+{
+    struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key), PO_TEXT(token)};
+    return write1(s,
+                  "DELETE FROM api_idempotency WHERE tenant_id = ? AND route = ? AND"
+                  " idem_key = ? AND state = 'running' AND lock_token = ?",
+                  p, 4, NULL);
+}
+
+po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted)
+{
+    char cutoff[PO_TIME_MAX];
+    po_clock_iso_at((int64_t)time(NULL) - retention_s, cutoff, sizeof cutoff);
+    struct po_param p[] = {PO_TEXT(cutoff)};
+    int64_t n = 0;
+    po_err rc = write1(s, "DELETE FROM api_idempotency WHERE created_at < ?", p, 1, &n);
+    if (!rc && out_deleted)
+        *out_deleted = n;
+    return rc;
+}

@@ -11,7 +11,7 @@ CC=clang cmake -S . -B build-fuzz -DPO_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/nu
 cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
 mkdir -p build-fuzz/crashes
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-for t in wechatpay alipay stripe http; do
+for t in wechatpay alipay stripe http api; do
   work=$(mktemp -d)
   cp tests/fuzz/corpus/$t/* "$work/"
   if ! build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -max_len=8192 -timeout=10 \

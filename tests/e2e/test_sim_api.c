@@ -12,6 +12,7 @@
  */
 #include "../../src/http/http.h"
 #include "../../src/sim/sim.h"
+#include "../support/simenv.h"
 #include "../support/testutil.h"
 
 #include <curl/curl.h>
@@ -43,20 +44,7 @@ static void die(const char *m)
     exit(1);
 }
 
-static void run(const char *fmt, ...) PO_PRINTF(1, 2);
-static void run(const char *fmt, ...)
-{
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd,
-             "cd %s && PAYONCE_MASTER_KEY_FILE=%s/master.key %s %s --db '%s' >>setup.log 2>&1",
-             dir, dir, bin, args, url);
-    if (system(cmd) != 0) /* lint-ok: test setup */
-        die(args);
-}
+#define run(...) t_cli(dir, bin, url, NULL, 0, __VA_ARGS__)
 
 struct resp {
     long status;
@@ -323,26 +311,12 @@ int main(int argc, char **argv)
     if (argc < 3 || !realpath(argv[2], bin))
         die("usage: test_sim_api BACKEND PAYONCE");
     po_log_set_level(PO_LOG_ERROR);
-    snprintf(dir, sizeof dir, "/tmp/payonce-simapi-XXXXXX");
-    if (!mkdtemp(dir))
-        die("mkdtemp");
-    char sd[300], err[PO_ERRBUF_MAX] = "";
-    snprintf(sd, sizeof sd, "%s/sim", dir);
-    if (po_sim_identity_generate(sd, "cert", err, sizeof err))
-        die(err);
     unsigned char master[32];
-    if (po_random(master, 32))
-        die("random");
-    char mk[300];
-    snprintf(mk, sizeof mk, "%s/master.key", dir);
-    FILE *f = fopen(mk, "wb");
-    if (!f || fwrite(master, 1, 32, f) != 32)
-        die("master key");
-    fclose(f);
-    t_db_create(backend, url, sizeof url);
+    char sd[300], err[PO_ERRBUF_MAX] = "";
     struct po_sim_identity id;
-    if (po_sim_identity_load(sd, &id, err, sizeof err))
-        die(err);
+    t_env_create("simapi", dir, sizeof dir, master, &id);
+    snprintf(sd, sizeof sd, "%s/sim", dir);
+    t_db_create(backend, url, sizeof url);
     run("tenant add --tenant t1");
     run("merchant add --tenant t1 --merchant m1");
     run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "

@@ -1,0 +1,1001 @@
+/*
+ * test_api.c BACKEND PAYONCE — the tenant API (/v1) end to end, on loopback:
+ * two in-process gateways and one `payonce serve` child process on the same
+ * database, and the channel simulator for refunds.
+ *
+ *   auth: missing / malformed / unknown / revoked keys -> 401; another
+ *     tenant's objects -> 404, unchanged
+ *   50 concurrent identical POST /v1/orders with one Idempotency-Key, half
+ *     of them through another process -> one order, 50 identical bodies;
+ *     the same without a key -> one order
+ *   same key, other parameters -> 422, nothing created; a retry while the
+ *     first is in flight -> 409, one effect; an abandoned 'running' key is
+ *     taken over; a transient failure stores nothing and the retry runs
+ *   bad input (malformed JSON, negative / overflowing / fractional / string
+ *     amounts, unknown currency or parameter, huge body) -> 4xx, nothing
+ *     changes
+ *   close: PAYING -> CLOSED only; a payment after close -> suspense + alert,
+ *     visible through the API
+ *   refunds: two concurrent refunds exceeding the paid amount -> one
+ *     accepted; submitted to the simulator's refund API signed with the
+ *     merchant key; its callback, delivered 1 + 3 concurrent times, posts
+ *     one reversal; journal paging; the reaper
+ * Every part ends by checking the rows and, at the end, every ledger
+ * invariant.
+ */
+#include "../../src/http/http.h"
+#include "../../src/sim/sim.h"
+#include "../support/simenv.h"
+#include "../support/testutil.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int passes, failures;
+static char dir[256], url[T_URL_MAX], bin[512];
+static unsigned gw_port, gw2_port, child_port, sim_port;
+static char key1[128], key2[128], key3[128];
+static const char *backend;
+static struct po_sim_identity id;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            passes++;                                                                              \
+        else {                                                                                     \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                 \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static void die(const char *m)
+{
+    fprintf(stderr, "test_api: %s\n", m);
+    exit(1);
+}
+
+#define run_out(out, cap, ...) t_cli(dir, bin, url, out, cap, __VA_ARGS__)
+#define run(...) t_cli(dir, bin, url, NULL, 0, __VA_ARGS__)
+
+/* ---- HTTP client ---- */
+
+struct resp {
+    long status;
+    char body[32768];
+    size_t len;
+    bool replayed;
+    char retry_after[16];
+};
+
+static size_t on_body(char *d, size_t sz, size_t n, void *ctx)
+{
+    struct resp *r = ctx;
+    size_t take = sz * n;
+    if (r->len + take >= sizeof r->body)
+        take = sizeof r->body - 1 - r->len;
+    memcpy(r->body + r->len, d, take);
+    r->len += take;
+    r->body[r->len] = '\0';
+    return sz * n;
+}
+
+static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
+{
+    struct resp *r = ctx;
+    size_t len = sz * n;
+    if (len >= 26 && strncasecmp(d, "Idempotent-Replayed: true", 25) == 0)
+        r->replayed = true;
+    if (len > 13 && strncasecmp(d, "Retry-After: ", 13) == 0)
+        snprintf(r->retry_after, sizeof r->retry_after, "%.*s", (int)strcspn(d + 13, "\r\n"),
+                 d + 13);
+    return len;
+}
+
+/* One request; auth is the whole header value after "Bearer " (NULL: none). */
+static void api(const char *method, unsigned port, const char *path, const char *key,
+                const char *idem, const char *body, struct resp *r)
+{
+    memset(r, 0, sizeof *r);
+    char u[512], h1[256], h2[320];
+    snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    if (key) {
+        snprintf(h1, sizeof h1, "Authorization: Bearer %s", key);
+        h = curl_slist_append(h, h1);
+    }
+    if (idem) {
+        snprintf(h2, sizeof h2, "Idempotency-Key: %s", idem);
+        h = curl_slist_append(h, h2);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, u);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+static const char *jcode(const struct resp *r, char *buf, size_t cap)
+{
+    json_t *j = json_loads(r->body, 0, NULL);
+    snprintf(buf, cap, "%s",
+             json_string_value(json_object_get(json_object_get(j, "error"), "code")) ?: "");
+    json_decref(j);
+    return buf;
+}
+
+static bool has_code(const struct resp *r, long status, const char *code)
+{
+    char b[64];
+    return r->status == status && strcmp(jcode(r, b, sizeof b), code) == 0;
+}
+
+static int64_t jint(const struct resp *r, const char *field)
+{
+    json_t *j = json_loads(r->body, 0, NULL);
+    int64_t v = json_is_integer(json_object_get(j, field))
+                    ? (int64_t)json_integer_value(json_object_get(j, field))
+                    : -1;
+    json_decref(j);
+    return v;
+}
+
+static bool jstr_is(const struct resp *r, const char *field, const char *want)
+{
+    json_t *j = json_loads(r->body, 0, NULL);
+    bool ok = strcmp(json_string_value(json_object_get(j, field)) ?: "\x01", want) == 0;
+    json_decref(j);
+    return ok;
+}
+
+/* ---- database ---- */
+
+static int64_t q1(const char *sql, const char *arg)
+{
+    struct po_store *s = t_open(url);
+    struct po_param p[] = {PO_TEXT(arg ? arg : "")};
+    int64_t n = t_count(s, sql, p, arg ? 1 : 0);
+    po_store_close(s);
+    return n;
+}
+
+static void exec_sql(const char *sql)
+{
+    struct po_store *s = t_open(url);
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_begin(s, err, sizeof err) ||
+        po_store_exec(s, sql, NULL, 0, NULL, NULL, err, sizeof err) ||
+        po_store_commit(s, err, sizeof err))
+        die(err);
+    po_store_close(s);
+}
+
+/* Everything a request could change, as one comparable string. */
+static void fingerprint(char *out, size_t cap)
+{
+    snprintf(out, cap, "%lld/%lld/%lld/%lld/%lld/%lld/%lld/%lld/%lld",
+             (long long)q1("SELECT COUNT(*) FROM pay_order", NULL),
+             (long long)q1("SELECT COALESCE(SUM(amount), 0) FROM pay_order", NULL),
+             (long long)q1("SELECT COUNT(*) FROM pay_order WHERE status = 'CLOSED'", NULL),
+             (long long)q1("SELECT COALESCE(SUM(refund_reserved), 0) FROM pay_order", NULL),
+             (long long)q1("SELECT COUNT(*) FROM refund", NULL),
+             (long long)q1("SELECT COUNT(*) FROM api_idempotency", NULL),
+             (long long)q1("SELECT COUNT(*) FROM journal", NULL),
+             (long long)q1("SELECT COUNT(*) FROM alert", NULL),
+             (long long)q1("SELECT COUNT(*) FROM api_key WHERE revoked_at IS NULL", NULL));
+}
+
+/* ---- concurrency ---- */
+
+#define RACERS 50
+
+struct racer {
+    pthread_barrier_t *go;
+    unsigned port;
+    const char *path, *idem, *body, *key;
+    struct resp *r;
+};
+
+static void *race_one(void *arg)
+{
+    struct racer *a = arg;
+    pthread_barrier_wait(a->go);
+    api("POST", a->port, a->path, a->key, a->idem, a->body, a->r);
+    return NULL;
+}
+
+/* n identical POSTs at once, alternating between the in-process gateway and
+ * the child process. */
+static void race(int n, const char *path, const char *idem, const char *body, struct resp *out)
+{
+    pthread_t th[RACERS];
+    struct racer a[RACERS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++) {
+        a[i] = (struct racer){&go, i % 2 ? child_port : gw_port, path, idem, body, key1, &out[i]};
+        if (pthread_create(&th[i], NULL, race_one, &a[i]))
+            die("pthread_create");
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+}
+
+/* ---- the in-flight hook (second gateway: never waits for a twin) ---- */
+
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hook_cv = PTHREAD_COND_INITIALIZER;
+static bool hook_armed, hook_inside, hook_release;
+
+static void hook(void *ctx, const char *route)
+{
+    (void)ctx;
+    (void)route;
+    pthread_mutex_lock(&hook_mu);
+    if (hook_armed) {
+        hook_armed = false;
+        hook_inside = true;
+        pthread_cond_broadcast(&hook_cv);
+        while (!hook_release)
+            pthread_cond_wait(&hook_cv, &hook_mu);
+    }
+    pthread_mutex_unlock(&hook_mu);
+}
+
+struct bg {
+    unsigned port;
+    const char *path, *idem, *body;
+    struct resp r;
+};
+
+static void *bg_post(void *arg)
+{
+    struct bg *b = arg;
+    api("POST", b->port, b->path, key1, b->idem, b->body, &b->r);
+    return NULL;
+}
+
+/* ---- the tests ---- */
+
+static void test_auth(void)
+{
+    struct resp r;
+    char before[256], after[256];
+    api("POST", gw_port, "/v1/orders", key1, "auth-setup",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"A-1\",\"amount\":100}", &r);
+    CHECK(r.status == 201, "auth setup: %ld %s", r.status, r.body);
+    fingerprint(before, sizeof before);
+    api("GET", gw_port, "/v1/orders/A-1", NULL, NULL, NULL, &r);
+    CHECK(has_code(&r, 401, "unauthorized"), "no key: %ld %s", r.status, r.body);
+    api("GET", gw_port, "/v1/orders/A-1", "po_0000000000000000_00", NULL, NULL, &r);
+    CHECK(has_code(&r, 401, "invalid_api_key"), "malformed key: %ld %s", r.status, r.body);
+    char wrong[128];
+    snprintf(wrong, sizeof wrong, "%s", key1);
+    wrong[strlen(wrong) - 1] = wrong[strlen(wrong) - 1] == '0' ? '1' : '0';
+    api("GET", gw_port, "/v1/orders/A-1", wrong, NULL, NULL, &r);
+    CHECK(has_code(&r, 401, "invalid_api_key"), "wrong secret: %ld %s", r.status, r.body);
+    /* Tenant t2 cannot see or change t1's order: 404, as if absent. */
+    api("GET", gw_port, "/v1/orders/A-1", key2, NULL, NULL, &r);
+    CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant GET: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/orders/A-1/close", key2, NULL, NULL, &r);
+    CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant close: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/refunds", key2, NULL,
+        "{\"out_trade_no\":\"A-1\",\"out_refund_no\":\"X-1\",\"amount\":1}", &r);
+    CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant refund: %ld %s", r.status, r.body);
+    api("GET", gw_port, "/v1/journal", key2, NULL, NULL, &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"data\":[]"), "cross-tenant journal: %s", r.body);
+    /* The same Idempotency-Key in another tenant is another key. */
+    api("POST", gw_port, "/v1/orders", key2, "auth-setup",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"A-1\",\"amount\":999}", &r);
+    CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 999,
+          "tenant-scoped key: %ld %s", r.status, r.body);
+    CHECK(q1("SELECT amount FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ?", "A-1") ==
+              100 && q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND"
+                        " out_trade_no = ? AND status = 'PAYING'", "A-1") == 1,
+          "t1's order changed");
+    exec_sql("DELETE FROM api_idempotency WHERE tenant_id = 't2'");
+    exec_sql("DELETE FROM pay_order WHERE tenant_id = 't2'");
+    /* Revocation works at once, and only for that key. */
+    api("GET", gw_port, "/v1/balances", key3, NULL, NULL, &r);
+    CHECK(r.status == 200, "key3 before revocation: %ld", r.status);
+    char kid[20];
+    snprintf(kid, sizeof kid, "%.16s", key3 + 3);
+    run("apikey revoke --tenant t1 --key-id %s", kid);
+    api("GET", gw_port, "/v1/balances", key3, NULL, NULL, &r);
+    CHECK(has_code(&r, 401, "invalid_api_key"), "revoked key: %ld %s", r.status, r.body);
+    api("GET", child_port, "/v1/balances", key3, NULL, NULL, &r);
+    CHECK(has_code(&r, 401, "invalid_api_key"), "revoked key, other process: %ld", r.status);
+    api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
+    CHECK(r.status == 200, "key1 after revoking key3: %ld", r.status);
+    snprintf(key3, sizeof key3, "revoked");
+    fingerprint(after, sizeof after);
+    /* Only the revocation changed something (one key fewer). */
+    CHECK(strcmp(strrchr(before, '/'), strrchr(after, '/')) != 0 &&
+              strncmp(before, after, (size_t)(strrchr(before, '/') - before)) == 0,
+          "auth checks changed rows: %s -> %s", before, after);
+    api("GET", gw_port, "/v1/nothing", key1, NULL, NULL, &r);
+    CHECK(has_code(&r, 404, "not_found"), "unknown route: %ld", r.status);
+    api("DELETE", gw_port, "/v1/orders/A-1", key1, NULL, NULL, &r);
+    CHECK(has_code(&r, 405, "method_not_allowed"), "DELETE: %ld", r.status);
+}
+
+static void test_concurrent(void)
+{
+    static struct resp r[RACERS];
+    const char *body = "{\"merchant\":\"m1\",\"out_trade_no\":\"C-1\",\"amount\":2500,"
+                       "\"currency\":\"CNY\",\"channel\":\"wechatpay\"}";
+    race(RACERS, "/v1/orders", "race-key-1", body, r);
+    int created = 0, replayed = 0, same = 0;
+    for (int i = 0; i < RACERS; i++) {
+        created += r[i].status == 201;
+        replayed += r[i].replayed;
+        same += r[i].status == r[0].status && strcmp(r[i].body, r[0].body) == 0;
+    }
+    CHECK(created == RACERS && same == RACERS && replayed == RACERS - 1,
+          "one key, 50 concurrent: %d x 201, %d identical, %d replayed (first: %ld %s)", created,
+          same, replayed, r[0].status, r[0].body);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "C-1") == 1,
+          "one key: not exactly one order");
+    t_figure("api[%s] 50 concurrent POST /v1/orders, one Idempotency-Key, 2 processes: 1 order,"
+             " 50 identical 201 bodies, %d replayed",
+             backend, replayed);
+    /* No key: out_trade_no makes it idempotent. */
+    body = "{\"merchant\":\"m1\",\"out_trade_no\":\"C-2\",\"amount\":700}";
+    race(RACERS, "/v1/orders", NULL, body, r);
+    int c201 = 0, c200 = 0;
+    for (int i = 0; i < RACERS; i++) {
+        c201 += r[i].status == 201;
+        c200 += r[i].status == 200 && jstr_is(&r[i], "out_trade_no", "C-2") &&
+                jint(&r[i], "amount") == 700;
+    }
+    CHECK(c201 == 1 && c200 == RACERS - 1, "no key, 50 concurrent: %d created, %d existing", c201,
+          c200);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "C-2") == 1,
+          "no key: not exactly one order");
+    /* No key, different fields: 409 with the reason. */
+    struct resp d;
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"C-2\",\"amount\":701}", &d);
+    CHECK(has_code(&d, 409, "order_exists") && strstr(d.body, "amount 700"),
+          "no key, other amount: %ld %s", d.status, d.body);
+}
+
+static void test_key_reuse(void)
+{
+    struct resp r, d;
+    char before[256], after[256];
+    api("POST", gw_port, "/v1/orders", key1, "reuse-1",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"K-1\",\"amount\":100}", &r);
+    CHECK(r.status == 201, "reuse setup: %ld", r.status);
+    fingerprint(before, sizeof before);
+    api("POST", gw_port, "/v1/orders", key1, "reuse-1",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"K-1\",\"amount\":200}", &d);
+    CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other amount: %ld %s", d.status,
+          d.body);
+    api("POST", child_port, "/v1/orders", key1, "reuse-1",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"K-2\",\"amount\":100}", &d);
+    CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other order: %ld %s",
+          d.status, d.body);
+    /* Same request, other formatting: the same request. */
+    api("POST", child_port, "/v1/orders", key1, "reuse-1",
+        "{ \"amount\": 100, \"out_trade_no\": \"K-1\", \"merchant\": \"m1\" }", &d);
+    CHECK(d.status == 201 && d.replayed && strcmp(d.body, r.body) == 0,
+          "reformatted replay: %ld %s", d.status, d.body);
+    /* Keys are scoped to the route: the same key on /v1/refunds is fresh. */
+    api("POST", gw_port, "/v1/refunds", key1, "reuse-1",
+        "{\"out_trade_no\":\"K-1\",\"out_refund_no\":\"KR-1\",\"amount\":1}", &d);
+    CHECK(has_code(&d, 409, "order_not_paid") && !d.replayed, "route scope: %ld %s", d.status,
+          d.body);
+    exec_sql("DELETE FROM api_idempotency WHERE route = 'POST /v1/refunds'");
+    fingerprint(after, sizeof after);
+    CHECK(strcmp(before, after) == 0, "422 changed rows: %s -> %s", before, after);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "K-2") == 0,
+          "K-2 was created");
+}
+
+static void test_in_flight(void)
+{
+    const char *body = "{\"merchant\":\"m1\",\"out_trade_no\":\"F-1\",\"amount\":300}";
+    pthread_mutex_lock(&hook_mu);
+    hook_armed = true, hook_inside = false, hook_release = false;
+    pthread_mutex_unlock(&hook_mu);
+    struct bg first = {gw2_port, "/v1/orders", "flight-1", body, {0}};
+    pthread_t th;
+    if (pthread_create(&th, NULL, bg_post, &first))
+        die("pthread_create");
+    pthread_mutex_lock(&hook_mu);
+    while (!hook_inside)
+        pthread_cond_wait(&hook_cv, &hook_mu);
+    pthread_mutex_unlock(&hook_mu);
+    /* The first request is inside its transaction: a retry gets 409. */
+    struct resp r;
+    api("POST", gw2_port, "/v1/orders", key1, "flight-1", body, &r);
+    CHECK(has_code(&r, 409, "idempotency_in_flight") && r.retry_after[0],
+          "in-flight retry: %ld %s (Retry-After '%s')", r.status, r.body, r.retry_after);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 0,
+          "in flight: the order exists before the first request committed");
+    pthread_mutex_lock(&hook_mu);
+    hook_release = true;
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+    pthread_join(th, NULL);
+    CHECK(first.r.status == 201 && !first.r.replayed, "in flight: first %ld %s", first.r.status,
+          first.r.body);
+    api("POST", gw2_port, "/v1/orders", key1, "flight-1", body, &r);
+    CHECK(r.status == 201 && r.replayed && strcmp(r.body, first.r.body) == 0,
+          "after in-flight: %ld %s", r.status, r.body);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 1,
+          "in flight: not one order");
+    /* A 'running' record abandoned by a crashed request is taken over
+     * after PO_IDEM_LOCK_S; its effect had not committed. */
+    exec_sql("INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
+             " lock_token, locked_at, created_at) SELECT tenant_id, route, 'crashed-1',"
+             " request_hash, 'running', 'dead', '2000-01-01T00:00:00.000Z', created_at FROM"
+             " api_idempotency WHERE idem_key = 'flight-1'");
+    api("POST", gw_port, "/v1/orders", key1, "crashed-1", body, &r);
+    CHECK(r.status == 200 && !r.replayed && jstr_is(&r, "out_trade_no", "F-1"),
+          "abandoned key taken over: %ld %s", r.status, r.body);
+    CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ? AND state = 'done'",
+             "crashed-1") == 1,
+          "taken-over key not completed");
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 1,
+          "takeover: not one order");
+}
+
+/* The store is locked for longer than the gateway waits: 503, nothing
+ * stored under the key, and the retry runs for real. */
+static void test_transient(void)
+{
+    struct po_store *holder = t_open(url);
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_begin(holder, err, sizeof err) ||
+        po_store_exec(holder,
+                      "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, amount,"
+                      " currency, status, created_at, updated_at) VALUES ('t1', 'T-1', 'm1', 5,"
+                      " 'CNY', 'PAYING', 'x', 'x')",
+                      NULL, 0, NULL, NULL, err, sizeof err))
+        die(err);
+    const char *body = "{\"merchant\":\"m1\",\"out_trade_no\":\"T-1\",\"amount\":400}";
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key1, "transient-1", body, &r);
+    po_store_rollback(holder);
+    po_store_close(holder);
+    CHECK(has_code(&r, 503, "store_unavailable") && r.retry_after[0],
+          "locked store: %ld %s", r.status, r.body);
+    CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "transient-1") == 0,
+          "a transient failure was stored");
+    api("POST", gw_port, "/v1/orders", key1, "transient-1", body, &r);
+    CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 400,
+          "retry after transient: %ld %s", r.status, r.body);
+}
+
+static void test_bad_input(void)
+{
+    static const struct {
+        const char *body;
+        long status;
+        const char *code;
+    } cases[] = {
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",", 400, "malformed_json"},
+        {"[1,2]", 400, "malformed_json"},
+        {"", 400, "malformed_json"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"amount\":2}", 400,
+         "malformed_json"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":-100}", 400, "invalid_amount"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":0}", 400, "invalid_amount"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":100000000000001}", 400,
+         "invalid_amount"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":9223372036854775808}", 400,
+         "malformed_json"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1.5}", 400, "invalid_amount"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":\"100\"}", 400,
+         "invalid_amount"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\"}", 400, "missing_parameter"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"currency\":\"XXX\"}", 400,
+         "invalid_currency"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"currency\":\"cny\"}", 400,
+         "invalid_currency"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B 1\",\"amount\":1}", 400, "invalid_parameter"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"discount\":1}", 400,
+         "unknown_parameter"},
+        {"{\"merchant\":\"m9\",\"out_trade_no\":\"B-1\",\"amount\":1}", 404,
+         "merchant_not_found"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"channel\":\"paypal\"}",
+         400, "invalid_parameter"},
+    };
+    char before[256], after[256];
+    fingerprint(before, sizeof before);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct resp r;
+        api("POST", i % 2 ? child_port : gw_port, "/v1/orders", key1, NULL, cases[i].body, &r);
+        CHECK(has_code(&r, cases[i].status, cases[i].code), "bad input %zu (%s): %ld %s", i,
+              cases[i].body, r.status, r.body);
+    }
+    struct resp r;
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"B-R\",\"amount\":-5}", &r);
+    CHECK(has_code(&r, 400, "invalid_amount"), "negative refund: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"B-R\",\"amount\":5,\"currency\":\"ZZZ\"}",
+        &r);
+    CHECK(has_code(&r, 400, "invalid_currency"), "refund currency: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/orders", key1, "bad key with spaces",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"B-2\",\"amount\":1}", &r);
+    CHECK(has_code(&r, 400, "invalid_idempotency_key"), "bad Idempotency-Key: %ld %s", r.status,
+          r.body);
+    api("GET", gw_port, "/v1/journal?limit=0", key1, NULL, NULL, &r);
+    CHECK(has_code(&r, 400, "invalid_parameter"), "limit=0: %ld", r.status);
+    char *big = malloc(70 * 1024);
+    memset(big, ' ', 70 * 1024 - 1);
+    big[0] = '{';
+    big[70 * 1024 - 2] = '}';
+    big[70 * 1024 - 1] = '\0';
+    api("POST", gw_port, "/v1/orders", key1, "big-1", big, &r);
+    free(big);
+    CHECK(has_code(&r, 413, "body_too_large"), "70 KiB body: %ld %s", r.status, r.body);
+    /* Validation failures are not stored under the key: fixing the body
+     * and retrying with the same key works. */
+    api("POST", gw_port, "/v1/orders", key1, "bad-then-good",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"B-3\",\"amount\":-1}", &r);
+    CHECK(r.status == 400, "bad-then-good 1: %ld", r.status);
+    fingerprint(after, sizeof after);
+    CHECK(strcmp(before, after) == 0, "bad input changed rows: %s -> %s", before, after);
+    api("POST", gw_port, "/v1/orders", key1, "bad-then-good",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"B-3\",\"amount\":1}", &r);
+    CHECK(r.status == 201, "bad-then-good 2: %ld %s", r.status, r.body);
+}
+
+static void sim_pay(const char *order)
+{
+    run("sim pay --dir sim --order %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
+        order, gw_port);
+}
+
+static void test_close(void)
+{
+    struct resp r, d;
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"CL-1\",\"amount\":300,\"channel\":\"wechatpay\"}",
+        &r);
+    CHECK(r.status == 201 && jstr_is(&r, "status", "PAYING"), "close setup: %ld", r.status);
+    api("POST", gw_port, "/v1/orders/CL-1/close", key1, "close-1", NULL, &r);
+    CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED"), "close: %ld %s", r.status, r.body);
+    api("POST", child_port, "/v1/orders/CL-1/close", key1, "close-1", NULL, &d);
+    CHECK(d.status == 200 && d.replayed && strcmp(d.body, r.body) == 0, "close replay: %ld",
+          d.status);
+    api("POST", gw_port, "/v1/orders/CL-1/close", key1, NULL, "{}", &d);
+    CHECK(d.status == 200 && jstr_is(&d, "status", "CLOSED"), "close again: %ld %s", d.status,
+          d.body);
+    api("POST", gw_port, "/v1/orders/CL-1/close", key1, "close-1", "{\"x\":1}", &d);
+    CHECK(d.status == 400, "close with a body member: %ld", d.status);
+    /* The payer pays anyway: the money is parked in suspense, alerted. */
+    sim_pay("CL-1:300");
+    api("GET", gw_port, "/v1/orders/CL-1", key1, NULL, NULL, &r);
+    CHECK(jstr_is(&r, "status", "CLOSED"), "paid after close: %s", r.body);
+    api("GET", gw_port, "/v1/alerts", key1, NULL, NULL, &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"out_trade_no\":\"CL-1\"") &&
+              strstr(r.body, "\"reason\":\"paid_after_close\""),
+          "alert for the payment after close: %s", r.body);
+    api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
+    CHECK(strstr(r.body, "{\"account\":\"suspense\",\"balance\":-300,\"currency\":\"CNY\""),
+          "suspense balance: %s", r.body);
+    /* A PAID order cannot be closed. */
+    sim_pay("C-1:2500");
+    api("POST", gw_port, "/v1/orders/C-1/close", key1, "close-paid", NULL, &r);
+    CHECK(has_code(&r, 409, "order_paid"), "close a paid order: %ld %s", r.status, r.body);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
+             "C-1") == 1,
+          "C-1 not PAID");
+    api("POST", gw_port, "/v1/orders/NOPE/close", key1, NULL, NULL, &r);
+    CHECK(has_code(&r, 404, "order_not_found"), "close unknown: %ld", r.status);
+}
+
+static int sim_refunds(void)
+{
+    char path[512], *lines = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sim/refunds.jsonl", dir);
+    if (po_file_read(path, 1 << 20, &lines, &len))
+        return 0;
+    int n = 0;
+    for (char *p = lines; (p = strchr(p, '\n')); p++)
+        n++;
+    free(lines);
+    return n;
+}
+
+static bool wait_for(const char *sql, const char *arg, int64_t want)
+{
+    for (int i = 0; i < 150; i++) {
+        if (q1(sql, arg) == want)
+            return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+struct cb {
+    pthread_barrier_t *go;
+    const struct po_sim_request *req;
+    long status;
+};
+
+/* Delivers one simulated channel callback to the gateway. */
+static void *send_cb(void *arg)
+{
+    struct cb *c = arg;
+    pthread_barrier_wait(c->go);
+    char u[256];
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/wechatpay/t1", gw_port);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hl = NULL;
+    char line[600];
+    for (int i = 0; i < c->req->nheaders; i++) {
+        snprintf(line, sizeof line, "%s: %s", c->req->name[i], c->req->value[i]);
+        hl = curl_slist_append(hl, line);
+    }
+    snprintf(line, sizeof line, "Content-Type: %s", c->req->content_type);
+    hl = curl_slist_append(hl, line);
+    struct resp *r = calloc(1, sizeof *r);
+    curl_easy_setopt(h, CURLOPT_URL, u);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->req->body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &c->status);
+    free(r);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* The refund the simulator recorded for out_refund_no (its refund id). */
+static bool sim_refund_id(const char *out_refund_no, char *out, size_t cap)
+{
+    char path[512], *lines = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sim/refunds.jsonl", dir);
+    if (po_file_read(path, 1 << 20, &lines, &len))
+        return false;
+    bool found = false;
+    for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l && !found;
+         l = strtok_r(NULL, "\n", &save)) {
+        json_t *j = json_loads(l, 0, NULL);
+        if (strcmp(json_string_value(json_object_get(j, "out_refund_no")) ?: "", out_refund_no) ==
+            0) {
+            snprintf(out, cap, "%s", json_string_value(json_object_get(j, "refund_id")) ?: "");
+            found = true;
+        }
+        json_decref(j);
+    }
+    free(lines);
+    return found;
+}
+
+struct refund_racer {
+    pthread_barrier_t *go;
+    const char *body, *idem;
+    unsigned port;
+    struct resp r;
+};
+
+static void *refund_one(void *arg)
+{
+    struct refund_racer *a = arg;
+    pthread_barrier_wait(a->go);
+    api("POST", a->port, "/v1/refunds", key1, a->idem, a->body, &a->r);
+    return NULL;
+}
+
+static void test_refunds(void)
+{
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key1, "order-R-1",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"R-1\",\"amount\":1000,\"channel\":\"wechatpay\"}",
+        &r);
+    CHECK(r.status == 201, "refund setup: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-0\",\"amount\":10}", &r);
+    CHECK(has_code(&r, 409, "order_not_paid"), "refund before payment: %ld %s", r.status, r.body);
+    sim_pay("R-1:1000");
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
+             "R-1") == 1,
+          "R-1 not paid");
+    int before = sim_refunds();
+    /* Two refunds that together exceed the payment, at the same time, one
+     * through each process. */
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    struct refund_racer a[2] = {
+        {&go, "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-A\",\"amount\":600}", "rf-a",
+         gw_port, {0}},
+        {&go, "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-B\",\"amount\":600}", "rf-b",
+         child_port, {0}}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&th[i], NULL, refund_one, &a[i]))
+            die("pthread_create");
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    int won = a[0].r.status == 201 ? 0 : 1, lost = 1 - won;
+    CHECK(a[won].r.status == 201 && has_code(&a[lost].r, 409, "refund_exceeds_paid"),
+          "concurrent refunds: %ld %s / %ld %s", a[0].r.status, a[0].r.body, a[1].r.status,
+          a[1].r.body);
+    const char *won_no = won == 0 ? "RF-A" : "RF-B";
+    CHECK(jstr_is(&a[won].r, "status", "PROCESSING"), "accepted refund: %s", a[won].r.body);
+    CHECK(q1("SELECT COUNT(*) FROM refund WHERE out_trade_no = ?", "R-1") == 1 &&
+              q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "R-1") == 600,
+          "concurrent refunds: rows");
+    /* Submitted to the channel, signed with the merchant key (the simulator
+     * refuses anything else), then the callback completes it once. */
+    CHECK(sim_refunds() == before + 1, "the simulator received %d refunds, expected 1",
+          sim_refunds() - before);
+    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                   won_no, 1),
+          "refund %s did not reach SUCCESS", won_no);
+    char path[64];
+    snprintf(path, sizeof path, "/v1/refunds/%s", won_no);
+    api("GET", gw_port, path, key1, NULL, NULL, &r);
+    CHECK(r.status == 200 && jstr_is(&r, "status", "SUCCESS") &&
+              strstr(r.body, "\"state\":\"submitted\""),
+          "GET refund: %s", r.body);
+    /* The stored POST response stays what it was (PROCESSING). */
+    api("POST", gw_port, "/v1/refunds", key1, a[won].idem, a[won].body, &r);
+    CHECK(r.replayed && strcmp(r.body, a[won].r.body) == 0, "refund replay: %s", r.body);
+    /* The refund callback again, three times at once: one reversal. */
+    char refund_id[64] = "";
+    CHECK(sim_refund_id(won_no, refund_id, sizeof refund_id), "no refund id for %s", won_no);
+    char txn[80] = "";
+    {
+        struct po_store *s = t_open(url);
+        struct po_rows rows;
+        struct po_param p[] = {PO_TEXT("R-1")};
+        if (po_store_exec(s, "SELECT channel_txn_id FROM pay_order WHERE out_trade_no = ?", p, 1,
+                          &rows, NULL, NULL, 0) == PO_OK) {
+            snprintf(txn, sizeof txn, "%s", rows.nrows ? po_rows_get(&rows, 0, 0) : "");
+            po_rows_free(&rows);
+        }
+        po_store_close(s);
+    }
+    struct po_sim_refund rf = {"wechatpay", "R-1", txn, won_no, refund_id, 600, 1000, "SUCCESS"};
+    struct po_sim_request req;
+    if (po_sim_refund_request(&id, &rf, (int64_t)time(NULL), &req))
+        die("refund request");
+    pthread_barrier_init(&go, NULL, 3);
+    struct cb cbs[3] = {{&go, &req, 0}, {&go, &req, 0}, {&go, &req, 0}};
+    pthread_t ct[3];
+    for (int i = 0; i < 3; i++)
+        if (pthread_create(&ct[i], NULL, send_cb, &cbs[i]))
+            die("pthread_create");
+    for (int i = 0; i < 3; i++)
+        pthread_join(ct[i], NULL);
+    pthread_barrier_destroy(&go);
+    po_sim_request_free(&req);
+    CHECK(cbs[0].status / 100 == 2 && cbs[1].status / 100 == 2 && cbs[2].status / 100 == 2,
+          "refund callbacks acked %ld %ld %ld", cbs[0].status, cbs[1].status, cbs[2].status);
+    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
+             won_no) == 1,
+          "refund %s: not exactly one reversal", won_no);
+    CHECK(q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") == 600,
+          "refunded_amount");
+    /* What is left (400) can be refunded; more cannot. Without a key,
+     * out_refund_no makes it idempotent. */
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":401}", &r);
+    CHECK(has_code(&r, 409, "refund_exceeds_paid"), "over-refund: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":400,\"currency\":\"CNY\"}",
+        &r);
+    CHECK(r.status == 201, "remaining refund: %ld %s", r.status, r.body);
+    api("POST", child_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":400}", &r);
+    CHECK(r.status == 200 && jstr_is(&r, "out_refund_no", "RF-C"), "same refund, no key: %ld %s",
+          r.status, r.body);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":300}", &r);
+    CHECK(has_code(&r, 409, "refund_exists"), "same refund no, other amount: %ld %s", r.status,
+          r.body);
+    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                   "RF-C", 1),
+          "RF-C did not reach SUCCESS");
+    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "R-1") ==
+              2 && q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") ==
+                       1000,
+          "R-1 fully refunded once each");
+    api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"object\":\"list\""), "balances: %s", r.body);
+}
+
+static void test_journal_paging(void)
+{
+    int64_t total = q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't1'", NULL);
+    char path[600] = "/v1/journal?limit=2";
+    int seen = 0, pages = 0, lines = 0;
+    bool ok = true;
+    for (;;) {
+        struct resp r;
+        api("GET", gw_port, path, key1, NULL, NULL, &r);
+        json_t *j = json_loads(r.body, 0, NULL);
+        json_t *data = json_object_get(j, "data");
+        if (r.status != 200 || !json_is_array(data)) {
+            ok = false;
+            json_decref(j);
+            break;
+        }
+        size_t i;
+        json_t *e;
+        json_array_foreach(data, i, e) {
+            seen++;
+            int64_t sum = 0;
+            size_t k;
+            json_t *p;
+            json_array_foreach(json_object_get(e, "postings"), k, p) {
+                sum += json_integer_value(json_object_get(p, "amount"));
+                lines++;
+            }
+            ok = ok && sum == 0;
+        }
+        pages++;
+        const char *next = json_string_value(json_object_get(j, "next_cursor"));
+        bool more = json_is_true(json_object_get(j, "has_more"));
+        if (more && next)
+            snprintf(path, sizeof path, "/v1/journal?limit=2&cursor=%s", next);
+        json_decref(j);
+        if (!more || pages > 100)
+            break;
+    }
+    CHECK(ok && seen == total && total >= 4 && pages == (int)((total + 1) / 2),
+          "journal paging: %d of %lld journals in %d pages", seen, (long long)total, pages);
+    CHECK(lines == q1("SELECT COUNT(*) FROM posting WHERE tenant_id = 't1'", NULL),
+          "journal paging: %d posting lines", lines);
+    struct resp r;
+    api("GET", gw_port, "/v1/journal?out_trade_no=R-1", key1, NULL, NULL, &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    CHECK(json_array_size(json_object_get(j, "data")) == 3, "journal for R-1: %s", r.body);
+    json_decref(j);
+}
+
+static void test_reaper(void)
+{
+    exec_sql("UPDATE api_idempotency SET created_at = '2001-01-01T00:00:00.000Z' WHERE idem_key ="
+             " 'reuse-1'");
+    int64_t n = q1("SELECT COUNT(*) FROM api_idempotency", NULL);
+    char out[256];
+    run_out(out, sizeof out, "idempotency reap");
+    CHECK(strncmp(out, "1 stored", 8) == 0, "reap: %s", out);
+    CHECK(q1("SELECT COUNT(*) FROM api_idempotency", NULL) == n - 1, "reap: rows");
+    /* The key is free again: a new request under it runs. */
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key1, "reuse-1",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"K-9\",\"amount\":9}", &r);
+    CHECK(r.status == 201 && !r.replayed, "reused key after reaping: %ld %s", r.status, r.body);
+}
+
+static pid_t start_child(void)
+{
+    int fd[2];
+    if (pipe(fd))
+        die("pipe");
+    char mk[300], log[300];
+    snprintf(mk, sizeof mk, "%s/master.key", dir);
+    snprintf(log, sizeof log, "%s/child.log", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        FILE *e = freopen(log, "w", stderr);
+        (void)e;
+        close(fd[0]);
+        execl(bin, bin, "serve", "--db", url, "--listen", "127.0.0.1:0", "--master-key-file", mk,
+              "--query-interval", "0", "--refund-retry-interval", "0", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    char line[128] = "";
+    if (!f || !fgets(line, sizeof line, f) || sscanf(line, "listening on port %u", &child_port) != 1)
+        die("payonce serve child did not start");
+    fclose(f);
+    return pid;
+}
+
+int main(int argc, char **argv)
+{
+    backend = t_backend(argc, argv);
+    if (argc < 3 || !realpath(argv[2], bin))
+        die("usage: test_api BACKEND PAYONCE");
+    po_log_set_level(PO_LOG_ERROR);
+    unsigned char master[32];
+    char sd[300], err[PO_ERRBUF_MAX] = "";
+    t_env_create("api", dir, sizeof dir, master, &id);
+    snprintf(sd, sizeof sd, "%s/sim", dir);
+    t_db_create(backend, url, sizeof url);
+    run("tenant add --tenant t1");
+    run("tenant add --tenant t2");
+    run("merchant add --tenant t1 --merchant m1");
+    run("merchant add --tenant t2 --merchant m1");
+    run_out(key1, sizeof key1, "apikey create --tenant t1");
+    run_out(key2, sizeof key2, "apikey create --tenant t2");
+    run_out(key3, sizeof key3, "apikey create --tenant t1");
+    CHECK(strlen(key1) == PO_APIKEY_LEN && strncmp(key1, "po_", 3) == 0, "apikey create: '%s'",
+          key1);
+    CHECK(q1("SELECT COUNT(*) FROM api_key WHERE key_hash = ?", key1) == 0 &&
+              q1("SELECT COUNT(*) FROM api_key", NULL) == 3,
+          "the key itself is stored");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct po_server_cfg gc = {.listen = "127.0.0.1:0", .db_url = url, .master_key = master,
+                               .idem_wait_ms = 10000};
+    struct po_server_cfg gc2 = {.listen = "127.0.0.1:0", .db_url = url, .master_key = master,
+                                .idem_wait_ms = -1, .api_hook = hook};
+    struct po_server *gw = NULL, *gw2 = NULL;
+    struct po_sim_server_cfg sc = {sd, "127.0.0.1:0", 1000, 50};
+    struct po_sim_server *sim = NULL;
+    if (po_server_start(&gc, &gw, err, sizeof err) ||
+        po_server_start(&gc2, &gw2, err, sizeof err) ||
+        po_sim_server_start(&sc, &sim, err, sizeof err))
+        die(err);
+    gw_port = po_server_port(gw);
+    gw2_port = po_server_port(gw2);
+    sim_port = po_sim_server_port(sim);
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url http://127.0.0.1:%u --merchant-private-key-file"
+        " sim/merchant_private_key.pem --merchant-serial %s"
+        " --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
+        id.mchid, id.appid, sim_port, id.merchant_serial, gw_port);
+    pid_t child = start_child();
+    test_auth();
+    test_concurrent();
+    test_key_reuse();
+    test_in_flight();
+    test_transient();
+    test_bad_input();
+    test_close();
+    test_refunds();
+    test_journal_paging();
+    test_reaper();
+    kill(child, SIGTERM);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "payonce serve child exit %d", status);
+    po_sim_server_stop(sim);
+    po_server_stop(gw2);
+    po_server_stop(gw);
+    struct po_store *s = t_open(url);
+    CHECK(t_verify(s) == 0, "ledger invariants");
+    po_store_close(s);
+    t_db_drop(url);
+    po_sim_identity_free(&id);
+    curl_global_cleanup();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (failures == 0 && system(cmd)) { /* lint-ok */
+    }
+    printf("# api[%s] tenant API: %d checks\n", backend, passes);
+    printf("%d passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,62 @@
+/*
+ * simenv.c — see simenv.h.
+ */
+#include "simenv.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "simenv: %s: %s\n", what, detail);
+    exit(1);
+}
+
+void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[32],
+                  struct po_sim_identity *id)
+{
+    snprintf(dir, cap, "/tmp/payonce-%s-XXXXXX", name);
+    if (!mkdtemp(dir))
+        die("mkdtemp", dir);
+    char sd[300], mk[300], err[PO_ERRBUF_MAX] = "";
+    snprintf(sd, sizeof sd, "%s/sim", dir);
+    if (po_sim_identity_generate(sd, "cert", err, sizeof err))
+        die("sim keys", err);
+    if (po_random(master, 32))
+        die("random", "master key");
+    snprintf(mk, sizeof mk, "%s/master.key", dir);
+    FILE *f = fopen(mk, "wb");
+    if (!f || fwrite(master, 1, 32, f) != 32)
+        die("write", mk);
+    fclose(f);
+    if (po_sim_identity_load(sd, id, err, sizeof err))
+        die("sim identity", err);
+}
+
+void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
+           const char *fmt, ...)
+{
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && PAYONCE_MASTER_KEY_FILE=%s/master.key %s %s --db '%s' 2>>setup.log", dir,
+             dir, bin, args, url);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        die("popen", args);
+    char line[512] = "";
+    if (!fgets(line, sizeof line, p))
+        line[0] = '\0';
+    while (fgetc(p) != EOF) {
+    }
+    if (pclose(p) != 0)
+        die("payonce failed", args);
+    line[strcspn(line, "\n")] = '\0';
+    if (out)
+        snprintf(out, cap, "%s", line);
+}

@@ -1,0 +1,24 @@
+/*
+ * simenv.h — the setting of the end-to-end tests that drive a gateway and
+ * the channel simulator: a temporary directory with the simulator's keys
+ * (DIR/sim) and a master key (DIR/master.key), and the payonce command run
+ * in that directory.
+ */
+#ifndef PO_SIMENV_H
+#define PO_SIMENV_H
+
+#include "../../src/sim/sim.h"
+
+/* Creates /tmp/payonce-NAME-XXXXXX (into dir), generates the simulator's
+ * keys (certificate mode) and a random master key, and loads the identity.
+ * Aborts the test on any error. */
+void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[32],
+                  struct po_sim_identity *id);
+
+/* Runs `BIN ARGS --db URL` in dir with PAYONCE_MASTER_KEY_FILE set; its
+ * stderr goes to DIR/setup.log, the first line of its stdout into out
+ * (when not NULL). Aborts the test when the command fails. */
+void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
+           const char *fmt, ...) PO_PRINTF(6, 7);
+
+#endif

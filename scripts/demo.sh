@@ -9,6 +9,9 @@
 #     it on a later retry of its real (time-compressed) schedule
 #   - a callback the channel never sent, recovered by reconciliation (the
 #     active order query against the simulator's order-query API)
+#   - the tenant API: a double-clicked order creates one order; a refund is
+#     submitted to the simulator's refund API and its callback posts the
+#     reversal once
 # It checks every expectation against the server's own log and the ledger,
 # runs `payonce verify`, prints a summary, stops everything it started, and
 # exits non-zero if anything differs.
@@ -57,15 +60,17 @@ head -n1 keys.out | sed 's/^/   /'
 for _ in $(seq 1 100); do grep -q "listening on port" sim.out 2>/dev/null && break; sleep 0.05; done
 sport=$(sed -n 's/^simulator listening on port //p' sim.out)
 mser=$(python3 -c "import json; print(json.load(open('sim/sim.json'))['merchant_serial'])")
-# The channel's API (order query) is the simulator's; payonce signs its queries with the merchant key.
+gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The channel's APIs (order query, refunds) are the simulator's; payonce signs its requests with
+# the merchant key, and WeChat sends refund results to the gateway's notify URL.
 grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" |
-  sed "s#--platform-cert-file \(.*\)\$#--platform-cert-file \1 --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim/merchant_private_key.pem --merchant-serial $mser#" > configure.sh
+  sed "s#--platform-cert-file \(.*\)\$#--platform-cert-file \1 --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim/merchant_private_key.pem --merchant-serial $mser --notify-url http://127.0.0.1:$gport/notify/wechatpay/$T#" > configure.sh
 bash configure.sh > configure.out 2>&1 || { cat configure.out; exit 1; }
 grep -c saved configure.out | xargs printf '   %s channel accounts configured (WeChat Pay with a platform certificate, Alipay, Stripe-style), secrets sealed\n'
 for o in ORD-1001:1280 ORD-1002:4500 ORD-1003:990 ORD-1004:2000 ORD-1005:3600 ORD-1006:700 ORD-1007:1100; do
   "$BIN" order create --tenant $T --merchant $M --out-trade-no "${o%%:*}" --amount "${o##*:}" | sed 's/^/   /' || exit 1
 done
-start_server
+start_server "$gport"
 echo "   payonce serve listening on 127.0.0.1:$port"
 U=http://127.0.0.1:$port/notify
 
@@ -107,9 +112,34 @@ recovered=$(python3 -c 'import json,sys; d=json.load(open("recon.json")); print(
 python3 -c 'import json; d=json.load(open("recon.json")); print("   queried %d order(s) still PAYING: %d paid at the channel, %d credited now" % (d["queried"], d["paid"], d["replayed"]))'
 expect "payments recovered by reconciliation" "$recovered" 1
 expect "ORD-1007 recovered by the active order query" "$("$BIN" order show --tenant $T --out-trade-no ORD-1007 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" PAID
+
+say "9. The tenant API: a double-clicked order, paid, then partly refunded through the channel"
+KEY=$("$BIN" apikey create --tenant $T 2>/dev/null)
+A=http://127.0.0.1:$port/v1
+post() { # post FILE PATH IDEMPOTENCY-KEY BODY: prints the status, the body goes to FILE
+  curl -s -o "$1" -w '%{http_code}' -X POST "$A/$2" -H "Authorization: Bearer $KEY" \
+    -H "Idempotency-Key: $3" -H 'Content-Type: application/json' -d "$4"; }
+field() { python3 -c "import json,sys; print(json.load(open('$1'))$2)"; }
+body='{"merchant":"'$M'","out_trade_no":"ORD-2001","amount":1500,"channel":"wechatpay"}'
+post click1.json orders dbl-click-2001 "$body" > click1.code & click_pid=$!
+post click2.json orders dbl-click-2001 "$body" > click2.code; wait $click_pid
+echo "   two clicks at once, one Idempotency-Key: HTTP $(cat click1.code) and $(cat click2.code)"
+expect "the two answers are identical" "$(cmp -s click1.json click2.json && echo same || echo different)" same
+n_orders=$(python3 -c "import sqlite3; print(sqlite3.connect('demo.db').execute(\"SELECT COUNT(*) FROM pay_order WHERE out_trade_no = 'ORD-2001'\").fetchone()[0])")
+expect "orders ORD-2001 created" "$n_orders" 1
+sim --notify-url $U/wechatpay/$T --order ORD-2001:1500
+code=$(post refund.json refunds refund-2001-1 '{"out_trade_no":"ORD-2001","out_refund_no":"RF-2001","amount":500}')
+echo "   POST /v1/refunds RF-2001 (500): HTTP $code, status $(field refund.json '["status"]')"
+code=$(post refund2.json refunds refund-2001-2 '{"out_trade_no":"ORD-2001","out_refund_no":"RF-2002","amount":1001}')
+expect "a second refund beyond what remains is refused" "$code $(field refund2.json '["error"]["code"]')" "409 refund_exceeds_paid"
+for _ in $(seq 1 100); do
+  curl -s -o rf.json "$A/refunds/RF-2001" -H "Authorization: Bearer $KEY"
+  [ "$(field rf.json '["status"]')" = SUCCESS ] && break; sleep 0.05
+done
+expect "RF-2001 submitted to the channel, its callback arrived" "$(field rf.json '["submission"]["state"]') $(field rf.json '["status"]')" "submitted SUCCESS"
 stop_server
 
-say "9. What the gateway answered (from its log) and what the ledger says"
+say "10. What the gateway answered (from its log) and what the ledger says"
 python3 - server.log > outcomes.txt <<'EOF'
 import json, sys, collections
 c = collections.Counter()
@@ -127,25 +157,25 @@ n() { awk -v k="$1" '$1==k {print $2}' outcomes.txt | grep . || echo 0; }
 "$BIN" alerts --tenant $T | sed 's/^/   /'
 bal() { "$BIN" ledger balances --tenant $T --json | python3 -c "import json,sys; d=json.load(sys.stdin); print({b['account']:b['balance'] for b in d['balances']}.get('$1',0))"; }
 
-say "10. Checks"
+say "11. Checks"
 dups=$(( $(n duplicate:1) + $(n duplicate:2) + $(n duplicate:3) ))
-expect "callbacks credited (six orders, each once)"            "$(n applied)" 6
+expect "callbacks credited (seven payments, one refund; once each)" "$(n applied)" 8
 expect "duplicates caught (two per order delivered 3 times)"    "$dups" 8
 expect "forged callbacks refused (bad_signature)"               "$(n invalid:bad_signature)" 1
 expect "tampered amount rejected, alert recorded"               "$(n rejected)" 1
 expect "alerts"                                                 "$("$BIN" alerts --tenant $T --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["alerts"]))')" 1
-expect "channel_clearing:wechatpay = 1280+4500+2000+700+1100"   "$(bal channel_clearing:wechatpay)" 9580
+expect "channel_clearing:wechatpay = 1280+4500+2000+700+1100+1500-500" "$(bal channel_clearing:wechatpay)" 10580
 expect "channel_clearing:alipay = 990"                          "$(bal channel_clearing:alipay)" 990
 expect "channel_clearing:stripe = 3600"                         "$(bal channel_clearing:stripe)" 3600
-expect "merchant_payable:$M"                                    "$(bal merchant_payable:$M)" -14170
-for o in ORD-1001 ORD-1002 ORD-1003 ORD-1004 ORD-1005 ORD-1006 ORD-1007; do
+expect "merchant_payable:$M"                                    "$(bal merchant_payable:$M)" -15170
+for o in ORD-1001 ORD-1002 ORD-1003 ORD-1004 ORD-1005 ORD-1006 ORD-1007 ORD-2001; do
   expect "$o is PAID" "$("$BIN" order show --tenant $T --out-trade-no $o --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" PAID
 done
 if "$BIN" verify > verify.out 2>&1; then expect "payonce verify" pass pass; else cat verify.out; expect "payonce verify" fail pass; fi
 
 say "Summary"
 printf '   %-44s %6s\n' "deliveries sent (attempts)" "$attempts" \
-  "credited from callbacks" "$(n applied)" \
+  "credited from callbacks (payments, refunds)" "$(n applied)" \
   "recovered by reconciliation" "$recovered" \
   "duplicates caught by layer 1 (entry)" "$(n duplicate:1)" \
   "duplicates caught by layer 2 (state)" "$(n duplicate:2)" \

@@ -210,12 +210,13 @@ po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
                                 int64_t min_age_s, int limit, int *out_submitted)
 {
     char cutoff[PO_TIME_MAX];
-    po_clock_iso_at((int64_t)time(NULL) - min_age_s, cutoff, sizeof cutoff);
+    /* last attempt at least min_age_s ago, to the second */
+    po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
     struct po_rows r;
     struct po_param p[] = {PO_TEXT(cutoff), PO_I64(limit)};
     po_err rc = po_store_exec(s,
                               "SELECT tenant_id, out_refund_no FROM refund WHERE submit_state ="
-                              " 'pending' AND status = 'PROCESSING' AND updated_at <= ?"
+                              " 'pending' AND status = 'PROCESSING' AND updated_at < ?"
                               " ORDER BY updated_at LIMIT ?",
                               p, 2, &r, NULL, NULL, 0);
     if (rc)

@@ -45,6 +45,7 @@ static char dir[256], url[T_URL_MAX], bin[512];
 static unsigned gw_port, gw2_port, child_port, sim_port;
 static char key1[128], key2[128], key3[128];
 static const char *backend;
+static const unsigned char *mkey; /* the master key the accounts are sealed with */
 static struct po_sim_identity id;
 
 #define CHECK(cond, ...)                                                                           \
@@ -831,6 +832,77 @@ static void test_refunds(void)
     CHECK(r.status == 200 && strstr(r.body, "\"object\":\"list\""), "balances: %s", r.body);
 }
 
+/* Tenant t2's WeChat Pay account, with the given API base URL and
+ * merchant key directory (sim: the right key; other: a stranger's). */
+static void t2_channel(const char *base, const char *keydir, const char *serial)
+{
+    run("channel set --tenant t2 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url %s --merchant-private-key-file %s/merchant_private_key.pem"
+        " --merchant-serial %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t2",
+        id.mchid, id.appid, base, keydir, serial, gw_port);
+}
+
+/* Submission when the channel does not answer (stays pending, resubmitted
+ * later) and when it refuses (the refund closes, the reservation is
+ * released, an alert is recorded). */
+static void test_refund_submission(void)
+{
+    char sim_base[64], err[PO_ERRBUF_MAX] = "", other[320];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    snprintf(other, sizeof other, "%s/other", dir);
+    struct po_sim_identity stranger;
+    if (po_sim_identity_generate(other, "cert", err, sizeof err) ||
+        po_sim_identity_load(other, &stranger, err, sizeof err))
+        die(err);
+    t2_channel("http://127.0.0.1:1", "sim", id.merchant_serial); /* nobody listens there */
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key2, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"S-1\",\"amount\":800,\"channel\":\"wechatpay\"}",
+        &r);
+    CHECK(r.status == 201, "t2 order: %ld %s", r.status, r.body);
+    run("sim pay --dir sim --order S-1:800 --txn 4200000000000000000000009001 --notify-url"
+        " http://127.0.0.1:%u/notify/wechatpay/t2", gw_port);
+    api("POST", gw_port, "/v1/refunds", key2, "t2-rt-1",
+        "{\"out_trade_no\":\"S-1\",\"out_refund_no\":\"RT-1\",\"amount\":300}", &r);
+    CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "t2 refund: %ld %s", r.status,
+          r.body);
+    api("GET", gw_port, "/v1/refunds/RT-1", key2, NULL, NULL, &r);
+    CHECK(strstr(r.body, "\"submission\":{\"attempts\":1,\"error\":\"no_answer\","
+                         "\"state\":\"pending\"}") != NULL,
+          "unreachable channel: %s", r.body);
+    /* The channel is back: the pending refund is submitted again (what
+     * serve's refund-retry job runs) and completed by its callback. */
+    t2_channel(sim_base, "sim", id.merchant_serial);
+    struct po_store *s = t_open(url);
+    int n = 0;
+    CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == 1,
+          "resubmission: %d submitted", n);
+    po_store_close(s);
+    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                   "RT-1", 1),
+          "RT-1 did not reach SUCCESS after resubmission");
+    /* A merchant key the channel does not know: SIGN_ERROR, signed by the
+     * platform -> the refund is closed and its amount free again. */
+    t2_channel(sim_base, "other", stranger.merchant_serial);
+    api("POST", gw_port, "/v1/refunds", key2, "t2-rt-2",
+        "{\"out_trade_no\":\"S-1\",\"out_refund_no\":\"RT-2\",\"amount\":500}", &r);
+    CHECK(r.status == 201, "t2 refund 2: %ld %s", r.status, r.body);
+    api("GET", gw_port, "/v1/refunds/RT-2", key2, NULL, NULL, &r);
+    CHECK(jstr_is(&r, "status", "CLOSED") &&
+              strstr(r.body, "\"error\":\"SIGN_ERROR\",\"state\":\"rejected\""),
+          "refused refund: %s", r.body);
+    CHECK(q1("SELECT refund_reserved FROM pay_order WHERE tenant_id = 't2' AND out_trade_no = ?",
+             "S-1") == 300,
+          "refused refund: reservation not released");
+    api("GET", gw_port, "/v1/alerts", key2, NULL, NULL, &r);
+    CHECK(strstr(r.body, "\"reason\":\"refund_rejected_by_channel\"") != NULL,
+          "refused refund: alert %s", r.body);
+    CHECK(q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't2' AND kind = 'REFUND'", NULL) == 1,
+          "t2 refund journals");
+    po_sim_identity_free(&stranger);
+}
+
 static void test_journal_paging(void)
 {
     int64_t total = q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't1'", NULL);
@@ -932,6 +1004,7 @@ int main(int argc, char **argv)
     unsigned char master[32];
     char sd[300], err[PO_ERRBUF_MAX] = "";
     t_env_create("api", dir, sizeof dir, master, &id);
+    mkey = master;
     snprintf(sd, sizeof sd, "%s/sim", dir);
     t_db_create(backend, url, sizeof url);
     run("tenant add --tenant t1");
@@ -976,6 +1049,7 @@ int main(int argc, char **argv)
     test_bad_input();
     test_close();
     test_refunds();
+    test_refund_submission();
     test_journal_paging();
     test_reaper();
     kill(child, SIGTERM);

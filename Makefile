@@ -2,7 +2,7 @@
 #   make demo   builds and runs the end-to-end demonstration on SQLite
 #   make test   the whole test suite (sanitizers, both stores, races, faults)
 # Both install the Debian packages they need first (scripts/deps.sh).
-.PHONY: all build deps demo test lint clean
+.PHONY: all build deps demo test lint bench clean
 
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 
@@ -24,6 +24,9 @@ test:
 
 lint:
 	@scripts/lint.sh
+
+bench: build
+	@bench/run.sh
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -21,7 +21,8 @@ for t in wechatpay alipay stripe http api; do
     rm -rf "$work"; exit 1
   fi
   runs=$(grep -aoE 'stat::number_of_executed_units: [0-9]+' build-fuzz/fuzz_$t.log | awk '{print $2}' || true)
-  [ -n "$runs" ] || runs=$(grep -aoE '#[0-9]+' build-fuzz/fuzz_$t.log | tail -n1 | tr -d '#')
+  [ -n "$runs" ] || runs=$(grep -aoE '^Done [0-9]+ runs' build-fuzz/fuzz_$t.log | awk '{print $2}' || true)
+  [ -n "$runs" ] || runs=$(grep -aoE '^#[0-9]+' build-fuzz/fuzz_$t.log | tail -n1 | tr -d '#')
   echo "# fuzz $t: ${secs}s, ${runs:-?} inputs, corpus $(ls "$work" | wc -l) files, no crash"
   rm -rf "$work"
 done

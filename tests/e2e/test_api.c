@@ -358,8 +358,8 @@ static void test_concurrent(void)
           same, replayed, r[0].status, r[0].body);
     CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "C-1") == 1,
           "one key: not exactly one order");
-    t_figure("api[%s] 50 concurrent POST /v1/orders, one Idempotency-Key, 2 processes: 1 order,"
-             " 50 identical 201 bodies, %d replayed",
+    t_figure("# api[%s] 50 concurrent POST /v1/orders, one Idempotency-Key, 2 processes: 1 order,"
+             " 50 identical 201 bodies, %d replayed\n",
              backend, replayed);
     /* No key: out_trade_no makes it idempotent. */
     body = "{\"merchant\":\"m1\",\"out_trade_no\":\"C-2\",\"amount\":700}";
@@ -983,7 +983,8 @@ static pid_t start_child(void)
         (void)e;
         close(fd[0]);
         execl(bin, bin, "serve", "--db", url, "--listen", "127.0.0.1:0", "--master-key-file", mk,
-              "--query-interval", "0", "--refund-retry-interval", "0", (char *)NULL);
+              "--query-interval", "0", "--refund-retry-interval", "0",
+              "--idempotency-wait-ms", "10000", (char *)NULL);
         _exit(127);
     }
     close(fd[1]);

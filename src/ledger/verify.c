@@ -63,6 +63,12 @@ static const struct check checks[] = {
      " AND r.out_trade_no = o.out_trade_no AND r.status = 'SUCCESS'"
      " GROUP BY o.tenant_id, o.out_trade_no, o.refunded_amount"
      " HAVING o.refunded_amount <> COALESCE(SUM(r.amount), 0)"},
+    {"refund_reserved", "an order's reserved refund amount is the sum of its refunds not closed",
+     "SELECT o.tenant_id, o.out_trade_no, 'reserved ' || o.refund_reserved || ' refunds ' ||"
+     " COALESCE(SUM(r.amount), 0) FROM pay_order o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
+     " AND r.out_trade_no = o.out_trade_no AND r.status <> 'CLOSED'"
+     " GROUP BY o.tenant_id, o.out_trade_no, o.refund_reserved"
+     " HAVING o.refund_reserved <> COALESCE(SUM(r.amount), 0)"},
     {"refund_journals", "every successful refund has exactly one refund journal",
      "SELECT r.tenant_id, r.out_refund_no, COUNT(j.idem_key) || ' refund journals' FROM refund r"
      " LEFT JOIN journal j ON j.tenant_id = r.tenant_id AND j.out_refund_no = r.out_refund_no"

@@ -548,6 +548,21 @@ static void verify_detects_broken_invariants(void **state)
     assert_true(t_verify(S) >= 3);
 }
 
+static void verify_detects_refund_reservation_drift(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event a = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
+    t_seed_refund(S, "ORD-1", "R-1", 40);
+    assert_int_equal(t_verify(S), 0);
+    /* A reservation without its refund (or a refund without its
+     * reservation) would let refunds exceed the payment. */
+    exec_ok(S, "UPDATE pay_order SET refund_reserved = 100 WHERE out_trade_no = 'ORD-1'");
+    assert_int_equal(t_verify(S), 1); /* refund_reserved */
+    exec_ok(S, "UPDATE pay_order SET refund_reserved = 40 WHERE out_trade_no = 'ORD-1'");
+    assert_int_equal(t_verify(S), 0);
+}
+
 int main(int argc, char **argv)
 {
     backend = t_backend(argc, argv);
@@ -578,6 +593,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(refund_closed_releases_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(refund_abnormal_then_success, setup, teardown),
         cmocka_unit_test_setup_teardown(refund_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(verify_detects_refund_reservation_drift, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_isolates_events_by_savepoint, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_twin_without_layer1, setup, teardown),
         cmocka_unit_test_setup_teardown(verify_detects_broken_invariants, setup, teardown),

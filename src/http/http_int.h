@@ -16,6 +16,8 @@
 void po_metrics_callback(const char *channel, const char *outcome, int layer, uint64_t micros);
 void po_metrics_verify_failure(const char *channel, const char *reason);
 void po_metrics_http(unsigned status);
+/* One tenant API answer (route as api.c names it; "" when unknown). */
+void po_metrics_api(const char *route, unsigned status, bool replayed);
 /* Renders everything in Prometheus text format into a heap string. */
 char *po_metrics_render(void);
 

@@ -6,6 +6,7 @@
  *   payonce_verification_failures_total{channel,reason}
  *   payonce_ack_seconds{channel} (histogram)
  *   payonce_http_responses_total{code}
+ *   payonce_api_requests_total{route,code,replayed}
  */
 #include "http_int.h"
 
@@ -30,7 +31,7 @@ static const char *const reasons[] = {
 static const uint64_t bucket_us[] = {1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
                                      500000, 1000000, 2500000, 5000000};
 #define NBUCKET (sizeof bucket_us / sizeof bucket_us[0])
-static const unsigned codes[] = {200, 204, 400, 401, 404, 405, 413, 500, 503};
+static const unsigned codes[] = {200, 201, 204, 400, 401, 404, 405, 409, 413, 422, 500, 503};
 #define NCODE (sizeof codes / sizeof codes[0])
 
 static atomic_ulong callbacks[NCH][NOUT][4];
@@ -39,6 +40,18 @@ static atomic_ulong ack_bucket[NCH][NBUCKET + 1];
 static atomic_ulong ack_sum_us[NCH];
 static atomic_ulong ack_count[NCH];
 static atomic_ulong http_codes[NCODE + 1];
+/* The tenant API's routes as api.c names them; "" is an unknown route. */
+static const char *const routes[] = {"POST /v1/orders",
+                                     "GET /v1/orders/{out_trade_no}",
+                                     "POST /v1/orders/{out_trade_no}/close",
+                                     "POST /v1/refunds",
+                                     "GET /v1/refunds/{out_refund_no}",
+                                     "GET /v1/balances",
+                                     "GET /v1/alerts",
+                                     "GET /v1/journal",
+                                     ""};
+#define NROUTE (sizeof routes / sizeof routes[0])
+static atomic_ulong api[NROUTE][NCODE + 1][2];
 
 static size_t index_of(const char *const *names, size_t n, const char *s)
 {
@@ -67,12 +80,30 @@ void po_metrics_verify_failure(const char *channel, const char *reason)
                      1);
 }
 
-void po_metrics_http(unsigned status)
+static size_t code_index(unsigned status)
 {
     size_t i = 0;
     while (i < NCODE && codes[i] != status)
         i++;
-    atomic_fetch_add(&http_codes[i], 1);
+    return i; /* NCODE: other */
+}
+
+void po_metrics_http(unsigned status)
+{
+    atomic_fetch_add(&http_codes[code_index(status)], 1);
+}
+
+void po_metrics_api(const char *route, unsigned status, bool replayed)
+{
+    atomic_fetch_add(&api[index_of(routes, NROUTE, route)][code_index(status)][replayed], 1);
+}
+
+static void code_text(size_t i, char *buf, size_t cap)
+{
+    if (i < NCODE)
+        (void)snprintf(buf, cap, "%u", codes[i]);
+    else
+        (void)snprintf(buf, cap, "other");
 }
 
 struct out {
@@ -151,10 +182,25 @@ char *po_metrics_render(void)
             "# TYPE payonce_http_responses_total counter\n");
     for (size_t i = 0; i <= NCODE; i++) {
         unsigned long v = atomic_load(&http_codes[i]);
-        if (v && i < NCODE)
-            put(&o, "payonce_http_responses_total{code=\"%u\"} %lu\n", codes[i], v);
-        else if (v)
-            put(&o, "payonce_http_responses_total{code=\"other\"} %lu\n", v);
+        char code[8];
+        code_text(i, code, sizeof code);
+        if (v)
+            put(&o, "payonce_http_responses_total{code=\"%s\"} %lu\n", code, v);
     }
+    put(&o, "# HELP payonce_api_requests_total Tenant API requests by route, status and whether"
+            " the answer was an Idempotency-Key replay.\n"
+            "# TYPE payonce_api_requests_total counter\n");
+    for (size_t r = 0; r < NROUTE; r++)
+        for (size_t i = 0; i <= NCODE; i++)
+            for (int rep = 0; rep < 2; rep++) {
+                unsigned long v = atomic_load(&api[r][i][rep]);
+                char code[8];
+                code_text(i, code, sizeof code);
+                if (v)
+                    put(&o,
+                        "payonce_api_requests_total{route=\"%s\",code=\"%s\",replayed=\"%s\"}"
+                        " %lu\n",
+                        routes[r][0] ? routes[r] : "unknown", code, rep ? "true" : "false", v);
+            }
     return o.buf;
 }

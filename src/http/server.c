@@ -160,6 +160,7 @@ static enum MHD_Result handle_api(struct po_server *srv, struct MHD_Connection *
     struct po_api_answer a;
     po_api_handle(&ctx, &areq, &a);
     log_api(q, method, &a, now_us() - q->start_us);
+    po_metrics_api(a.route, a.status, a.replayed);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(a.body), a.body,
                                                              MHD_RESPMEM_MUST_FREE);
     if (!r) {

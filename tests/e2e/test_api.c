@@ -361,6 +361,13 @@ static void test_concurrent(void)
     t_figure("# api[%s] 50 concurrent POST /v1/orders, one Idempotency-Key, 2 processes: 1 order,"
              " 50 identical 201 bodies, %d replayed\n",
              backend, replayed);
+    /* The replays are counted apart on /metrics (this process served half). */
+    struct resp m;
+    api("GET", gw_port, "/metrics", NULL, NULL, NULL, &m);
+    const char *line = strstr(m.body, "payonce_api_requests_total{route=\"POST /v1/orders\","
+                                      "code=\"201\",replayed=\"true\"} ");
+    long n = line ? strtol(strchr(line, '}') + 2, NULL, 10) : 0;
+    CHECK(n >= RACERS / 2 - 1, "metrics: %ld replays counted", n);
     /* No key: out_trade_no makes it idempotent. */
     body = "{\"merchant\":\"m1\",\"out_trade_no\":\"C-2\",\"amount\":700}";
     race(RACERS, "/v1/orders", NULL, body, r);
@@ -1041,7 +1048,15 @@ int main(int argc, char **argv)
         " sim/merchant_private_key.pem --merchant-serial %s"
         " --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
         id.mchid, id.appid, sim_port, id.merchant_serial, gw_port);
+    /* A stored answer far past the retention: serve's reaper deletes it
+     * when it starts. */
+    exec_sql("INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
+             " lock_token, locked_at, status_code, response_body, created_at) VALUES ('t1',"
+             " 'POST /v1/orders', 'ancient', 'x', 'done', 't', '2001-01-01T00:00:00.000Z', 201,"
+             " '{}', '2001-01-01T00:00:00.000Z')");
     pid_t child = start_child();
+    CHECK(wait_for("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "ancient", 0),
+          "serve's reaper did not delete an answer past the retention");
     test_auth();
     test_concurrent();
     test_key_reuse();

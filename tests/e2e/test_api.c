@@ -78,18 +78,6 @@ struct resp {
     char retry_after[16];
 };
 
-static size_t on_body(char *d, size_t sz, size_t n, void *ctx)
-{
-    struct resp *r = ctx;
-    size_t take = sz * n;
-    if (r->len + take >= sizeof r->body)
-        take = sizeof r->body - 1 - r->len;
-    memcpy(r->body + r->len, d, take);
-    r->len += take;
-    r->body[r->len] = '\0';
-    return sz * n;
-}
-
 static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
 {
     struct resp *r = ctx;
@@ -119,10 +107,11 @@ static void api(const char *method, unsigned port, const char *path, const char 
         snprintf(h2, sizeof h2, "Idempotency-Key: %s", idem);
         h = curl_slist_append(h, h2);
     }
+    struct t_body b = {r->body, sizeof r->body, 0};
     curl_easy_setopt(c, CURLOPT_URL, u);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
@@ -132,6 +121,7 @@ static void api(const char *method, unsigned port, const char *path, const char 
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     if (curl_easy_perform(c) == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    r->len = b.len;
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
 }
@@ -666,11 +656,12 @@ static void *send_cb(void *arg)
     snprintf(line, sizeof line, "Content-Type: %s", c->req->content_type);
     hl = curl_slist_append(hl, line);
     struct resp *r = calloc(1, sizeof *r);
+    struct t_body b = {r->body, sizeof r->body, 0};
     curl_easy_setopt(h, CURLOPT_URL, u);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->req->body);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, t_body_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     if (curl_easy_perform(h) == CURLE_OK)

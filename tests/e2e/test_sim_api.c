@@ -53,18 +53,6 @@ struct resp {
     char sig[512], ts[32], nonce[64];
 };
 
-static size_t on_body(char *d, size_t sz, size_t n, void *ctx)
-{
-    struct resp *r = ctx;
-    size_t take = sz * n;
-    if (r->len + take >= sizeof r->body)
-        take = sizeof r->body - 1 - r->len;
-    memcpy(r->body + r->len, d, take);
-    r->len += take;
-    r->body[r->len] = '\0';
-    return sz * n;
-}
-
 static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
 {
     struct resp *r = ctx;
@@ -99,10 +87,11 @@ static void http(const char *method, const char *u, const char *body, const char
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     if (auth)
         h = curl_slist_append(h, auth);
+    struct t_body b = {r->body, sizeof r->body, 0};
     curl_easy_setopt(c, CURLOPT_URL, u);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
@@ -110,6 +99,7 @@ static void http(const char *method, const char *u, const char *body, const char
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     if (curl_easy_perform(c) == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    r->len = b.len;
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
 }

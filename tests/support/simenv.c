@@ -60,3 +60,15 @@ void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t 
     if (out)
         snprintf(out, cap, "%s", line);
 }
+
+size_t t_body_write(char *d, size_t sz, size_t n, void *ctx)
+{
+    struct t_body *b = ctx;
+    size_t take = sz * n;
+    if (b->len + take >= b->cap)
+        take = b->cap - 1 - b->len;
+    memcpy(b->data + b->len, d, take);
+    b->len += take;
+    b->data[b->len] = '\0';
+    return sz * n;
+}

@@ -21,4 +21,12 @@ void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[
 void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
            const char *fmt, ...) PO_PRINTF(6, 7);
 
+/* A libcurl write callback that collects a response body into a fixed,
+ * NUL-terminated buffer (what does not fit is dropped). */
+struct t_body {
+    char *data;
+    size_t cap, len;
+};
+size_t t_body_write(char *d, size_t sz, size_t n, void *ctx);
+
 #endif

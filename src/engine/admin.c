@@ -6,21 +6,6 @@
 
 #include <string.h>
 
-/* Runs one statement in its own write transaction. */
-static po_err one_tx(struct po_store *s, const char *sql, const struct po_param *p, int n,
-                     int64_t *changes, char *err, size_t errcap)
-{
-    po_err rc = po_store_begin(s, err, errcap);
-    if (rc)
-        return rc;
-    rc = po_store_exec(s, sql, p, n, NULL, changes, err, errcap);
-    if (rc) {
-        po_store_rollback(s);
-        return rc;
-    }
-    return po_store_commit(s, err, errcap);
-}
-
 static bool exists(struct po_store *s, const char *sql, const struct po_param *p, int n, po_err *rc)
 {
     struct po_rows r;
@@ -46,8 +31,8 @@ po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, c
     char now[PO_TIME_MAX];
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(name ? name : tenant), PO_TEXT(now)};
-    po_err rc = one_tx(s, "INSERT INTO tenant (tenant_id, name, created_at) VALUES (?, ?, ?)", p,
-                       3, NULL, err, errcap);
+    po_err rc = po_store_exec_tx(s, "INSERT INTO tenant (tenant_id, name, created_at) VALUES"
+                                    " (?, ?, ?)", p, 3, NULL, err, errcap);
     if (rc == PO_ERR_CONFLICT)
         po_errf(err, errcap, "tenant %s already exists", tenant);
     return rc;
@@ -71,8 +56,8 @@ po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merch
     char now[PO_TIME_MAX];
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(merchant), PO_TEXT(now)};
-    rc = one_tx(s, "INSERT INTO merchant (tenant_id, merchant_id, created_at) VALUES (?, ?, ?)", p,
-                3, NULL, err, errcap);
+    rc = po_store_exec_tx(s, "INSERT INTO merchant (tenant_id, merchant_id, created_at) VALUES"
+                             " (?, ?, ?)", p, 3, NULL, err, errcap);
     if (rc == PO_ERR_CONFLICT)
         po_errf(err, errcap, "merchant %s already exists in tenant %s", merchant, tenant);
     return rc;
@@ -194,10 +179,7 @@ po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *
 po_err po_order_create(struct po_store *s, const struct po_order_spec *o, bool *out_created,
                        char *err, size_t errcap)
 {
-    po_err rc = order_validate(o, err, errcap);
-    if (rc)
-        return rc;
-    rc = po_store_begin(s, err, errcap);
+    po_err rc = po_store_begin(s, err, errcap);
     if (rc)
         return rc;
     bool created = false;
@@ -421,6 +403,10 @@ po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_
         po_store_rollback(s);
     return rc;
 }
+
+const char po_sql_refund_release[] =
+    "UPDATE pay_order SET refund_reserved = refund_reserved - ?, updated_at = ? WHERE"
+    " tenant_id = ? AND out_trade_no = ? AND refund_reserved - ? >= refunded_amount";
 
 po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,
                        const char *channel_txn_id, char *out_trade_no, size_t cap)

@@ -71,6 +71,12 @@ po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_
                         const char *out_refund_no, int64_t amount_minor, char *err,
                         size_t errcap) PO_MUST_CHECK;
 
+/* Gives a closed refund's reservation back to its order, guarded so the
+ * reservation never falls below what was refunded. Parameters: amount,
+ * now, tenant, out_trade_no, amount. Shared by the engine (refund closed
+ * by the channel's callback) and the API (refund refused at submission). */
+extern const char po_sql_refund_release[];
+
 /* The order paid by a channel transaction (e.g. for WeChat profit-sharing
  * results, which name the payment). PO_ERR_NOT_FOUND when none. */
 po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,

@@ -14,6 +14,7 @@
  * is `retry` and nothing of the batch is in the database.
  */
 #include "engine.h"
+#include "admin.h"
 #include "../ledger/ledger.h"
 
 #include <stdarg.h>
@@ -428,9 +429,7 @@ static po_err refund_order_update(struct ev_ctx *c, bool success, int64_t *chang
                   success ? "UPDATE pay_order SET refunded_amount = refunded_amount + ?,"
                             " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
                             " refunded_amount + ? <= refund_reserved"
-                          : "UPDATE pay_order SET refund_reserved = refund_reserved - ?,"
-                            " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
-                            " refund_reserved - ? >= refunded_amount",
+                          : po_sql_refund_release,
                   p, 5, changes);
 }
 

@@ -79,21 +79,15 @@ po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_
     char now[PO_TIME_MAX];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
-    po_err rc = po_store_begin(s, err, errcap);
-    if (rc)
-        return rc;
     struct po_param p[] = {PO_TEXT(now), PO_TEXT(tenant ? tenant : ""), PO_TEXT(key_id ? key_id : "")};
-    rc = po_store_exec(s,
-                       "UPDATE api_key SET revoked_at = COALESCE(revoked_at, ?) WHERE"
-                       " tenant_id = ? AND key_id = ?",
-                       p, 3, NULL, &changes, err, errcap);
-    if (!rc && changes == 0) {
+    po_err rc = po_store_exec_tx(s,
+                                 "UPDATE api_key SET revoked_at = COALESCE(revoked_at, ?) WHERE"
+                                 " tenant_id = ? AND key_id = ?",
+                                 p, 3, &changes, err, errcap);
+    if (!rc && changes == 0) { /* nothing was written */
         po_errf(err, errcap, "tenant %s has no API key %s", tenant, key_id);
         rc = PO_ERR_NOT_FOUND;
     }
-    if (!rc)
-        return po_store_commit(s, err, errcap);
-    po_store_rollback(s);
     return rc;
 }
 

@@ -59,22 +59,6 @@ static po_err look(struct po_store *s, const struct po_idem_req *q, struct po_id
     return rc;
 }
 
-/* One write statement in its own transaction; *changes rows affected. */
-static po_err write1(struct po_store *s, const char *sql, const struct po_param *p, int n,
-                     int64_t *changes)
-{
-    char err[PO_ERRBUF_MAX];
-    po_err rc = po_store_begin(s, err, sizeof err);
-    if (rc)
-        return rc;
-    rc = po_store_exec(s, sql, p, n, NULL, changes, err, sizeof err);
-    if (rc) {
-        po_store_rollback(s);
-        return rc;
-    }
-    return po_store_commit(s, err, sizeof err);
-}
-
 po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_idem_claim *out)
 {
     memset(out, 0, sizeof *out);
@@ -100,11 +84,11 @@ po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_
             int64_t changes = 0;
             struct po_param p[] = {PO_TEXT(out->token), PO_TEXT(now),       PO_TEXT(q->tenant),
                                    PO_TEXT(q->route),   PO_TEXT(q->key),    PO_TEXT(old_token)};
-            rc = write1(s,
+            rc = po_store_exec_tx(s,
                         "UPDATE api_idempotency SET lock_token = ?, locked_at = ? WHERE"
                         " tenant_id = ? AND route = ? AND idem_key = ? AND state = 'running'"
                         " AND lock_token = ?",
-                        p, 6, &changes);
+                        p, 6, &changes, NULL, 0);
             if (rc)
                 return rc;
             if (changes == 1) {
@@ -120,11 +104,11 @@ po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_
         struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key),
                                PO_TEXT(q->hash),   PO_TEXT(out->token), PO_TEXT(now),
                                PO_TEXT(now)};
-        rc = write1(s,
+        rc = po_store_exec_tx(s,
                     "INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
                     " lock_token, locked_at, created_at) VALUES (?, ?, ?, ?, 'running', ?, ?, ?)"
                     " ON CONFLICT DO NOTHING",
-                    p, 7, &changes);
+                    p, 7, &changes, NULL, 0);
         if (rc)
             return rc;
         if (changes == 1) {
@@ -157,10 +141,10 @@ po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const cha
 po_err po_idem_release(struct po_store *s, const struct po_idem_req *q, const char *token)
 {
     struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key), PO_TEXT(token)};
-    return write1(s,
+    return po_store_exec_tx(s,
                   "DELETE FROM api_idempotency WHERE tenant_id = ? AND route = ? AND"
                   " idem_key = ? AND state = 'running' AND lock_token = ?",
-                  p, 4, NULL);
+                  p, 4, NULL, NULL, 0);
 }
 
 po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted)
@@ -169,7 +153,7 @@ po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_delete
     po_clock_iso_at((int64_t)time(NULL) - retention_s, cutoff, sizeof cutoff);
     struct po_param p[] = {PO_TEXT(cutoff)};
     int64_t n = 0;
-    po_err rc = write1(s, "DELETE FROM api_idempotency WHERE created_at < ?", p, 1, &n);
+    po_err rc = po_store_exec_tx(s, "DELETE FROM api_idempotency WHERE created_at < ?", p, 1, &n, NULL, 0);
     if (!rc && out_deleted)
         *out_deleted = n;
     return rc;

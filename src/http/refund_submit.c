@@ -14,6 +14,7 @@
  */
 #include "http_int.h"
 
+#include "../engine/admin.h"
 #include "../recon/recon.h"
 
 #include <jansson.h>
@@ -110,11 +111,7 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
         struct po_param o[] = {PO_I64(p->amount), PO_TEXT(now), PO_TEXT(tenant),
                                PO_TEXT(p->out_trade_no), PO_I64(p->amount)};
         if (!rc && changes == 1)
-            rc = po_store_exec(s,
-                               "UPDATE pay_order SET refund_reserved = refund_reserved - ?,"
-                               " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
-                               " refund_reserved - ? >= refunded_amount",
-                               o, 5, NULL, &changes, err, sizeof err);
+            rc = po_store_exec(s, po_sql_refund_release, o, 5, NULL, &changes, err, sizeof err);
         char key[PO_ID_MAX + 16], akey[PO_ID_MAX + 48], detail[200];
         (void)snprintf(key, sizeof key, "api:refund:%.64s", out_refund_no);
         (void)snprintf(akey, sizeof akey, "%s|refund_rejected_by_channel", key);

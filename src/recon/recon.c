@@ -378,16 +378,14 @@ po_err po_recon_query(struct po_store *s, const char *tenant,
                       struct po_recon_query_report *out, char *err, size_t errcap)
 {
     struct po_recon_query_report q = {0};
-    char cutoff[PO_TIME_MAX];
-    time_t t = time(NULL) - (time_t)min_age_s;
-    struct tm tm;
-    strftime(cutoff, sizeof cutoff, "%Y-%m-%dT%H:%M:%S.999Z", gmtime_r(&t, &tm));
+    char cutoff[PO_TIME_MAX]; /* created at least min_age_s ago, to the second */
+    po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
     struct po_rows rows;
     struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(cutoff), PO_I64(limit)};
     po_err rc = po_store_exec(s,
                               "SELECT out_trade_no FROM pay_order WHERE tenant_id = ? AND"
                               " status = 'PAYING' AND (channel = 'wechatpay' OR channel IS NULL)"
-                              " AND created_at <= ? ORDER BY created_at LIMIT ?",
+                              " AND created_at < ? ORDER BY created_at LIMIT ?",
                               p, 3, &rows, NULL, err, errcap);
     if (rc)
         return rc;

@@ -158,6 +158,20 @@ po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param 
     return s->ops->exec(s, sql, params, nparams, out_rows, out_changes, err, errcap);
 }
 
+po_err po_store_exec_tx(struct po_store *s, const char *sql, const struct po_param *params,
+                        int nparams, int64_t *out_changes, char *err, size_t errcap)
+{
+    po_err rc = po_store_begin(s, err, errcap);
+    if (rc)
+        return rc;
+    rc = po_store_exec(s, sql, params, nparams, NULL, out_changes, err, errcap);
+    if (rc) {
+        po_store_rollback(s);
+        return rc;
+    }
+    return po_store_commit(s, err, errcap);
+}
+
 po_err po_store_ping(struct po_store *s, char *err, size_t errcap)
 {
     po_err rc = s->ops->reconnect(s, err, errcap);

@@ -65,6 +65,11 @@ po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param 
                      int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
                      size_t errcap) PO_MUST_CHECK;
 
+/* One statement in its own write transaction (begin, exec, commit; rolled
+ * back on any error). out_changes may be NULL. */
+po_err po_store_exec_tx(struct po_store *s, const char *sql, const struct po_param *params,
+                        int nparams, int64_t *out_changes, char *err, size_t errcap) PO_MUST_CHECK;
+
 /* Reachability check for /readyz and CLI diagnostics. */
 po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
 

@@ -17,6 +17,7 @@
 #include "../../src/sim/sim.h"
 #include "../support/testutil.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -403,8 +404,22 @@ static void build_alipay(json_t *cs, const char *out_trade_no, struct po_sim_req
         }
     }
     if (strcmp(mut, "forge_signature") == 0) {
-        char *p = strstr(req->body, "sign=");
-        p[5 + 20] = p[5 + 20] == 'A' ? 'B' : 'A';
+        /* Flip one base64 letter of the form-encoded sign, stepping over
+         * percent escapes (%2B, %2F, %3D): changing a hex digit of an escape
+         * would make a non-UTF-8 byte, a malformed form (400), not a forgery.
+         * The sign differs per run, so the position must not be fixed. */
+        char *p = strstr(req->body, "&sign=");
+        p = p ? p + 6 : strstr(req->body, "sign=") + 5;
+        for (int seen = 0; *p && *p != '&'; p++) {
+            if (*p == '%') {
+                p += 2;
+                continue;
+            }
+            if (isalnum((unsigned char)*p) && ++seen > 20) {
+                *p = *p == 'A' ? 'B' : 'A';
+                break;
+            }
+        }
     }
 }
 

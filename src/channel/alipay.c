@@ -19,132 +19,10 @@
 #include <string.h>
 #include <strings.h>
 
-struct param {
-    char *key;
-    char *val;
-    size_t val_len;
-};
-
-struct form {
-    int n;
-    struct param p[PO_FORM_PARAMS_MAX];
-};
-
-static void form_free(struct form *f)
-{
-    for (int i = 0; i < f->n; i++) {
-        free(f->p[i].key);
-        free(f->p[i].val);
-    }
-    f->n = 0;
-}
-
-/* Percent-decodes s[0..len) ('+' is a space) into a new string. */
-static char *pct_decode(const char *s, size_t len, size_t *out_len)
-{
-    char *d = malloc(len + 1);
-    size_t j = 0;
-    if (!d)
-        return NULL;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '+') {
-            d[j++] = ' ';
-        } else if (s[i] == '%') {
-            int hi = i + 2 < len ? po_hexval(s[i + 1]) : -1;
-            int lo = i + 2 < len ? po_hexval(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
-                free(d);
-                return NULL;
-            }
-            d[j++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else {
-            d[j++] = s[i];
-        }
-    }
-    d[j] = '\0';
-    *out_len = j;
-    return d;
-}
-
-/* Parses a=b&c=d. Keys must be unique and plain; values may be empty. */
-static bool form_parse(const char *body, size_t len, struct form *f)
-{
-    size_t i = 0;
-    f->n = 0;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && body[end] != '&')
-            end++;
-        if (end > i) {
-            const char *eq = memchr(body + i, '=', end - i);
-            if (!eq || eq == body + i || f->n >= PO_FORM_PARAMS_MAX)
-                return false;
-            size_t klen = 0;
-            struct param *p = &f->p[f->n];
-            p->key = pct_decode(body + i, (size_t)(eq - (body + i)), &klen);
-            p->val = pct_decode(eq + 1, (size_t)(body + end - (eq + 1)), &p->val_len);
-            f->n++;
-            if (!p->key || !p->val || klen != strlen(p->key) || !po_id_valid(p->key, 64))
-                return false;
-            for (int k = 0; k < f->n - 1; k++)
-                if (strcmp(f->p[k].key, p->key) == 0)
-                    return false;
-        }
-        i = end + 1;
-    }
-    return f->n > 0;
-}
-
-static const char *form_get(const struct form *f, const char *key)
-{
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->p[i].key, key) == 0)
-            return f->p[i].val;
-    return NULL;
-}
-
-static int param_cmp(const void *a, const void *b)
-{
-    return strcmp(((const struct param *)a)->key, ((const struct param *)b)->key);
-}
-
-/* The rsaCheckV1 content string. */
-static char *sign_content(const struct form *f)
-{
-    struct param sorted[PO_FORM_PARAMS_MAX];
-    size_t total = 1;
-    int n = 0;
-    for (int i = 0; i < f->n; i++) {
-        const struct param *p = &f->p[i];
-        if (strcmp(p->key, "sign") == 0 || strcmp(p->key, "sign_type") == 0 || p->val_len == 0)
-            continue;
-        sorted[n++] = *p;
-        total += strlen(p->key) + p->val_len + 2;
-    }
-    qsort(sorted, (size_t)n, sizeof sorted[0], param_cmp);
-    char *s = malloc(total);
-    size_t j = 0;
-    if (!s)
-        return NULL;
-    for (int i = 0; i < n; i++) {
-        size_t kl = strlen(sorted[i].key);
-        if (i)
-            s[j++] = '&';
-        memcpy(s + j, sorted[i].key, kl);
-        j += kl;
-        s[j++] = '=';
-        memcpy(s + j, sorted[i].val, sorted[i].val_len);
-        j += sorted[i].val_len;
-    }
-    s[j] = '\0';
-    return s;
-}
-
-static bool verify(const struct po_channel_account *a, const struct form *f,
+static bool verify(const struct po_channel_account *a, const struct po_form *f,
                    struct po_notify_result *out)
 {
-    const char *sign = form_get(f, "sign"), *type = form_get(f, "sign_type");
+    const char *sign = po_form_get(f, "sign"), *type = po_form_get(f, "sign_type");
     if (!sign || !*sign) {
         po_notify_reject(out, "missing_signature", "sign is missing");
         return false;
@@ -159,7 +37,7 @@ static bool verify(const struct po_channel_account *a, const struct form *f,
         po_notify_reject(out, "bad_signature", "sign is not base64");
         return false;
     }
-    char *content = sign_content(f);
+    char *content = po_alipay_sign_content(f, true);
     po_err rc = content ? po_rsa_sha256_verify(a->alipay_key, content, strlen(content), raw,
                                                raw_len)
                         : PO_ERR_NOMEM;
@@ -172,9 +50,9 @@ static bool verify(const struct po_channel_account *a, const struct form *f,
     return true;
 }
 
-static bool charset_ok(const struct form *f, struct po_notify_result *out)
+static bool charset_ok(const struct po_form *f, struct po_notify_result *out)
 {
-    const char *cs = form_get(f, "charset");
+    const char *cs = po_form_get(f, "charset");
     if (!cs || !*cs || strcasecmp(cs, "utf-8") == 0 || strcasecmp(cs, "utf8") == 0) {
         for (int i = 0; i < f->n; i++)
             if (!po_utf8_valid(f->p[i].val, f->p[i].val_len)) {
@@ -190,33 +68,33 @@ static bool charset_ok(const struct form *f, struct po_notify_result *out)
     return false;
 }
 
-static bool amount(const struct form *f, const char *key, int64_t *out)
+static bool amount(const struct po_form *f, const char *key, int64_t *out)
 {
-    return po_parse_major_amount(form_get(f, key), out) == PO_OK;
+    return po_parse_major_amount(po_form_get(f, key), out) == PO_OK;
 }
 
 po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
                        struct po_notify_result *out)
 {
-    struct form *f = calloc(1, sizeof *f);
+    struct po_form *f = calloc(1, sizeof *f);
     if (!f)
         return PO_ERR_NOMEM;
-    if (!form_parse(req->body, req->body_len, f)) {
+    if (!po_form_parse(req->body, req->body_len, f)) {
         po_notify_reject(out, "malformed_body", "body is not a well-formed form");
         goto out;
     }
     if (!charset_ok(f, out) || !verify(a, f, out))
         goto out;
     struct po_event *ev = &out->ev;
-    const char *app_id = form_get(f, "app_id"), *seller = form_get(f, "seller_id");
-    const char *status = form_get(f, "trade_status");
+    const char *app_id = po_form_get(f, "app_id"), *seller = po_form_get(f, "seller_id");
+    const char *status = po_form_get(f, "trade_status");
     (void)po_set_field(ev->tenant, sizeof ev->tenant, a->tenant);
     (void)po_set_field(ev->channel, sizeof ev->channel, "alipay");
     (void)po_set_field(ev->currency, sizeof ev->currency, "CNY");
     ev->source = PO_SRC_CALLBACK;
     out->status = PO_NOTIFY_EVENT;
-    const char *refund_no = form_get(f, "out_biz_no");
-    bool has_refund = form_get(f, "refund_fee") && *form_get(f, "refund_fee");
+    const char *refund_no = po_form_get(f, "out_biz_no");
+    bool has_refund = po_form_get(f, "refund_fee") && *po_form_get(f, "refund_fee");
     bool paid = status && (strcmp(status, "TRADE_SUCCESS") == 0 ||
                            strcmp(status, "TRADE_FINISHED") == 0);
     bool closed = status && strcmp(status, "TRADE_CLOSED") == 0;
@@ -228,8 +106,8 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
                        status ? status : "-");
         goto out;
     }
-    if (!po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, form_get(f, "out_trade_no")) ||
-        !po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, form_get(f, "trade_no"))) {
+    if (!po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_form_get(f, "out_trade_no")) ||
+        !po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, po_form_get(f, "trade_no"))) {
         po_notify_reject(out, "malformed_body", "out_trade_no or trade_no missing");
         goto out;
     }
@@ -266,7 +144,7 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
     if (po_event_validate(ev, verr, sizeof verr))
         po_notify_reject(out, "malformed_body", "%s", verr);
 out:
-    form_free(f);
+    po_form_free(f);
     free(f);
     return PO_OK;
 }

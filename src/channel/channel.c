@@ -106,6 +106,37 @@ static po_err secret(const char *tenant, const char *channel, const char *field,
     return PO_OK;
 }
 
+/* What the channel's own APIs need (refunds, queries): the base URL (the
+ * channel's production one by default), where the channel sends refund
+ * results, and the merchant's (Alipay: the app's) private key that signs
+ * requests — sealed, with its serial where the channel wants one. */
+static po_err load_api(json_t *root, const unsigned char *master, struct po_channel_account *a,
+                       const char *default_base, bool need_serial, char *err, size_t errcap)
+{
+    if (!po_set_field(a->api_base_url, sizeof a->api_base_url, po_json_str(root, "api_base_url")))
+        PO_ASSERT(po_strcpy(a->api_base_url, sizeof a->api_base_url, default_base) == PO_OK);
+    if (po_json_str(root, "notify_url") &&
+        !po_set_field(a->notify_url, sizeof a->notify_url, po_json_str(root, "notify_url"))) {
+        po_errf(err, errcap, "notify_url too long");
+        return PO_ERR_INVALID;
+    }
+    const char *mk = po_json_str(root, "merchant_private_key");
+    if (!mk)
+        return PO_OK;
+    unsigned char pem[8192];
+    size_t len = 0;
+    po_err rc = secret(a->tenant, a->channel, "merchant_private_key", mk, master, pem, sizeof pem,
+                       &len, err, errcap);
+    if (!rc && ((need_serial && !po_set_field(a->merchant_serial, sizeof a->merchant_serial,
+                                              po_json_str(root, "merchant_serial"))) ||
+                po_privkey_from_pem((const char *)pem, len, &a->merchant_key))) {
+        po_errf(err, errcap, "merchant private key or serial invalid");
+        rc = PO_ERR_INVALID;
+    }
+    OPENSSL_cleanse(pem, sizeof pem);
+    return rc;
+}
+
 static po_err load_wechatpay(json_t *root, const unsigned char *master,
                              struct po_channel_account *a, char *err, size_t errcap)
 {
@@ -139,34 +170,11 @@ static po_err load_wechatpay(json_t *root, const unsigned char *master,
         po_errf(err, errcap, "no verification key (platform certificate or public key)");
         return PO_ERR_INVALID;
     }
-    if (!po_set_field(a->api_base_url, sizeof a->api_base_url, po_json_str(root, "api_base_url")))
-        PO_ASSERT(po_strcpy(a->api_base_url, sizeof a->api_base_url,
-                            "https://api.mch.weixin.qq.com") == PO_OK);
-    if (po_json_str(root, "notify_url") &&
-        !po_set_field(a->notify_url, sizeof a->notify_url, po_json_str(root, "notify_url"))) {
-        po_errf(err, errcap, "notify_url too long");
-        return PO_ERR_INVALID;
-    }
-    const char *mk = po_json_str(root, "merchant_private_key");
-    if (mk) {
-        unsigned char pem[8192];
-        size_t len = 0;
-        rc = secret(a->tenant, a->channel, "merchant_private_key", mk, master, pem, sizeof pem,
-                    &len, err, errcap);
-        if (!rc && (!po_set_field(a->merchant_serial, sizeof a->merchant_serial,
-                                  po_json_str(root, "merchant_serial")) ||
-                    po_privkey_from_pem((const char *)pem, len, &a->merchant_key))) {
-            po_errf(err, errcap, "merchant private key or serial invalid");
-            rc = PO_ERR_INVALID;
-        }
-        OPENSSL_cleanse(pem, sizeof pem);
-        if (rc)
-            return rc;
-    }
-    return PO_OK;
+    return load_api(root, master, a, "https://api.mch.weixin.qq.com", true, err, errcap);
 }
 
-static po_err load_alipay(json_t *root, struct po_channel_account *a, char *err, size_t errcap)
+static po_err load_alipay(json_t *root, const unsigned char *master, struct po_channel_account *a,
+                          char *err, size_t errcap)
 {
     const char *pem = po_json_str(root, "public_key_pem");
     char ignored[PO_SERIAL_MAX + 1];
@@ -175,8 +183,11 @@ static po_err load_alipay(json_t *root, struct po_channel_account *a, char *err,
         return PO_ERR_INVALID;
     }
     (void)po_set_field(a->seller_id, sizeof a->seller_id, po_json_str(root, "seller_id"));
-    return po_pubkey_from_pem(pem, strlen(pem), &a->alipay_key, ignored, sizeof ignored, err,
-                              errcap);
+    po_err rc = po_pubkey_from_pem(pem, strlen(pem), &a->alipay_key, ignored, sizeof ignored, err,
+                                   errcap);
+    return rc ? rc
+              : load_api(root, master, a, "https://openapi.alipay.com/gateway.do", false, err,
+                         errcap);
 }
 
 static po_err load_stripe(json_t *root, const unsigned char *master, struct po_channel_account *a,
@@ -226,7 +237,7 @@ po_err po_channel_account_load(const char *tenant, const char *channel, const ch
     if (strcmp(channel, "wechatpay") == 0)
         rc = load_wechatpay(root, master, a, err, errcap);
     else if (strcmp(channel, "alipay") == 0)
-        rc = load_alipay(root, a, err, errcap);
+        rc = load_alipay(root, master, a, err, errcap);
     else if (strcmp(channel, "stripe") == 0)
         rc = load_stripe(root, master, a, err, errcap);
     if (!rc) {

@@ -14,6 +14,8 @@
 #include "../crypto/crypto.h"
 #include "../engine/engine.h"
 
+#include <jansson.h>
+
 #define PO_CHANNEL_KEYS_MAX 8    /* verification keys per tenant (rotation) */
 #define PO_WEBHOOK_SECRETS_MAX 4 /* Stripe-style secrets per tenant (rotation) */
 #define PO_SECRET_MAX 128
@@ -127,6 +129,43 @@ po_err po_wechatpay_call(const struct po_channel_account *a, const char *method,
  * count); otherwise false with the reason code. */
 bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct po_api_resp *r,
                               char *reason, size_t cap);
+
+/* Calls the Alipay gateway (a->api_base_url) with one method and its
+ * biz_content JSON, signed RSA2 with the app's private key (a->merchant_key;
+ * PO_ERR_INVALID without one). out->status 0 when there was no answer. */
+po_err po_alipay_call(const struct po_channel_account *a, const char *method,
+                      const char *biz_content, struct po_api_resp *out) PO_MUST_CHECK;
+/* The "<method>_response" (or "error_response") object of an answer whose
+ * signature verifies with the Alipay public key — parsed from exactly the
+ * signed text — or NULL with the reason code (caller json_decrefs). */
+json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct po_api_resp *r,
+                                const char *method, char *reason, size_t cap);
+
+/* application/x-www-form-urlencoded (form.c): Alipay's notifications and
+ * its gateway's requests. Keys are unique and plain; po_form_free releases
+ * a form after a failed parse too. */
+struct po_form_param {
+    char *key;
+    char *val;
+    size_t val_len;
+};
+struct po_form {
+    int n;
+    struct po_form_param p[PO_FORM_PARAMS_MAX];
+};
+bool po_form_parse(const char *body, size_t len, struct po_form *f);
+const char *po_form_get(const struct po_form *f, const char *key);
+/* Appends key=val; PO_ERR_INVALID for a repeated key or a full form. */
+po_err po_form_add(struct po_form *f, const char *key, const char *val) PO_MUST_CHECK;
+void po_form_free(struct po_form *f);
+/* The encoded body, in the form's order (malloc'd). */
+char *po_form_encode(const struct po_form *f, size_t *out_len);
+/* Alipay's RSA2 sign content: keys sorted, empty values and `sign` left
+ * out, and `sign_type` too when notify (rsaCheckV1; an API request signs
+ * it). po_alipay_sign_form appends `sign` made with key. */
+char *po_alipay_sign_content(const struct po_form *f, bool notify);
+po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f,
+                           bool notify) PO_MUST_CHECK;
 
 /* Yuan (or dollars) text to minor units, exactly: "12.3" -> 1230, "0.01" -> 1.
  * At most two decimals; no sign, exponent or spaces. */

@@ -25,4 +25,11 @@ const char *po_json_str(json_t *obj, const char *name);
 bool po_set_field(char *dst, size_t cap, const char *src);
 bool po_utf8_valid(const char *s, size_t len);
 
+/* One request to a channel API (api_http.c): POST when body is not NULL,
+ * GET otherwise; headers are "Name: value" lines (NULL entries skipped).
+ * out->status stays 0 when there was no complete answer. Non-OK only for
+ * out-of-memory. */
+po_err po_api_request(const char *url, const char *const *headers, int nheaders, const char *body,
+                      struct po_api_resp *out) PO_MUST_CHECK;
+
 #endif

@@ -4,56 +4,13 @@
  * "METHOD\nPATH\nTIMESTAMP\nNONCE\nBODY\n", a bounded response, and the
  * platform's response signature checked the same way as a callback's.
  */
-#include "channel.h"
+#include "channel_int.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-static size_t on_body(char *d, size_t sz, size_t n, void *ctx)
-{
-    struct po_api_resp *r = ctx;
-    size_t take = sz * n;
-    if (r->len + take >= sizeof r->body)
-        return 0; /* too large: abort the transfer */
-    memcpy(r->body + r->len, d, take);
-    r->len += take;
-    r->body[r->len] = '\0';
-    return take;
-}
-
-static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
-{
-    struct po_api_resp *r = ctx;
-    size_t len = sz * n;
-    struct {
-        const char *name;
-        char *dst;
-        size_t cap;
-    } h[] = {{"Wechatpay-Serial:", r->serial, sizeof r->serial},
-             {"Wechatpay-Signature:", r->sig, sizeof r->sig},
-             {"Wechatpay-Timestamp:", r->ts, sizeof r->ts},
-             {"Wechatpay-Nonce:", r->nonce, sizeof r->nonce}};
-    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) {
-        size_t nl = strlen(h[i].name);
-        if (len > nl && strncasecmp(d, h[i].name, nl) == 0) {
-            const char *v = d + nl;
-            size_t vl = len - nl;
-            while (vl && (*v == ' ' || *v == '\t'))
-                v++, vl--;
-            while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
-                vl--;
-            if (vl < h[i].cap) {
-                memcpy(h[i].dst, v, vl);
-                h[i].dst[vl] = '\0';
-            }
-        }
-    }
-    return len;
-}
 
 static const char *resp_header(void *ctx, const char *name)
 {
@@ -111,33 +68,9 @@ po_err po_wechatpay_call(const struct po_channel_account *a, const char *method,
         rc = authorization(a, method, path, body ? body : "", auth, sizeof auth);
     if (rc)
         return rc;
-    CURL *c = curl_easy_init();
-    if (!c)
-        return PO_ERR_NOMEM;
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
-    if (body)
-        h = curl_slist_append(h, "Content-Type: application/json");
-    if (auth[0])
-        h = curl_slist_append(h, auth);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return PO_OK;
+    const char *h[3] = {"Accept: application/json", body ? "Content-Type: application/json" : NULL,
+                        auth[0] ? auth : NULL};
+    return po_api_request(url, h, 3, body, out);
 }
 
 bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct po_api_resp *r,

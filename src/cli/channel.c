@@ -115,6 +115,63 @@ out:
     return ret;
 }
 
+/* Optional, for the channel's own APIs (refund submission, order queries):
+ * the API base URL, the merchant's (Alipay: the app's) private key that
+ * signs requests, sealed, with its serial where the channel names one, and
+ * the URL the channel sends refund results to. */
+static int api_options(const struct opts *o, const unsigned char *master, const char *tenant,
+                       const char *channel, bool need_serial, json_t *cfg)
+{
+    const char *base = opt(o, "api-base-url"), *mkf = opt(o, "merchant-private-key-file");
+    const char *mser = opt(o, "merchant-serial"), *nurl = opt(o, "notify-url");
+    if (base && (strlen(base) >= 256 || strpbrk(base, " \t\r\n\"\\") ||
+                 (strncmp(base, "https://", 8) != 0 && strncmp(base, "http://127.", 11) != 0 &&
+                  strncmp(base, "http://localhost", 16) != 0))) {
+        fprintf(stderr, "payonce: --api-base-url must be https:// (http:// only on loopback)\n");
+        return EXIT_USAGE;
+    }
+    if (need_serial ? !mkf != !mser : mser != NULL) {
+        fprintf(stderr, need_serial
+                            ? "payonce: --merchant-private-key-file goes with --merchant-serial\n"
+                            : "payonce: --merchant-serial is for wechatpay only\n");
+        return EXIT_USAGE;
+    }
+    if (nurl && (strlen(nurl) >= 512 || strpbrk(nurl, " \t\r\n\"\\") ||
+                 (strncmp(nurl, "https://", 8) != 0 && strncmp(nurl, "http://", 7) != 0))) {
+        fprintf(stderr, "payonce: --notify-url must be an http(s) URL under 512 bytes\n");
+        return EXIT_USAGE;
+    }
+    int ret = 0;
+    if (mkf) {
+        size_t len = 0;
+        char *pem = read_small(mkf, false, &len);
+        struct po_privkey *k = NULL;
+        if (!pem || po_privkey_from_pem(pem, len, &k) ||
+            (need_serial && !po_id_valid(mser, PO_SERIAL_MAX))) {
+            fprintf(stderr, "payonce: %s: not an RSA private key in PEM, or bad serial\n", mkf);
+            ret = EXIT_FAIL;
+        } else {
+            json_t *sealed_key = sealed(master, tenant, channel, "merchant_private_key",
+                                        (unsigned char *)pem, len);
+            if (!sealed_key)
+                ret = fail(PO_ERR_INTERNAL, "cannot seal the merchant key");
+            else
+                json_object_set_new(cfg, "merchant_private_key", sealed_key);
+            if (sealed_key && need_serial)
+                json_object_set_new(cfg, "merchant_serial", json_string(mser));
+        }
+        po_privkey_free(k);
+        if (pem)
+            OPENSSL_cleanse(pem, len);
+        free(pem);
+    }
+    if (!ret && base)
+        json_object_set_new(cfg, "api_base_url", json_string(base));
+    if (!ret && nurl)
+        json_object_set_new(cfg, "notify_url", json_string(nurl));
+    return ret;
+}
+
 static int build_wechatpay(const struct opts *o, const unsigned char *master, const char *tenant,
                            json_t *cfg)
 {
@@ -160,53 +217,8 @@ static int build_wechatpay(const struct opts *o, const unsigned char *master, co
         ret = add_key(keys, pubs[i], ids[i]);
     if (!ret && !sk)
         ret = fail(PO_ERR_INTERNAL, "cannot seal the APIv3 key");
-    /* Optional: the channel's API base URL and the merchant's API key, for
-     * active order queries (reconciliation). */
-    const char *base = opt(o, "api-base-url"), *mkf = opt(o, "merchant-private-key-file");
-    const char *mser = opt(o, "merchant-serial");
-    if (!ret && base && (strlen(base) >= 256 || (strncmp(base, "https://", 8) != 0 &&
-                                                 strncmp(base, "http://127.", 11) != 0 &&
-                                                 strncmp(base, "http://localhost", 16) != 0))) {
-        fprintf(stderr, "payonce: --api-base-url must be https:// (http:// only on loopback)\n");
-        ret = EXIT_USAGE;
-    }
-    if (!ret && !mkf != !mser) {
-        fprintf(stderr, "payonce: --merchant-private-key-file goes with --merchant-serial\n");
-        ret = EXIT_USAGE;
-    }
-    if (!ret && mkf) {
-        size_t len = 0;
-        char *pem = read_small(mkf, false, &len);
-        struct po_privkey *k = NULL;
-        if (!pem || po_privkey_from_pem(pem, len, &k) || !po_id_valid(mser, PO_SERIAL_MAX)) {
-            fprintf(stderr, "payonce: %s: not an RSA private key in PEM, or bad serial\n", mkf);
-            ret = EXIT_FAIL;
-        } else {
-            json_t *sealed_key = sealed(master, tenant, "wechatpay", "merchant_private_key",
-                                        (unsigned char *)pem, len);
-            if (!sealed_key)
-                ret = fail(PO_ERR_INTERNAL, "cannot seal the merchant key");
-            else {
-                json_object_set_new(cfg, "merchant_private_key", sealed_key);
-                json_object_set_new(cfg, "merchant_serial", json_string(mser));
-            }
-        }
-        po_privkey_free(k);
-        if (pem)
-            OPENSSL_cleanse(pem, len);
-        free(pem);
-    }
-    if (!ret && base)
-        json_object_set_new(cfg, "api_base_url", json_string(base));
-    const char *nurl = opt(o, "notify-url");
-    if (!ret && nurl) {
-        if (strlen(nurl) >= 512 || strpbrk(nurl, " \t\r\n\"\\") ||
-            (strncmp(nurl, "https://", 8) != 0 && strncmp(nurl, "http://", 7) != 0)) {
-            fprintf(stderr, "payonce: --notify-url must be an http(s) URL under 512 bytes\n");
-            ret = EXIT_USAGE;
-        } else
-            json_object_set_new(cfg, "notify_url", json_string(nurl));
-    }
+    if (!ret)
+        ret = api_options(o, master, tenant, "wechatpay", true, cfg);
     if (!ret) {
         json_object_set_new(cfg, "mchid", json_string(mchid));
         if (opt(o, "appid"))
@@ -220,7 +232,8 @@ static int build_wechatpay(const struct opts *o, const unsigned char *master, co
     return ret;
 }
 
-static int build_alipay(const struct opts *o, json_t *cfg)
+static int build_alipay(const struct opts *o, const unsigned char *master, const char *tenant,
+                        json_t *cfg)
 {
     const char *app_id = need(o, "app-id"), *path = need(o, "alipay-public-key-file");
     if (!app_id || !path)
@@ -252,7 +265,7 @@ static int build_alipay(const struct opts *o, json_t *cfg)
     json_object_set_new(cfg, "public_key_pem", json_string(pem));
     free(pem);
     po_pubkey_free(k);
-    return 0;
+    return api_options(o, master, tenant, "alipay", false, cfg);
 }
 
 static int build_stripe(const struct opts *o, const unsigned char *master, const char *tenant,
@@ -322,7 +335,7 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
     if (strcmp(channel, "wechatpay") == 0)
         ret = build_wechatpay(o, mk, tenant, cfg);
     else if (strcmp(channel, "alipay") == 0)
-        ret = build_alipay(o, cfg);
+        ret = build_alipay(o, mk, tenant, cfg);
     else
         ret = build_stripe(o, mk, tenant, cfg);
     char *doc = ret ? NULL : json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);

@@ -369,14 +369,14 @@ static po_err refund_effect(struct call *c)
                               p, 2, &r, NULL, NULL, 0);
     if (rc)
         return rc;
-    bool wechat = r.nrows == 1 && strcmp(po_rows_get(&r, 0, 0), "wechatpay") == 0;
+    bool submit = r.nrows == 1 && po_refund_submittable(po_rows_get(&r, 0, 0));
     po_rows_free(&r);
     struct po_refund_spec f = {c->tenant,
                                no,
                                rno,
                                (int64_t)json_integer_value(json_object_get(c->in, "amount")),
                                json_string_value(json_object_get(c->in, "currency")),
-                               wechat ? "pending" : "manual"};
+                               submit ? "pending" : "manual"};
     bool created = false;
     char code[48] = "", err[PO_ERRBUF_MAX] = "";
     rc = po_refund_insert(c->s, &f, &created, code, sizeof code, err, sizeof err);
@@ -386,7 +386,7 @@ static po_err refund_effect(struct call *c)
     if (!rc && !c->resp)
         rc = PO_ERR_STORE;
     c->status = created ? 201 : 200;
-    if (!rc && created && wechat && po_strcpy(c->submit_refund, sizeof c->submit_refund, rno))
+    if (!rc && created && submit && po_strcpy(c->submit_refund, sizeof c->submit_refund, rno))
         rc = PO_ERR_INTERNAL;
     return rc;
 }

@@ -76,6 +76,8 @@ po_err po_apikey_auth(struct po_store *s, const char *key, char tenant[PO_ID_MAX
 /* ---- refund submission (refund_submit.c) ---- */
 /* Submits one pending refund; *state (may be NULL) receives submitted,
  * rejected or pending ("" when it was not pending). */
+/* Channels whose refund API payonce calls (others: submit_state "manual"). */
+bool po_refund_submittable(const char *channel);
 po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
                         const char *out_refund_no, char *state, size_t cap) PO_MUST_CHECK;
 

@@ -11,6 +11,17 @@
  *   4xx (not 429)  -> rejected: the refund is CLOSED, its reservation
  *                     released, an alert recorded — in one transaction
  *   anything else  -> stays pending (attempts counted); serve retries it.
+ *
+ * Alipay: alipay.trade.refund at the account's gateway URL, signed RSA2
+ * with the app's private key, out_request_no = out_refund_no (Alipay is
+ * idempotent on it per trade). Only an answer signed with the Alipay key
+ * decides, on its code:
+ *   10000                        -> submitted (the refund notification
+ *                                   completes it, as above)
+ *   40002 / 40004 / 40006        -> rejected (as above; the sub_code is
+ *                                   the error), except sub_code
+ *                                   ACQ.SYSTEM_ERROR, which is retried
+ *   anything else, unsigned, no answer -> stays pending, retried.
  */
 #include "http_int.h"
 
@@ -24,6 +35,7 @@
 #include <time.h>
 
 #define REFUND_PATH "/v3/refund/domestic/refunds"
+#define ALIPAY_REFUND "alipay.trade.refund"
 
 struct pending {
     char out_trade_no[PO_ID_MAX + 1];
@@ -72,20 +84,99 @@ static char *request_body(const struct po_channel_account *a, const char *out_re
     return body;
 }
 
-/* The channel's error code from an error body, bounded to [A-Z_0-9]. */
-static void error_code(const struct po_api_resp *r, char *out, size_t cap)
+/* A channel's error code, bounded to 40 characters of [A-Za-z0-9_.-]
+ * ("HTTP_<status>" when there is none). */
+static void clean_code(const char *c, long status, char *out, size_t cap)
 {
-    json_t *j = json_loads(r->body, 0, NULL);
-    const char *c = json_string_value(json_object_get(j, "code"));
     size_t n = 0;
     for (; c && c[n] && n + 1 < cap && n < 40; n++) {
         char ch = c[n];
-        out[n] = ((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_') ? ch : '?';
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+        out[n] = ok ? ch : '?';
     }
     out[n] = '\0';
-    json_decref(j);
     if (!n)
-        (void)snprintf(out, cap, "HTTP_%ld", r->status);
+        (void)snprintf(out, cap, "HTTP_%ld", status);
+}
+
+/* WeChat Pay: POST the refund; decide on the platform-signed answer. */
+static po_err submit_wechatpay(const struct po_channel_account *acct, const char *out_refund_no,
+                               const struct pending *p, struct po_api_resp *resp,
+                               const char **decision, char *code, size_t cap)
+{
+    char *body = request_body(acct, out_refund_no, p), why[PO_REASON_MAX] = "";
+    if (!body || po_wechatpay_call(acct, "POST", REFUND_PATH, body, resp)) {
+        free(body);
+        return PO_ERR_NOMEM;
+    }
+    free(body);
+    bool is_signed = resp->status && po_wechatpay_resp_signed(acct, resp, why, sizeof why);
+    json_t *j = is_signed ? json_loads(resp->body, 0, NULL) : NULL;
+    if (is_signed && resp->status >= 200 && resp->status < 300) {
+        *decision = "submitted";
+    } else if (is_signed && resp->status >= 400 && resp->status < 500 && resp->status != 429) {
+        *decision = "rejected";
+        clean_code(json_string_value(json_object_get(j, "code")), resp->status, code, cap);
+    } else if (resp->status == 0) {
+        (void)snprintf(code, cap, "no_answer");
+    } else if (!is_signed) {
+        (void)snprintf(code, cap, "HTTP_%ld_unsigned:%.20s", resp->status, why);
+    } else {
+        clean_code(json_string_value(json_object_get(j, "code")), resp->status, code, cap);
+    }
+    json_decref(j);
+    return PO_OK;
+}
+
+/* Alipay: alipay.trade.refund; decide on the Alipay-signed answer. */
+static po_err submit_alipay(const struct po_channel_account *acct, const char *out_refund_no,
+                            const struct pending *p, struct po_api_resp *resp,
+                            const char **decision, char *code, size_t cap)
+{
+    char yuan[32], why[PO_REASON_MAX] = "";
+    (void)snprintf(yuan, sizeof yuan, "%lld.%02lld", (long long)(p->amount / 100),
+                   (long long)(p->amount % 100));
+    json_t *biz = json_pack("{s:s, s:s, s:s}", "out_trade_no", p->out_trade_no, "refund_amount",
+                            yuan, "out_request_no", out_refund_no);
+    char *text = biz ? json_dumps(biz, JSON_COMPACT) : NULL;
+    json_decref(biz);
+    po_err rc = text ? po_alipay_call(acct, ALIPAY_REFUND, text, resp) : PO_ERR_NOMEM;
+    free(text);
+    if (rc == PO_ERR_INVALID) {
+        (void)snprintf(code, cap, "no_app_private_key");
+        return PO_OK;
+    }
+    if (rc)
+        return rc;
+    json_t *n = resp->status == 200
+                    ? po_alipay_resp_verified(acct, resp, ALIPAY_REFUND, why, sizeof why)
+                    : NULL;
+    const char *c = json_string_value(json_object_get(n, "code"));
+    const char *sub = json_string_value(json_object_get(n, "sub_code"));
+    if (resp->status == 0) {
+        (void)snprintf(code, cap, "no_answer");
+    } else if (resp->status != 200) {
+        (void)snprintf(code, cap, "HTTP_%ld", resp->status);
+    } else if (!n) {
+        (void)snprintf(code, cap, "unsigned:%.20s", why);
+    } else if (c && strcmp(c, "10000") == 0) {
+        *decision = "submitted";
+    } else {
+        bool final = c && (strcmp(c, "40002") == 0 || strcmp(c, "40004") == 0 ||
+                           strcmp(c, "40006") == 0) &&
+                     !(sub && strstr(sub, "SYSTEM_ERROR"));
+        if (final)
+            *decision = "rejected";
+        clean_code(sub ? sub : c, resp->status, code, cap);
+    }
+    json_decref(n);
+    return PO_OK;
+}
+
+bool po_refund_submittable(const char *channel)
+{
+    return channel && (strcmp(channel, "wechatpay") == 0 || strcmp(channel, "alipay") == 0);
 }
 
 static po_err record(struct po_store *s, const char *tenant, const char *out_refund_no,
@@ -156,7 +247,7 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
         return rc;
     struct po_channel_account *acct = calloc(1, sizeof *acct);
     struct po_api_resp *resp = calloc(1, sizeof *resp);
-    char *body = NULL, err[PO_ERRBUF_MAX] = "", code[48] = "", why[PO_REASON_MAX] = "";
+    char err[PO_ERRBUF_MAX] = "", code[48] = "";
     const char *decision = "pending";
     if (!acct || !resp) {
         rc = PO_ERR_NOMEM;
@@ -170,24 +261,11 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
         rc = record(s, tenant, out_refund_no, &p, decision, code);
         goto out;
     }
-    body = request_body(acct, out_refund_no, &p);
-    if (!body || po_wechatpay_call(acct, "POST", REFUND_PATH, body, resp)) {
-        rc = PO_ERR_NOMEM;
+    rc = strcmp(p.channel, "alipay") == 0
+             ? submit_alipay(acct, out_refund_no, &p, resp, &decision, code, sizeof code)
+             : submit_wechatpay(acct, out_refund_no, &p, resp, &decision, code, sizeof code);
+    if (rc)
         goto out;
-    }
-    bool is_signed = resp->status && po_wechatpay_resp_signed(acct, resp, why, sizeof why);
-    if (is_signed && resp->status >= 200 && resp->status < 300) {
-        decision = "submitted";
-    } else if (is_signed && resp->status >= 400 && resp->status < 500 && resp->status != 429) {
-        decision = "rejected";
-        error_code(resp, code, sizeof code);
-    } else if (resp->status == 0) {
-        (void)snprintf(code, sizeof code, "no_answer");
-    } else if (!is_signed) {
-        (void)snprintf(code, sizeof code, "HTTP_%ld_unsigned:%.20s", resp->status, why);
-    } else {
-        error_code(resp, code, sizeof code);
-    }
     po_log(strcmp(decision, "submitted") == 0 ? PO_LOG_INFO : PO_LOG_WARN,
            "tenant %s: refund %s submitted to %s: HTTP %ld -> %s %s", tenant, out_refund_no,
            p.channel, resp->status, decision, code);
@@ -195,7 +273,6 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
 out:
     if (!rc && state && po_strcpy(state, cap, decision))
         state[0] = '\0';
-    free(body);
     free(resp);
     if (acct)
         po_channel_account_free(acct);

@@ -116,12 +116,21 @@ static enum MHD_Result error(struct po_sim_server *s, struct MHD_Connection *c, 
     return reply_json(s, c, status, json_pack("{s:s, s:s}", "code", code, "message", message));
 }
 
-static json_t *find_payment(json_t *payments, const char *key, const char *value)
+/* The refund record's channel (records written before Alipay refunds
+ * existed carry none: WeChat Pay). */
+static bool refund_of(json_t *r, const char *channel)
+{
+    const char *c = js(r, "channel");
+    return strcmp(*c ? c : "wechatpay", channel) == 0;
+}
+
+static json_t *find_payment(json_t *payments, const char *channel, const char *key,
+                            const char *value)
 {
     size_t i;
     json_t *p;
     json_array_foreach(payments, i, p) {
-        if (strcmp(js(p, "channel"), "wechatpay") == 0 && strcmp(js(p, key), value) == 0)
+        if (strcmp(js(p, "channel"), channel) == 0 && strcmp(js(p, key), value) == 0)
             return p;
     }
     return NULL;
@@ -134,7 +143,7 @@ static enum MHD_Result query_order(struct po_sim_server *s, struct MHD_Connectio
     if (!mchid || strcmp(mchid, s->id.mchid) != 0)
         return error(s, c, 400, "PARAM_ERROR", "mchid does not match");
     json_t *payments = read_jsonl(s->dir, "payments.jsonl");
-    json_t *p = find_payment(payments, "out_trade_no", out_trade_no);
+    json_t *p = find_payment(payments, "wechatpay", "out_trade_no", out_trade_no);
     enum MHD_Result r;
     if (!p) {
         r = error(s, c, 404, "ORDER_NOT_EXIST", "订单不存在");
@@ -227,7 +236,7 @@ static char *build_bill(struct po_sim_server *s, const char *date, const char *t
         count++, settled += amount, fees += fee, total += amount;
     }
     json_array_foreach(refunds, i, p) {
-        if (!want_refund || strncmp(js(p, "time"), date, 10) != 0)
+        if (!want_refund || !refund_of(p, "wechatpay") || strncmp(js(p, "time"), date, 10) != 0)
             continue;
         int64_t amount = ji(p, "amount"), fee = -((amount * 6 + 500) / 1000);
         char a[32], f[32];
@@ -367,7 +376,7 @@ static void *notify_refund(void *arg)
     struct po_sim_request req;
     if (po_sim_refund_request(&j->s->id, &j->r, (int64_t)time(NULL), &req) == PO_OK) {
         /* While stopping, one last attempt only. */
-        struct po_sim_delivery d = {j->url, "wechatpay", &req, srv->time_factor, 5000,
+        struct po_sim_delivery d = {j->url, j->r.channel, &req, srv->time_factor, 5000,
                                     atomic_load(&srv->stopping) ? 1 : 0, j->out_refund_no, stdout};
         struct po_sim_result res;
         po_sim_deliver(&d, &res);
@@ -376,6 +385,53 @@ static void *notify_refund(void *arg)
     free(j);
     atomic_fetch_sub(&srv->jobs, 1);
     return NULL;
+}
+
+/* prefix + 24 random digits (the channels' refund ids look so). */
+static void new_id(const char *prefix, char *out, size_t cap)
+{
+    char digits[25];
+    unsigned char rnd[24];
+    PO_ASSERT(po_random(rnd, sizeof rnd) == PO_OK);
+    for (int k = 0; k < 24; k++)
+        digits[k] = (char)('0' + rnd[k] % 10);
+    digits[24] = '\0';
+    (void)snprintf(out, cap, "%s%s", prefix, digits);
+}
+
+/* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
+static void beijing_now(char *out, size_t cap)
+{
+    time_t t = time(NULL) + 8 * 3600;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+/* Notifies the refund's result to url on the channel's schedule, from a
+ * detached thread (po_sim_server_stop waits for it). */
+static void start_refund_job(struct po_sim_server *s, const char *url, const char *channel,
+                             const char *out_trade_no, const char *txn, const char *out_refund_no,
+                             const char *refund_id, int64_t amount, int64_t total)
+{
+    struct refund_job *job = calloc(1, sizeof *job);
+    if (!job)
+        return;
+    job->s = s;
+    (void)snprintf(job->url, sizeof job->url, "%s", url);
+    (void)snprintf(job->out_trade_no, sizeof job->out_trade_no, "%s", out_trade_no);
+    (void)snprintf(job->txn, sizeof job->txn, "%s", txn);
+    (void)snprintf(job->out_refund_no, sizeof job->out_refund_no, "%s", out_refund_no);
+    (void)snprintf(job->refund_id, sizeof job->refund_id, "%s", refund_id);
+    job->r = (struct po_sim_refund){channel, NULL, NULL, NULL, NULL, amount, total, "SUCCESS"};
+    pthread_t th;
+    atomic_fetch_add(&s->jobs, 1);
+    if (pthread_create(&th, NULL, notify_refund, job) == 0) {
+        pthread_detach(th);
+    } else {
+        atomic_fetch_sub(&s->jobs, 1);
+        free(job);
+    }
 }
 
 static enum MHD_Result refund(struct po_sim_server *s, struct MHD_Connection *c, struct req *q)
@@ -397,13 +453,15 @@ static enum MHD_Result refund(struct po_sim_server *s, struct MHD_Connection *c,
     json_t *payments = read_jsonl(s->dir, "payments.jsonl");
     json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
     json_t *p = json_object_get(in, "transaction_id")
-                    ? find_payment(payments, "txn", js(in, "transaction_id"))
-                    : find_payment(payments, "out_trade_no", js(in, "out_trade_no"));
+                    ? find_payment(payments, "wechatpay", "txn", js(in, "transaction_id"))
+                    : find_payment(payments, "wechatpay", "out_trade_no", js(in, "out_trade_no"));
     json_t *existing = NULL, *resp = NULL;
     json_int_t already = 0;
     size_t i;
     json_t *r;
     json_array_foreach(refunds, i, r) {
+        if (!refund_of(r, "wechatpay"))
+            continue;
         if (p && strcmp(js(r, "txn"), js(p, "txn")) == 0)
             already += ji(r, "amount");
         if (strcmp(js(r, "out_refund_no"), out_refund_no) == 0)
@@ -421,19 +479,11 @@ static enum MHD_Result refund(struct po_sim_server *s, struct MHD_Connection *c,
     } else if (already + want > ji(p, "amount")) {
         status = 403, code = "NOT_ENOUGH";
     } else {
-        char digits[25];
-        unsigned char rnd[24];
-        PO_ASSERT(po_random(rnd, sizeof rnd) == PO_OK);
-        for (int k = 0; k < 24; k++)
-            digits[k] = (char)('0' + rnd[k] % 10);
-        digits[24] = '\0';
-        (void)snprintf(refund_id, sizeof refund_id, "50300%s", digits);
         char when[32];
-        time_t t = time(NULL) + 8 * 3600; /* Beijing time, as the bills */
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        (void)strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-        json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "out_trade_no",
+        new_id("50300", refund_id, sizeof refund_id);
+        beijing_now(when, sizeof when);
+        json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "wechatpay",
+                                "out_trade_no",
                                 js(p, "out_trade_no"), "txn", js(p, "txn"), "out_refund_no",
                                 out_refund_no, "refund_id", refund_id, "amount", want, "total",
                                 ji(p, "amount"), "time", when);
@@ -448,34 +498,236 @@ static enum MHD_Result refund(struct po_sim_server *s, struct MHD_Connection *c,
                          "channel", "ORIGINAL", "status", "PROCESSING", "amount", "total",
                          ji(p, "amount"), "refund", want, "payer_total", ji(p, "amount"),
                          "payer_refund", want, "currency", "CNY");
-    struct refund_job *job = notify ? calloc(1, sizeof *job) : NULL;
-    if (job) {
-        job->s = s;
-        (void)snprintf(job->url, sizeof job->url, "%s", notify_url);
-        (void)snprintf(job->out_trade_no, sizeof job->out_trade_no, "%s", js(p, "out_trade_no"));
-        (void)snprintf(job->txn, sizeof job->txn, "%s", js(p, "txn"));
-        (void)snprintf(job->out_refund_no, sizeof job->out_refund_no, "%s", out_refund_no);
-        (void)snprintf(job->refund_id, sizeof job->refund_id, "%s", refund_id);
-        job->r = (struct po_sim_refund){"wechatpay", NULL, NULL, NULL, NULL, want,
-                                        ji(p, "amount"), "SUCCESS"};
-    }
+    char trade_no[65], txn[65];
+    (void)snprintf(trade_no, sizeof trade_no, "%s", js(p, "out_trade_no"));
+    (void)snprintf(txn, sizeof txn, "%s", js(p, "txn"));
+    json_int_t total = ji(p, "amount");
     pthread_mutex_unlock(&s->mu);
     json_decref(payments);
     json_decref(refunds);
+    if (notify)
+        start_refund_job(s, notify_url, "wechatpay", trade_no, txn, out_refund_no, refund_id, want,
+                         total);
     json_decref(in);
-    if (job) {
-        pthread_t th;
-        atomic_fetch_add(&s->jobs, 1);
-        if (pthread_create(&th, NULL, notify_refund, job) == 0) {
-            pthread_detach(th);
-        } else {
-            atomic_fetch_sub(&s->jobs, 1);
-            free(job);
-        }
-    }
     if (code)
         return error(s, c, status, code, code);
     return reply_json(s, c, 200, resp);
+}
+
+/* A form body decoded into at most 32 pairs (the sim's own decoder; the
+ * gateway's requests are what payonce's src/channel/form.c wrote). */
+struct sim_form {
+    int n;
+    char *k[32], *v[32];
+};
+
+static void sim_form_free(struct sim_form *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        free(f->k[i]);
+        free(f->v[i]);
+    }
+    f->n = 0;
+}
+
+static char *sim_unescape(const char *s, size_t len)
+{
+    char *d = malloc(len + 1);
+    size_t j = 0;
+    for (size_t i = 0; d && i < len; i++) {
+        unsigned hi, lo;
+        if (s[i] == '+') {
+            d[j++] = ' ';
+        } else if (s[i] == '%' && i + 2 < len && sscanf(s + i + 1, "%1x%1x", &hi, &lo) == 2) {
+            d[j++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (s[i] == '%') {
+            free(d);
+            return NULL;
+        } else {
+            d[j++] = s[i];
+        }
+    }
+    if (d)
+        d[j] = '\0';
+    return d;
+}
+
+static bool sim_form_parse(const char *body, struct sim_form *f)
+{
+    for (const char *p = body; *p && f->n < 32;) {
+        size_t len = strcspn(p, "&");
+        const char *eq = memchr(p, '=', len);
+        if (!eq)
+            return false;
+        f->k[f->n] = sim_unescape(p, (size_t)(eq - p));
+        f->v[f->n] = sim_unescape(eq + 1, (size_t)(p + len - eq - 1));
+        if (!f->k[f->n] || !f->v[f->n]) {
+            free(f->k[f->n]);
+            free(f->v[f->n]);
+            return false;
+        }
+        f->n++;
+        p += len + (p[len] == '&');
+    }
+    return f->n > 0;
+}
+
+static const char *sim_form_get(const struct sim_form *f, const char *k)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->k[i], k) == 0)
+            return f->v[i];
+    return "";
+}
+
+/* "12.30" -> 1230; -1 unless digits with at most two decimals. */
+static int64_t sim_fen(const char *y)
+{
+    int64_t v = 0;
+    int dec = -1;
+    for (const char *p = y; *p; p++) {
+        if (*p == '.' && dec < 0 && p != y)
+            dec = 0;
+        else if (*p >= '0' && *p <= '9' && dec < 2 && v < INT64_C(100000000000))
+            v = v * 10 + (*p - '0'), dec += dec >= 0;
+        else
+            return -1;
+    }
+    if (!*y || dec == 0)
+        return -1;
+    for (int d = dec < 0 ? 0 : dec; d < 2; d++)
+        v *= 10;
+    return v;
+}
+
+/* An Alipay gateway answer: 200, the member signed with Alipay's key. */
+static enum MHD_Result alipay_reply(struct po_sim_server *s, struct MHD_Connection *c,
+                                    const char *node, json_t *inner)
+{
+    char *text = inner ? json_dumps(inner, JSON_COMPACT) : NULL;
+    json_decref(inner);
+    char *body = text ? po_sim_alipay_response(s->id.ali_key, node, text) : NULL;
+    free(text);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(body ? strlen(body) : 2, body ? body : (void *)"{}",
+                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/html;charset=utf-8");
+    enum MHD_Result ok = MHD_queue_response(c, body ? 200 : 500, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result alipay_error(struct po_sim_server *s, struct MHD_Connection *c,
+                                    const char *node, const char *code, const char *sub_code,
+                                    const char *sub_msg)
+{
+    const char *msg = strcmp(code, "40004") == 0   ? "Business Failed"
+                      : strcmp(code, "40002") == 0 ? "Invalid Arguments"
+                                                   : "Service Currently Unavailable";
+    return alipay_reply(s, c, node,
+                        json_pack("{s:s, s:s, s:s, s:s}", "code", code, "msg", msg, "sub_code",
+                                  sub_code, "sub_msg", sub_msg));
+}
+
+/* POST /gateway.do, method alipay.trade.refund: the request must be signed
+ * RSA2 with the app's key (the simulator's merchant key pair stands for
+ * it); refunds are idempotent on (out_trade_no, out_request_no), as
+ * Alipay's; the result is notified to the request's notify_url as a
+ * trade_status_sync form (TRADE_CLOSED when fully refunded). */
+static enum MHD_Result alipay_gateway(struct po_sim_server *s, struct MHD_Connection *c,
+                                      struct req *q)
+{
+    static const char node[] = "alipay_trade_refund_response";
+    struct sim_form f = {0};
+    if (!q->body.data || !sim_form_parse(q->body.data, &f)) {
+        sim_form_free(&f);
+        return alipay_error(s, c, "error_response", "40002", "isv.invalid-parameter",
+                            "参数无效");
+    }
+    const char *keys[32], *vals[32];
+    for (int i = 0; i < f.n; i++)
+        keys[i] = f.k[i], vals[i] = f.v[i];
+    enum MHD_Result ret;
+    json_t *biz = json_loads(sim_form_get(&f, "biz_content"), 0, NULL);
+    const char *out_trade_no = js(biz, "out_trade_no"), *out_request_no = js(biz, "out_request_no");
+    const char *notify_url = sim_form_get(&f, "notify_url");
+    int64_t want = sim_fen(js(biz, "refund_amount"));
+    if (strcmp(sim_form_get(&f, "method"), "alipay.trade.refund") != 0) {
+        ret = alipay_error(s, c, "error_response", "40002", "isv.invalid-method", "不存在的方法名");
+    } else if (strcmp(sim_form_get(&f, "app_id"), s->id.app_id) != 0) {
+        ret = alipay_error(s, c, node, "40002", "isv.invalid-app-id", "无效的AppID参数");
+    } else if (!po_sim_alipay_verify(s->id.merchant_pub, keys, vals, f.n)) {
+        ret = alipay_error(s, c, node, "40002", "isv.invalid-signature", "验签出错");
+    } else if (!po_id_valid(out_trade_no, 64) || !po_id_valid(out_request_no, 64) || want <= 0 ||
+               strlen(notify_url) >= 500) {
+        ret = alipay_error(s, c, node, "40002", "isv.missing-parameter",
+                           "out_trade_no, out_request_no, refund_amount");
+    } else {
+        pthread_mutex_lock(&s->mu);
+        json_t *payments = read_jsonl(s->dir, "payments.jsonl");
+        json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
+        json_t *p = find_payment(payments, "alipay", "out_trade_no", out_trade_no), *r;
+        json_t *existing = NULL;
+        json_int_t already = 0;
+        size_t i;
+        json_array_foreach(refunds, i, r) {
+            if (!refund_of(r, "alipay") || strcmp(js(r, "out_trade_no"), out_trade_no) != 0)
+                continue;
+            already += ji(r, "amount");
+            if (strcmp(js(r, "out_refund_no"), out_request_no) == 0)
+                existing = r;
+        }
+        char refund_id[40] = "", when[32], fee[32], txn[65];
+        const char *sub = NULL;
+        bool notify = false;
+        json_int_t total = ji(p, "amount");
+        (void)snprintf(txn, sizeof txn, "%s", js(p, "txn"));
+        beijing_now(when, sizeof when);
+        if (!p) {
+            sub = "ACQ.TRADE_NOT_EXIST";
+        } else if (existing) {
+            /* The same request again: the same refund, no money moves. */
+            (void)snprintf(when, sizeof when, "%s", js(existing, "time"));
+        } else if (already + want > total) {
+            sub = "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL";
+        } else {
+            new_id("2088", refund_id, sizeof refund_id);
+            json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel",
+                                    "alipay", "out_trade_no", out_trade_no, "txn", txn,
+                                    "out_refund_no", out_request_no, "refund_id", refund_id,
+                                    "amount", (json_int_t)want, "total", total, "time", when);
+            append_jsonl(s->dir, "refunds.jsonl", rec);
+            json_decref(rec);
+            already += want;
+            notify = *notify_url != '\0';
+        }
+        pthread_mutex_unlock(&s->mu);
+        json_decref(payments);
+        json_decref(refunds);
+        yuan(already, fee, sizeof fee);
+        if (notify)
+            start_refund_job(s, notify_url, "alipay", out_trade_no, txn, out_request_no, refund_id,
+                             want, total);
+        if (sub)
+            ret = alipay_error(s, c, node, "40004", sub,
+                               strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0 ? "交易不存在"
+                                                                      : "退款金额超限");
+        else
+            ret = alipay_reply(
+                s, c, node,
+                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "code", "10000", "msg",
+                          "Success", "trade_no", txn, "out_trade_no", out_trade_no,
+                          "buyer_logon_id", "pay***@example.com", "fund_change",
+                          existing ? "N" : "Y", "refund_fee", fee, "gmt_refund_pay", when));
+    }
+    json_decref(biz);
+    sim_form_free(&f);
+    return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -507,6 +759,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return bill_download(s, c);
     if (strcmp(method, "POST") == 0 && strcmp(url, "/v3/refund/domestic/refunds") == 0)
         return refund(s, c, q);
+    if (strcmp(method, "POST") == 0 && strcmp(url, "/gateway.do") == 0)
+        return alipay_gateway(s, c, q);
     return error(s, c, 404, "NOT_FOUND", "no such API in the simulator");
 }
 

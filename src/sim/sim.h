@@ -44,6 +44,13 @@ po_err po_sim_wechatpay_sign(const struct po_privkey *key, const char *serial, c
  * added), form-encoded, signed with key. */
 po_err po_sim_alipay(const struct po_privkey *key, const char *const *keys,
                      const char *const *values, int n, struct po_sim_request *out) PO_MUST_CHECK;
+/* An Alipay gateway request's pairs (sign and sign_type among them) carry
+ * a valid RSA2 signature by the holder of key's private half. */
+bool po_sim_alipay_verify(const struct po_pubkey *key, const char *const *keys,
+                          const char *const *values, int n);
+/* A gateway answer as Alipay writes it: {"<node>":<inner>,"sign":"…"},
+ * the sign over inner's exact text (malloc'd; NULL on failure). */
+char *po_sim_alipay_response(const struct po_privkey *key, const char *node, const char *inner);
 
 /* A Stripe-style webhook: payload as is, Stripe-Signature for secret at ts. */
 po_err po_sim_stripe(const unsigned char *secret, size_t secret_len, const char *payload,

@@ -23,7 +23,9 @@
  * Every part ends by checking the rows and, at the end, every ledger
  * invariant.
  */
+#include "../../src/channel/channel.h"
 #include "../../src/http/http.h"
+#include "../../src/recon/recon.h"
 #include "../../src/sim/sim.h"
 #include "../support/simenv.h"
 #include "../support/testutil.h"
@@ -637,6 +639,7 @@ struct cb {
     pthread_barrier_t *go;
     const struct po_sim_request *req;
     long status;
+    const char *channel; /* NULL: wechatpay */
 };
 
 /* Delivers one simulated channel callback to the gateway. */
@@ -645,7 +648,8 @@ static void *send_cb(void *arg)
     struct cb *c = arg;
     pthread_barrier_wait(c->go);
     char u[256];
-    snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/wechatpay/t1", gw_port);
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/%s/t1", gw_port,
+             c->channel ? c->channel : "wechatpay");
     CURL *h = curl_easy_init();
     struct curl_slist *hl = NULL;
     char line[600];
@@ -670,6 +674,29 @@ static void *send_cb(void *arg)
     curl_slist_free_all(hl);
     curl_easy_cleanup(h);
     return NULL;
+}
+
+/* The channel's refund-result callback for rf, three copies at once. */
+static void refund_cb_3x(const struct po_sim_refund *rf, long status[3])
+{
+    struct po_sim_request req;
+    if (po_sim_refund_request(&id, rf, (int64_t)time(NULL), &req))
+        die("refund result callback");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 3);
+    struct cb cbs[3];
+    pthread_t ct[3];
+    for (int i = 0; i < 3; i++) {
+        cbs[i] = (struct cb){&go, &req, 0, rf->channel};
+        if (pthread_create(&ct[i], NULL, send_cb, &cbs[i]))
+            die("pthread_create");
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(ct[i], NULL);
+        status[i] = cbs[i].status;
+    }
+    pthread_barrier_destroy(&go);
+    po_sim_request_free(&req);
 }
 
 /* The refund the simulator recorded for out_refund_no (its refund id). */
@@ -782,21 +809,10 @@ static void test_refunds(void)
         po_store_close(s);
     }
     struct po_sim_refund rf = {"wechatpay", "R-1", txn, won_no, refund_id, 600, 1000, "SUCCESS"};
-    struct po_sim_request req;
-    if (po_sim_refund_request(&id, &rf, (int64_t)time(NULL), &req))
-        die("refund request");
-    pthread_barrier_init(&go, NULL, 3);
-    struct cb cbs[3] = {{&go, &req, 0}, {&go, &req, 0}, {&go, &req, 0}};
-    pthread_t ct[3];
-    for (int i = 0; i < 3; i++)
-        if (pthread_create(&ct[i], NULL, send_cb, &cbs[i]))
-            die("pthread_create");
-    for (int i = 0; i < 3; i++)
-        pthread_join(ct[i], NULL);
-    pthread_barrier_destroy(&go);
-    po_sim_request_free(&req);
-    CHECK(cbs[0].status / 100 == 2 && cbs[1].status / 100 == 2 && cbs[2].status / 100 == 2,
-          "refund callbacks acked %ld %ld %ld", cbs[0].status, cbs[1].status, cbs[2].status);
+    long st[3];
+    refund_cb_3x(&rf, st);
+    CHECK(st[0] / 100 == 2 && st[1] / 100 == 2 && st[2] / 100 == 2,
+          "refund callbacks acked %ld %ld %ld", st[0], st[1], st[2]);
     CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
              won_no) == 1,
           "refund %s: not exactly one reversal", won_no);
@@ -899,6 +915,150 @@ static void test_refund_submission(void)
     CHECK(q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't2' AND kind = 'REFUND'", NULL) == 1,
           "t2 refund journals");
     po_sim_identity_free(&stranger);
+}
+
+/* Tenant t1's Alipay account: the gateway URL and the app key directory
+ * (sim: the key the simulator knows; other: a stranger's). */
+static void t1_alipay(const char *gateway, const char *keydir)
+{
+    run("channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+        " --alipay-public-key-file sim/alipay_public_key.pem --api-base-url %s"
+        " --merchant-private-key-file %s/merchant_private_key.pem"
+        " --notify-url http://127.0.0.1:%u/notify/alipay/t1",
+        id.app_id, id.seller_id, gateway, keydir, gw_port);
+}
+
+/* Alipay refunds: alipay.trade.refund at the (simulated) gateway, signed
+ * RSA2 with the app key; the answer's signature checked; the refund
+ * notification completes the refund once; refusals close it; no answer
+ * leaves it pending for the retry job. */
+static void test_alipay_refunds(void)
+{
+    char gateway[80], err[PO_ERRBUF_MAX] = "";
+    snprintf(gateway, sizeof gateway, "http://127.0.0.1:%u/gateway.do", sim_port);
+    t1_alipay(gateway, "sim");
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"AL-1\",\"amount\":1000,\"channel\":\"alipay\"}",
+        &r);
+    CHECK(r.status == 201, "alipay order: %ld %s", r.status, r.body);
+    run("sim pay --dir sim --channel alipay --order AL-1:1000 --txn 2026120222001400000000000001"
+        " --notify-url http://127.0.0.1:%u/notify/alipay/t1", gw_port);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
+             "AL-1") == 1,
+          "AL-1 not paid");
+    int before = sim_refunds();
+    api("POST", gw_port, "/v1/refunds", key1, "al-rf-1",
+        "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-1\",\"amount\":400}", &r);
+    CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "alipay refund: %ld %s",
+          r.status, r.body);
+    CHECK(sim_refunds() == before + 1, "the gateway recorded %d refunds, expected 1",
+          sim_refunds() - before);
+    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                   "ARF-1", 1),
+          "ARF-1 did not reach SUCCESS");
+    api("GET", gw_port, "/v1/refunds/ARF-1", key1, NULL, NULL, &r);
+    CHECK(jstr_is(&r, "status", "SUCCESS") && strstr(r.body, "\"state\":\"submitted\""),
+          "GET ARF-1: %s", r.body);
+    /* Alipay's notification again, three times at once: one reversal. */
+    char refund_id[64] = "";
+    CHECK(sim_refund_id("ARF-1", refund_id, sizeof refund_id), "no refund id for ARF-1");
+    struct po_sim_refund rf = {"alipay", "AL-1", "2026120222001400000000000001", "ARF-1",
+                               refund_id, 400, 1000, "SUCCESS"};
+    long st[3];
+    refund_cb_3x(&rf, st);
+    CHECK(st[0] == 200 && st[1] == 200 && st[2] == 200, "alipay refund notifications: %ld %ld %ld",
+          st[0], st[1], st[2]);
+    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
+             "ARF-1") == 1 &&
+              q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 400,
+          "ARF-1: not exactly one reversal");
+    /* payonce's client against the gateway directly: the same
+     * out_request_no again is the same refund (no money moves, one record),
+     * and the answer's signature is what makes it count. */
+    struct po_store *s = t_open(url);
+    struct po_channel_account *acct = calloc(1, sizeof *acct);
+    struct po_api_resp *ar = calloc(1, sizeof *ar);
+    if (!acct || !ar || po_account_fetch(s, mkey, "t1", "alipay", acct, err, sizeof err))
+        die(err);
+    po_store_close(s);
+    const char *biz = "{\"out_trade_no\":\"AL-1\",\"refund_amount\":\"4.00\","
+                      "\"out_request_no\":\"ARF-1\"}";
+    char why[64] = "";
+    CHECK(po_alipay_call(acct, "alipay.trade.refund", biz, ar) == PO_OK && ar->status == 200,
+          "gateway call: %ld", ar->status);
+    json_t *n = po_alipay_resp_verified(acct, ar, "alipay.trade.refund", why, sizeof why);
+    CHECK(n && strcmp(json_string_value(json_object_get(n, "code")) ?: "", "10000") == 0 &&
+              strcmp(json_string_value(json_object_get(n, "fund_change")) ?: "", "N") == 0 &&
+              strcmp(json_string_value(json_object_get(n, "refund_fee")) ?: "", "4.00") == 0,
+          "repeated out_request_no: %s (%s)", ar->body, why);
+    json_decref(n);
+    CHECK(sim_refunds() == before + 1, "a repeated out_request_no made a second refund");
+    char *amt = strstr(ar->body, "\"4.00\"");
+    if (amt)
+        amt[1] = '9'; /* the signed text changed: not Alipay's answer any more */
+    n = po_alipay_resp_verified(acct, ar, "alipay.trade.refund", why, sizeof why);
+    CHECK(amt && !n && strcmp(why, "bad_signature") == 0, "tampered answer accepted (%s)", why);
+    json_decref(n);
+    po_channel_account_free(acct);
+    free(acct);
+    free(ar);
+    /* No answer: stays pending; the retry job submits it once the gateway
+     * is back, and the notification completes it. */
+    t1_alipay("http://127.0.0.1:1/gateway.do", "sim");
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-2\",\"amount\":300}", &r);
+    api("GET", gw_port, "/v1/refunds/ARF-2", key1, NULL, NULL, &r);
+    CHECK(jstr_is(&r, "status", "PROCESSING") &&
+              strstr(r.body, "\"error\":\"no_answer\",\"state\":\"pending\""),
+          "unreachable gateway: %s", r.body);
+    t1_alipay(gateway, "sim");
+    s = t_open(url);
+    int done = 0;
+    CHECK(po_refund_submit_pending(s, mkey, 0, 100, &done) == PO_OK && done == 1,
+          "alipay resubmission: %d submitted", done);
+    po_store_close(s);
+    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                   "ARF-2", 1),
+          "ARF-2 did not reach SUCCESS after resubmission");
+    /* An app key Alipay does not know: isv.invalid-signature, signed by
+     * Alipay -> the refund closes, its amount is free again, an alert. */
+    t1_alipay(gateway, "other");
+    api("POST", gw_port, "/v1/refunds", key1, "al-rf-3",
+        "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-3\",\"amount\":300}", &r);
+    api("GET", gw_port, "/v1/refunds/ARF-3", key1, NULL, NULL, &r);
+    CHECK(jstr_is(&r, "status", "CLOSED") &&
+              strstr(r.body, "\"error\":\"isv.invalid-signature\",\"state\":\"rejected\""),
+          "refused alipay refund: %s", r.body);
+    CHECK(q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
+          "refused alipay refund: reservation %lld, expected 700",
+          (long long)q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1"));
+    CHECK(q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel' AND"
+             " out_trade_no = ?", "AL-1") == 1,
+          "refused alipay refund: alert");
+    /* A business refusal (40004): the trade was paid as far as payonce
+     * knows, but the gateway never saw it -> ACQ.TRADE_NOT_EXIST closes
+     * the refund. */
+    t1_alipay(gateway, "sim");
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"AL-2\",\"amount\":500,\"channel\":\"alipay\"}",
+        &r);
+    s = t_open(url);
+    struct po_event ev = t_pay_event("AL-2", "2026120222001400000000000002", 500);
+    memcpy(ev.channel, "alipay", 7);
+    memcpy(ev.tenant, "t1", 3);
+    CHECK(t_apply(s, NULL, &ev).kind == PO_OUT_APPLIED, "AL-2 paid outside the simulator");
+    po_store_close(s);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"AL-2\",\"out_refund_no\":\"ARF-4\",\"amount\":500}", &r);
+    api("GET", gw_port, "/v1/refunds/ARF-4", key1, NULL, NULL, &r);
+    CHECK(jstr_is(&r, "status", "CLOSED") &&
+              strstr(r.body, "\"error\":\"ACQ.TRADE_NOT_EXIST\",\"state\":\"rejected\""),
+          "refund of a trade the channel does not know: %s", r.body);
+    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "AL-1") ==
+                  2 &&
+              q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
+          "AL-1: two reversals, 700 refunded");
 }
 
 static void test_journal_paging(void)
@@ -1057,6 +1217,7 @@ int main(int argc, char **argv)
     test_close();
     test_refunds();
     test_refund_submission();
+    test_alipay_refunds();
     test_journal_paging();
     test_reaper();
     kill(child, SIGTERM);

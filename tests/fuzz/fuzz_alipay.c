@@ -1,6 +1,7 @@
 /* fuzz_alipay.c — the Alipay adapter: a raw form body (form decoding,
- * charset, verification), and arbitrary key/value lines signed validly
- * (everything after verification). */
+ * charset, verification), arbitrary key/value lines signed validly
+ * (everything after verification), and a raw gateway answer (finding the
+ * signed "<method>_response" member, checking its signature). */
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -13,6 +14,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1 || size > 8192)
         return 0;
     struct po_sim_request r;
+    if (data[0] % 4 == 3) {
+        struct po_api_resp *resp = calloc(1, sizeof *resp);
+        memcpy(resp->body, data + 1, size - 1);
+        resp->len = size - 1;
+        resp->status = 200;
+        char why[64];
+        json_decref(po_alipay_resp_verified(&ali, resp, "alipay.trade.refund", why, sizeof why));
+        free(resp);
+        return 0;
+    }
     if (data[0] % 2 == 0) {
         fuzz_split(data + 1, size - 1, NULL, 0, &r);
     } else {

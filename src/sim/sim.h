@@ -114,7 +114,9 @@ po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_s
  *   GET  /v3/bill/tradebill?bill_date=YYYY-MM-DD&bill_type=ALL|SUCCESS|REFUND
  *   GET  /v3/billdownload/file?token=…                   the bill (CSV)
  *   POST /v3/refund/domestic/refunds                     refund request
- * Responses are signed with the platform key like the real ones. Refund
+ *   POST /gateway.do  (Alipay, method alipay.trade.refund) refund request
+ * Responses are signed with the platform key like the real ones (Alipay's
+ * with the Alipay key, over the "…_response" member). Refund
  * requests must carry the merchant's WECHATPAY2-SHA256-RSA2048
  * Authorization; the refund result is notified to the request's notify_url
  * after refund_delay_ms, on the retry schedule.

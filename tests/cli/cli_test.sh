@@ -35,6 +35,17 @@ run_suite() { # run_suite DB_URL TAMPER_CMD...
   check tenant-bad 1 "$BIN" tenant add --db "$db" --tenant "bad id"
   check merchant-no-tenant 1 "$BIN" merchant add --db "$db" --tenant nobody --merchant m1
   check merchant 0 "$BIN" merchant add --db "$db" --tenant t1 --merchant m1
+  # channel set: the API options are validated before anything is stored
+  local A=(channel set --db "$db" --tenant t1 --channel alipay --master-key-file "$tmp/master.key"
+           --app-id 2021000000000001 --alipay-public-key-file "$tmp/sim/alipay_public_key.pem")
+  check alipay-serial 2 "$BIN" "${A[@]}" --merchant-private-key-file "$tmp/sim/merchant_private_key.pem" --merchant-serial 5A
+  has alipay-serial "$tmp/err" "for wechatpay only"
+  check alipay-base 2 "$BIN" "${A[@]}" --api-base-url http://example.com/gateway.do
+  check alipay-notify 2 "$BIN" "${A[@]}" --notify-url "ftp://example.com/x"
+  check alipay-pubkey-as-key 1 "$BIN" "${A[@]}" --merchant-private-key-file "$tmp/sim/alipay_public_key.pem"
+  check alipay 0 "$BIN" "${A[@]}" --merchant-private-key-file "$tmp/sim/merchant_private_key.pem" \
+    --notify-url http://127.0.0.1:1/notify/alipay/t1 --api-base-url https://openapi.alipay.com/gateway.do
+  if grep -q "PRIVATE KEY" "$tmp/out" "$tmp/err"; then echo "FAIL alipay: the key was printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
   for a in -1 0 1.5 abc 1e3 100000000000000000000; do
     check "amount-$a" 2 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no X --amount "$a"
   done
@@ -90,6 +101,8 @@ check help 0 "$BIN" --help; has help "$tmp/out" "order create"
 check bad-url 1 "$BIN" verify --db "mysql://x"
 
 TAMPER_SQL="UPDATE account_balance SET balance = balance + 1 WHERE account = 'merchant_payable:m1'"
+"$BIN" sim keys --dir "$tmp/sim" --tenant t1 >/dev/null || { echo "FAIL sim keys"; exit 1; }
+head -c 32 /dev/urandom > "$tmp/master.key"
 run_suite "sqlite:$tmp/cli.db" python3 -c "import sqlite3; c=sqlite3.connect('$tmp/cli.db'); c.execute(\"$TAMPER_SQL\"); c.commit()"
 if [ -n "${PAYONCE_TEST_PG:-}" ]; then
   dbname="po_cli_$$"

@@ -10,7 +10,10 @@
  * FINISHED after SUCCESS is a duplicate); TRADE_CLOSED with refund_fee is a
  * full refund whose request number is out_biz_no (Alipay's default for it
  * is out_trade_no); TRADE_SUCCESS with refund_fee and out_biz_no is a
- * partial refund. Amounts are yuan text, converted to fen exactly.
+ * partial refund. refund_fee is the trade's refunded total so far, so the
+ * event says so (amount_is_cumulative) and the engine takes the refund's
+ * own recorded amount when that total covers it. Amounts are yuan text,
+ * converted to fen exactly.
  * Anything else is verified and ignored.
  */
 #include "channel_int.h"
@@ -123,6 +126,7 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
             po_notify_reject(out, "malformed_body", "refund fields invalid");
             goto out;
         }
+        ev->amount_is_cumulative = true; /* refund_fee: the trade's refunded total */
     } else {
         ev->type = PO_EV_PAY_SUCCESS;
         if (!amount(f, "total_amount", &ev->amount_minor)) {

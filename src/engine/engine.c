@@ -27,6 +27,7 @@ struct ev_ctx {
     struct po_store *s;
     const struct po_engine_cfg *cfg;
     const struct po_event *ev;
+    struct po_event resolved; /* ev with a cumulative refund amount resolved */
     char key[PO_KEY_MAX];
     const char *now;
     struct po_ledger_batch *deltas; /* this event's balance deltas */
@@ -451,6 +452,14 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
         detailf(c, "refund %s belongs to order %s, not %s",
                        ev->out_refund_no, rf.out_trade_no, ev->out_trade_no);
         return reject(o, "order_mismatch");
+    }
+    if (ev->amount_is_cumulative && ev->amount_minor >= rf.amount) {
+        /* The channel reported the payment's refunded total, which covers
+         * this refund: from here on the event is this refund's amount. */
+        c->resolved = *ev;
+        c->resolved.amount_minor = rf.amount;
+        c->resolved.amount_is_cumulative = false;
+        c->ev = ev = &c->resolved;
     }
     if (order_mismatch(c, o, rf.merchant, rf.amount, rf.currency, rf.channel, true))
         return PO_OK;

@@ -49,6 +49,11 @@ struct po_event {
     char receiver[PO_ID_MAX + 1];             /* profit sharing */
     char merchant[PO_ID_MAX + 1];             /* optional: merchant the channel names */
     int64_t amount_minor;
+    /* Refund events: amount_minor is what the payment has refunded so far,
+     * this refund included (Alipay's refund_fee), not this refund's own
+     * amount; the engine then takes the refund's recorded amount when the
+     * total covers it. */
+    bool amount_is_cumulative;
     char currency[4];
     enum po_source source;
     char occurred_at[PO_TIME_MAX];

@@ -712,7 +712,7 @@ static enum MHD_Result alipay_gateway(struct po_sim_server *s, struct MHD_Connec
         yuan(already, fee, sizeof fee);
         if (notify)
             start_refund_job(s, notify_url, "alipay", out_trade_no, txn, out_request_no, refund_id,
-                             want, total);
+                             already, total); /* refund_fee: the refunded total */
         if (sub)
             ret = alipay_error(s, c, node, "40004", sub,
                                strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0 ? "交易不存在"

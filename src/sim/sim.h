@@ -102,8 +102,9 @@ struct po_sim_refund {
     const char *channel;
     const char *out_trade_no, *txn;
     const char *out_refund_no, *refund_id;
-    int64_t amount, total;
-    const char *status; /* SUCCESS | CLOSED | ABNORMAL */
+    int64_t amount, total; /* alipay: amount is refund_fee, the trade's refunded
+                              total so far (TRADE_CLOSED when it is total) */
+    const char *status;    /* SUCCESS | CLOSED | ABNORMAL */
 };
 po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_sim_refund *r,
                              int64_t now, struct po_sim_request *out) PO_MUST_CHECK;

@@ -536,6 +536,7 @@ static void run_case(const char *channel, json_t *cs)
         {"refunds", "SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?"},
         {"shares", "SELECT COUNT(*) FROM journal WHERE kind = 'PROFIT_SHARE' AND out_trade_no = ?"},
         {"alerts", "SELECT COUNT(*) FROM alert WHERE out_trade_no = ?"},
+        {"refunded", "SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?"},
     };
     for (size_t i = 0; i < sizeof effects / sizeof effects[0]; i++) {
         json_t *w = json_object_get(ex, effects[i].field);

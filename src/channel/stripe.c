@@ -9,9 +9,18 @@
  * Events (data.object):
  *   payment_intent.succeeded  PAY_SUCCESS    id, amount_received, currency,
  *                                            metadata.out_trade_no
- *   charge.refunded           REFUND_SUCCESS id, amount_refunded, currency,
+ *   charge.refunded           REFUND_SUCCESS id, amount_refunded (the charge's
+ *                                            refunded total: cumulative), currency,
  *                                            metadata.out_trade_no, metadata.out_refund_no
- * Both are keyed by the payment object id. Others are verified and ignored.
+ *   refund.created / refund.updated / charge.refund.updated  (a Refund object:
+ *                                            id re_…, amount, currency, status,
+ *                                            metadata.out_trade_no / out_refund_no)
+ *       status succeeded          REFUND_SUCCESS
+ *       status failed / canceled  REFUND_CLOSED
+ *       pending / requires_action ignored (not final)
+ * Keyed by the object id. The same refund seen as charge.refunded and as
+ * refund.updated has two keys; the refund's state guard makes the second a
+ * duplicate. Others are verified and ignored.
  */
 #include "channel_int.h"
 
@@ -115,14 +124,31 @@ po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notif
     ev->source = PO_SRC_CALLBACK;
     out->status = PO_NOTIFY_EVENT;
     bool pay = strcmp(type, "payment_intent.succeeded") == 0;
-    bool refund = strcmp(type, "charge.refunded") == 0;
-    if (!pay && !refund) {
+    bool charge = strcmp(type, "charge.refunded") == 0;
+    bool robj = strcmp(type, "refund.created") == 0 || strcmp(type, "refund.updated") == 0 ||
+                strcmp(type, "charge.refund.updated") == 0;
+    const char *rstatus = robj ? po_json_str(obj, "status") : NULL;
+    if (robj && rstatus && (strcmp(rstatus, "pending") == 0 ||
+                            strcmp(rstatus, "requires_action") == 0)) {
+        out->status = PO_NOTIFY_IGNORE;
+        (void)snprintf(out->detail, sizeof out->detail, "refund %.20s: not final", rstatus);
+        goto out;
+    }
+    if (robj && (!rstatus || (strcmp(rstatus, "succeeded") != 0 &&
+                              strcmp(rstatus, "failed") != 0 &&
+                              strcmp(rstatus, "canceled") != 0))) {
+        po_notify_reject(out, "malformed_body", "refund status missing or unknown");
+        goto out;
+    }
+    if (!pay && !charge && !robj) {
         out->status = PO_NOTIFY_IGNORE;
         (void)snprintf(out->detail, sizeof out->detail, "event type %.40s: nothing to apply",
                        type);
         goto out;
     }
-    json_t *amt = json_object_get(obj, pay ? "amount_received" : "amount_refunded");
+    json_t *amt = json_object_get(obj, pay      ? "amount_received"
+                                       : charge ? "amount_refunded"
+                                                : "amount");
     const char *cur = po_json_str(obj, "currency");
     const char *id = po_json_str(obj, "id");
     if (!json_is_integer(amt) || !cur || strlen(cur) != 3 || !id ||
@@ -139,7 +165,9 @@ po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notif
         ev->type = PO_EV_PAY_SUCCESS;
         (void)po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, id);
     } else {
-        ev->type = PO_EV_REFUND_SUCCESS;
+        ev->type = charge || strcmp(rstatus, "succeeded") == 0 ? PO_EV_REFUND_SUCCESS
+                                                              : PO_EV_REFUND_CLOSED;
+        ev->amount_is_cumulative = charge; /* amount_refunded: the charge's total */
         (void)po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, id);
         if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no,
                           po_json_str(meta, "out_refund_no"))) {

@@ -429,14 +429,19 @@ static void build_stripe(json_t *cs, const char *out_trade_no, struct po_sim_req
     const char *mut = jstr(cs, "mutate", "");
     const char *type = jstr(ev, "type", "payment_intent.succeeded");
     bool refund = strcmp(type, "charge.refunded") == 0;
+    bool robj = json_object_get(ev, "status") != NULL; /* a Refund object */
     json_t *meta = json_pack("{s:s}", "out_trade_no", out_trade_no);
     if (json_object_get(ev, "out_refund_no"))
         json_object_set_new(meta, "out_refund_no", json_string(jstr(ev, "out_refund_no", "")));
     json_t *payload = json_pack(
         "{s:s, s:s, s:s, s:{s:{s:s, s:s, s:I, s:s, s:o}}}", "id", "evt_payonce_test", "object",
         "event", "type", type, "data", "object", "id", jstr(ev, "id", ""), "object",
-        refund ? "charge" : "payment_intent", refund ? "amount_refunded" : "amount_received",
+        robj ? "refund" : refund ? "charge" : "payment_intent",
+        robj ? "amount" : refund ? "amount_refunded" : "amount_received",
         (json_int_t)jint(ev, "amount", 0), "currency", "cny", "metadata", meta);
+    if (robj)
+        json_object_set_new(json_object_get(json_object_get(payload, "data"), "object"), "status",
+                            json_string(jstr(ev, "status", "")));
     char *p = json_dumps(payload, JSON_COMPACT);
     json_decref(payload);
     int64_t ts = (int64_t)time(NULL) + (strcmp(mut, "timestamp_offset") == 0 ? jint(cs, "offset", 0) : 0);
@@ -537,6 +542,7 @@ static void run_case(const char *channel, json_t *cs)
         {"shares", "SELECT COUNT(*) FROM journal WHERE kind = 'PROFIT_SHARE' AND out_trade_no = ?"},
         {"alerts", "SELECT COUNT(*) FROM alert WHERE out_trade_no = ?"},
         {"refunded", "SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?"},
+        {"reserved", "SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?"},
     };
     for (size_t i = 0; i < sizeof effects / sizeof effects[0]; i++) {
         json_t *w = json_object_get(ex, effects[i].field);

@@ -51,6 +51,13 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
     return rc;
 }
 
+static size_t skip_ws(const char *s, size_t len, size_t i)
+{
+    while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+        i++;
+    return i;
+}
+
 /* The raw text of the object member named key at the top level of body:
  * its start and length, or false. Strings and nesting are skipped properly,
  * so a key inside a value is never taken for the member. */
@@ -70,15 +77,10 @@ static bool member_text(const char *body, size_t len, const char *key, const cha
             size_t e = i++;
             if (depth != 1 || e - s != klen || memcmp(body + s, key, klen) != 0)
                 continue;
-            while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
-                               body[i] == '\n'))
-                i++;
+            i = skip_ws(body, len, i);
             if (i >= len || body[i] != ':')
                 continue;
-            i++;
-            while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' ||
-                               body[i] == '\n'))
-                i++;
+            i = skip_ws(body, len, i + 1);
             if (i >= len || body[i] != '{')
                 return false;
             size_t from = i;

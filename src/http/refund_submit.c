@@ -174,9 +174,27 @@ static po_err submit_alipay(const struct po_channel_account *acct, const char *o
     return PO_OK;
 }
 
+/* The channels whose refund API payonce calls: the one list both
+ * po_refund_submittable and po_refund_submit read. */
+typedef po_err (*submit_fn)(const struct po_channel_account *, const char *,
+                            const struct pending *, struct po_api_resp *, const char **, char *,
+                            size_t);
+static const struct {
+    const char *channel;
+    submit_fn submit;
+} SUBMITTERS[] = {{"wechatpay", submit_wechatpay}, {"alipay", submit_alipay}};
+
+static submit_fn submitter(const char *channel)
+{
+    for (size_t i = 0; channel && i < sizeof SUBMITTERS / sizeof SUBMITTERS[0]; i++)
+        if (strcmp(channel, SUBMITTERS[i].channel) == 0)
+            return SUBMITTERS[i].submit;
+    return NULL;
+}
+
 bool po_refund_submittable(const char *channel)
 {
-    return channel && (strcmp(channel, "wechatpay") == 0 || strcmp(channel, "alipay") == 0);
+    return submitter(channel) != NULL;
 }
 
 static po_err record(struct po_store *s, const char *tenant, const char *out_refund_no,
@@ -261,10 +279,10 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
         rc = record(s, tenant, out_refund_no, &p, decision, code);
         goto out;
     }
-    rc = strcmp(p.channel, "alipay") == 0
-             ? submit_alipay(acct, out_refund_no, &p, resp, &decision, code, sizeof code)
-             : submit_wechatpay(acct, out_refund_no, &p, resp, &decision, code, sizeof code);
-    if (rc)
+    submit_fn submit = submitter(p.channel);
+    if (!submit)
+        (void)snprintf(code, sizeof code, "no_refund_api"); /* stays pending, visible */
+    else if ((rc = submit(acct, out_refund_no, &p, resp, &decision, code, sizeof code)))
         goto out;
     po_log(strcmp(decision, "submitted") == 0 ? PO_LOG_INFO : PO_LOG_WARN,
            "tenant %s: refund %s submitted to %s: HTTP %ld -> %s %s", tenant, out_refund_no,

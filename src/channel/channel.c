@@ -6,7 +6,6 @@
 #include "channel_int.h"
 
 #include <jansson.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +16,7 @@ void po_channel_account_free(struct po_channel_account *a)
         po_pubkey_free(a->keys[i].key);
     po_pubkey_free(a->alipay_key);
     po_privkey_free(a->merchant_key);
-    OPENSSL_cleanse(a, sizeof *a);
+    po_secure_zero(a, sizeof *a);
 }
 
 void po_notify_reject(struct po_notify_result *out, const char *reason, const char *fmt, ...)
@@ -94,14 +93,14 @@ static po_err secret(const char *tenant, const char *channel, const char *field,
         return PO_ERR_INVALID;
     }
     if (len == 0 || len > cap) {
-        OPENSSL_cleanse(plain, len);
+        po_secure_zero(plain, len);
         free(plain);
         po_errf(err, errcap, "%s has a bad length", field);
         return PO_ERR_INVALID;
     }
     memcpy(dst, plain, len);
     *out_len = len;
-    OPENSSL_cleanse(plain, len);
+    po_secure_zero(plain, len);
     free(plain);
     return PO_OK;
 }
@@ -133,7 +132,7 @@ static po_err load_api(json_t *root, const unsigned char *master, struct po_chan
         po_errf(err, errcap, "merchant private key or serial invalid");
         rc = PO_ERR_INVALID;
     }
-    OPENSSL_cleanse(pem, sizeof pem);
+    po_secure_zero(pem, sizeof pem);
     return rc;
 }
 

@@ -16,13 +16,6 @@
 
 #include <jansson.h>
 
-#define PO_CHANNEL_KEYS_MAX 8    /* verification keys per tenant (rotation) */
-#define PO_WEBHOOK_SECRETS_MAX 4 /* Stripe-style secrets per tenant (rotation) */
-#define PO_SECRET_MAX 128
-#define PO_BODY_MAX (64 * 1024)  /* callback body bytes */
-#define PO_FORM_PARAMS_MAX 64    /* Alipay form fields */
-#define PO_WINDOW_DEFAULT_S 300  /* timestamp tolerance */
-
 /* One tenant's configuration for one channel, secrets unsealed. */
 struct po_channel_account {
     char tenant[PO_ID_MAX + 1];

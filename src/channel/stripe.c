@@ -28,9 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SIG_HEADER_MAX 2048
-#define V1_MAX 8
-
 static bool hex32(const char *s, size_t len, unsigned char out[32])
 {
     if (len != 64)
@@ -53,12 +50,12 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
                    struct po_notify_result *out)
 {
     const char *h = req->header(req->hctx, "Stripe-Signature");
-    if (!h || !*h || strlen(h) > SIG_HEADER_MAX) {
+    if (!h || !*h || strlen(h) > PO_SIG_HEADER_MAX) {
         po_notify_reject(out, "missing_header", "Stripe-Signature is required");
         return false;
     }
     char ts[24] = "";
-    unsigned char v1[V1_MAX][32];
+    unsigned char v1[PO_SIGNATURES_MAX][32];
     int nv1 = 0;
     for (const char *p = h; *p;) {
         const char *end = strchr(p, ',');
@@ -70,7 +67,7 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
         if (len > 2 && p[0] == 't' && p[1] == '=' && len - 2 < sizeof ts) {
             memcpy(ts, p + 2, len - 2);
             ts[len - 2] = '\0';
-        } else if (len > 3 && strncmp(p, "v1=", 3) == 0 && nv1 < V1_MAX) {
+        } else if (len > 3 && strncmp(p, "v1=", 3) == 0 && nv1 < PO_SIGNATURES_MAX) {
             if (hex32(p + 3, len - 3, v1[nv1]))
                 nv1++;
         }

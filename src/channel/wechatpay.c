@@ -19,12 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HDR_MAX 512
-
 static const char *hdr(const struct po_notify_req *req, const char *name)
 {
     const char *v = req->header(req->hctx, name);
-    return v && *v && strlen(v) <= HDR_MAX ? v : NULL;
+    return v && *v && strlen(v) <= PO_HEADER_VALUE_MAX ? v : NULL;
 }
 
 static const struct po_pubkey *key_for(const struct po_channel_account *a, const char *serial)

@@ -13,12 +13,9 @@
 #include "../crypto/crypto.h"
 
 #include <jansson.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define KEY_FILE_MAX (64 * 1024)
 
 int load_master_key(const struct opts *o, unsigned char key[32], bool *have)
 {
@@ -42,7 +39,7 @@ int load_master_key(const struct opts *o, unsigned char key[32], bool *have)
 static char *read_small(const char *path, bool strip, size_t *len)
 {
     char *buf = NULL;
-    po_err rc = po_file_read(path, KEY_FILE_MAX, &buf, len);
+    po_err rc = po_file_read(path, PO_KEY_FILE_MAX, &buf, len);
     if (rc) {
         fprintf(stderr, "payonce: cannot read %s (%s)\n", path, po_err_name(rc));
         return NULL;
@@ -162,7 +159,7 @@ static int api_options(const struct opts *o, const unsigned char *master, const 
         }
         po_privkey_free(k);
         if (pem)
-            OPENSSL_cleanse(pem, len);
+            po_secure_zero(pem, len);
         free(pem);
     }
     if (!ret && base)
@@ -188,12 +185,12 @@ static int build_wechatpay(const struct opts *o, const unsigned char *master, co
         return EXIT_FAIL;
     if (klen != 32) {
         fprintf(stderr, "payonce: the APIv3 key must be 32 bytes (found %zu)\n", klen);
-        OPENSSL_cleanse(key, klen);
+        po_secure_zero(key, klen);
         free(key);
         return EXIT_FAIL;
     }
     json_t *sk = sealed(master, tenant, "wechatpay", "apiv3_key", (unsigned char *)key, klen);
-    OPENSSL_cleanse(key, klen);
+    po_secure_zero(key, klen);
     free(key);
     json_t *keys = json_array();
     const char *certs[PO_CHANNEL_KEYS_MAX], *pubs[PO_CHANNEL_KEYS_MAX], *ids[PO_CHANNEL_KEYS_MAX];
@@ -287,7 +284,7 @@ static int build_stripe(const struct opts *o, const unsigned char *master, const
                         ? sealed(master, tenant, "stripe", field, (unsigned char *)sec, len)
                         : NULL;
         if (sec)
-            OPENSSL_cleanse(sec, len);
+            po_secure_zero(sec, len);
         free(sec);
         if (!s) {
             fprintf(stderr, "payonce: %s: a secret of 1-%d bytes is required\n", files[i],
@@ -341,7 +338,7 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
     char *doc = ret ? NULL : json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(cfg);
     if (ret) {
-        OPENSSL_cleanse(master, sizeof master);
+        po_secure_zero(master, sizeof master);
         return ret;
     }
     /* Load it back exactly as serve will, so a bad configuration fails here. */
@@ -349,7 +346,7 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
     struct po_channel_account *acct = calloc(1, sizeof *acct);
     po_err rc = acct ? po_channel_account_load(tenant, channel, doc, mk, acct, err, sizeof err)
                      : PO_ERR_NOMEM;
-    OPENSSL_cleanse(master, sizeof master);
+    po_secure_zero(master, sizeof master);
     if (acct && !rc)
         po_channel_account_free(acct);
     free(acct);

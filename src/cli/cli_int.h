@@ -11,13 +11,12 @@
 #define EXIT_USAGE 2
 #define EXIT_VERIFY 3
 #define EXIT_TEMPFAIL 75
-#define OPTS_MAX 96 /* sim pay takes up to 64 --order options */
 
 /* Parsed "--name value" options and flags of one command. */
 struct opts {
     int n;
-    const char *name[OPTS_MAX];
-    const char *value[OPTS_MAX]; /* NULL for flags */
+    const char *name[PO_OPTS_MAX];
+    const char *value[PO_OPTS_MAX]; /* NULL for flags */
 };
 
 /* The last value of an option ("" for a flag), or NULL when absent. */

@@ -77,7 +77,7 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
             /* One positional argument, where the command takes a FILE. */
-            if (strstr(allowed, "file") && !opt(o, "file") && o->n < OPTS_MAX) {
+            if (strstr(allowed, "file") && !opt(o, "file") && o->n < PO_OPTS_MAX) {
                 o->name[o->n] = "file";
                 o->value[o->n++] = a;
                 continue;
@@ -97,7 +97,7 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
             fprintf(stderr, "payonce: unknown option '%s'\n", a);
             return -1;
         }
-        if (o->n >= OPTS_MAX) {
+        if (o->n >= PO_OPTS_MAX) {
             fprintf(stderr, "payonce: too many options\n");
             return -1;
         }

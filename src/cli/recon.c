@@ -10,7 +10,6 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +32,7 @@ static int account(struct po_store *s, const struct opts *o, const char *tenant,
     char err[PO_ERRBUF_MAX] = "";
     po_err rc = po_account_fetch(s, have ? master : NULL, tenant, "wechatpay", out, err,
                                  sizeof err);
-    OPENSSL_cleanse(master, sizeof master);
+    po_secure_zero(master, sizeof master);
     return rc ? fail(rc, err) : 0;
 }
 

@@ -12,7 +12,6 @@
 #include <pthread.h>
 #include <time.h>
 
-#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -188,7 +187,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     po_err rc = po_server_start(&cfg, &srv, err, sizeof err);
     if (rc) {
-        OPENSSL_cleanse(master, sizeof master);
+        po_secure_zero(master, sizeof master);
         curl_global_cleanup();
         return fail(rc, err);
     }
@@ -212,7 +211,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         pthread_join(jth, NULL);
     }
     po_server_stop(srv);
-    OPENSSL_cleanse(master, sizeof master);
+    po_secure_zero(master, sizeof master);
     curl_global_cleanup();
     return 0;
 }

@@ -31,8 +31,6 @@
 #include <string.h>
 #include <time.h>
 
-#define SIM_ORDERS_MAX 64
-#define SIM_COPIES_MAX 16
 
 static const char *sim_dir(const struct opts *o)
 {
@@ -112,10 +110,10 @@ static void new_txn(const char *channel, char *out, size_t cap)
 static int parse_orders(const struct opts *o, const char *channel, struct sim_order *orders,
                         int *n)
 {
-    const char *vals[SIM_ORDERS_MAX + 1];
-    int k = opt_all(o, "order", vals, SIM_ORDERS_MAX + 1);
-    if (k == 0 || k > SIM_ORDERS_MAX) {
-        fprintf(stderr, "payonce: give 1-%d --order OUT_TRADE_NO:AMOUNT\n", SIM_ORDERS_MAX);
+    const char *vals[PO_SIM_ORDERS_MAX + 1];
+    int k = opt_all(o, "order", vals, PO_SIM_ORDERS_MAX + 1);
+    if (k == 0 || k > PO_SIM_ORDERS_MAX) {
+        fprintf(stderr, "payonce: give 1-%d --order OUT_TRADE_NO:AMOUNT\n", PO_SIM_ORDERS_MAX);
         return EXIT_USAGE;
     }
     if (opt(o, "txn") && k != 1) {
@@ -204,12 +202,12 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
         fprintf(stderr, "payonce: --channel wechatpay|alipay|stripe; --currency ISO 4217\n");
         return EXIT_USAGE;
     }
-    if ((opt(o, "copies") && po_parse_i64(opt(o, "copies"), 1, SIM_COPIES_MAX, &copies)) ||
+    if ((opt(o, "copies") && po_parse_i64(opt(o, "copies"), 1, PO_SIM_COPIES_MAX, &copies)) ||
         (opt(o, "max-attempts") && po_parse_i64(opt(o, "max-attempts"), 1, 100, &attempts)) ||
         (opt(o, "deadline-ms") && po_parse_i64(opt(o, "deadline-ms"), 100, 60000, &deadline)) ||
         (opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor))) {
         fprintf(stderr, "payonce: --copies 1-%d, --max-attempts 1-100, --deadline-ms"
-                        " 100-60000, --time-factor 1-1000000\n", SIM_COPIES_MAX);
+                        " 100-60000, --time-factor 1-1000000\n", PO_SIM_COPIES_MAX);
         return EXIT_USAGE;
     }
     if (!a->url && !flag(o, "lose")) {
@@ -227,7 +225,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
 {
     (void)s;
     struct sim_pay_args a;
-    struct sim_order orders[SIM_ORDERS_MAX];
+    struct sim_order orders[PO_SIM_ORDERS_MAX];
     int n = 0, ret = pay_args(o, &a);
     if (!ret)
         ret = parse_orders(o, a.channel, orders, &n);
@@ -273,8 +271,8 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             ret = fail(PO_ERR_INTERNAL, "cannot build the notification");
             break;
         }
-        struct copy copies[SIM_COPIES_MAX];
-        pthread_t th[SIM_COPIES_MAX];
+        struct copy copies[PO_SIM_COPIES_MAX];
+        pthread_t th[PO_SIM_COPIES_MAX];
         for (int c = 0; c < a.copies; c++) {
             memset(&copies[c], 0, sizeof copies[c]);
             (void)snprintf(copies[c].label, sizeof copies[c].label, "%s%s#%d", so->out_trade_no,

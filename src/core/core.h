@@ -6,7 +6,7 @@
  * Invariants:
  *  - po_err is 0 on success; every fallible function returns it and is
  *    marked PO_MUST_CHECK. Out-params are written only on success.
- *  - Every limit on outside input lives in this file (PO_*_MAX) and is checked.
+ *  - Every limit on outside input lives in limits.h (PO_*_MAX) and is checked.
  *  - Money is int64 minor units plus an ISO 4217 code; no floating point.
  */
 #ifndef PO_CORE_H
@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "limits.h"
 
 #define PO_MUST_CHECK __attribute__((warn_unused_result))
 #define PO_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -35,20 +37,7 @@ typedef enum po_err {
 
 const char *po_err_name(po_err rc);
 
-/* ---- limits: every bound on outside input ---- */
-#define PO_ID_MAX 64                 /* tenant, merchant, out_trade_no, refund no, receiver */
-#define PO_TXN_ID_MAX 64             /* channel transaction / refund / share ids */
-#define PO_KEY_MAX 256               /* derived idempotency key */
-#define PO_NAME_MAX 128              /* tenant display name */
-#define PO_TIME_MAX 40               /* RFC 3339 timestamp text */
-#define PO_REASON_MAX 64             /* outcome reason code */
-#define PO_ERRBUF_MAX 256            /* caller-supplied error detail buffers */
-#define PO_EVENT_FILE_MAX (64 * 1024) /* `apply --event` input */
-#define PO_BATCH_MAX 256             /* events in one engine transaction */
-#define PO_ROWS_MAX 100000           /* rows one query may return */
-#define PO_CELL_MAX (1024 * 1024)    /* bytes in one result cell */
-#define PO_AMOUNT_MAX INT64_C(100000000000000) /* 10^14 minor units: 1 trillion yuan */
-#define PO_SQL_PARAMS_MAX 16
+/* Every bound on outside input and on internal queues: limits.h. */
 
 /* ---- assertions: programmer errors; stay on in release builds ---- */
 void po_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));

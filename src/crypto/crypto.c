@@ -404,6 +404,12 @@ void po_sha1_hex(const void *msg, size_t len, char out[41])
         (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
+void po_secure_zero(void *p, size_t len)
+{
+    if (p && len)
+        OPENSSL_cleanse(p, len);
+}
+
 bool po_ct_equal(const void *a, const void *b, size_t len)
 {
     return CRYPTO_memcmp(a, b, len) == 0;

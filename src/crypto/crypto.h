@@ -13,7 +13,6 @@
 
 #include "../core/core.h"
 
-#define PO_SERIAL_MAX 64   /* certificate serial (hex) or PUB_KEY_ID_… */
 #define PO_MASTER_KEY_LEN 32
 
 struct po_pubkey;  /* an RSA public key */
@@ -72,6 +71,8 @@ void po_sha256_hex(const void *msg, size_t len, char out[65]);
 /* SHA-1, only because WeChat Pay's bill API names its hash_type SHA1. */
 void po_sha1_hex(const void *msg, size_t len, char out[41]);
 bool po_ct_equal(const void *a, const void *b, size_t len);
+/* Wipes a secret from memory in a way the compiler may not elide. */
+void po_secure_zero(void *p, size_t len);
 po_err po_random(void *buf, size_t len) PO_MUST_CHECK;
 
 /*

@@ -24,8 +24,6 @@
 #include "../core/core.h"
 #include "../store/store.h"
 
-#define PO_CHANNEL_MAX 16
-
 enum po_event_type {
     PO_EV_PAY_SUCCESS,
     PO_EV_REFUND_SUCCESS,

@@ -31,11 +31,6 @@
 #include <string.h>
 #include <time.h>
 
-#define POOL_WAIT_MS 2000
-#define PAGE_DEFAULT 20
-#define PAGE_MAX 100
-#define IDEM_POLL_MS 20
-
 struct call {
     const struct po_api_ctx *ctx;
     const struct po_api_req *req;
@@ -410,7 +405,7 @@ static bool acquire(struct call *c)
     char err[PO_ERRBUF_MAX] = "";
     if (c->s)
         return true;
-    if (po_store_pool_acquire(c->ctx->pool, POOL_WAIT_MS, &c->s, err, sizeof err)) {
+    if (po_store_pool_acquire(c->ctx->pool, PO_POOL_WAIT_MS, &c->s, err, sizeof err)) {
         po_log(PO_LOG_WARN, "request %s: %s", c->ctx->request_id, err);
         return false;
     }
@@ -499,8 +494,8 @@ static bool claim(struct call *c, const struct po_idem_req *q, struct po_idem_cl
                 return false;
             }
             release(c); /* do not hold a connection while waiting */
-            sleep_ms(IDEM_POLL_MS);
-            waited += IDEM_POLL_MS;
+            sleep_ms(PO_IDEM_POLL_MS);
+            waited += PO_IDEM_POLL_MS;
             break;
         }
     }
@@ -652,9 +647,9 @@ static bool page_args(struct call *c, struct page *pg)
 {
     const char *lim = c->req->arg(c->req->ctx, "limit");
     const char *cur = c->req->arg(c->req->ctx, "cursor");
-    pg->limit = PAGE_DEFAULT;
+    pg->limit = PO_PAGE_DEFAULT;
     pg->after_ts[0] = pg->after_key[0] = '\0';
-    if (lim && po_parse_i64(lim, 1, PAGE_MAX, &pg->limit)) {
+    if (lim && po_parse_i64(lim, 1, PO_PAGE_MAX, &pg->limit)) {
         fail(c, 400, "invalid_parameter", "limit: an integer in 1..100", "limit");
         return false;
     }

@@ -45,8 +45,6 @@ void po_server_stop(struct po_server *s);
 struct po_store;
 
 /* ---- tenant API keys (apikey.c) ---- */
-#define PO_APIKEY_ID_LEN 16
-#define PO_APIKEY_LEN (3 + PO_APIKEY_ID_LEN + 1 + 64) /* po_<key_id>_<secret> */
 /* Creates a key for an existing tenant: the whole key is written to key
  * (shown once), only its SHA-256 is stored. */
 po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIKEY_LEN + 1],
@@ -57,7 +55,6 @@ po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_
                         size_t errcap) PO_MUST_CHECK;
 
 /* ---- Idempotency-Key retention (idem.c) ---- */
-#define PO_IDEM_RETENTION_DEFAULT_S (7 * 86400)
 /* Deletes stored responses older than retention_s. */
 po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted) PO_MUST_CHECK;
 

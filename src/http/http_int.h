@@ -44,9 +44,6 @@ void po_notify_handle(const struct po_notify_ctx *ctx, const char *channel, cons
 
 
 /* ---- Idempotency-Key records (idem.c) ---- */
-#define PO_IDEM_LOCK_S 60     /* a 'running' record older than this is abandoned */
-#define PO_IDEM_TOKEN_LEN 32
-#define PO_IDEM_KEY_MAX 255
 
 struct po_idem_req {
     const char *tenant, *route, *key, *hash;

@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_WAIT_MS 2000
-
 static void answer(struct po_notify_answer *out, const char *channel, bool success,
                    unsigned status, const char *outcome, const char *reason, const char *message)
 {
@@ -107,7 +105,7 @@ void po_notify_handle(const struct po_notify_ctx *ctx, const char *channel, cons
         answer(out, channel, false, 500, "retry", "nomem", "temporarily unavailable");
         goto out;
     }
-    if (po_store_pool_acquire(ctx->pool, POOL_WAIT_MS, &s, err, sizeof err)) {
+    if (po_store_pool_acquire(ctx->pool, PO_POOL_WAIT_MS, &s, err, sizeof err)) {
         po_log(PO_LOG_WARN, "request %s: %s", ctx->request_id, err);
         answer(out, channel, false, 503, "retry", "store_unavailable", "temporarily unavailable");
         goto out;

@@ -21,8 +21,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define HEADER_MEMORY_MAX (32 * 1024)
-
 struct po_server {
     struct MHD_Daemon *daemon;
     int idem_wait_ms;
@@ -363,7 +361,7 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         (unsigned)(cfg->max_connections ? cfg->max_connections : 256),
         MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)(cfg->request_timeout_s ? cfg->request_timeout_s : 10),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY_MAX,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     if (!srv->daemon) {
         po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)",

@@ -20,10 +20,6 @@
 #include "../core/core.h"
 #include "../store/store.h"
 
-#define PO_ACCOUNT_MAX 96
-#define PO_LEDGER_LINES_MAX 4
-#define PO_LEDGER_DELTAS_MAX (PO_BATCH_MAX * PO_LEDGER_LINES_MAX)
-
 struct po_posting_line {
     char account[PO_ACCOUNT_MAX]; /* see the account names above */
     int64_t amount_minor;         /* debit > 0, credit < 0, never 0 */

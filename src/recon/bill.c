@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FIELDS_MAX 40
 #define LINE_MAX_BYTES 8192
 
 /* Exact fixed-point: s with at most `scale` decimals -> value * 10^scale. */
@@ -52,7 +51,7 @@ static int split(char *line, char **f, bool backticks)
 {
     int n = 0;
     for (char *p = line;; n++) {
-        if (n >= FIELDS_MAX)
+        if (n >= PO_BILL_FIELDS_MAX)
             return -1;
         char *comma = strchr(p, ',');
         if (comma)
@@ -105,7 +104,7 @@ po_err po_bill_parse(const char *data, size_t len, struct po_bill *out, char *er
     struct po_bill b = {0};
     char *text = NULL;
     int cap = 0, lineno = 0, nh = 0;
-    char *h[FIELDS_MAX], *f[FIELDS_MAX];
+    char *h[PO_BILL_FIELDS_MAX], *f[PO_BILL_FIELDS_MAX];
     struct cols c = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; /* set by the header */
     bool summary = false;
     int64_t sum_settle = 0, sum_refund = 0, sum_fee = 0, sum_total = 0;

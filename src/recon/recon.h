@@ -12,9 +12,6 @@
 #include "../engine/engine.h"
 #include "../store/store.h"
 
-#define PO_BILL_MAX (64 * 1024 * 1024) /* bill file bytes */
-#define PO_BILL_ROWS_MAX 1000000
-
 enum po_bill_kind { PO_BILL_PAY, PO_BILL_REFUND };
 
 /* One detail row, amounts exact: money in minor units, fees in thousandths. */

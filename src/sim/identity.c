@@ -7,7 +7,6 @@
 #include "sim.h"
 
 #include <jansson.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,8 +104,8 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
 out:
     if (rc && !err[0])
         po_errf(err, errcap, "key generation failed (%s)", po_err_name(rc));
-    OPENSSL_cleanse(apiv3, sizeof apiv3);
-    OPENSSL_cleanse(secret, sizeof secret);
+    po_secure_zero(apiv3, sizeof apiv3);
+    po_secure_zero(secret, sizeof secret);
     free(doc);
     free(cert);
     free(wx_priv);
@@ -177,7 +176,7 @@ po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *
         rc = len == 32 ? PO_OK : PO_ERR_INVALID;
         if (!rc)
             memcpy(out->apiv3, buf, 32);
-        OPENSSL_cleanse(buf, len);
+        po_secure_zero(buf, len);
         free(buf);
     }
     if (!rc && (rc = read_in(dir, "stripe_webhook_secret", &buf, &len)) == PO_OK) {
@@ -186,7 +185,7 @@ po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *
             memcpy(out->secret, buf, len);
             out->secret_len = len;
         }
-        OPENSSL_cleanse(buf, len);
+        po_secure_zero(buf, len);
         free(buf);
     }
     if (rc) {
@@ -201,7 +200,7 @@ void po_sim_identity_free(struct po_sim_identity *id)
     po_privkey_free(id->wx_key);
     po_privkey_free(id->ali_key);
     po_pubkey_free(id->merchant_pub);
-    OPENSSL_cleanse(id, sizeof *id);
+    po_secure_zero(id, sizeof *id);
 }
 
 static void yuan(int64_t minor, char *out, size_t cap)

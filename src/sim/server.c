@@ -18,8 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#define REQ_BODY_MAX (64 * 1024)
-#define BILL_MAX (8 * 1024 * 1024)
 
 struct po_sim_server {
     struct MHD_Daemon *daemon;
@@ -164,7 +162,7 @@ static enum MHD_Result query_order(struct po_sim_server *s, struct MHD_Connectio
     return r;
 }
 
-/* Appends printf output to a growing buffer (bounded by BILL_MAX). */
+/* Appends printf output to a growing buffer (bounded by PO_SIM_BILL_MAX). */
 struct buf {
     char *p;
     size_t len, cap;
@@ -175,7 +173,7 @@ static void bputs(struct buf *b, const char *s)
     size_t n = strlen(s);
     if (b->len + n + 1 > b->cap) {
         size_t cap = (b->cap ? b->cap * 2 : 8192) + n;
-        if (cap > BILL_MAX)
+        if (cap > PO_SIM_BILL_MAX)
             return;
         char *p = realloc(b->p, cap);
         if (!p)
@@ -745,7 +743,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        return po_body_append(&q->body, upload_data, n, REQ_BODY_MAX) ? MHD_NO : MHD_YES;
+        return po_body_append(&q->body, upload_data, n, PO_BODY_MAX) ? MHD_NO : MHD_YES;
     }
     if (q->body.too_large)
         return error(s, c, 413, "PARAM_ERROR", "body too large");

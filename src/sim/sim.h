@@ -12,8 +12,6 @@
 
 #include <stdio.h>
 
-#define PO_SIM_HEADERS_MAX 8
-
 struct po_sim_request {
     char *body; /* heap; NUL-terminated */
     size_t body_len;

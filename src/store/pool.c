@@ -11,22 +11,20 @@
 #include <string.h>
 #include <time.h>
 
-#define POOL_SIZE_MAX 64
-
 struct po_store_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char url[1024];
     int size;
-    bool lent[POOL_SIZE_MAX];
-    struct po_store *conn[POOL_SIZE_MAX]; /* NULL until first used */
+    bool lent[PO_POOL_SIZE_MAX];
+    struct po_store *conn[PO_POOL_SIZE_MAX]; /* NULL until first used */
 };
 
 po_err po_store_pool_open(const char *url, int size, struct po_store_pool **out, char *err,
                           size_t errcap)
 {
-    if (size < 1 || size > POOL_SIZE_MAX) {
-        po_errf(err, errcap, "pool size must be 1..%d", POOL_SIZE_MAX);
+    if (size < 1 || size > PO_POOL_SIZE_MAX) {
+        po_errf(err, errcap, "pool size must be 1..%d", PO_POOL_SIZE_MAX);
         return PO_ERR_INVALID;
     }
     struct po_store_pool *p = calloc(1, sizeof *p);

@@ -181,11 +181,11 @@ static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param
     if (out_rows && st == PGRES_TUPLES_OK) {
         int ncols = PQnfields(res);
         int nrows = PQntuples(res);
-        PO_ASSERT(ncols <= 64);
+        PO_ASSERT(ncols <= PO_COLS_MAX);
         (void)po_rows_init(&rows, ncols);
         for (int r = 0; r < nrows; r++) {
-            const char *vals[64];
-            size_t lens[64];
+            const char *vals[PO_COLS_MAX];
+            size_t lens[PO_COLS_MAX];
             for (int c = 0; c < ncols; c++) {
                 vals[c] = PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
                 lens[c] = (size_t)PQgetlength(res, r, c);

@@ -14,9 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Below the channels' 5 s ack deadline, like PostgreSQL's lock_timeout. */
-#define SQLITE_BUSY_TIMEOUT_MS 3000
-
 struct sqlite_store {
     struct po_store base; /* must be first */
     sqlite3 *db;
@@ -55,7 +52,7 @@ static po_err map_rc(sqlite3 *db, int rc, char *err, size_t errcap)
  * Busy handler: SQLite's default sleeps in steps of up to 100 ms, which
  * makes a queue of writers wait far longer than the lock is held (a write
  * transaction here lasts about a millisecond). Poll every 0.2-2 ms instead,
- * and give up after SQLITE_BUSY_TIMEOUT_MS with SQLITE_BUSY (transient).
+ * and give up after PO_LOCK_WAIT_MS with SQLITE_BUSY (transient).
  */
 static int busy_wait(void *arg, int count)
 {
@@ -65,7 +62,7 @@ static int busy_wait(void *arg, int count)
     long waited_us = count < 10 ? count * 200L
                                 : count < 100 ? 2000L + (count - 10) * 1000L
                                               : 92000L + (count - 100) * 2000L;
-    if (waited_us >= SQLITE_BUSY_TIMEOUT_MS * 1000L)
+    if (waited_us >= PO_LOCK_WAIT_MS * 1000L)
         return 0;
     struct timespec ts = {0, step_us * 1000L};
     nanosleep(&ts, NULL);
@@ -179,9 +176,9 @@ static po_err sq_exec(struct po_store *s, const char *sql, const struct po_param
         }
         if (!out_rows)
             continue;
-        const char *vals[64];
-        size_t lens[64];
-        PO_ASSERT(ncols <= 64);
+        const char *vals[PO_COLS_MAX];
+        size_t lens[PO_COLS_MAX];
+        PO_ASSERT(ncols <= PO_COLS_MAX);
         for (int c = 0; c < ncols; c++) {
             vals[c] = (const char *)sqlite3_column_text(st, c);
             lens[c] = (size_t)sqlite3_column_bytes(st, c);

@@ -18,6 +18,7 @@
 #include "../src/core/core.h"
 #include "../src/engine/admin.h"
 #include "../src/http/http.h"
+#include "../src/service/service.h"
 #include "../src/store/store.h"
 
 #include <curl/curl.h>

@@ -18,6 +18,7 @@
  */
 #include "channel_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -27,17 +28,17 @@ static bool verify(const struct po_channel_account *a, const struct po_form *f,
 {
     const char *sign = po_form_get(f, "sign"), *type = po_form_get(f, "sign_type");
     if (!sign || !*sign) {
-        po_notify_reject(out, "missing_signature", "sign is missing");
+        po_notify_reject(out, PO_R_MISSING_SIGNATURE, "sign is missing");
         return false;
     }
     if (!type || strcmp(type, "RSA2") != 0) {
-        po_notify_reject(out, "unsupported_signature_type", "only sign_type RSA2 is accepted");
+        po_notify_reject(out, PO_R_UNSUPPORTED_SIGNATURE_TYPE, "only sign_type RSA2 is accepted");
         return false;
     }
     unsigned char *raw = NULL;
     size_t raw_len = 0;
     if (po_b64_decode(sign, strlen(sign), &raw, &raw_len)) {
-        po_notify_reject(out, "bad_signature", "sign is not base64");
+        po_notify_reject(out, PO_R_BAD_SIGNATURE, "sign is not base64");
         return false;
     }
     char *content = po_alipay_sign_content(f, true);
@@ -47,7 +48,7 @@ static bool verify(const struct po_channel_account *a, const struct po_form *f,
     free(content);
     free(raw);
     if (rc) {
-        po_notify_reject(out, "bad_signature", "sign does not verify with the Alipay public key");
+        po_notify_reject(out, PO_R_BAD_SIGNATURE, "sign does not verify with the Alipay public key");
         return false;
     }
     return true;
@@ -59,7 +60,7 @@ static bool charset_ok(const struct po_form *f, struct po_notify_result *out)
     if (!cs || !*cs || strcasecmp(cs, "utf-8") == 0 || strcasecmp(cs, "utf8") == 0) {
         for (int i = 0; i < f->n; i++)
             if (!po_utf8_valid(f->p[i].val, f->p[i].val_len)) {
-                po_notify_reject(out, "invalid_utf8", "field %.32s is not valid UTF-8",
+                po_notify_reject(out, PO_R_INVALID_UTF8, "field %.32s is not valid UTF-8",
                                  f->p[i].key);
                 return false;
             }
@@ -67,7 +68,7 @@ static bool charset_ok(const struct po_form *f, struct po_notify_result *out)
     }
     if (strcasecmp(cs, "gbk") == 0 || strcasecmp(cs, "gb2312") == 0)
         return true; /* the fields payonce reads are ASCII; others are only signed */
-    po_notify_reject(out, "bad_charset", "charset %.16s is not supported", cs);
+    po_notify_reject(out, PO_R_BAD_CHARSET, "charset %.16s is not supported", cs);
     return false;
 }
 
@@ -76,14 +77,14 @@ static bool amount(const struct po_form *f, const char *key, int64_t *out)
     return po_parse_major_amount(po_form_get(f, key), out) == PO_OK;
 }
 
-po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
-                       struct po_notify_result *out)
+static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                    struct po_notify_result *out)
 {
     struct po_form *f = calloc(1, sizeof *f);
     if (!f)
         return PO_ERR_NOMEM;
     if (!po_form_parse(req->body, req->body_len, f)) {
-        po_notify_reject(out, "malformed_body", "body is not a well-formed form");
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "body is not a well-formed form");
         goto out;
     }
     if (!charset_ok(f, out) || !verify(a, f, out))
@@ -91,11 +92,8 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
     struct po_event *ev = &out->ev;
     const char *app_id = po_form_get(f, "app_id"), *seller = po_form_get(f, "seller_id");
     const char *status = po_form_get(f, "trade_status");
-    (void)po_set_field(ev->tenant, sizeof ev->tenant, a->tenant);
-    (void)po_set_field(ev->channel, sizeof ev->channel, "alipay");
+    po_notify_event_init(a, out);
     (void)po_set_field(ev->currency, sizeof ev->currency, "CNY");
-    ev->source = PO_SRC_CALLBACK;
-    out->status = PO_NOTIFY_EVENT;
     const char *refund_no = po_form_get(f, "out_biz_no");
     bool has_refund = po_form_get(f, "refund_fee") && *po_form_get(f, "refund_fee");
     bool paid = status && (strcmp(status, "TRADE_SUCCESS") == 0 ||
@@ -104,14 +102,13 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
     /* A full refund closes the trade; a partial one names its request. */
     bool refund = has_refund && (closed || (paid && refund_no && *refund_no));
     if (!refund && !paid) {
-        out->status = PO_NOTIFY_IGNORE;
-        (void)snprintf(out->detail, sizeof out->detail, "trade_status %.20s: nothing to apply",
+        po_notify_ignore(out, "trade_status %.20s: nothing to apply",
                        status ? status : "-");
         goto out;
     }
     if (!po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_form_get(f, "out_trade_no")) ||
         !po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, po_form_get(f, "trade_no"))) {
-        po_notify_reject(out, "malformed_body", "out_trade_no or trade_no missing");
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "out_trade_no or trade_no missing");
         goto out;
     }
     if (refund) {
@@ -123,22 +120,22 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
         if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no, refund_no) ||
             !po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, rid) ||
             !amount(f, "refund_fee", &ev->amount_minor)) {
-            po_notify_reject(out, "malformed_body", "refund fields invalid");
+            po_notify_reject(out, PO_R_MALFORMED_BODY, "refund fields invalid");
             goto out;
         }
         ev->amount_is_cumulative = true; /* refund_fee: the trade's refunded total */
     } else {
         ev->type = PO_EV_PAY_SUCCESS;
         if (!amount(f, "total_amount", &ev->amount_minor)) {
-            po_notify_reject(out, "malformed_body", "total_amount is not an amount in yuan");
+            po_notify_reject(out, PO_R_MALFORMED_BODY, "total_amount is not an amount in yuan");
             goto out;
         }
     }
     if (!app_id || strcmp(app_id, a->app_id) != 0 ||
         (a->seller_id[0] && (!seller || strcmp(seller, a->seller_id) != 0))) {
         po_notify_mismatch(out,
-                           !app_id || strcmp(app_id, a->app_id) != 0 ? "app_id_mismatch"
-                                                                      : "seller_id_mismatch",
+                           !app_id || strcmp(app_id, a->app_id) != 0 ? PO_R_APP_ID_MISMATCH
+                                                                      : PO_R_SELLER_ID_MISMATCH,
                            "notification for app_id %.32s seller_id %.32s, tenant has %.32s %.32s",
                            app_id ? app_id : "-", seller ? seller : "-", a->app_id,
                            a->seller_id[0] ? a->seller_id : "-");
@@ -146,9 +143,96 @@ po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notif
     }
     char verr[PO_ERRBUF_MAX];
     if (po_event_validate(ev, verr, sizeof verr))
-        po_notify_reject(out, "malformed_body", "%s", verr);
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "%s", verr);
 out:
     po_form_free(f);
     free(f);
     return PO_OK;
 }
+
+/* ---- the account ---- */
+
+static po_err account_build(const struct po_account_input *in, json_t *cfg, char *err,
+                            size_t errcap)
+{
+    const char *app_id = in->opt(in->ctx, "app-id"), *seller = in->opt(in->ctx, "seller-id");
+    const char *path = in->opt(in->ctx, "alipay-public-key-file");
+    if (!app_id || !path) {
+        po_errf(err, errcap, "--app-id and --alipay-public-key-file are required");
+        return PO_ERR_INVALID;
+    }
+    if (!po_id_valid(app_id, PO_ID_MAX) || (seller && !po_id_valid(seller, PO_ID_MAX))) {
+        po_errf(err, errcap, "--app-id/--seller-id: 1-64 characters of [A-Za-z0-9_-]");
+        return PO_ERR_INVALID;
+    }
+    size_t len = 0;
+    char *text = po_account_read_file(path, true, &len, err, errcap);
+    if (!text)
+        return PO_ERR_IO;
+    struct po_pubkey *k = NULL;
+    char serial[PO_SERIAL_MAX + 1], kerr[PO_ERRBUF_MAX] = "", *pem = NULL;
+    /* Alipay hands its key out as bare base64 as often as PEM. */
+    po_err rc = strstr(text, "-----BEGIN")
+                    ? po_pubkey_from_pem(text, len, &k, serial, sizeof serial, kerr, sizeof kerr)
+                    : po_pubkey_from_spki_b64(text, &k, kerr, sizeof kerr);
+    free(text);
+    if (rc || po_pubkey_to_pem(k, &pem)) {
+        po_errf(err, errcap, "%s: %s", path, kerr);
+        po_pubkey_free(k);
+        return PO_ERR_IO;
+    }
+    json_object_set_new(cfg, "app_id", json_string(app_id));
+    if (seller)
+        json_object_set_new(cfg, "seller_id", json_string(seller));
+    json_object_set_new(cfg, "public_key_pem", json_string(pem));
+    free(pem);
+    po_pubkey_free(k);
+    return po_account_build_api(in, "alipay", false, cfg, err, errcap);
+}
+
+static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
+                           char *err, size_t errcap)
+{
+    const char *pem = po_json_str(root, "public_key_pem");
+    char ignored[PO_SERIAL_MAX + 1];
+    if (!po_set_field(a->app_id, sizeof a->app_id, po_json_str(root, "app_id")) || !pem) {
+        po_errf(err, errcap, "app_id or Alipay public key missing");
+        return PO_ERR_INVALID;
+    }
+    (void)po_set_field(a->seller_id, sizeof a->seller_id, po_json_str(root, "seller_id"));
+    po_err rc = po_pubkey_from_pem(pem, strlen(pem), &a->alipay_key, ignored, sizeof ignored, err,
+                                   errcap);
+    return rc ? rc
+              : po_account_load_api(root, master, a, "https://openapi.alipay.com/gateway.do",
+                                    false, err, errcap);
+}
+
+/* Alipay reads the body: "success" stops the resends, anything else
+ * (here "fail") is a failure. */
+static void ack(bool success, unsigned fail_status, const char *msg, struct po_ack *out)
+{
+    (void)msg;
+    out->status = success ? 200 : fail_status;
+    out->content_type = "text/plain";
+    (void)snprintf(out->body, sizeof out->body, "%s", success ? "success" : "fail");
+}
+
+static const struct po_channel_option options[] = {
+    {"app-id", "the app id (APPID), required"},
+    {"seller-id", "the seller id (PID) the notifications must name"},
+    {"alipay-public-key-file", "Alipay's public key, PEM or bare base64, required"},
+    {"timestamp-window", "unused by Alipay (its notifications carry no timestamp)"},
+    PO_API_OPTIONS,
+    {NULL, NULL},
+};
+
+const struct po_channel_ops po_channel_alipay = {
+    .name = "alipay",
+    .title = "Alipay (RSA2)",
+    .options = options,
+    .account_build = account_build,
+    .account_load = account_load,
+    .parse = parse,
+    .ack = ack,
+    .refund_submit = po_alipay_refund_submit,
+};

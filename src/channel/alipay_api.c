@@ -141,3 +141,63 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
         reason[0] = '\0';
     return out;
 }
+
+/* ---- refund submission: alipay.trade.refund ---- */
+
+#define ALIPAY_REFUND "alipay.trade.refund"
+
+/* out_request_no = out_refund_no (Alipay is idempotent on it per trade).
+ * Only an answer signed with the Alipay key decides, on its code:
+ *   10000                  submitted (the refund notification completes it)
+ *   40002 / 40004 / 40006  rejected, except sub_code ACQ.SYSTEM_ERROR
+ *   anything else, unsigned, no answer: stays pending, retried. */
+po_err po_alipay_refund_submit(const struct po_channel_account *a,
+                               const struct po_refund_request *r, struct po_refund_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->decision = PO_REFUND_PENDING;
+    char yuan[32], why[PO_REASON_MAX] = "";
+    (void)snprintf(yuan, sizeof yuan, "%lld.%02lld", (long long)(r->amount / 100),
+                   (long long)(r->amount % 100));
+    json_t *biz = json_pack("{s:s, s:s, s:s}", "out_trade_no", r->out_trade_no, "refund_amount",
+                            yuan, "out_request_no", r->out_refund_no);
+    char *text = biz ? json_dumps(biz, JSON_COMPACT) : NULL;
+    json_decref(biz);
+    struct po_api_resp *resp = text ? malloc(sizeof *resp) : NULL;
+    po_err rc = resp ? po_alipay_call(a, ALIPAY_REFUND, text, resp) : PO_ERR_NOMEM;
+    free(text);
+    if (rc == PO_ERR_INVALID) {
+        (void)snprintf(out->code, sizeof out->code, "no_app_private_key");
+        free(resp);
+        return PO_OK;
+    }
+    if (rc) {
+        free(resp);
+        return rc;
+    }
+    out->http_status = resp->status;
+    json_t *n = resp->status == 200
+                    ? po_alipay_resp_verified(a, resp, ALIPAY_REFUND, why, sizeof why)
+                    : NULL;
+    const char *c = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code");
+    if (resp->status == 0) {
+        (void)snprintf(out->code, sizeof out->code, "no_answer");
+    } else if (resp->status != 200) {
+        (void)snprintf(out->code, sizeof out->code, "HTTP_%ld", resp->status);
+    } else if (!n) {
+        (void)snprintf(out->code, sizeof out->code, "unsigned:%.20s", why);
+    } else if (c && strcmp(c, "10000") == 0) {
+        out->decision = PO_REFUND_SUBMITTED;
+    } else {
+        bool final = c &&
+                     (strcmp(c, "40002") == 0 || strcmp(c, "40004") == 0 ||
+                      strcmp(c, "40006") == 0) &&
+                     !(sub && strstr(sub, "SYSTEM_ERROR"));
+        if (final)
+            out->decision = PO_REFUND_REJECTED;
+        po_channel_clean_code(sub ? sub : c, resp->status, out->code, sizeof out->code);
+    }
+    json_decref(n);
+    free(resp);
+    return PO_OK;
+}

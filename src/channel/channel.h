@@ -1,6 +1,19 @@
 /*
- * channel.h — channel adapters: (headers, raw body, tenant credentials) in,
- * a normalised event or a verification failure out; and the channel's ack.
+ * channel.h — the payment channels: one `const struct po_channel_ops` per
+ * channel in a registry (registry.c), and everything a channel knows:
+ *
+ *   account   the tenant's configuration for the channel: the options of
+ *             `payonce channel set`, the stored document with its secrets
+ *             sealed (account.c owns the one sealing format), and loading
+ *             it back unsealed with parsed keys
+ *   notify    (headers, raw body, account) -> a verified, normalised event,
+ *             or a verification failure with its reason code
+ *   ack       the channel's own acknowledgement for success and FAIL
+ *   refunds   submitting a refund to the channel's refund API (optional)
+ *   query     the channel's order-query API (optional)
+ *   bill      the channel's daily bill format (optional)
+ *
+ * Adding a channel is one file with its ops plus one line in registry.c.
  *
  * Adapters never touch the store. They verify over the raw body bytes
  * BEFORE parsing anything, so nothing unauthenticated reaches the engine.
@@ -12,7 +25,7 @@
 
 #include "../core/core.h"
 #include "../crypto/crypto.h"
-#include "../engine/engine.h"
+#include "../event/event.h"
 
 #include <jansson.h>
 
@@ -31,8 +44,8 @@ struct po_channel_account {
         char serial[PO_SERIAL_MAX + 1]; /* certificate serial (hex) or PUB_KEY_ID_… */
         struct po_pubkey *key;
     } keys[PO_CHANNEL_KEYS_MAX];
-    /* channel APIs (active query): base URL, and the merchant's API key that
-     * signs requests (WECHATPAY2-SHA256-RSA2048) when configured */
+    /* channel APIs (refunds, active query): base URL, and the merchant's API
+     * key that signs requests (WECHATPAY2-SHA256-RSA2048 / RSA2) */
     char api_base_url[256];
     char notify_url[512]; /* where the channel sends refund results ("" = its default) */
     char merchant_serial[PO_SERIAL_MAX + 1];
@@ -52,15 +65,51 @@ struct po_channel_account {
 /* Releases keys and wipes secrets. */
 void po_channel_account_free(struct po_channel_account *a);
 
+/* ---- accounts: building and loading the stored document (account.c) ---- */
+
+/* What `channel set` was given, as the channel's build step reads it. */
+struct po_account_input {
+    const char *tenant;
+    const unsigned char *master; /* NULL: insecure development mode ("plain:" secrets) */
+    /* The last value of an option, or NULL when absent. */
+    const char *(*opt)(void *ctx, const char *name);
+    /* Every value of a repeatable option, in order; returns the count. */
+    int (*opt_all)(void *ctx, const char *name, const char **vals, int max);
+    /* A line for the operator ("verification key … from …"); may be NULL. */
+    void (*note)(void *ctx, const char *line);
+    void *ctx;
+};
+
+/* One option of `channel set --channel NAME`. */
+struct po_channel_option {
+    const char *name; /* without the leading "--" */
+    const char *help;
+};
+
+struct po_channel_ops;
+
+/*
+ * Builds the stored document (JSON text, *out_doc heap) for one channel of
+ * a tenant from the input, secrets sealed with in->master, and loads it
+ * back exactly as the gateway will, so a bad configuration fails here.
+ * err names the offending option: PO_ERR_INVALID for bad or missing
+ * options, PO_ERR_IO for a file that cannot be read or is not what it
+ * should be (a key, a certificate, a secret).
+ */
+po_err po_channel_account_build(const struct po_channel_ops *ops, const struct po_account_input *in,
+                                char **out_doc, char *err, size_t errcap) PO_MUST_CHECK;
+
 /*
  * Loads a stored channel_account.config document, unsealing its secrets
  * with the master key (AAD "<tenant>/<channel>/<field>"). With master NULL
  * (insecure development mode) secrets stored as "plain:<base64>" are
- * accepted; sealed ones then fail.
+ * accepted; sealed ones then fail. PO_ERR_INVALID names the field in err.
  */
 po_err po_channel_account_load(const char *tenant, const char *channel, const char *json,
                                const unsigned char *master, struct po_channel_account *out,
                                char *err, size_t errcap) PO_MUST_CHECK;
+
+/* ---- notifications ---- */
 
 /* A request as received. header() looks a header up case-insensitively. */
 struct po_notify_req {
@@ -80,39 +129,44 @@ enum po_notify_status {
 
 struct po_notify_result {
     enum po_notify_status status;
-    struct po_event ev;          /* EVENT and MISMATCH */
-    char reason[PO_REASON_MAX];  /* REJECT: verification reason; MISMATCH: business reason */
-    char detail[160];            /* for logs and alerts; never secrets */
+    struct po_event ev;    /* EVENT and MISMATCH */
+    enum po_reason reason; /* REJECT: a VERIFY reason; MISMATCH: a REJECT reason */
+    char detail[160];      /* for logs and alerts; never secrets */
     /* Profit sharing: WeChat names the payment, not our order; the caller
-     * resolves out_trade_no from this channel transaction id. */
+     * resolves out_trade_no from this channel transaction id (the event
+     * is then validated by the caller, not the adapter). */
     char pay_txn_id[PO_TXN_ID_MAX + 1];
 };
 
-/* Dispatches on a->channel. Returns PO_OK with *out filled (including
- * rejections); non-OK only for out-of-memory. */
+/* Dispatches on a->channel through the registry. Returns PO_OK with *out
+ * filled (including rejections); non-OK only for out-of-memory. */
 po_err po_channel_parse(const struct po_channel_account *a, const struct po_notify_req *req,
                         struct po_notify_result *out) PO_MUST_CHECK;
 
-po_err po_wechatpay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
-                          struct po_notify_result *out) PO_MUST_CHECK;
 /* The signature checks alone (headers, window, serial, SHA256withRSA over
  * "ts\nnonce\nbody\n"): WeChat Pay signs its API responses the same way as
  * its callbacks. *ok false leaves the reason in out. */
 po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_notify_req *req,
                            struct po_notify_result *out, bool *ok) PO_MUST_CHECK;
-po_err po_alipay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
-                       struct po_notify_result *out) PO_MUST_CHECK;
-po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notify_req *req,
-                       struct po_notify_result *out) PO_MUST_CHECK;
 
-/* A WeChat Pay API v3 response, bounded; status 0 when there was no answer
- * (connection refused, timeout, body over 16 KiB). */
+/* The channel's acknowledgement. */
+struct po_ack {
+    unsigned status; /* HTTP status */
+    const char *content_type;
+    char body[192];
+};
+
+/* ---- channel APIs ---- */
+
+/* A channel API's answer, bounded; status 0 when there was no answer
+ * (connection refused, timeout, body over PO_API_RESP_MAX). */
 struct po_api_resp {
     long status;
-    char body[16384];
+    char body[PO_API_RESP_MAX];
     size_t len;
     char serial[80], sig[700], ts[32], nonce[80];
 };
+
 /* Calls a->api_base_url + path (method GET with body NULL, or POST with a
  * JSON body), signed with the merchant's API key when one is configured.
  * Non-OK only for out-of-memory or an over-long URL. */
@@ -133,6 +187,128 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
  * signed text — or NULL with the reason code (caller json_decrefs). */
 json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct po_api_resp *r,
                                 const char *method, char *reason, size_t cap);
+
+/* A refund to submit to the channel. */
+struct po_refund_request {
+    const char *out_trade_no;
+    const char *out_refund_no;
+    int64_t amount; /* this refund, minor units */
+    int64_t total;  /* the order's amount */
+    const char *currency;
+};
+
+enum po_refund_decision {
+    PO_REFUND_PENDING,   /* no decisive answer: submit again later (the channel is
+                            idempotent on out_refund_no) */
+    PO_REFUND_SUBMITTED, /* accepted; the refund-result notification completes it */
+    PO_REFUND_REJECTED,  /* refused for good: close it, release the reservation */
+};
+
+struct po_refund_answer {
+    enum po_refund_decision decision;
+    long http_status; /* 0: no answer */
+    char code[48];    /* the channel's error code, bounded to [A-Za-z0-9_.-] */
+};
+
+enum po_query_state {
+    PO_QUERY_FAILED,   /* no answer, or an answer the channel did not sign */
+    PO_QUERY_NOT_PAID, /* the channel has no payment for the order */
+    PO_QUERY_PAID,     /* paid: ev is the payment's event (source query) */
+};
+
+struct po_query_answer {
+    enum po_query_state state;
+    long http_status;
+    char why[PO_REASON_MAX]; /* FAILED: what was wrong */
+    struct po_event ev;      /* PAID; validated */
+};
+
+/* ---- bills ---- */
+
+enum po_bill_kind { PO_BILL_PAY, PO_BILL_REFUND };
+
+/* One detail row, amounts exact: money in minor units, fees in thousandths. */
+struct po_bill_row {
+    enum po_bill_kind kind;
+    char time[24];                     /* trade time, "YYYY-MM-DD HH:MM:SS" (+08:00) */
+    char mchid[PO_ID_MAX + 1];         /* the merchant the row belongs to */
+    char sub_mchid[PO_ID_MAX + 1];     /* sub-merchant ("0" for direct merchants) */
+    char txn[PO_TXN_ID_MAX + 1];       /* the channel's transaction id */
+    char out_trade_no[PO_ID_MAX + 1];
+    char currency[4];
+    int64_t amount;                    /* payments: order amount; refunds: refund amount */
+    char refund_id[PO_TXN_ID_MAX + 1]; /* the channel's refund id */
+    char out_refund_no[PO_ID_MAX + 1];
+    char refund_status[16];
+    int64_t fee_milli;                 /* fee, thousandths of the minor unit */
+};
+
+struct po_bill {
+    int nrows;
+    struct po_bill_row *rows; /* heap */
+    char period_start[11], period_end[11];
+};
+void po_bill_free(struct po_bill *b);
+
+/* ---- the registry ---- */
+
+struct po_channel_ops {
+    const char *name;  /* URL segment, stored channel, metric label: [a-z0-9_] */
+    const char *title; /* for people: "WeChat Pay API v3" */
+    /* `channel set` options of this channel (NULL-terminated). */
+    const struct po_channel_option *options;
+    /* Adds this channel's fields to the stored document cfg (account.c's
+     * helpers seal the secrets). PO_ERR_INVALID with err for bad input. */
+    po_err (*account_build)(const struct po_account_input *in, json_t *cfg, char *err,
+                            size_t errcap);
+    /* Fills a's channel fields from the stored document, unsealing with
+     * master (account.c's helpers). */
+    po_err (*account_load)(json_t *cfg, const unsigned char *master, struct po_channel_account *a,
+                           char *err, size_t errcap);
+    /* Verifies and normalises one notification (see po_channel_parse). */
+    po_err (*parse)(const struct po_channel_account *a, const struct po_notify_req *req,
+                    struct po_notify_result *out);
+    /* The channel's ack: success, or FAIL with fail_status and message. */
+    void (*ack)(bool success, unsigned fail_status, const char *message, struct po_ack *out);
+    /* Optional (NULL: refunds are made in the channel; payonce applies
+     * their notifications). Non-OK only for out-of-memory. */
+    po_err (*refund_submit)(const struct po_channel_account *a, const struct po_refund_request *r,
+                            struct po_refund_answer *out);
+    /* Optional active query of one order. Non-OK only for out-of-memory. */
+    po_err (*order_query)(const struct po_channel_account *a, const char *out_trade_no,
+                          struct po_query_answer *out);
+    /* Optional bill format: parses a bill, refusing (with the line and the
+     * reason in err) anything it cannot account for. */
+    po_err (*bill_parse)(const char *data, size_t len, struct po_bill *out, char *err,
+                         size_t errcap);
+};
+
+/* The registered channels, NULL-terminated, in a fixed order (metrics). */
+extern const struct po_channel_ops *const po_channels[];
+/* The channel with this name, or NULL. */
+const struct po_channel_ops *po_channel_find(const char *name);
+/* Its position in po_channels (metrics index), or -1. */
+int po_channel_index(const char *name);
+/* "wechatpay, alipay, stripe": the registered names, for messages; with
+ * need != 0 only channels having that capability (see PO_CAN_*). */
+#define PO_CAN_REFUND 1u
+#define PO_CAN_QUERY 2u
+#define PO_CAN_BILL 4u
+void po_channel_names(unsigned need, char *out, size_t cap);
+
+/* The channel's ack for an outcome (through the registry). */
+void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
+                    struct po_ack *out);
+
+/* ---- the normalised event's JSON form (event_json.c) ---- */
+
+/* Parses the normalised event JSON of DESIGN §10 (`payonce apply`):
+ * unknown fields rejected, the channel must be registered, then validated.
+ * *out is written only on success. */
+po_err po_event_from_json(const char *json, size_t len, struct po_event *out, char *err,
+                          size_t errcap) PO_MUST_CHECK;
+
+/* ---- helpers shared with the rest of payonce ---- */
 
 /* application/x-www-form-urlencoded (form.c): Alipay's notifications and
  * its gateway's requests. Keys are unique and plain; po_form_free releases
@@ -163,14 +339,5 @@ po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f,
 /* Yuan (or dollars) text to minor units, exactly: "12.3" -> 1230, "0.01" -> 1.
  * At most two decimals; no sign, exponent or spaces. */
 po_err po_parse_major_amount(const char *s, int64_t *out) PO_MUST_CHECK;
-
-/* The channel's acknowledgement. */
-struct po_ack {
-    unsigned status;           /* HTTP status */
-    const char *content_type;
-    char body[192];
-};
-void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
-                    struct po_ack *out);
 
 #endif

@@ -1,5 +1,7 @@
 /*
- * channel_int.h — private to src/channel: helpers the adapters share.
+ * channel_int.h — private to src/channel: the registered channels' ops and
+ * the helpers their files share (verification results, account documents,
+ * outbound API calls).
  */
 #ifndef PO_CHANNEL_INT_H
 #define PO_CHANNEL_INT_H
@@ -9,27 +11,80 @@
 #include <jansson.h>
 #include <stdarg.h>
 
-/* Marks *out as a verification failure with a reason code and detail. */
-void po_notify_reject(struct po_notify_result *out, const char *reason, const char *fmt, ...)
+extern const struct po_channel_ops po_channel_wechatpay;
+extern const struct po_channel_ops po_channel_alipay;
+extern const struct po_channel_ops po_channel_stripe;
+
+/* ---- verification results (common.c) ---- */
+/* Marks *out as a verification failure (a VERIFY reason) with a detail. */
+void po_notify_reject(struct po_notify_result *out, enum po_reason reason, const char *fmt, ...)
     PO_PRINTF(3, 4);
-/* Marks *out as verified but for another merchant/app (alert, ack success). */
-void po_notify_mismatch(struct po_notify_result *out, const char *reason, const char *fmt, ...)
+/* Marks *out as verified but for another merchant/app (a REJECT reason:
+ * alert, ack success). */
+void po_notify_mismatch(struct po_notify_result *out, enum po_reason reason, const char *fmt, ...)
     PO_PRINTF(3, 4);
+/* Marks *out as verified with nothing to apply. */
+void po_notify_ignore(struct po_notify_result *out, const char *fmt, ...) PO_PRINTF(2, 3);
 /* ts (decimal Unix seconds) within the account's window of now; rejects
  * with bad_timestamp / stale_timestamp / future_timestamp otherwise. */
 bool po_notify_window_ok(const struct po_channel_account *a, const char *ts, int64_t now,
                          struct po_notify_result *out);
+/* The event fields every adapter sets: tenant and channel from the account,
+ * source callback. */
+void po_notify_event_init(const struct po_channel_account *a, struct po_notify_result *out);
 /* A string member of a JSON object, or NULL. */
 const char *po_json_str(json_t *obj, const char *name);
 /* Bounded copy of a possibly-NULL string; false when NULL or too long. */
 bool po_set_field(char *dst, size_t cap, const char *src);
 bool po_utf8_valid(const char *s, size_t len);
+/* A channel's error code, bounded to 40 characters of [A-Za-z0-9_.-]
+ * ("HTTP_<status>" when there is none). */
+void po_channel_clean_code(const char *code, long status, char *out, size_t cap);
 
-/* One request to a channel API (api_http.c): POST when body is not NULL,
- * GET otherwise; headers are "Name: value" lines (NULL entries skipped).
- * out->status stays 0 when there was no complete answer. Non-OK only for
- * out-of-memory. */
+/* ---- account documents (account.c) ---- */
+/* Seals a secret for its slot "<tenant>/<channel>/<field>" with in->master
+ * (or encodes it "plain:" in development mode). NULL on failure. */
+json_t *po_account_seal(const struct po_account_input *in, const char *channel,
+                        const char *field, const void *secret, size_t len);
+/* Unseals one stored secret field into dst (cap bytes); PO_ERR_INVALID
+ * with the field named in err. */
+po_err po_account_unseal(const struct po_channel_account *a, const char *field,
+                         const char *stored, const unsigned char *master, unsigned char *dst,
+                         size_t cap, size_t *out_len, char *err, size_t errcap) PO_MUST_CHECK;
+/* Reads a key, certificate or secret file (at most PO_KEY_FILE_MAX);
+ * strip drops trailing newlines. NULL with err on failure. */
+char *po_account_read_file(const char *path, bool strip, size_t *len, char *err, size_t errcap);
+/* The options for the channel's own APIs (refunds, queries): the API base
+ * URL, the merchant's (Alipay: the app's) private key that signs requests,
+ * sealed, with its serial where the channel wants one, and where the
+ * channel sends refund results. */
+po_err po_account_build_api(const struct po_account_input *in, const char *channel,
+                            bool need_serial, json_t *cfg, char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_account_load_api(json_t *cfg, const unsigned char *master, struct po_channel_account *a,
+                           const char *default_base, bool need_serial, char *err,
+                           size_t errcap) PO_MUST_CHECK;
+/* The `channel set` options every channel with an API takes. */
+#define PO_API_OPTIONS                                                                             \
+    {"api-base-url", "the channel API's base URL (https://; http:// only on loopback)"},          \
+        {"merchant-private-key-file",                                                              \
+         "PEM private key that signs requests to the channel's API (sealed)"},                    \
+        {"notify-url", "where the channel sends refund results"}
+
+/* ---- outbound calls (api_http.c) ---- */
+/* One request to a channel API: POST when body is not NULL, GET otherwise;
+ * headers are "Name: value" lines (NULL entries skipped). out->status stays
+ * 0 when there was no complete answer. Non-OK only for out-of-memory. */
 po_err po_api_request(const char *url, const char *const *headers, int nheaders, const char *body,
                       struct po_api_resp *out) PO_MUST_CHECK;
+
+/* ---- the channels' own entry points ---- */
+po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
+                                  const struct po_refund_request *r, struct po_refund_answer *out);
+po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+                                struct po_query_answer *out);
+po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
+                               size_t errcap);
+po_err po_alipay_refund_submit(const struct po_channel_account *a,
+                               const struct po_refund_request *r, struct po_refund_answer *out);
 
 #endif

@@ -25,6 +25,7 @@
 #include "channel_int.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,11 +48,11 @@ static bool hex32(const char *s, size_t len, unsigned char out[32])
 }
 
 static bool verify(const struct po_channel_account *a, const struct po_notify_req *req,
-                   struct po_notify_result *out)
+                   struct po_notify_result *out, bool *nomem)
 {
     const char *h = req->header(req->hctx, "Stripe-Signature");
     if (!h || !*h || strlen(h) > PO_SIG_HEADER_MAX) {
-        po_notify_reject(out, "missing_header", "Stripe-Signature is required");
+        po_notify_reject(out, PO_R_MISSING_HEADER, "Stripe-Signature is required");
         return false;
     }
     char ts[24] = "";
@@ -76,13 +77,13 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
     if (!po_notify_window_ok(a, ts, req->now_unix, out))
         return false;
     if (nv1 == 0) {
-        po_notify_reject(out, "bad_signature", "Stripe-Signature has no v1 signature");
+        po_notify_reject(out, PO_R_BAD_SIGNATURE, "Stripe-Signature has no v1 signature");
         return false;
     }
     size_t tl = strlen(ts);
     char *msg = malloc(tl + 1 + req->body_len);
     if (!msg) {
-        po_notify_reject(out, "internal", "out of memory");
+        *nomem = true;
         return false;
     }
     memcpy(msg, ts, tl);
@@ -97,15 +98,16 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
     }
     free(msg);
     if (!match)
-        po_notify_reject(out, "bad_signature", "no v1 signature matches a webhook secret");
+        po_notify_reject(out, PO_R_BAD_SIGNATURE, "no v1 signature matches a webhook secret");
     return match;
 }
 
-po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notify_req *req,
-                       struct po_notify_result *out)
+static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                    struct po_notify_result *out)
 {
-    if (!verify(a, req, out))
-        return PO_OK;
+    bool nomem = false;
+    if (!verify(a, req, out, &nomem))
+        return nomem ? PO_ERR_NOMEM : PO_OK;
     json_error_t jerr;
     json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     const char *type = po_json_str(root, "type");
@@ -113,13 +115,10 @@ po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notif
     json_t *meta = json_object_get(obj, "metadata");
     struct po_event *ev = &out->ev;
     if (!type || !json_is_object(obj)) {
-        po_notify_reject(out, "malformed_body", "type or data.object missing");
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "type or data.object missing");
         goto out;
     }
-    (void)po_set_field(ev->tenant, sizeof ev->tenant, a->tenant);
-    (void)po_set_field(ev->channel, sizeof ev->channel, "stripe");
-    ev->source = PO_SRC_CALLBACK;
-    out->status = PO_NOTIFY_EVENT;
+    po_notify_event_init(a, out);
     bool pay = strcmp(type, "payment_intent.succeeded") == 0;
     bool charge = strcmp(type, "charge.refunded") == 0;
     bool robj = strcmp(type, "refund.created") == 0 || strcmp(type, "refund.updated") == 0 ||
@@ -127,19 +126,17 @@ po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notif
     const char *rstatus = robj ? po_json_str(obj, "status") : NULL;
     if (robj && rstatus && (strcmp(rstatus, "pending") == 0 ||
                             strcmp(rstatus, "requires_action") == 0)) {
-        out->status = PO_NOTIFY_IGNORE;
-        (void)snprintf(out->detail, sizeof out->detail, "refund %.20s: not final", rstatus);
+        po_notify_ignore(out, "refund %.20s: not final", rstatus);
         goto out;
     }
     if (robj && (!rstatus || (strcmp(rstatus, "succeeded") != 0 &&
                               strcmp(rstatus, "failed") != 0 &&
                               strcmp(rstatus, "canceled") != 0))) {
-        po_notify_reject(out, "malformed_body", "refund status missing or unknown");
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "refund status missing or unknown");
         goto out;
     }
     if (!pay && !charge && !robj) {
-        out->status = PO_NOTIFY_IGNORE;
-        (void)snprintf(out->detail, sizeof out->detail, "event type %.40s: nothing to apply",
+        po_notify_ignore(out, "event type %.40s: nothing to apply",
                        type);
         goto out;
     }
@@ -150,7 +147,7 @@ po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notif
     const char *id = po_json_str(obj, "id");
     if (!json_is_integer(amt) || !cur || strlen(cur) != 3 || !id ||
         !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_json_str(meta, "out_trade_no"))) {
-        po_notify_reject(out, "malformed_body",
+        po_notify_reject(out, PO_R_MALFORMED_BODY,
                          "id, amount, currency or metadata.out_trade_no missing");
         goto out;
     }
@@ -168,14 +165,100 @@ po_err po_stripe_parse(const struct po_channel_account *a, const struct po_notif
         (void)po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, id);
         if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no,
                           po_json_str(meta, "out_refund_no"))) {
-            po_notify_reject(out, "malformed_body", "metadata.out_refund_no missing");
+            po_notify_reject(out, PO_R_MALFORMED_BODY, "metadata.out_refund_no missing");
             goto out;
         }
     }
     char verr[PO_ERRBUF_MAX];
     if (po_event_validate(ev, verr, sizeof verr))
-        po_notify_reject(out, "malformed_body", "%s", verr);
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "%s", verr);
 out:
     json_decref(root);
     return PO_OK;
 }
+
+/* ---- the account ---- */
+
+static po_err account_build(const struct po_account_input *in, json_t *cfg, char *err,
+                            size_t errcap)
+{
+    const char *files[PO_WEBHOOK_SECRETS_MAX + 1];
+    int n = in->opt_all(in->ctx, "webhook-secret-file", files, PO_WEBHOOK_SECRETS_MAX + 1);
+    if (n == 0 || n > PO_WEBHOOK_SECRETS_MAX) {
+        po_errf(err, errcap, "give 1-%d --webhook-secret-file", PO_WEBHOOK_SECRETS_MAX);
+        return PO_ERR_INVALID;
+    }
+    json_t *list = json_array();
+    for (int i = 0; i < n; i++) {
+        size_t len = 0;
+        char *sec = po_account_read_file(files[i], true, &len, err, errcap);
+        char field[48];
+        (void)snprintf(field, sizeof field, "webhook_secret/%d", i);
+        json_t *s = sec && len > 0 && len <= PO_SECRET_MAX
+                        ? po_account_seal(in, "stripe", field, sec, len)
+                        : NULL;
+        if (sec)
+            po_secure_zero(sec, len);
+        free(sec);
+        if (!s) {
+            po_errf(err, errcap, "%s: a secret of 1-%d bytes is required", files[i],
+                    PO_SECRET_MAX);
+            json_decref(list);
+            return PO_ERR_IO;
+        }
+        json_array_append_new(list, s);
+    }
+    json_object_set_new(cfg, "webhook_secrets", list);
+    return PO_OK;
+}
+
+static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
+                           char *err, size_t errcap)
+{
+    json_t *list = json_object_get(root, "webhook_secrets");
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) {
+        if (a->nsecrets >= PO_WEBHOOK_SECRETS_MAX)
+            break;
+        char field[48];
+        (void)snprintf(field, sizeof field, "webhook_secret/%zu", i);
+        po_err rc = po_account_unseal(a, field, json_string_value(v), master,
+                                      a->secrets[a->nsecrets].v, sizeof a->secrets[0].v,
+                                      &a->secrets[a->nsecrets].len, err, errcap);
+        if (rc)
+            return rc;
+        a->nsecrets++;
+    }
+    if (a->nsecrets == 0) {
+        po_errf(err, errcap, "no webhook secret");
+        return PO_ERR_INVALID;
+    }
+    return PO_OK;
+}
+
+static void ack(bool success, unsigned fail_status, const char *msg, struct po_ack *out)
+{
+    out->status = success ? 200 : fail_status;
+    out->content_type = "application/json";
+    if (success)
+        (void)snprintf(out->body, sizeof out->body, "{\"received\":true}");
+    else
+        (void)snprintf(out->body, sizeof out->body, "{\"error\":\"%s\"}", msg);
+}
+
+static const struct po_channel_option options[] = {
+    {"webhook-secret-file", "a webhook signing secret (repeatable, for rotation; sealed)"},
+    {"timestamp-window", "seconds a webhook's t= may be off (default 300)"},
+    {NULL, NULL},
+};
+
+const struct po_channel_ops po_channel_stripe = {
+    .name = "stripe",
+    .title = "Stripe-style webhooks (HMAC-SHA256)",
+    .options = options,
+    .account_build = account_build,
+    .account_load = account_load,
+    .parse = parse,
+    .ack = ack,
+};

@@ -16,6 +16,7 @@
  */
 #include "channel_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,29 +43,29 @@ po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_n
                *ts = hdr(req, "Wechatpay-Timestamp"), *nonce = hdr(req, "Wechatpay-Nonce"),
                *type = req->header(req->hctx, "Wechatpay-Signature-Type");
     if (!serial || !sig || !ts || !nonce) {
-        po_notify_reject(out, "missing_header",
+        po_notify_reject(out, PO_R_MISSING_HEADER,
                          "Wechatpay-Serial, -Signature, -Timestamp and -Nonce are required");
         return PO_OK;
     }
     if (strncmp(sig, "WECHATPAY/SIGNTEST/", 19) == 0) {
-        po_notify_reject(out, "probe", "WeChat Pay probe traffic (signature test)");
+        po_notify_reject(out, PO_R_PROBE, "WeChat Pay probe traffic (signature test)");
         return PO_OK;
     }
     if (type && *type && strcmp(type, "WECHATPAY2-SHA256-RSA2048") != 0) {
-        po_notify_reject(out, "unsupported_signature_type", "signature type not supported");
+        po_notify_reject(out, PO_R_UNSUPPORTED_SIGNATURE_TYPE, "signature type not supported");
         return PO_OK;
     }
     if (!po_notify_window_ok(a, ts, req->now_unix, out))
         return PO_OK;
     const struct po_pubkey *key = key_for(a, serial);
     if (!key) {
-        po_notify_reject(out, "unknown_serial", "no verification key with serial %.64s", serial);
+        po_notify_reject(out, PO_R_UNKNOWN_SERIAL, "no verification key with serial %.64s", serial);
         return PO_OK;
     }
     unsigned char *raw = NULL;
     size_t raw_len = 0;
     if (po_b64_decode(sig, strlen(sig), &raw, &raw_len)) {
-        po_notify_reject(out, "bad_signature", "signature is not base64");
+        po_notify_reject(out, PO_R_BAD_SIGNATURE, "signature is not base64");
         return PO_OK;
     }
     size_t mlen = strlen(ts) + strlen(nonce) + req->body_len + 3;
@@ -82,7 +83,7 @@ po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_n
     if (rc == PO_ERR_NOMEM)
         return rc;
     if (rc) {
-        po_notify_reject(out, "bad_signature", "signature does not verify with key %.64s",
+        po_notify_reject(out, PO_R_BAD_SIGNATURE, "signature does not verify with key %.64s",
                          serial);
         return PO_OK;
     }
@@ -98,17 +99,17 @@ static po_err decrypt_resource(const struct po_channel_account *a, json_t *body,
     const char *alg = po_json_str(res, "algorithm"), *ct = po_json_str(res, "ciphertext"),
                *nonce = po_json_str(res, "nonce"), *aad = po_json_str(res, "associated_data");
     if (!alg || !ct || !nonce) {
-        po_notify_reject(out, "malformed_body", "resource.algorithm/ciphertext/nonce missing");
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "resource.algorithm/ciphertext/nonce missing");
         return PO_OK;
     }
     if (strcmp(alg, "AEAD_AES_256_GCM") != 0) {
-        po_notify_reject(out, "unsupported_algorithm", "resource algorithm not supported");
+        po_notify_reject(out, PO_R_UNSUPPORTED_ALGORITHM, "resource algorithm not supported");
         return PO_OK;
     }
     unsigned char *raw = NULL, *plain = NULL;
     size_t raw_len = 0, plain_len = 0;
     if (po_b64_decode(ct, strlen(ct), &raw, &raw_len)) {
-        po_notify_reject(out, "malformed_body", "resource.ciphertext is not base64");
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "resource.ciphertext is not base64");
         return PO_OK;
     }
     po_err rc = po_aes_gcm_decrypt(a->apiv3_key, a->apiv3_key_len, (const unsigned char *)nonce,
@@ -118,7 +119,7 @@ static po_err decrypt_resource(const struct po_channel_account *a, json_t *body,
     if (rc == PO_ERR_NOMEM)
         return rc;
     if (rc) {
-        po_notify_reject(out, "decrypt_failed",
+        po_notify_reject(out, PO_R_DECRYPT_FAILED,
                          "resource does not decrypt with the tenant's APIv3 key");
         return PO_OK;
     }
@@ -128,7 +129,7 @@ static po_err decrypt_resource(const struct po_channel_account *a, json_t *body,
     if (!json_is_object(*out_plain)) {
         json_decref(*out_plain);
         *out_plain = NULL;
-        po_notify_reject(out, "malformed_resource", "decrypted resource is not a JSON object");
+        po_notify_reject(out, PO_R_MALFORMED_RESOURCE, "decrypted resource is not a JSON object");
     }
     return PO_OK;
 }
@@ -143,12 +144,12 @@ static bool account_matches(const struct po_channel_account *a, json_t *r,
         mchid = po_json_str(r, "mchid");
     if (!appid)
         appid = po_json_str(r, "appid");
-    const char *reason = NULL;
+    enum po_reason reason = PO_R_NONE;
     if (!mchid || strcmp(mchid, a->mchid) != 0)
-        reason = "mchid_mismatch";
+        reason = PO_R_MCHID_MISMATCH;
     else if (a->appid[0] && appid && strcmp(appid, a->appid) != 0)
-        reason = "appid_mismatch";
-    if (!reason)
+        reason = PO_R_APPID_MISMATCH;
+    if (reason == PO_R_NONE)
         return true;
     po_notify_mismatch(out, reason, "callback for mchid %.32s appid %.32s, tenant has %.32s %.32s",
                        mchid ? mchid : "-", appid ? appid : "-", a->mchid,
@@ -165,13 +166,6 @@ static bool amount_field(json_t *r, const char *obj, const char *name, int64_t *
     return true;
 }
 
-static void fill_common(const struct po_channel_account *a, struct po_event *ev)
-{
-    (void)po_set_field(ev->tenant, sizeof ev->tenant, a->tenant);
-    (void)po_set_field(ev->channel, sizeof ev->channel, "wechatpay");
-    ev->source = PO_SRC_CALLBACK;
-}
-
 static void event_from_transaction(json_t *r, struct po_notify_result *out)
 {
     struct po_event *ev = &out->ev;
@@ -179,8 +173,7 @@ static void event_from_transaction(json_t *r, struct po_notify_result *out)
     const char *cur = po_json_str(json_object_get(r, "amount"), "currency");
     ev->type = PO_EV_PAY_SUCCESS;
     if (!state || strcmp(state, "SUCCESS") != 0) {
-        out->status = PO_NOTIFY_IGNORE;
-        (void)snprintf(out->detail, sizeof out->detail, "trade_state %.16s: nothing to apply",
+        po_notify_ignore(out, "trade_state %.16s: nothing to apply",
                        state ? state : "-");
         return;
     }
@@ -189,7 +182,7 @@ static void event_from_transaction(json_t *r, struct po_notify_result *out)
         !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_json_str(r, "out_trade_no")) ||
         !amount_field(r, "amount", "total", &ev->amount_minor) ||
         !po_set_field(ev->currency, sizeof ev->currency, cur ? cur : "CNY"))
-        po_notify_reject(out, "malformed_resource",
+        po_notify_reject(out, PO_R_MALFORMED_RESOURCE,
                          "transaction_id, out_trade_no or amount.total missing");
     (void)po_set_field(ev->occurred_at, sizeof ev->occurred_at, po_json_str(r, "success_time"));
 }
@@ -199,7 +192,7 @@ static void event_from_refund(json_t *r, struct po_notify_result *out)
     struct po_event *ev = &out->ev;
     const char *st = po_json_str(r, "refund_status");
     if (!st) {
-        po_notify_reject(out, "malformed_resource", "refund_status missing");
+        po_notify_reject(out, PO_R_MALFORMED_RESOURCE, "refund_status missing");
         return;
     }
     if (strcmp(st, "SUCCESS") == 0)
@@ -209,8 +202,7 @@ static void event_from_refund(json_t *r, struct po_notify_result *out)
     else if (strcmp(st, "ABNORMAL") == 0)
         ev->type = PO_EV_REFUND_ABNORMAL;
     else {
-        out->status = PO_NOTIFY_IGNORE;
-        (void)snprintf(out->detail, sizeof out->detail, "refund_status %.16s: nothing to apply",
+        po_notify_ignore(out, "refund_status %.16s: nothing to apply",
                        st);
         return;
     }
@@ -220,7 +212,7 @@ static void event_from_refund(json_t *r, struct po_notify_result *out)
                       po_json_str(r, "out_refund_no")) ||
         !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_json_str(r, "out_trade_no")) ||
         !amount_field(r, "amount", "refund", &ev->amount_minor))
-        po_notify_reject(out, "malformed_resource",
+        po_notify_reject(out, PO_R_MALFORMED_RESOURCE,
                          "refund_id, out_refund_no, out_trade_no or amount.refund missing");
     (void)po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id,
                        po_json_str(r, "transaction_id"));
@@ -235,8 +227,7 @@ static void event_from_profitsharing(json_t *r, struct po_notify_result *out)
     const char *result = po_json_str(recv, "result");
     ev->type = PO_EV_PROFIT_SHARE_RESULT;
     if (result && strcmp(result, "SUCCESS") != 0) {
-        out->status = PO_NOTIFY_IGNORE;
-        (void)snprintf(out->detail, sizeof out->detail, "receiver result %.16s: nothing moved",
+        po_notify_ignore(out, "receiver result %.16s: nothing moved",
                        result);
         return;
     }
@@ -245,7 +236,7 @@ static void event_from_profitsharing(json_t *r, struct po_notify_result *out)
         !po_set_field(ev->receiver, sizeof ev->receiver, po_json_str(recv, "account")) ||
         !po_set_field(out->pay_txn_id, sizeof out->pay_txn_id, po_json_str(r, "transaction_id")) ||
         !json_is_integer(amt)) {
-        po_notify_reject(out, "malformed_resource",
+        po_notify_reject(out, PO_R_MALFORMED_RESOURCE,
                          "order_id, transaction_id, receiver.account or receiver.amount missing");
         return;
     }
@@ -254,8 +245,8 @@ static void event_from_profitsharing(json_t *r, struct po_notify_result *out)
     (void)po_set_field(ev->occurred_at, sizeof ev->occurred_at, po_json_str(r, "success_time"));
 }
 
-po_err po_wechatpay_parse(const struct po_channel_account *a, const struct po_notify_req *req,
-                          struct po_notify_result *out)
+static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                    struct po_notify_result *out)
 {
     bool ok = false;
     json_t *body = NULL, *plain = NULL;
@@ -266,20 +257,18 @@ po_err po_wechatpay_parse(const struct po_channel_account *a, const struct po_no
     body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     const char *etype = po_json_str(body, "event_type");
     if (!json_is_object(body) || !etype) {
-        po_notify_reject(out, "malformed_body", "body is not a callback JSON object");
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "body is not a callback JSON object");
         goto out;
     }
     rc = decrypt_resource(a, body, out, &plain);
     if (rc || !plain)
         goto out;
-    fill_common(a, &out->ev);
-    out->status = PO_NOTIFY_EVENT;
+    po_notify_event_init(a, out);
     bool is_pay = strcmp(etype, "TRANSACTION.SUCCESS") == 0;
     bool is_refund = strncmp(etype, "REFUND.", 7) == 0;
     bool is_share = strncmp(etype, "PROFITSHARING", 13) == 0;
     if (!is_pay && !is_refund && !is_share) {
-        out->status = PO_NOTIFY_IGNORE;
-        (void)snprintf(out->detail, sizeof out->detail, "event_type %.40s: nothing to apply",
+        po_notify_ignore(out, "event_type %.40s: nothing to apply",
                        etype);
         goto out;
     }
@@ -298,9 +287,200 @@ po_err po_wechatpay_parse(const struct po_channel_account *a, const struct po_no
         goto out;
     char verr[PO_ERRBUF_MAX];
     if (po_event_validate(&out->ev, verr, sizeof verr))
-        po_notify_reject(out, "malformed_resource", "%s", verr);
+        po_notify_reject(out, PO_R_MALFORMED_RESOURCE, "%s", verr);
 out:
     json_decref(plain);
     json_decref(body);
     return rc;
 }
+
+/* ---- the account ---- */
+
+/* Adds one verification key {serial, public_key_pem} to keys: a platform
+ * certificate (its serial read from it) or a platform public key with the
+ * PUB_KEY_ID_… WeChat Pay gave it. */
+static po_err add_key(const struct po_account_input *in, json_t *keys, const char *path,
+                      const char *pub_key_id, char *err, size_t errcap)
+{
+    size_t len = 0;
+    char *pem = po_account_read_file(path, false, &len, err, errcap);
+    if (!pem)
+        return PO_ERR_IO;
+    struct po_pubkey *k = NULL;
+    char serial[PO_SERIAL_MAX + 1] = "", kerr[PO_ERRBUF_MAX] = "", *out = NULL;
+    po_err rc = PO_ERR_IO; /* a file that is not what it should be */
+    if (po_pubkey_from_pem(pem, len, &k, serial, sizeof serial, kerr, sizeof kerr)) {
+        po_errf(err, errcap, "%s: %s", path, kerr);
+        goto out;
+    }
+    if (pub_key_id) {
+        if (strncmp(pub_key_id, "PUB_KEY_ID_", 11) != 0 ||
+            !po_id_valid(pub_key_id, PO_SERIAL_MAX)) {
+            po_errf(err, errcap, "--public-key-id must look like PUB_KEY_ID_...");
+            goto out;
+        }
+        PO_ASSERT(po_strcpy(serial, sizeof serial, pub_key_id) == PO_OK);
+    } else if (!serial[0]) {
+        po_errf(err, errcap,
+                "%s is a bare public key: use --platform-public-key-file with --public-key-id",
+                path);
+        goto out;
+    }
+    rc = po_pubkey_to_pem(k, &out);
+    if (rc)
+        goto out;
+    json_array_append_new(keys, json_pack("{s:s, s:s}", "serial", serial, "public_key_pem", out));
+    if (in->note) {
+        char line[PO_SERIAL_MAX + 300];
+        (void)snprintf(line, sizeof line, "verification key %s from %s", serial, path);
+        in->note(in->ctx, line);
+    }
+out:
+    free(out);
+    po_pubkey_free(k);
+    free(pem);
+    return rc;
+}
+
+static po_err build_keys(const struct po_account_input *in, json_t *keys, char *err,
+                         size_t errcap)
+{
+    const char *certs[PO_CHANNEL_KEYS_MAX + 1], *pubs[PO_CHANNEL_KEYS_MAX + 1],
+        *ids[PO_CHANNEL_KEYS_MAX + 1];
+    int nc = in->opt_all(in->ctx, "platform-cert-file", certs, PO_CHANNEL_KEYS_MAX + 1);
+    int np = in->opt_all(in->ctx, "platform-public-key-file", pubs, PO_CHANNEL_KEYS_MAX + 1);
+    int ni = in->opt_all(in->ctx, "public-key-id", ids, PO_CHANNEL_KEYS_MAX + 1);
+    po_err rc = PO_OK;
+    if (np != ni)
+        po_errf(err, errcap, "each --platform-public-key-file needs its --public-key-id");
+    else if (nc + np == 0)
+        po_errf(err, errcap, "give --platform-cert-file or --platform-public-key-file");
+    else if (nc + np > PO_CHANNEL_KEYS_MAX)
+        po_errf(err, errcap, "at most %d verification keys", PO_CHANNEL_KEYS_MAX);
+    if (np != ni || nc + np == 0 || nc + np > PO_CHANNEL_KEYS_MAX)
+        return PO_ERR_INVALID;
+    for (int i = 0; i < nc && !rc; i++)
+        rc = add_key(in, keys, certs[i], NULL, err, errcap);
+    for (int i = 0; i < np && !rc; i++)
+        rc = add_key(in, keys, pubs[i], ids[i], err, errcap);
+    return rc;
+}
+
+static po_err account_build(const struct po_account_input *in, json_t *cfg, char *err,
+                            size_t errcap)
+{
+    const char *mchid = in->opt(in->ctx, "mchid"), *appid = in->opt(in->ctx, "appid");
+    const char *keyfile = in->opt(in->ctx, "apiv3-key-file");
+    if (!mchid || !keyfile) {
+        po_errf(err, errcap, "--mchid and --apiv3-key-file are required");
+        return PO_ERR_INVALID;
+    }
+    if (!po_id_valid(mchid, PO_ID_MAX) || (appid && !po_id_valid(appid, PO_ID_MAX))) {
+        po_errf(err, errcap, "--mchid/--appid: 1-64 characters of [A-Za-z0-9_-]");
+        return PO_ERR_INVALID;
+    }
+    size_t klen = 0;
+    char *key = po_account_read_file(keyfile, true, &klen, err, errcap);
+    if (!key)
+        return PO_ERR_IO;
+    json_t *sk = NULL, *keys = json_array();
+    po_err rc = PO_OK;
+    if (klen != 32) {
+        po_errf(err, errcap, "the APIv3 key must be 32 bytes (found %zu)", klen);
+        rc = PO_ERR_IO;
+    } else if (!(sk = po_account_seal(in, "wechatpay", "apiv3_key", key, klen))) {
+        po_errf(err, errcap, "cannot seal the APIv3 key");
+        rc = PO_ERR_INTERNAL;
+    }
+    po_secure_zero(key, klen);
+    free(key);
+    if (!rc)
+        rc = build_keys(in, keys, err, errcap);
+    if (!rc)
+        rc = po_account_build_api(in, "wechatpay", true, cfg, err, errcap);
+    if (rc) {
+        json_decref(sk);
+        json_decref(keys);
+        return rc;
+    }
+    json_object_set_new(cfg, "mchid", json_string(mchid));
+    if (appid)
+        json_object_set_new(cfg, "appid", json_string(appid));
+    json_object_set_new(cfg, "apiv3_key", sk);
+    json_object_set_new(cfg, "keys", keys);
+    return PO_OK;
+}
+
+static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
+                           char *err, size_t errcap)
+{
+    if (!po_set_field(a->mchid, sizeof a->mchid, po_json_str(root, "mchid"))) {
+        po_errf(err, errcap, "mchid missing");
+        return PO_ERR_INVALID;
+    }
+    (void)po_set_field(a->appid, sizeof a->appid, po_json_str(root, "appid"));
+    po_err rc = po_account_unseal(a, "apiv3_key", po_json_str(root, "apiv3_key"), master,
+                                  a->apiv3_key, sizeof a->apiv3_key, &a->apiv3_key_len, err,
+                                  errcap);
+    if (rc)
+        return rc;
+    json_t *keys = json_object_get(root, "keys");
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k) {
+        if (a->nkeys >= PO_CHANNEL_KEYS_MAX)
+            break;
+        const char *pem = po_json_str(k, "public_key_pem");
+        const char *serial = po_json_str(k, "serial");
+        char ignored[PO_SERIAL_MAX + 1];
+        if (!pem || !po_set_field(a->keys[a->nkeys].serial, sizeof a->keys[0].serial, serial) ||
+            po_pubkey_from_pem(pem, strlen(pem), &a->keys[a->nkeys].key, ignored, sizeof ignored,
+                               err, errcap)) {
+            po_errf(err, errcap, "verification key %zu is invalid", i);
+            return PO_ERR_INVALID;
+        }
+        a->nkeys++;
+    }
+    if (a->nkeys == 0) {
+        po_errf(err, errcap, "no verification key (platform certificate or public key)");
+        return PO_ERR_INVALID;
+    }
+    return po_account_load_api(root, master, a, "https://api.mch.weixin.qq.com", true, err,
+                               errcap);
+}
+
+/* WeChat Pay v3: 200/204 with no body needed; failure 4xx/5xx with
+ * {"code":"FAIL","message":"..."}. */
+static void ack(bool success, unsigned fail_status, const char *msg, struct po_ack *out)
+{
+    out->status = success ? 204 : fail_status;
+    out->content_type = "application/json";
+    if (!success)
+        (void)snprintf(out->body, sizeof out->body, "{\"code\":\"FAIL\",\"message\":\"%s\"}", msg);
+}
+
+static const struct po_channel_option options[] = {
+    {"mchid", "the merchant id (商户号), required"},
+    {"appid", "the app id the callbacks must name"},
+    {"apiv3-key-file", "the 32-byte APIv3 key (sealed), required"},
+    {"platform-cert-file", "a platform certificate PEM (repeatable; serial read from it)"},
+    {"platform-public-key-file", "a platform public key PEM (repeatable, with --public-key-id)"},
+    {"public-key-id", "PUB_KEY_ID_… of the platform public key"},
+    {"merchant-serial", "serial of the merchant API certificate (with the private key)"},
+    {"timestamp-window", "seconds a callback's timestamp may be off (default 300)"},
+    PO_API_OPTIONS,
+    {NULL, NULL},
+};
+
+const struct po_channel_ops po_channel_wechatpay = {
+    .name = "wechatpay",
+    .title = "WeChat Pay API v3",
+    .options = options,
+    .account_build = account_build,
+    .account_load = account_load,
+    .parse = parse,
+    .ack = ack,
+    .refund_submit = po_wechatpay_refund_submit,
+    .order_query = po_wechatpay_order_query,
+    .bill_parse = po_wechatpay_bill_parse,
+};

@@ -81,8 +81,121 @@ bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct p
     struct po_notify_result *vr = calloc(1, sizeof *vr);
     bool ok = false;
     if (vr && po_wechatpay_verify(a, &req, vr, &ok) == PO_OK && !ok && reason &&
-        po_strcpy(reason, cap, vr->reason) != PO_OK)
+        po_strcpy(reason, cap, po_reason_name(vr->reason)) != PO_OK)
         reason[0] = '\0';
     free(vr);
     return ok;
+}
+
+/* ---- refund submission: POST /v3/refund/domestic/refunds ---- */
+
+#define REFUND_PATH "/v3/refund/domestic/refunds"
+
+/* The refund request body WeChat Pay expects. */
+static char *refund_body(const struct po_channel_account *a, const struct po_refund_request *r)
+{
+    json_t *j = json_pack("{s:s, s:s, s:{s:I, s:I, s:s}}", "out_trade_no", r->out_trade_no,
+                          "out_refund_no", r->out_refund_no, "amount", "refund",
+                          (json_int_t)r->amount, "total", (json_int_t)r->total, "currency",
+                          r->currency);
+    if (j && a->notify_url[0])
+        json_object_set_new(j, "notify_url", json_string(a->notify_url));
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return body;
+}
+
+/* The channel is idempotent on out_refund_no, so a resubmission after a
+ * lost answer is the same refund. Only a platform-signed answer decides:
+ * 2xx submitted; 4xx (not 429) rejected; anything else stays pending. */
+po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
+                                  const struct po_refund_request *r, struct po_refund_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->decision = PO_REFUND_PENDING;
+    struct po_api_resp *resp = malloc(sizeof *resp);
+    char *body = resp ? refund_body(a, r) : NULL, why[PO_REASON_MAX] = "";
+    if (!body || po_wechatpay_call(a, "POST", REFUND_PATH, body, resp)) {
+        free(body);
+        free(resp);
+        return PO_ERR_NOMEM;
+    }
+    free(body);
+    out->http_status = resp->status;
+    bool is_signed = resp->status && po_wechatpay_resp_signed(a, resp, why, sizeof why);
+    json_t *j = is_signed ? json_loads(resp->body, 0, NULL) : NULL;
+    const char *code = po_json_str(j, "code");
+    if (is_signed && resp->status >= 200 && resp->status < 300) {
+        out->decision = PO_REFUND_SUBMITTED;
+    } else if (is_signed && resp->status >= 400 && resp->status < 500 && resp->status != 429) {
+        out->decision = PO_REFUND_REJECTED;
+        po_channel_clean_code(code, resp->status, out->code, sizeof out->code);
+    } else if (resp->status == 0) {
+        (void)snprintf(out->code, sizeof out->code, "no_answer");
+    } else if (!is_signed) {
+        (void)snprintf(out->code, sizeof out->code, "HTTP_%ld_unsigned:%.20s", resp->status, why);
+    } else {
+        po_channel_clean_code(code, resp->status, out->code, sizeof out->code);
+    }
+    json_decref(j);
+    free(resp);
+    return PO_OK;
+}
+
+/* ---- active query: GET /v3/pay/transactions/out-trade-no/{no} ---- */
+
+/* Only a response the channel signed counts; 404 is "no such payment". */
+po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+                                struct po_query_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_QUERY_FAILED;
+    struct po_api_resp *r = malloc(sizeof *r);
+    if (!r)
+        return PO_ERR_NOMEM;
+    char path[256];
+    (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s",
+                   out_trade_no, a->mchid);
+    if (po_wechatpay_call(a, "GET", path, NULL, r))
+        r->status = 0;
+    out->http_status = r->status;
+    if (r->status == 404) {
+        out->state = PO_QUERY_NOT_PAID;
+        free(r);
+        return PO_OK;
+    }
+    if (r->status != 200 || !po_wechatpay_resp_signed(a, r, out->why, sizeof out->why)) {
+        if (!out->why[0])
+            (void)snprintf(out->why, sizeof out->why, "HTTP_%ld", r->status);
+        free(r);
+        return PO_OK;
+    }
+    json_t *j = json_loads(r->body, 0, NULL);
+    free(r);
+    const char *state = po_json_str(j, "trade_state"), *mchid = po_json_str(j, "mchid");
+    json_t *amt = json_object_get(j, "amount");
+    struct po_event *ev = &out->ev;
+    bool paid = state && strcmp(state, "SUCCESS") == 0 && mchid && strcmp(mchid, a->mchid) == 0;
+    out->state = PO_QUERY_NOT_PAID;
+    if (paid) {
+        const char *cur = po_json_str(amt, "currency");
+        char verr[PO_ERRBUF_MAX];
+        ev->type = PO_EV_PAY_SUCCESS;
+        ev->source = PO_SRC_QUERY;
+        ev->amount_minor = json_integer_value(json_object_get(amt, "total"));
+        if (!po_set_field(ev->tenant, sizeof ev->tenant, a->tenant) ||
+            !po_set_field(ev->channel, sizeof ev->channel, "wechatpay") ||
+            !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, out_trade_no) ||
+            !po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id,
+                          po_json_str(j, "transaction_id")) ||
+            !po_set_field(ev->currency, sizeof ev->currency, cur ? cur : "CNY") ||
+            po_event_validate(ev, verr, sizeof verr)) {
+            out->state = PO_QUERY_FAILED;
+            (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+        } else {
+            out->state = PO_QUERY_PAID;
+        }
+    }
+    json_decref(j);
+    return PO_OK;
 }

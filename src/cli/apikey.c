@@ -5,10 +5,11 @@
  */
 #include "cli_int.h"
 
-#include "../http/http.h"
+#include "../service/service.h"
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cmd_apikey_create(struct po_store *s, const struct opts *o)
@@ -37,33 +38,25 @@ int cmd_apikey_revoke(struct po_store *s, const struct opts *o)
 
 int cmd_apikey_list(struct po_store *s, const struct opts *o)
 {
-    char err[PO_ERRBUF_MAX] = "";
-    struct po_rows r;
-    struct po_param p[] = {PO_TEXT(opt(o, "tenant"))};
-    po_err rc = po_store_exec(s,
-                              "SELECT key_id, created_at, revoked_at FROM api_key WHERE"
-                              " tenant_id = ? ORDER BY created_at, key_id",
-                              p, 1, &r, NULL, err, sizeof err);
+    json_t *list = NULL;
+    po_err rc = po_view_apikeys(s, opt(o, "tenant"), &list);
     if (rc)
-        return fail(rc, err);
-    json_t *list = flag(o, "json") ? json_array() : NULL;
-    for (int i = 0; i < r.nrows; i++) {
-        const char *rev = po_rows_get(&r, i, 2);
-        if (list)
-            json_array_append_new(list, json_pack("{s:s, s:s, s:s?}", "key_id",
-                                                  po_rows_get(&r, i, 0), "created_at",
-                                                  po_rows_get(&r, i, 1), "revoked_at", rev));
-        else
-            printf("%-18s created %s%s%s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
-                   rev ? "  revoked " : "", rev ? rev : "");
-    }
-    po_rows_free(&r);
-    if (list) {
+        return fail(rc, "cannot read the API keys");
+    if (flag(o, "json")) {
         char *out = json_dumps(list, JSON_COMPACT);
         puts(out ? out : "[]");
         free(out);
-        json_decref(list);
+    } else {
+        size_t i;
+        json_t *k;
+        json_array_foreach(list, i, k) {
+            const char *rev = json_string_value(json_object_get(k, "revoked_at"));
+            printf("%-18s created %s%s%s\n", json_string_value(json_object_get(k, "key_id")),
+                   json_string_value(json_object_get(k, "created_at")), rev ? "  revoked " : "",
+                   rev ? rev : "");
+        }
     }
+    json_decref(list);
     return 0;
 }
 

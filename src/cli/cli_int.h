@@ -37,6 +37,8 @@ const char *db_url(const struct opts *o);
 int load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 
 int cmd_channel_set(struct po_store *s, const struct opts *o);
+/* `channel set`'s options, from the channel registry (space-separated). */
+void channel_set_options(char *buf, size_t cap);
 int cmd_serve(struct po_store *s, const struct opts *o);
 int cmd_sim_keys(struct po_store *s, const struct opts *o);
 int cmd_sim_pay(struct po_store *s, const struct opts *o);

@@ -9,10 +9,12 @@
  *   3  verify found broken invariants
  *   75 apply: transient failure (outcome retry) — try again
  */
+#include "../channel/channel.h"
 #include "../core/core.h"
 #include "../engine/admin.h"
 #include "../engine/engine.h"
 #include "../ledger/ledger.h"
+#include "../service/service.h"
 #include "../store/store.h"
 
 #include <jansson.h>
@@ -90,7 +92,7 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
             fprintf(stderr, "payonce: option too long\n");
             return -1;
         }
-        char all[512], fl[128];
+        char all[1400], fl[128];
         (void)snprintf(all, sizeof all, " db %s %s ", allowed, flags);
         (void)snprintf(fl, sizeof fl, " %s ", flags);
         if (!strstr(all, pat)) {
@@ -263,6 +265,12 @@ static int cmd_order_create(struct po_store *s, const struct opts *o)
     };
     if (!spec.tenant || !spec.merchant || !spec.out_trade_no)
         return EXIT_USAGE;
+    if (spec.channel && !po_channel_find(spec.channel)) {
+        char names[128];
+        po_channel_names(0, names, sizeof names);
+        fprintf(stderr, "payonce: --channel: one of %s\n", names);
+        return EXIT_USAGE;
+    }
     int u = amount_arg(o, &spec.amount_minor);
     if (u)
         return u;
@@ -282,45 +290,30 @@ static int cmd_order_show(struct po_store *s, const struct opts *o)
     const char *t = need(o, "tenant"), *no = need(o, "out-trade-no");
     if (!t || !no)
         return EXIT_USAGE;
-    static const char *const cols[] = {"merchant", "channel", "amount", "currency", "status",
-                                       "channel_txn_id", "paid_at", "refund_reserved",
-                                       "refunded_amount", "created_at", "updated_at"};
-    char err[PO_ERRBUF_MAX] = "";
-    struct po_rows r;
-    struct po_param p[] = {PO_TEXT(t), PO_TEXT(no)};
-    po_err rc = po_store_exec(s,
-                              "SELECT merchant_id, channel, amount, currency, status,"
-                              " channel_txn_id, paid_at, refund_reserved, refunded_amount,"
-                              " created_at, updated_at FROM pay_order WHERE tenant_id = ? AND"
-                              " out_trade_no = ?",
-                              p, 2, &r, NULL, err, sizeof err);
+    json_t *doc = NULL;
+    po_err rc = po_view_order(s, t, no, &doc);
     if (rc)
-        return fail(rc, err);
-    if (r.nrows == 0) {
-        po_rows_free(&r);
+        return fail(rc, "cannot read the order");
+    if (!doc) {
         fprintf(stderr, "payonce: no order %s in tenant %s\n", no, t);
         return EXIT_FAIL;
     }
-    int ret = 0;
-    if (flag(o, "json")) {
-        json_t *doc = json_pack("{s:s, s:s}", "tenant", t, "out_trade_no", no);
-        for (int c = 0; c < r.ncols && doc; c++) {
-            const char *v = po_rows_get(&r, 0, c);
-            int64_t n = 0;
-            bool num = c == 2 || c == 7 || c == 8;
-            json_object_set_new(doc, cols[c],
-                                !v ? json_null()
-                                   : num && !po_rows_i64(&r, 0, c, &n) ? json_integer(n)
-                                                                       : json_string(v));
-        }
-        ret = print_json(doc);
-    } else {
-        printf("tenant          %s\nout_trade_no    %s\n", t, no);
-        for (int c = 0; c < r.ncols; c++)
-            printf("%-15s %s\n", cols[c], po_rows_get(&r, 0, c) ? po_rows_get(&r, 0, c) : "-");
+    json_object_set_new(doc, "tenant", json_string(t));
+    if (flag(o, "json"))
+        return print_json(doc);
+    static const char *const order[] = {
+        "tenant",         "out_trade_no",     "merchant",   "channel",   "amount",
+        "currency",       "status",           "channel_txn_id", "paid_at", "refund_reserved",
+        "refunded_amount", "created_at",      "updated_at"};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        json_t *v = json_object_get(doc, order[i]);
+        if (json_is_integer(v))
+            printf("%-15s %lld\n", order[i], (long long)json_integer_value(v));
+        else
+            printf("%-15s %s\n", order[i], json_is_string(v) ? json_string_value(v) : "-");
     }
-    po_rows_free(&r);
-    return ret;
+    json_decref(doc);
+    return 0;
 }
 
 static int cmd_refund_create(struct po_store *s, const struct opts *o)
@@ -346,41 +339,23 @@ static int cmd_balances(struct po_store *s, const struct opts *o)
     const char *t = need(o, "tenant");
     if (!t)
         return EXIT_USAGE;
-    char err[PO_ERRBUF_MAX] = "";
-    struct po_rows r;
-    struct po_param p[] = {PO_TEXT(t)};
-    po_err rc = po_store_exec(s,
-                              "SELECT account, currency, balance FROM account_balance WHERE"
-                              " tenant_id = ? ORDER BY account, currency",
-                              p, 1, &r, NULL, err, sizeof err);
+    json_t *list = NULL;
+    po_err rc = po_view_balances(s, t, &list);
     if (rc)
-        return fail(rc, err);
-    int ret = 0;
-    if (flag(o, "json")) {
-        json_t *list = json_array();
-        for (int i = 0; i < r.nrows && list; i++) {
-            int64_t b = 0;
-            if (po_rows_i64(&r, i, 2, &b)) {
-                json_decref(list);
-                list = NULL;
-                break;
-            }
-            json_array_append_new(list, json_pack("{s:s, s:s, s:I}", "account",
-                                                  po_rows_get(&r, i, 0), "currency",
-                                                  po_rows_get(&r, i, 1), "balance",
-                                                  (json_int_t)b));
-        }
-        ret = print_json(json_pack("{s:s, s:o}", "tenant", t, "balances", list));
-    } else {
-        printf("%-40s %-8s %20s\n", "account", "currency", "balance (minor units)");
-        for (int i = 0; i < r.nrows; i++)
-            printf("%-40s %-8s %20s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
-                   po_rows_get(&r, i, 2));
-        printf("(debit positive: channel_clearing is money the channel holds for us;\n"
-               " merchant_payable, profit_share and suspense are negative when owed)\n");
-    }
-    po_rows_free(&r);
-    return ret;
+        return fail(rc, "cannot read the balances");
+    if (flag(o, "json"))
+        return print_json(json_pack("{s:s, s:o}", "tenant", t, "balances", list));
+    printf("%-40s %-8s %20s\n", "account", "currency", "balance (minor units)");
+    size_t i;
+    json_t *b;
+    json_array_foreach(list, i, b)
+        printf("%-40s %-8s %20lld\n", json_string_value(json_object_get(b, "account")),
+               json_string_value(json_object_get(b, "currency")),
+               (long long)json_integer_value(json_object_get(b, "balance")));
+    printf("(debit positive: channel_clearing is money the channel holds for us;\n"
+           " merchant_payable, profit_share and suspense are negative when owed)\n");
+    json_decref(list);
+    return 0;
 }
 
 static int cmd_alerts(struct po_store *s, const struct opts *o)
@@ -388,42 +363,26 @@ static int cmd_alerts(struct po_store *s, const struct opts *o)
     const char *t = need(o, "tenant");
     if (!t)
         return EXIT_USAGE;
-    char err[PO_ERRBUF_MAX] = "";
-    struct po_rows r;
-    struct po_param p[] = {PO_TEXT(t)};
-    po_err rc = po_store_exec(s,
-                              "SELECT created_at, reason, idem_key, source, COALESCE(out_trade_no,"
-                              " ''), amount, currency, detail FROM alert WHERE tenant_id = ?"
-                              " ORDER BY created_at, alert_key LIMIT 1000",
-                              p, 1, &r, NULL, err, sizeof err);
+    struct po_page pg = {.after_ts = "", .after_key = "", .limit = 1000};
+    json_t *list = NULL;
+    po_err rc = po_view_alerts(s, t, &pg, &list);
     if (rc)
-        return fail(rc, err);
-    int ret = 0;
-    static const char *const cols[] = {"created_at", "reason",   "idem_key", "source",
-                                       "out_trade_no", "amount", "currency", "detail"};
-    if (flag(o, "json")) {
-        json_t *list = json_array();
-        for (int i = 0; i < r.nrows && list; i++) {
-            json_t *a = json_object();
-            for (int c = 0; c < r.ncols && a; c++) {
-                int64_t n = 0;
-                json_object_set_new(a, cols[c],
-                                    c == 5 && !po_rows_i64(&r, i, c, &n)
-                                        ? json_integer(n)
-                                        : json_string(po_rows_get(&r, i, c)));
-            }
-            json_array_append_new(list, a);
-        }
-        ret = print_json(json_pack("{s:s, s:o}", "tenant", t, "alerts", list));
-    } else {
-        for (int i = 0; i < r.nrows; i++)
-            printf("%s %-22s %s (%s %s) %s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
-                   po_rows_get(&r, i, 2), po_rows_get(&r, i, 5), po_rows_get(&r, i, 6),
-                   po_rows_get(&r, i, 7));
-        printf("%d alert%s\n", r.nrows, r.nrows == 1 ? "" : "s");
+        return fail(rc, "cannot read the alerts");
+    if (flag(o, "json"))
+        return print_json(json_pack("{s:s, s:o}", "tenant", t, "alerts", list));
+    size_t i;
+    json_t *a;
+    json_array_foreach(list, i, a) {
+        printf("%s %-22s %s (%lld %s) %s\n", json_string_value(json_object_get(a, "created_at")),
+               json_string_value(json_object_get(a, "reason")),
+               json_string_value(json_object_get(a, "idem_key")),
+               (long long)json_integer_value(json_object_get(a, "amount")),
+               json_string_value(json_object_get(a, "currency")),
+               json_string_value(json_object_get(a, "detail")));
     }
-    po_rows_free(&r);
-    return ret;
+    printf("%zu alert%s\n", json_array_size(list), json_array_size(list) == 1 ? "" : "s");
+    json_decref(list);
+    return 0;
 }
 
 static int cmd_apply(struct po_store *s, const struct opts *o)
@@ -441,7 +400,7 @@ static int cmd_apply(struct po_store *s, const struct opts *o)
         return EXIT_FAIL;
     }
     struct po_event ev;
-    rc = po_event_from_json(buf, len, &ev, err, sizeof err);
+    rc = po_event_from_json(buf, len, &ev, err, sizeof err); /* registered channels only */
     free(buf);
     if (rc) {
         fprintf(stderr, "payonce: invalid event: %s\n", err);
@@ -519,12 +478,8 @@ static const struct command commands[] = {
     {"alerts", NULL, "tenant", "tenant", "json", cmd_alerts},
     {"apply", NULL, "event", "event", "", cmd_apply},
     {"verify", NULL, "", "", "json", cmd_verify},
-    {"channel", "set",
-     "tenant channel mchid appid apiv3-key-file platform-cert-file platform-public-key-file"
-     " public-key-id timestamp-window app-id seller-id alipay-public-key-file"
-     " webhook-secret-file master-key-file api-base-url merchant-private-key-file merchant-serial"
-     " notify-url",
-     "tenant channel", "insecure-dev", cmd_channel_set},
+    /* allowed NULL: the options come from the channel registry */
+    {"channel", "set", NULL, "tenant channel", "insecure-dev", cmd_channel_set},
     {"serve", NULL,
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
      " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval", "",
@@ -537,7 +492,8 @@ static const struct command commands[] = {
     {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true},
     {"recon", "import", "tenant channel file master-key-file", "tenant channel", "force json",
      cmd_recon_import},
-    {"recon", "query", "tenant min-age limit master-key-file", "tenant", "json", cmd_recon_query},
+    {"recon", "query", "tenant channel min-age limit master-key-file", "tenant", "json",
+     cmd_recon_query},
     {"recon", "runs", "tenant", "tenant", "json", cmd_recon_runs},
     {"apikey", "create", "tenant", "tenant", "", cmd_apikey_create},
     {"apikey", "revoke", "tenant key-id", "tenant key-id", "", cmd_apikey_revoke},
@@ -564,7 +520,13 @@ int main(int argc, char **argv)
             first = 3;
         }
         struct opts o;
-        if (parse_opts(argc - first, argv + first, c->allowed, c->flags, &o))
+        char registry_opts[1024];
+        const char *allowed = c->allowed;
+        if (!allowed) {
+            channel_set_options(registry_opts, sizeof registry_opts);
+            allowed = registry_opts;
+        }
+        if (parse_opts(argc - first, argv + first, allowed, c->flags, &o))
             return usage(NULL);
         if (missing_required(&o, c->required))
             return EXIT_USAGE;

@@ -7,6 +7,7 @@
 #include "cli_int.h"
 
 #include "../recon/recon.h"
+#include "../service/service.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -22,7 +23,7 @@ static void progress(void *ctx, int64_t done, int64_t total)
 }
 
 static int account(struct po_store *s, const struct opts *o, const char *tenant,
-                   struct po_channel_account *out)
+                   const char *channel, struct po_channel_account *out)
 {
     unsigned char master[32];
     bool have = false;
@@ -30,8 +31,7 @@ static int account(struct po_store *s, const struct opts *o, const char *tenant,
     if (ret)
         return ret;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_account_fetch(s, have ? master : NULL, tenant, "wechatpay", out, err,
-                                 sizeof err);
+    po_err rc = po_account_fetch(s, have ? master : NULL, tenant, channel, out, err, sizeof err);
     po_secure_zero(master, sizeof master);
     return rc ? fail(rc, err) : 0;
 }
@@ -48,8 +48,11 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: the bill FILE is required\n");
         return EXIT_USAGE;
     }
-    if (strcmp(channel, "wechatpay") != 0) {
-        fprintf(stderr, "payonce: --channel wechatpay (the trade bill format payonce reads)\n");
+    const struct po_channel_ops *ch = po_channel_find(channel);
+    if (!ch || !ch->bill_parse) {
+        char names[128];
+        po_channel_names(PO_CAN_BILL, names, sizeof names);
+        fprintf(stderr, "payonce: --channel: payonce reads the bills of %s\n", names);
         return EXIT_USAGE;
     }
     char *data = NULL;
@@ -60,15 +63,15 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
         return EXIT_FAIL;
     }
     struct po_channel_account acct;
-    int ret = account(s, o, tenant, &acct);
+    int ret = account(s, o, tenant, channel, &acct);
     if (ret) {
         free(data);
         return ret;
     }
     struct po_recon_report r;
     char err[PO_ERRBUF_MAX] = "";
-    rc = po_recon_import(s, tenant, channel, &acct, data, len, flag(o, "force"), progress, NULL,
-                         &r, err, sizeof err);
+    rc = po_recon_import(s, &acct, data, len, flag(o, "force"), progress, NULL, &r, err,
+                         sizeof err);
     po_channel_account_free(&acct);
     free(data);
     if (rc) {
@@ -76,19 +79,7 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
         return EXIT_FAIL;
     }
     if (flag(o, "json")) {
-        json_t *j = json_pack("{s:s, s:b, s:s, s:s, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I},"
-                              " s:I, s:I, s:I, s:I, s:I, s:I}",
-                              "file_sha256", r.file_sha256, "already_imported", r.already_imported,
-                              "period_start", r.period_start, "period_end", r.period_end, "rows",
-                              (json_int_t)r.rows, "payments", "count", (json_int_t)r.payments,
-                              "amount", (json_int_t)r.payments_amount, "refunds", "count",
-                              (json_int_t)r.refunds, "amount", (json_int_t)r.refunds_amount,
-                              "replayed", "count", (json_int_t)r.replayed, "amount",
-                              (json_int_t)r.replayed_amount, "matched", (json_int_t)r.matched,
-                              "mismatched", (json_int_t)r.mismatched, "suspense",
-                              (json_int_t)r.suspense, "zero_amount", (json_int_t)r.zero_amount,
-                              "missing_from_bill", (json_int_t)r.missing_from_bill, "fees_milli",
-                              (json_int_t)r.fees_milli);
+        json_t *j = po_recon_report_json(&r);
         char *doc = j ? json_dumps(j, JSON_COMPACT) : NULL;
         printf("%s\n", doc ? doc : "{}");
         free(doc);
@@ -126,14 +117,15 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: --min-age 0..2592000 seconds, --limit 1..100000\n");
         return EXIT_USAGE;
     }
+    const char *channel = opt(o, "channel") ? opt(o, "channel") : "wechatpay";
     struct po_channel_account acct;
-    int ret = account(s, o, tenant, &acct);
+    int ret = account(s, o, tenant, channel, &acct);
     if (ret)
         return ret;
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    struct po_recon_query_report q;
+    struct po_query_report q;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_recon_query(s, tenant, &acct, min_age, (int)limit, &q, err, sizeof err);
+    po_err rc = po_order_query_round(s, &acct, min_age, (int)limit, &q, err, sizeof err);
     po_channel_account_free(&acct);
     curl_global_cleanup();
     if (rc)
@@ -154,38 +146,30 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
 int cmd_recon_runs(struct po_store *s, const struct opts *o)
 {
     const char *tenant = opt(o, "tenant");
-    struct po_rows r;
-    char err[PO_ERRBUF_MAX] = "";
-    struct po_param p[] = {PO_TEXT(tenant)};
-    po_err rc = po_store_exec(s,
-                              "SELECT imported_at, channel, period_start, period_end, rows_total,"
-                              " file_sha256, report FROM recon_run WHERE tenant_id = ?"
-                              " ORDER BY imported_at DESC LIMIT 100",
-                              p, 1, &r, NULL, err, sizeof err);
+    json_t *list = NULL;
+    po_err rc = po_recon_runs(s, tenant, &list);
     if (rc)
-        return fail(rc, err);
+        return fail(rc, "cannot read the reconciliation runs");
     if (flag(o, "json")) {
-        json_t *list = json_array();
-        for (int i = 0; i < r.nrows; i++) {
-            json_t *rep = json_loads(po_rows_get(&r, i, 6), 0, NULL);
-            json_object_set_new(rep ? rep : (rep = json_object()), "imported_at",
-                                json_string(po_rows_get(&r, i, 0)));
-            json_object_set_new(rep, "channel", json_string(po_rows_get(&r, i, 1)));
-            json_array_append_new(list, rep);
-        }
         json_t *doc = json_pack("{s:s, s:o}", "tenant", tenant, "runs", list);
         char *js = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         printf("%s\n", js ? js : "{}");
         free(js);
         json_decref(doc);
-    } else {
-        printf("%-24s %-10s %-23s %7s  %s\n", "imported at", "channel", "period", "rows",
-               "file sha256");
-        for (int i = 0; i < r.nrows; i++)
-            printf("%-24s %-10s %s..%s %7s  %.16s\n", po_rows_get(&r, i, 0),
-                   po_rows_get(&r, i, 1), po_rows_get(&r, i, 2), po_rows_get(&r, i, 3),
-                   po_rows_get(&r, i, 4), po_rows_get(&r, i, 5));
+        return 0;
     }
-    po_rows_free(&r);
+    printf("%-24s %-10s %-23s %7s  %s\n", "imported at", "channel", "period", "rows",
+           "file sha256");
+    size_t i;
+    json_t *run;
+    json_array_foreach(list, i, run)
+        printf("%-24s %-10s %s..%s %7lld  %.16s\n",
+               json_string_value(json_object_get(run, "imported_at")),
+               json_string_value(json_object_get(run, "channel")),
+               json_string_value(json_object_get(run, "period_start")),
+               json_string_value(json_object_get(run, "period_end")),
+               (long long)json_integer_value(json_object_get(run, "rows")),
+               json_string_value(json_object_get(run, "file_sha256")));
+    json_decref(list);
     return 0;
 }

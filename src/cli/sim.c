@@ -19,7 +19,6 @@
  */
 #include "cli_int.h"
 
-#include "../engine/engine.h"
 #include "../sim/sim.h"
 
 #include <curl/curl.h>
@@ -91,22 +90,6 @@ static void *deliver_thread(void *arg)
     return NULL;
 }
 
-static void new_txn(const char *channel, char *out, size_t cap)
-{
-    unsigned char r[24];
-    char digits[25];
-    PO_ASSERT(po_random(r, sizeof r) == PO_OK);
-    for (int i = 0; i < 24; i++)
-        digits[i] = (char)('0' + r[i] % 10);
-    digits[24] = '\0';
-    if (strcmp(channel, "stripe") == 0)
-        (void)snprintf(out, cap, "pi_%s", digits);
-    else if (strcmp(channel, "alipay") == 0)
-        (void)snprintf(out, cap, "2026%s", digits);
-    else
-        (void)snprintf(out, cap, "4200%s", digits);
-}
-
 static int parse_orders(const struct opts *o, const char *channel, struct sim_order *orders,
                         int *n)
 {
@@ -141,7 +124,7 @@ static int parse_orders(const struct opts *o, const char *channel, struct sim_or
                 return EXIT_USAGE;
             }
         } else {
-            new_txn(channel, so->txn, sizeof so->txn);
+            po_sim_new_txn(channel, so->txn, sizeof so->txn);
         }
     }
     *n = k;
@@ -198,7 +181,7 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
     a->url = opt(o, "notify-url");
     a->concurrent = flag(o, "concurrent");
     a->forged = flag(o, "forge");
-    if (!po_channel_valid(a->channel) || !po_currency_valid(a->currency)) {
+    if (!po_sim_channel_known(a->channel) || !po_currency_valid(a->currency)) {
         fprintf(stderr, "payonce: --channel wechatpay|alipay|stripe; --currency ISO 4217\n");
         return EXIT_USAGE;
     }

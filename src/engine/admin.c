@@ -80,8 +80,10 @@ static po_err order_validate(const struct po_order_spec *o, char *err, size_t er
         po_errf(err, errcap, "currency: not a supported ISO 4217 code");
         return PO_ERR_INVALID;
     }
-    if (o->channel && !po_channel_valid(o->channel)) {
-        po_errf(err, errcap, "channel: one of wechatpay, alipay, stripe");
+    /* The caller checks that the channel is registered (engine/ sits
+     * below the channel registry); here only its shape. */
+    if (o->channel && !po_id_valid(o->channel, PO_CHANNEL_MAX - 1)) {
+        po_errf(err, errcap, "channel: a registered channel's name");
         return PO_ERR_INVALID;
     }
     return PO_OK;
@@ -404,9 +406,18 @@ po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_
     return rc;
 }
 
-const char po_sql_refund_release[] =
-    "UPDATE pay_order SET refund_reserved = refund_reserved - ?, updated_at = ? WHERE"
-    " tenant_id = ? AND out_trade_no = ? AND refund_reserved - ? >= refunded_amount";
+po_err po_order_release_refund(struct po_store *s, const char *tenant, const char *out_trade_no,
+                               int64_t amount_minor, const char *now, int64_t *out_changes,
+                               char *err, size_t errcap)
+{
+    struct po_param p[] = {PO_I64(amount_minor), PO_TEXT(now), PO_TEXT(tenant),
+                           PO_TEXT(out_trade_no), PO_I64(amount_minor)};
+    return po_store_exec(s,
+                         "UPDATE pay_order SET refund_reserved = refund_reserved - ?,"
+                         " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
+                         " refund_reserved - ? >= refunded_amount",
+                         p, 5, NULL, out_changes, err, errcap);
+}
 
 po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,
                        const char *channel_txn_id, char *out_trade_no, size_t cap)

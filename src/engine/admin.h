@@ -71,11 +71,13 @@ po_err po_refund_create(struct po_store *s, const char *tenant, const char *out_
                         const char *out_refund_no, int64_t amount_minor, char *err,
                         size_t errcap) PO_MUST_CHECK;
 
-/* Gives a closed refund's reservation back to its order, guarded so the
- * reservation never falls below what was refunded. Parameters: amount,
- * now, tenant, out_trade_no, amount. Shared by the engine (refund closed
- * by the channel's callback) and the API (refund refused at submission). */
-extern const char po_sql_refund_release[];
+/* Gives a closed refund's reservation back to its order, inside the
+ * caller's transaction, guarded so the reservation never falls below what
+ * was refunded (*out_changes 0 then). Shared by the engine (refund closed by
+ * the channel's callback) and refund submission (refused by the channel). */
+po_err po_order_release_refund(struct po_store *s, const char *tenant, const char *out_trade_no,
+                               int64_t amount_minor, const char *now, int64_t *out_changes,
+                               char *err, size_t errcap) PO_MUST_CHECK;
 
 /* The order paid by a channel transaction (e.g. for WeChat profit-sharing
  * results, which name the payment). PO_ERR_NOT_FOUND when none. */

@@ -40,14 +40,12 @@ static bool layer_on(const struct ev_ctx *c, unsigned layer_bit)
     return !c->cfg || !(c->cfg->disabled_layers & layer_bit);
 }
 
-static void set_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer, const char *reason)
+static void set_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer,
+                        enum po_reason reason)
 {
     o->kind = k;
     o->layer = layer;
-    /* Reasons are our own [a-z_] codes: they appear unescaped in JSON. */
-    for (const char *p = reason; *p; p++)
-        PO_ASSERT((*p >= 'a' && *p <= 'z') || *p == '_');
-    PO_ASSERT(po_strcpy(o->reason, sizeof o->reason, reason) == PO_OK);
+    o->reason = reason;
 }
 
 /* The human-readable detail stored with an alert. */
@@ -60,7 +58,7 @@ static void detailf(struct ev_ctx *c, const char *fmt, ...)
     va_end(ap);
 }
 
-static po_err reject(struct po_outcome *o, const char *reason)
+static po_err reject(struct po_outcome *o, enum po_reason reason)
 {
     set_outcome(o, PO_OUT_REJECTED, 0, reason);
     return PO_OK;
@@ -121,9 +119,9 @@ static po_err layer1(struct ev_ctx *c, struct po_outcome *o, bool *out_dup)
             return rc;
         if (*out_dup) {
             if (same)
-                set_outcome(o, PO_OUT_DUPLICATE, 1, "");
+                set_outcome(o, PO_OUT_DUPLICATE, 1, PO_R_NONE);
             else
-                (void)reject(o, "conflicting_duplicate");
+                (void)reject(o, PO_R_CONFLICTING_DUPLICATE);
             return PO_OK;
         }
     }
@@ -134,7 +132,7 @@ static po_err layer1(struct ev_ctx *c, struct po_outcome *o, bool *out_dup)
 
 /* Layer 3: claims the key. A twin's committed row makes this fail with
  * PO_ERR_CONFLICT, which the batch loop turns into a duplicate. */
-static po_err record(struct ev_ctx *c, const char *outcome, const char *reason)
+static po_err record(struct ev_ctx *c, const char *outcome, enum po_reason reason)
 {
     const struct po_event *ev = c->ev;
     struct po_param p[] = {
@@ -144,7 +142,7 @@ static po_err record(struct ev_ctx *c, const char *outcome, const char *reason)
         PO_TEXT(po_event_type_name(ev->type)),
         PO_TEXT(po_source_name(ev->source)),
         PO_TEXT(outcome),
-        reason ? PO_TEXT(reason) : PO_NULLP,
+        reason != PO_R_NONE ? PO_TEXT(po_reason_name(reason)) : PO_NULLP,
         PO_TEXT(ev->out_trade_no),
         PO_I64(ev->amount_minor),
         PO_TEXT(ev->currency),
@@ -158,8 +156,9 @@ static po_err record(struct ev_ctx *c, const char *outcome, const char *reason)
 }
 
 /* Durable alert; a retried bad event finds its alert already there. */
-static po_err alert(struct ev_ctx *c, const char *reason)
+static po_err alert(struct ev_ctx *c, enum po_reason reason_code)
 {
+    const char *reason = po_reason_name(reason_code);
     const struct po_event *ev = c->ev;
     char akey[PO_KEY_MAX + PO_REASON_MAX + 2];
     po_err rc = po_fmt(akey, sizeof akey, "%s|%s", c->key, reason);
@@ -219,7 +218,8 @@ static void account(char *buf, size_t cap, const char *prefix, const char *id)
 /* Illegal transition: the money is real, so it is recorded (the key is
  * taken), parked in suspense and raised to operators. money_in says whether
  * the channel received (payment) or paid out (refund) the amount. */
-static po_err suspense(struct ev_ctx *c, struct po_outcome *o, const char *reason, bool money_in)
+static po_err suspense(struct ev_ctx *c, struct po_outcome *o, enum po_reason reason,
+                       bool money_in)
 {
     char clearing[PO_ACCOUNT_MAX];
     account(clearing, sizeof clearing, "channel_clearing", c->ev->channel);
@@ -241,25 +241,25 @@ static bool order_mismatch(struct ev_ctx *c, struct po_outcome *o, const char *m
                            bool amount_exact)
 {
     const struct po_event *ev = c->ev;
-    const char *reason = NULL;
+    enum po_reason reason = PO_R_NONE;
     if (ev->merchant[0] && strcmp(ev->merchant, merchant) != 0) {
-        reason = "merchant_mismatch";
+        reason = PO_R_MERCHANT_MISMATCH;
         detailf(c, "event merchant %s, order merchant %s",
                        ev->merchant, merchant);
     } else if (channel[0] && strcmp(channel, ev->channel) != 0) {
-        reason = "channel_mismatch";
+        reason = PO_R_CHANNEL_MISMATCH;
         detailf(c, "event channel %s, order channel %s",
                        ev->channel, channel);
     } else if (strcmp(currency, ev->currency) != 0) {
-        reason = "currency_mismatch";
+        reason = PO_R_CURRENCY_MISMATCH;
         detailf(c, "event %s, expected %s", ev->currency,
                        currency);
     } else if (amount_exact ? amount != ev->amount_minor : ev->amount_minor > amount) {
-        reason = "amount_mismatch";
+        reason = PO_R_AMOUNT_MISMATCH;
         detailf(c, "event %lld %s, expected %lld %s",
                        (long long)ev->amount_minor, ev->currency, (long long)amount, currency);
     }
-    if (!reason)
+    if (reason == PO_R_NONE)
         return false;
     (void)reject(o, reason);
     return true;
@@ -311,7 +311,7 @@ static po_err checked_order(struct ev_ctx *c, struct po_outcome *o, struct order
         return rc;
     if (!found) {
         detailf(c, "no order %s", c->ev->out_trade_no);
-        return reject(o, "unknown_order");
+        return reject(o, PO_R_UNKNOWN_ORDER);
     }
     if (order_mismatch(c, o, ord->merchant, ord->amount, ord->currency, ord->channel,
                        amount_exact))
@@ -353,16 +353,16 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
             return rc;
         PO_ASSERT(found);
         if (strcmp(ord.status, "PAID") == 0 && strcmp(ord.txn, ev->channel_txn_id) == 0) {
-            set_outcome(o, PO_OUT_DUPLICATE, 2, "");
+            set_outcome(o, PO_OUT_DUPLICATE, 2, PO_R_NONE);
             return PO_OK;
         }
         bool paid = strcmp(ord.status, "PAID") == 0;
         detailf(c, "payment %s for order %s in status %s%s%s",
                        ev->channel_txn_id, ev->out_trade_no, ord.status,
                        paid ? " by " : "", paid ? ord.txn : "");
-        return suspense(c, o, paid ? "duplicate_payment" : "paid_after_close", true);
+        return suspense(c, o, paid ? PO_R_DUPLICATE_PAYMENT : PO_R_PAID_AFTER_CLOSE, true);
     }
-    rc = record(c, "applied", NULL);
+    rc = record(c, "applied", PO_R_NONE);
     if (rc)
         return rc;
     char clearing[PO_ACCOUNT_MAX], payable[PO_ACCOUNT_MAX];
@@ -370,7 +370,7 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
     account(payable, sizeof payable, "merchant_payable", ord.merchant);
     rc = post(c, "PAY", clearing, payable);
     if (!rc)
-        set_outcome(o, PO_OUT_APPLIED, 0, "");
+        set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
     return rc;
 }
 
@@ -420,17 +420,21 @@ static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
     return rc;
 }
 
-/* The order-side effect of a refund reaching its final state. */
+/* The order-side effect of a refund reaching its final state: a success
+ * adds to the refunded amount (never beyond what was reserved), a close
+ * gives the reservation back. */
 static po_err refund_order_update(struct ev_ctx *c, bool success, int64_t *changes)
 {
     const struct po_event *ev = c->ev;
+    if (!success)
+        return po_order_release_refund(c->s, ev->tenant, ev->out_trade_no, ev->amount_minor,
+                                       c->now, changes, c->err, sizeof c->err);
     struct po_param p[] = {PO_I64(ev->amount_minor), PO_TEXT(c->now), PO_TEXT(ev->tenant),
                            PO_TEXT(ev->out_trade_no), PO_I64(ev->amount_minor)};
     return change(c,
-                  success ? "UPDATE pay_order SET refunded_amount = refunded_amount + ?,"
-                            " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
-                            " refunded_amount + ? <= refund_reserved"
-                          : po_sql_refund_release,
+                  "UPDATE pay_order SET refunded_amount = refunded_amount + ?,"
+                  " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
+                  " refunded_amount + ? <= refund_reserved",
                   p, 5, changes);
 }
 
@@ -446,12 +450,12 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
         return rc;
     if (!found) {
         detailf(c, "no refund %s", ev->out_refund_no);
-        return reject(o, "unknown_refund");
+        return reject(o, PO_R_UNKNOWN_REFUND);
     }
     if (strcmp(rf.out_trade_no, ev->out_trade_no) != 0) {
         detailf(c, "refund %s belongs to order %s, not %s",
                        ev->out_refund_no, rf.out_trade_no, ev->out_trade_no);
-        return reject(o, "order_mismatch");
+        return reject(o, PO_R_ORDER_MISMATCH);
     }
     if (ev->amount_is_cumulative && ev->amount_minor >= rf.amount) {
         /* The channel reported the payment's refunded total, which covers
@@ -488,16 +492,16 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
             return rc;
         PO_ASSERT(found);
         if (strcmp(rf.status, target) == 0) {
-            set_outcome(o, PO_OUT_DUPLICATE, 2, "");
+            set_outcome(o, PO_OUT_DUPLICATE, 2, PO_R_NONE);
             return PO_OK;
         }
         detailf(c, "refund %s is %s; channel says %s",
                        ev->out_refund_no, rf.status, target);
         if (ev->type == PO_EV_REFUND_SUCCESS)
-            return suspense(c, o, "refund_after_close", false);
-        return reject(o, "stale_refund_status");
+            return suspense(c, o, PO_R_REFUND_AFTER_CLOSE, false);
+        return reject(o, PO_R_STALE_REFUND_STATUS);
     }
-    rc = record(c, "applied", NULL);
+    rc = record(c, "applied", PO_R_NONE);
     if (rc || ev->type == PO_EV_REFUND_ABNORMAL)
         goto done;
     rc = refund_order_update(c, ev->type == PO_EV_REFUND_SUCCESS, &changes);
@@ -506,7 +510,7 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
     if (changes == 0) {
         detailf(c, "refund %s of %lld would exceed what order %s reserved for refunds",
                        ev->out_refund_no, (long long)ev->amount_minor, ev->out_trade_no);
-        return reject(o, "refund_exceeds_reserved");
+        return reject(o, PO_R_REFUND_EXCEEDS_RESERVED);
     }
     if (ev->type == PO_EV_REFUND_SUCCESS) {
         char clearing[PO_ACCOUNT_MAX], payable[PO_ACCOUNT_MAX];
@@ -516,7 +520,7 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
     }
 done:
     if (!rc)
-        set_outcome(o, PO_OUT_APPLIED, 0, "");
+        set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
     return rc;
 }
 
@@ -532,12 +536,12 @@ static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
     if (strcmp(ord.status, "PAID") != 0) {
         detailf(c, "order %s is %s", ev->out_trade_no,
                        ord.status);
-        return reject(o, "order_not_paid");
+        return reject(o, PO_R_ORDER_NOT_PAID);
     }
     rc = layer1(c, o, &dup);
     if (rc || dup)
         return rc;
-    rc = record(c, "applied", NULL);
+    rc = record(c, "applied", PO_R_NONE);
     if (rc)
         return rc;
     char payable[PO_ACCOUNT_MAX], receiver[PO_ACCOUNT_MAX];
@@ -545,7 +549,7 @@ static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
     account(receiver, sizeof receiver, "profit_share", ev->receiver);
     rc = post(c, "PROFIT_SHARE", payable, receiver);
     if (!rc)
-        set_outcome(o, PO_OUT_APPLIED, 0, "");
+        set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
     return rc;
 }
 
@@ -596,7 +600,7 @@ static po_err run_event(struct ev_ctx *c, struct po_ledger_batch *batch_deltas,
                    c->ev->tenant, c->key, c->err);
             return PO_ERR_TRANSIENT;
         }
-        set_outcome(o, PO_OUT_DUPLICATE, 3, "");
+        set_outcome(o, PO_OUT_DUPLICATE, 3, PO_R_NONE);
         return sp(c, "RELEASE SAVEPOINT po_event");
     }
     if (rc)
@@ -621,8 +625,8 @@ static po_err run_event(struct ev_ctx *c, struct po_ledger_batch *batch_deltas,
 static void all_retry(struct po_outcome *out, size_t n, po_err why)
 {
     for (size_t i = 0; i < n; i++)
-        set_outcome(&out[i], PO_OUT_RETRY, 0, why == PO_ERR_TRANSIENT ? "store_unavailable"
-                                                                       : "store_error");
+        set_outcome(&out[i], PO_OUT_RETRY, 0,
+                    why == PO_ERR_TRANSIENT ? PO_R_STORE_UNAVAILABLE : PO_R_STORE_ERROR);
 }
 
 po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
@@ -682,7 +686,7 @@ out_free:
     return PO_OK;
 }
 
-po_err po_engine_alert(struct po_store *s, const struct po_event *ev, const char *reason,
+po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_reason reason,
                        const char *detail)
 {
     struct ev_ctx *c = calloc(1, sizeof *c);

@@ -15,7 +15,6 @@
 #define PO_HTTP_H
 
 #include "../core/core.h"
-#include "../crypto/crypto.h"
 
 struct po_server_cfg {
     const char *listen;        /* "HOST:PORT" (IPv4, [IPv6] or localhost); port 0 = any */
@@ -41,27 +40,5 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
 unsigned po_server_port(const struct po_server *s);
 /* Stops accepting, finishes in-flight requests, releases everything. */
 void po_server_stop(struct po_server *s);
-
-struct po_store;
-
-/* ---- tenant API keys (apikey.c) ---- */
-/* Creates a key for an existing tenant: the whole key is written to key
- * (shown once), only its SHA-256 is stored. */
-po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIKEY_LEN + 1],
-                        char key_id[PO_APIKEY_ID_LEN + 1], char *err, size_t errcap)
-    PO_MUST_CHECK;
-/* Revokes at once; revoking twice is fine. PO_ERR_NOT_FOUND: no such key. */
-po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_id, char *err,
-                        size_t errcap) PO_MUST_CHECK;
-
-/* ---- Idempotency-Key retention (idem.c) ---- */
-/* Deletes stored responses older than retention_s. */
-po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted) PO_MUST_CHECK;
-
-/* ---- refund submission (refund_submit.c) ---- */
-/* Submits (again) API refunds still pending submission whose last attempt
- * is older than min_age_s, at most limit. */
-po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
-                                int64_t min_age_s, int limit, int *out_submitted) PO_MUST_CHECK;
 
 #endif

@@ -1,117 +1,139 @@
 /*
- * http_int.h — private to src/http: metrics and the callback handler.
+ * http_int.h — private to src/http: the route table, the request and
+ * answer as handlers see them (no libmicrohttpd types outside server.c),
+ * the handlers, and the metrics.
+ *
+ * http/ is transport only: it parses and bounds requests, finds the route,
+ * calls the service that does the work, and maps the decision to a status,
+ * headers and a body. Business rules live in service/, engine/, channel/.
  */
 #ifndef PO_HTTP_INT_H
 #define PO_HTTP_INT_H
 
-#include "../channel/channel.h"
-#include "../engine/engine.h"
-#include "../store/store.h"
+#include "../service/service.h"
 #include "http.h"
 
 #include <stdint.h>
 
-/* ---- metrics (metrics.c) ---- */
-/* One callback answered: outcome is an engine outcome name or "ignored". */
-void po_metrics_callback(const char *channel, const char *outcome, int layer, uint64_t micros);
-void po_metrics_verify_failure(const char *channel, const char *reason);
-void po_metrics_http(unsigned status);
-/* One tenant API answer (route as api.c names it; "" when unknown). */
-void po_metrics_api(const char *route, unsigned status, bool replayed);
-/* Renders everything in Prometheus text format into a heap string. */
-char *po_metrics_render(void);
+/* ---- requests and answers ---- */
 
-/* ---- callbacks (notify.c) ---- */
-struct po_notify_ctx {
-    struct po_store_pool *pool;
-    const unsigned char *master_key;
-    const char *request_id;
-};
+#define PO_ROUTE_PARAMS_MAX 2
+#define PO_SEGMENT_MAX (PO_ID_MAX + 1) /* a path segment: an id, or one byte more */
 
-/* What the handler decided, for the ack, the log and the metrics. */
-struct po_notify_answer {
-    struct po_ack ack;
-    const char *outcome;          /* applied|duplicate|rejected|suspense|retry|ignored|invalid */
-    int layer;
-    char reason[PO_REASON_MAX];
-    char out_trade_no[PO_ID_MAX + 1];
-};
-
-/* Handles one callback end to end; never fails (errors become acks). */
-void po_notify_handle(const struct po_notify_ctx *ctx, const char *channel, const char *tenant,
-                      const struct po_notify_req *req, bool body_too_large,
-                      struct po_notify_answer *out);
-
-
-/* ---- Idempotency-Key records (idem.c) ---- */
-
-struct po_idem_req {
-    const char *tenant, *route, *key, *hash;
-};
-enum po_idem_kind { PO_IDEM_CLAIMED, PO_IDEM_REPLAY, PO_IDEM_MISMATCH, PO_IDEM_IN_FLIGHT };
-struct po_idem_claim {
-    enum po_idem_kind kind;
-    unsigned status;  /* REPLAY */
-    char *body;       /* REPLAY; heap, caller frees */
-    bool taken_over;  /* CLAIMED from an abandoned record */
-    char token[PO_IDEM_TOKEN_LEN + 1];
-};
-po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_idem_claim *out)
-    PO_MUST_CHECK;
-/* Inside the effect's transaction; PO_ERR_CONFLICT when the record was
- * taken over (the caller must roll back). */
-po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const char *token,
-                      unsigned status, const char *body) PO_MUST_CHECK;
-po_err po_idem_release(struct po_store *s, const struct po_idem_req *q, const char *token)
-    PO_MUST_CHECK;
-
-/* ---- API keys (apikey.c) ---- */
-/* The tenant of a valid, unrevoked key; PO_ERR_NOT_FOUND otherwise. */
-po_err po_apikey_auth(struct po_store *s, const char *key, char tenant[PO_ID_MAX + 1])
-    PO_MUST_CHECK;
-
-/* ---- refund submission (refund_submit.c) ---- */
-/* Submits one pending refund; *state (may be NULL) receives submitted,
- * rejected or pending ("" when it was not pending). */
-/* Channels whose refund API payonce calls (others: submit_state "manual"). */
-bool po_refund_submittable(const char *channel);
-po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
-                        const char *out_refund_no, char *state, size_t cap) PO_MUST_CHECK;
-
-/* ---- tenant API (api.c) ---- */
-struct po_api_ctx {
-    struct po_store_pool *pool;
-    const unsigned char *master_key;
-    const char *request_id;
-    int idem_wait_ms;
-    void (*hook)(void *ctx, const char *route);
-    void *hook_ctx;
-};
-
-struct po_api_req {
+/* One request as a handler sees it. */
+struct po_hreq {
     const char *method;
-    const char *path; /* after "/v1/" */
+    const char *path;
+    /* The values of the route pattern's {…} segments, in order. */
+    char params[PO_ROUTE_PARAMS_MAX][PO_SEGMENT_MAX + 1];
     const char *(*header)(void *ctx, const char *name);
     const char *(*arg)(void *ctx, const char *name); /* query-string argument */
     void *ctx;
-    const char *body;
+    const char *body; /* "" when there is none */
     size_t body_len;
     bool body_too_large;
+    const char *request_id;
+    int64_t now_unix;
 };
 
-struct po_api_answer {
+#define PO_HRESP_HEADERS_MAX 6
+/* One answer. body is heap (freed by the server) or NULL for none. */
+struct po_hresp {
     unsigned status;
-    char *body; /* heap JSON */
-    bool replayed;
-    unsigned retry_after; /* seconds; 0 = none */
-    const char *allow;    /* 405: allowed methods */
-    char tenant[PO_ID_MAX + 1];
-    char route[48];
-    char code[48];
+    const char *content_type;
+    char *body;
+    int nheaders;
+    const char *hname[PO_HRESP_HEADERS_MAX];
+    char hvalue[PO_HRESP_HEADERS_MAX][64];
+};
+/* Sets the answer to a copy of body (NULL: no body). */
+void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type,
+                  const char *body);
+/* Adds a header; values longer than 63 bytes are refused (assert). */
+void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
+
+/* What every handler may use of the server. */
+struct po_http_ctx {
+    struct po_store_pool *pool;
+    const unsigned char *master_key; /* NULL in insecure development mode */
+    int idem_wait_ms;
+    void (*api_hook)(void *ctx, const char *route);
+    void *api_hook_ctx;
 };
 
-/* Handles one /v1 request end to end; never fails (errors are answers). */
-void po_api_handle(const struct po_api_ctx *ctx, const struct po_api_req *req,
-                   struct po_api_answer *out);
+/* ---- the route table (routes.c) ---- */
+
+enum po_route_kind {
+    PO_RK_CALLBACK, /* a channel's notification */
+    PO_RK_HEALTH,   /* liveness */
+    PO_RK_READY,    /* the store answers */
+    PO_RK_METRICS,  /* Prometheus text */
+    PO_RK_API,      /* the tenant API (bearer key) */
+};
+
+struct po_api_call;
+/* A tenant API route's work (api_routes.c): a GET's read, or a POST's
+ * body validation and its effect inside the transaction. */
+struct po_api_route {
+    void (*get)(struct po_api_call *c);
+    bool (*validate)(struct po_api_call *c);
+    po_err (*effect)(struct po_api_call *c);
+};
+
+struct po_route {
+    /* "METHOD /path/{param}": the method and the pattern, and also the
+     * route's name in logs and metrics and the scope of Idempotency-Keys
+     * (stored: never rename a route). */
+    const char *name;
+    enum po_route_kind kind;
+    const struct po_api_route *api; /* PO_RK_API */
+};
+
+/* The routes, in a fixed order (metrics index); po_routes_count of them. */
+extern const struct po_route po_routes[];
+extern const int po_routes_count;
+
+enum po_route_match {
+    PO_ROUTE_FOUND,     /* *out_route is it; params filled */
+    PO_ROUTE_NO_PATH,   /* no pattern matches the path: 404 */
+    PO_ROUTE_NO_METHOD, /* a pattern matches, not with this method: 405, allow */
+};
+/*
+ * Finds the route for method and path. A pattern segment {x} matches one
+ * non-empty segment of at most PO_SEGMENT_MAX bytes; empty segments and
+ * trailing slashes match nothing. On NO_METHOD, allow lists the methods
+ * the path has ("GET, POST").
+ */
+enum po_route_match po_route_find(const char *method, const char *path,
+                                  const struct po_route **out_route,
+                                  char params[PO_ROUTE_PARAMS_MAX][PO_SEGMENT_MAX + 1],
+                                  char *allow, size_t allowcap);
+/* The route's position in po_routes, or -1 (metrics). */
+int po_route_index(const struct po_route *r);
+
+/* ---- handlers ---- */
+
+/* A channel callback (notify.c): the channel's ack, the outcome header,
+ * the metrics and the log line. Never fails: errors are acks. */
+void po_notify_handle(const struct po_http_ctx *ctx, const struct po_hreq *req,
+                      struct po_hresp *out);
+
+/* The tenant API (api.c). route is NULL for an unknown /v1 path (404) or,
+ * with allow set, a known path with another method (405, after the key is
+ * checked). Never fails: errors are answers. */
+void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route,
+                   const char *allow, const struct po_hreq *req, struct po_hresp *out);
+
+/* ---- metrics (metrics.c) ---- */
+/* One callback answered. */
+void po_metrics_callback(const char *channel, enum po_outcome_kind outcome, int layer,
+                         uint64_t micros);
+/* One callback refused before the engine (reason: a VERIFY reason). */
+void po_metrics_verify_failure(const char *channel, enum po_reason reason);
+void po_metrics_http(unsigned status);
+/* One tenant API answer (route NULL when unknown). */
+void po_metrics_api(const struct po_route *route, unsigned status, bool replayed);
+/* Renders everything in Prometheus text format into a heap string. */
+char *po_metrics_render(void);
 
 #endif

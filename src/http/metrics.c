@@ -15,57 +15,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const channels[] = {"wechatpay", "alipay", "stripe", "unknown"};
-#define NCH 4
-static const char *const outcomes[] = {"applied", "duplicate", "rejected", "suspense",
-                                       "retry",   "ignored",   "invalid"};
-#define NOUT 7
-/* Verification failure reasons the adapters and the handler produce. */
-static const char *const reasons[] = {
-    "missing_header", "probe", "unsupported_signature_type", "bad_timestamp",
-    "stale_timestamp", "future_timestamp", "unknown_serial", "bad_signature",
-    "malformed_body", "unsupported_algorithm", "decrypt_failed", "malformed_resource",
-    "missing_signature", "invalid_utf8", "bad_charset", "body_too_large", "unknown_tenant",
-    "other"};
-#define NREASON (sizeof reasons / sizeof reasons[0])
+/* Every label set comes from a table defined once elsewhere: channels from
+ * the registry (plus "unknown"), outcomes and reasons from event.h, routes
+ * from routes.c. */
+#define NCH_MAX 8 /* registered channels, plus one for "unknown" */
 static const uint64_t bucket_us[] = {1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
                                      500000, 1000000, 2500000, 5000000};
 #define NBUCKET (sizeof bucket_us / sizeof bucket_us[0])
 static const unsigned codes[] = {200, 201, 204, 400, 401, 404, 405, 409, 413, 422, 500, 503};
 #define NCODE (sizeof codes / sizeof codes[0])
+#define NROUTE_MAX 32
 
-static atomic_ulong callbacks[NCH][NOUT][4];
-static atomic_ulong vfail[NCH][NREASON];
-static atomic_ulong ack_bucket[NCH][NBUCKET + 1];
-static atomic_ulong ack_sum_us[NCH];
-static atomic_ulong ack_count[NCH];
+static atomic_ulong callbacks[NCH_MAX][PO_OUT_COUNT][4];
+static atomic_ulong vfail[NCH_MAX][PO_R_COUNT];
+static atomic_ulong ack_bucket[NCH_MAX][NBUCKET + 1];
+static atomic_ulong ack_sum_us[NCH_MAX];
+static atomic_ulong ack_count[NCH_MAX];
 static atomic_ulong http_codes[NCODE + 1];
-/* The tenant API's routes as api.c names them; "" is an unknown route. */
-static const char *const routes[] = {"POST /v1/orders",
-                                     "GET /v1/orders/{out_trade_no}",
-                                     "POST /v1/orders/{out_trade_no}/close",
-                                     "POST /v1/refunds",
-                                     "GET /v1/refunds/{out_refund_no}",
-                                     "GET /v1/balances",
-                                     "GET /v1/alerts",
-                                     "GET /v1/journal",
-                                     ""};
-#define NROUTE (sizeof routes / sizeof routes[0])
-static atomic_ulong api[NROUTE][NCODE + 1][2];
+static atomic_ulong api[NROUTE_MAX + 1][NCODE + 1][2]; /* last route row: unknown */
 
-static size_t index_of(const char *const *names, size_t n, const char *s)
+static int nchannels(void)
 {
-    for (size_t i = 0; i < n; i++)
-        if (s && strcmp(names[i], s) == 0)
-            return i;
-    return n - 1; /* the last entry is the catch-all */
+    int n = 0;
+    while (po_channels[n])
+        n++;
+    PO_ASSERT(n < NCH_MAX);
+    return n;
 }
 
-void po_metrics_callback(const char *channel, const char *outcome, int layer, uint64_t micros)
+/* A channel's row; the last one counts names not registered. */
+static size_t channel_index(const char *channel)
 {
-    size_t c = index_of(channels, NCH, channel);
-    size_t o = index_of(outcomes, NOUT, outcome);
-    atomic_fetch_add(&callbacks[c][o][layer >= 0 && layer <= 3 ? layer : 0], 1);
+    int i = po_channel_index(channel);
+    return i < 0 ? (size_t)nchannels() : (size_t)i;
+}
+
+static const char *channel_label(size_t i)
+{
+    return (int)i < nchannels() ? po_channels[i]->name : "unknown";
+}
+
+void po_metrics_callback(const char *channel, enum po_outcome_kind outcome, int layer,
+                         uint64_t micros)
+{
+    size_t c = channel_index(channel);
+    PO_ASSERT((unsigned)outcome < PO_OUT_COUNT);
+    atomic_fetch_add(&callbacks[c][outcome][layer >= 0 && layer <= 3 ? layer : 0], 1);
     size_t b = 0;
     while (b < NBUCKET && micros > bucket_us[b])
         b++;
@@ -74,10 +69,10 @@ void po_metrics_callback(const char *channel, const char *outcome, int layer, ui
     atomic_fetch_add(&ack_count[c], 1);
 }
 
-void po_metrics_verify_failure(const char *channel, const char *reason)
+void po_metrics_verify_failure(const char *channel, enum po_reason reason)
 {
-    atomic_fetch_add(&vfail[index_of(channels, NCH, channel)][index_of(reasons, NREASON, reason)],
-                     1);
+    PO_ASSERT((unsigned)reason < PO_R_COUNT);
+    atomic_fetch_add(&vfail[channel_index(channel)][reason], 1);
 }
 
 static size_t code_index(unsigned status)
@@ -93,9 +88,11 @@ void po_metrics_http(unsigned status)
     atomic_fetch_add(&http_codes[code_index(status)], 1);
 }
 
-void po_metrics_api(const char *route, unsigned status, bool replayed)
+void po_metrics_api(const struct po_route *route, unsigned status, bool replayed)
 {
-    atomic_fetch_add(&api[index_of(routes, NROUTE, route)][code_index(status)][replayed], 1);
+    PO_ASSERT(po_routes_count <= NROUTE_MAX);
+    int r = route ? po_route_index(route) : NROUTE_MAX;
+    atomic_fetch_add(&api[r][code_index(status)][replayed], 1);
 }
 
 static void code_text(size_t i, char *buf, size_t cap)
@@ -139,43 +136,46 @@ char *po_metrics_render(void)
     struct out o = {0};
     put(&o, "# HELP payonce_callbacks_total Callbacks answered, by channel, outcome and the"
             " layer that caught a duplicate.\n# TYPE payonce_callbacks_total counter\n");
-    for (size_t c = 0; c < NCH - 1; c++)
-        for (size_t k = 0; k < NOUT; k++)
+    for (size_t c = 0; c < (size_t)nchannels(); c++)
+        for (int k = 0; k < PO_OUT_COUNT; k++)
             for (int l = 0; l < 4; l++) {
                 unsigned long v = atomic_load(&callbacks[c][k][l]);
-                bool dup = strcmp(outcomes[k], "duplicate") == 0;
+                bool dup = k == PO_OUT_DUPLICATE;
                 if ((dup && l == 0) || (!dup && l != 0))
                     continue;
-                put(&o, "payonce_callbacks_total{channel=\"%s\",outcome=\"%s\",layer=\"%d\"} %lu\n",
-                    channels[c], outcomes[k], l, v);
+                put(&o,
+                    "payonce_callbacks_total{channel=\"%s\",outcome=\"%s\",layer=\"%d\"} %lu\n",
+                    channel_label(c), po_outcome_name((enum po_outcome_kind)k), l, v);
             }
     put(&o, "# HELP payonce_verification_failures_total Callbacks refused before the engine.\n"
             "# TYPE payonce_verification_failures_total counter\n");
-    for (size_t c = 0; c < NCH; c++)
-        for (size_t r = 0; r < NREASON; r++) {
+    for (size_t c = 0; c <= (size_t)nchannels(); c++)
+        for (int r = 0; r < PO_R_COUNT; r++) {
             unsigned long v = atomic_load(&vfail[c][r]);
             if (v)
-                put(&o, "payonce_verification_failures_total{channel=\"%s\",reason=\"%s\"} %lu\n",
-                    channels[c], reasons[r], v);
+                put(&o,
+                    "payonce_verification_failures_total{channel=\"%s\",reason=\"%s\"} %lu\n",
+                    channel_label(c), po_reason_name((enum po_reason)r), v);
         }
     put(&o, "# HELP payonce_ack_seconds Time from request to ack.\n"
             "# TYPE payonce_ack_seconds histogram\n");
-    for (size_t c = 0; c < NCH - 1; c++) {
+    for (size_t c = 0; c < (size_t)nchannels(); c++) {
+        const char *ch = channel_label(c);
         unsigned long cum = 0;
         for (size_t b = 0; b <= NBUCKET; b++) {
             cum += atomic_load(&ack_bucket[c][b]);
             if (b < NBUCKET)
                 put(&o, "payonce_ack_seconds_bucket{channel=\"%s\",le=\"%llu.%06llu\"} %lu\n",
-                    channels[c], (unsigned long long)(bucket_us[b] / 1000000),
+                    ch, (unsigned long long)(bucket_us[b] / 1000000),
                     (unsigned long long)(bucket_us[b] % 1000000), cum);
             else
-                put(&o, "payonce_ack_seconds_bucket{channel=\"%s\",le=\"+Inf\"} %lu\n",
-                    channels[c], cum);
+                put(&o, "payonce_ack_seconds_bucket{channel=\"%s\",le=\"+Inf\"} %lu\n", ch,
+                    cum);
         }
         unsigned long sum = atomic_load(&ack_sum_us[c]);
-        put(&o, "payonce_ack_seconds_sum{channel=\"%s\"} %lu.%06lu\n", channels[c],
+        put(&o, "payonce_ack_seconds_sum{channel=\"%s\"} %lu.%06lu\n", ch,
             sum / 1000000, sum % 1000000);
-        put(&o, "payonce_ack_seconds_count{channel=\"%s\"} %lu\n", channels[c],
+        put(&o, "payonce_ack_seconds_count{channel=\"%s\"} %lu\n", ch,
             atomic_load(&ack_count[c]));
     }
     put(&o, "# HELP payonce_http_responses_total HTTP responses by status code.\n"
@@ -190,7 +190,7 @@ char *po_metrics_render(void)
     put(&o, "# HELP payonce_api_requests_total Tenant API requests by route, status and whether"
             " the answer was an Idempotency-Key replay.\n"
             "# TYPE payonce_api_requests_total counter\n");
-    for (size_t r = 0; r < NROUTE; r++)
+    for (int r = 0; r <= NROUTE_MAX; r++)
         for (size_t i = 0; i <= NCODE; i++)
             for (int rep = 0; rep < 2; rep++) {
                 unsigned long v = atomic_load(&api[r][i][rep]);
@@ -200,7 +200,8 @@ char *po_metrics_render(void)
                     put(&o,
                         "payonce_api_requests_total{route=\"%s\",code=\"%s\",replayed=\"%s\"}"
                         " %lu\n",
-                        routes[r][0] ? routes[r] : "unknown", code, rep ? "true" : "false", v);
+                        r < po_routes_count ? po_routes[r].name : "unknown", code,
+                        rep ? "true" : "false", v);
             }
     return o.buf;
 }

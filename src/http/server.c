@@ -1,6 +1,7 @@
 /*
- * server.c — libmicrohttpd glue: listening, limits, routing, request bodies,
- * JSON access log lines, and the health/ready/metrics endpoints.
+ * server.c — libmicrohttpd glue, the only file of payonce that sees it:
+ * listening, limits, request bodies, the route table's dispatch, the
+ * health/ready/metrics endpoints, and turning answers into responses.
  *
  * Threads: one thread per connection (bounded by max_connections); each
  * request borrows a store connection from the pool for its transaction.
@@ -23,12 +24,8 @@
 
 struct po_server {
     struct MHD_Daemon *daemon;
-    int idem_wait_ms;
-    void (*api_hook)(void *ctx, const char *route);
-    void *api_hook_ctx;
-    struct po_store_pool *pool;
+    struct po_http_ctx http; /* what the handlers see */
     unsigned char master[PO_MASTER_KEY_LEN];
-    bool has_master;
     size_t body_max;
     atomic_ulong next_id;
     unsigned long id_base;
@@ -48,19 +45,43 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type,
-                               const char *body)
+void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type,
+                  const char *body)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)(uintptr_t)body,
-                                                             MHD_RESPMEM_MUST_COPY);
-    if (!r)
+    r->status = status;
+    r->content_type = content_type;
+    free(r->body);
+    r->body = body ? strdup(body) : NULL;
+}
+
+void po_hresp_header(struct po_hresp *r, const char *name, const char *value)
+{
+    PO_ASSERT(r->nheaders < PO_HRESP_HEADERS_MAX);
+    r->hname[r->nheaders] = name;
+    PO_ASSERT(po_strcpy(r->hvalue[r->nheaders], sizeof r->hvalue[0], value) == PO_OK);
+    r->nheaders++;
+}
+
+/* Queues an answer on the connection and releases it. */
+static enum MHD_Result send_answer(struct MHD_Connection *c, struct po_hresp *a)
+{
+    size_t len = a->body ? strlen(a->body) : 0;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, a->body ? a->body : (void *)(uintptr_t) "",
+                                        a->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(a->body);
         return MHD_NO;
-    if (type)
-        MHD_add_response_header(r, "Content-Type", type);
+    }
+    a->body = NULL; /* owned by the response now */
+    if (a->content_type)
+        MHD_add_response_header(r, "Content-Type", a->content_type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    for (int i = 0; i < a->nheaders; i++)
+        MHD_add_response_header(r, a->hname[i], a->hvalue[i]);
+    enum MHD_Result ok = MHD_queue_response(c, a->status, r);
     MHD_destroy_response(r);
-    po_metrics_http(status);
+    po_metrics_http(a->status);
     return ok;
 }
 
@@ -69,147 +90,60 @@ static const char *header_of(void *ctx, const char *name)
     return MHD_lookup_connection_value((struct MHD_Connection *)ctx, MHD_HEADER_KIND, name);
 }
 
-/* One JSON access-log line per callback. */
-static void log_callback(const struct req *q, const char *channel, const char *tenant,
-                         const struct po_notify_answer *a, uint64_t micros)
-{
-    char ts[PO_TIME_MAX];
-    po_clock_now_iso(ts, sizeof ts);
-    json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:f}", "ts", ts,
-                             "level", "info", "msg", "callback", "request_id", q->id, "channel",
-                             channel, "tenant", tenant, "outcome", a->outcome, "layer", a->layer,
-                             "reason", a->reason, "status", (int)a->ack.status, "ms",
-                             (double)micros / 1000.0);
-    if (line && a->out_trade_no[0])
-        json_object_set_new(line, "out_trade_no", json_string(a->out_trade_no));
-    char *s = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
-    if (s)
-        po_log_line(s);
-    free(s);
-    json_decref(line);
-}
-
-static enum MHD_Result handle_notify(struct po_server *srv, struct MHD_Connection *c,
-                                     struct req *q, const char *path)
-{
-    /* path is "{channel}/{tenant}" */
-    char channel[PO_CHANNEL_MAX] = "", tenant[PO_ID_MAX + 2] = "";
-    const char *slash = strchr(path, '/');
-    if (!slash || (size_t)(slash - path) >= sizeof channel || strchr(slash + 1, '/') ||
-        strlen(slash + 1) >= sizeof tenant)
-        return respond(c, 404, "application/json", "{\"error\":\"not_found\"}");
-    memcpy(channel, path, (size_t)(slash - path));
-    memcpy(tenant, slash + 1, strlen(slash + 1) + 1);
-    if (!po_channel_valid(channel))
-        return respond(c, 404, "application/json", "{\"error\":\"unknown_channel\"}");
-    struct po_notify_ctx ctx = {.pool = srv->pool,
-                                .master_key = srv->has_master ? srv->master : NULL,
-                                .request_id = q->id};
-    struct po_notify_req nreq = {.body = q->body.data ? q->body.data : "", .body_len = q->body.len,
-                                 .header = header_of, .hctx = c, .now_unix = (int64_t)time(NULL)};
-    struct po_notify_answer a;
-    po_notify_handle(&ctx, channel, tenant, &nreq, q->body.too_large, &a);
-    uint64_t micros = now_us() - q->start_us;
-    po_metrics_callback(channel, a.outcome, a.layer, micros);
-    log_callback(q, channel, tenant, &a, micros);
-    return respond(c, a.ack.status, a.ack.content_type, a.ack.body);
-}
-
 static const char *arg_of(void *ctx, const char *name)
 {
     return MHD_lookup_connection_value((struct MHD_Connection *)ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
-static void log_api(const struct req *q, const char *method, const struct po_api_answer *a,
-                    uint64_t micros)
+static void readyz(struct po_server *srv, struct po_hresp *out)
 {
-    char ts[PO_TIME_MAX];
-    po_clock_now_iso(ts, sizeof ts);
-    json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:b, s:f}", "ts", ts,
-                             "level", "info", "msg", "api", "request_id", q->id, "method", method,
-                             "route", a->route, "tenant", a->tenant, "status", (int)a->status,
-                             "code", a->code, "replayed", a->replayed, "ms",
-                             (double)micros / 1000.0);
-    char *s = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
-    if (s)
-        po_log_line(s);
-    free(s);
-    json_decref(line);
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_store_pool_acquire(srv->http.pool, 1000, &s, err, sizeof err);
+    if (!rc) {
+        rc = po_store_ping(s, err, sizeof err);
+        po_store_pool_release(srv->http.pool, s);
+    }
+    if (rc)
+        po_log(PO_LOG_WARN, "readyz: store not ready: %s", err);
+    po_hresp_set(out, rc ? 503 : 200, "text/plain", rc ? "store unavailable\n" : "ready\n");
 }
 
-/* The tenant API (api.c); this only adapts libmicrohttpd. */
-static enum MHD_Result handle_api(struct po_server *srv, struct MHD_Connection *c, struct req *q,
-                                  const char *method, const char *path)
+/* Finds the route and runs its handler; every request gets exactly one answer. */
+static void route(struct po_server *srv, const struct po_hreq *base, struct po_hresp *out)
 {
-    struct po_api_ctx ctx = {.pool = srv->pool,
-                             .master_key = srv->has_master ? srv->master : NULL,
-                             .request_id = q->id,
-                             .idem_wait_ms = srv->idem_wait_ms,
-                             .hook = srv->api_hook,
-                             .hook_ctx = srv->api_hook_ctx};
-    struct po_api_req areq = {.method = method,
-                              .path = path,
-                              .header = header_of,
-                              .arg = arg_of,
-                              .ctx = c,
-                              .body = q->body.data ? q->body.data : "",
-                              .body_len = q->body.len,
-                              .body_too_large = q->body.too_large};
-    struct po_api_answer a;
-    po_api_handle(&ctx, &areq, &a);
-    log_api(q, method, &a, now_us() - q->start_us);
-    po_metrics_api(a.route, a.status, a.replayed);
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(a.body), a.body,
-                                                             MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(a.body);
-        return MHD_NO;
+    struct po_hreq req = *base;
+    const struct po_route *rt = NULL;
+    char allow[64];
+    enum po_route_match m =
+        po_route_find(req.method, req.path, &rt, req.params, allow, sizeof allow);
+    bool api = strncmp(req.path, "/v1/", 4) == 0;
+    if (api) {
+        po_api_handle(&srv->http, m == PO_ROUTE_FOUND ? rt : NULL,
+                      m == PO_ROUTE_NO_METHOD ? allow : NULL, &req, out);
+        return;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "X-Request-Id", q->id);
-    if (a.replayed)
-        MHD_add_response_header(r, "Idempotent-Replayed", "true");
-    if (a.retry_after) {
-        char ra[16];
-        (void)snprintf(ra, sizeof ra, "%u", a.retry_after);
-        MHD_add_response_header(r, "Retry-After", ra);
+    if (m == PO_ROUTE_NO_PATH) {
+        po_hresp_set(out, 404, "application/json", "{\"error\":\"not_found\"}");
+        return;
     }
-    if (a.allow)
-        MHD_add_response_header(r, "Allow", a.allow);
-    if (a.status == 401)
-        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"payonce\"");
-    enum MHD_Result ok = MHD_queue_response(c, a.status, r);
-    MHD_destroy_response(r);
-    po_metrics_http(a.status);
-    return ok;
-}
-
-static enum MHD_Result handle_get(struct po_server *srv, struct MHD_Connection *c,
-                                  const char *url)
-{
-    if (strcmp(url, "/healthz") == 0)
-        return respond(c, 200, "text/plain", "ok\n");
-    if (strcmp(url, "/readyz") == 0) {
-        struct po_store *s = NULL;
-        char err[PO_ERRBUF_MAX] = "";
-        po_err rc = po_store_pool_acquire(srv->pool, 1000, &s, err, sizeof err);
-        if (!rc) {
-            rc = po_store_ping(s, err, sizeof err);
-            po_store_pool_release(srv->pool, s);
-        }
-        if (rc)
-            po_log(PO_LOG_WARN, "readyz: store not ready: %s", err);
-        return rc ? respond(c, 503, "text/plain", "store unavailable\n")
-                  : respond(c, 200, "text/plain", "ready\n");
+    if (m == PO_ROUTE_NO_METHOD) {
+        po_hresp_set(out, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
+        po_hresp_header(out, "Allow", allow);
+        return;
     }
-    if (strcmp(url, "/metrics") == 0) {
-        char *m = po_metrics_render();
-        enum MHD_Result r = respond(c, m ? 200 : 500, "text/plain; version=0.0.4", m ? m : "");
-        free(m);
-        return r;
+    switch (rt->kind) {
+    case PO_RK_CALLBACK: po_notify_handle(&srv->http, &req, out); break;
+    case PO_RK_HEALTH: po_hresp_set(out, 200, "text/plain", "ok\n"); break;
+    case PO_RK_READY: readyz(srv, out); break;
+    case PO_RK_METRICS: {
+        char *m_text = po_metrics_render();
+        po_hresp_set(out, m_text ? 200 : 500, "text/plain; version=0.0.4", m_text ? m_text : "");
+        free(m_text);
+        break;
     }
-    return respond(c, 404, "application/json", "{\"error\":\"not_found\"}");
+    case PO_RK_API: PO_ASSERT(!"API routes start with /v1/"); break;
+    }
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -239,16 +173,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0; /* past the limit: keep reading, then answer 413 */
         return po_body_append(&q->body, upload_data, n, srv->body_max) ? MHD_NO : MHD_YES;
     }
-    if (strncmp(url, "/notify/", 8) == 0) {
-        if (strcmp(method, "POST") != 0)
-            return respond(c, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
-        return handle_notify(srv, c, q, url + 8);
-    }
-    if (strncmp(url, "/v1/", 4) == 0)
-        return handle_api(srv, c, q, method, url + 4);
-    if (strcmp(method, "GET") == 0)
-        return handle_get(srv, c, url);
-    return respond(c, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
+    struct po_hreq req = {.method = method,
+                          .path = url,
+                          .header = header_of,
+                          .arg = arg_of,
+                          .ctx = c,
+                          .body = q->body.data ? q->body.data : "",
+                          .body_len = q->body.len,
+                          .body_too_large = q->body.too_large,
+                          .request_id = q->id,
+                          .now_unix = (int64_t)time(NULL)};
+    struct po_hresp out = {0};
+    route(srv, &req, &out);
+    return send_answer(c, &out);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -328,9 +265,10 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (!srv)
         return PO_ERR_NOMEM;
     srv->body_max = cfg->body_max ? cfg->body_max : PO_BODY_MAX;
-    srv->idem_wait_ms = cfg->idem_wait_ms < 0 ? 0 : cfg->idem_wait_ms ? cfg->idem_wait_ms : 2000;
-    srv->api_hook = cfg->api_hook;
-    srv->api_hook_ctx = cfg->api_hook_ctx;
+    srv->http.idem_wait_ms =
+        cfg->idem_wait_ms < 0 ? 0 : cfg->idem_wait_ms ? cfg->idem_wait_ms : 2000;
+    srv->http.api_hook = cfg->api_hook;
+    srv->http.api_hook_ctx = cfg->api_hook_ctx;
     if (srv->body_max > 1024 * 1024) {
         po_errf(err, errcap, "body limit at most 1 MiB");
         free(srv);
@@ -338,13 +276,13 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     }
     if (cfg->master_key) {
         memcpy(srv->master, cfg->master_key, PO_MASTER_KEY_LEN);
-        srv->has_master = true;
+        srv->http.master_key = srv->master;
     }
     unsigned char rnd[4];
     if (po_random(rnd, sizeof rnd) == PO_OK)
         srv->id_base = (unsigned long)rnd[0] << 24 | (unsigned long)rnd[1] << 16 |
                        (unsigned long)rnd[2] << 8 | rnd[3];
-    rc = po_store_pool_open(cfg->db_url, cfg->pool_size ? cfg->pool_size : 8, &srv->pool, err,
+    rc = po_store_pool_open(cfg->db_url, cfg->pool_size ? cfg->pool_size : 8, &srv->http.pool, err,
                             errcap);
     if (rc) {
         free(srv);
@@ -366,7 +304,7 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (!srv->daemon) {
         po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)",
                 cfg->listen);
-        po_store_pool_close(srv->pool);
+        po_store_pool_close(srv->http.pool);
         free(srv);
         return PO_ERR_IO;
     }
@@ -385,7 +323,7 @@ void po_server_stop(struct po_server *s)
     if (!s)
         return;
     MHD_stop_daemon(s->daemon);
-    po_store_pool_close(s->pool);
-    memset(s->master, 0, sizeof s->master);
+    po_store_pool_close(s->http.pool);
+    po_secure_zero(s->master, sizeof s->master);
     free(s);
 }

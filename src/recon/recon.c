@@ -55,11 +55,12 @@ static void tally(struct po_recon_report *r, const struct po_event *ev, const st
 }
 
 /* The event a callback for this row would have produced. */
-static bool row_event(const char *tenant, const struct po_bill_row *row, struct po_event *ev)
+static bool row_event(const struct po_channel_account *acct, const struct po_bill_row *row,
+                      struct po_event *ev)
 {
     memset(ev, 0, sizeof *ev);
-    bool ok = po_strcpy(ev->tenant, sizeof ev->tenant, tenant) == PO_OK &&
-              po_strcpy(ev->channel, sizeof ev->channel, "wechatpay") == PO_OK &&
+    bool ok = po_strcpy(ev->tenant, sizeof ev->tenant, acct->tenant) == PO_OK &&
+              po_strcpy(ev->channel, sizeof ev->channel, acct->channel) == PO_OK &&
               po_strcpy(ev->out_trade_no, sizeof ev->out_trade_no, row->out_trade_no) == PO_OK &&
               po_strcpy(ev->currency, sizeof ev->currency, row->currency) == PO_OK &&
               po_strcpy(ev->channel_txn_id, sizeof ev->channel_txn_id, row->txn) == PO_OK;
@@ -83,9 +84,11 @@ static int txn_cmp(const void *a, const void *b)
 
 /* Our PAID orders whose payment the bill's days do not contain: alerts.
  * The bill's days are Beijing time (+08:00); paid_at is UTC. */
-static po_err missing_from_bill(struct po_store *s, const char *tenant, const struct po_bill *b,
-                                struct po_recon_report *r, char *err, size_t errcap)
+static po_err missing_from_bill(struct po_store *s, const struct po_channel_account *acct,
+                                const struct po_bill *b, struct po_recon_report *r, char *err,
+                                size_t errcap)
 {
+    const char *tenant = acct->tenant;
     const char **txns = malloc(((size_t)b->nrows + 1) * sizeof *txns);
     int n = 0;
     if (!txns)
@@ -107,12 +110,13 @@ static po_err missing_from_bill(struct po_store *s, const char *tenant, const st
     strftime(from, sizeof from, "%Y-%m-%dT%H:%M:%S", gmtime_r(&start, &tm));
     strftime(to, sizeof to, "%Y-%m-%dT%H:%M:%S", gmtime_r(&end, &tm));
     struct po_rows rows;
-    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(from), PO_TEXT(to)};
     po_err rc = po_store_exec(s,
                               "SELECT out_trade_no, channel_txn_id, amount, currency FROM pay_order"
-                              " WHERE tenant_id = ? AND channel = 'wechatpay' AND status = 'PAID'"
+                              " WHERE tenant_id = ? AND channel = ? AND status = 'PAID'"
                               " AND paid_at >= ? AND paid_at < ? ORDER BY out_trade_no",
-                              p, 3, &rows, NULL, err, errcap);
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(acct->channel), PO_TEXT(from),
+                                        PO_TEXT(to)),
+                              &rows, NULL, err, errcap);
     for (int i = 0; !rc && i < rows.nrows; i++) {
         const char *txn = po_rows_get(&rows, i, 1);
         if (bsearch(&txn, txns, (size_t)n, sizeof *txns, txn_cmp))
@@ -123,7 +127,7 @@ static po_err missing_from_bill(struct po_store *s, const char *tenant, const st
         /* Values come from our own rows, already within the limits. */
         rc = po_strcpy(ev.tenant, sizeof ev.tenant, tenant);
         if (!rc)
-            rc = po_strcpy(ev.channel, sizeof ev.channel, "wechatpay");
+            rc = po_strcpy(ev.channel, sizeof ev.channel, acct->channel);
         if (!rc)
             rc = po_strcpy(ev.out_trade_no, sizeof ev.out_trade_no, po_rows_get(&rows, i, 0));
         if (!rc)
@@ -136,7 +140,7 @@ static po_err missing_from_bill(struct po_store *s, const char *tenant, const st
         (void)snprintf(detail, sizeof detail, "order %s is PAID (%s) but the bill for %s..%s lacks it",
                        ev.out_trade_no, txn, b->period_start, b->period_end);
         if (!rc)
-            rc = po_engine_alert(s, &ev, "missing_from_bill", detail);
+            rc = po_engine_alert(s, &ev, PO_R_MISSING_FROM_BILL, detail);
         r->missing_from_bill++;
     }
     po_rows_free(&rows);
@@ -144,8 +148,8 @@ static po_err missing_from_bill(struct po_store *s, const char *tenant, const st
     return rc;
 }
 
-static po_err record_fees(struct po_store *s, const char *tenant, const struct po_bill *b,
-                          char *err, size_t errcap)
+static po_err record_fees(struct po_store *s, const struct po_channel_account *acct,
+                          const struct po_bill *b, char *err, size_t errcap)
 {
     po_err rc = po_store_begin(s, err, errcap);
     for (int i = 0; !rc && i < b->nrows; i++) {
@@ -155,14 +159,15 @@ static po_err record_fees(struct po_store *s, const char *tenant, const struct p
                        row->kind == PO_BILL_REFUND ? row->refund_id : "");
         memcpy(day, row->time, 10);
         day[10] = '\0';
-        struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(key), PO_TEXT(row->out_trade_no),
-                               PO_TEXT(day), PO_I64(row->fee_milli)};
         rc = po_store_exec(s,
                            "INSERT INTO recon_fee (tenant_id, channel, row_key, out_trade_no,"
-                           " trade_date, fee_milli) VALUES (?, 'wechatpay', ?, ?, ?, ?)"
+                           " trade_date, fee_milli) VALUES (?, ?, ?, ?, ?, ?)"
                            " ON CONFLICT (tenant_id, channel, row_key) DO UPDATE SET"
                            " fee_milli = excluded.fee_milli",
-                           p, 5, NULL, NULL, err, errcap);
+                           PO_PARAMS(PO_TEXT(acct->tenant), PO_TEXT(acct->channel), PO_TEXT(key),
+                                     PO_TEXT(row->out_trade_no), PO_TEXT(day),
+                                     PO_I64(row->fee_milli)),
+                           NULL, NULL, err, errcap);
     }
     if (rc) {
         po_store_rollback(s);
@@ -171,11 +176,12 @@ static po_err record_fees(struct po_store *s, const char *tenant, const struct p
     return po_store_commit(s, err, errcap);
 }
 
-static json_t *report_json(const struct po_recon_report *r)
+json_t *po_recon_report_json(const struct po_recon_report *r)
 {
-    return json_pack("{s:s, s:s, s:s, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:I, s:I,"
+    return json_pack("{s:s, s:b, s:s, s:s, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:I, s:I,"
                      " s:I, s:I, s:I, s:I}",
-                     "file_sha256", r->file_sha256, "period_start", r->period_start, "period_end",
+                     "file_sha256", r->file_sha256, "already_imported", r->already_imported,
+                     "period_start", r->period_start, "period_end",
                      r->period_end, "rows", (json_int_t)r->rows, "payments", "count",
                      (json_int_t)r->payments, "amount", (json_int_t)r->payments_amount, "refunds",
                      "count", (json_int_t)r->refunds, "amount", (json_int_t)r->refunds_amount,
@@ -214,10 +220,10 @@ static po_err find_run(struct po_store *s, const char *tenant, struct po_recon_r
                        bool *found, char *err, size_t errcap)
 {
     struct po_rows rows;
-    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(out->file_sha256)};
     po_err rc = po_store_exec(s, "SELECT report FROM recon_run WHERE tenant_id = ? AND"
                                  " file_sha256 = ?",
-                              p, 2, &rows, NULL, err, errcap);
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out->file_sha256)), &rows, NULL,
+                              err, errcap);
     if (rc)
         return rc;
     *found = rows.nrows == 1;
@@ -230,8 +236,8 @@ static po_err find_run(struct po_store *s, const char *tenant, struct po_recon_r
     return PO_OK;
 }
 
-po_err po_recon_import(struct po_store *s, const char *tenant, const char *channel,
-                       const struct po_channel_account *acct, const char *data, size_t len,
+po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct,
+                       const char *data, size_t len,
                        bool force, po_recon_progress_fn progress, void *pctx,
                        struct po_recon_report *out, char *err, size_t errcap)
 {
@@ -240,8 +246,13 @@ po_err po_recon_import(struct po_store *s, const char *tenant, const char *chann
     struct po_event *ev = NULL;
     struct po_outcome *oc = NULL;
     po_err rc;
-    if (strcmp(channel, "wechatpay") != 0) {
-        po_errf(err, errcap, "bill import is for wechatpay trade bills");
+    const char *tenant = acct->tenant, *channel = acct->channel;
+    const struct po_channel_ops *ch = po_channel_find(channel);
+    if (!ch || !ch->bill_parse) {
+        char names[128];
+        po_channel_names(PO_CAN_BILL, names, sizeof names);
+        po_errf(err, errcap, "%s has no bill format payonce reads (channels with one: %s)",
+                channel, names);
         return PO_ERR_INVALID;
     }
     po_sha256_hex(data, len, r.file_sha256);
@@ -255,7 +266,7 @@ po_err po_recon_import(struct po_store *s, const char *tenant, const char *chann
             return PO_OK;
         }
     }
-    if ((rc = po_bill_parse(data, len, &b, err, errcap)))
+    if ((rc = ch->bill_parse(data, len, &b, err, errcap)))
         return rc;
     /* Refuse the whole file before changing anything if it is not ours. */
     for (int i = 0; i < b.nrows; i++) {
@@ -268,7 +279,7 @@ po_err po_recon_import(struct po_store *s, const char *tenant, const char *chann
             goto out;
         }
         char verr[PO_ERRBUF_MAX];
-        if (row->amount > 0 && (!row_event(tenant, row, &e) ||
+        if (row->amount > 0 && (!row_event(acct, row, &e) ||
                                 po_event_validate(&e, verr, sizeof verr))) {
             po_errf(err, errcap, "row %d: %s", i + 1, verr);
             rc = PO_ERR_INVALID;
@@ -298,7 +309,7 @@ po_err po_recon_import(struct po_store *s, const char *tenant, const char *chann
                 r.zero_amount += row->amount == 0;
                 continue;
             }
-            PO_ASSERT(row_event(tenant, row, &ev[n]));
+            PO_ASSERT(row_event(acct, row, &ev[n]));
             n++;
         }
         if (n == RECON_BATCH || (i == b.nrows && n > 0)) {
@@ -314,17 +325,15 @@ po_err po_recon_import(struct po_store *s, const char *tenant, const char *chann
             progress(pctx, i < b.nrows ? i + 1 : b.nrows, b.nrows);
     }
     /* An empty bill (a day without trades) names no day to compare with. */
-    if ((b.nrows && (rc = missing_from_bill(s, tenant, &b, &r, err, errcap))) ||
-        (rc = record_fees(s, tenant, &b, err, errcap)))
+    if ((b.nrows && (rc = missing_from_bill(s, acct, &b, &r, err, errcap))) ||
+        (rc = record_fees(s, acct, &b, err, errcap)))
         goto out;
-    json_t *rj = report_json(&r);
+    json_t *rj = po_recon_report_json(&r);
+    json_object_del(rj, "already_imported"); /* a property of an import, not of the run */
     char *doc = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
     json_decref(rj);
     char now[PO_TIME_MAX];
     now_iso(now, sizeof now);
-    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(r.file_sha256), PO_TEXT(channel),
-                           PO_TEXT(r.period_start), PO_TEXT(r.period_end), PO_I64(r.rows),
-                           PO_TEXT(doc ? doc : "{}"), PO_TEXT(now)};
     rc = po_store_begin(s, err, errcap);
     if (!rc) {
         rc = po_store_exec(s,
@@ -332,7 +341,10 @@ po_err po_recon_import(struct po_store *s, const char *tenant, const char *chann
                            " period_end, rows_total, report, imported_at) VALUES"
                            " (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, file_sha256) DO"
                            " UPDATE SET report = excluded.report, imported_at = excluded.imported_at",
-                           p, 8, NULL, NULL, err, errcap);
+                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(r.file_sha256), PO_TEXT(channel),
+                                     PO_TEXT(r.period_start), PO_TEXT(r.period_end),
+                                     PO_I64(r.rows), PO_TEXT(doc ? doc : "{}"), PO_TEXT(now)),
+                           NULL, NULL, err, errcap);
         if (rc)
             po_store_rollback(s);
         else
@@ -348,114 +360,32 @@ out:
     return rc;
 }
 
-po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
-                        const char *channel, struct po_channel_account *out, char *err,
-                        size_t errcap)
+po_err po_recon_runs(struct po_store *s, const char *tenant, json_t **out)
 {
     struct po_rows r;
-    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(channel)};
     po_err rc = po_store_exec(s,
-                              "SELECT config FROM channel_account WHERE tenant_id = ? AND"
-                              " channel = ?",
-                              p, 2, &r, NULL, err, errcap);
+                              "SELECT imported_at, channel, period_start, period_end, rows_total,"
+                              " file_sha256, report FROM recon_run WHERE tenant_id = ?"
+                              " ORDER BY imported_at DESC LIMIT 100",
+                              PO_PARAMS(PO_TEXT(tenant)), &r, NULL, NULL, 0);
     if (rc)
         return rc;
-    if (r.nrows == 0) {
-        po_rows_free(&r);
-        po_errf(err, errcap, "tenant %s has no %s account", tenant, channel);
-        return PO_ERR_NOT_FOUND;
+    json_t *list = json_array();
+    for (int i = 0; i < r.nrows; i++) {
+        json_t *rep = json_loads(po_rows_get(&r, i, 6), 0, NULL);
+        if (!json_is_object(rep)) {
+            json_decref(rep);
+            rep = json_object();
+        }
+        /* What the table says, whatever the stored report says. */
+        json_object_set_new(rep, "imported_at", json_string(po_rows_get(&r, i, 0)));
+        json_object_set_new(rep, "channel", json_string(po_rows_get(&r, i, 1)));
+        json_object_set_new(rep, "period_start", json_string(po_rows_get(&r, i, 2)));
+        json_object_set_new(rep, "period_end", json_string(po_rows_get(&r, i, 3)));
+        json_object_set_new(rep, "file_sha256", json_string(po_rows_get(&r, i, 5)));
+        json_array_append_new(list, rep);
     }
-    rc = po_channel_account_load(tenant, channel, po_rows_get(&r, 0, 0), master, out, err,
-                                 errcap);
     po_rows_free(&r);
-    return rc ? PO_ERR_STORE : PO_OK;
-}
-
-/* ---- active query ---- */
-
-po_err po_recon_query(struct po_store *s, const char *tenant,
-                      const struct po_channel_account *acct, int64_t min_age_s, int limit,
-                      struct po_recon_query_report *out, char *err, size_t errcap)
-{
-    struct po_recon_query_report q = {0};
-    char cutoff[PO_TIME_MAX]; /* created at least min_age_s ago, to the second */
-    po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
-    struct po_rows rows;
-    struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(cutoff), PO_I64(limit)};
-    po_err rc = po_store_exec(s,
-                              "SELECT out_trade_no FROM pay_order WHERE tenant_id = ? AND"
-                              " status = 'PAYING' AND (channel = 'wechatpay' OR channel IS NULL)"
-                              " AND created_at < ? ORDER BY created_at LIMIT ?",
-                              p, 3, &rows, NULL, err, errcap);
-    if (rc)
-        return rc;
-    struct po_api_resp *r = malloc(sizeof *r);
-    if (!r) {
-        po_rows_free(&rows);
-        return PO_ERR_NOMEM;
-    }
-    for (int i = 0; i < rows.nrows; i++) {
-        const char *no = po_rows_get(&rows, i, 0);
-        char path[256], why[PO_REASON_MAX] = "";
-        (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", no,
-                       acct->mchid);
-        if (po_wechatpay_call(acct, "GET", path, NULL, r))
-            r->status = 0;
-        long status = r->status;
-        q.queried++;
-        if (status == 404) {
-            q.not_paid++;
-            continue;
-        }
-        /* Only a response the channel signed counts. */
-        if (status != 200 || !po_wechatpay_resp_signed(acct, r, why, sizeof why)) {
-            po_log(PO_LOG_WARN, "tenant %s: order query for %s failed: HTTP %ld %s", tenant, no,
-                   status, why);
-            q.failed++;
-            continue;
-        }
-        json_t *j = json_loads(r->body, 0, NULL);
-        const char *state = json_string_value(json_object_get(j, "trade_state"));
-        const char *mchid = json_string_value(json_object_get(j, "mchid"));
-        json_t *amt = json_object_get(j, "amount");
-        struct po_event ev = {0};
-        bool paid = state && strcmp(state, "SUCCESS") == 0 && mchid &&
-                    strcmp(mchid, acct->mchid) == 0;
-        if (paid &&
-            (po_strcpy(ev.tenant, sizeof ev.tenant, tenant) ||
-             po_strcpy(ev.channel, sizeof ev.channel, "wechatpay") ||
-             po_strcpy(ev.out_trade_no, sizeof ev.out_trade_no, no) ||
-             po_strcpy(ev.channel_txn_id, sizeof ev.channel_txn_id,
-                       json_string_value(json_object_get(j, "transaction_id")) ?: "") ||
-             po_strcpy(ev.currency, sizeof ev.currency,
-                       json_string_value(json_object_get(amt, "currency")) ?: "CNY")))
-            paid = false;
-        ev.amount_minor = json_integer_value(json_object_get(amt, "total"));
-        ev.type = PO_EV_PAY_SUCCESS;
-        ev.source = PO_SRC_QUERY;
-        char verr[PO_ERRBUF_MAX];
-        json_decref(j);
-        if (!paid) {
-            q.not_paid++;
-            continue;
-        }
-        if (po_event_validate(&ev, verr, sizeof verr)) {
-            q.failed++;
-            continue;
-        }
-        q.paid++;
-        struct po_outcome o;
-        if (apply(s, &ev, 1, &o)) {
-            q.failed++;
-            continue;
-        }
-        if (o.kind == PO_OUT_APPLIED)
-            q.replayed++;
-        else if (o.kind == PO_OUT_DUPLICATE)
-            q.matched++;
-    }
-    free(r);
-    po_rows_free(&rows);
-    *out = q;
+    *out = list;
     return PO_OK;
 }

@@ -10,35 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static const int wechat_s[] = {15,   15,   30,    180,   600,   1200,  1800, 1800,
-                               1800, 3600, 10800, 10800, 10800, 21600, 21600};
-static const int alipay_s[] = {240, 600, 600, 3600, 7200, 21600, 54000};
-static const int stripe_s[] = {60, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000,
-                               36000, 36000};
-
-const int *po_sim_schedule(const char *channel, int *out_n)
-{
-    if (strcmp(channel, "alipay") == 0) {
-        *out_n = (int)(sizeof alipay_s / sizeof alipay_s[0]);
-        return alipay_s;
-    }
-    if (strcmp(channel, "stripe") == 0) {
-        *out_n = (int)(sizeof stripe_s / sizeof stripe_s[0]);
-        return stripe_s;
-    }
-    *out_n = (int)(sizeof wechat_s / sizeof wechat_s[0]);
-    return wechat_s;
-}
-
-bool po_sim_is_ack(const char *channel, long status, const char *body)
-{
-    if (strcmp(channel, "alipay") == 0)
-        return status == 200 && strcmp(body, "success") == 0;
-    if (strcmp(channel, "stripe") == 0)
-        return status >= 200 && status < 300;
-    return status == 200 || status == 204;
-}
-
 struct sink {
     char *buf;
     size_t cap, len;

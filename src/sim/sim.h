@@ -164,5 +164,9 @@ struct po_sim_result {
 void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out);
 /* Is (status, body) this channel's "stop sending"? */
 bool po_sim_is_ack(const char *channel, long status, const char *body);
+/* Whether the simulator plays this channel. */
+bool po_sim_channel_known(const char *channel);
+/* A fresh transaction id shaped like the channel's. */
+void po_sim_new_txn(const char *channel, char *out, size_t cap);
 
 #endif

@@ -32,6 +32,13 @@ struct po_param {
 #define PO_TEXT(s) ((struct po_param){.type = PO_P_TEXT, .text = (s)})
 #define PO_I64(v) ((struct po_param){.type = PO_P_I64, .i64 = (v)})
 #define PO_NULLP ((struct po_param){.type = PO_P_NULL})
+/* The parameter list of one statement, counted by the compiler:
+ *   po_store_exec(s, sql, PO_PARAMS(PO_TEXT(t), PO_I64(n)), &rows, NULL, err, cap)
+ * expands to the array and its length, so no call site counts by hand. */
+#define PO_PARAMS(...)                                                                             \
+    ((const struct po_param[]){__VA_ARGS__}),                                                      \
+        (int)(sizeof((const struct po_param[]){__VA_ARGS__}) / sizeof(struct po_param))
+#define PO_NO_PARAMS NULL, 0
 
 /* Query result: nrows x ncols cells, row-major; a cell is NULL for SQL NULL.
  * Owned by the caller, freed with po_rows_free(). */

@@ -25,7 +25,7 @@
  */
 #include "../../src/channel/channel.h"
 #include "../../src/http/http.h"
-#include "../../src/recon/recon.h"
+#include "../../src/service/service.h"
 #include "../../src/sim/sim.h"
 #include "../support/simenv.h"
 #include "../support/testutil.h"

@@ -173,7 +173,7 @@ static int sweep(struct po_store *s, const struct scenario *sc, po_err kind, boo
         if (o.kind != PO_OUT_RETRY && !dup_ok)
             fail_msg("%s: fault %s at statement %d gave %s (%s), not retry", sc->name,
                      real ? "terminate" : po_err_name(kind), k, po_outcome_name(o.kind),
-                     o.reason);
+                     po_reason_name(o.reason));
         fingerprint(s, after, sizeof after);
         if (strcmp(before, after) != 0)
             fail_msg("%s: partial commit after fault at %d: %s -> %s", sc->name, k, before, after);
@@ -256,7 +256,7 @@ static void real_busy_lock(void **state)
     assert_int_equal(po_store_begin(holder, NULL, 0), PO_OK);
     struct po_outcome o = t_apply(s, NULL, &ev);
     assert_int_equal(o.kind, PO_OUT_RETRY);
-    assert_string_equal(o.reason, "store_unavailable");
+    assert_string_equal(po_reason_name(o.reason), "store_unavailable");
     po_store_rollback(holder);
     assert_int_equal(t_apply(s, NULL, &ev).kind, PO_OUT_APPLIED);
     assert_int_equal(t_apply(s, NULL, &ev).kind, PO_OUT_DUPLICATE);

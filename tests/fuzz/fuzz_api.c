@@ -8,6 +8,7 @@
 
 #include "../../src/engine/admin.h"
 #include "../../src/http/http_int.h"
+#include "../../src/service/service.h"
 #include "../../src/ledger/ledger.h"
 
 #include <jansson.h>
@@ -77,10 +78,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
     if (size < 2 || size > PO_BODY_MAX)
         return 0;
-    static const char *const paths[] = {"orders",        "orders/ORD-1", "orders/ORD-1/close",
-                                        "orders/NEW-1/close", "refunds", "refunds/R-1",
-                                        "balances",      "alerts",       "journal",
-                                        "orders/",       "x/y/z/w",      "orders/a b"};
+    static const char *const paths[] = {
+        "/v1/orders",   "/v1/orders/ORD-1", "/v1/orders/ORD-1/close", "/v1/orders/NEW-1/close",
+        "/v1/refunds",  "/v1/refunds/R-1",  "/v1/balances",           "/v1/alerts",
+        "/v1/journal",  "/v1/orders/",      "/v1/x/y/z/w",            "/v1/orders/a b"};
     static const char *const names[] = {"Idempotency-Key", "limit", "cursor"};
     struct input in;
     memset(&in, 0, sizeof in);
@@ -90,17 +91,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else if (data[1] & 8)
         snprintf(in.auth, sizeof in.auth, "Bearer po_%.*s", (int)(size > 20 ? 20 : size - 2),
                  (const char *)data + 2);
-    struct po_api_ctx ctx = {.pool = pool, .request_id = "fuzz", .idem_wait_ms = 0};
-    struct po_api_req req = {.method = data[1] & 1 ? "POST" : "GET",
-                             .path = paths[data[0] % (sizeof paths / sizeof paths[0])],
-                             .header = header,
-                             .arg = arg,
-                             .ctx = &in,
-                             .body = in.r.body ? in.r.body : "",
-                             .body_len = in.r.body_len,
-                             .body_too_large = data[1] & 2};
-    struct po_api_answer a;
-    po_api_handle(&ctx, &req, &a);
+    struct po_http_ctx ctx = {.pool = pool, .idem_wait_ms = 0};
+    struct po_hreq req = {.method = data[1] & 1 ? "POST" : (data[1] & 16 ? "DELETE" : "GET"),
+                          .path = paths[data[0] % (sizeof paths / sizeof paths[0])],
+                          .header = header,
+                          .arg = arg,
+                          .ctx = &in,
+                          .body = in.r.body ? in.r.body : "",
+                          .body_len = in.r.body_len,
+                          .body_too_large = data[1] & 2,
+                          .request_id = "fuzz"};
+    /* As the server routes it. */
+    const struct po_route *rt = NULL;
+    char allow[64];
+    enum po_route_match m = po_route_find(req.method, req.path, &rt, req.params, allow,
+                                          sizeof allow);
+    struct po_hresp a;
+    po_api_handle(&ctx, m == PO_ROUTE_FOUND ? rt : NULL, m == PO_ROUTE_NO_METHOD ? allow : NULL,
+                  &req, &a);
     json_t *j = json_loads(a.body ? a.body : "", 0, NULL);
     if (a.status < 200 || a.status > 599 || !json_is_object(j) ||
         (a.status >= 400 && !json_is_string(json_object_get(json_object_get(j, "error"), "code"))))
@@ -115,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             po_store_exec(checker,
                           "SELECT COUNT(*) FROM pay_order WHERE refund_reserved > amount OR"
                           " amount <= 0 OR amount > 100000000000000",
-                          NULL, 0, &r, NULL, NULL, 0))
+                          PO_NO_PARAMS, &r, NULL, NULL, 0))
             abort();
         if (strcmp(po_rows_get(&r, 0, 0), "0") != 0)
             abort();

@@ -45,9 +45,10 @@ static void setup(void)
     snprintf(cfg, sizeof cfg, "plain:%s", b64);
     json_object_set_new(j, "apiv3_key", json_string(cfg));
     char *doc = json_dumps(j, JSON_COMPACT);
-    struct po_param p[] = {PO_TEXT(doc)};
-    if (po_store_exec(s, "INSERT INTO channel_account VALUES ('t1', 'wechatpay', ?, 'x')", p, 1,
-                      NULL, NULL, err, sizeof err))
+    if (po_store_exec(s,
+                      "INSERT INTO channel_account (tenant_id, channel, config, updated_at)"
+                      " VALUES ('t1', 'wechatpay', ?, 'x')",
+                      PO_PARAMS(PO_TEXT(doc)), NULL, NULL, err, sizeof err))
         abort();
     free(doc);
     json_decref(j);
@@ -71,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
     if (size < 2 || size > PO_BODY_MAX)
         return 0;
-    static const char *const channels[] = {"wechatpay", "alipay", "stripe"};
+    static const char *const channels[] = {"wechatpay", "alipay", "stripe", "paypal"};
     static const char *const tenants[] = {"t1", "t2", "t 1", ""};
     static const char *const names[] = {"Wechatpay-Serial", "Wechatpay-Signature",
                                         "Wechatpay-Timestamp", "Wechatpay-Nonce"};
@@ -81,14 +82,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (data[1] & 1)
         (void)!po_sim_wechatpay_sign(fuzz_key, "PUB_KEY_ID_FUZZ", r.body, r.body_len,
                                      (int64_t)time(NULL), &r);
-    struct po_notify_ctx ctx = {.pool = pool, .master_key = NULL, .request_id = "fuzz"};
-    struct po_notify_req req = {.body = r.body, .body_len = r.body_len, .header = fuzz_header,
-                                .hctx = &r, .now_unix = (int64_t)time(NULL)};
-    struct po_notify_answer a;
-    po_notify_handle(&ctx, channels[data[0] % 3], tenants[(data[0] / 3) % 4], &req,
-                     data[1] & 2, &a);
-    if (a.ack.status < 200 || a.ack.status > 599 || !a.outcome)
+    struct po_http_ctx ctx = {.pool = pool, .master_key = NULL};
+    struct po_hreq req = {.method = "POST",
+                          .path = "/notify",
+                          .header = fuzz_header,
+                          .ctx = &r,
+                          .body = r.body ? r.body : "",
+                          .body_len = r.body_len,
+                          .body_too_large = data[1] & 2,
+                          .request_id = "fuzz",
+                          .now_unix = (int64_t)time(NULL)};
+    snprintf(req.params[0], sizeof req.params[0], "%s", channels[data[0] % 4]);
+    snprintf(req.params[1], sizeof req.params[1], "%s", tenants[(data[0] / 4) % 4]);
+    struct po_hresp a;
+    po_notify_handle(&ctx, &req, &a);
+    if (a.status < 200 || a.status > 599)
         abort();
+    free(a.body);
     po_sim_request_free(&r);
     if (++inputs % 256 == 0) {
         int n = -1;

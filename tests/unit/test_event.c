@@ -5,6 +5,8 @@
  */
 #include "../support/testutil.h"
 
+#include "../../src/channel/channel.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -146,7 +148,7 @@ static void outcome_json(void **state)
     struct po_outcome o = {.kind = PO_OUT_DUPLICATE, .layer = 2};
     assert_int_equal(po_outcome_to_json(&o, buf, sizeof buf), PO_OK);
     assert_string_equal(buf, "{\"outcome\":\"duplicate\",\"layer\":2}");
-    struct po_outcome r = {.kind = PO_OUT_REJECTED, .reason = "amount_mismatch"};
+    struct po_outcome r = {.kind = PO_OUT_REJECTED, .reason = PO_R_AMOUNT_MISMATCH};
     assert_int_equal(po_outcome_to_json(&r, buf, sizeof buf), PO_OK);
     assert_string_equal(buf, "{\"outcome\":\"rejected\",\"reason\":\"amount_mismatch\"}");
     struct po_outcome a = {.kind = PO_OUT_APPLIED};

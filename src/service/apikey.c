@@ -4,10 +4,9 @@
  * is shown once and never stored; the row keeps SHA-256 of the whole key,
  * compared in constant time. A revoked key stops working at once.
  */
-#include "http_int.h"
+#include "service.h"
 
 #include "../crypto/crypto.h"
-#include "../store/store.h"
 
 #include <stdio.h>
 #include <string.h>

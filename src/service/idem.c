@@ -1,21 +1,8 @@
 /*
- * idem.c — Idempotency-Key records for the tenant API (api_idempotency).
- *
- *   claim   reads the row without a write lock (so it answers while another
- *           request holds the SQLite writer); when absent, inserts it
- *           'running' in its own committed transaction, so a concurrent
- *           retry sees it. Same key, other request hash -> MISMATCH (422);
- *           'done' -> REPLAY; 'running' -> IN_FLIGHT (409), unless the lock
- *           is older than PO_IDEM_LOCK_S (the holder crashed): then the
- *           row is taken over with a new lock token.
- *   finish  runs inside the transaction of the request's effect: stores the
- *           final status and body, fenced by the lock token, so a request
- *           whose row was taken over cannot also commit its effect.
- *   release deletes a 'running' row after a transient failure: nothing was
- *           stored, the retry runs again.
- *   reap    deletes rows older than the retention.
+ * idem.c — Idempotency-Key records of the tenant API (api_idempotency);
+ * the protocol (claim, finish, release, reap) is stated in service.h.
  */
-#include "http_int.h"
+#include "service.h"
 
 #include "../crypto/crypto.h"
 

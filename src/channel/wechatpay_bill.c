@@ -1,5 +1,5 @@
 /*
- * bill.c — WeChat Pay trade bills (ALL, SUCCESS, REFUND).
+ * wechatpay_bill.c — WeChat Pay trade bills (ALL, SUCCESS, REFUND).
  *
  * Layout: an optional UTF-8 BOM; a header line naming the columns; detail
  * lines whose every field is prefixed by a backtick (an empty field is a
@@ -11,7 +11,7 @@
  * The summary must agree with the detail rows (count, settlement, refund,
  * fee and order totals present), otherwise the whole file is refused.
  */
-#include "recon.h"
+#include "channel_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +92,8 @@ void po_bill_free(struct po_bill *b)
     memset(b, 0, sizeof *b);
 }
 
-po_err po_bill_parse(const char *data, size_t len, struct po_bill *out, char *err, size_t errcap)
+po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
+                               size_t errcap)
 {
 #define BAD(...)                                                                                   \
     do {                                                                                           \

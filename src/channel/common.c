@@ -1,0 +1,169 @@
+/*
+ * common.c — what the adapters share: verification results, the timestamp
+ * window, bounded field copies, UTF-8 checking, exact amount parsing.
+ */
+#include "channel_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void set_result(struct po_notify_result *out, enum po_notify_status st,
+                       enum po_reason reason, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static void set_result(struct po_notify_result *out, enum po_notify_status st,
+                       enum po_reason reason, const char *fmt, va_list ap)
+{
+    out->status = st;
+    out->reason = reason;
+    (void)vsnprintf(out->detail, sizeof out->detail, fmt, ap);
+}
+
+void po_notify_reject(struct po_notify_result *out, enum po_reason reason, const char *fmt, ...)
+{
+    PO_ASSERT(po_reason_class(reason) == PO_RC_VERIFY);
+    va_list ap;
+    va_start(ap, fmt);
+    set_result(out, PO_NOTIFY_REJECT, reason, fmt, ap);
+    va_end(ap);
+}
+
+void po_notify_mismatch(struct po_notify_result *out, enum po_reason reason, const char *fmt, ...)
+{
+    PO_ASSERT(po_reason_class(reason) == PO_RC_REJECT);
+    va_list ap;
+    va_start(ap, fmt);
+    set_result(out, PO_NOTIFY_MISMATCH, reason, fmt, ap);
+    va_end(ap);
+}
+
+void po_notify_ignore(struct po_notify_result *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_result(out, PO_NOTIFY_IGNORE, PO_R_NONE, fmt, ap);
+    va_end(ap);
+}
+
+bool po_notify_window_ok(const struct po_channel_account *a, const char *ts, int64_t now,
+                         struct po_notify_result *out)
+{
+    int64_t t = 0;
+    if (po_parse_i64(ts, 0, INT64_C(99999999999), &t)) {
+        po_notify_reject(out, PO_R_BAD_TIMESTAMP, "the timestamp is not a Unix time");
+        return false;
+    }
+    if (now - t > a->window_s || t - now > a->window_s) {
+        po_notify_reject(out, t < now ? PO_R_STALE_TIMESTAMP : PO_R_FUTURE_TIMESTAMP,
+                         "timestamp %lld is %lld s from now (window %lld s)", (long long)t,
+                         (long long)(now - t), (long long)a->window_s);
+        return false;
+    }
+    return true;
+}
+
+void po_notify_event_init(const struct po_channel_account *a, struct po_notify_result *out)
+{
+    (void)po_set_field(out->ev.tenant, sizeof out->ev.tenant, a->tenant);
+    (void)po_set_field(out->ev.channel, sizeof out->ev.channel, a->channel);
+    out->ev.source = PO_SRC_CALLBACK;
+    out->status = PO_NOTIFY_EVENT;
+}
+
+const char *po_json_str(json_t *obj, const char *name)
+{
+    json_t *v = json_object_get(obj, name);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+bool po_set_field(char *dst, size_t cap, const char *src)
+{
+    return src && po_strcpy(dst, cap, src) == PO_OK;
+}
+
+void po_channel_clean_code(const char *c, long status, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; c && c[n] && n + 1 < cap && n < 40; n++) {
+        char ch = c[n];
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+        out[n] = ok ? ch : '?';
+    }
+    out[n] = '\0';
+    if (!n)
+        (void)snprintf(out, cap, "HTTP_%ld", status);
+}
+
+po_err po_parse_major_amount(const char *s, int64_t *out)
+{
+    int64_t whole = 0, frac = 0;
+    int digits = 0, fdigits = 0;
+    const char *p = s;
+    if (!s || !*s)
+        return PO_ERR_INVALID;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (++digits > 13)
+            return PO_ERR_INVALID;
+        whole = whole * 10 + (*p - '0');
+    }
+    if (digits == 0)
+        return PO_ERR_INVALID;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            if (++fdigits > 2)
+                return PO_ERR_INVALID;
+            frac = frac * 10 + (*p - '0');
+        }
+        if (fdigits == 0)
+            return PO_ERR_INVALID;
+    }
+    if (*p)
+        return PO_ERR_INVALID;
+    if (fdigits == 1)
+        frac *= 10;
+    int64_t v = whole * 100 + frac;
+    if (!po_amount_valid(v))
+        return PO_ERR_INVALID;
+    *out = v;
+    return PO_OK;
+}
+
+bool po_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = p[i];
+        size_t n;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            n = 1;
+            min = 0x80;
+            c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            n = 2;
+            min = 0x800;
+            c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            n = 3;
+            min = 0x10000;
+            c &= 0x07;
+        } else {
+            return false;
+        }
+        if (i + n >= len) /* the sequence is cut off */
+            return false;
+        for (size_t k = 1; k <= n; k++) {
+            if (i + k >= len || (p[i + k] & 0xc0) != 0x80)
+                return false;
+            c = (c << 6) | (p[i + k] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+            return false;
+        i += n + 1;
+    }
+    return true;
+}

@@ -1,0 +1,84 @@
+/*
+ * registry.c — the registered channels. Adding a channel is one file that
+ * defines its `const struct po_channel_ops` plus one line here; every
+ * other module (routes, metrics, the CLI, reconciliation, refunds) asks
+ * this table instead of comparing names.
+ */
+#include "channel_int.h"
+
+#include <string.h>
+
+const struct po_channel_ops *const po_channels[] = {
+    &po_channel_wechatpay,
+    &po_channel_alipay,
+    &po_channel_stripe,
+    NULL,
+};
+
+int po_channel_index(const char *name)
+{
+    for (int i = 0; name && po_channels[i]; i++)
+        if (strcmp(po_channels[i]->name, name) == 0)
+            return i;
+    return -1;
+}
+
+const struct po_channel_ops *po_channel_find(const char *name)
+{
+    int i = po_channel_index(name);
+    return i < 0 ? NULL : po_channels[i];
+}
+
+static bool can(const struct po_channel_ops *c, unsigned need)
+{
+    return (!(need & PO_CAN_REFUND) || c->refund_submit) &&
+           (!(need & PO_CAN_QUERY) || c->order_query) && (!(need & PO_CAN_BILL) || c->bill_parse);
+}
+
+void po_channel_names(unsigned need, char *out, size_t cap)
+{
+    size_t j = 0;
+    PO_ASSERT(cap > 0);
+    out[0] = '\0';
+    for (int i = 0; po_channels[i]; i++) {
+        if (!can(po_channels[i], need))
+            continue;
+        size_t n = strlen(po_channels[i]->name);
+        if (j + n + 3 > cap)
+            break;
+        if (j) {
+            memcpy(out + j, ", ", 2);
+            j += 2;
+        }
+        memcpy(out + j, po_channels[i]->name, n + 1);
+        j += n;
+    }
+}
+
+po_err po_channel_parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                        struct po_notify_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct po_channel_ops *ops = po_channel_find(a->channel);
+    PO_ASSERT(ops); /* accounts are only loaded for registered channels */
+    if (req->body_len > PO_BODY_MAX) {
+        po_notify_reject(out, PO_R_BODY_TOO_LARGE, "body larger than %d bytes", PO_BODY_MAX);
+        return PO_OK;
+    }
+    return ops->parse(a, req, out);
+}
+
+void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
+                    struct po_ack *out)
+{
+    memset(out, 0, sizeof *out);
+    char msg[120];
+    size_t j = 0;
+    /* The message goes into the channel's JSON or text: safe printable ASCII. */
+    for (const char *p = message ? message : ""; *p && j + 1 < sizeof msg; p++)
+        msg[j++] = (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\') ? *p : ' ';
+    msg[j] = '\0';
+    const struct po_channel_ops *ops = po_channel_find(channel);
+    PO_ASSERT(ops); /* only registered channels are routed */
+    ops->ack(success, fail_status, msg, out);
+}

@@ -1,0 +1,377 @@
+/*
+ * api_routes.c — what each /v1 route does (the table is in routes.c, the
+ * pipeline in api.c): the POST routes' body validation and their effect
+ * inside the transaction, and the GET routes' reads (service views).
+ *
+ *   POST /v1/orders                      create an order (PAYING)
+ *   GET  /v1/orders/{out_trade_no}
+ *   POST /v1/orders/{out_trade_no}/close PAYING -> CLOSED only
+ *   POST /v1/refunds                     reserve, record PROCESSING, submit
+ *   GET  /v1/refunds/{out_refund_no}
+ *   GET  /v1/balances
+ *   GET  /v1/alerts                      ?limit=&cursor=
+ *   GET  /v1/journal                     ?limit=&cursor=&out_trade_no=
+ */
+#include "api_int.h"
+
+#include "../engine/admin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- request validation ---- */
+
+/* The body is one JSON object whose members are all in allowed. */
+static bool parse_body(struct po_api_call *c, const char *const *allowed, int n, bool may_be_empty)
+{
+    const struct po_hreq *q = c->req;
+    if (may_be_empty && q->body_len == 0) {
+        c->in = json_object();
+        return true;
+    }
+    json_error_t jerr;
+    c->in = json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(c->in)) {
+        char msg[200];
+        (void)snprintf(msg, sizeof msg, "the body must be one JSON object: %s",
+                       c->in ? "not an object" : jerr.text);
+        po_api_fail(c, 400, "malformed_json", msg, NULL);
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(c->in, k, v) {
+        bool ok = false;
+        for (int i = 0; i < n && !ok; i++)
+            ok = strcmp(k, allowed[i]) == 0;
+        if (!ok) {
+            char msg[160];
+            (void)snprintf(msg, sizeof msg, "unknown parameter '%.64s'", k);
+            po_api_fail(c, 400, "unknown_parameter", msg, NULL);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A required (or optional, with dflt) identifier member. */
+static const char *id_member(struct po_api_call *c, const char *name, bool required, const char *dflt)
+{
+    json_t *v = json_object_get(c->in, name);
+    if (!v && !required)
+        return dflt;
+    const char *s = json_string_value(v);
+    if (!s || !po_id_valid(s, PO_ID_MAX)) {
+        char msg[160];
+        (void)snprintf(msg, sizeof msg, "%s: %s 1-%d characters of [A-Za-z0-9_-.:|*]", name,
+                       v ? "must be" : "required,", PO_ID_MAX);
+        po_api_fail(c, 400, v ? "invalid_parameter" : "missing_parameter", msg, name);
+        return NULL;
+    }
+    return s;
+}
+
+/* amount: a JSON integer in 1..PO_AMOUNT_MAX minor units. */
+static bool amount_member(struct po_api_call *c, int64_t *out)
+{
+    json_t *v = json_object_get(c->in, "amount");
+    if (!json_is_integer(v) || !po_amount_valid((int64_t)json_integer_value(v))) {
+        char msg[160];
+        (void)snprintf(msg, sizeof msg,
+                       "amount: %s an integer number of minor units in 1..%lld (no decimals,"
+                       " no strings)",
+                       v ? "must be" : "required,", (long long)PO_AMOUNT_MAX);
+        po_api_fail(c, 400, v ? "invalid_amount" : "missing_parameter", msg, "amount");
+        return false;
+    }
+    *out = (int64_t)json_integer_value(v);
+    return true;
+}
+
+/* currency: optional; a supported ISO 4217 code. */
+static bool currency_member(struct po_api_call *c, const char **out, const char *dflt)
+{
+    json_t *v = json_object_get(c->in, "currency");
+    *out = dflt;
+    if (!v)
+        return true;
+    const char *s = json_string_value(v);
+    if (!s || !po_currency_valid(s)) {
+        po_api_fail(c, 400, "invalid_currency", "currency: a supported ISO 4217 code such as CNY",
+             "currency");
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
+/* ---- POST routes: validation, and the effect inside the transaction ---- */
+
+static const char *const ORDER_CREATE_FIELDS[] = {"merchant", "out_trade_no", "amount",
+                                                  "currency", "channel"};
+
+static bool order_create_validate(struct po_api_call *c)
+{
+    int64_t amount = 0;
+    const char *cur = NULL;
+    if (!parse_body(c, ORDER_CREATE_FIELDS, 5, false) || !id_member(c, "merchant", true, NULL) ||
+        !id_member(c, "out_trade_no", true, NULL) || !amount_member(c, &amount) ||
+        !currency_member(c, &cur, "CNY"))
+        return false;
+    json_t *ch = json_object_get(c->in, "channel");
+    if (ch && !json_is_null(ch) &&
+        (!json_string_value(ch) || !po_channel_find(json_string_value(ch)))) {
+        char names[128], msg[160];
+        po_channel_names(0, names, sizeof names);
+        (void)snprintf(msg, sizeof msg, "channel: one of %s", names);
+        po_api_fail(c, 400, "invalid_parameter", msg, "channel");
+        return false;
+    }
+    return true;
+}
+
+static po_err order_create_effect(struct po_api_call *c)
+{
+    const char *cur = json_string_value(json_object_get(c->in, "currency"));
+    const char *ch = json_string_value(json_object_get(c->in, "channel"));
+    struct po_order_spec spec = {c->tenant,
+                                 json_string_value(json_object_get(c->in, "merchant")),
+                                 json_string_value(json_object_get(c->in, "out_trade_no")),
+                                 (int64_t)json_integer_value(json_object_get(c->in, "amount")),
+                                 cur ? cur : "CNY",
+                                 ch};
+    bool created = false;
+    char code[48] = "", err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_order_insert(c->s, &spec, &created, code, sizeof code, err, sizeof err);
+    if (rc)
+        return po_api_business(c, rc, code, err);
+    rc = po_view_order(c->s, c->tenant, spec.out_trade_no, &c->resp);
+    if (!rc && !c->resp)
+        rc = PO_ERR_STORE;
+    c->status = created ? 201 : 200;
+    return rc;
+}
+
+static bool close_validate(struct po_api_call *c)
+{
+    return parse_body(c, NULL, 0, true);
+}
+
+static po_err close_effect(struct po_api_call *c)
+{
+    bool now = false;
+    char code[48] = "", err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_order_close(c->s, c->tenant, c->no, &now, code, sizeof code, err, sizeof err);
+    if (rc)
+        return po_api_business(c, rc, code, err);
+    rc = po_view_order(c->s, c->tenant, c->no, &c->resp);
+    if (!rc && !c->resp)
+        rc = PO_ERR_STORE;
+    c->status = 200;
+    return rc;
+}
+
+static const char *const REFUND_CREATE_FIELDS[] = {"out_trade_no", "out_refund_no", "amount",
+                                                   "currency"};
+
+static bool refund_validate(struct po_api_call *c)
+{
+    int64_t amount = 0;
+    const char *cur = NULL;
+    return parse_body(c, REFUND_CREATE_FIELDS, 4, false) &&
+           id_member(c, "out_trade_no", true, NULL) && id_member(c, "out_refund_no", true, NULL) &&
+           amount_member(c, &amount) && currency_member(c, &cur, NULL);
+}
+
+static po_err refund_effect(struct po_api_call *c)
+{
+    const char *no = json_string_value(json_object_get(c->in, "out_trade_no"));
+    const char *rno = json_string_value(json_object_get(c->in, "out_refund_no"));
+    /* Refunds of a channel with a refund API are submitted to it after
+     * commit; the other channels' refunds wait for the notification. */
+    char channel[PO_CHANNEL_MAX] = "";
+    bool found = false;
+    po_err rc = po_view_order_channel(c->s, c->tenant, no, channel, sizeof channel, &found);
+    if (rc)
+        return rc;
+    const struct po_channel_ops *ops = found ? po_channel_find(channel) : NULL;
+    bool submit = ops && ops->refund_submit;
+    struct po_refund_spec f = {c->tenant,
+                               no,
+                               rno,
+                               (int64_t)json_integer_value(json_object_get(c->in, "amount")),
+                               json_string_value(json_object_get(c->in, "currency")),
+                               submit ? "pending" : "manual"};
+    bool created = false;
+    char code[48] = "", err[PO_ERRBUF_MAX] = "";
+    rc = po_refund_insert(c->s, &f, &created, code, sizeof code, err, sizeof err);
+    if (rc)
+        return po_api_business(c, rc, code, err);
+    rc = po_view_refund(c->s, c->tenant, rno, &c->resp);
+    if (!rc && !c->resp)
+        rc = PO_ERR_STORE;
+    c->status = created ? 201 : 200;
+    if (!rc && created && submit && po_strcpy(c->submit_refund, sizeof c->submit_refund, rno))
+        rc = PO_ERR_INTERNAL;
+    return rc;
+}
+
+const struct po_api_route po_api_order_create = {NULL, order_create_validate, order_create_effect};
+const struct po_api_route po_api_order_close = {NULL, close_validate, close_effect};
+const struct po_api_route po_api_refund_create = {NULL, refund_validate, refund_effect};
+
+/* ---- GET routes ---- */
+
+static void get_object(struct po_api_call *c,
+                       po_err (*view)(struct po_store *, const char *, const char *, json_t **),
+                       const char *what)
+{
+    json_t *o = NULL;
+    if (!po_api_acquire(c) || view(c->s, c->tenant, c->no, &o)) {
+        po_api_unavailable(c);
+        return;
+    }
+    if (!o) {
+        char msg[120], code[40];
+        (void)snprintf(msg, sizeof msg, "no %s %s", what, c->no);
+        (void)snprintf(code, sizeof code, "%s_not_found", what);
+        po_api_fail(c, 404, code, msg, NULL);
+        return;
+    }
+    c->resp = o;
+    c->status = 200;
+}
+
+static void get_order(struct po_api_call *c)
+{
+    get_object(c, po_view_order, "order");
+}
+
+static void get_refund(struct po_api_call *c)
+{
+    get_object(c, po_view_refund, "refund");
+}
+
+static void get_balances(struct po_api_call *c)
+{
+    json_t *data = NULL;
+    if (!po_api_acquire(c) || po_view_balances(c->s, c->tenant, &data)) {
+        po_api_unavailable(c);
+        return;
+    }
+    c->resp = json_pack("{s:s, s:o}", "object", "list", "data", data);
+    c->status = 200;
+}
+
+/* Keyset paging on (created_at, key): the cursor is the hex of
+ * "created_at|key" of the last item returned. */
+struct cursor {
+    char ts[PO_TIME_MAX];
+    char key[PO_KEY_MAX + 1];
+};
+
+static bool page_args(struct po_api_call *c, struct po_page *pg, struct cursor *cu)
+{
+    const char *lim = c->req->arg(c->req->ctx, "limit");
+    const char *cur = c->req->arg(c->req->ctx, "cursor");
+    memset(pg, 0, sizeof *pg);
+    cu->ts[0] = cu->key[0] = '\0';
+    pg->limit = PO_PAGE_DEFAULT;
+    pg->after_ts = cu->ts;
+    pg->after_key = cu->key;
+    if (lim && po_parse_i64(lim, 1, PO_PAGE_MAX, &pg->limit)) {
+        po_api_fail(c, 400, "invalid_parameter", "limit: an integer in 1..100", "limit");
+        return false;
+    }
+    if (!cur)
+        return true;
+    size_t n = strlen(cur);
+    char plain[PO_TIME_MAX + PO_KEY_MAX + 2];
+    bool ok = n % 2 == 0 && n / 2 < sizeof plain;
+    for (size_t i = 0; ok && i < n; i += 2) {
+        int hi = po_hexval(cur[i]), lo = po_hexval(cur[i + 1]);
+        ok = hi >= 0 && lo >= 0 && (hi | lo) != 0;
+        if (ok)
+            plain[i / 2] = (char)(hi << 4 | lo);
+    }
+    char *bar = NULL;
+    if (ok) {
+        plain[n / 2] = '\0';
+        bar = strchr(plain, '|');
+    }
+    if (bar)
+        *bar = '\0';
+    if (!bar || strlen(plain) >= sizeof cu->ts || !po_time_valid(plain) ||
+        strlen(bar + 1) > PO_KEY_MAX) {
+        po_api_fail(c, 400, "invalid_parameter", "cursor: pass back next_cursor unchanged",
+                    "cursor");
+        return false;
+    }
+    PO_ASSERT(po_strcpy(cu->ts, sizeof cu->ts, plain) == PO_OK);
+    PO_ASSERT(po_strcpy(cu->key, sizeof cu->key, bar + 1) == PO_OK);
+    return true;
+}
+
+static json_t *next_cursor(const char *ts, const char *key)
+{
+    size_t n = strlen(ts) + 1 + strlen(key);
+    char plain[PO_TIME_MAX + PO_KEY_MAX + PO_REASON_MAX + 4];
+    char *h = malloc(2 * n + 1);
+    if (!h)
+        return json_null();
+    (void)snprintf(plain, sizeof plain, "%s|%s", ts, key);
+    for (size_t i = 0; i < n && i + 1 < sizeof plain; i++)
+        (void)snprintf(h + 2 * i, 3, "%02x", (unsigned char)plain[i]);
+    json_t *j = json_string(h);
+    free(h);
+    return j;
+}
+
+/* A page of a list: {"object":"list","data":…,"has_more":…,"next_cursor":…}. */
+static void list_answer(struct po_api_call *c, json_t *data, const struct po_page *pg)
+{
+    c->resp = json_pack("{s:s, s:o, s:b, s:o}", "object", "list", "data", data, "has_more",
+                        pg->more, "next_cursor",
+                        pg->more ? next_cursor(pg->last_ts, pg->last_key) : json_null());
+    c->status = 200;
+}
+
+static void get_alerts(struct po_api_call *c)
+{
+    struct po_page pg;
+    struct cursor cu;
+    json_t *data = NULL;
+    if (!page_args(c, &pg, &cu))
+        return;
+    if (!po_api_acquire(c) || po_view_alerts(c->s, c->tenant, &pg, &data)) {
+        po_api_unavailable(c);
+        return;
+    }
+    list_answer(c, data, &pg);
+}
+
+static void get_journal(struct po_api_call *c)
+{
+    struct po_page pg;
+    struct cursor cu;
+    json_t *data = NULL;
+    if (!page_args(c, &pg, &cu))
+        return;
+    const char *order = c->req->arg(c->req->ctx, "out_trade_no");
+    if (order && !po_id_valid(order, PO_ID_MAX)) {
+        po_api_fail(c, 400, "invalid_parameter", "out_trade_no: an order number", "out_trade_no");
+        return;
+    }
+    if (!po_api_acquire(c) || po_view_journal(c->s, c->tenant, order, &pg, &data)) {
+        po_api_unavailable(c);
+        return;
+    }
+    list_answer(c, data, &pg);
+}
+
+const struct po_api_route po_api_order_get = {get_order, NULL, NULL};
+const struct po_api_route po_api_refund_get = {get_refund, NULL, NULL};
+const struct po_api_route po_api_balances = {get_balances, NULL, NULL};
+const struct po_api_route po_api_alerts = {get_alerts, NULL, NULL};
+const struct po_api_route po_api_journal = {get_journal, NULL, NULL};

@@ -1,0 +1,95 @@
+/*
+ * account.c — channel accounts in the store: fetched and unsealed for the
+ * gateway, reconciliation and refund submission; saved by `channel set`.
+ * The document format itself belongs to channel/account.c.
+ */
+#include "service.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
+                        const char *channel, struct po_channel_account *out, char *err,
+                        size_t errcap)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s, "SELECT config FROM channel_account WHERE tenant_id = ? AND"
+                                 " channel = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel)), &r, NULL, err,
+                              errcap);
+    if (rc)
+        return rc;
+    if (r.nrows == 0) {
+        po_rows_free(&r);
+        po_errf(err, errcap, "tenant %s has no %s account", tenant, channel);
+        return PO_ERR_NOT_FOUND;
+    }
+    rc = po_channel_account_load(tenant, channel, po_rows_get(&r, 0, 0), master, out, err,
+                                 errcap);
+    po_rows_free(&r);
+    return rc ? PO_ERR_STORE : PO_OK;
+}
+
+po_err po_account_save(struct po_store *s, const char *tenant, const char *channel,
+                       const char *doc, char *err, size_t errcap)
+{
+    char now[PO_TIME_MAX];
+    po_clock_now_iso(now, sizeof now);
+    struct po_rows r;
+    po_err rc = po_store_begin(s, err, errcap);
+    if (rc)
+        return rc;
+    rc = po_store_exec(s, "SELECT 1 FROM tenant WHERE tenant_id = ?", PO_PARAMS(PO_TEXT(tenant)),
+                       &r, NULL, err, errcap);
+    if (!rc) {
+        if (r.nrows == 0) {
+            po_errf(err, errcap, "no such tenant %s", tenant);
+            rc = PO_ERR_NOT_FOUND;
+        }
+        po_rows_free(&r);
+    }
+    if (!rc)
+        rc = po_store_exec(s,
+                           "INSERT INTO channel_account (tenant_id, channel, config, updated_at)"
+                           " VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, channel) DO UPDATE SET"
+                           " config = excluded.config, updated_at = excluded.updated_at",
+                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel), PO_TEXT(doc),
+                                     PO_TEXT(now)),
+                           NULL, NULL, err, errcap);
+    if (rc) {
+        po_store_rollback(s);
+        return rc;
+    }
+    return po_store_commit(s, err, errcap);
+}
+
+void po_strings_free(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+po_err po_account_tenants(struct po_store *s, const char *channel, char ***out, int *out_n)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT tenant_id FROM channel_account WHERE channel = ?"
+                              " ORDER BY tenant_id",
+                              PO_PARAMS(PO_TEXT(channel)), &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    int want = r.nrows, n = 0;
+    char **v = calloc((size_t)want + 1, sizeof *v);
+    for (int i = 0; v && i < want; i++)
+        if ((v[n] = strdup(po_rows_get(&r, i, 0))))
+            n++;
+    po_rows_free(&r);
+    if (!v || n < want) {
+        po_strings_free(v, n);
+        return PO_ERR_NOMEM;
+    }
+    *out = v;
+    *out_n = n;
+    return PO_OK;
+}

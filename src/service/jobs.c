@@ -1,0 +1,150 @@
+/*
+ * jobs.c — `payonce serve`'s background jobs, each on its own interval
+ * (0 = off), run one after another on one thread that opens its own store
+ * connection per round (so a job never holds a connection the gateway's
+ * requests need):
+ *   active query   for every channel with an order-query API, each
+ *                  tenant's orders still PAYING after min_age are queried
+ *                  at the channel (po_order_query_round)
+ *   refund retry   API refunds whose submission got no decisive answer are
+ *                  submitted again (the channels are idempotent on it)
+ *   reaper         stored Idempotency-Key responses past the retention
+ */
+#include "service.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define REAP_INTERVAL_MAX_S 3600
+#define QUERY_LIMIT 100
+#define REFUND_LIMIT 100
+
+struct po_jobs {
+    struct po_jobs_cfg cfg;
+    int64_t reap_s;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+};
+
+static void query_channel(struct po_jobs *j, struct po_store *s, const struct po_channel_ops *ch)
+{
+    char **tenants = NULL, err[PO_ERRBUF_MAX] = "";
+    int n = 0;
+    if (po_account_tenants(s, ch->name, &tenants, &n))
+        return;
+    for (int i = 0; i < n; i++) {
+        struct po_channel_account acct;
+        struct po_query_report q;
+        if (po_account_fetch(s, j->cfg.master, tenants[i], ch->name, &acct, err, sizeof err))
+            continue;
+        if (po_order_query_round(s, &acct, j->cfg.query_min_age_s, QUERY_LIMIT, &q, err,
+                                 sizeof err) == PO_OK &&
+            q.queried)
+            po_log(PO_LOG_INFO,
+                   "tenant %s: %s active query: %lld queried, %lld credited now, %lld already,"
+                   " %lld not paid, %lld failed",
+                   tenants[i], ch->name, (long long)q.queried, (long long)q.replayed,
+                   (long long)q.matched, (long long)q.not_paid, (long long)q.failed);
+        po_channel_account_free(&acct);
+    }
+    po_strings_free(tenants, n);
+}
+
+static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t *next_refund,
+                    int64_t *next_reap)
+{
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_open(j->cfg.db_url, &s, err, sizeof err)) {
+        po_log(PO_LOG_WARN, "background jobs: %s", err);
+        return;
+    }
+    if (j->cfg.query_s && now >= *next_query) {
+        for (int i = 0; po_channels[i]; i++)
+            if (po_channels[i]->order_query)
+                query_channel(j, s, po_channels[i]);
+        *next_query = now + j->cfg.query_s;
+    }
+    if (j->cfg.refund_s && now >= *next_refund) {
+        int n = 0;
+        if (po_refund_submit_pending(s, j->cfg.master, j->cfg.refund_s, REFUND_LIMIT, &n) ==
+                PO_OK &&
+            n)
+            po_log(PO_LOG_INFO, "refund retry: %d refunds submitted to the channel", n);
+        *next_refund = now + j->cfg.refund_s;
+    }
+    if (now >= *next_reap) {
+        int64_t n = 0;
+        if (po_idem_reap(s, j->cfg.retention_s, &n) == PO_OK && n)
+            po_log(PO_LOG_INFO,
+                   "reaper: %lld stored Idempotency-Key responses older than %lld s deleted",
+                   (long long)n, (long long)j->cfg.retention_s);
+        *next_reap = now + j->reap_s;
+    }
+    po_store_close(s);
+}
+
+static void *jobs_main(void *arg)
+{
+    struct po_jobs *j = arg;
+    int64_t start = (int64_t)time(NULL);
+    int64_t next_query = start + j->cfg.query_s, next_refund = start + j->cfg.refund_s,
+            next_reap = start;
+    pthread_mutex_lock(&j->mu);
+    while (!j->stop) {
+        int64_t now = (int64_t)time(NULL), next = next_reap;
+        if (j->cfg.query_s && next_query < next)
+            next = next_query;
+        if (j->cfg.refund_s && next_refund < next)
+            next = next_refund;
+        if (next > now) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += (time_t)(next - now);
+            while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0)
+                ;
+            continue;
+        }
+        pthread_mutex_unlock(&j->mu);
+        run_due(j, now, &next_query, &next_refund, &next_reap);
+        pthread_mutex_lock(&j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out)
+{
+    struct po_jobs *j = calloc(1, sizeof *j);
+    if (!j)
+        return PO_ERR_NOMEM;
+    j->cfg = *cfg;
+    j->reap_s = cfg->retention_s < REAP_INTERVAL_MAX_S ? cfg->retention_s : REAP_INTERVAL_MAX_S;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    if (pthread_create(&j->thread, NULL, jobs_main, j) != 0) {
+        pthread_mutex_destroy(&j->mu);
+        pthread_cond_destroy(&j->cv);
+        free(j);
+        return PO_ERR_INTERNAL;
+    }
+    *out = j;
+    return PO_OK;
+}
+
+void po_jobs_stop(struct po_jobs *j)
+{
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->mu);
+    j->stop = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(j->thread, NULL);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}

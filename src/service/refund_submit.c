@@ -1,0 +1,186 @@
+/*
+ * refund_submit.c — hands an API refund (submit_state 'pending') to its
+ * channel's refund API (channel ops refund_submit) after the request's
+ * transaction committed, and records what the channel decided:
+ *   submitted -> the refund stays PROCESSING until the refund-result
+ *                notification (engine) moves it, once
+ *   rejected  -> the refund is CLOSED, its reservation released and an
+ *                alert recorded, in one transaction (guarded: only a refund
+ *                still PROCESSING and pending closes)
+ *   pending   -> attempts counted; serve's jobs submit it again (the
+ *                channels are idempotent on out_refund_no)
+ * A channel without a refund API never gets here: its refunds are
+ * 'manual' (made in the channel; payonce applies the notification).
+ */
+#include "service.h"
+
+#include "../engine/admin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct pending {
+    char out_trade_no[PO_ID_MAX + 1];
+    char currency[4];
+    char channel[PO_CHANNEL_MAX];
+    int64_t amount, total;
+};
+
+/* The refund if it is still PROCESSING and pending submission. */
+static po_err load_pending(struct po_store *s, const char *tenant, const char *out_refund_no,
+                           struct pending *out, bool *found)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT r.out_trade_no, r.currency, COALESCE(r.channel, o.channel,"
+                              " ''), r.amount, o.amount FROM refund r JOIN pay_order o ON"
+                              " o.tenant_id = r.tenant_id AND o.out_trade_no = r.out_trade_no"
+                              " WHERE r.tenant_id = ? AND r.out_refund_no = ? AND"
+                              " r.status = 'PROCESSING' AND r.submit_state = 'pending'",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_refund_no)), &r, NULL, NULL,
+                              0);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    if (*found && (po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 0)) ||
+                   po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 1)) ||
+                   po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 2)) ||
+                   po_rows_i64(&r, 0, 3, &out->amount) || po_rows_i64(&r, 0, 4, &out->total)))
+        rc = PO_ERR_STORE;
+    po_rows_free(&r);
+    return rc;
+}
+
+static po_err record(struct po_store *s, const char *tenant, const char *out_refund_no,
+                     const struct pending *p, const char *decision, const char *error)
+{
+    char now[PO_TIME_MAX], err[PO_ERRBUF_MAX];
+    int64_t changes = 0;
+    po_clock_now_iso(now, sizeof now);
+    po_err rc = po_store_begin(s, err, sizeof err);
+    if (rc)
+        return rc;
+    if (strcmp(decision, "rejected") == 0) {
+        /* Guarded: only a refund still PROCESSING and pending closes, and
+         * only then is its reservation released. */
+        struct po_param u[] = {PO_TEXT(error), PO_TEXT(now), PO_TEXT(tenant),
+                               PO_TEXT(out_refund_no)};
+        rc = po_store_exec(s,
+                           "UPDATE refund SET status = 'CLOSED', submit_state = 'rejected',"
+                           " submit_attempts = submit_attempts + 1, submit_error = ?,"
+                           " updated_at = ? WHERE tenant_id = ? AND out_refund_no = ? AND"
+                           " status = 'PROCESSING' AND submit_state = 'pending'",
+                           u, 4, NULL, &changes, err, sizeof err);
+        if (!rc && changes == 1)
+            rc = po_order_release_refund(s, tenant, p->out_trade_no, p->amount, now, &changes,
+                                         err, sizeof err);
+        char key[PO_ID_MAX + 16], akey[PO_ID_MAX + 48], detail[200];
+        (void)snprintf(key, sizeof key, "api:refund:%.64s", out_refund_no);
+        (void)snprintf(akey, sizeof akey, "%s|refund_rejected_by_channel", key);
+        (void)snprintf(detail, sizeof detail, "the channel refused refund %s of order %s: %s",
+                       out_refund_no, p->out_trade_no, error);
+        struct po_param a[] = {PO_TEXT(tenant),   PO_TEXT(akey),           PO_TEXT(key),
+                               PO_TEXT(p->out_trade_no), PO_I64(p->amount), PO_TEXT(p->currency),
+                               PO_TEXT(detail),   PO_TEXT(now)};
+        if (!rc && changes == 1)
+            rc = po_store_exec(s,
+                               "INSERT INTO alert (tenant_id, alert_key, reason, idem_key,"
+                               " event_type, source, out_trade_no, amount, currency, detail,"
+                               " created_at) VALUES (?, ?, 'refund_rejected_by_channel', ?,"
+                               " 'REFUND_SUBMIT', 'api', ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                               a, 8, NULL, NULL, err, sizeof err);
+    } else {
+        struct po_param u[] = {PO_TEXT(decision), PO_TEXT(error), PO_TEXT(now), PO_TEXT(tenant),
+                               PO_TEXT(out_refund_no)};
+        rc = po_store_exec(s,
+                           "UPDATE refund SET submit_state = ?, submit_attempts ="
+                           " submit_attempts + 1, submit_error = NULLIF(?, ''), updated_at = ?"
+                           " WHERE tenant_id = ? AND out_refund_no = ? AND submit_state ="
+                           " 'pending'",
+                           u, 5, NULL, NULL, err, sizeof err);
+    }
+    if (rc) {
+        po_store_rollback(s);
+        return rc;
+    }
+    return po_store_commit(s, err, sizeof err);
+}
+
+static const char *const DECISIONS[] = {
+    [PO_REFUND_PENDING] = "pending",
+    [PO_REFUND_SUBMITTED] = "submitted",
+    [PO_REFUND_REJECTED] = "rejected",
+};
+
+po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
+                        const char *out_refund_no, char *state, size_t cap)
+{
+    struct pending p;
+    bool found = false;
+    if (state && cap)
+        state[0] = '\0';
+    po_err rc = load_pending(s, tenant, out_refund_no, &p, &found);
+    if (rc || !found)
+        return rc;
+    const struct po_channel_ops *ch = po_channel_find(p.channel);
+    struct po_channel_account *acct = calloc(1, sizeof *acct);
+    struct po_refund_answer ans = {.decision = PO_REFUND_PENDING};
+    char err[PO_ERRBUF_MAX] = "";
+    if (!acct)
+        return PO_ERR_NOMEM;
+    if (!ch || !ch->refund_submit) {
+        /* stays pending, visible: the order's channel has no refund API */
+        (void)snprintf(ans.code, sizeof ans.code, "no_refund_api");
+    } else if ((rc = po_account_fetch(s, master, tenant, p.channel, acct, err, sizeof err))) {
+        po_log(PO_LOG_WARN, "tenant %s: refund %s cannot be submitted: %s account: %s", tenant,
+               out_refund_no, p.channel, err);
+        (void)snprintf(ans.code, sizeof ans.code, "no_channel_account");
+    } else {
+        struct po_refund_request req = {p.out_trade_no, out_refund_no, p.amount, p.total,
+                                        p.currency};
+        rc = ch->refund_submit(acct, &req, &ans);
+        po_channel_account_free(acct);
+        if (rc)
+            goto out;
+        po_log(ans.decision == PO_REFUND_SUBMITTED ? PO_LOG_INFO : PO_LOG_WARN,
+               "tenant %s: refund %s submitted to %s: HTTP %ld -> %s %s", tenant, out_refund_no,
+               p.channel, ans.http_status, DECISIONS[ans.decision], ans.code);
+    }
+    rc = record(s, tenant, out_refund_no, &p, DECISIONS[ans.decision], ans.code);
+    if (!rc && state && po_strcpy(state, cap, DECISIONS[ans.decision]))
+        state[0] = '\0';
+out:
+    free(acct);
+    return rc;
+}
+
+po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
+                                int64_t min_age_s, int limit, int *out_submitted)
+{
+    char cutoff[PO_TIME_MAX];
+    /* last attempt at least min_age_s ago, to the second */
+    po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(cutoff), PO_I64(limit)};
+    po_err rc = po_store_exec(s,
+                              "SELECT tenant_id, out_refund_no FROM refund WHERE submit_state ="
+                              " 'pending' AND status = 'PROCESSING' AND updated_at < ?"
+                              " ORDER BY updated_at LIMIT ?",
+                              p, 2, &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    int n = 0;
+    for (int i = 0; i < r.nrows; i++) {
+        char state[16];
+        if (po_refund_submit(s, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), state,
+                             sizeof state) == PO_OK &&
+            strcmp(state, "submitted") == 0)
+            n++;
+    }
+    po_rows_free(&r);
+    if (out_submitted)
+        *out_submitted = n;
+    return PO_OK;
+}

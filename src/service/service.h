@@ -1,0 +1,203 @@
+/*
+ * service.h — the business services that both `payonce serve` and the
+ * command line call. http/ and cli/ hold no SQL of their own: every query
+ * an operator or a tenant can run lives here once (or in engine/, ledger/,
+ * recon/), so the CLI and the API can never disagree about a balance.
+ *
+ *   callback.c       one channel callback: account, adapter, engine -> decision
+ *   account.c        channel accounts: fetch (unsealed), save
+ *   views.c          typed reads as JSON: orders, refunds, balances, alerts,
+ *                    journal pages, API keys
+ *   apikey.c         tenant API keys (only hashes stored)
+ *   idem.c           Idempotency-Key records of the tenant API
+ *   refund_submit.c  API refunds handed to the channel's refund API
+ *   order_query.c    active order query at the channel (missed callbacks)
+ *   jobs.c           serve's background jobs on their intervals
+ *
+ * Contracts follow the house style: po_err return, out-params written only
+ * on success, detail in a caller-supplied buffer, nothing changed on error.
+ */
+#ifndef PO_SERVICE_H
+#define PO_SERVICE_H
+
+#include "../channel/channel.h"
+#include "../core/core.h"
+#include "../engine/engine.h"
+#include "../store/store.h"
+
+#include <jansson.h>
+
+/* ---- channel accounts (account.c) ---- */
+
+/* A tenant's stored account for a channel, secrets unsealed with master
+ * (NULL in insecure development mode). PO_ERR_NOT_FOUND when absent;
+ * PO_ERR_STORE (detail in err) when it cannot be loaded. */
+po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
+                        const char *channel, struct po_channel_account *out, char *err,
+                        size_t errcap) PO_MUST_CHECK;
+/* Stores a document built by po_channel_account_build (insert or replace),
+ * in its own transaction. PO_ERR_NOT_FOUND when the tenant does not exist. */
+po_err po_account_save(struct po_store *s, const char *tenant, const char *channel,
+                       const char *doc, char *err, size_t errcap) PO_MUST_CHECK;
+/* Tenants having an account for channel, in order (heap array of heap
+ * strings; free with po_strings_free). */
+po_err po_account_tenants(struct po_store *s, const char *channel, char ***out, int *out_n)
+    PO_MUST_CHECK;
+void po_strings_free(char **v, int n);
+
+/* ---- one channel callback (callback.c) ---- */
+
+struct po_callback_ctx {
+    struct po_store_pool *pool;
+    const unsigned char *master_key; /* NULL in insecure development mode */
+    const char *request_id;          /* for log lines */
+};
+
+/* What payonce decided about one callback: the outcome, the reason, and
+ * the HTTP status of a FAIL (0 when the channel is told SUCCESS). */
+struct po_callback_decision {
+    struct po_outcome outcome;  /* kind IGNORED / INVALID outside the engine */
+    unsigned fail_status;       /* 0: ack SUCCESS */
+    char out_trade_no[PO_ID_MAX + 1];
+    char detail[160];           /* why it was refused, for the log; never secrets */
+};
+
+/*
+ * Handles one callback end to end: the tenant's account for the channel,
+ * the adapter (verify over the raw body, decrypt, normalise), then the
+ * engine (one transaction, the three layers). Never fails: every error is
+ * a decision (DESIGN §4). SUCCESS is decided only after the engine's
+ * COMMIT returned.
+ */
+void po_callback_handle(const struct po_callback_ctx *ctx, const struct po_channel_ops *channel,
+                        const char *tenant, const struct po_notify_req *req, bool body_too_large,
+                        struct po_callback_decision *out);
+
+/* ---- typed reads (views.c) ----
+ * Each returns a new JSON value (*out, caller json_decrefs) with integer
+ * minor units for money and null for absent fields; *out is NULL when the
+ * object does not exist. */
+po_err po_view_order(struct po_store *s, const char *tenant, const char *out_trade_no,
+                     json_t **out) PO_MUST_CHECK;
+po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,
+                      json_t **out) PO_MUST_CHECK;
+/* [{account, currency, balance, updated_at}] in account order. */
+po_err po_view_balances(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
+
+/* A page of a keyset-paged list: items after (after_ts, after_key), at most
+ * limit of them; *out_more when there are more, with the last item's
+ * position in last_ts/last_key. */
+struct po_page {
+    const char *after_ts;  /* "" from the start */
+    const char *after_key;
+    int64_t limit;
+    bool more;                     /* out */
+    char last_ts[PO_TIME_MAX];     /* out */
+    char last_key[PO_KEY_MAX + PO_REASON_MAX + 2]; /* out */
+};
+po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *page, json_t **out)
+    PO_MUST_CHECK;
+/* Journals with their postings; order_filter NULL or "" for all. */
+po_err po_view_journal(struct po_store *s, const char *tenant, const char *order_filter,
+                       struct po_page *page, json_t **out) PO_MUST_CHECK;
+/* [{key_id, created_at, revoked_at}] */
+po_err po_view_apikeys(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
+/* The channel of an order ("" when any channel may pay it); *found false
+ * when there is no such order. */
+po_err po_view_order_channel(struct po_store *s, const char *tenant, const char *out_trade_no,
+                             char *channel, size_t cap, bool *found) PO_MUST_CHECK;
+
+/* ---- tenant API keys (apikey.c) ---- */
+
+/* Creates a key for an existing tenant: the whole key is written to key
+ * (shown once), only its SHA-256 is stored. */
+po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIKEY_LEN + 1],
+                        char key_id[PO_APIKEY_ID_LEN + 1], char *err, size_t errcap)
+    PO_MUST_CHECK;
+/* Revokes at once; revoking twice is fine. PO_ERR_NOT_FOUND: no such key. */
+po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_id, char *err,
+                        size_t errcap) PO_MUST_CHECK;
+/* The tenant of a valid, unrevoked key; PO_ERR_NOT_FOUND otherwise. */
+po_err po_apikey_auth(struct po_store *s, const char *key, char tenant[PO_ID_MAX + 1])
+    PO_MUST_CHECK;
+
+/* ---- Idempotency-Key records (idem.c) ----
+ *   claim   reads the row without a write lock; when absent, inserts it
+ *           'running' in its own committed transaction, so a concurrent
+ *           retry sees it. Same key, other request hash -> MISMATCH (422);
+ *           'done' -> REPLAY; 'running' -> IN_FLIGHT (409), unless the lock
+ *           is older than PO_IDEM_LOCK_S (the holder crashed): then the row
+ *           is taken over with a new lock token.
+ *   finish  inside the transaction of the request's effect: stores the
+ *           final status and body, fenced by the lock token, so a request
+ *           whose row was taken over cannot also commit its effect.
+ *   release deletes a 'running' row after a transient failure.
+ *   reap    deletes rows older than the retention. */
+struct po_idem_req {
+    const char *tenant, *route, *key, *hash;
+};
+enum po_idem_kind { PO_IDEM_CLAIMED, PO_IDEM_REPLAY, PO_IDEM_MISMATCH, PO_IDEM_IN_FLIGHT };
+struct po_idem_claim {
+    enum po_idem_kind kind;
+    unsigned status;  /* REPLAY */
+    char *body;       /* REPLAY; heap, caller frees */
+    bool taken_over;  /* CLAIMED from an abandoned record */
+    char token[PO_IDEM_TOKEN_LEN + 1];
+};
+po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_idem_claim *out)
+    PO_MUST_CHECK;
+/* PO_ERR_CONFLICT when the record was taken over (the caller rolls back). */
+po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const char *token,
+                      unsigned status, const char *body) PO_MUST_CHECK;
+po_err po_idem_release(struct po_store *s, const struct po_idem_req *q, const char *token)
+    PO_MUST_CHECK;
+/* Deletes stored responses older than retention_s. */
+po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted) PO_MUST_CHECK;
+
+/* ---- refund submission (refund_submit.c) ---- */
+
+/* Submits one refund still pending submission to its channel's refund API
+ * and records the decision; *state (may be NULL) receives submitted,
+ * rejected or pending ("" when it was not pending). The outbound call is
+ * made outside any transaction. */
+po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
+                        const char *out_refund_no, char *state, size_t cap) PO_MUST_CHECK;
+/* Submits (again) API refunds still pending whose last attempt is older
+ * than min_age_s, at most limit. */
+po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
+                                int64_t min_age_s, int limit, int *out_submitted) PO_MUST_CHECK;
+
+/* ---- active order query (order_query.c) ---- */
+
+struct po_query_report {
+    int64_t queried, paid, replayed, matched, not_paid, failed;
+};
+
+/*
+ * Every order of the tenant still PAYING on this channel (or on none) and
+ * older than min_age_s is queried at the channel's order-query API; only a
+ * channel-signed "paid" answer is replayed through the engine (source
+ * query) with exactly the key the callback would have had. At most limit
+ * orders a round. PO_ERR_INVALID when the channel has no query API.
+ */
+po_err po_order_query_round(struct po_store *s, const struct po_channel_account *acct,
+                            int64_t min_age_s, int limit, struct po_query_report *out, char *err,
+                            size_t errcap) PO_MUST_CHECK;
+
+/* ---- background jobs (jobs.c) ---- */
+
+struct po_jobs_cfg {
+    const char *db_url;
+    const unsigned char *master; /* NULL in insecure development mode */
+    int64_t query_s;             /* active query interval (0 = off) */
+    int64_t query_min_age_s;
+    int64_t refund_s;            /* refund resubmission interval (0 = off) */
+    int64_t retention_s;         /* Idempotency-Key retention */
+};
+struct po_jobs;
+/* Starts the jobs thread; it opens its own store connection per round. */
+po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out) PO_MUST_CHECK;
+/* Stops and joins it (a round in progress finishes first). */
+void po_jobs_stop(struct po_jobs *j);
+
+#endif

@@ -1,0 +1,233 @@
+/*
+ * views.c — the reads an operator (CLI) and a tenant (/v1) share, each
+ * written once, returning JSON with integer minor units and null for what
+ * is absent. A field list maps columns to members: "name" is text, "#name"
+ * an integer.
+ */
+#include "service.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static json_t *cell_str(const struct po_rows *r, int row, int col)
+{
+    const char *v = po_rows_get(r, row, col);
+    return v ? json_string(v) : json_null();
+}
+
+static json_t *cell_int(const struct po_rows *r, int row, int col)
+{
+    int64_t v = 0;
+    return po_rows_i64(r, row, col, &v) == PO_OK ? json_integer((json_int_t)v) : json_null();
+}
+
+/* One object from a row, by a field list (see above). */
+static json_t *row_object(const struct po_rows *r, int row, const char *object,
+                          const char *const *fields, int n)
+{
+    json_t *o = json_object();
+    if (object)
+        json_object_set_new(o, "object", json_string(object));
+    for (int i = 0; i < n; i++) {
+        bool num = fields[i][0] == '#';
+        json_object_set_new(o, fields[i] + num, num ? cell_int(r, row, i) : cell_str(r, row, i));
+    }
+    return o;
+}
+
+#define NFIELDS(f) ((int)(sizeof(f) / sizeof((f)[0])))
+
+/* One object of the tenant by its key; *out NULL when absent. */
+static po_err one(struct po_store *s, const char *sql, const char *tenant, const char *key,
+                  const char *object, const char *const *fields, int n, json_t **out)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(tenant), PO_TEXT(key)), &r, NULL, NULL,
+                              0);
+    if (rc)
+        return rc;
+    *out = r.nrows == 1 ? row_object(&r, 0, object, fields, n) : NULL;
+    po_rows_free(&r);
+    return PO_OK;
+}
+
+po_err po_view_order(struct po_store *s, const char *tenant, const char *out_trade_no,
+                     json_t **out)
+{
+    static const char *const f[] = {
+        "out_trade_no", "merchant",         "channel",          "#amount",    "currency",
+        "status",       "channel_txn_id",   "paid_at",          "#refund_reserved",
+        "#refunded_amount", "created_at",   "updated_at"};
+    return one(s,
+               "SELECT out_trade_no, merchant_id, channel, amount, currency, status,"
+               " channel_txn_id, paid_at, refund_reserved, refunded_amount, created_at,"
+               " updated_at FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
+               tenant, out_trade_no, "order", f, NFIELDS(f), out);
+}
+
+po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,
+                      json_t **out)
+{
+    static const char *const f[] = {
+        "out_refund_no", "out_trade_no", "channel",    "#amount",      "currency",
+        "status",        "channel_refund_id", "created_at", "updated_at", "submit_state",
+        "#submit_attempts", "submit_error"};
+    json_t *r = NULL;
+    po_err rc = one(s,
+                    "SELECT out_refund_no, out_trade_no, channel, amount, currency, status,"
+                    " channel_refund_id, created_at, updated_at, submit_state, submit_attempts,"
+                    " submit_error FROM refund WHERE tenant_id = ? AND out_refund_no = ?",
+                    tenant, out_refund_no, "refund", f, NFIELDS(f), &r);
+    if (!rc && r) {
+        /* The submission to the channel, grouped. */
+        json_t *sub = json_pack("{s:O, s:O, s:O}", "state", json_object_get(r, "submit_state"),
+                                "attempts", json_object_get(r, "submit_attempts"), "error",
+                                json_object_get(r, "submit_error"));
+        json_object_del(r, "submit_state");
+        json_object_del(r, "submit_attempts");
+        json_object_del(r, "submit_error");
+        json_object_set_new(r, "submission", sub);
+    }
+    *out = r;
+    return rc;
+}
+
+po_err po_view_order_channel(struct po_store *s, const char *tenant, const char *out_trade_no,
+                             char *channel, size_t cap, bool *found)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT COALESCE(channel, '') FROM pay_order WHERE tenant_id = ?"
+                              " AND out_trade_no = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &r, NULL, NULL,
+                              0);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    if (*found && po_strcpy(channel, cap, po_rows_get(&r, 0, 0)))
+        rc = PO_ERR_STORE;
+    po_rows_free(&r);
+    return rc;
+}
+
+/* Every row of a query as an array of objects. */
+static po_err list(struct po_store *s, const char *sql, const char *tenant, const char *object,
+                   const char *const *fields, int n, json_t **out)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(tenant)), &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *data = json_array();
+    for (int i = 0; i < r.nrows; i++)
+        json_array_append_new(data, row_object(&r, i, object, fields, n));
+    po_rows_free(&r);
+    *out = data;
+    return PO_OK;
+}
+
+po_err po_view_balances(struct po_store *s, const char *tenant, json_t **out)
+{
+    static const char *const f[] = {"account", "currency", "#balance", "updated_at"};
+    return list(s,
+                "SELECT account, currency, balance, updated_at FROM account_balance WHERE"
+                " tenant_id = ? ORDER BY account, currency",
+                tenant, NULL, f, NFIELDS(f), out);
+}
+
+po_err po_view_apikeys(struct po_store *s, const char *tenant, json_t **out)
+{
+    static const char *const f[] = {"key_id", "created_at", "revoked_at"};
+    return list(s,
+                "SELECT key_id, created_at, revoked_at FROM api_key WHERE tenant_id = ?"
+                " ORDER BY created_at, key_id",
+                tenant, NULL, f, NFIELDS(f), out);
+}
+
+static void page_mark(struct po_page *pg, const char *ts, const char *key)
+{
+    if (po_strcpy(pg->last_ts, sizeof pg->last_ts, ts ? ts : "") ||
+        po_strcpy(pg->last_key, sizeof pg->last_key, key ? key : ""))
+        pg->more = false; /* cannot happen: both come from bounded columns */
+}
+
+po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *pg, json_t **out)
+{
+    static const char *const f[] = {"created_at", "reason",     "out_trade_no", "#amount",
+                                    "currency",   "source",     "event_type",   "idem_key",
+                                    "detail"};
+    struct po_rows r;
+    const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
+    po_err rc = po_store_exec(s,
+                              "SELECT created_at, reason, out_trade_no, amount, currency, source,"
+                              " event_type, idem_key, detail, alert_key FROM alert WHERE"
+                              " tenant_id = ? AND (? = '' OR created_at > ? OR (created_at = ?"
+                              " AND alert_key > ?)) ORDER BY created_at, alert_key LIMIT ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(ts), PO_TEXT(ts), PO_TEXT(ts),
+                                        PO_TEXT(key), PO_I64(pg->limit + 1)),
+                              &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *data = json_array();
+    int shown = r.nrows > pg->limit ? (int)pg->limit : r.nrows;
+    for (int i = 0; i < shown; i++)
+        json_array_append_new(data, row_object(&r, i, "alert", f, NFIELDS(f)));
+    pg->more = r.nrows > pg->limit;
+    if (pg->more)
+        page_mark(pg, po_rows_get(&r, shown - 1, 0), po_rows_get(&r, shown - 1, 9));
+    po_rows_free(&r);
+    *out = data;
+    return PO_OK;
+}
+
+po_err po_view_journal(struct po_store *s, const char *tenant, const char *order,
+                       struct po_page *pg, json_t **out)
+{
+    static const char *const f[] = {"created_at", "idem_key", "kind", "out_trade_no",
+                                    "out_refund_no", "currency"};
+    const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
+    order = order ? order : "";
+    /* One page of journals with their lines, in one statement. */
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT j.created_at, j.idem_key, j.kind, j.out_trade_no, j.out_refund_no,"
+        " j.currency, p.account, p.amount FROM (SELECT * FROM journal WHERE"
+        " tenant_id = ? AND (? = '' OR out_trade_no = ?) AND (? = '' OR"
+        " created_at > ? OR (created_at = ? AND idem_key > ?)) ORDER BY"
+        " created_at, idem_key LIMIT ?) j JOIN posting p ON p.tenant_id ="
+        " j.tenant_id AND p.idem_key = j.idem_key ORDER BY j.created_at,"
+        " j.idem_key, p.line_no",
+        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(order), PO_TEXT(order), PO_TEXT(ts), PO_TEXT(ts),
+                  PO_TEXT(ts), PO_TEXT(key), PO_I64(pg->limit + 1)),
+        &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *data = json_array(), *cur = NULL;
+    const char *last_ts = NULL, *last_key = NULL;
+    int journals = 0;
+    pg->more = false;
+    for (int i = 0; i < r.nrows; i++) {
+        const char *k = po_rows_get(&r, i, 1);
+        if (!cur || strcmp(k, json_string_value(json_object_get(cur, "idem_key"))) != 0) {
+            if (journals == pg->limit) {
+                pg->more = true;
+                break;
+            }
+            cur = row_object(&r, i, "journal", f, NFIELDS(f));
+            json_object_set_new(cur, "postings", json_array());
+            json_array_append_new(data, cur);
+            journals++;
+            last_ts = po_rows_get(&r, i, 0);
+            last_key = k;
+        }
+        json_array_append_new(json_object_get(cur, "postings"),
+                              json_pack("{s:o, s:o}", "account", cell_str(&r, i, 6), "amount",
+                                        cell_int(&r, i, 7)));
+    }
+    if (pg->more)
+        page_mark(pg, last_ts, last_key);
+    po_rows_free(&r);
+    *out = data;
+    return PO_OK;
+}

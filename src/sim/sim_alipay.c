@@ -1,0 +1,225 @@
+/*
+ * sim_alipay.c — the simulated Alipay open platform gateway (POST
+ * /gateway.do, alipay.trade.refund), with its own form decoder and sign
+ * check, written apart from src/channel/form.c so that each checks the
+ * other: the simulator verifies what payonce signs.
+ */
+#include "sim_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A form body decoded into at most 32 pairs (the sim's own decoder; the
+ * gateway's requests are what payonce's src/channel/form.c wrote). */
+struct sim_form {
+    int n;
+    char *k[32], *v[32];
+};
+
+static void sim_form_free(struct sim_form *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        free(f->k[i]);
+        free(f->v[i]);
+    }
+    f->n = 0;
+}
+
+static char *sim_unescape(const char *s, size_t len)
+{
+    char *d = malloc(len + 1);
+    size_t j = 0;
+    for (size_t i = 0; d && i < len; i++) {
+        unsigned hi, lo;
+        if (s[i] == '+') {
+            d[j++] = ' ';
+        } else if (s[i] == '%' && i + 2 < len && sscanf(s + i + 1, "%1x%1x", &hi, &lo) == 2) {
+            d[j++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (s[i] == '%') {
+            free(d);
+            return NULL;
+        } else {
+            d[j++] = s[i];
+        }
+    }
+    if (d)
+        d[j] = '\0';
+    return d;
+}
+
+static bool sim_form_parse(const char *body, struct sim_form *f)
+{
+    for (const char *p = body; *p && f->n < 32;) {
+        size_t len = strcspn(p, "&");
+        const char *eq = memchr(p, '=', len);
+        if (!eq)
+            return false;
+        f->k[f->n] = sim_unescape(p, (size_t)(eq - p));
+        f->v[f->n] = sim_unescape(eq + 1, (size_t)(p + len - eq - 1));
+        if (!f->k[f->n] || !f->v[f->n]) {
+            free(f->k[f->n]);
+            free(f->v[f->n]);
+            return false;
+        }
+        f->n++;
+        p += len + (p[len] == '&');
+    }
+    return f->n > 0;
+}
+
+static const char *sim_form_get(const struct sim_form *f, const char *k)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->k[i], k) == 0)
+            return f->v[i];
+    return "";
+}
+
+/* "12.30" -> 1230; -1 unless digits with at most two decimals. */
+static int64_t sim_fen(const char *y)
+{
+    int64_t v = 0;
+    int dec = -1;
+    for (const char *p = y; *p; p++) {
+        if (*p == '.' && dec < 0 && p != y)
+            dec = 0;
+        else if (*p >= '0' && *p <= '9' && dec < 2 && v < INT64_C(100000000000))
+            v = v * 10 + (*p - '0'), dec += dec >= 0;
+        else
+            return -1;
+    }
+    if (!*y || dec == 0)
+        return -1;
+    for (int d = dec < 0 ? 0 : dec; d < 2; d++)
+        v *= 10;
+    return v;
+}
+
+/* An Alipay gateway answer: 200, the member signed with Alipay's key. */
+static int alipay_reply(struct po_sim_server *s, struct sim_call *c, const char *node,
+                        json_t *inner)
+{
+    char *text = inner ? json_dumps(inner, JSON_COMPACT) : NULL;
+    json_decref(inner);
+    char *body = text ? po_sim_alipay_response(s->id.ali_key, node, text) : NULL;
+    free(text);
+    int r = sim_reply(c, body ? 200 : 500, "text/html;charset=utf-8", body ? body : "{}", false);
+    free(body);
+    return r;
+}
+
+static int alipay_error(struct po_sim_server *s, struct sim_call *c,
+                                    const char *node, const char *code, const char *sub_code,
+                                    const char *sub_msg)
+{
+    const char *msg = strcmp(code, "40004") == 0   ? "Business Failed"
+                      : strcmp(code, "40002") == 0 ? "Invalid Arguments"
+                                                   : "Service Currently Unavailable";
+    return alipay_reply(s, c, node,
+                        json_pack("{s:s, s:s, s:s, s:s}", "code", code, "msg", msg, "sub_code",
+                                  sub_code, "sub_msg", sub_msg));
+}
+
+/* POST /gateway.do, method alipay.trade.refund: the request must be signed
+ * RSA2 with the app's key (the simulator's merchant key pair stands for
+ * it); refunds are idempotent on (out_trade_no, out_request_no), as
+ * Alipay's; the result is notified to the request's notify_url as a
+ * trade_status_sync form (TRADE_CLOSED when fully refunded). */
+static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
+{
+    static const char node[] = "alipay_trade_refund_response";
+    struct sim_form f = {0};
+    if (!sim_form_parse(c->body, &f)) {
+        sim_form_free(&f);
+        return alipay_error(s, c, "error_response", "40002", "isv.invalid-parameter",
+                            "参数无效");
+    }
+    const char *keys[32], *vals[32];
+    for (int i = 0; i < f.n; i++)
+        keys[i] = f.k[i], vals[i] = f.v[i];
+    int ret;
+    json_t *biz = json_loads(sim_form_get(&f, "biz_content"), 0, NULL);
+    const char *out_trade_no = js(biz, "out_trade_no"), *out_request_no = js(biz, "out_request_no");
+    const char *notify_url = sim_form_get(&f, "notify_url");
+    int64_t want = sim_fen(js(biz, "refund_amount"));
+    if (strcmp(sim_form_get(&f, "method"), "alipay.trade.refund") != 0) {
+        ret = alipay_error(s, c, "error_response", "40002", "isv.invalid-method", "不存在的方法名");
+    } else if (strcmp(sim_form_get(&f, "app_id"), s->id.app_id) != 0) {
+        ret = alipay_error(s, c, node, "40002", "isv.invalid-app-id", "无效的AppID参数");
+    } else if (!po_sim_alipay_verify(s->id.merchant_pub, keys, vals, f.n)) {
+        ret = alipay_error(s, c, node, "40002", "isv.invalid-signature", "验签出错");
+    } else if (!po_id_valid(out_trade_no, 64) || !po_id_valid(out_request_no, 64) || want <= 0 ||
+               strlen(notify_url) >= 500) {
+        ret = alipay_error(s, c, node, "40002", "isv.missing-parameter",
+                           "out_trade_no, out_request_no, refund_amount");
+    } else {
+        pthread_mutex_lock(&s->mu);
+        json_t *payments = read_jsonl(s->dir, "payments.jsonl");
+        json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
+        json_t *p = find_payment(payments, "alipay", "out_trade_no", out_trade_no), *r;
+        json_t *existing = NULL;
+        json_int_t already = 0;
+        size_t i;
+        json_array_foreach(refunds, i, r) {
+            if (!refund_of(r, "alipay") || strcmp(js(r, "out_trade_no"), out_trade_no) != 0)
+                continue;
+            already += ji(r, "amount");
+            if (strcmp(js(r, "out_refund_no"), out_request_no) == 0)
+                existing = r;
+        }
+        char refund_id[40] = "", when[32], fee[32], txn[65];
+        const char *sub = NULL;
+        bool notify = false;
+        json_int_t total = ji(p, "amount");
+        (void)snprintf(txn, sizeof txn, "%s", js(p, "txn"));
+        beijing_now(when, sizeof when);
+        if (!p) {
+            sub = "ACQ.TRADE_NOT_EXIST";
+        } else if (existing) {
+            /* The same request again: the same refund, no money moves. */
+            (void)snprintf(when, sizeof when, "%s", js(existing, "time"));
+        } else if (already + want > total) {
+            sub = "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL";
+        } else {
+            new_id("2088", refund_id, sizeof refund_id);
+            json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel",
+                                    "alipay", "out_trade_no", out_trade_no, "txn", txn,
+                                    "out_refund_no", out_request_no, "refund_id", refund_id,
+                                    "amount", (json_int_t)want, "total", total, "time", when);
+            append_jsonl(s->dir, "refunds.jsonl", rec);
+            json_decref(rec);
+            already += want;
+            notify = *notify_url != '\0';
+        }
+        pthread_mutex_unlock(&s->mu);
+        json_decref(payments);
+        json_decref(refunds);
+        yuan(already, fee, sizeof fee);
+        if (notify)
+            start_refund_job(s, notify_url, "alipay", out_trade_no, txn, out_request_no, refund_id,
+                             already, total); /* refund_fee: the refunded total */
+        if (sub)
+            ret = alipay_error(s, c, node, "40004", sub,
+                               strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0 ? "交易不存在"
+                                                                      : "退款金额超限");
+        else
+            ret = alipay_reply(
+                s, c, node,
+                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "code", "10000", "msg",
+                          "Success", "trade_no", txn, "out_trade_no", out_trade_no,
+                          "buyer_logon_id", "pay***@example.com", "fund_change",
+                          existing ? "N" : "Y", "refund_fee", fee, "gmt_refund_pay", when));
+    }
+    json_decref(biz);
+    sim_form_free(&f);
+    return ret;
+}
+
+int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c)
+{
+    if (strcmp(c->method, "POST") == 0 && strcmp(c->path, "/gateway.do") == 0)
+        return alipay_gateway(s, c);
+    return -1;
+}

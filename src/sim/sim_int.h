@@ -1,0 +1,89 @@
+/*
+ * sim_int.h — private to src/sim: the simulated channel server's state and
+ * the request/answer its API handlers see (libmicrohttpd stays in
+ * server.c), the per-channel simulators (channels.c), and shared helpers.
+ */
+#ifndef PO_SIM_INT_H
+#define PO_SIM_INT_H
+
+#include "sim.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ---- one channel as the simulator plays it (channels.c) ---- */
+struct po_sim_channel {
+    const char *name;
+    const int *schedule; /* seconds before each resend */
+    int nschedule;
+    /* Is (status, body) this channel's "stop sending"? */
+    bool (*is_ack)(long status, const char *body);
+    const char *txn_prefix; /* how its transaction ids start */
+    po_err (*payment)(const struct po_sim_identity *id, const struct po_sim_payment *p,
+                      int64_t now, struct po_sim_request *out);
+    po_err (*refund)(const struct po_sim_identity *id, const struct po_sim_refund *r, int64_t now,
+                     struct po_sim_request *out);
+};
+/* The simulated channel with this name, or NULL. */
+const struct po_sim_channel *po_sim_channel_find(const char *name);
+
+/* ---- the simulated channel server (server.c) ---- */
+struct po_sim_server {
+    struct MHD_Daemon *daemon;
+    struct po_sim_identity id;
+    char dir[512];
+    double time_factor;
+    int refund_delay_ms;
+    pthread_mutex_t mu; /* serialises refund bookkeeping */
+    atomic_int jobs;    /* refund notifications still being delivered */
+    atomic_bool stopping;
+};
+
+/* One request and its answer, as the API handlers see them. */
+struct sim_call {
+    const char *method, *path;
+    const char *(*header)(void *ctx, const char *name);
+    const char *(*arg)(void *ctx, const char *name);
+    void *ctx;
+    const char *body; /* "" when none */
+    /* the answer */
+    unsigned status;
+    const char *type;
+    char *body_out;  /* heap */
+    bool wx_signed;  /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
+};
+/* Sets the answer (body copied); returns 0 so handlers can `return` it. */
+int sim_reply(struct sim_call *c, unsigned status, const char *type, const char *body,
+              bool wx_signed);
+/* A WeChat Pay JSON answer (signed); j is consumed. */
+int sim_reply_json(struct sim_call *c, unsigned status, json_t *j);
+/* A WeChat Pay error answer {"code","message"} (signed). */
+int sim_error(struct sim_call *c, unsigned status, const char *code, const char *message);
+
+/* The API families; each returns -1 when the path is not its own. */
+int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c);
+int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c);
+
+/* ---- state in the simulator's directory (server.c) ---- */
+/* Every line of DIR/name parsed as JSON (NULL entries skipped). */
+json_t *read_jsonl(const char *dir, const char *name);
+void append_jsonl(const char *dir, const char *name, json_t *j);
+const char *js(json_t *o, const char *k);
+json_int_t ji(json_t *o, const char *k);
+/* The refund record's channel (records written before Alipay refunds
+ * existed carry none: WeChat Pay). */
+bool refund_of(json_t *r, const char *channel);
+json_t *find_payment(json_t *payments, const char *channel, const char *key, const char *value);
+/* prefix + 24 random digits (the channels' refund ids look so). */
+void new_id(const char *prefix, char *out, size_t cap);
+/* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
+void beijing_now(char *out, size_t cap);
+void yuan(int64_t minor, char *out, size_t cap);
+/* Notifies a refund's result to url on the channel's schedule, from a
+ * detached thread (po_sim_server_stop waits for it). */
+void start_refund_job(struct po_sim_server *s, const char *url, const char *channel,
+                      const char *out_trade_no, const char *txn, const char *out_refund_no,
+                      const char *refund_id, int64_t amount, int64_t total);
+
+#endif

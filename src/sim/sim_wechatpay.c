@@ -1,0 +1,324 @@
+/*
+ * sim_wechatpay.c — the simulated WeChat Pay API v3: order query, trade
+ * bills (request and download, in WeChat Pay's CSV format), and refunds
+ * (the merchant's WECHATPAY2-SHA256-RSA2048 Authorization verified; the
+ * result notified later, on WeChat Pay's schedule). Answers are signed
+ * with the platform key, like the real ones (server.c signs them).
+ */
+#include "sim_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int query_order(struct po_sim_server *s, struct sim_call *c,
+                                   const char *out_trade_no)
+{
+    const char *mchid = c->arg(c->ctx, "mchid");
+    if (!mchid || strcmp(mchid, s->id.mchid) != 0)
+        return sim_error(c, 400, "PARAM_ERROR", "mchid does not match");
+    json_t *payments = read_jsonl(s->dir, "payments.jsonl");
+    json_t *p = find_payment(payments, "wechatpay", "out_trade_no", out_trade_no);
+    int r;
+    if (!p) {
+        r = sim_error(c, 404, "ORDER_NOT_EXIST", "订单不存在");
+    } else {
+        json_int_t amount = ji(p, "amount");
+        r = sim_reply_json(c, 200,
+                       json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s},"
+                                 " s:{s:I, s:I, s:s, s:s}}",
+                                 "appid", s->id.appid, "mchid", s->id.mchid, "out_trade_no",
+                                 out_trade_no, "transaction_id", js(p, "txn"), "trade_type",
+                                 "JSAPI", "trade_state", "SUCCESS", "trade_state_desc", "支付成功",
+                                 "bank_type", "OTHERS", "success_time", js(p, "time"), "payer",
+                                 "openid", "oPayonceSimulatedPayer", "amount", "total", amount,
+                                 "payer_total", amount, "currency", js(p, "currency"),
+                                 "payer_currency", js(p, "currency")));
+    }
+    json_decref(payments);
+    return r;
+}
+
+/* Appends printf output to a growing buffer (bounded by PO_SIM_BILL_MAX). */
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static void bputs(struct buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 8192) + n;
+        if (cap > PO_SIM_BILL_MAX)
+            return;
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
+/* One bill line: each field prefixed by a backtick, CRLF at the end. */
+static void bill_row(struct buf *b, const char *const *f, int n)
+{
+    char cell[256];
+    for (int i = 0; i < n; i++) {
+        (void)snprintf(cell, sizeof cell, "%s`%s", i ? "," : "", f[i]);
+        bputs(b, cell);
+    }
+    bputs(b, "\r\n");
+}
+
+/* The trade bill for one day, in WeChat Pay's ALL/SUCCESS/REFUND format. */
+static char *build_bill(struct po_sim_server *s, const char *date, const char *type)
+{
+    static const char header[] =
+        "\xef\xbb\xbf交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,"
+        "交易类型,交易状态,付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,"
+        "退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,"
+        "申请退款金额,费率备注\r\n";
+    struct buf b = {0};
+    bputs(&b, header);
+    json_t *payments = read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
+    int64_t count = 0, settled = 0, refunded = 0, fees = 0, total = 0, requested = 0;
+    bool want_pay = strcmp(type, "REFUND") != 0, want_refund = strcmp(type, "SUCCESS") != 0;
+    size_t i;
+    json_t *p;
+    json_array_foreach(payments, i, p) {
+        if (!want_pay || strcmp(js(p, "channel"), "wechatpay") != 0 ||
+            strncmp(js(p, "time"), date, 10) != 0)
+            continue;
+        int64_t amount = ji(p, "amount"), fee = (amount * 6 + 500) / 1000; /* 0.6 %, to the fen */
+        char a[32], f[32];
+        yuan(amount, a, sizeof a);
+        (void)snprintf(f, sizeof f, "%lld.%02lld000", (long long)(fee / 100),
+                       (long long)(fee % 100));
+        const char *row[] = {js(p, "time"), s->id.appid, s->id.mchid, "0", "", js(p, "txn"),
+                             js(p, "out_trade_no"), "oPayonceSimulatedPayer", "JSAPI", "SUCCESS",
+                             "OTHERS", js(p, "currency"), a, "0.00", "0", "0", "0.00", "0.00", "",
+                             "", "payonce simulator", "", f, "0.60%", a, "0.00", ""};
+        bill_row(&b, row, 27);
+        count++, settled += amount, fees += fee, total += amount;
+    }
+    json_array_foreach(refunds, i, p) {
+        if (!want_refund || !refund_of(p, "wechatpay") || strncmp(js(p, "time"), date, 10) != 0)
+            continue;
+        int64_t amount = ji(p, "amount"), fee = -((amount * 6 + 500) / 1000);
+        char a[32], f[32];
+        yuan(amount, a, sizeof a);
+        (void)snprintf(f, sizeof f, "-%lld.%02lld000", (long long)(-fee / 100),
+                       (long long)(-fee % 100));
+        const char *row[] = {js(p, "time"), s->id.appid, s->id.mchid, "0", "", js(p, "txn"),
+                             js(p, "out_trade_no"), "oPayonceSimulatedPayer", "JSAPI", "REFUND",
+                             "OTHERS", "CNY", "0.00", "0.00", js(p, "refund_id"),
+                             js(p, "out_refund_no"), a, "0.00", "ORIGINAL", "SUCCESS",
+                             "payonce simulator", "", f, "0.60%", "0.00", a, ""};
+        bill_row(&b, row, 27);
+        count++, refunded += amount, fees += fee, requested += amount;
+    }
+    bputs(&b, "总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,"
+              "申请退款总金额\r\n");
+    char c[24], s1[32], s2[32], s3[32], s4[32], s5[32];
+    (void)snprintf(c, sizeof c, "%lld", (long long)count);
+    yuan(settled, s1, sizeof s1);
+    yuan(refunded, s2, sizeof s2);
+    (void)snprintf(s3, sizeof s3, "%s%lld.%02lld", fees < 0 ? "-" : "",
+                   (long long)(llabs(fees) / 100), (long long)(llabs(fees) % 100));
+    yuan(total, s4, sizeof s4);
+    yuan(requested, s5, sizeof s5);
+    const char *sum[] = {c, s1, s2, "0.00", s3, s4, s5};
+    bill_row(&b, sum, 7);
+    json_decref(payments);
+    json_decref(refunds);
+    return b.p;
+}
+
+static bool valid_date(const char *d)
+{
+    return d && strlen(d) == 10 && po_time_valid(d);
+}
+
+static int trade_bill(struct po_sim_server *s, struct sim_call *c)
+{
+    const char *date = c->arg(c->ctx, "bill_date");
+    const char *type = c->arg(c->ctx, "bill_type");
+    if (!type)
+        type = "ALL";
+    if (!valid_date(date) || (strcmp(type, "ALL") && strcmp(type, "SUCCESS") &&
+                              strcmp(type, "REFUND")))
+        return sim_error(c, 400, "PARAM_ERROR", "bill_date YYYY-MM-DD, bill_type ALL|SUCCESS|REFUND");
+    char *bill = build_bill(s, date, type);
+    if (!bill)
+        return sim_error(c, 500, "SYSTEM_ERROR", "bill too large");
+    char hash[41], url[256];
+    po_sha1_hex(bill, strlen(bill), hash);
+    free(bill);
+    const char *host = c->header(c->ctx, "Host");
+    (void)snprintf(url, sizeof url, "http://%s/v3/billdownload/file?token=%s_%s",
+                   host ? host : "127.0.0.1", date, type);
+    return sim_reply_json(c, 200, json_pack("{s:s, s:s, s:s}", "hash_type", "SHA1", "hash_value",
+                                           hash, "download_url", url));
+}
+
+static int bill_download(struct po_sim_server *s, struct sim_call *c)
+{
+    const char *token = c->arg(c->ctx, "token");
+    char date[11] = "";
+    if (!token || strlen(token) < 12 || token[10] != '_')
+        return sim_error(c, 400, "PARAM_ERROR", "bad token");
+    memcpy(date, token, 10);
+    if (!valid_date(date))
+        return sim_error(c, 400, "PARAM_ERROR", "bad token");
+    char *bill = build_bill(s, date, token + 11);
+    if (!bill)
+        return sim_error(c, 500, "SYSTEM_ERROR", "bill too large");
+    int r = sim_reply(c, 200, "text/csv; charset=utf-8", bill, true);
+    free(bill);
+    return r;
+}
+
+/* Checks the merchant's WECHATPAY2-SHA256-RSA2048 Authorization header. */
+static bool merchant_signed(struct po_sim_server *s, struct sim_call *c, const char *method,
+                            const char *path, const char *body)
+{
+    const char *auth = c->header(c->ctx, "Authorization");
+    if (!auth || strncmp(auth, "WECHATPAY2-SHA256-RSA2048 ", 26) != 0 || strlen(auth) > 2048)
+        return false;
+    char mchid[64] = "", nonce[64] = "", ts[24] = "", serial[80] = "", sig[700] = "";
+    struct {
+        const char *name;
+        char *dst;
+        size_t cap;
+    } f[] = {{"mchid=\"", mchid, sizeof mchid}, {"nonce_str=\"", nonce, sizeof nonce},
+             {"timestamp=\"", ts, sizeof ts},   {"serial_no=\"", serial, sizeof serial},
+             {"signature=\"", sig, sizeof sig}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        const char *p = strstr(auth, f[i].name);
+        if (!p)
+            return false;
+        p += strlen(f[i].name);
+        const char *end = strchr(p, '"');
+        if (!end || (size_t)(end - p) >= f[i].cap)
+            return false;
+        memcpy(f[i].dst, p, (size_t)(end - p));
+        f[i].dst[end - p] = '\0';
+    }
+    int64_t t = 0;
+    if (strcmp(mchid, s->id.mchid) != 0 || strcmp(serial, s->id.merchant_serial) != 0 ||
+        po_parse_i64(ts, 0, INT64_C(99999999999), &t) || llabs((long long)(time(NULL) - t)) > 300)
+        return false;
+    size_t mlen = strlen(method) + strlen(path) + strlen(ts) + strlen(nonce) + strlen(body) + 6;
+    char *msg = malloc(mlen);
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
+    bool ok = false;
+    if (msg && po_b64_decode(sig, strlen(sig), &raw, &raw_len) == PO_OK) {
+        (void)snprintf(msg, mlen, "%s\n%s\n%s\n%s\n%s\n", method, path, ts, nonce, body);
+        ok = po_rsa_sha256_verify(s->id.merchant_pub, msg, strlen(msg), raw, raw_len) == PO_OK;
+    }
+    free(raw);
+    free(msg);
+    return ok;
+}
+
+static int refund(struct po_sim_server *s, struct sim_call *c)
+{
+    const char *path = "/v3/refund/domestic/refunds";
+    const char *body = c->body;
+    if (!merchant_signed(s, c, "POST", path, body))
+        return sim_error(c, 401, "SIGN_ERROR", "签名错误");
+    json_t *in = json_loads(body, 0, NULL);
+    json_t *amt = json_object_get(in, "amount");
+    const char *out_refund_no = js(in, "out_refund_no"), *notify_url = js(in, "notify_url");
+    json_int_t want = ji(amt, "refund");
+    if (!json_is_object(in) || !po_id_valid(out_refund_no, 64) || want <= 0 ||
+        strlen(notify_url) >= 500 || strncmp(notify_url, "http", 4) != 0) {
+        json_decref(in);
+        return sim_error(c, 400, "PARAM_ERROR", "out_refund_no, amount.refund, notify_url");
+    }
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
+    json_t *p = json_object_get(in, "transaction_id")
+                    ? find_payment(payments, "wechatpay", "txn", js(in, "transaction_id"))
+                    : find_payment(payments, "wechatpay", "out_trade_no", js(in, "out_trade_no"));
+    json_t *existing = NULL, *resp = NULL;
+    json_int_t already = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(refunds, i, r) {
+        if (!refund_of(r, "wechatpay"))
+            continue;
+        if (p && strcmp(js(r, "txn"), js(p, "txn")) == 0)
+            already += ji(r, "amount");
+        if (strcmp(js(r, "out_refund_no"), out_refund_no) == 0)
+            existing = r;
+    }
+    unsigned status = 200;
+    const char *code = NULL;
+    bool notify = false;
+    char refund_id[40] = "";
+    if (!p) {
+        status = 404, code = "RESOURCE_NOT_EXISTS";
+    } else if (existing) {
+        /* The same out_refund_no again: the same refund, not a new one. */
+        (void)snprintf(refund_id, sizeof refund_id, "%s", js(existing, "refund_id"));
+    } else if (already + want > ji(p, "amount")) {
+        status = 403, code = "NOT_ENOUGH";
+    } else {
+        char when[32];
+        new_id("50300", refund_id, sizeof refund_id);
+        beijing_now(when, sizeof when);
+        json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "wechatpay",
+                                "out_trade_no",
+                                js(p, "out_trade_no"), "txn", js(p, "txn"), "out_refund_no",
+                                out_refund_no, "refund_id", refund_id, "amount", want, "total",
+                                ji(p, "amount"), "time", when);
+        append_jsonl(s->dir, "refunds.jsonl", rec);
+        json_decref(rec);
+        notify = true;
+    }
+    if (!code)
+        resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:s}}",
+                         "refund_id", refund_id, "out_refund_no", out_refund_no,
+                         "transaction_id", js(p, "txn"), "out_trade_no", js(p, "out_trade_no"),
+                         "channel", "ORIGINAL", "status", "PROCESSING", "amount", "total",
+                         ji(p, "amount"), "refund", want, "payer_total", ji(p, "amount"),
+                         "payer_refund", want, "currency", "CNY");
+    char trade_no[65], txn[65];
+    (void)snprintf(trade_no, sizeof trade_no, "%s", js(p, "out_trade_no"));
+    (void)snprintf(txn, sizeof txn, "%s", js(p, "txn"));
+    json_int_t total = ji(p, "amount");
+    pthread_mutex_unlock(&s->mu);
+    json_decref(payments);
+    json_decref(refunds);
+    if (notify)
+        start_refund_job(s, notify_url, "wechatpay", trade_no, txn, out_refund_no, refund_id, want,
+                         total);
+    json_decref(in);
+    if (code)
+        return sim_error(c, status, code, code);
+    return sim_reply_json(c, 200, resp);
+}
+
+int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
+{
+    static const char qpath[] = "/v3/pay/transactions/out-trade-no/";
+    bool get = strcmp(c->method, "GET") == 0, post = strcmp(c->method, "POST") == 0;
+    if (get && strncmp(c->path, qpath, sizeof qpath - 1) == 0 &&
+        po_id_valid(c->path + sizeof qpath - 1, 64))
+        return query_order(s, c, c->path + sizeof qpath - 1);
+    if (get && strcmp(c->path, "/v3/bill/tradebill") == 0)
+        return trade_bill(s, c);
+    if (get && strcmp(c->path, "/v3/billdownload/file") == 0)
+        return bill_download(s, c);
+    if (post && strcmp(c->path, "/v3/refund/domestic/refunds") == 0)
+        return refund(s, c);
+    return -1;
+}

@@ -5,6 +5,9 @@
 .PHONY: all build deps demo test lint bench clean
 
 JOBS := $(shell nproc 2>/dev/null || echo 2)
+# Warnings are errors in `make test` (PO_WERROR=ON); a user's `make` with a
+# newer compiler does not fail on a warning it adds.
+PO_WERROR ?= OFF
 
 all: build
 
@@ -12,7 +15,7 @@ deps:
 	@scripts/deps.sh
 
 build: deps
-	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPO_WERROR=$(PO_WERROR) >/dev/null
 	@cmake --build build -j$(JOBS) >/dev/null
 	@echo "built build/payonce"
 

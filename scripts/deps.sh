@@ -2,11 +2,11 @@
 # deps.sh — installs the Debian packages payonce needs, only when missing.
 # Build: compiler, CMake, pkg-config and the libraries of DESIGN §7.
 # Test: cmocka, a PostgreSQL 15 server, clang (libFuzzer) and the runtime
-# for sanitizers. Runs apt-get as root; as another user it names what to install.
+# for sanitizers, clang-format (scripts/lint.sh checks the house format). Runs apt-get as root; as another user it names what to install.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
       libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev postgresql-15 clang
-      libclang-rt-14-dev python3 util-linux curl)
+      libclang-rt-14-dev clang-format python3 util-linux curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

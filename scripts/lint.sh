@@ -1,14 +1,96 @@
 #!/usr/bin/env bash
-# lint.sh — bans unsafe C functions in src/ and tests/ (curl's habit).
-# Use the bounded helpers in src/core/core.h instead: po_strcpy, po_fmt,
-# po_parse_i64. A test line may opt out with the comment "lint-ok".
+# lint.sh — the rules a compiler does not check (run by `make test`):
+#   1. banned unsafe C functions in src/, tests/ and bench/ (curl's habit):
+#      use the bounded helpers of src/core/core.h instead (po_strcpy,
+#      po_fmt, po_parse_i64). A test line may opt out with "lint-ok".
+#   2. the module dependency rules of docs/internals.md: which module may
+#      include which (direct includes), and where the third-party headers
+#      may appear (OpenSSL only in crypto/, the database client libraries
+#      only in store/, libmicrohttpd only in the two servers, ...).
+#   3. the house format: clang-format (.clang-format) in check mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fail=0
+
 banned='\b(strcpy|strcat|sprintf|vsprintf|gets|atoi|atol|atoll|atof|strtok|strncpy|strncat|tmpnam|mktemp)\s*\('
-hits=$(grep -rnE "$banned" src tests --include='*.c' --include='*.h' | grep -v 'lint-ok' || true)
+hits=$(grep -rnE "$banned" src tests bench --include='*.c' --include='*.h' | grep -v 'lint-ok' || true)
 if [ -n "$hits" ]; then
   echo "lint: banned functions (see scripts/lint.sh for the safe replacements):" >&2
   echo "$hits" >&2
-  exit 1
+  fail=1
 fi
-echo "lint: ok"
+
+# Module -> the modules it may include directly (docs/internals.md).
+declare -A allowed=(
+  [core]=""
+  [crypto]="core"
+  [store]="core"
+  [event]="core"
+  [ledger]="core store"
+  [engine]="core event ledger store"
+  [channel]="core crypto event"
+  [recon]="core crypto store event engine channel"
+  [service]="core crypto store event ledger engine channel"
+  [http]="core crypto store event engine channel service"
+  [sim]="core crypto"
+  [cli]="core crypto store event ledger engine channel recon service http sim"
+)
+for dir in src/*/; do
+  mod=$(basename "$dir")
+  if [ -z "${allowed[$mod]+set}" ]; then
+    echo "lint: module src/$mod is not in the dependency table (scripts/lint.sh, docs/internals.md)" >&2
+    fail=1
+    continue
+  fi
+  while IFS=: read -r file line dep; do
+    [ -n "$file" ] || continue
+    case " ${allowed[$mod]} " in
+      *" $dep "*) ;;
+      *) echo "lint: $file:$line: $mod/ may not include $dep/ (allowed: ${allowed[$mod]:-nothing})" >&2
+         fail=1 ;;
+    esac
+  done < <(grep -nE '^#include "\.\./[a-z]+/' "$dir"*.[ch] 2>/dev/null |
+           sed -E 's|^([^:]+):([0-9]+):#include "\.\./([a-z]+)/.*|\1:\2:\3|')
+done
+
+# Third-party headers: pattern -> the only places allowed to include it.
+check_header() {
+  local pattern=$1 where=$2
+  local hits
+  hits=$(grep -rnE "^#include <$pattern" src --include='*.c' --include='*.h' | grep -vE "^($where)" || true)
+  if [ -n "$hits" ]; then
+    echo "lint: <$pattern> outside $where:" >&2
+    echo "$hits" >&2
+    fail=1
+  fi
+}
+check_header 'openssl/' 'src/crypto/'
+check_header 'sqlite3\.h' 'src/store/sqlite\.c'
+check_header 'libpq-fe\.h' 'src/store/postgres\.c'
+check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/server\.c'
+check_header 'curl/' 'src/channel/api_http\.c|src/sim/|src/cli/'
+check_header 'jansson\.h' 'src/channel/|src/recon/|src/service/|src/http/|src/sim/|src/cli/'
+
+# SQL lives below the transport and the command line: none in http/ or cli/.
+sql=$(grep -rnE '"(SELECT|INSERT|UPDATE|DELETE) ' src/http src/cli || true)
+if [ -n "$sql" ]; then
+  echo "lint: SQL in http/ or cli/ (put the query in service/, engine/, ledger/ or recon/):" >&2
+  echo "$sql" >&2
+  fail=1
+fi
+
+if command -v clang-format >/dev/null; then
+  files=$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h' 'bench/*.c' 2>/dev/null ||
+          find src tests bench -name '*.[ch]')
+  if ! out=$(clang-format --dry-run --Werror $files 2>&1); then
+    echo "lint: not in the house format (run: clang-format -i \$(git ls-files '*.c' '*.h')):" >&2
+    echo "$out" | grep -E '^[^ ].*: (error|warning):' | cut -d: -f1 | sort -u | head -20 >&2
+    fail=1
+  fi
+else
+  echo "lint: clang-format not installed (scripts/deps.sh installs it)" >&2
+  fail=1
+fi
+
+[ "$fail" -eq 0 ] || exit 1
+echo "lint: ok (banned functions, module dependencies, third-party headers, SQL placement, format)"

@@ -28,7 +28,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 echo "== ASan + UBSan build"
-cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build-asan --output-on-failure
@@ -36,7 +36,7 @@ echo "== figures (races, seed incident, fault injection)"
 cat "$PAYONCE_FIGURES"
 
 echo "== ThreadSanitizer build"
-cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-tsan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build-tsan --output-on-failure
@@ -46,7 +46,7 @@ echo "== fuzz targets (libFuzzer, ASan + UBSan), ${PAYONCE_FUZZ_SECONDS:-15} s e
 scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-15}"
 
 echo "== release build (make build) and the demo with it, as 'make demo' runs it"
-make build
+make build PO_WERROR=ON
 scripts/demo.sh
 echo "== the demo again under AddressSanitizer"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }

@@ -33,8 +33,8 @@ static void aad_of(const char *tenant, const char *channel, const char *field, c
     (void)snprintf(out, cap, "%s/%s/%s", tenant, channel, field);
 }
 
-json_t *po_account_seal(const struct po_account_input *in, const char *channel,
-                        const char *field, const void *secret, size_t len)
+json_t *po_account_seal(const struct po_account_input *in, const char *channel, const char *field,
+                        const void *secret, size_t len)
 {
     char aad[PO_ID_MAX + PO_CHANNEL_MAX + 64], *out = NULL;
     aad_of(in->tenant, channel, field, aad, sizeof aad);
@@ -54,9 +54,9 @@ json_t *po_account_seal(const struct po_account_input *in, const char *channel,
     return j;
 }
 
-po_err po_account_unseal(const struct po_channel_account *a, const char *field,
-                         const char *stored, const unsigned char *master, unsigned char *dst,
-                         size_t cap, size_t *out_len, char *err, size_t errcap)
+po_err po_account_unseal(const struct po_channel_account *a, const char *field, const char *stored,
+                         const unsigned char *master, unsigned char *dst, size_t cap,
+                         size_t *out_len, char *err, size_t errcap)
 {
     char aad[PO_ID_MAX + PO_CHANNEL_MAX + 64];
     unsigned char *plain = NULL;
@@ -129,9 +129,9 @@ po_err po_account_build_api(const struct po_account_input *in, const char *chann
         return PO_ERR_INVALID;
     }
     if (need_serial ? !mkf != !mser : mser != NULL) {
-        po_errf(err, errcap, need_serial
-                                 ? "--merchant-private-key-file goes with --merchant-serial"
-                                 : "--merchant-serial is for wechatpay only");
+        po_errf(err, errcap,
+                need_serial ? "--merchant-private-key-file goes with --merchant-serial"
+                            : "--merchant-serial is for wechatpay only");
         return PO_ERR_INVALID;
     }
     if (nurl && !url_ok(nurl, 512, false)) {
@@ -186,8 +186,8 @@ po_err po_account_load_api(json_t *cfg, const unsigned char *master, struct po_c
         return PO_OK;
     unsigned char pem[8192];
     size_t len = 0;
-    po_err rc = po_account_unseal(a, "merchant_private_key", mk, master, pem, sizeof pem, &len,
-                                  err, errcap);
+    po_err rc = po_account_unseal(a, "merchant_private_key", mk, master, pem, sizeof pem, &len, err,
+                                  errcap);
     if (!rc && ((need_serial && !po_set_field(a->merchant_serial, sizeof a->merchant_serial,
                                               po_json_str(cfg, "merchant_serial"))) ||
                 po_privkey_from_pem((const char *)pem, len, &a->merchant_key))) {

@@ -42,13 +42,14 @@ static bool verify(const struct po_channel_account *a, const struct po_form *f,
         return false;
     }
     char *content = po_alipay_sign_content(f, true);
-    po_err rc = content ? po_rsa_sha256_verify(a->alipay_key, content, strlen(content), raw,
-                                               raw_len)
-                        : PO_ERR_NOMEM;
+    po_err rc = content
+                    ? po_rsa_sha256_verify(a->alipay_key, content, strlen(content), raw, raw_len)
+                    : PO_ERR_NOMEM;
     free(content);
     free(raw);
     if (rc) {
-        po_notify_reject(out, PO_R_BAD_SIGNATURE, "sign does not verify with the Alipay public key");
+        po_notify_reject(out, PO_R_BAD_SIGNATURE,
+                         "sign does not verify with the Alipay public key");
         return false;
     }
     return true;
@@ -96,14 +97,13 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     (void)po_set_field(ev->currency, sizeof ev->currency, "CNY");
     const char *refund_no = po_form_get(f, "out_biz_no");
     bool has_refund = po_form_get(f, "refund_fee") && *po_form_get(f, "refund_fee");
-    bool paid = status && (strcmp(status, "TRADE_SUCCESS") == 0 ||
-                           strcmp(status, "TRADE_FINISHED") == 0);
+    bool paid =
+        status && (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0);
     bool closed = status && strcmp(status, "TRADE_CLOSED") == 0;
     /* A full refund closes the trade; a partial one names its request. */
     bool refund = has_refund && (closed || (paid && refund_no && *refund_no));
     if (!refund && !paid) {
-        po_notify_ignore(out, "trade_status %.20s: nothing to apply",
-                       status ? status : "-");
+        po_notify_ignore(out, "trade_status %.20s: nothing to apply", status ? status : "-");
         goto out;
     }
     if (!po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_form_get(f, "out_trade_no")) ||
@@ -135,7 +135,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
         (a->seller_id[0] && (!seller || strcmp(seller, a->seller_id) != 0))) {
         po_notify_mismatch(out,
                            !app_id || strcmp(app_id, a->app_id) != 0 ? PO_R_APP_ID_MISMATCH
-                                                                      : PO_R_SELLER_ID_MISMATCH,
+                                                                     : PO_R_SELLER_ID_MISMATCH,
                            "notification for app_id %.32s seller_id %.32s, tenant has %.32s %.32s",
                            app_id ? app_id : "-", seller ? seller : "-", a->app_id,
                            a->seller_id[0] ? a->seller_id : "-");
@@ -200,11 +200,11 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
         return PO_ERR_INVALID;
     }
     (void)po_set_field(a->seller_id, sizeof a->seller_id, po_json_str(root, "seller_id"));
-    po_err rc = po_pubkey_from_pem(pem, strlen(pem), &a->alipay_key, ignored, sizeof ignored, err,
-                                   errcap);
+    po_err rc =
+        po_pubkey_from_pem(pem, strlen(pem), &a->alipay_key, ignored, sizeof ignored, err, errcap);
     return rc ? rc
-              : po_account_load_api(root, master, a, "https://openapi.alipay.com/gateway.do",
-                                    false, err, errcap);
+              : po_account_load_api(root, master, a, "https://openapi.alipay.com/gateway.do", false,
+                                    err, errcap);
 }
 
 /* Alipay reads the body: "success" stops the resends, anything else

@@ -27,10 +27,10 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
     struct po_form *f = calloc(1, sizeof *f);
     if (!f)
         return PO_ERR_NOMEM;
-    const char *k[] = {"app_id", "method", "format", "charset", "sign_type", "timestamp",
-                       "version", "notify_url", "biz_content"};
-    const char *v[] = {a->app_id, method, "JSON", "utf-8", "RSA2", ts, "1.0", a->notify_url,
-                       biz_content};
+    const char *k[] = {"app_id",    "method",  "format",     "charset",    "sign_type",
+                       "timestamp", "version", "notify_url", "biz_content"};
+    const char *v[] = {a->app_id, method, "JSON",        "utf-8",    "RSA2",
+                       ts,        "1.0",  a->notify_url, biz_content};
     po_err rc = PO_OK;
     for (size_t i = 0; i < sizeof k / sizeof k[0] && !rc; i++)
         if (*v[i])
@@ -189,10 +189,9 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
     } else if (c && strcmp(c, "10000") == 0) {
         out->decision = PO_REFUND_SUBMITTED;
     } else {
-        bool final = c &&
-                     (strcmp(c, "40002") == 0 || strcmp(c, "40004") == 0 ||
-                      strcmp(c, "40006") == 0) &&
-                     !(sub && strstr(sub, "SYSTEM_ERROR"));
+        bool final =
+            c && (strcmp(c, "40002") == 0 || strcmp(c, "40004") == 0 || strcmp(c, "40006") == 0) &&
+            !(sub && strstr(sub, "SYSTEM_ERROR"));
         if (final)
             out->decision = PO_REFUND_REJECTED;
         po_channel_clean_code(sub ? sub : c, resp->status, out->code, sizeof out->code);

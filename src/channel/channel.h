@@ -230,17 +230,17 @@ enum po_bill_kind { PO_BILL_PAY, PO_BILL_REFUND };
 /* One detail row, amounts exact: money in minor units, fees in thousandths. */
 struct po_bill_row {
     enum po_bill_kind kind;
-    char time[24];                     /* trade time, "YYYY-MM-DD HH:MM:SS" (+08:00) */
-    char mchid[PO_ID_MAX + 1];         /* the merchant the row belongs to */
-    char sub_mchid[PO_ID_MAX + 1];     /* sub-merchant ("0" for direct merchants) */
-    char txn[PO_TXN_ID_MAX + 1];       /* the channel's transaction id */
+    char time[24];                 /* trade time, "YYYY-MM-DD HH:MM:SS" (+08:00) */
+    char mchid[PO_ID_MAX + 1];     /* the merchant the row belongs to */
+    char sub_mchid[PO_ID_MAX + 1]; /* sub-merchant ("0" for direct merchants) */
+    char txn[PO_TXN_ID_MAX + 1];   /* the channel's transaction id */
     char out_trade_no[PO_ID_MAX + 1];
     char currency[4];
     int64_t amount;                    /* payments: order amount; refunds: refund amount */
     char refund_id[PO_TXN_ID_MAX + 1]; /* the channel's refund id */
     char out_refund_no[PO_ID_MAX + 1];
     char refund_status[16];
-    int64_t fee_milli;                 /* fee, thousandths of the minor unit */
+    int64_t fee_milli; /* fee, thousandths of the minor unit */
 };
 
 struct po_bill {

@@ -44,13 +44,13 @@ void po_channel_clean_code(const char *code, long status, char *out, size_t cap)
 /* ---- account documents (account.c) ---- */
 /* Seals a secret for its slot "<tenant>/<channel>/<field>" with in->master
  * (or encodes it "plain:" in development mode). NULL on failure. */
-json_t *po_account_seal(const struct po_account_input *in, const char *channel,
-                        const char *field, const void *secret, size_t len);
+json_t *po_account_seal(const struct po_account_input *in, const char *channel, const char *field,
+                        const void *secret, size_t len);
 /* Unseals one stored secret field into dst (cap bytes); PO_ERR_INVALID
  * with the field named in err. */
-po_err po_account_unseal(const struct po_channel_account *a, const char *field,
-                         const char *stored, const unsigned char *master, unsigned char *dst,
-                         size_t cap, size_t *out_len, char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_account_unseal(const struct po_channel_account *a, const char *field, const char *stored,
+                         const unsigned char *master, unsigned char *dst, size_t cap,
+                         size_t *out_len, char *err, size_t errcap) PO_MUST_CHECK;
 /* Reads a key, certificate or secret file (at most PO_KEY_FILE_MAX);
  * strip drops trailing newlines. NULL with err on failure. */
 char *po_account_read_file(const char *path, bool strip, size_t *len, char *err, size_t errcap);
@@ -65,10 +65,12 @@ po_err po_account_load_api(json_t *cfg, const unsigned char *master, struct po_c
                            size_t errcap) PO_MUST_CHECK;
 /* The `channel set` options every channel with an API takes. */
 #define PO_API_OPTIONS                                                                             \
-    {"api-base-url", "the channel API's base URL (https://; http:// only on loopback)"},          \
+    {"api-base-url", "the channel API's base URL (https://; http:// only on loopback)"},           \
         {"merchant-private-key-file",                                                              \
-         "PEM private key that signs requests to the channel's API (sealed)"},                    \
-        {"notify-url", "where the channel sends refund results"}
+         "PEM private key that signs requests to the channel's API (sealed)"},                     \
+    {                                                                                              \
+        "notify-url", "where the channel sends refund results"                                     \
+    }
 
 /* ---- outbound calls (api_http.c) ---- */
 /* One request to a channel API: POST when body is not NULL, GET otherwise;

@@ -48,9 +48,19 @@ po_err po_event_from_json(const char *json, size_t len, struct po_event *out, ch
                           size_t errcap)
 {
     static const char *const known[] = {
-        "tenant",   "channel",  "type",        "channel_txn_id", "out_trade_no",
-        "out_refund_no", "channel_refund_id", "receiver", "merchant", "amount",
-        "currency", "source",   "occurred_at",
+        "tenant",
+        "channel",
+        "type",
+        "channel_txn_id",
+        "out_trade_no",
+        "out_refund_no",
+        "channel_refund_id",
+        "receiver",
+        "merchant",
+        "amount",
+        "currency",
+        "source",
+        "occurred_at",
     };
     po_err rc = PO_ERR_INVALID;
     struct po_event ev;
@@ -71,7 +81,8 @@ po_err po_event_from_json(const char *json, size_t len, struct po_event *out, ch
     }
     const char *k;
     json_t *v;
-    json_object_foreach(root, k, v) {
+    json_object_foreach(root, k, v)
+    {
         if (lookup(known, (int)(sizeof known / sizeof known[0]), k) < 0) {
             po_errf(err, errcap, "unknown field \"%.64s\"", k);
             goto out;
@@ -84,10 +95,9 @@ po_err po_event_from_json(const char *json, size_t len, struct po_event *out, ch
         take_str(root, "channel_txn_id", ev.channel_txn_id, sizeof ev.channel_txn_id, err,
                  errcap) ||
         take_str(root, "out_trade_no", ev.out_trade_no, sizeof ev.out_trade_no, err, errcap) ||
-        take_str(root, "out_refund_no", ev.out_refund_no, sizeof ev.out_refund_no, err,
+        take_str(root, "out_refund_no", ev.out_refund_no, sizeof ev.out_refund_no, err, errcap) ||
+        take_str(root, "channel_refund_id", ev.channel_refund_id, sizeof ev.channel_refund_id, err,
                  errcap) ||
-        take_str(root, "channel_refund_id", ev.channel_refund_id, sizeof ev.channel_refund_id,
-                 err, errcap) ||
         take_str(root, "receiver", ev.receiver, sizeof ev.receiver, err, errcap) ||
         take_str(root, "merchant", ev.merchant, sizeof ev.merchant, err, errcap) ||
         take_str(root, "currency", ev.currency, sizeof ev.currency, err, errcap) ||
@@ -96,8 +106,9 @@ po_err po_event_from_json(const char *json, size_t len, struct po_event *out, ch
         goto out;
     int t = lookup(type_names, PO_EV_COUNT, type);
     if (t < 0) {
-        po_errf(err, errcap, "type: one of PAY_SUCCESS, REFUND_SUCCESS, REFUND_CLOSED,"
-                             " REFUND_ABNORMAL, PROFIT_SHARE_RESULT");
+        po_errf(err, errcap,
+                "type: one of PAY_SUCCESS, REFUND_SUCCESS, REFUND_CLOSED,"
+                " REFUND_ABNORMAL, PROFIT_SHARE_RESULT");
         goto out;
     }
     ev.type = (enum po_event_type)t;

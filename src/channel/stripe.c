@@ -124,20 +124,18 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     bool robj = strcmp(type, "refund.created") == 0 || strcmp(type, "refund.updated") == 0 ||
                 strcmp(type, "charge.refund.updated") == 0;
     const char *rstatus = robj ? po_json_str(obj, "status") : NULL;
-    if (robj && rstatus && (strcmp(rstatus, "pending") == 0 ||
-                            strcmp(rstatus, "requires_action") == 0)) {
+    if (robj && rstatus &&
+        (strcmp(rstatus, "pending") == 0 || strcmp(rstatus, "requires_action") == 0)) {
         po_notify_ignore(out, "refund %.20s: not final", rstatus);
         goto out;
     }
-    if (robj && (!rstatus || (strcmp(rstatus, "succeeded") != 0 &&
-                              strcmp(rstatus, "failed") != 0 &&
+    if (robj && (!rstatus || (strcmp(rstatus, "succeeded") != 0 && strcmp(rstatus, "failed") != 0 &&
                               strcmp(rstatus, "canceled") != 0))) {
         po_notify_reject(out, PO_R_MALFORMED_BODY, "refund status missing or unknown");
         goto out;
     }
     if (!pay && !charge && !robj) {
-        po_notify_ignore(out, "event type %.40s: nothing to apply",
-                       type);
+        po_notify_ignore(out, "event type %.40s: nothing to apply", type);
         goto out;
     }
     json_t *amt = json_object_get(obj, pay      ? "amount_received"
@@ -146,7 +144,8 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     const char *cur = po_json_str(obj, "currency");
     const char *id = po_json_str(obj, "id");
     if (!json_is_integer(amt) || !cur || strlen(cur) != 3 || !id ||
-        !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, po_json_str(meta, "out_trade_no"))) {
+        !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no,
+                      po_json_str(meta, "out_trade_no"))) {
         po_notify_reject(out, PO_R_MALFORMED_BODY,
                          "id, amount, currency or metadata.out_trade_no missing");
         goto out;
@@ -160,7 +159,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
         (void)po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, id);
     } else {
         ev->type = charge || strcmp(rstatus, "succeeded") == 0 ? PO_EV_REFUND_SUCCESS
-                                                              : PO_EV_REFUND_CLOSED;
+                                                               : PO_EV_REFUND_CLOSED;
         ev->amount_is_cumulative = charge; /* amount_refunded: the charge's total */
         (void)po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, id);
         if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no,
@@ -201,8 +200,7 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
             po_secure_zero(sec, len);
         free(sec);
         if (!s) {
-            po_errf(err, errcap, "%s: a secret of 1-%d bytes is required", files[i],
-                    PO_SECRET_MAX);
+            po_errf(err, errcap, "%s: a secret of 1-%d bytes is required", files[i], PO_SECRET_MAX);
             json_decref(list);
             return PO_ERR_IO;
         }
@@ -218,14 +216,15 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
     json_t *list = json_object_get(root, "webhook_secrets");
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v) {
+    json_array_foreach(list, i, v)
+    {
         if (a->nsecrets >= PO_WEBHOOK_SECRETS_MAX)
             break;
         char field[48];
         (void)snprintf(field, sizeof field, "webhook_secret/%zu", i);
-        po_err rc = po_account_unseal(a, field, json_string_value(v), master,
-                                      a->secrets[a->nsecrets].v, sizeof a->secrets[0].v,
-                                      &a->secrets[a->nsecrets].len, err, errcap);
+        po_err rc =
+            po_account_unseal(a, field, json_string_value(v), master, a->secrets[a->nsecrets].v,
+                              sizeof a->secrets[0].v, &a->secrets[a->nsecrets].len, err, errcap);
         if (rc)
             return rc;
         a->nsecrets++;

@@ -173,8 +173,7 @@ static void event_from_transaction(json_t *r, struct po_notify_result *out)
     const char *cur = po_json_str(json_object_get(r, "amount"), "currency");
     ev->type = PO_EV_PAY_SUCCESS;
     if (!state || strcmp(state, "SUCCESS") != 0) {
-        po_notify_ignore(out, "trade_state %.16s: nothing to apply",
-                       state ? state : "-");
+        po_notify_ignore(out, "trade_state %.16s: nothing to apply", state ? state : "-");
         return;
     }
     if (!po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id,
@@ -202,8 +201,7 @@ static void event_from_refund(json_t *r, struct po_notify_result *out)
     else if (strcmp(st, "ABNORMAL") == 0)
         ev->type = PO_EV_REFUND_ABNORMAL;
     else {
-        po_notify_ignore(out, "refund_status %.16s: nothing to apply",
-                       st);
+        po_notify_ignore(out, "refund_status %.16s: nothing to apply", st);
         return;
     }
     if (!po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id,
@@ -227,8 +225,7 @@ static void event_from_profitsharing(json_t *r, struct po_notify_result *out)
     const char *result = po_json_str(recv, "result");
     ev->type = PO_EV_PROFIT_SHARE_RESULT;
     if (result && strcmp(result, "SUCCESS") != 0) {
-        po_notify_ignore(out, "receiver result %.16s: nothing moved",
-                       result);
+        po_notify_ignore(out, "receiver result %.16s: nothing moved", result);
         return;
     }
     json_t *amt = json_object_get(recv, "amount");
@@ -268,8 +265,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     bool is_refund = strncmp(etype, "REFUND.", 7) == 0;
     bool is_share = strncmp(etype, "PROFITSHARING", 13) == 0;
     if (!is_pay && !is_refund && !is_share) {
-        po_notify_ignore(out, "event_type %.40s: nothing to apply",
-                       etype);
+        po_notify_ignore(out, "event_type %.40s: nothing to apply", etype);
         goto out;
     }
     if (is_pay)
@@ -342,8 +338,7 @@ out:
     return rc;
 }
 
-static po_err build_keys(const struct po_account_input *in, json_t *keys, char *err,
-                         size_t errcap)
+static po_err build_keys(const struct po_account_input *in, json_t *keys, char *err, size_t errcap)
 {
     const char *certs[PO_CHANNEL_KEYS_MAX + 1], *pubs[PO_CHANNEL_KEYS_MAX + 1],
         *ids[PO_CHANNEL_KEYS_MAX + 1];
@@ -419,15 +414,16 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
         return PO_ERR_INVALID;
     }
     (void)po_set_field(a->appid, sizeof a->appid, po_json_str(root, "appid"));
-    po_err rc = po_account_unseal(a, "apiv3_key", po_json_str(root, "apiv3_key"), master,
-                                  a->apiv3_key, sizeof a->apiv3_key, &a->apiv3_key_len, err,
-                                  errcap);
+    po_err rc =
+        po_account_unseal(a, "apiv3_key", po_json_str(root, "apiv3_key"), master, a->apiv3_key,
+                          sizeof a->apiv3_key, &a->apiv3_key_len, err, errcap);
     if (rc)
         return rc;
     json_t *keys = json_object_get(root, "keys");
     size_t i;
     json_t *k;
-    json_array_foreach(keys, i, k) {
+    json_array_foreach(keys, i, k)
+    {
         if (a->nkeys >= PO_CHANNEL_KEYS_MAX)
             break;
         const char *pem = po_json_str(k, "public_key_pem");
@@ -445,8 +441,7 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
         po_errf(err, errcap, "no verification key (platform certificate or public key)");
         return PO_ERR_INVALID;
     }
-    return po_account_load_api(root, master, a, "https://api.mch.weixin.qq.com", true, err,
-                               errcap);
+    return po_account_load_api(root, master, a, "https://api.mch.weixin.qq.com", true, err, errcap);
 }
 
 /* WeChat Pay v3: 200/204 with no body needed; failure 4xx/5xx with

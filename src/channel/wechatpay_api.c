@@ -94,10 +94,10 @@ bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct p
 /* The refund request body WeChat Pay expects. */
 static char *refund_body(const struct po_channel_account *a, const struct po_refund_request *r)
 {
-    json_t *j = json_pack("{s:s, s:s, s:{s:I, s:I, s:s}}", "out_trade_no", r->out_trade_no,
-                          "out_refund_no", r->out_refund_no, "amount", "refund",
-                          (json_int_t)r->amount, "total", (json_int_t)r->total, "currency",
-                          r->currency);
+    json_t *j =
+        json_pack("{s:s, s:s, s:{s:I, s:I, s:s}}", "out_trade_no", r->out_trade_no, "out_refund_no",
+                  r->out_refund_no, "amount", "refund", (json_int_t)r->amount, "total",
+                  (json_int_t)r->total, "currency", r->currency);
     if (j && a->notify_url[0])
         json_object_set_new(j, "notify_url", json_string(a->notify_url));
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -154,8 +154,8 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
     if (!r)
         return PO_ERR_NOMEM;
     char path[256];
-    (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s",
-                   out_trade_no, a->mchid);
+    (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", out_trade_no,
+                   a->mchid);
     if (po_wechatpay_call(a, "GET", path, NULL, r))
         r->status = 0;
     out->http_status = r->status;

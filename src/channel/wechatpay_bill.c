@@ -9,7 +9,8 @@
  * fees with at most five; both are parsed exactly into integers.
  *
  * The summary must agree with the detail rows (count, settlement, refund,
- * fee and order totals present), otherwise the whole file is refused.
+ * fee, order and requested-refund totals present, every column the summary
+ * header names), otherwise the whole file is refused.
  */
 #include "channel_int.h"
 
@@ -70,7 +71,7 @@ static int split(char *line, char **f, bool backticks)
 
 struct cols {
     int time, mchid, sub, txn, out_trade_no, status, currency, settle, refund_id, out_refund_no,
-        refund, refund_status, fee, total;
+        refund, refund_status, fee, total, requested;
 };
 
 static int col(char **h, int n, const char *name)
@@ -106,9 +107,10 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
     char *text = NULL;
     int cap = 0, lineno = 0, nh = 0;
     char *h[PO_BILL_FIELDS_MAX], *f[PO_BILL_FIELDS_MAX];
-    struct cols c = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; /* set by the header */
+    struct cols c = {-1, -1, -1, -1, -1, -1, -1, -1,
+                     -1, -1, -1, -1, -1, -1, -1}; /* set by the header */
     bool summary = false;
-    int64_t sum_settle = 0, sum_refund = 0, sum_fee = 0, sum_total = 0;
+    int64_t sum_settle = 0, sum_refund = 0, sum_fee = 0, sum_total = 0, sum_requested = 0;
     if (len > PO_BILL_MAX) {
         po_errf(err, errcap, "bill larger than %d MiB", PO_BILL_MAX >> 20);
         return PO_ERR_LIMIT;
@@ -134,12 +136,12 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             BAD("line %d: longer than %d bytes", lineno, LINE_MAX_BYTES);
         if (nh == 0) { /* the header */
             nh = split(line, h, false);
-            c = (struct cols){col(h, nh, "交易时间"), col(h, nh, "商户号"), col(h, nh, "特约商户号"),
-                              col(h, nh, "微信订单号"), col(h, nh, "商户订单号"), col(h, nh, "交易状态"),
-                              col(h, nh, "货币种类"), col(h, nh, "应结订单金额"),
-                              col(h, nh, "微信退款单号"), col(h, nh, "商户退款单号"),
-                              col(h, nh, "退款金额"), col(h, nh, "退款状态"), col(h, nh, "手续费"),
-                              col(h, nh, "订单金额")};
+            c = (struct cols){
+                col(h, nh, "交易时间"),     col(h, nh, "商户号"),       col(h, nh, "特约商户号"),
+                col(h, nh, "微信订单号"),   col(h, nh, "商户订单号"),   col(h, nh, "交易状态"),
+                col(h, nh, "货币种类"),     col(h, nh, "应结订单金额"), col(h, nh, "微信退款单号"),
+                col(h, nh, "商户退款单号"), col(h, nh, "退款金额"),     col(h, nh, "退款状态"),
+                col(h, nh, "手续费"),       col(h, nh, "订单金额"),     col(h, nh, "申请退款金额")};
             if (nh < 0 || c.time < 0 || c.mchid < 0 || c.txn < 0 || c.out_trade_no < 0 ||
                 c.status < 0 || c.settle < 0 || c.fee < 0)
                 BAD("line 1: not a WeChat Pay trade bill header (交易时间, 商户号, 微信订单号, "
@@ -148,6 +150,8 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
         }
         if (strncmp(line, "总交易单数", strlen("总交易单数")) == 0) {
             summary = true;
+            char *sh[PO_BILL_FIELDS_MAX];
+            int nsh = split(line, sh, false); /* the summary header's own columns */
             char *next = strtok_r(NULL, "\n", &save);
             lineno++;
             if (!next)
@@ -156,22 +160,26 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             if (nl && next[nl - 1] == '\r')
                 next[--nl] = '\0';
             int ns = split(next, f, true);
-            int64_t count = 0, settle = 0, refund = 0, fee = 0, total = 0;
-            if (ns < 5 || !fixed(f[0], 1, &count) || !fixed(f[1], 2, &settle) ||
+            int64_t count = 0, settle = 0, refund = 0, fee = 0, total = 0, requested = 0;
+            /* Every column the summary header names is there and a number:
+             * a bill cut inside its last line is refused too. */
+            if (ns < 5 || ns != nsh || !fixed(f[0], 1, &count) || !fixed(f[1], 2, &settle) ||
                 !fixed(f[2], 2, &refund) || !fixed(f[4], 5, &fee) ||
-                (ns >= 6 && !fixed(f[5], 2, &total)))
+                (ns >= 6 && !fixed(f[5], 2, &total)) || (ns >= 7 && !fixed(f[6], 2, &requested)))
                 BAD("line %d: malformed summary row", lineno);
             /* Fees are summed at 1e-5 yuan and stated to 0.01 or 1e-5. */
             if (count != (int64_t)b.nrows * 10)
                 BAD("summary says %lld.%lld transactions, the bill has %d rows",
                     (long long)(count / 10), (long long)(count % 10), b.nrows);
             if (settle != sum_settle || refund != sum_refund || fee != sum_fee ||
-                (ns >= 6 && c.total >= 0 && total != sum_total))
+                (ns >= 6 && c.total >= 0 && total != sum_total) ||
+                (ns >= 7 && c.requested >= 0 && requested != sum_requested))
                 BAD("the summary does not agree with the rows (settlement %lld/%lld, refunds "
-                    "%lld/%lld, fees %lld/%lld, orders %lld/%lld; minor units, fees 1e-5)",
+                    "%lld/%lld, fees %lld/%lld, orders %lld/%lld, refunds requested %lld/%lld;"
+                    " minor units, fees 1e-5)",
                     (long long)settle, (long long)sum_settle, (long long)refund,
                     (long long)sum_refund, (long long)fee, (long long)sum_fee, (long long)total,
-                    (long long)sum_total);
+                    (long long)sum_total, (long long)requested, (long long)sum_requested);
             if (strtok_r(NULL, "\n", &save))
                 BAD("line %d: data after the summary row", lineno + 1);
             break;
@@ -193,7 +201,7 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
         }
         struct po_bill_row *r = &b.rows[b.nrows];
         memset(r, 0, sizeof *r);
-        int64_t settle = 0, refund = 0, total = 0;
+        int64_t settle = 0, refund = 0, total = 0, requested = 0;
         bool is_refund = strcmp(f[c.status], "REFUND") == 0;
         r->kind = is_refund ? PO_BILL_REFUND : PO_BILL_PAY;
         char day[11] = "";
@@ -207,10 +215,10 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             BAD("line %d: a field is missing or too long", lineno);
         if (!fixed(f[c.settle], 2, &settle) || !fixed(f[c.fee], 5, &r->fee_milli) ||
             (c.refund >= 0 && !fixed(f[c.refund], 2, &refund)) ||
-            (c.total >= 0 && !fixed(f[c.total], 2, &total)))
-            BAD("line %d: an amount is not a decimal in yuan (at most 2 decimals; fees 5)",
-                lineno);
-        if (settle < 0 || refund < 0 || total < 0)
+            (c.total >= 0 && !fixed(f[c.total], 2, &total)) ||
+            (c.requested >= 0 && !fixed(f[c.requested], 2, &requested)))
+            BAD("line %d: an amount is not a decimal in yuan (at most 2 decimals; fees 5)", lineno);
+        if (settle < 0 || refund < 0 || total < 0 || requested < 0)
             BAD("line %d: negative amount", lineno);
         if (strcmp(f[c.status], "SUCCESS") != 0 && !is_refund)
             BAD("line %d: unknown 交易状态 '%.16s'", lineno, f[c.status]);
@@ -226,6 +234,7 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             r->amount = c.total >= 0 ? total : settle;
         }
         sum_settle += settle, sum_refund += refund, sum_fee += r->fee_milli, sum_total += total;
+        sum_requested += requested;
         if (!b.period_start[0] || strcmp(day, b.period_start) < 0)
             memcpy(b.period_start, day, 11);
         if (strcmp(day, b.period_end) > 0)

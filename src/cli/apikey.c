@@ -49,7 +49,8 @@ int cmd_apikey_list(struct po_store *s, const struct opts *o)
     } else {
         size_t i;
         json_t *k;
-        json_array_foreach(list, i, k) {
+        json_array_foreach(list, i, k)
+        {
             const char *rev = json_string_value(json_object_get(k, "revoked_at"));
             printf("%-18s created %s%s%s\n", json_string_value(json_object_get(k, "key_id")),
                    json_string_value(json_object_get(k, "created_at")), rev ? "  revoked " : "",

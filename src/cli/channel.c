@@ -94,8 +94,8 @@ static int check_channel_options(const struct po_channel_ops *ch, const struct o
                     if (strcmp(op->name, n) == 0 && used + PO_CHANNEL_MAX + 2 < sizeof owners)
                         used += (size_t)snprintf(owners + used, sizeof owners - used, "%s%s",
                                                  used ? ", " : "", po_channels[c]->name);
-            fprintf(stderr, "payonce: --%s is not an option of channel %s (it is for %s only)\n",
-                    n, ch->name, owners);
+            fprintf(stderr, "payonce: --%s is not an option of channel %s (it is for %s only)\n", n,
+                    ch->name, owners);
             return EXIT_USAGE;
         }
     }

@@ -71,8 +71,7 @@ static int usage(const char *msg)
 
 /* Parses "--name value" pairs and the flags listed in `flags`
  * (space-separated). Every option must be in `allowed`. */
-static int parse_opts(int argc, char **argv, const char *allowed, const char *flags,
-                      struct opts *o)
+static int parse_opts(int argc, char **argv, const char *allowed, const char *flags, struct opts *o)
 {
     o->n = 0;
     for (int i = 0; i < argc; i++) {
@@ -247,8 +246,10 @@ static int amount_arg(const struct opts *o, int64_t *out)
     if (!a)
         return EXIT_USAGE;
     if (po_parse_i64(a, 1, PO_AMOUNT_MAX, out)) {
-        fprintf(stderr, "payonce: --amount must be a positive integer in minor units"
-                        " (fen, cents), at most %lld\n", (long long)PO_AMOUNT_MAX);
+        fprintf(stderr,
+                "payonce: --amount must be a positive integer in minor units"
+                " (fen, cents), at most %lld\n",
+                (long long)PO_AMOUNT_MAX);
         return EXIT_USAGE;
     }
     return 0;
@@ -302,9 +303,9 @@ static int cmd_order_show(struct po_store *s, const struct opts *o)
     if (flag(o, "json"))
         return print_json(doc);
     static const char *const order[] = {
-        "tenant",         "out_trade_no",     "merchant",   "channel",   "amount",
-        "currency",       "status",           "channel_txn_id", "paid_at", "refund_reserved",
-        "refunded_amount", "created_at",      "updated_at"};
+        "tenant",          "out_trade_no", "merchant",       "channel", "amount",
+        "currency",        "status",       "channel_txn_id", "paid_at", "refund_reserved",
+        "refunded_amount", "created_at",   "updated_at"};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         json_t *v = json_object_get(doc, order[i]);
         if (json_is_integer(v))
@@ -372,7 +373,8 @@ static int cmd_alerts(struct po_store *s, const struct opts *o)
         return print_json(json_pack("{s:s, s:o}", "tenant", t, "alerts", list));
     size_t i;
     json_t *a;
-    json_array_foreach(list, i, a) {
+    json_array_foreach(list, i, a)
+    {
         printf("%s %-22s %s (%lld %s) %s\n", json_string_value(json_object_get(a, "created_at")),
                json_string_value(json_object_get(a, "reason")),
                json_string_value(json_object_get(a, "idem_key")),
@@ -482,8 +484,8 @@ static const struct command commands[] = {
     {"channel", "set", NULL, "tenant channel", "insecure-dev", cmd_channel_set},
     {"serve", NULL,
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
-     " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval", "",
-     "insecure-dev", cmd_serve},
+     " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval",
+     "", "insecure-dev", cmd_serve},
     {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"

@@ -70,8 +70,8 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
     }
     struct po_recon_report r;
     char err[PO_ERRBUF_MAX] = "";
-    rc = po_recon_import(s, &acct, data, len, flag(o, "force"), progress, NULL, &r, err,
-                         sizeof err);
+    rc =
+        po_recon_import(s, &acct, data, len, flag(o, "force"), progress, NULL, &r, err, sizeof err);
     po_channel_account_free(&acct);
     free(data);
     if (rc) {
@@ -133,13 +133,13 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
     if (flag(o, "json"))
         printf("{\"queried\":%lld,\"paid\":%lld,\"replayed\":%lld,\"matched\":%lld,"
                "\"not_paid\":%lld,\"failed\":%lld}\n",
-               (long long)q.queried, (long long)q.paid, (long long)q.replayed,
-               (long long)q.matched, (long long)q.not_paid, (long long)q.failed);
+               (long long)q.queried, (long long)q.paid, (long long)q.replayed, (long long)q.matched,
+               (long long)q.not_paid, (long long)q.failed);
     else
         printf("queried %lld orders still PAYING: %lld paid at the channel (%lld credited now,"
                " %lld already), %lld not paid, %lld failed\n",
-               (long long)q.queried, (long long)q.paid, (long long)q.replayed,
-               (long long)q.matched, (long long)q.not_paid, (long long)q.failed);
+               (long long)q.queried, (long long)q.paid, (long long)q.replayed, (long long)q.matched,
+               (long long)q.not_paid, (long long)q.failed);
     return q.failed ? EXIT_FAIL : 0;
 }
 
@@ -162,14 +162,13 @@ int cmd_recon_runs(struct po_store *s, const struct opts *o)
            "file sha256");
     size_t i;
     json_t *run;
-    json_array_foreach(list, i, run)
-        printf("%-24s %-10s %s..%s %7lld  %.16s\n",
-               json_string_value(json_object_get(run, "imported_at")),
-               json_string_value(json_object_get(run, "channel")),
-               json_string_value(json_object_get(run, "period_start")),
-               json_string_value(json_object_get(run, "period_end")),
-               (long long)json_integer_value(json_object_get(run, "rows")),
-               json_string_value(json_object_get(run, "file_sha256")));
+    json_array_foreach(list, i, run) printf(
+        "%-24s %-10s %s..%s %7lld  %.16s\n", json_string_value(json_object_get(run, "imported_at")),
+        json_string_value(json_object_get(run, "channel")),
+        json_string_value(json_object_get(run, "period_start")),
+        json_string_value(json_object_get(run, "period_end")),
+        (long long)json_integer_value(json_object_get(run, "rows")),
+        json_string_value(json_object_get(run, "file_sha256")));
     json_decref(list);
     return 0;
 }

@@ -30,7 +30,6 @@
 #include <string.h>
 #include <time.h>
 
-
 static const char *sim_dir(const struct opts *o)
 {
     return opt(o, "dir") && *opt(o, "dir") ? opt(o, "dir") : "./payonce-sim";
@@ -56,9 +55,10 @@ int cmd_sim_keys(struct po_store *s, const struct opts *o)
                "  --platform-public-key-file %s/wechatpay_platform_pub.pem --public-key-id %s\n",
                tenant, id.mchid, id.appid, dir, dir, id.serial);
     else
-        printf("payonce channel set --tenant %s --channel wechatpay --mchid %s --appid %s \\\n"
-               "  --apiv3-key-file %s/apiv3.key --platform-cert-file %s/wechatpay_platform_cert.pem\n",
-               tenant, id.mchid, id.appid, dir, dir);
+        printf(
+            "payonce channel set --tenant %s --channel wechatpay --mchid %s --appid %s \\\n"
+            "  --apiv3-key-file %s/apiv3.key --platform-cert-file %s/wechatpay_platform_cert.pem\n",
+            tenant, id.mchid, id.appid, dir, dir);
     printf("payonce channel set --tenant %s --channel alipay --app-id %s --seller-id %s \\\n"
            "  --alipay-public-key-file %s/alipay_public_key.pem\n",
            tenant, id.app_id, id.seller_id, dir);
@@ -90,8 +90,7 @@ static void *deliver_thread(void *arg)
     return NULL;
 }
 
-static int parse_orders(const struct opts *o, const char *channel, struct sim_order *orders,
-                        int *n)
+static int parse_orders(const struct opts *o, const char *channel, struct sim_order *orders, int *n)
 {
     const char *vals[PO_SIM_ORDERS_MAX + 1];
     int k = opt_all(o, "order", vals, PO_SIM_ORDERS_MAX + 1);
@@ -140,10 +139,9 @@ static void record(const char *dir, const char *channel, const struct sim_order 
     gmtime_r(&t, &tm);
     (void)strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
     (void)snprintf(path, sizeof path, "%s/payments.jsonl", dir);
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "channel", channel,
-                          "out_trade_no", so->out_trade_no, "txn", so->txn, "amount",
-                          (json_int_t)so->amount, "currency", currency, "time", when, "lost",
-                          lost);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "channel", channel, "out_trade_no",
+                          so->out_trade_no, "txn", so->txn, "amount", (json_int_t)so->amount,
+                          "currency", currency, "time", when, "lost", lost);
     FILE *f = fopen(path, "a");
     if (f && j)
         json_dumpf(j, f, JSON_COMPACT), fputc('\n', f);
@@ -189,8 +187,10 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
         (opt(o, "max-attempts") && po_parse_i64(opt(o, "max-attempts"), 1, 100, &attempts)) ||
         (opt(o, "deadline-ms") && po_parse_i64(opt(o, "deadline-ms"), 100, 60000, &deadline)) ||
         (opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor))) {
-        fprintf(stderr, "payonce: --copies 1-%d, --max-attempts 1-100, --deadline-ms"
-                        " 100-60000, --time-factor 1-1000000\n", PO_SIM_COPIES_MAX);
+        fprintf(stderr,
+                "payonce: --copies 1-%d, --max-attempts 1-100, --deadline-ms"
+                " 100-60000, --time-factor 1-1000000\n",
+                PO_SIM_COPIES_MAX);
         return EXIT_USAGE;
     }
     if (!a->url && !flag(o, "lose")) {
@@ -215,7 +215,8 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
     if (ret)
         return ret;
     int64_t tamper = 0;
-    if (opt(o, "tamper-amount") && po_parse_i64(opt(o, "tamper-amount"), 1, PO_AMOUNT_MAX, &tamper)) {
+    if (opt(o, "tamper-amount") &&
+        po_parse_i64(opt(o, "tamper-amount"), 1, PO_AMOUNT_MAX, &tamper)) {
         fprintf(stderr, "payonce: --tamper-amount: a positive amount in minor units\n");
         return EXIT_USAGE;
     }
@@ -260,8 +261,8 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             memset(&copies[c], 0, sizeof copies[c]);
             (void)snprintf(copies[c].label, sizeof copies[c].label, "%s%s#%d", so->out_trade_no,
                            a.forged ? "(forged)" : "", c + 1);
-            copies[c].d = (struct po_sim_delivery){a.url, a.channel, &req, a.factor,
-                                                   a.deadline_ms, a.max_attempts,
+            copies[c].d = (struct po_sim_delivery){a.url,           a.channel,     &req,
+                                                   a.factor,        a.deadline_ms, a.max_attempts,
                                                    copies[c].label, stdout};
             if (a.concurrent)
                 pthread_create(&th[c], NULL, deliver_thread, &copies[c]);
@@ -286,9 +287,9 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
     if (ret)
         return ret;
     bool ok = a.forged ? acked == 0 && unacked == 0 : unacked == 0;
-    json_t *sum = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "notifications", n, "attempts",
-                            attempts, "acked", acked, "refused", refused, "unacked", unacked,
-                            "lost", lost, "ok", ok);
+    json_t *sum =
+        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "notifications", n, "attempts", attempts,
+                  "acked", acked, "refused", refused, "unacked", unacked, "lost", lost, "ok", ok);
     char *js = sum ? json_dumps(sum, JSON_COMPACT) : NULL;
     printf("sim: %s\n", js ? js : "{}");
     free(js);
@@ -305,7 +306,8 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: --time-factor 1-1000000, --refund-delay-ms 0-600000\n");
         return EXIT_USAGE;
     }
-    struct po_sim_server_cfg cfg = {sim_dir(o), opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8090",
+    struct po_sim_server_cfg cfg = {sim_dir(o),
+                                    opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8090",
                                     (double)factor, (int)delay};
     sigset_t stop;
     sigemptyset(&stop);

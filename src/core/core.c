@@ -15,16 +15,26 @@
 const char *po_err_name(po_err rc)
 {
     switch (rc) {
-    case PO_OK: return "ok";
-    case PO_ERR_INVALID: return "invalid";
-    case PO_ERR_NOT_FOUND: return "not_found";
-    case PO_ERR_CONFLICT: return "conflict";
-    case PO_ERR_TRANSIENT: return "transient";
-    case PO_ERR_STORE: return "store";
-    case PO_ERR_NOMEM: return "nomem";
-    case PO_ERR_IO: return "io";
-    case PO_ERR_LIMIT: return "limit";
-    case PO_ERR_INTERNAL: return "internal";
+    case PO_OK:
+        return "ok";
+    case PO_ERR_INVALID:
+        return "invalid";
+    case PO_ERR_NOT_FOUND:
+        return "not_found";
+    case PO_ERR_CONFLICT:
+        return "conflict";
+    case PO_ERR_TRANSIENT:
+        return "transient";
+    case PO_ERR_STORE:
+        return "store";
+    case PO_ERR_NOMEM:
+        return "nomem";
+    case PO_ERR_IO:
+        return "io";
+    case PO_ERR_LIMIT:
+        return "limit";
+    case PO_ERR_INTERNAL:
+        return "internal";
     }
     return "unknown";
 }
@@ -171,8 +181,8 @@ bool po_time_valid(const char *s)
     }
     for (size_t i = 10; i < n; i++) {
         char c = s[i];
-        if (!((c >= '0' && c <= '9') || c == 'T' || c == ':' || c == '.' || c == '+' ||
-              c == '-' || c == 'Z'))
+        if (!((c >= '0' && c <= '9') || c == 'T' || c == ':' || c == '.' || c == '+' || c == '-' ||
+              c == 'Z'))
             return false;
     }
     return true;
@@ -194,8 +204,8 @@ void po_clock_iso_at(int64_t unix_s, char *buf, size_t cap)
     struct tm tm;
     time_t t = (time_t)unix_s;
     gmtime_r(&t, &tm);
-    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.000Z", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.000Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
 static enum po_log_level log_level = PO_LOG_INFO;

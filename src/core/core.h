@@ -20,6 +20,8 @@
 #include "limits.h"
 
 #define PO_MUST_CHECK __attribute__((warn_unused_result))
+/* The number of elements of an array (not a pointer). */
+#define PO_NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define PO_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 typedef enum po_err {

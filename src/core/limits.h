@@ -13,27 +13,27 @@
 #include <stdint.h>
 
 /* ---- identifiers and text ---- */
-#define PO_ID_MAX 64        /* tenant, merchant, out_trade_no, refund no, receiver */
-#define PO_TXN_ID_MAX 64    /* channel transaction / refund / share ids */
-#define PO_CHANNEL_MAX 16   /* a channel's name, NUL included */
-#define PO_KEY_MAX 256      /* derived idempotency key */
-#define PO_NAME_MAX 128     /* tenant display name */
-#define PO_TIME_MAX 40      /* RFC 3339 timestamp text */
-#define PO_REASON_MAX 64    /* outcome reason code */
-#define PO_ERRBUF_MAX 256   /* caller-supplied error detail buffers */
-#define PO_SERIAL_MAX 64    /* certificate serial (hex) or PUB_KEY_ID_… */
-#define PO_ACCOUNT_MAX 96   /* ledger account name */
-#define PO_DETAIL_MAX 256   /* alert detail text */
+#define PO_ID_MAX 64      /* tenant, merchant, out_trade_no, refund no, receiver */
+#define PO_TXN_ID_MAX 64  /* channel transaction / refund / share ids */
+#define PO_CHANNEL_MAX 16 /* a channel's name, NUL included */
+#define PO_KEY_MAX 256    /* derived idempotency key */
+#define PO_NAME_MAX 128   /* tenant display name */
+#define PO_TIME_MAX 40    /* RFC 3339 timestamp text */
+#define PO_REASON_MAX 64  /* outcome reason code */
+#define PO_ERRBUF_MAX 256 /* caller-supplied error detail buffers */
+#define PO_SERIAL_MAX 64  /* certificate serial (hex) or PUB_KEY_ID_… */
+#define PO_ACCOUNT_MAX 96 /* ledger account name */
+#define PO_DETAIL_MAX 256 /* alert detail text */
 
 /* ---- money ---- */
 #define PO_AMOUNT_MAX INT64_C(100000000000000) /* 10^14 minor units: 1 trillion yuan */
 
 /* ---- files ---- */
-#define PO_EVENT_FILE_MAX (64 * 1024)      /* `apply --event` input */
-#define PO_KEY_FILE_MAX (64 * 1024)        /* keys, certificates, secrets given to the CLI */
-#define PO_BILL_MAX (64 * 1024 * 1024)     /* bill file bytes */
-#define PO_BILL_ROWS_MAX 1000000           /* rows in one bill */
-#define PO_BILL_FIELDS_MAX 40              /* columns in one bill row */
+#define PO_EVENT_FILE_MAX (64 * 1024)  /* `apply --event` input */
+#define PO_KEY_FILE_MAX (64 * 1024)    /* keys, certificates, secrets given to the CLI */
+#define PO_BILL_MAX (64 * 1024 * 1024) /* bill file bytes */
+#define PO_BILL_ROWS_MAX 1000000       /* rows in one bill */
+#define PO_BILL_FIELDS_MAX 40          /* columns in one bill row */
 
 /* ---- the engine and the store ---- */
 #define PO_BATCH_MAX 256          /* events in one engine transaction */
@@ -51,33 +51,33 @@
 #define PO_POOL_WAIT_MS 2000
 
 /* ---- channels ---- */
-#define PO_BODY_MAX (64 * 1024)     /* callback and API request body bytes */
+#define PO_BODY_MAX (64 * 1024)          /* callback and API request body bytes */
 #define PO_HEADER_MEMORY_MAX (32 * 1024) /* request line and headers per connection */
-#define PO_HEADER_VALUE_MAX 512     /* one signature-related header value */
-#define PO_SIG_HEADER_MAX 2048      /* Stripe-Signature */
-#define PO_CHANNEL_KEYS_MAX 8       /* verification keys per tenant (rotation) */
-#define PO_WEBHOOK_SECRETS_MAX 4    /* Stripe-style secrets per tenant (rotation) */
-#define PO_SIGNATURES_MAX 8         /* v1= signatures in one Stripe-Signature */
-#define PO_SECRET_MAX 128           /* one webhook secret */
-#define PO_FORM_PARAMS_MAX 64       /* Alipay form fields */
-#define PO_WINDOW_DEFAULT_S 300     /* timestamp tolerance */
-#define PO_API_RESP_MAX 16384       /* a channel API's answer */
-#define PO_API_TIMEOUT_S 10         /* a channel API call, in all */
+#define PO_HEADER_VALUE_MAX 512          /* one signature-related header value */
+#define PO_SIG_HEADER_MAX 2048           /* Stripe-Signature */
+#define PO_CHANNEL_KEYS_MAX 8            /* verification keys per tenant (rotation) */
+#define PO_WEBHOOK_SECRETS_MAX 4         /* Stripe-style secrets per tenant (rotation) */
+#define PO_SIGNATURES_MAX 8              /* v1= signatures in one Stripe-Signature */
+#define PO_SECRET_MAX 128                /* one webhook secret */
+#define PO_FORM_PARAMS_MAX 64            /* Alipay form fields */
+#define PO_WINDOW_DEFAULT_S 300          /* timestamp tolerance */
+#define PO_API_RESP_MAX 16384            /* a channel API's answer */
+#define PO_API_TIMEOUT_S 10              /* a channel API call, in all */
 #define PO_API_CONNECT_TIMEOUT_S 5
 
 /* ---- the tenant API ---- */
 #define PO_APIKEY_ID_LEN 16
 #define PO_APIKEY_LEN (3 + PO_APIKEY_ID_LEN + 1 + 64) /* po_<key_id>_<secret> */
-#define PO_IDEM_KEY_MAX 255           /* Idempotency-Key header */
+#define PO_IDEM_KEY_MAX 255                           /* Idempotency-Key header */
 #define PO_IDEM_TOKEN_LEN 32
-#define PO_IDEM_LOCK_S 60             /* a 'running' record older than this is abandoned */
-#define PO_IDEM_POLL_MS 20            /* polling an in-flight twin */
+#define PO_IDEM_LOCK_S 60  /* a 'running' record older than this is abandoned */
+#define PO_IDEM_POLL_MS 20 /* polling an in-flight twin */
 #define PO_IDEM_RETENTION_DEFAULT_S (7 * 86400)
-#define PO_PAGE_DEFAULT 20            /* list pages */
+#define PO_PAGE_DEFAULT 20 /* list pages */
 #define PO_PAGE_MAX 100
 
 /* ---- the command line and the simulator ---- */
-#define PO_OPTS_MAX 96        /* options of one command (sim pay takes 64 --order) */
+#define PO_OPTS_MAX 96 /* options of one command (sim pay takes 64 --order) */
 #define PO_SIM_ORDERS_MAX 64
 #define PO_SIM_COPIES_MAX 16
 #define PO_SIM_HEADERS_MAX 8

@@ -295,10 +295,14 @@ po_err po_rsa_sha256_sign_b64(const struct po_privkey *k, const void *msg, size_
 static const EVP_CIPHER *gcm_for(size_t key_len)
 {
     switch (key_len) {
-    case 16: return EVP_aes_128_gcm();
-    case 24: return EVP_aes_192_gcm();
-    case 32: return EVP_aes_256_gcm();
-    default: return NULL;
+    case 16:
+        return EVP_aes_128_gcm();
+    case 24:
+        return EVP_aes_192_gcm();
+    case 32:
+        return EVP_aes_256_gcm();
+    default:
+        return NULL;
     }
 }
 
@@ -310,8 +314,8 @@ po_err po_aes_gcm_decrypt(const unsigned char *key, size_t key_len, const unsign
                           size_t *out_len)
 {
     const EVP_CIPHER *cipher = gcm_for(key_len);
-    if (!cipher || ct_len < GCM_TAG_LEN || nonce_len == 0 || nonce_len > 64 ||
-        ct_len > INT32_MAX || aad_len > INT32_MAX)
+    if (!cipher || ct_len < GCM_TAG_LEN || nonce_len == 0 || nonce_len > 64 || ct_len > INT32_MAX ||
+        aad_len > INT32_MAX)
         return PO_ERR_INVALID;
     size_t n = ct_len - GCM_TAG_LEN;
     unsigned char *pt = malloc(n + 1);
@@ -461,8 +465,8 @@ out:
     return rc;
 }
 
-po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
-                 const char *sealed, unsigned char **out, size_t *out_len)
+po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad, const char *sealed,
+                 unsigned char **out, size_t *out_len)
 {
     size_t plen = strlen(SEAL_PREFIX);
     if (strncmp(sealed, SEAL_PREFIX, plen) != 0)

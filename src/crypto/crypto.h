@@ -19,8 +19,8 @@ struct po_pubkey;  /* an RSA public key */
 struct po_privkey; /* an RSA private key (simulator, tests) */
 
 /* Strict base64 (RFC 4648, padding required, no whitespace). */
-po_err po_b64_decode(const char *in, size_t len, unsigned char **out, size_t *out_len)
-    PO_MUST_CHECK;
+po_err po_b64_decode(const char *in, size_t len, unsigned char **out,
+                     size_t *out_len) PO_MUST_CHECK;
 po_err po_b64_encode(const unsigned char *in, size_t len, char **out) PO_MUST_CHECK;
 
 /* A PEM certificate (serial written as upper-case hex into serial) or a PEM
@@ -34,12 +34,11 @@ po_err po_pubkey_from_spki_b64(const char *b64, struct po_pubkey **out, char *er
 po_err po_pubkey_to_pem(const struct po_pubkey *k, char **out) PO_MUST_CHECK;
 void po_pubkey_free(struct po_pubkey *k);
 
-po_err po_privkey_from_pem(const char *pem, size_t len, struct po_privkey **out)
-    PO_MUST_CHECK;
+po_err po_privkey_from_pem(const char *pem, size_t len, struct po_privkey **out) PO_MUST_CHECK;
 /* A fresh RSA-2048 key pair (simulator keys); *out_pub_pem is PEM. */
 po_err po_privkey_generate(struct po_privkey **out) PO_MUST_CHECK;
-po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem, char **out_pub_pem)
-    PO_MUST_CHECK;
+po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem,
+                         char **out_pub_pem) PO_MUST_CHECK;
 void po_privkey_free(struct po_privkey *k);
 /* A self-signed X.509 certificate (SHA256withRSA, 5 years) for key, with the
  * given serial (hex) and common name, as PEM. For simulated platform keys. */
@@ -82,8 +81,8 @@ po_err po_random(void *buf, size_t len) PO_MUST_CHECK;
  */
 po_err po_seal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
                const unsigned char *secret, size_t len, char **out) PO_MUST_CHECK;
-po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
-                 const char *sealed, unsigned char **out, size_t *out_len) PO_MUST_CHECK;
+po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad, const char *sealed,
+                 unsigned char **out, size_t *out_len) PO_MUST_CHECK;
 /* Reads a master key file: exactly 32 raw bytes, or 64 hex digits (an
  * optional trailing newline allowed). */
 po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN], char *err,

@@ -31,8 +31,10 @@ po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, c
     char now[PO_TIME_MAX];
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(name ? name : tenant), PO_TEXT(now)};
-    po_err rc = po_store_exec_tx(s, "INSERT INTO tenant (tenant_id, name, created_at) VALUES"
-                                    " (?, ?, ?)", p, 3, NULL, err, errcap);
+    po_err rc = po_store_exec_tx(s,
+                                 "INSERT INTO tenant (tenant_id, name, created_at) VALUES"
+                                 " (?, ?, ?)",
+                                 p, PO_NELEM(p), NULL, err, errcap);
     if (rc == PO_ERR_CONFLICT)
         po_errf(err, errcap, "tenant %s already exists", tenant);
     return rc;
@@ -48,7 +50,7 @@ po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merch
     }
     po_err rc;
     struct po_param t[] = {PO_TEXT(tenant)};
-    if (!exists(s, "SELECT 1 FROM tenant WHERE tenant_id = ?", t, 1, &rc)) {
+    if (!exists(s, "SELECT 1 FROM tenant WHERE tenant_id = ?", t, PO_NELEM(t), &rc)) {
         if (!rc)
             po_errf(err, errcap, "no tenant %s", tenant);
         return rc ? rc : PO_ERR_NOT_FOUND;
@@ -56,8 +58,10 @@ po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merch
     char now[PO_TIME_MAX];
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(merchant), PO_TEXT(now)};
-    rc = po_store_exec_tx(s, "INSERT INTO merchant (tenant_id, merchant_id, created_at) VALUES"
-                             " (?, ?, ?)", p, 3, NULL, err, errcap);
+    rc = po_store_exec_tx(s,
+                          "INSERT INTO merchant (tenant_id, merchant_id, created_at) VALUES"
+                          " (?, ?, ?)",
+                          p, PO_NELEM(p), NULL, err, errcap);
     if (rc == PO_ERR_CONFLICT)
         po_errf(err, errcap, "merchant %s already exists in tenant %s", merchant, tenant);
     return rc;
@@ -67,8 +71,10 @@ static po_err order_validate(const struct po_order_spec *o, char *err, size_t er
 {
     if (!po_id_valid(o->tenant, PO_ID_MAX) || !po_id_valid(o->merchant, PO_ID_MAX) ||
         !po_id_valid(o->out_trade_no, PO_ID_MAX)) {
-        po_errf(err, errcap, "tenant, merchant, out_trade_no: 1-%d characters of"
-                             " [A-Za-z0-9_-.:|*]", PO_ID_MAX);
+        po_errf(err, errcap,
+                "tenant, merchant, out_trade_no: 1-%d characters of"
+                " [A-Za-z0-9_-.:|*]",
+                PO_ID_MAX);
         return PO_ERR_INVALID;
     }
     if (!po_amount_valid(o->amount_minor)) {
@@ -99,7 +105,7 @@ static po_err same_order(struct po_store *s, const struct po_order_spec *o, char
     po_err rc = po_store_exec(s,
                               "SELECT merchant_id, amount, currency, COALESCE(channel, '')"
                               " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
-                              p, 2, &r, NULL, err, errcap);
+                              p, PO_NELEM(p), &r, NULL, err, errcap);
     if (rc)
         return rc;
     int64_t amount = 0;
@@ -143,7 +149,8 @@ po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *
         return rc;
     }
     struct po_param m[] = {PO_TEXT(o->tenant), PO_TEXT(o->merchant)};
-    if (!exists(s, "SELECT 1 FROM merchant WHERE tenant_id = ? AND merchant_id = ?", m, 2, &rc)) {
+    if (!exists(s, "SELECT 1 FROM merchant WHERE tenant_id = ? AND merchant_id = ?", m, PO_NELEM(m),
+                &rc)) {
         if (rc)
             return rc;
         po_errf(err, errcap, "no merchant %s in tenant %s", o->merchant, o->tenant);
@@ -153,17 +160,22 @@ po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *
     char now[PO_TIME_MAX];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
-    struct po_param p[] = {PO_TEXT(o->tenant),       PO_TEXT(o->out_trade_no),
-                           PO_TEXT(o->merchant),     o->channel ? PO_TEXT(o->channel) : PO_NULLP,
-                           PO_I64(o->amount_minor), PO_TEXT(o->currency),
-                           PO_TEXT(now),             PO_TEXT(now)};
+    struct po_param p[] = {PO_TEXT(o->tenant),
+                           PO_TEXT(o->out_trade_no),
+                           PO_TEXT(o->merchant),
+                           o->channel ? PO_TEXT(o->channel) : PO_NULLP,
+                           PO_I64(o->amount_minor),
+                           PO_TEXT(o->currency),
+                           PO_TEXT(now),
+                           PO_TEXT(now)};
     /* ON CONFLICT DO NOTHING: a repeat (or a concurrent twin, once it has
      * committed) leaves the transaction usable on both backends. */
-    rc = po_store_exec(s,
-                       "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, channel, amount,"
-                       " currency, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?,"
-                       " 'PAYING', ?, ?) ON CONFLICT DO NOTHING",
-                       p, 8, NULL, &changes, err, errcap);
+    rc = po_store_exec(
+        s,
+        "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, channel, amount,"
+        " currency, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?,"
+        " 'PAYING', ?, ?) ON CONFLICT DO NOTHING",
+        p, PO_NELEM(p), NULL, &changes, err, errcap);
     if (rc)
         return rc;
     if (changes == 1) {
@@ -207,7 +219,7 @@ po_err po_order_close(struct po_store *s, const char *tenant, const char *out_tr
     po_err rc = po_store_exec(s,
                               "UPDATE pay_order SET status = 'CLOSED', updated_at = ? WHERE"
                               " tenant_id = ? AND out_trade_no = ? AND status = 'PAYING'",
-                              p, 3, NULL, &changes, err, errcap);
+                              p, PO_NELEM(p), NULL, &changes, err, errcap);
     if (rc)
         return rc;
     if (changes == 1) {
@@ -216,7 +228,7 @@ po_err po_order_close(struct po_store *s, const char *tenant, const char *out_tr
     }
     struct po_rows r;
     rc = po_store_exec(s, "SELECT status FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
-                       p + 1, 2, &r, NULL, err, errcap);
+                       PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &r, NULL, err, errcap);
     if (rc)
         return rc;
     if (r.nrows == 0) {
@@ -245,7 +257,7 @@ static po_err same_refund(struct po_store *s, const struct po_refund_spec *f, bo
     po_err rc = po_store_exec(s,
                               "SELECT out_trade_no, amount, currency FROM refund WHERE"
                               " tenant_id = ? AND out_refund_no = ?",
-                              p, 2, &r, NULL, err, errcap);
+                              p, PO_NELEM(p), &r, NULL, err, errcap);
     if (rc)
         return rc;
     *found = r.nrows == 1;
@@ -284,7 +296,7 @@ static po_err why_not_reserved(struct po_store *s, const struct po_refund_spec *
     po_err rc = po_store_exec(s,
                               "SELECT status, currency, amount - refund_reserved FROM pay_order"
                               " WHERE tenant_id = ? AND out_trade_no = ?",
-                              p, 2, &r, NULL, err, errcap);
+                              p, PO_NELEM(p), &r, NULL, err, errcap);
     if (rc)
         return rc;
     if (r.nrows == 0) {
@@ -317,9 +329,11 @@ po_err po_refund_insert(struct po_store *s, const struct po_refund_spec *f, bool
     if (!po_id_valid(f->tenant, PO_ID_MAX) || !po_id_valid(f->out_trade_no, PO_ID_MAX) ||
         !po_id_valid(f->out_refund_no, PO_ID_MAX) || !po_amount_valid(f->amount_minor) ||
         (f->currency && !po_currency_valid(f->currency))) {
-        po_errf(err, errcap, "out_trade_no, out_refund_no: 1-%d characters of"
-                             " [A-Za-z0-9_-.:|*]; amount a positive integer in minor units;"
-                             " currency a supported ISO 4217 code", PO_ID_MAX);
+        po_errf(err, errcap,
+                "out_trade_no, out_refund_no: 1-%d characters of"
+                " [A-Za-z0-9_-.:|*]; amount a positive integer in minor units;"
+                " currency a supported ISO 4217 code",
+                PO_ID_MAX);
         set_code(code, codecap, "invalid_request");
         return PO_ERR_INVALID;
     }
@@ -336,14 +350,14 @@ po_err po_refund_insert(struct po_store *s, const struct po_refund_spec *f, bool
     /* The reservation: concurrent requests can never reserve more than was
      * paid, because the guard is re-evaluated on the locked row. */
     const char *cur = f->currency ? f->currency : "";
-    struct po_param r[] = {PO_I64(f->amount_minor), PO_TEXT(now),  PO_TEXT(f->tenant),
+    struct po_param r[] = {PO_I64(f->amount_minor),  PO_TEXT(now), PO_TEXT(f->tenant),
                            PO_TEXT(f->out_trade_no), PO_TEXT(cur), PO_TEXT(cur),
                            PO_I64(f->amount_minor)};
     rc = po_store_exec(s,
                        "UPDATE pay_order SET refund_reserved = refund_reserved + ?, updated_at = ?"
                        " WHERE tenant_id = ? AND out_trade_no = ? AND status = 'PAID' AND"
                        " (currency = ? OR ? = '') AND refund_reserved + ? <= amount",
-                       r, 7, NULL, &changes, err, errcap);
+                       r, PO_NELEM(r), NULL, &changes, err, errcap);
     if (rc)
         return rc;
     if (changes == 0) {
@@ -356,17 +370,22 @@ po_err po_refund_insert(struct po_store *s, const struct po_refund_spec *f, bool
         }
         return why_not_reserved(s, f, code, codecap, err, errcap);
     }
-    struct po_param p[] = {PO_TEXT(f->tenant), PO_TEXT(f->out_refund_no), PO_I64(f->amount_minor),
+    struct po_param p[] = {PO_TEXT(f->tenant),
+                           PO_TEXT(f->out_refund_no),
+                           PO_I64(f->amount_minor),
                            PO_TEXT(f->submit_state ? f->submit_state : "none"),
-                           PO_TEXT(now),    PO_TEXT(now),           PO_TEXT(f->tenant),
+                           PO_TEXT(now),
+                           PO_TEXT(now),
+                           PO_TEXT(f->tenant),
                            PO_TEXT(f->out_trade_no)};
-    rc = po_store_exec(s,
-                       "INSERT INTO refund (tenant_id, out_refund_no, out_trade_no, channel, amount,"
-                       " currency, status, submit_state, created_at, updated_at) SELECT ?, ?,"
-                       " out_trade_no, channel, CAST(? AS BIGINT), currency, 'PROCESSING', ?, ?, ?"
-                       " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?"
-                       " ON CONFLICT DO NOTHING",
-                       p, 8, NULL, &changes, err, errcap);
+    rc =
+        po_store_exec(s,
+                      "INSERT INTO refund (tenant_id, out_refund_no, out_trade_no, channel, amount,"
+                      " currency, status, submit_state, created_at, updated_at) SELECT ?, ?,"
+                      " out_trade_no, channel, CAST(? AS BIGINT), currency, 'PROCESSING', ?, ?, ?"
+                      " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?"
+                      " ON CONFLICT DO NOTHING",
+                      p, PO_NELEM(p), NULL, &changes, err, errcap);
     if (rc)
         return rc;
     if (changes == 1) {
@@ -380,7 +399,7 @@ po_err po_refund_insert(struct po_store *s, const struct po_refund_spec *f, bool
     rc = po_store_exec(s,
                        "UPDATE pay_order SET refund_reserved = refund_reserved - ? WHERE"
                        " tenant_id = ? AND out_trade_no = ?",
-                       back, 3, NULL, NULL, err, errcap);
+                       back, PO_NELEM(back), NULL, NULL, err, errcap);
     if (!rc)
         rc = same_refund(s, f, &found, code, codecap, err, errcap);
     if (!rc && !found)
@@ -416,7 +435,7 @@ po_err po_order_release_refund(struct po_store *s, const char *tenant, const cha
                          "UPDATE pay_order SET refund_reserved = refund_reserved - ?,"
                          " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
                          " refund_reserved - ? >= refunded_amount",
-                         p, 5, NULL, out_changes, err, errcap);
+                         p, PO_NELEM(p), NULL, out_changes, err, errcap);
 }
 
 po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,
@@ -427,7 +446,7 @@ po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *chann
     po_err rc = po_store_exec(s,
                               "SELECT out_trade_no FROM pay_order WHERE tenant_id = ? AND"
                               " channel = ? AND channel_txn_id = ?",
-                              p, 3, &r, NULL, NULL, 0);
+                              p, PO_NELEM(p), &r, NULL, NULL, 0);
     if (rc)
         return rc;
     rc = r.nrows == 1 ? po_strcpy(out_trade_no, cap, po_rows_get(&r, 0, 0)) : PO_ERR_NOT_FOUND;

@@ -45,8 +45,8 @@ po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *
 /* PAYING -> CLOSED, a conditional update. Closing a CLOSED order again is
  * not an error (*out_closed_now false); a PAID order is PO_ERR_CONFLICT. */
 po_err po_order_close(struct po_store *s, const char *tenant, const char *out_trade_no,
-                      bool *out_closed_now, char *code, size_t codecap, char *err, size_t errcap)
-    PO_MUST_CHECK;
+                      bool *out_closed_now, char *code, size_t codecap, char *err,
+                      size_t errcap) PO_MUST_CHECK;
 
 struct po_refund_spec {
     const char *tenant;

@@ -86,7 +86,7 @@ static po_err layer1_seen(struct ev_ctx *c, bool *out_seen, bool *out_same)
     po_err rc = query(c,
                       "SELECT COALESCE(out_trade_no, ''), amount FROM notify_log"
                       " WHERE tenant_id = ? AND idem_key = ?",
-                      p, 2, &r);
+                      p, PO_NELEM(p), &r);
     if (rc)
         return rc;
     *out_seen = r.nrows > 0;
@@ -97,8 +97,9 @@ static po_err layer1_seen(struct ev_ctx *c, bool *out_seen, bool *out_same)
         *out_same = strcmp(po_rows_get(&r, 0, 0), c->ev->out_trade_no) == 0 &&
                     amount == c->ev->amount_minor;
         if (!*out_same)
-            detailf(c, "%s was recorded for order %s amount %lld; this event names order %s"
-                       " amount %lld",
+            detailf(c,
+                    "%s was recorded for order %s amount %lld; this event names order %s"
+                    " amount %lld",
                     c->key, po_rows_get(&r, 0, 0), (long long)amount, c->ev->out_trade_no,
                     (long long)c->ev->amount_minor);
     }
@@ -152,7 +153,7 @@ static po_err record(struct ev_ctx *c, const char *outcome, enum po_reason reaso
                   "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
                   " outcome, reason, out_trade_no, amount, currency, first_seen_at)"
                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  p, 11, NULL);
+                  p, PO_NELEM(p), NULL);
 }
 
 /* Durable alert; a retried bad event finds its alert already there. */
@@ -182,7 +183,7 @@ static po_err alert(struct ev_ctx *c, enum po_reason reason_code)
                   " out_trade_no, amount, currency, detail, created_at)"
                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                   " ON CONFLICT (tenant_id, alert_key) DO NOTHING",
-                  p, 11, NULL);
+                  p, PO_NELEM(p), NULL);
 }
 
 static void two_lines(struct po_journal *j, const char *debit, const char *credit, int64_t amount)
@@ -218,15 +219,14 @@ static void account(char *buf, size_t cap, const char *prefix, const char *id)
 /* Illegal transition: the money is real, so it is recorded (the key is
  * taken), parked in suspense and raised to operators. money_in says whether
  * the channel received (payment) or paid out (refund) the amount. */
-static po_err suspense(struct ev_ctx *c, struct po_outcome *o, enum po_reason reason,
-                       bool money_in)
+static po_err suspense(struct ev_ctx *c, struct po_outcome *o, enum po_reason reason, bool money_in)
 {
     char clearing[PO_ACCOUNT_MAX];
     account(clearing, sizeof clearing, "channel_clearing", c->ev->channel);
     po_err rc = record(c, "suspense", reason);
     if (!rc)
-        rc = post(c, "SUSPENSE", money_in ? clearing : "suspense",
-                  money_in ? "suspense" : clearing);
+        rc =
+            post(c, "SUSPENSE", money_in ? clearing : "suspense", money_in ? "suspense" : clearing);
     if (!rc)
         rc = alert(c, reason);
     if (!rc)
@@ -244,20 +244,17 @@ static bool order_mismatch(struct ev_ctx *c, struct po_outcome *o, const char *m
     enum po_reason reason = PO_R_NONE;
     if (ev->merchant[0] && strcmp(ev->merchant, merchant) != 0) {
         reason = PO_R_MERCHANT_MISMATCH;
-        detailf(c, "event merchant %s, order merchant %s",
-                       ev->merchant, merchant);
+        detailf(c, "event merchant %s, order merchant %s", ev->merchant, merchant);
     } else if (channel[0] && strcmp(channel, ev->channel) != 0) {
         reason = PO_R_CHANNEL_MISMATCH;
-        detailf(c, "event channel %s, order channel %s",
-                       ev->channel, channel);
+        detailf(c, "event channel %s, order channel %s", ev->channel, channel);
     } else if (strcmp(currency, ev->currency) != 0) {
         reason = PO_R_CURRENCY_MISMATCH;
-        detailf(c, "event %s, expected %s", ev->currency,
-                       currency);
+        detailf(c, "event %s, expected %s", ev->currency, currency);
     } else if (amount_exact ? amount != ev->amount_minor : ev->amount_minor > amount) {
         reason = PO_R_AMOUNT_MISMATCH;
-        detailf(c, "event %lld %s, expected %lld %s",
-                       (long long)ev->amount_minor, ev->currency, (long long)amount, currency);
+        detailf(c, "event %lld %s, expected %lld %s", (long long)ev->amount_minor, ev->currency,
+                (long long)amount, currency);
     }
     if (reason == PO_R_NONE)
         return false;
@@ -282,7 +279,7 @@ static po_err load_order(struct ev_ctx *c, struct order_row *out, bool *found)
                       "SELECT merchant_id, amount, currency, status, COALESCE(channel_txn_id, ''),"
                       " COALESCE(channel, '') FROM pay_order WHERE tenant_id = ? AND"
                       " out_trade_no = ?",
-                      p, 2, &r);
+                      p, PO_NELEM(p), &r);
     if (rc)
         return rc;
     *found = r.nrows == 1;
@@ -313,8 +310,7 @@ static po_err checked_order(struct ev_ctx *c, struct po_outcome *o, struct order
         detailf(c, "no order %s", c->ev->out_trade_no);
         return reject(o, PO_R_UNKNOWN_ORDER);
     }
-    if (order_mismatch(c, o, ord->merchant, ord->amount, ord->currency, ord->channel,
-                       amount_exact))
+    if (order_mismatch(c, o, ord->merchant, ord->amount, ord->currency, ord->channel, amount_exact))
         return PO_OK;
     *decided = false;
     return PO_OK;
@@ -333,8 +329,9 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
     if (rc || dup)
         return rc;
 
-    struct po_param up[] = {PO_TEXT(ev->channel_txn_id), PO_TEXT(ev->channel), PO_TEXT(c->now),
-                            PO_TEXT(c->now), PO_TEXT(ev->tenant), PO_TEXT(ev->out_trade_no)};
+    struct po_param up[] = {
+        PO_TEXT(ev->channel_txn_id), PO_TEXT(ev->channel),     PO_TEXT(c->now), PO_TEXT(c->now),
+        PO_TEXT(ev->tenant),         PO_TEXT(ev->out_trade_no)};
     rc = change(c,
                 layer_on(c, PO_ENGINE_NO_LAYER2)
                     ? "UPDATE pay_order SET status = 'PAID', channel_txn_id = ?,"
@@ -343,7 +340,7 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
                     : "UPDATE pay_order SET status = 'PAID', channel_txn_id = ?,"
                       " channel = COALESCE(channel, ?), paid_at = ?, updated_at = ?"
                       " WHERE tenant_id = ? AND out_trade_no = ?",
-                up, 6, &changes);
+                up, PO_NELEM(up), &changes);
     if (rc)
         return rc;
     if (changes == 0) {
@@ -357,9 +354,8 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
             return PO_OK;
         }
         bool paid = strcmp(ord.status, "PAID") == 0;
-        detailf(c, "payment %s for order %s in status %s%s%s",
-                       ev->channel_txn_id, ev->out_trade_no, ord.status,
-                       paid ? " by " : "", paid ? ord.txn : "");
+        detailf(c, "payment %s for order %s in status %s%s%s", ev->channel_txn_id, ev->out_trade_no,
+                ord.status, paid ? " by " : "", paid ? ord.txn : "");
         return suspense(c, o, paid ? PO_R_DUPLICATE_PAYMENT : PO_R_PAID_AFTER_CLOSE, true);
     }
     rc = record(c, "applied", PO_R_NONE);
@@ -377,9 +373,12 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
 static const char *refund_target(enum po_event_type t)
 {
     switch (t) {
-    case PO_EV_REFUND_SUCCESS: return "SUCCESS";
-    case PO_EV_REFUND_CLOSED: return "CLOSED";
-    default: return "ABNORMAL";
+    case PO_EV_REFUND_SUCCESS:
+        return "SUCCESS";
+    case PO_EV_REFUND_CLOSED:
+        return "CLOSED";
+    default:
+        return "ABNORMAL";
     }
 }
 
@@ -402,18 +401,17 @@ static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
                       " JOIN pay_order o ON o.tenant_id = r.tenant_id AND"
                       " o.out_trade_no = r.out_trade_no WHERE r.tenant_id = ? AND"
                       " r.out_refund_no = ?",
-                      p, 2, &r);
+                      p, PO_NELEM(p), &r);
     if (rc)
         return rc;
     *found = r.nrows == 1;
     if (*found) {
         rc = po_rows_i64(&r, 0, 1, &out->amount);
-        if (!rc &&
-            (po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 0)) ||
-             po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 2)) ||
-             po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 3)) ||
-             po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 4)) ||
-             po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 5))))
+        if (!rc && (po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 0)) ||
+                    po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 2)) ||
+                    po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 3)) ||
+                    po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 4)) ||
+                    po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 5))))
             rc = PO_ERR_STORE;
     }
     po_rows_free(&r);
@@ -427,15 +425,15 @@ static po_err refund_order_update(struct ev_ctx *c, bool success, int64_t *chang
 {
     const struct po_event *ev = c->ev;
     if (!success)
-        return po_order_release_refund(c->s, ev->tenant, ev->out_trade_no, ev->amount_minor,
-                                       c->now, changes, c->err, sizeof c->err);
+        return po_order_release_refund(c->s, ev->tenant, ev->out_trade_no, ev->amount_minor, c->now,
+                                       changes, c->err, sizeof c->err);
     struct po_param p[] = {PO_I64(ev->amount_minor), PO_TEXT(c->now), PO_TEXT(ev->tenant),
                            PO_TEXT(ev->out_trade_no), PO_I64(ev->amount_minor)};
     return change(c,
                   "UPDATE pay_order SET refunded_amount = refunded_amount + ?,"
                   " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND"
                   " refunded_amount + ? <= refund_reserved",
-                  p, 5, changes);
+                  p, PO_NELEM(p), changes);
 }
 
 static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
@@ -453,8 +451,8 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
         return reject(o, PO_R_UNKNOWN_REFUND);
     }
     if (strcmp(rf.out_trade_no, ev->out_trade_no) != 0) {
-        detailf(c, "refund %s belongs to order %s, not %s",
-                       ev->out_refund_no, rf.out_trade_no, ev->out_trade_no);
+        detailf(c, "refund %s belongs to order %s, not %s", ev->out_refund_no, rf.out_trade_no,
+                ev->out_trade_no);
         return reject(o, PO_R_ORDER_MISMATCH);
     }
     if (ev->amount_is_cumulative && ev->amount_minor >= rf.amount) {
@@ -471,10 +469,9 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
     if (rc || dup)
         return rc;
 
-    struct po_param up[] = {PO_TEXT(target),     PO_TEXT(ev->channel_refund_id),
-                            PO_TEXT(ev->channel), PO_TEXT(c->now),
-                            PO_TEXT(ev->tenant), PO_TEXT(ev->out_refund_no),
-                            PO_TEXT(target)};
+    struct po_param up[] = {
+        PO_TEXT(target),     PO_TEXT(ev->channel_refund_id), PO_TEXT(ev->channel), PO_TEXT(c->now),
+        PO_TEXT(ev->tenant), PO_TEXT(ev->out_refund_no),     PO_TEXT(target)};
     rc = change(c,
                 layer_on(c, PO_ENGINE_NO_LAYER2)
                     ? "UPDATE refund SET status = ?, channel_refund_id = ?,"
@@ -495,8 +492,7 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
             set_outcome(o, PO_OUT_DUPLICATE, 2, PO_R_NONE);
             return PO_OK;
         }
-        detailf(c, "refund %s is %s; channel says %s",
-                       ev->out_refund_no, rf.status, target);
+        detailf(c, "refund %s is %s; channel says %s", ev->out_refund_no, rf.status, target);
         if (ev->type == PO_EV_REFUND_SUCCESS)
             return suspense(c, o, PO_R_REFUND_AFTER_CLOSE, false);
         return reject(o, PO_R_STALE_REFUND_STATUS);
@@ -509,7 +505,7 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
         return rc;
     if (changes == 0) {
         detailf(c, "refund %s of %lld would exceed what order %s reserved for refunds",
-                       ev->out_refund_no, (long long)ev->amount_minor, ev->out_trade_no);
+                ev->out_refund_no, (long long)ev->amount_minor, ev->out_trade_no);
         return reject(o, PO_R_REFUND_EXCEEDS_RESERVED);
     }
     if (ev->type == PO_EV_REFUND_SUCCESS) {
@@ -534,8 +530,7 @@ static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
     if (rc || decided)
         return rc;
     if (strcmp(ord.status, "PAID") != 0) {
-        detailf(c, "order %s is %s", ev->out_trade_no,
-                       ord.status);
+        detailf(c, "order %s is %s", ev->out_trade_no, ord.status);
         return reject(o, PO_R_ORDER_NOT_PAID);
     }
     rc = layer1(c, o, &dup);
@@ -556,15 +551,18 @@ static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
 static po_err apply_one(struct ev_ctx *c, struct po_outcome *o)
 {
     switch (c->ev->type) {
-    case PO_EV_PAY_SUCCESS: return apply_payment(c, o);
-    case PO_EV_PROFIT_SHARE_RESULT: return apply_profit_share(c, o);
-    default: return apply_refund(c, o);
+    case PO_EV_PAY_SUCCESS:
+        return apply_payment(c, o);
+    case PO_EV_PROFIT_SHARE_RESULT:
+        return apply_profit_share(c, o);
+    default:
+        return apply_refund(c, o);
     }
 }
 
 static po_err sp(struct ev_ctx *c, const char *sql)
 {
-    return change(c, sql, NULL, 0, NULL);
+    return change(c, sql, PO_NO_PARAMS, NULL);
 }
 
 /* After a unique violation: is the twin's processed record really there?

@@ -41,8 +41,8 @@ struct po_engine_cfg {
  * (including retry outcomes); a non-OK return is a programmer error.
  */
 po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
-                             const struct po_event *ev, size_t n, struct po_outcome *out)
-    PO_MUST_CHECK;
+                             const struct po_event *ev, size_t n,
+                             struct po_outcome *out) PO_MUST_CHECK;
 
 /*
  * Records a durable alert for a verified event that cannot be applied for a

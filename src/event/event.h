@@ -50,9 +50,9 @@ enum po_source {
  * `payonce apply`. Strings are NUL-terminated; empty means absent. */
 struct po_event {
     char tenant[PO_ID_MAX + 1];
-    char channel[PO_CHANNEL_MAX];              /* a registered channel's name */
+    char channel[PO_CHANNEL_MAX]; /* a registered channel's name */
     enum po_event_type type;
-    char channel_txn_id[PO_TXN_ID_MAX + 1];    /* payment id; profit-sharing order id */
+    char channel_txn_id[PO_TXN_ID_MAX + 1]; /* payment id; profit-sharing order id */
     char out_trade_no[PO_ID_MAX + 1];
     char out_refund_no[PO_ID_MAX + 1];         /* refund events */
     char channel_refund_id[PO_TXN_ID_MAX + 1]; /* refund events */
@@ -109,7 +109,7 @@ enum po_reason_class {
 
 #define PO_REASONS(X)                                                                              \
     X(NONE, "", NONE, 0)                                                                           \
-    /* verification failures (adapters and the callback handler) */                               \
+    /* verification failures (adapters and the callback handler) */                                \
     X(MISSING_HEADER, "missing_header", VERIFY, 401)                                               \
     X(PROBE, "probe", VERIFY, 401)                                                                 \
     X(UNSUPPORTED_SIGNATURE_TYPE, "unsupported_signature_type", VERIFY, 401)                       \
@@ -127,7 +127,7 @@ enum po_reason_class {
     X(BAD_CHARSET, "bad_charset", VERIFY, 400)                                                     \
     X(BODY_TOO_LARGE, "body_too_large", VERIFY, 413)                                               \
     X(UNKNOWN_TENANT, "unknown_tenant", VERIFY, 404)                                               \
-    /* verified, but for another merchant or app (adapters) */                                    \
+    /* verified, but for another merchant or app (adapters) */                                     \
     X(MCHID_MISMATCH, "mchid_mismatch", REJECT, 0)                                                 \
     X(APPID_MISMATCH, "appid_mismatch", REJECT, 0)                                                 \
     X(APP_ID_MISMATCH, "app_id_mismatch", REJECT, 0)                                               \

@@ -70,7 +70,8 @@ po_err po_outcome_to_json(const struct po_outcome *o, char *buf, size_t cap)
     const char *name = po_outcome_name(o->kind);
     switch (o->kind) {
     case PO_OUT_APPLIED:
-    case PO_OUT_IGNORED: return po_fmt(buf, cap, "{\"outcome\":\"%s\"}", name);
+    case PO_OUT_IGNORED:
+        return po_fmt(buf, cap, "{\"outcome\":\"%s\"}", name);
     case PO_OUT_DUPLICATE:
         return po_fmt(buf, cap, "{\"outcome\":\"%s\",\"layer\":%d}", name, o->layer);
     default:

@@ -45,13 +45,19 @@ void po_api_unavailable(struct po_api_call *c)
 po_err po_api_business(struct po_api_call *c, po_err rc, const char *code, const char *err)
 {
     switch (rc) {
-    case PO_OK: return PO_OK;
-    case PO_ERR_NOT_FOUND: po_api_fail(c, 404, code[0] ? code : "not_found", err, NULL); return PO_OK;
-    case PO_ERR_CONFLICT: po_api_fail(c, 409, code[0] ? code : "conflict", err, NULL); return PO_OK;
+    case PO_OK:
+        return PO_OK;
+    case PO_ERR_NOT_FOUND:
+        po_api_fail(c, 404, code[0] ? code : "not_found", err, NULL);
+        return PO_OK;
+    case PO_ERR_CONFLICT:
+        po_api_fail(c, 409, code[0] ? code : "conflict", err, NULL);
+        return PO_OK;
     case PO_ERR_INVALID:
         po_api_fail(c, 400, code[0] ? code : "invalid_request", err, NULL);
         return PO_OK;
-    default: return rc;
+    default:
+        return rc;
     }
 }
 
@@ -128,8 +134,9 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
         switch (cl->kind) {
         case PO_IDEM_CLAIMED:
             if (cl->taken_over)
-                po_log(PO_LOG_WARN, "request %s: Idempotency-Key of tenant %s on %s was abandoned"
-                                    " by its first request; running it again",
+                po_log(PO_LOG_WARN,
+                       "request %s: Idempotency-Key of tenant %s on %s was abandoned"
+                       " by its first request; running it again",
                        c->req->request_id, c->tenant, q->route);
             return true;
         case PO_IDEM_REPLAY: {
@@ -145,17 +152,18 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
             return false;
         }
         case PO_IDEM_MISMATCH:
-            po_api_fail(c, 422, "idempotency_key_reused",
-                 "this Idempotency-Key was used with different parameters; use a new key for a"
-                 " new request",
-                 NULL);
+            po_api_fail(
+                c, 422, "idempotency_key_reused",
+                "this Idempotency-Key was used with different parameters; use a new key for a"
+                " new request",
+                NULL);
             return false;
         case PO_IDEM_IN_FLIGHT:
             if (waited >= c->ctx->idem_wait_ms) {
                 po_api_fail(c, 409, "idempotency_in_flight",
-                     "a request with this Idempotency-Key is still being processed; retry"
-                     " shortly",
-                     NULL);
+                            "a request with this Idempotency-Key is still being processed; retry"
+                            " shortly",
+                            NULL);
                 c->retry_after = 1;
                 return false;
             }
@@ -167,39 +175,23 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
     }
 }
 
-static po_err sp(struct po_store *s, const char *sql)
+/* The route's effect, inside the transaction po_idem_run holds. */
+static po_err effect(void *ctx, unsigned *status)
 {
-    char err[PO_ERRBUF_MAX];
-    return po_store_exec(s, sql, PO_NO_PARAMS, NULL, NULL, err, sizeof err);
+    struct po_api_call *c = ctx;
+    if (c->ctx->api_hook)
+        c->ctx->api_hook(c->ctx->api_hook_ctx, c->route->name);
+    po_err rc = c->route->api->effect(c);
+    if (!rc && c->status >= 400)
+        c->submit_refund[0] = '\0'; /* a business refusal: nothing to submit */
+    *status = c->status;
+    return rc;
 }
 
-/* The effect and the stored response in one transaction. */
-static po_err run_effect(struct po_api_call *c, const struct po_api_route *rt, const struct po_idem_req *q,
-                         const char *token)
+static char *render(void *ctx)
 {
-    char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_store_begin(c->s, err, sizeof err);
-    if (rc)
-        return rc;
-    rc = sp(c->s, "SAVEPOINT po_api");
-    if (!rc && c->ctx->api_hook)
-        c->ctx->api_hook(c->ctx->api_hook_ctx, c->route->name);
-    if (!rc)
-        rc = rt->effect(c);
-    if (!rc && c->status >= 400) {
-        /* A business refusal: no effect, but the answer is final. */
-        c->submit_refund[0] = '\0';
-        rc = sp(c->s, "ROLLBACK TO SAVEPOINT po_api");
-    }
-    if (!rc && q) {
-        char *body = json_dumps(c->resp, JSON_COMPACT | JSON_SORT_KEYS);
-        rc = body ? po_idem_finish(c->s, q, token, c->status, body) : PO_ERR_NOMEM;
-        free(body);
-    }
-    if (!rc)
-        return po_store_commit(c->s, err, sizeof err);
-    po_store_rollback(c->s);
-    return rc;
+    struct po_api_call *c = ctx;
+    return json_dumps(c->resp, JSON_COMPACT | JSON_SORT_KEYS);
 }
 
 static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
@@ -213,7 +205,8 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
     const char *key = c->req->header(c->req->ctx, "Idempotency-Key");
     if (key && !idem_key_valid(key)) {
         po_api_fail(c, 400, "invalid_idempotency_key",
-             "Idempotency-Key: 1-255 visible ASCII characters (a UUID is a good choice)", NULL);
+                    "Idempotency-Key: 1-255 visible ASCII characters (a UUID is a good choice)",
+                    NULL);
         return;
     }
     char hash[65];
@@ -232,11 +225,12 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
     if (!po_api_acquire(c)) {
         po_api_unavailable(c);
     } else {
-        po_err rc = run_effect(c, rt, key ? &q : NULL, cl.token);
+        po_err rc = po_idem_run(c->s, key ? &q : NULL, cl.token, effect, render, c);
         if (rc == PO_ERR_CONFLICT && key) {
             /* Our claim was taken over: the other request owns the key. */
             po_api_fail(c, 409, "idempotency_in_flight",
-                 "this request's Idempotency-Key was taken over by a retry; retry shortly", NULL);
+                        "this request's Idempotency-Key was taken over by a retry; retry shortly",
+                        NULL);
             c->retry_after = 1;
             return;
         }
@@ -266,7 +260,7 @@ static bool authenticate(struct po_api_call *c)
     const char *h = c->req->header(c->req->ctx, "Authorization");
     if (!h || strncmp(h, "Bearer ", 7) != 0) {
         po_api_fail(c, 401, "unauthorized",
-             "send the tenant's API key as 'Authorization: Bearer po_…'", NULL);
+                    "send the tenant's API key as 'Authorization: Bearer po_…'", NULL);
         return false;
     }
     if (!po_api_acquire(c)) {
@@ -275,7 +269,8 @@ static bool authenticate(struct po_api_call *c)
     }
     po_err rc = po_apikey_auth(c->s, h + 7, c->tenant);
     if (rc == PO_ERR_NOT_FOUND) {
-        po_api_fail(c, 401, "invalid_api_key", "the API key is not valid or has been revoked", NULL);
+        po_api_fail(c, 401, "invalid_api_key", "the API key is not valid or has been revoked",
+                    NULL);
         return false;
     }
     if (rc) {
@@ -292,10 +287,9 @@ static void log_line(const struct po_api_call *c, uint64_t micros)
     po_clock_now_iso(ts, sizeof ts);
     json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:b, s:f}", "ts", ts,
                              "level", "info", "msg", "api", "request_id", c->req->request_id,
-                             "method", c->req->method, "route",
-                             c->route ? c->route->name : "", "tenant", c->tenant, "status",
-                             (int)c->status, "code", c->code, "replayed", c->replayed, "ms",
-                             (double)micros / 1000.0);
+                             "method", c->req->method, "route", c->route ? c->route->name : "",
+                             "tenant", c->tenant, "status", (int)c->status, "code", c->code,
+                             "replayed", c->replayed, "ms", (double)micros / 1000.0);
     char *s = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
     if (s)
         po_log_line(s);
@@ -326,8 +320,7 @@ static void dispatch(struct po_api_call *c, const char *allow)
     const char *param = c->req->params[0];
     if (strchr(c->route->name, '{')) {
         if (!po_id_valid(param, PO_ID_MAX)) {
-            po_api_fail(c,
-                        404,
+            po_api_fail(c, 404,
                         strstr(c->route->name, "refund") ? "refund_not_found" : "order_not_found",
                         "no such object", NULL);
             return;
@@ -340,8 +333,8 @@ static void dispatch(struct po_api_call *c, const char *allow)
         handle_post(c, c->route->api);
 }
 
-void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route,
-                   const char *allow, const struct po_hreq *req, struct po_hresp *out)
+void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, const char *allow,
+                   const struct po_hreq *req, struct po_hresp *out)
 {
     uint64_t start = now_us();
     struct po_api_call c = {.ctx = ctx, .req = req, .route = route};
@@ -353,8 +346,8 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route,
     memset(out, 0, sizeof *out);
     out->status = body ? (c.status ? c.status : 500) : 500;
     out->content_type = "application/json";
-    out->body = body ? body
-                     : strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
+    out->body =
+        body ? body : strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
     po_hresp_header(out, "X-Request-Id", req->request_id);
     if (c.replayed)
         po_hresp_header(out, "Idempotent-Replayed", "true");

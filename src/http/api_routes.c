@@ -41,7 +41,8 @@ static bool parse_body(struct po_api_call *c, const char *const *allowed, int n,
     }
     const char *k;
     json_t *v;
-    json_object_foreach(c->in, k, v) {
+    json_object_foreach(c->in, k, v)
+    {
         bool ok = false;
         for (int i = 0; i < n && !ok; i++)
             ok = strcmp(k, allowed[i]) == 0;
@@ -56,7 +57,8 @@ static bool parse_body(struct po_api_call *c, const char *const *allowed, int n,
 }
 
 /* A required (or optional, with dflt) identifier member. */
-static const char *id_member(struct po_api_call *c, const char *name, bool required, const char *dflt)
+static const char *id_member(struct po_api_call *c, const char *name, bool required,
+                             const char *dflt)
 {
     json_t *v = json_object_get(c->in, name);
     if (!v && !required)
@@ -99,7 +101,7 @@ static bool currency_member(struct po_api_call *c, const char **out, const char 
     const char *s = json_string_value(v);
     if (!s || !po_currency_valid(s)) {
         po_api_fail(c, 400, "invalid_currency", "currency: a supported ISO 4217 code such as CNY",
-             "currency");
+                    "currency");
         return false;
     }
     *out = s;
@@ -108,8 +110,8 @@ static bool currency_member(struct po_api_call *c, const char **out, const char 
 
 /* ---- POST routes: validation, and the effect inside the transaction ---- */
 
-static const char *const ORDER_CREATE_FIELDS[] = {"merchant", "out_trade_no", "amount",
-                                                  "currency", "channel"};
+static const char *const ORDER_CREATE_FIELDS[] = {"merchant", "out_trade_no", "amount", "currency",
+                                                  "channel"};
 
 static bool order_create_validate(struct po_api_call *c)
 {
@@ -331,9 +333,9 @@ static json_t *next_cursor(const char *ts, const char *key)
 /* A page of a list: {"object":"list","data":…,"has_more":…,"next_cursor":…}. */
 static void list_answer(struct po_api_call *c, json_t *data, const struct po_page *pg)
 {
-    c->resp = json_pack("{s:s, s:o, s:b, s:o}", "object", "list", "data", data, "has_more",
-                        pg->more, "next_cursor",
-                        pg->more ? next_cursor(pg->last_ts, pg->last_key) : json_null());
+    c->resp =
+        json_pack("{s:s, s:o, s:b, s:o}", "object", "list", "data", data, "has_more", pg->more,
+                  "next_cursor", pg->more ? next_cursor(pg->last_ts, pg->last_key) : json_null());
     c->status = 200;
 }
 

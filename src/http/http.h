@@ -17,13 +17,13 @@
 #include "../core/core.h"
 
 struct po_server_cfg {
-    const char *listen;        /* "HOST:PORT" (IPv4, [IPv6] or localhost); port 0 = any */
+    const char *listen; /* "HOST:PORT" (IPv4, [IPv6] or localhost); port 0 = any */
     const char *db_url;
     const unsigned char *master_key; /* NULL only in insecure development mode */
-    int pool_size;             /* database connections (default 8) */
-    int max_connections;       /* concurrent HTTP connections (default 256) */
-    size_t body_max;           /* callback body bytes (default 64 KiB) */
-    int request_timeout_s;     /* idle connection / request timeout (default 10) */
+    int pool_size;                   /* database connections (default 8) */
+    int max_connections;             /* concurrent HTTP connections (default 256) */
+    size_t body_max;                 /* callback body bytes (default 64 KiB) */
+    int request_timeout_s;           /* idle connection / request timeout (default 10) */
     /* Tenant API: how long a request whose Idempotency-Key is in flight
      * waits for the first request's answer before 409 (default 2000 ms;
      * negative: do not wait). */

@@ -47,8 +47,7 @@ struct po_hresp {
     char hvalue[PO_HRESP_HEADERS_MAX][64];
 };
 /* Sets the answer to a copy of body (NULL: no body). */
-void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type,
-                  const char *body);
+void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type, const char *body);
 /* Adds a header; values longer than 63 bytes are refused (assert). */
 void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 
@@ -106,8 +105,8 @@ enum po_route_match {
  */
 enum po_route_match po_route_find(const char *method, const char *path,
                                   const struct po_route **out_route,
-                                  char params[PO_ROUTE_PARAMS_MAX][PO_SEGMENT_MAX + 1],
-                                  char *allow, size_t allowcap);
+                                  char params[PO_ROUTE_PARAMS_MAX][PO_SEGMENT_MAX + 1], char *allow,
+                                  size_t allowcap);
 /* The route's position in po_routes, or -1 (metrics). */
 int po_route_index(const struct po_route *r);
 
@@ -121,8 +120,8 @@ void po_notify_handle(const struct po_http_ctx *ctx, const struct po_hreq *req,
 /* The tenant API (api.c). route is NULL for an unknown /v1 path (404) or,
  * with allow set, a known path with another method (405, after the key is
  * checked). Never fails: errors are answers. */
-void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route,
-                   const char *allow, const struct po_hreq *req, struct po_hresp *out);
+void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, const char *allow,
+                   const struct po_hreq *req, struct po_hresp *out);
 
 /* ---- metrics (metrics.c) ---- */
 /* One callback answered. */

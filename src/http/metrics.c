@@ -19,8 +19,8 @@
  * the registry (plus "unknown"), outcomes and reasons from event.h, routes
  * from routes.c. */
 #define NCH_MAX 8 /* registered channels, plus one for "unknown" */
-static const uint64_t bucket_us[] = {1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
-                                     500000, 1000000, 2500000, 5000000};
+static const uint64_t bucket_us[] = {1000,   2500,   5000,   10000,   25000,   50000,
+                                     100000, 250000, 500000, 1000000, 2500000, 5000000};
 #define NBUCKET (sizeof bucket_us / sizeof bucket_us[0])
 static const unsigned codes[] = {200, 201, 204, 400, 401, 404, 405, 409, 413, 422, 500, 503};
 #define NCODE (sizeof codes / sizeof codes[0])
@@ -143,8 +143,7 @@ char *po_metrics_render(void)
                 bool dup = k == PO_OUT_DUPLICATE;
                 if ((dup && l == 0) || (!dup && l != 0))
                     continue;
-                put(&o,
-                    "payonce_callbacks_total{channel=\"%s\",outcome=\"%s\",layer=\"%d\"} %lu\n",
+                put(&o, "payonce_callbacks_total{channel=\"%s\",outcome=\"%s\",layer=\"%d\"} %lu\n",
                     channel_label(c), po_outcome_name((enum po_outcome_kind)k), l, v);
             }
     put(&o, "# HELP payonce_verification_failures_total Callbacks refused before the engine.\n"
@@ -153,8 +152,7 @@ char *po_metrics_render(void)
         for (int r = 0; r < PO_R_COUNT; r++) {
             unsigned long v = atomic_load(&vfail[c][r]);
             if (v)
-                put(&o,
-                    "payonce_verification_failures_total{channel=\"%s\",reason=\"%s\"} %lu\n",
+                put(&o, "payonce_verification_failures_total{channel=\"%s\",reason=\"%s\"} %lu\n",
                     channel_label(c), po_reason_name((enum po_reason)r), v);
         }
     put(&o, "# HELP payonce_ack_seconds Time from request to ack.\n"
@@ -165,18 +163,16 @@ char *po_metrics_render(void)
         for (size_t b = 0; b <= NBUCKET; b++) {
             cum += atomic_load(&ack_bucket[c][b]);
             if (b < NBUCKET)
-                put(&o, "payonce_ack_seconds_bucket{channel=\"%s\",le=\"%llu.%06llu\"} %lu\n",
-                    ch, (unsigned long long)(bucket_us[b] / 1000000),
+                put(&o, "payonce_ack_seconds_bucket{channel=\"%s\",le=\"%llu.%06llu\"} %lu\n", ch,
+                    (unsigned long long)(bucket_us[b] / 1000000),
                     (unsigned long long)(bucket_us[b] % 1000000), cum);
             else
-                put(&o, "payonce_ack_seconds_bucket{channel=\"%s\",le=\"+Inf\"} %lu\n", ch,
-                    cum);
+                put(&o, "payonce_ack_seconds_bucket{channel=\"%s\",le=\"+Inf\"} %lu\n", ch, cum);
         }
         unsigned long sum = atomic_load(&ack_sum_us[c]);
-        put(&o, "payonce_ack_seconds_sum{channel=\"%s\"} %lu.%06lu\n", ch,
-            sum / 1000000, sum % 1000000);
-        put(&o, "payonce_ack_seconds_count{channel=\"%s\"} %lu\n", ch,
-            atomic_load(&ack_count[c]));
+        put(&o, "payonce_ack_seconds_sum{channel=\"%s\"} %lu.%06lu\n", ch, sum / 1000000,
+            sum % 1000000);
+        put(&o, "payonce_ack_seconds_count{channel=\"%s\"} %lu\n", ch, atomic_load(&ack_count[c]));
     }
     put(&o, "# HELP payonce_http_responses_total HTTP responses by status code.\n"
             "# TYPE payonce_http_responses_total counter\n");

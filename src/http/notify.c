@@ -24,9 +24,9 @@ static void log_line(const struct po_hreq *req, const char *channel, const char 
     char ts[PO_TIME_MAX];
     po_clock_now_iso(ts, sizeof ts);
     json_t *line = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:f}", "ts", ts, "level", "info",
-        "msg", "callback", "request_id", req->request_id, "channel", channel, "tenant", tenant,
-        "outcome", po_outcome_name(d->outcome.kind), "layer", d->outcome.layer, "reason",
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:f}", "ts", ts, "level", "info", "msg",
+        "callback", "request_id", req->request_id, "channel", channel, "tenant", tenant, "outcome",
+        po_outcome_name(d->outcome.kind), "layer", d->outcome.layer, "reason",
         po_reason_name(d->outcome.reason), "status", (int)status, "ms", (double)micros / 1000.0);
     if (line && d->out_trade_no[0])
         json_object_set_new(line, "out_trade_no", json_string(d->out_trade_no));
@@ -70,6 +70,5 @@ void po_notify_handle(const struct po_http_ctx *ctx, const struct po_hreq *req,
     if (d.outcome.kind == PO_OUT_INVALID)
         po_metrics_verify_failure(ch->name, d.outcome.reason);
     po_metrics_callback(ch->name, d.outcome.kind, d.outcome.layer, micros);
-    log_line(req, ch->name, po_id_valid(tenant, PO_ID_MAX) ? tenant : "-", &d, ack.status,
-             micros);
+    log_line(req, ch->name, po_id_valid(tenant, PO_ID_MAX) ? tenant : "-", &d, ack.status, micros);
 }

@@ -60,8 +60,8 @@ static bool match(const char *pattern, const char *path,
 
 enum po_route_match po_route_find(const char *method, const char *path,
                                   const struct po_route **out_route,
-                                  char params[PO_ROUTE_PARAMS_MAX][PO_SEGMENT_MAX + 1],
-                                  char *allow, size_t allowcap)
+                                  char params[PO_ROUTE_PARAMS_MAX][PO_SEGMENT_MAX + 1], char *allow,
+                                  size_t allowcap)
 {
     enum po_route_match m = PO_ROUTE_NO_PATH;
     size_t mlen = strlen(method);

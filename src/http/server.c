@@ -45,8 +45,7 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type,
-                  const char *body)
+void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type, const char *body)
 {
     r->status = status;
     r->content_type = content_type;
@@ -133,23 +132,30 @@ static void route(struct po_server *srv, const struct po_hreq *base, struct po_h
         return;
     }
     switch (rt->kind) {
-    case PO_RK_CALLBACK: po_notify_handle(&srv->http, &req, out); break;
-    case PO_RK_HEALTH: po_hresp_set(out, 200, "text/plain", "ok\n"); break;
-    case PO_RK_READY: readyz(srv, out); break;
+    case PO_RK_CALLBACK:
+        po_notify_handle(&srv->http, &req, out);
+        break;
+    case PO_RK_HEALTH:
+        po_hresp_set(out, 200, "text/plain", "ok\n");
+        break;
+    case PO_RK_READY:
+        readyz(srv, out);
+        break;
     case PO_RK_METRICS: {
         char *m_text = po_metrics_render();
         po_hresp_set(out, m_text ? 200 : 500, "text/plain; version=0.0.4", m_text ? m_text : "");
         free(m_text);
         break;
     }
-    case PO_RK_API: PO_ASSERT(!"API routes start with /v1/"); break;
+    case PO_RK_API:
+        PO_ASSERT(!"API routes start with /v1/");
+        break;
     }
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     (void)version;
     struct po_server *srv = cls;
@@ -265,8 +271,9 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (!srv)
         return PO_ERR_NOMEM;
     srv->body_max = cfg->body_max ? cfg->body_max : PO_BODY_MAX;
-    srv->http.idem_wait_ms =
-        cfg->idem_wait_ms < 0 ? 0 : cfg->idem_wait_ms ? cfg->idem_wait_ms : 2000;
+    srv->http.idem_wait_ms = cfg->idem_wait_ms < 0 ? 0
+                             : cfg->idem_wait_ms   ? cfg->idem_wait_ms
+                                                   : 2000;
     srv->http.api_hook = cfg->api_hook;
     srv->http.api_hook_ctx = cfg->api_hook_ctx;
     if (srv->body_max > 1024 * 1024) {
@@ -292,18 +299,16 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
                      MHD_USE_ERROR_LOG | MHD_USE_POLL;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    srv->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(cfg->max_connections ? cfg->max_connections : 256),
-        MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)(cfg->request_timeout_s ? cfg->request_timeout_s : 10),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_SOCK_ADDR,
+                                   (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+                                   (unsigned)(cfg->max_connections ? cfg->max_connections : 256),
+                                   MHD_OPTION_CONNECTION_TIMEOUT,
+                                   (unsigned)(cfg->request_timeout_s ? cfg->request_timeout_s : 10),
+                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
+                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     if (!srv->daemon) {
-        po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)",
-                cfg->listen);
+        po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)", cfg->listen);
         po_store_pool_close(srv->http.pool);
         free(srv);
         return PO_ERR_IO;

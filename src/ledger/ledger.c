@@ -56,7 +56,7 @@ po_err po_ledger_post(struct po_store *s, const struct po_journal *j,
     for (int i = 0; i < j->nlines; i++) {
         PO_ASSERT(j->lines[i].amount_minor != 0);
         PO_ASSERT(po_amount_valid(j->lines[i].amount_minor < 0 ? -j->lines[i].amount_minor
-                                                                : j->lines[i].amount_minor));
+                                                               : j->lines[i].amount_minor));
         sum += j->lines[i].amount_minor;
     }
     PO_ASSERT(sum == 0);
@@ -73,7 +73,7 @@ po_err po_ledger_post(struct po_store *s, const struct po_journal *j,
     po_err rc = po_store_exec(s,
                               "INSERT INTO journal (tenant_id, idem_key, kind, out_trade_no,"
                               " out_refund_no, currency, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                              jp, 7, NULL, NULL, err, errcap);
+                              jp, PO_NELEM(jp), NULL, NULL, err, errcap);
     if (rc)
         return rc;
     for (int i = 0; i < j->nlines; i++) {
@@ -84,7 +84,7 @@ po_err po_ledger_post(struct po_store *s, const struct po_journal *j,
         rc = po_store_exec(s,
                            "INSERT INTO posting (tenant_id, idem_key, line_no, account, currency,"
                            " amount) VALUES (?, ?, ?, ?, ?, ?)",
-                           pp, 6, NULL, NULL, err, errcap);
+                           pp, PO_NELEM(pp), NULL, NULL, err, errcap);
         if (rc)
             return rc;
     }
@@ -133,7 +133,7 @@ po_err po_ledger_flush(struct po_store *s, const struct po_ledger_batch *deltas,
                            " ON CONFLICT (tenant_id, account, currency) DO UPDATE SET"
                            " balance = account_balance.balance + excluded.balance,"
                            " updated_at = excluded.updated_at",
-                           p, 5, NULL, NULL, err, errcap);
+                           p, PO_NELEM(p), NULL, NULL, err, errcap);
         if (rc)
             break;
     }

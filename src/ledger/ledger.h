@@ -54,8 +54,8 @@ struct po_ledger_batch {
 void po_ledger_batch_reset(struct po_ledger_batch *b);
 /* Adds every delta of src into dst (used when an event's savepoint is
  * released). PO_ERR_LIMIT when dst would overflow; dst unchanged then. */
-po_err po_ledger_batch_merge(struct po_ledger_batch *dst, const struct po_ledger_batch *src)
-    PO_MUST_CHECK;
+po_err po_ledger_batch_merge(struct po_ledger_batch *dst,
+                             const struct po_ledger_batch *src) PO_MUST_CHECK;
 
 /* Writes the journal and its postings in the current transaction and adds
  * the balance deltas to *deltas. Asserts that the lines balance. */
@@ -64,8 +64,8 @@ po_err po_ledger_post(struct po_store *s, const struct po_journal *j,
 
 /* Applies accumulated deltas to account_balance, sorted by (tenant, account,
  * currency), skipping zero nets. Call once per transaction before COMMIT. */
-po_err po_ledger_flush(struct po_store *s, const struct po_ledger_batch *deltas,
-                       const char *now, char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_ledger_flush(struct po_store *s, const struct po_ledger_batch *deltas, const char *now,
+                       char *err, size_t errcap) PO_MUST_CHECK;
 
 /* One broken invariant found by po_ledger_verify. */
 struct po_violation {

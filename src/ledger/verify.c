@@ -88,7 +88,7 @@ po_err po_ledger_verify(struct po_store *s, void (*report)(void *ctx, const stru
         struct po_rows r;
         rc = po_fmt(sql, sizeof sql, "%s LIMIT %d", checks[i].sql, VERIFY_ROWS_PER_CHECK);
         PO_ASSERT(rc == PO_OK);
-        rc = po_store_exec(s, sql, NULL, 0, &r, NULL, err, errcap);
+        rc = po_store_exec(s, sql, PO_NO_PARAMS, &r, NULL, err, errcap);
         if (rc)
             goto out;
         for (int row = 0; row < r.nrows; row++) {
@@ -96,8 +96,7 @@ po_err po_ledger_verify(struct po_store *s, void (*report)(void *ctx, const stru
             (void)snprintf(v.check, sizeof v.check, "%s", checks[i].name);
             (void)snprintf(v.detail, sizeof v.detail, "tenant %s: %s: %s (%s)",
                            po_rows_get(&r, row, 0), po_rows_get(&r, row, 1),
-                           po_rows_get(&r, row, 2) ? po_rows_get(&r, row, 2) : "?",
-                           checks[i].what);
+                           po_rows_get(&r, row, 2) ? po_rows_get(&r, row, 2) : "?", checks[i].what);
             count++;
             if (report)
                 report(ctx, &v);

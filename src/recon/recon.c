@@ -47,10 +47,17 @@ static void tally(struct po_recon_report *r, const struct po_event *ev, const st
         r->replayed++;
         r->replayed_amount += ev->amount_minor;
         break;
-    case PO_OUT_DUPLICATE: r->matched++; break;
-    case PO_OUT_REJECTED: r->mismatched++; break;
-    case PO_OUT_SUSPENSE: r->suspense++; break;
-    default: break;
+    case PO_OUT_DUPLICATE:
+        r->matched++;
+        break;
+    case PO_OUT_REJECTED:
+        r->mismatched++;
+        break;
+    case PO_OUT_SUSPENSE:
+        r->suspense++;
+        break;
+    default:
+        break;
     }
 }
 
@@ -70,8 +77,9 @@ static bool row_event(const struct po_channel_account *acct, const struct po_bil
         ev->type = PO_EV_PAY_SUCCESS;
     } else {
         ev->type = PO_EV_REFUND_SUCCESS;
-        ok = ok && po_strcpy(ev->channel_refund_id, sizeof ev->channel_refund_id,
-                             row->refund_id) == PO_OK &&
+        ok = ok &&
+             po_strcpy(ev->channel_refund_id, sizeof ev->channel_refund_id, row->refund_id) ==
+                 PO_OK &&
              po_strcpy(ev->out_refund_no, sizeof ev->out_refund_no, row->out_refund_no) == PO_OK;
     }
     return ok;
@@ -110,13 +118,13 @@ static po_err missing_from_bill(struct po_store *s, const struct po_channel_acco
     strftime(from, sizeof from, "%Y-%m-%dT%H:%M:%S", gmtime_r(&start, &tm));
     strftime(to, sizeof to, "%Y-%m-%dT%H:%M:%S", gmtime_r(&end, &tm));
     struct po_rows rows;
-    po_err rc = po_store_exec(s,
-                              "SELECT out_trade_no, channel_txn_id, amount, currency FROM pay_order"
-                              " WHERE tenant_id = ? AND channel = ? AND status = 'PAID'"
-                              " AND paid_at >= ? AND paid_at < ? ORDER BY out_trade_no",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(acct->channel), PO_TEXT(from),
-                                        PO_TEXT(to)),
-                              &rows, NULL, err, errcap);
+    po_err rc = po_store_exec(
+        s,
+        "SELECT out_trade_no, channel_txn_id, amount, currency FROM pay_order"
+        " WHERE tenant_id = ? AND channel = ? AND status = 'PAID'"
+        " AND paid_at >= ? AND paid_at < ? ORDER BY out_trade_no",
+        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(acct->channel), PO_TEXT(from), PO_TEXT(to)), &rows, NULL,
+        err, errcap);
     for (int i = 0; !rc && i < rows.nrows; i++) {
         const char *txn = po_rows_get(&rows, i, 1);
         if (bsearch(&txn, txns, (size_t)n, sizeof *txns, txn_cmp))
@@ -137,8 +145,9 @@ static po_err missing_from_bill(struct po_store *s, const struct po_channel_acco
         if (!rc)
             rc = po_rows_i64(&rows, i, 2, &ev.amount_minor);
         char detail[160];
-        (void)snprintf(detail, sizeof detail, "order %s is PAID (%s) but the bill for %s..%s lacks it",
-                       ev.out_trade_no, txn, b->period_start, b->period_end);
+        (void)snprintf(detail, sizeof detail,
+                       "order %s is PAID (%s) but the bill for %s..%s lacks it", ev.out_trade_no,
+                       txn, b->period_start, b->period_end);
         if (!rc)
             rc = po_engine_alert(s, &ev, PO_R_MISSING_FROM_BILL, detail);
         r->missing_from_bill++;
@@ -178,18 +187,17 @@ static po_err record_fees(struct po_store *s, const struct po_channel_account *a
 
 json_t *po_recon_report_json(const struct po_recon_report *r)
 {
-    return json_pack("{s:s, s:b, s:s, s:s, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:I, s:I,"
-                     " s:I, s:I, s:I, s:I}",
-                     "file_sha256", r->file_sha256, "already_imported", r->already_imported,
-                     "period_start", r->period_start, "period_end",
-                     r->period_end, "rows", (json_int_t)r->rows, "payments", "count",
-                     (json_int_t)r->payments, "amount", (json_int_t)r->payments_amount, "refunds",
-                     "count", (json_int_t)r->refunds, "amount", (json_int_t)r->refunds_amount,
-                     "replayed", "count", (json_int_t)r->replayed, "amount",
-                     (json_int_t)r->replayed_amount, "matched", (json_int_t)r->matched,
-                     "mismatched", (json_int_t)r->mismatched, "suspense", (json_int_t)r->suspense,
-                     "zero_amount", (json_int_t)r->zero_amount, "missing_from_bill",
-                     (json_int_t)r->missing_from_bill, "fees_milli", (json_int_t)r->fees_milli);
+    return json_pack(
+        "{s:s, s:b, s:s, s:s, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:I, s:I,"
+        " s:I, s:I, s:I, s:I}",
+        "file_sha256", r->file_sha256, "already_imported", r->already_imported, "period_start",
+        r->period_start, "period_end", r->period_end, "rows", (json_int_t)r->rows, "payments",
+        "count", (json_int_t)r->payments, "amount", (json_int_t)r->payments_amount, "refunds",
+        "count", (json_int_t)r->refunds, "amount", (json_int_t)r->refunds_amount, "replayed",
+        "count", (json_int_t)r->replayed, "amount", (json_int_t)r->replayed_amount, "matched",
+        (json_int_t)r->matched, "mismatched", (json_int_t)r->mismatched, "suspense",
+        (json_int_t)r->suspense, "zero_amount", (json_int_t)r->zero_amount, "missing_from_bill",
+        (json_int_t)r->missing_from_bill, "fees_milli", (json_int_t)r->fees_milli);
 }
 
 static void report_from_json(json_t *j, struct po_recon_report *r)
@@ -220,8 +228,9 @@ static po_err find_run(struct po_store *s, const char *tenant, struct po_recon_r
                        bool *found, char *err, size_t errcap)
 {
     struct po_rows rows;
-    po_err rc = po_store_exec(s, "SELECT report FROM recon_run WHERE tenant_id = ? AND"
-                                 " file_sha256 = ?",
+    po_err rc = po_store_exec(s,
+                              "SELECT report FROM recon_run WHERE tenant_id = ? AND"
+                              " file_sha256 = ?",
                               PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out->file_sha256)), &rows, NULL,
                               err, errcap);
     if (rc)
@@ -236,9 +245,8 @@ static po_err find_run(struct po_store *s, const char *tenant, struct po_recon_r
     return PO_OK;
 }
 
-po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct,
-                       const char *data, size_t len,
-                       bool force, po_recon_progress_fn progress, void *pctx,
+po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct, const char *data,
+                       size_t len, bool force, po_recon_progress_fn progress, void *pctx,
                        struct po_recon_report *out, char *err, size_t errcap)
 {
     struct po_recon_report r = {0};
@@ -251,8 +259,8 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
     if (!ch || !ch->bill_parse) {
         char names[128];
         po_channel_names(PO_CAN_BILL, names, sizeof names);
-        po_errf(err, errcap, "%s has no bill format payonce reads (channels with one: %s)",
-                channel, names);
+        po_errf(err, errcap, "%s has no bill format payonce reads (channels with one: %s)", channel,
+                names);
         return PO_ERR_INVALID;
     }
     po_sha256_hex(data, len, r.file_sha256);
@@ -279,8 +287,8 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
             goto out;
         }
         char verr[PO_ERRBUF_MAX];
-        if (row->amount > 0 && (!row_event(acct, row, &e) ||
-                                po_event_validate(&e, verr, sizeof verr))) {
+        if (row->amount > 0 &&
+            (!row_event(acct, row, &e) || po_event_validate(&e, verr, sizeof verr))) {
             po_errf(err, errcap, "row %d: %s", i + 1, verr);
             rc = PO_ERR_INVALID;
             goto out;
@@ -336,15 +344,16 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
     now_iso(now, sizeof now);
     rc = po_store_begin(s, err, errcap);
     if (!rc) {
-        rc = po_store_exec(s,
-                           "INSERT INTO recon_run (tenant_id, file_sha256, channel, period_start,"
-                           " period_end, rows_total, report, imported_at) VALUES"
-                           " (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, file_sha256) DO"
-                           " UPDATE SET report = excluded.report, imported_at = excluded.imported_at",
-                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(r.file_sha256), PO_TEXT(channel),
-                                     PO_TEXT(r.period_start), PO_TEXT(r.period_end),
-                                     PO_I64(r.rows), PO_TEXT(doc ? doc : "{}"), PO_TEXT(now)),
-                           NULL, NULL, err, errcap);
+        rc = po_store_exec(
+            s,
+            "INSERT INTO recon_run (tenant_id, file_sha256, channel, period_start,"
+            " period_end, rows_total, report, imported_at) VALUES"
+            " (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, file_sha256) DO"
+            " UPDATE SET report = excluded.report, imported_at = excluded.imported_at",
+            PO_PARAMS(PO_TEXT(tenant), PO_TEXT(r.file_sha256), PO_TEXT(channel),
+                      PO_TEXT(r.period_start), PO_TEXT(r.period_end), PO_I64(r.rows),
+                      PO_TEXT(doc ? doc : "{}"), PO_TEXT(now)),
+            NULL, NULL, err, errcap);
         if (rc)
             po_store_rollback(s);
         else

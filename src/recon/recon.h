@@ -21,12 +21,12 @@ struct po_recon_report {
     bool already_imported;
     int64_t rows;
     int64_t payments, payments_amount, refunds, refunds_amount;
-    int64_t replayed, replayed_amount;      /* credited (or refunded) now: we had missed it */
-    int64_t matched;                        /* already applied: duplicate */
-    int64_t mismatched;                     /* engine rejected (amount, unknown order, ...) */
+    int64_t replayed, replayed_amount; /* credited (or refunded) now: we had missed it */
+    int64_t matched;                   /* already applied: duplicate */
+    int64_t mismatched;                /* engine rejected (amount, unknown order, ...) */
     int64_t suspense;
-    int64_t zero_amount;                    /* 0.00 rows: nothing to credit */
-    int64_t missing_from_bill;              /* our PAID orders the bill lacks */
+    int64_t zero_amount;       /* 0.00 rows: nothing to credit */
+    int64_t missing_from_bill; /* our PAID orders the bill lacks */
     int64_t fees_milli;
     char period_start[11], period_end[11];
 };
@@ -43,9 +43,8 @@ typedef void (*po_recon_progress_fn)(void *ctx, int64_t done, int64_t total);
  * PO_ERR_INVALID (nothing applied) for a channel without a bill format or
  * a bill that does not parse or is not the tenant's.
  */
-po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct,
-                       const char *data, size_t len,
-                       bool force, po_recon_progress_fn progress, void *pctx,
+po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct, const char *data,
+                       size_t len, bool force, po_recon_progress_fn progress, void *pctx,
                        struct po_recon_report *out, char *err, size_t errcap) PO_MUST_CHECK;
 
 /* The report as the JSON `recon import --json` prints and recon_run stores. */

@@ -13,10 +13,10 @@ po_err po_account_fetch(struct po_store *s, const unsigned char *master, const c
                         size_t errcap)
 {
     struct po_rows r;
-    po_err rc = po_store_exec(s, "SELECT config FROM channel_account WHERE tenant_id = ? AND"
-                                 " channel = ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel)), &r, NULL, err,
-                              errcap);
+    po_err rc = po_store_exec(s,
+                              "SELECT config FROM channel_account WHERE tenant_id = ? AND"
+                              " channel = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel)), &r, NULL, err, errcap);
     if (rc)
         return rc;
     if (r.nrows == 0) {
@@ -24,14 +24,13 @@ po_err po_account_fetch(struct po_store *s, const unsigned char *master, const c
         po_errf(err, errcap, "tenant %s has no %s account", tenant, channel);
         return PO_ERR_NOT_FOUND;
     }
-    rc = po_channel_account_load(tenant, channel, po_rows_get(&r, 0, 0), master, out, err,
-                                 errcap);
+    rc = po_channel_account_load(tenant, channel, po_rows_get(&r, 0, 0), master, out, err, errcap);
     po_rows_free(&r);
     return rc ? PO_ERR_STORE : PO_OK;
 }
 
-po_err po_account_save(struct po_store *s, const char *tenant, const char *channel,
-                       const char *doc, char *err, size_t errcap)
+po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
+                       char *err, size_t errcap)
 {
     char now[PO_TIME_MAX];
     po_clock_now_iso(now, sizeof now);
@@ -50,11 +49,11 @@ po_err po_account_save(struct po_store *s, const char *tenant, const char *chann
     }
     if (!rc)
         rc = po_store_exec(s,
-                           "INSERT INTO channel_account (tenant_id, channel, config, updated_at)"
-                           " VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, channel) DO UPDATE SET"
-                           " config = excluded.config, updated_at = excluded.updated_at",
-                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel), PO_TEXT(doc),
-                                     PO_TEXT(now)),
+                           "INSERT INTO channel_account (tenant_id, channel, config, version,"
+                           " updated_at) VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, channel)"
+                           " DO UPDATE SET config = excluded.config, version ="
+                           " channel_account.version + 1, updated_at = excluded.updated_at",
+                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel), PO_TEXT(doc), PO_TEXT(now)),
                            NULL, NULL, err, errcap);
     if (rc) {
         po_store_rollback(s);

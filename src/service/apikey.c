@@ -45,7 +45,8 @@ po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIK
         goto out;
     struct po_rows r;
     struct po_param t[] = {PO_TEXT(tenant)};
-    rc = po_store_exec(s, "SELECT 1 FROM tenant WHERE tenant_id = ?", t, 1, &r, NULL, err, errcap);
+    rc = po_store_exec(s, "SELECT 1 FROM tenant WHERE tenant_id = ?", t, PO_NELEM(t), &r, NULL, err,
+                       errcap);
     if (!rc) {
         if (r.nrows == 0) {
             po_errf(err, errcap, "no tenant %s", tenant);
@@ -58,7 +59,7 @@ po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIK
         rc = po_store_exec(s,
                            "INSERT INTO api_key (tenant_id, key_id, key_hash, created_at)"
                            " VALUES (?, ?, ?, ?)",
-                           p, 4, NULL, NULL, err, errcap);
+                           p, PO_NELEM(p), NULL, NULL, err, errcap);
     if (!rc)
         rc = po_store_commit(s, err, errcap);
     else
@@ -78,11 +79,12 @@ po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_
     char now[PO_TIME_MAX];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
-    struct po_param p[] = {PO_TEXT(now), PO_TEXT(tenant ? tenant : ""), PO_TEXT(key_id ? key_id : "")};
+    struct po_param p[] = {PO_TEXT(now), PO_TEXT(tenant ? tenant : ""),
+                           PO_TEXT(key_id ? key_id : "")};
     po_err rc = po_store_exec_tx(s,
                                  "UPDATE api_key SET revoked_at = COALESCE(revoked_at, ?) WHERE"
                                  " tenant_id = ? AND key_id = ?",
-                                 p, 3, &changes, err, errcap);
+                                 p, PO_NELEM(p), &changes, err, errcap);
     if (!rc && changes == 0) { /* nothing was written */
         po_errf(err, errcap, "tenant %s has no API key %s", tenant, key_id);
         rc = PO_ERR_NOT_FOUND;
@@ -108,7 +110,7 @@ po_err po_apikey_auth(struct po_store *s, const char *key, char tenant[PO_ID_MAX
     po_err rc = po_store_exec(s,
                               "SELECT tenant_id, key_hash FROM api_key WHERE key_id = ? AND"
                               " revoked_at IS NULL",
-                              p, 1, &r, NULL, NULL, 0);
+                              p, PO_NELEM(p), &r, NULL, NULL, 0);
     if (rc)
         return rc == PO_ERR_TRANSIENT ? rc : PO_ERR_TRANSIENT;
     rc = PO_ERR_NOT_FOUND;

@@ -134,8 +134,8 @@ void po_callback_handle(const struct po_callback_ctx *ctx, const struct po_chann
             refuse(ctx, tenant, ch, out, PO_R_MALFORMED_RESOURCE, verr);
             break;
         }
-        PO_ASSERT(po_strcpy(out->out_trade_no, sizeof out->out_trade_no,
-                            res->ev.out_trade_no) == PO_OK);
+        PO_ASSERT(po_strcpy(out->out_trade_no, sizeof out->out_trade_no, res->ev.out_trade_no) ==
+                  PO_OK);
         if (po_engine_alert(s, &res->ev, res->reason, res->detail))
             transient(out, PO_R_STORE_UNAVAILABLE);
         else

@@ -21,7 +21,7 @@ static po_err look(struct po_store *s, const struct po_idem_req *q, struct po_id
                               "SELECT request_hash, state, status_code, response_body,"
                               " lock_token, locked_at FROM api_idempotency WHERE tenant_id = ?"
                               " AND route = ? AND idem_key = ?",
-                              p, 3, &r, NULL, NULL, 0);
+                              p, PO_NELEM(p), &r, NULL, NULL, 0);
     if (rc)
         return rc;
     *found = r.nrows == 1;
@@ -55,8 +55,8 @@ po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_
         return rc;
     for (size_t i = 0; i < sizeof rnd; i++)
         (void)snprintf(out->token + 2 * i, 3, "%02x", rnd[i]);
-    char now[PO_TIME_MAX], stale[PO_TIME_MAX], old_token[PO_IDEM_TOKEN_LEN + 1] = "",
-         locked_at[PO_TIME_MAX] = "";
+    char now[PO_TIME_MAX], stale[PO_TIME_MAX],
+        old_token[PO_IDEM_TOKEN_LEN + 1] = "", locked_at[PO_TIME_MAX] = "";
     po_clock_now_iso(now, sizeof now);
     po_clock_iso_at((int64_t)time(NULL) - PO_IDEM_LOCK_S, stale, sizeof stale);
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -69,13 +69,14 @@ po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_
              * take the row over; the old holder's finish will find its
              * token gone and roll its effect back. */
             int64_t changes = 0;
-            struct po_param p[] = {PO_TEXT(out->token), PO_TEXT(now),       PO_TEXT(q->tenant),
-                                   PO_TEXT(q->route),   PO_TEXT(q->key),    PO_TEXT(old_token)};
-            rc = po_store_exec_tx(s,
-                        "UPDATE api_idempotency SET lock_token = ?, locked_at = ? WHERE"
-                        " tenant_id = ? AND route = ? AND idem_key = ? AND state = 'running'"
-                        " AND lock_token = ?",
-                        p, 6, &changes, NULL, 0);
+            struct po_param p[] = {PO_TEXT(out->token), PO_TEXT(now),    PO_TEXT(q->tenant),
+                                   PO_TEXT(q->route),   PO_TEXT(q->key), PO_TEXT(old_token)};
+            rc = po_store_exec_tx(
+                s,
+                "UPDATE api_idempotency SET lock_token = ?, locked_at = ? WHERE"
+                " tenant_id = ? AND route = ? AND idem_key = ? AND state = 'running'"
+                " AND lock_token = ?",
+                p, PO_NELEM(p), &changes, NULL, 0);
             if (rc)
                 return rc;
             if (changes == 1) {
@@ -88,14 +89,15 @@ po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_
         if (found)
             return PO_OK;
         int64_t changes = 0;
-        struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key),
+        struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route),   PO_TEXT(q->key),
                                PO_TEXT(q->hash),   PO_TEXT(out->token), PO_TEXT(now),
                                PO_TEXT(now)};
-        rc = po_store_exec_tx(s,
-                    "INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
-                    " lock_token, locked_at, created_at) VALUES (?, ?, ?, ?, 'running', ?, ?, ?)"
-                    " ON CONFLICT DO NOTHING",
-                    p, 7, &changes, NULL, 0);
+        rc = po_store_exec_tx(
+            s,
+            "INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
+            " lock_token, locked_at, created_at) VALUES (?, ?, ?, ?, 'running', ?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
+            p, PO_NELEM(p), &changes, NULL, 0);
         if (rc)
             return rc;
         if (changes == 1) {
@@ -113,13 +115,13 @@ po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const cha
 {
     int64_t changes = 0;
     char err[PO_ERRBUF_MAX];
-    struct po_param p[] = {PO_I64(status),     PO_TEXT(body),  PO_TEXT(q->tenant),
-                           PO_TEXT(q->route),  PO_TEXT(q->key), PO_TEXT(token)};
+    struct po_param p[] = {PO_I64(status),    PO_TEXT(body),   PO_TEXT(q->tenant),
+                           PO_TEXT(q->route), PO_TEXT(q->key), PO_TEXT(token)};
     po_err rc = po_store_exec(s,
                               "UPDATE api_idempotency SET state = 'done', status_code = ?,"
                               " response_body = ? WHERE tenant_id = ? AND route = ? AND"
                               " idem_key = ? AND state = 'running' AND lock_token = ?",
-                              p, 6, NULL, &changes, err, sizeof err);
+                              p, PO_NELEM(p), NULL, &changes, err, sizeof err);
     if (rc)
         return rc;
     return changes == 1 ? PO_OK : PO_ERR_CONFLICT;
@@ -129,9 +131,9 @@ po_err po_idem_release(struct po_store *s, const struct po_idem_req *q, const ch
 {
     struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key), PO_TEXT(token)};
     return po_store_exec_tx(s,
-                  "DELETE FROM api_idempotency WHERE tenant_id = ? AND route = ? AND"
-                  " idem_key = ? AND state = 'running' AND lock_token = ?",
-                  p, 4, NULL, NULL, 0);
+                            "DELETE FROM api_idempotency WHERE tenant_id = ? AND route = ? AND"
+                            " idem_key = ? AND state = 'running' AND lock_token = ?",
+                            p, PO_NELEM(p), NULL, NULL, 0);
 }
 
 po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted)
@@ -140,8 +142,40 @@ po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_delete
     po_clock_iso_at((int64_t)time(NULL) - retention_s, cutoff, sizeof cutoff);
     struct po_param p[] = {PO_TEXT(cutoff)};
     int64_t n = 0;
-    po_err rc = po_store_exec_tx(s, "DELETE FROM api_idempotency WHERE created_at < ?", p, 1, &n, NULL, 0);
+    po_err rc = po_store_exec_tx(s, "DELETE FROM api_idempotency WHERE created_at < ?", p,
+                                 PO_NELEM(p), &n, NULL, 0);
     if (!rc && out_deleted)
         *out_deleted = n;
+    return rc;
+}
+
+static po_err sp(struct po_store *s, const char *sql)
+{
+    char err[PO_ERRBUF_MAX];
+    return po_store_exec(s, sql, PO_NO_PARAMS, NULL, NULL, err, sizeof err);
+}
+
+po_err po_idem_run(struct po_store *s, const struct po_idem_req *q, const char *token,
+                   po_err (*effect)(void *ctx, unsigned *status), char *(*render)(void *ctx),
+                   void *ctx)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    unsigned status = 0;
+    po_err rc = po_store_begin(s, err, sizeof err);
+    if (rc)
+        return rc;
+    rc = sp(s, "SAVEPOINT po_api");
+    if (!rc)
+        rc = effect(ctx, &status);
+    if (!rc && status >= 400)
+        rc = sp(s, "ROLLBACK TO SAVEPOINT po_api");
+    if (!rc && q) {
+        char *body = render(ctx);
+        rc = body ? po_idem_finish(s, q, token, status, body) : PO_ERR_NOMEM;
+        free(body);
+    }
+    if (!rc)
+        return po_store_commit(s, err, sizeof err);
+    po_store_rollback(s);
     return rc;
 }

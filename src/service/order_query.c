@@ -45,13 +45,13 @@ po_err po_order_query_round(struct po_store *s, const struct po_channel_account 
     char cutoff[PO_TIME_MAX]; /* created at least min_age_s ago, to the second */
     po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
     struct po_rows rows;
-    po_err rc = po_store_exec(s,
-                              "SELECT out_trade_no FROM pay_order WHERE tenant_id = ? AND"
-                              " status = 'PAYING' AND (channel = ? OR channel IS NULL)"
-                              " AND created_at < ? ORDER BY created_at LIMIT ?",
-                              PO_PARAMS(PO_TEXT(acct->tenant), PO_TEXT(acct->channel),
-                                        PO_TEXT(cutoff), PO_I64(limit)),
-                              &rows, NULL, err, errcap);
+    po_err rc = po_store_exec(
+        s,
+        "SELECT out_trade_no FROM pay_order WHERE tenant_id = ? AND"
+        " status = 'PAYING' AND (channel = ? OR channel IS NULL)"
+        " AND created_at < ? ORDER BY created_at LIMIT ?",
+        PO_PARAMS(PO_TEXT(acct->tenant), PO_TEXT(acct->channel), PO_TEXT(cutoff), PO_I64(limit)),
+        &rows, NULL, err, errcap);
     if (rc)
         return rc;
     struct po_query_answer *a = malloc(sizeof *a);

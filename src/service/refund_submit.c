@@ -33,14 +33,14 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
                            struct pending *out, bool *found)
 {
     struct po_rows r;
-    po_err rc = po_store_exec(s,
-                              "SELECT r.out_trade_no, r.currency, COALESCE(r.channel, o.channel,"
-                              " ''), r.amount, o.amount FROM refund r JOIN pay_order o ON"
-                              " o.tenant_id = r.tenant_id AND o.out_trade_no = r.out_trade_no"
-                              " WHERE r.tenant_id = ? AND r.out_refund_no = ? AND"
-                              " r.status = 'PROCESSING' AND r.submit_state = 'pending'",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_refund_no)), &r, NULL, NULL,
-                              0);
+    po_err rc =
+        po_store_exec(s,
+                      "SELECT r.out_trade_no, r.currency, COALESCE(r.channel, o.channel,"
+                      " ''), r.amount, o.amount FROM refund r JOIN pay_order o ON"
+                      " o.tenant_id = r.tenant_id AND o.out_trade_no = r.out_trade_no"
+                      " WHERE r.tenant_id = ? AND r.out_refund_no = ? AND"
+                      " r.status = 'PROCESSING' AND r.submit_state = 'pending'",
+                      PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_refund_no)), &r, NULL, NULL, 0);
     if (rc)
         return rc;
     *found = r.nrows == 1;
@@ -72,25 +72,25 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
                            " submit_attempts = submit_attempts + 1, submit_error = ?,"
                            " updated_at = ? WHERE tenant_id = ? AND out_refund_no = ? AND"
                            " status = 'PROCESSING' AND submit_state = 'pending'",
-                           u, 4, NULL, &changes, err, sizeof err);
+                           u, PO_NELEM(u), NULL, &changes, err, sizeof err);
         if (!rc && changes == 1)
-            rc = po_order_release_refund(s, tenant, p->out_trade_no, p->amount, now, &changes,
-                                         err, sizeof err);
+            rc = po_order_release_refund(s, tenant, p->out_trade_no, p->amount, now, &changes, err,
+                                         sizeof err);
         char key[PO_ID_MAX + 16], akey[PO_ID_MAX + 48], detail[200];
         (void)snprintf(key, sizeof key, "api:refund:%.64s", out_refund_no);
         (void)snprintf(akey, sizeof akey, "%s|refund_rejected_by_channel", key);
         (void)snprintf(detail, sizeof detail, "the channel refused refund %s of order %s: %s",
                        out_refund_no, p->out_trade_no, error);
-        struct po_param a[] = {PO_TEXT(tenant),   PO_TEXT(akey),           PO_TEXT(key),
+        struct po_param a[] = {PO_TEXT(tenant),          PO_TEXT(akey),     PO_TEXT(key),
                                PO_TEXT(p->out_trade_no), PO_I64(p->amount), PO_TEXT(p->currency),
-                               PO_TEXT(detail),   PO_TEXT(now)};
+                               PO_TEXT(detail),          PO_TEXT(now)};
         if (!rc && changes == 1)
             rc = po_store_exec(s,
                                "INSERT INTO alert (tenant_id, alert_key, reason, idem_key,"
                                " event_type, source, out_trade_no, amount, currency, detail,"
                                " created_at) VALUES (?, ?, 'refund_rejected_by_channel', ?,"
                                " 'REFUND_SUBMIT', 'api', ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                               a, 8, NULL, NULL, err, sizeof err);
+                               a, PO_NELEM(a), NULL, NULL, err, sizeof err);
     } else {
         struct po_param u[] = {PO_TEXT(decision), PO_TEXT(error), PO_TEXT(now), PO_TEXT(tenant),
                                PO_TEXT(out_refund_no)};
@@ -99,7 +99,7 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
                            " submit_attempts + 1, submit_error = NULLIF(?, ''), updated_at = ?"
                            " WHERE tenant_id = ? AND out_refund_no = ? AND submit_state ="
                            " 'pending'",
-                           u, 5, NULL, NULL, err, sizeof err);
+                           u, PO_NELEM(u), NULL, NULL, err, sizeof err);
     }
     if (rc) {
         po_store_rollback(s);
@@ -156,8 +156,8 @@ out:
     return rc;
 }
 
-po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
-                                int64_t min_age_s, int limit, int *out_submitted)
+po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
+                                int limit, int *out_submitted)
 {
     char cutoff[PO_TIME_MAX];
     /* last attempt at least min_age_s ago, to the second */
@@ -168,7 +168,7 @@ po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
                               "SELECT tenant_id, out_refund_no FROM refund WHERE submit_state ="
                               " 'pending' AND status = 'PROCESSING' AND updated_at < ?"
                               " ORDER BY updated_at LIMIT ?",
-                              p, 2, &r, NULL, NULL, 0);
+                              p, PO_NELEM(p), &r, NULL, NULL, 0);
     if (rc)
         return rc;
     int n = 0;

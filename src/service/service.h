@@ -37,12 +37,12 @@ po_err po_account_fetch(struct po_store *s, const unsigned char *master, const c
                         size_t errcap) PO_MUST_CHECK;
 /* Stores a document built by po_channel_account_build (insert or replace),
  * in its own transaction. PO_ERR_NOT_FOUND when the tenant does not exist. */
-po_err po_account_save(struct po_store *s, const char *tenant, const char *channel,
-                       const char *doc, char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
+                       char *err, size_t errcap) PO_MUST_CHECK;
 /* Tenants having an account for channel, in order (heap array of heap
  * strings; free with po_strings_free). */
-po_err po_account_tenants(struct po_store *s, const char *channel, char ***out, int *out_n)
-    PO_MUST_CHECK;
+po_err po_account_tenants(struct po_store *s, const char *channel, char ***out,
+                          int *out_n) PO_MUST_CHECK;
 void po_strings_free(char **v, int n);
 
 /* ---- one channel callback (callback.c) ---- */
@@ -56,10 +56,10 @@ struct po_callback_ctx {
 /* What payonce decided about one callback: the outcome, the reason, and
  * the HTTP status of a FAIL (0 when the channel is told SUCCESS). */
 struct po_callback_decision {
-    struct po_outcome outcome;  /* kind IGNORED / INVALID outside the engine */
-    unsigned fail_status;       /* 0: ack SUCCESS */
+    struct po_outcome outcome; /* kind IGNORED / INVALID outside the engine */
+    unsigned fail_status;      /* 0: ack SUCCESS */
     char out_trade_no[PO_ID_MAX + 1];
-    char detail[160];           /* why it was refused, for the log; never secrets */
+    char detail[160]; /* why it was refused, for the log; never secrets */
 };
 
 /*
@@ -88,15 +88,15 @@ po_err po_view_balances(struct po_store *s, const char *tenant, json_t **out) PO
  * limit of them; *out_more when there are more, with the last item's
  * position in last_ts/last_key. */
 struct po_page {
-    const char *after_ts;  /* "" from the start */
+    const char *after_ts; /* "" from the start */
     const char *after_key;
     int64_t limit;
-    bool more;                     /* out */
-    char last_ts[PO_TIME_MAX];     /* out */
+    bool more;                                     /* out */
+    char last_ts[PO_TIME_MAX];                     /* out */
     char last_key[PO_KEY_MAX + PO_REASON_MAX + 2]; /* out */
 };
-po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *page, json_t **out)
-    PO_MUST_CHECK;
+po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *page,
+                      json_t **out) PO_MUST_CHECK;
 /* Journals with their postings; order_filter NULL or "" for all. */
 po_err po_view_journal(struct po_store *s, const char *tenant, const char *order_filter,
                        struct po_page *page, json_t **out) PO_MUST_CHECK;
@@ -112,14 +112,13 @@ po_err po_view_order_channel(struct po_store *s, const char *tenant, const char 
 /* Creates a key for an existing tenant: the whole key is written to key
  * (shown once), only its SHA-256 is stored. */
 po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIKEY_LEN + 1],
-                        char key_id[PO_APIKEY_ID_LEN + 1], char *err, size_t errcap)
-    PO_MUST_CHECK;
+                        char key_id[PO_APIKEY_ID_LEN + 1], char *err, size_t errcap) PO_MUST_CHECK;
 /* Revokes at once; revoking twice is fine. PO_ERR_NOT_FOUND: no such key. */
 po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_id, char *err,
                         size_t errcap) PO_MUST_CHECK;
 /* The tenant of a valid, unrevoked key; PO_ERR_NOT_FOUND otherwise. */
-po_err po_apikey_auth(struct po_store *s, const char *key, char tenant[PO_ID_MAX + 1])
-    PO_MUST_CHECK;
+po_err po_apikey_auth(struct po_store *s, const char *key,
+                      char tenant[PO_ID_MAX + 1]) PO_MUST_CHECK;
 
 /* ---- Idempotency-Key records (idem.c) ----
  *   claim   reads the row without a write lock; when absent, inserts it
@@ -139,18 +138,30 @@ struct po_idem_req {
 enum po_idem_kind { PO_IDEM_CLAIMED, PO_IDEM_REPLAY, PO_IDEM_MISMATCH, PO_IDEM_IN_FLIGHT };
 struct po_idem_claim {
     enum po_idem_kind kind;
-    unsigned status;  /* REPLAY */
-    char *body;       /* REPLAY; heap, caller frees */
-    bool taken_over;  /* CLAIMED from an abandoned record */
+    unsigned status; /* REPLAY */
+    char *body;      /* REPLAY; heap, caller frees */
+    bool taken_over; /* CLAIMED from an abandoned record */
     char token[PO_IDEM_TOKEN_LEN + 1];
 };
-po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_idem_claim *out)
-    PO_MUST_CHECK;
+po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q,
+                     struct po_idem_claim *out) PO_MUST_CHECK;
 /* PO_ERR_CONFLICT when the record was taken over (the caller rolls back). */
 po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const char *token,
                       unsigned status, const char *body) PO_MUST_CHECK;
-po_err po_idem_release(struct po_store *s, const struct po_idem_req *q, const char *token)
-    PO_MUST_CHECK;
+po_err po_idem_release(struct po_store *s, const struct po_idem_req *q,
+                       const char *token) PO_MUST_CHECK;
+/*
+ * Runs a request's effect and stores its answer in ONE transaction:
+ * effect() runs inside a savepoint and sets *status; a business refusal
+ * (status >= 400) rolls its writes back to the savepoint, but the answer
+ * is final and stored too. With q (an Idempotency-Key), render() gives the
+ * body stored with the final status (po_idem_finish, fenced by token).
+ * Commits; on any error rolls back and returns it (PO_ERR_CONFLICT: the
+ * key was taken over by a retry).
+ */
+po_err po_idem_run(struct po_store *s, const struct po_idem_req *q, const char *token,
+                   po_err (*effect)(void *ctx, unsigned *status), char *(*render)(void *ctx),
+                   void *ctx) PO_MUST_CHECK;
 /* Deletes stored responses older than retention_s. */
 po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted) PO_MUST_CHECK;
 
@@ -164,8 +175,8 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
                         const char *out_refund_no, char *state, size_t cap) PO_MUST_CHECK;
 /* Submits (again) API refunds still pending whose last attempt is older
  * than min_age_s, at most limit. */
-po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
-                                int64_t min_age_s, int limit, int *out_submitted) PO_MUST_CHECK;
+po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
+                                int limit, int *out_submitted) PO_MUST_CHECK;
 
 /* ---- active order query (order_query.c) ---- */
 
@@ -191,8 +202,8 @@ struct po_jobs_cfg {
     const unsigned char *master; /* NULL in insecure development mode */
     int64_t query_s;             /* active query interval (0 = off) */
     int64_t query_min_age_s;
-    int64_t refund_s;            /* refund resubmission interval (0 = off) */
-    int64_t retention_s;         /* Idempotency-Key retention */
+    int64_t refund_s;    /* refund resubmission interval (0 = off) */
+    int64_t retention_s; /* Idempotency-Key retention */
 };
 struct po_jobs;
 /* Starts the jobs thread; it opens its own store connection per round. */

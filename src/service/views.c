@@ -42,8 +42,7 @@ static po_err one(struct po_store *s, const char *sql, const char *tenant, const
                   const char *object, const char *const *fields, int n, json_t **out)
 {
     struct po_rows r;
-    po_err rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(tenant), PO_TEXT(key)), &r, NULL, NULL,
-                              0);
+    po_err rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(tenant), PO_TEXT(key)), &r, NULL, NULL, 0);
     if (rc)
         return rc;
     *out = r.nrows == 1 ? row_object(&r, 0, object, fields, n) : NULL;
@@ -51,13 +50,12 @@ static po_err one(struct po_store *s, const char *sql, const char *tenant, const
     return PO_OK;
 }
 
-po_err po_view_order(struct po_store *s, const char *tenant, const char *out_trade_no,
-                     json_t **out)
+po_err po_view_order(struct po_store *s, const char *tenant, const char *out_trade_no, json_t **out)
 {
-    static const char *const f[] = {
-        "out_trade_no", "merchant",         "channel",          "#amount",    "currency",
-        "status",       "channel_txn_id",   "paid_at",          "#refund_reserved",
-        "#refunded_amount", "created_at",   "updated_at"};
+    static const char *const f[] = {"out_trade_no",     "merchant",   "channel",
+                                    "#amount",          "currency",   "status",
+                                    "channel_txn_id",   "paid_at",    "#refund_reserved",
+                                    "#refunded_amount", "created_at", "updated_at"};
     return one(s,
                "SELECT out_trade_no, merchant_id, channel, amount, currency, status,"
                " channel_txn_id, paid_at, refund_reserved, refunded_amount, created_at,"
@@ -68,10 +66,10 @@ po_err po_view_order(struct po_store *s, const char *tenant, const char *out_tra
 po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,
                       json_t **out)
 {
-    static const char *const f[] = {
-        "out_refund_no", "out_trade_no", "channel",    "#amount",      "currency",
-        "status",        "channel_refund_id", "created_at", "updated_at", "submit_state",
-        "#submit_attempts", "submit_error"};
+    static const char *const f[] = {"out_refund_no",     "out_trade_no",     "channel",
+                                    "#amount",           "currency",         "status",
+                                    "channel_refund_id", "created_at",       "updated_at",
+                                    "submit_state",      "#submit_attempts", "submit_error"};
     json_t *r = NULL;
     po_err rc = one(s,
                     "SELECT out_refund_no, out_trade_no, channel, amount, currency, status,"
@@ -99,8 +97,7 @@ po_err po_view_order_channel(struct po_store *s, const char *tenant, const char 
     po_err rc = po_store_exec(s,
                               "SELECT COALESCE(channel, '') FROM pay_order WHERE tenant_id = ?"
                               " AND out_trade_no = ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &r, NULL, NULL,
-                              0);
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &r, NULL, NULL, 0);
     if (rc)
         return rc;
     *found = r.nrows == 1;
@@ -153,9 +150,9 @@ static void page_mark(struct po_page *pg, const char *ts, const char *key)
 
 po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *pg, json_t **out)
 {
-    static const char *const f[] = {"created_at", "reason",     "out_trade_no", "#amount",
-                                    "currency",   "source",     "event_type",   "idem_key",
-                                    "detail"};
+    static const char *const f[] = {"created_at", "reason",   "out_trade_no",
+                                    "#amount",    "currency", "source",
+                                    "event_type", "idem_key", "detail"};
     struct po_rows r;
     const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
     po_err rc = po_store_exec(s,
@@ -183,24 +180,24 @@ po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *pg
 po_err po_view_journal(struct po_store *s, const char *tenant, const char *order,
                        struct po_page *pg, json_t **out)
 {
-    static const char *const f[] = {"created_at", "idem_key", "kind", "out_trade_no",
-                                    "out_refund_no", "currency"};
+    static const char *const f[] = {"created_at",   "idem_key",      "kind",
+                                    "out_trade_no", "out_refund_no", "currency"};
     const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
     order = order ? order : "";
     /* One page of journals with their lines, in one statement. */
     struct po_rows r;
-    po_err rc = po_store_exec(
-        s,
-        "SELECT j.created_at, j.idem_key, j.kind, j.out_trade_no, j.out_refund_no,"
-        " j.currency, p.account, p.amount FROM (SELECT * FROM journal WHERE"
-        " tenant_id = ? AND (? = '' OR out_trade_no = ?) AND (? = '' OR"
-        " created_at > ? OR (created_at = ? AND idem_key > ?)) ORDER BY"
-        " created_at, idem_key LIMIT ?) j JOIN posting p ON p.tenant_id ="
-        " j.tenant_id AND p.idem_key = j.idem_key ORDER BY j.created_at,"
-        " j.idem_key, p.line_no",
-        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(order), PO_TEXT(order), PO_TEXT(ts), PO_TEXT(ts),
-                  PO_TEXT(ts), PO_TEXT(key), PO_I64(pg->limit + 1)),
-        &r, NULL, NULL, 0);
+    po_err rc =
+        po_store_exec(s,
+                      "SELECT j.created_at, j.idem_key, j.kind, j.out_trade_no, j.out_refund_no,"
+                      " j.currency, p.account, p.amount FROM (SELECT * FROM journal WHERE"
+                      " tenant_id = ? AND (? = '' OR out_trade_no = ?) AND (? = '' OR"
+                      " created_at > ? OR (created_at = ? AND idem_key > ?)) ORDER BY"
+                      " created_at, idem_key LIMIT ?) j JOIN posting p ON p.tenant_id ="
+                      " j.tenant_id AND p.idem_key = j.idem_key ORDER BY j.created_at,"
+                      " j.idem_key, p.line_no",
+                      PO_PARAMS(PO_TEXT(tenant), PO_TEXT(order), PO_TEXT(order), PO_TEXT(ts),
+                                PO_TEXT(ts), PO_TEXT(ts), PO_TEXT(key), PO_I64(pg->limit + 1)),
+                      &r, NULL, NULL, 0);
     if (rc)
         return rc;
     json_t *data = json_array(), *cur = NULL;
@@ -221,9 +218,9 @@ po_err po_view_journal(struct po_store *s, const char *tenant, const char *order
             last_ts = po_rows_get(&r, i, 0);
             last_key = k;
         }
-        json_array_append_new(json_object_get(cur, "postings"),
-                              json_pack("{s:o, s:o}", "account", cell_str(&r, i, 6), "amount",
-                                        cell_int(&r, i, 7)));
+        json_array_append_new(
+            json_object_get(cur, "postings"),
+            json_pack("{s:o, s:o}", "account", cell_str(&r, i, 6), "amount", cell_int(&r, i, 7)));
     }
     if (pg->more)
         page_mark(pg, last_ts, last_key);

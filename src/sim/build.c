@@ -58,21 +58,19 @@ po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
     unsigned char *ct = NULL;
     size_t ct_len = 0;
     char *ct_b64 = NULL;
-    po_err rc = po_aes_gcm_encrypt(apiv3_key, apiv3_key_len, (const unsigned char *)nonce, 12,
-                                   (const unsigned char *)aad, strlen(aad),
-                                   (const unsigned char *)resource_json, strlen(resource_json),
-                                   &ct, &ct_len);
+    po_err rc = po_aes_gcm_encrypt(
+        apiv3_key, apiv3_key_len, (const unsigned char *)nonce, 12, (const unsigned char *)aad,
+        strlen(aad), (const unsigned char *)resource_json, strlen(resource_json), &ct, &ct_len);
     if (rc)
         return rc;
     rc = po_b64_encode(ct, ct_len, &ct_b64);
     if (rc)
         goto out;
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id,
-                             "create_time", "2026-12-02T10:00:00+08:00", "resource_type",
-                             "encrypt-resource", "event_type", event_type, "summary",
-                             "payonce simulator", "resource", "original_type", aad, "algorithm",
-                             "AEAD_AES_256_GCM", "ciphertext", ct_b64, "associated_data", aad,
-                             "nonce", nonce);
+    json_t *body = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id, "create_time",
+        "2026-12-02T10:00:00+08:00", "resource_type", "encrypt-resource", "event_type", event_type,
+        "summary", "payonce simulator", "resource", "original_type", aad, "algorithm",
+        "AEAD_AES_256_GCM", "ciphertext", ct_b64, "associated_data", aad, "nonce", nonce);
     out->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!out->body) {

@@ -17,8 +17,8 @@
 static const int wechat_s[] = {15,   15,   30,    180,   600,   1200,  1800, 1800,
                                1800, 3600, 10800, 10800, 10800, 21600, 21600};
 static const int alipay_s[] = {240, 600, 600, 3600, 7200, 21600, 54000};
-static const int stripe_s[] = {60, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000,
-                               36000, 36000};
+static const int stripe_s[] = {60,    300,   1800,  7200,  18000, 36000,
+                               36000, 36000, 36000, 36000, 36000, 36000};
 
 static bool wechat_ack(long status, const char *body)
 {
@@ -85,13 +85,13 @@ static po_err wechat_payment(const struct po_sim_identity *id, const struct po_s
     return wechat(id, "TRANSACTION.SUCCESS",
                   json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:I, s:I,"
                             " s:s, s:s}}",
-                            "mchid", id->mchid, "appid", id->appid, "out_trade_no",
-                            p->out_trade_no, "transaction_id", p->txn, "trade_type", "JSAPI",
-                            "trade_state", "SUCCESS", "trade_state_desc", "支付成功", "bank_type",
-                            "OTHERS", "success_time", when, "payer", "openid",
-                            "oPayonceSimulatedPayer", "amount", "total", (json_int_t)p->amount,
-                            "payer_total", (json_int_t)p->amount, "currency", p->currency,
-                            "payer_currency", p->currency),
+                            "mchid", id->mchid, "appid", id->appid, "out_trade_no", p->out_trade_no,
+                            "transaction_id", p->txn, "trade_type", "JSAPI", "trade_state",
+                            "SUCCESS", "trade_state_desc", "支付成功", "bank_type", "OTHERS",
+                            "success_time", when, "payer", "openid", "oPayonceSimulatedPayer",
+                            "amount", "total", (json_int_t)p->amount, "payer_total",
+                            (json_int_t)p->amount, "currency", p->currency, "payer_currency",
+                            p->currency),
                   now, out);
 }
 
@@ -104,12 +104,14 @@ static po_err alipay_payment(const struct po_sim_identity *id, const struct po_s
     (void)strftime(notify_time, sizeof notify_time, "%Y-%m-%d %H:%M:%S", &tm);
     yuan(p->amount, amount, sizeof amount);
     (void)snprintf(notify_id, sizeof notify_id, "%.30s", p->txn);
-    const char *keys[] = {"notify_time", "notify_type", "notify_id", "charset", "version",
-                          "app_id", "seller_id", "out_trade_no", "trade_no", "trade_status",
-                          "total_amount", "receipt_amount", "gmt_payment", "subject"};
-    const char *vals[] = {notify_time, "trade_status_sync", notify_id, "utf-8", "1.0",
-                          id->app_id, id->seller_id, p->out_trade_no, p->txn, "TRADE_SUCCESS",
-                          amount, amount, notify_time, "payonce simulator"};
+    const char *keys[] = {"notify_time", "notify_type",  "notify_id",    "charset",
+                          "version",     "app_id",       "seller_id",    "out_trade_no",
+                          "trade_no",    "trade_status", "total_amount", "receipt_amount",
+                          "gmt_payment", "subject"};
+    const char *vals[] = {notify_time, "trade_status_sync", notify_id,     "utf-8",
+                          "1.0",       id->app_id,          id->seller_id, p->out_trade_no,
+                          p->txn,      "TRADE_SUCCESS",     amount,        amount,
+                          notify_time, "payonce simulator"};
     return po_sim_alipay(id->ali_key, keys, vals, 14, out);
 }
 
@@ -129,50 +131,59 @@ static po_err stripe_payment(const struct po_sim_identity *id, const struct po_s
                   now, out);
 }
 
-static po_err wechat_refund(const struct po_sim_identity *id, const struct po_sim_refund *r, int64_t now,
-                         struct po_sim_request *out)
+static po_err wechat_refund(const struct po_sim_identity *id, const struct po_sim_refund *r,
+                            int64_t now, struct po_sim_request *out)
 {
     char type[32];
     (void)snprintf(type, sizeof type, "REFUND.%s", r->status);
     return wechat(id, type,
-                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}",
-                            "mchid", id->mchid, "out_trade_no", r->out_trade_no,
-                            "transaction_id", r->txn, "out_refund_no", r->out_refund_no,
-                            "refund_id", r->refund_id, "refund_status", r->status,
-                            "user_received_account", "支付用户零钱", "amount", "total",
-                            (json_int_t)r->total, "refund", (json_int_t)r->amount, "payer_total",
-                            (json_int_t)r->total, "payer_refund", (json_int_t)r->amount),
+                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}", "mchid",
+                            id->mchid, "out_trade_no", r->out_trade_no, "transaction_id", r->txn,
+                            "out_refund_no", r->out_refund_no, "refund_id", r->refund_id,
+                            "refund_status", r->status, "user_received_account", "支付用户零钱",
+                            "amount", "total", (json_int_t)r->total, "refund",
+                            (json_int_t)r->amount, "payer_total", (json_int_t)r->total,
+                            "payer_refund", (json_int_t)r->amount),
                   now, out);
 }
 
-static po_err alipay_refund(const struct po_sim_identity *id, const struct po_sim_refund *r, int64_t now,
-                         struct po_sim_request *out)
+static po_err alipay_refund(const struct po_sim_identity *id, const struct po_sim_refund *r,
+                            int64_t now, struct po_sim_request *out)
 {
     (void)now;
-        char amount[32], total[32];
-        yuan(r->amount, amount, sizeof amount);
-        yuan(r->total, total, sizeof total);
-        const char *keys[] = {"notify_type", "notify_id", "charset", "version", "app_id",
-                              "seller_id", "out_trade_no", "trade_no", "trade_status",
-                              "total_amount", "refund_fee", "out_biz_no", "gmt_refund"};
-        const char *vals[] = {"trade_status_sync", r->refund_id, "utf-8", "1.0", id->app_id,
-                              id->seller_id, r->out_trade_no, r->txn,
-                              r->amount == r->total ? "TRADE_CLOSED" : "TRADE_SUCCESS", total,
-                              amount, r->out_refund_no, "2026-12-02 10:00:00"};
-        return po_sim_alipay(id->ali_key, keys, vals, 13, out);
+    char amount[32], total[32];
+    yuan(r->amount, amount, sizeof amount);
+    yuan(r->total, total, sizeof total);
+    const char *keys[] = {"notify_type",  "notify_id",    "charset",      "version",
+                          "app_id",       "seller_id",    "out_trade_no", "trade_no",
+                          "trade_status", "total_amount", "refund_fee",   "out_biz_no",
+                          "gmt_refund"};
+    const char *vals[] = {"trade_status_sync",
+                          r->refund_id,
+                          "utf-8",
+                          "1.0",
+                          id->app_id,
+                          id->seller_id,
+                          r->out_trade_no,
+                          r->txn,
+                          r->amount == r->total ? "TRADE_CLOSED" : "TRADE_SUCCESS",
+                          total,
+                          amount,
+                          r->out_refund_no,
+                          "2026-12-02 10:00:00"};
+    return po_sim_alipay(id->ali_key, keys, vals, 13, out);
 }
 
-static po_err stripe_refund(const struct po_sim_identity *id, const struct po_sim_refund *r, int64_t now,
-                         struct po_sim_request *out)
+static po_err stripe_refund(const struct po_sim_identity *id, const struct po_sim_refund *r,
+                            int64_t now, struct po_sim_request *out)
 {
     return stripe(id,
-                      json_pack("{s:s, s:s, s:s, s:{s:{s:s, s:s, s:I, s:s, s:{s:s, s:s}}}}", "id",
-                                "evt_payonce_sim_refund", "object", "event", "type",
-                                "charge.refunded", "data", "object", "id", r->refund_id, "object",
-                                "charge", "amount_refunded", (json_int_t)r->amount, "currency",
-                                "cny", "metadata", "out_trade_no", r->out_trade_no,
-                                "out_refund_no", r->out_refund_no),
-                      now, out);
+                  json_pack("{s:s, s:s, s:s, s:{s:{s:s, s:s, s:I, s:s, s:{s:s, s:s}}}}", "id",
+                            "evt_payonce_sim_refund", "object", "event", "type", "charge.refunded",
+                            "data", "object", "id", r->refund_id, "object", "charge",
+                            "amount_refunded", (json_int_t)r->amount, "currency", "cny", "metadata",
+                            "out_trade_no", r->out_trade_no, "out_refund_no", r->out_refund_no),
+                  now, out);
 }
 
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -102,8 +102,9 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
                 fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> acked\n",
                         d->label ? d->label : "", k + 1, mono_s() - t0, status);
             else if (status)
-                fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> not acked (%s),"
-                                " %s\n",
+                fprintf(d->log,
+                        "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> not acked (%s),"
+                        " %s\n",
                         d->label ? d->label : "", k + 1, mono_s() - t0, status, out->last_body,
                         next);
             else

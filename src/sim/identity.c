@@ -74,16 +74,15 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
             serial[i] = "0123456789ABCDEF"[raw[i] % 16];
         serial[0] = '7'; /* a positive serial without a leading zero */
         serial[16] = '\0';
-        if ((rc = po_cert_self_signed(wx, serial, "payonce simulated WeChat Pay platform",
-                                      &cert)))
+        if ((rc = po_cert_self_signed(wx, serial, "payonce simulated WeChat Pay platform", &cert)))
             goto out;
     }
     random_digits(digits, 16);
     (void)snprintf(mer_serial, sizeof mer_serial, "5A%.16s", digits);
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "mchid", "1900000109", "appid",
-                          "wxpayoncesimapp01", "serial", serial, "mode", mode, "app_id",
-                          "2021000000000001", "seller_id", "2088000000000001",
-                          "merchant_serial", mer_serial);
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "mchid", "1900000109", "appid",
+                  "wxpayoncesimapp01", "serial", serial, "mode", mode, "app_id", "2021000000000001",
+                  "seller_id", "2088000000000001", "merchant_serial", mer_serial);
     doc = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
     json_decref(j);
     if (!doc) {
@@ -133,8 +132,7 @@ static bool copy_field(json_t *j, const char *name, char *dst, size_t cap)
     return v && po_strcpy(dst, cap, v) == PO_OK;
 }
 
-po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *err,
-                            size_t errcap)
+po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *err, size_t errcap)
 {
     char *buf = NULL;
     size_t len = 0;

@@ -100,12 +100,12 @@ bool refund_of(json_t *r, const char *channel)
     return strcmp(*c ? c : "wechatpay", channel) == 0;
 }
 
-json_t *find_payment(json_t *payments, const char *channel, const char *key,
-                            const char *value)
+json_t *find_payment(json_t *payments, const char *channel, const char *key, const char *value)
 {
     size_t i;
     json_t *p;
-    json_array_foreach(payments, i, p) {
+    json_array_foreach(payments, i, p)
+    {
         if (strcmp(js(p, "channel"), channel) == 0 && strcmp(js(p, key), value) == 0)
             return p;
     }
@@ -132,8 +132,10 @@ static void *notify_refund(void *arg)
     struct po_sim_request req;
     if (po_sim_refund_request(&j->s->id, &j->r, (int64_t)time(NULL), &req) == PO_OK) {
         /* While stopping, one last attempt only. */
-        struct po_sim_delivery d = {j->url, j->r.channel, &req, srv->time_factor, 5000,
-                                    atomic_load(&srv->stopping) ? 1 : 0, j->out_refund_no, stdout};
+        struct po_sim_delivery d = {
+            j->url,           j->r.channel, &req,
+            srv->time_factor, 5000,         atomic_load(&srv->stopping) ? 1 : 0,
+            j->out_refund_no, stdout};
         struct po_sim_result res;
         po_sim_deliver(&d, &res);
         po_sim_request_free(&req);
@@ -167,8 +169,8 @@ void beijing_now(char *out, size_t cap)
 /* Notifies the refund's result to url on the channel's schedule, from a
  * detached thread (po_sim_server_stop waits for it). */
 void start_refund_job(struct po_sim_server *s, const char *url, const char *channel,
-                             const char *out_trade_no, const char *txn, const char *out_refund_no,
-                             const char *refund_id, int64_t amount, int64_t total)
+                      const char *out_trade_no, const char *txn, const char *out_refund_no,
+                      const char *refund_id, int64_t amount, int64_t total)
 {
     struct refund_job *job = calloc(1, sizeof *job);
     if (!job)
@@ -230,9 +232,8 @@ static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connectio
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     (void)version;
     struct po_sim_server *s = cls;
@@ -296,14 +297,14 @@ po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_se
     s->time_factor = cfg->time_factor >= 1 ? cfg->time_factor : 1;
     s->refund_delay_ms = cfg->refund_delay_ms;
     pthread_mutex_init(&s->mu, NULL);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                                     MHD_USE_POLL,
-                                 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                                 (struct sockaddr *)&a, MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_NOTIFY_COMPLETED,
-                                 on_completed, s, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
         po_errf(err, errcap, "cannot listen on %s", cfg->listen);
         po_sim_identity_free(&s->id);

@@ -78,8 +78,8 @@ struct po_sim_identity {
     size_t secret_len;
 };
 /* Generates a fresh identity into dir; mode "cert" or "pubkey". */
-po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, size_t errcap)
-    PO_MUST_CHECK;
+po_err po_sim_identity_generate(const char *dir, const char *mode, char *err,
+                                size_t errcap) PO_MUST_CHECK;
 po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *err,
                             size_t errcap) PO_MUST_CHECK;
 void po_sim_identity_free(struct po_sim_identity *id);
@@ -88,8 +88,8 @@ void po_sim_identity_free(struct po_sim_identity *id);
 struct po_sim_payment {
     const char *channel;
     const char *out_trade_no;
-    const char *txn;       /* the channel's transaction id */
-    int64_t amount;        /* minor units */
+    const char *txn; /* the channel's transaction id */
+    int64_t amount;  /* minor units */
     const char *currency;
 };
 /* The channel's payment-success notification, signed, at time now. */
@@ -142,14 +142,14 @@ const int *po_sim_schedule(const char *channel, int *out_n);
 
 /* One notification to deliver until it is acknowledged. */
 struct po_sim_delivery {
-    const char *url;       /* the tenant's notify URL */
-    const char *channel;   /* decides the schedule and what counts as an ack */
+    const char *url;     /* the tenant's notify URL */
+    const char *channel; /* decides the schedule and what counts as an ack */
     const struct po_sim_request *req;
-    double time_factor;    /* >= 1: the schedule runs this many times faster */
-    int deadline_ms;       /* per attempt (the channels' 5 s) */
-    int max_attempts;      /* 0: the whole schedule */
-    const char *label;     /* for the log lines */
-    FILE *log;             /* one line per attempt, or NULL */
+    double time_factor; /* >= 1: the schedule runs this many times faster */
+    int deadline_ms;    /* per attempt (the channels' 5 s) */
+    int max_attempts;   /* 0: the whole schedule */
+    const char *label;  /* for the log lines */
+    FILE *log;          /* one line per attempt, or NULL */
 };
 
 struct po_sim_result {

@@ -110,9 +110,8 @@ static int alipay_reply(struct po_sim_server *s, struct sim_call *c, const char 
     return r;
 }
 
-static int alipay_error(struct po_sim_server *s, struct sim_call *c,
-                                    const char *node, const char *code, const char *sub_code,
-                                    const char *sub_msg)
+static int alipay_error(struct po_sim_server *s, struct sim_call *c, const char *node,
+                        const char *code, const char *sub_code, const char *sub_msg)
 {
     const char *msg = strcmp(code, "40004") == 0   ? "Business Failed"
                       : strcmp(code, "40002") == 0 ? "Invalid Arguments"
@@ -133,8 +132,7 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     struct sim_form f = {0};
     if (!sim_form_parse(c->body, &f)) {
         sim_form_free(&f);
-        return alipay_error(s, c, "error_response", "40002", "isv.invalid-parameter",
-                            "参数无效");
+        return alipay_error(s, c, "error_response", "40002", "isv.invalid-parameter", "参数无效");
     }
     const char *keys[32], *vals[32];
     for (int i = 0; i < f.n; i++)
@@ -162,7 +160,8 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         json_t *existing = NULL;
         json_int_t already = 0;
         size_t i;
-        json_array_foreach(refunds, i, r) {
+        json_array_foreach(refunds, i, r)
+        {
             if (!refund_of(r, "alipay") || strcmp(js(r, "out_trade_no"), out_trade_no) != 0)
                 continue;
             already += ji(r, "amount");
@@ -184,10 +183,10 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
             sub = "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL";
         } else {
             new_id("2088", refund_id, sizeof refund_id);
-            json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel",
-                                    "alipay", "out_trade_no", out_trade_no, "txn", txn,
-                                    "out_refund_no", out_request_no, "refund_id", refund_id,
-                                    "amount", (json_int_t)want, "total", total, "time", when);
+            json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "alipay",
+                                    "out_trade_no", out_trade_no, "txn", txn, "out_refund_no",
+                                    out_request_no, "refund_id", refund_id, "amount",
+                                    (json_int_t)want, "total", total, "time", when);
             append_jsonl(s->dir, "refunds.jsonl", rec);
             json_decref(rec);
             already += want;
@@ -203,14 +202,14 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         if (sub)
             ret = alipay_error(s, c, node, "40004", sub,
                                strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0 ? "交易不存在"
-                                                                      : "退款金额超限");
+                                                                       : "退款金额超限");
         else
-            ret = alipay_reply(
-                s, c, node,
-                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "code", "10000", "msg",
-                          "Success", "trade_no", txn, "out_trade_no", out_trade_no,
-                          "buyer_logon_id", "pay***@example.com", "fund_change",
-                          existing ? "N" : "Y", "refund_fee", fee, "gmt_refund_pay", when));
+            ret = alipay_reply(s, c, node,
+                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "code",
+                                         "10000", "msg", "Success", "trade_no", txn, "out_trade_no",
+                                         out_trade_no, "buyer_logon_id", "pay***@example.com",
+                                         "fund_change", existing ? "N" : "Y", "refund_fee", fee,
+                                         "gmt_refund_pay", when));
     }
     json_decref(biz);
     sim_form_free(&f);

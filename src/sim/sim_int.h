@@ -20,8 +20,8 @@ struct po_sim_channel {
     /* Is (status, body) this channel's "stop sending"? */
     bool (*is_ack)(long status, const char *body);
     const char *txn_prefix; /* how its transaction ids start */
-    po_err (*payment)(const struct po_sim_identity *id, const struct po_sim_payment *p,
-                      int64_t now, struct po_sim_request *out);
+    po_err (*payment)(const struct po_sim_identity *id, const struct po_sim_payment *p, int64_t now,
+                      struct po_sim_request *out);
     po_err (*refund)(const struct po_sim_identity *id, const struct po_sim_refund *r, int64_t now,
                      struct po_sim_request *out);
 };
@@ -50,8 +50,8 @@ struct sim_call {
     /* the answer */
     unsigned status;
     const char *type;
-    char *body_out;  /* heap */
-    bool wx_signed;  /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
+    char *body_out; /* heap */
+    bool wx_signed; /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
 };
 /* Sets the answer (body copied); returns 0 so handlers can `return` it. */
 int sim_reply(struct sim_call *c, unsigned status, const char *type, const char *body,

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-static int query_order(struct po_sim_server *s, struct sim_call *c,
-                                   const char *out_trade_no)
+static int query_order(struct po_sim_server *s, struct sim_call *c, const char *out_trade_no)
 {
     const char *mchid = c->arg(c->ctx, "mchid");
     if (!mchid || strcmp(mchid, s->id.mchid) != 0)
@@ -26,15 +25,15 @@ static int query_order(struct po_sim_server *s, struct sim_call *c,
     } else {
         json_int_t amount = ji(p, "amount");
         r = sim_reply_json(c, 200,
-                       json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s},"
-                                 " s:{s:I, s:I, s:s, s:s}}",
-                                 "appid", s->id.appid, "mchid", s->id.mchid, "out_trade_no",
-                                 out_trade_no, "transaction_id", js(p, "txn"), "trade_type",
-                                 "JSAPI", "trade_state", "SUCCESS", "trade_state_desc", "支付成功",
-                                 "bank_type", "OTHERS", "success_time", js(p, "time"), "payer",
-                                 "openid", "oPayonceSimulatedPayer", "amount", "total", amount,
-                                 "payer_total", amount, "currency", js(p, "currency"),
-                                 "payer_currency", js(p, "currency")));
+                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s},"
+                                     " s:{s:I, s:I, s:s, s:s}}",
+                                     "appid", s->id.appid, "mchid", s->id.mchid, "out_trade_no",
+                                     out_trade_no, "transaction_id", js(p, "txn"), "trade_type",
+                                     "JSAPI", "trade_state", "SUCCESS", "trade_state_desc",
+                                     "支付成功", "bank_type", "OTHERS", "success_time",
+                                     js(p, "time"), "payer", "openid", "oPayonceSimulatedPayer",
+                                     "amount", "total", amount, "payer_total", amount, "currency",
+                                     js(p, "currency"), "payer_currency", js(p, "currency")));
     }
     json_decref(payments);
     return r;
@@ -90,7 +89,8 @@ static char *build_bill(struct po_sim_server *s, const char *date, const char *t
     bool want_pay = strcmp(type, "REFUND") != 0, want_refund = strcmp(type, "SUCCESS") != 0;
     size_t i;
     json_t *p;
-    json_array_foreach(payments, i, p) {
+    json_array_foreach(payments, i, p)
+    {
         if (!want_pay || strcmp(js(p, "channel"), "wechatpay") != 0 ||
             strncmp(js(p, "time"), date, 10) != 0)
             continue;
@@ -99,14 +99,38 @@ static char *build_bill(struct po_sim_server *s, const char *date, const char *t
         yuan(amount, a, sizeof a);
         (void)snprintf(f, sizeof f, "%lld.%02lld000", (long long)(fee / 100),
                        (long long)(fee % 100));
-        const char *row[] = {js(p, "time"), s->id.appid, s->id.mchid, "0", "", js(p, "txn"),
-                             js(p, "out_trade_no"), "oPayonceSimulatedPayer", "JSAPI", "SUCCESS",
-                             "OTHERS", js(p, "currency"), a, "0.00", "0", "0", "0.00", "0.00", "",
-                             "", "payonce simulator", "", f, "0.60%", a, "0.00", ""};
+        const char *row[] = {js(p, "time"),
+                             s->id.appid,
+                             s->id.mchid,
+                             "0",
+                             "",
+                             js(p, "txn"),
+                             js(p, "out_trade_no"),
+                             "oPayonceSimulatedPayer",
+                             "JSAPI",
+                             "SUCCESS",
+                             "OTHERS",
+                             js(p, "currency"),
+                             a,
+                             "0.00",
+                             "0",
+                             "0",
+                             "0.00",
+                             "0.00",
+                             "",
+                             "",
+                             "payonce simulator",
+                             "",
+                             f,
+                             "0.60%",
+                             a,
+                             "0.00",
+                             ""};
         bill_row(&b, row, 27);
         count++, settled += amount, fees += fee, total += amount;
     }
-    json_array_foreach(refunds, i, p) {
+    json_array_foreach(refunds, i, p)
+    {
         if (!want_refund || !refund_of(p, "wechatpay") || strncmp(js(p, "time"), date, 10) != 0)
             continue;
         int64_t amount = ji(p, "amount"), fee = -((amount * 6 + 500) / 1000);
@@ -114,11 +138,33 @@ static char *build_bill(struct po_sim_server *s, const char *date, const char *t
         yuan(amount, a, sizeof a);
         (void)snprintf(f, sizeof f, "-%lld.%02lld000", (long long)(-fee / 100),
                        (long long)(-fee % 100));
-        const char *row[] = {js(p, "time"), s->id.appid, s->id.mchid, "0", "", js(p, "txn"),
-                             js(p, "out_trade_no"), "oPayonceSimulatedPayer", "JSAPI", "REFUND",
-                             "OTHERS", "CNY", "0.00", "0.00", js(p, "refund_id"),
-                             js(p, "out_refund_no"), a, "0.00", "ORIGINAL", "SUCCESS",
-                             "payonce simulator", "", f, "0.60%", "0.00", a, ""};
+        const char *row[] = {js(p, "time"),
+                             s->id.appid,
+                             s->id.mchid,
+                             "0",
+                             "",
+                             js(p, "txn"),
+                             js(p, "out_trade_no"),
+                             "oPayonceSimulatedPayer",
+                             "JSAPI",
+                             "REFUND",
+                             "OTHERS",
+                             "CNY",
+                             "0.00",
+                             "0.00",
+                             js(p, "refund_id"),
+                             js(p, "out_refund_no"),
+                             a,
+                             "0.00",
+                             "ORIGINAL",
+                             "SUCCESS",
+                             "payonce simulator",
+                             "",
+                             f,
+                             "0.60%",
+                             "0.00",
+                             a,
+                             ""};
         bill_row(&b, row, 27);
         count++, refunded += amount, fees += fee, requested += amount;
     }
@@ -150,9 +196,10 @@ static int trade_bill(struct po_sim_server *s, struct sim_call *c)
     const char *type = c->arg(c->ctx, "bill_type");
     if (!type)
         type = "ALL";
-    if (!valid_date(date) || (strcmp(type, "ALL") && strcmp(type, "SUCCESS") &&
-                              strcmp(type, "REFUND")))
-        return sim_error(c, 400, "PARAM_ERROR", "bill_date YYYY-MM-DD, bill_type ALL|SUCCESS|REFUND");
+    if (!valid_date(date) ||
+        (strcmp(type, "ALL") && strcmp(type, "SUCCESS") && strcmp(type, "REFUND")))
+        return sim_error(c, 400, "PARAM_ERROR",
+                         "bill_date YYYY-MM-DD, bill_type ALL|SUCCESS|REFUND");
     char *bill = build_bill(s, date, type);
     if (!bill)
         return sim_error(c, 500, "SYSTEM_ERROR", "bill too large");
@@ -162,8 +209,9 @@ static int trade_bill(struct po_sim_server *s, struct sim_call *c)
     const char *host = c->header(c->ctx, "Host");
     (void)snprintf(url, sizeof url, "http://%s/v3/billdownload/file?token=%s_%s",
                    host ? host : "127.0.0.1", date, type);
-    return sim_reply_json(c, 200, json_pack("{s:s, s:s, s:s}", "hash_type", "SHA1", "hash_value",
-                                           hash, "download_url", url));
+    return sim_reply_json(
+        c, 200,
+        json_pack("{s:s, s:s, s:s}", "hash_type", "SHA1", "hash_value", hash, "download_url", url));
 }
 
 static int bill_download(struct po_sim_server *s, struct sim_call *c)
@@ -195,8 +243,10 @@ static bool merchant_signed(struct po_sim_server *s, struct sim_call *c, const c
         const char *name;
         char *dst;
         size_t cap;
-    } f[] = {{"mchid=\"", mchid, sizeof mchid}, {"nonce_str=\"", nonce, sizeof nonce},
-             {"timestamp=\"", ts, sizeof ts},   {"serial_no=\"", serial, sizeof serial},
+    } f[] = {{"mchid=\"", mchid, sizeof mchid},
+             {"nonce_str=\"", nonce, sizeof nonce},
+             {"timestamp=\"", ts, sizeof ts},
+             {"serial_no=\"", serial, sizeof serial},
              {"signature=\"", sig, sizeof sig}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const char *p = strstr(auth, f[i].name);
@@ -252,7 +302,8 @@ static int refund(struct po_sim_server *s, struct sim_call *c)
     json_int_t already = 0;
     size_t i;
     json_t *r;
-    json_array_foreach(refunds, i, r) {
+    json_array_foreach(refunds, i, r)
+    {
         if (!refund_of(r, "wechatpay"))
             continue;
         if (p && strcmp(js(r, "txn"), js(p, "txn")) == 0)
@@ -276,21 +327,19 @@ static int refund(struct po_sim_server *s, struct sim_call *c)
         new_id("50300", refund_id, sizeof refund_id);
         beijing_now(when, sizeof when);
         json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "wechatpay",
-                                "out_trade_no",
-                                js(p, "out_trade_no"), "txn", js(p, "txn"), "out_refund_no",
-                                out_refund_no, "refund_id", refund_id, "amount", want, "total",
-                                ji(p, "amount"), "time", when);
+                                "out_trade_no", js(p, "out_trade_no"), "txn", js(p, "txn"),
+                                "out_refund_no", out_refund_no, "refund_id", refund_id, "amount",
+                                want, "total", ji(p, "amount"), "time", when);
         append_jsonl(s->dir, "refunds.jsonl", rec);
         json_decref(rec);
         notify = true;
     }
     if (!code)
-        resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:s}}",
-                         "refund_id", refund_id, "out_refund_no", out_refund_no,
-                         "transaction_id", js(p, "txn"), "out_trade_no", js(p, "out_trade_no"),
-                         "channel", "ORIGINAL", "status", "PROCESSING", "amount", "total",
-                         ji(p, "amount"), "refund", want, "payer_total", ji(p, "amount"),
-                         "payer_refund", want, "currency", "CNY");
+        resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:s}}", "refund_id",
+                         refund_id, "out_refund_no", out_refund_no, "transaction_id", js(p, "txn"),
+                         "out_trade_no", js(p, "out_trade_no"), "channel", "ORIGINAL", "status",
+                         "PROCESSING", "amount", "total", ji(p, "amount"), "refund", want,
+                         "payer_total", ji(p, "amount"), "payer_refund", want, "currency", "CNY");
     char trade_no[65], txn[65];
     (void)snprintf(trade_no, sizeof trade_no, "%s", js(p, "out_trade_no"));
     (void)snprintf(txn, sizeof txn, "%s", js(p, "txn"));

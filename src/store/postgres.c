@@ -158,12 +158,16 @@ static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param
     char nums[PO_SQL_PARAMS_MAX][24];
     for (int i = 0; i < nparams; i++) {
         switch (params[i].type) {
-        case PO_P_TEXT: values[i] = params[i].text; break;
+        case PO_P_TEXT:
+            values[i] = params[i].text;
+            break;
         case PO_P_I64:
             (void)snprintf(nums[i], sizeof nums[i], "%lld", (long long)params[i].i64);
             values[i] = nums[i];
             break;
-        default: values[i] = NULL; break;
+        default:
+            values[i] = NULL;
+            break;
         }
     }
     res = PQexecParams(ps->conn, q, nparams, NULL, values, NULL, NULL, 0);

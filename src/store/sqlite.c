@@ -59,9 +59,9 @@ static int busy_wait(void *arg, int count)
     (void)arg;
     long step_us = count < 10 ? 200 : count < 100 ? 1000 : 2000;
     /* Upper bound of time waited so far, in microseconds. */
-    long waited_us = count < 10 ? count * 200L
-                                : count < 100 ? 2000L + (count - 10) * 1000L
-                                              : 92000L + (count - 100) * 2000L;
+    long waited_us = count < 10    ? count * 200L
+                     : count < 100 ? 2000L + (count - 10) * 1000L
+                                   : 92000L + (count - 100) * 2000L;
     if (waited_us >= PO_LOCK_WAIT_MS * 1000L)
         return 0;
     struct timespec ts = {0, step_us * 1000L};
@@ -137,9 +137,15 @@ static po_err bind_params(sqlite3_stmt *st, const struct po_param *params, int n
     for (int i = 0; i < n; i++) {
         int rc;
         switch (params[i].type) {
-        case PO_P_TEXT: rc = sqlite3_bind_text(st, i + 1, params[i].text, -1, SQLITE_STATIC); break;
-        case PO_P_I64: rc = sqlite3_bind_int64(st, i + 1, params[i].i64); break;
-        default: rc = sqlite3_bind_null(st, i + 1); break;
+        case PO_P_TEXT:
+            rc = sqlite3_bind_text(st, i + 1, params[i].text, -1, SQLITE_STATIC);
+            break;
+        case PO_P_I64:
+            rc = sqlite3_bind_int64(st, i + 1, params[i].i64);
+            break;
+        default:
+            rc = sqlite3_bind_null(st, i + 1);
+            break;
         }
         if (rc != SQLITE_OK)
             return PO_ERR_STORE;

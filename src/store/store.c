@@ -250,8 +250,8 @@ void po_rows_free(struct po_rows *r)
 po_err po_store_schema_version(struct po_store *s, int *out_version)
 {
     struct po_rows r;
-    po_err rc = po_store_exec(s, "SELECT COALESCE(MAX(version), 0) FROM schema_version", NULL,
-                              0, &r, NULL, NULL, 0);
+    po_err rc = po_store_exec(s, "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+                              PO_NO_PARAMS, &r, NULL, NULL, 0);
     if (rc)
         return rc;
     int64_t v = 0;
@@ -315,7 +315,8 @@ po_err po_store_migrate(struct po_store *s, int *out_applied, char *err, size_t 
         if (rc)
             return rc;
         if (s->ops->migration_lock_sql) {
-            rc = po_store_exec(s, s->ops->migration_lock_sql, NULL, 0, NULL, NULL, err, errcap);
+            rc =
+                po_store_exec(s, s->ops->migration_lock_sql, PO_NO_PARAMS, NULL, NULL, err, errcap);
             if (rc)
                 goto fail;
         }
@@ -323,7 +324,7 @@ po_err po_store_migrate(struct po_store *s, int *out_applied, char *err, size_t 
                            "CREATE TABLE IF NOT EXISTS schema_version ("
                            " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
                            " applied_at TEXT NOT NULL)",
-                           NULL, 0, NULL, NULL, err, errcap);
+                           PO_NO_PARAMS, NULL, NULL, err, errcap);
         if (rc)
             goto fail;
         int have = 0;
@@ -340,8 +341,9 @@ po_err po_store_migrate(struct po_store *s, int *out_applied, char *err, size_t 
         char now[PO_TIME_MAX];
         po_clock_now_iso(now, sizeof now);
         struct po_param p[] = {PO_I64(m->version), PO_TEXT(m->name), PO_TEXT(now)};
-        rc = po_store_exec(s, "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
-                           p, 3, NULL, NULL, err, errcap);
+        rc = po_store_exec(
+            s, "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)", p,
+            PO_NELEM(p), NULL, NULL, err, errcap);
         if (rc)
             goto fail;
         rc = po_store_commit(s, err, errcap);

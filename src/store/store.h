@@ -53,8 +53,8 @@ po_err po_rows_i64(const struct po_rows *r, int row, int col, int64_t *out) PO_M
 void po_rows_free(struct po_rows *r);
 
 /* Opens "sqlite:PATH" or "postgresql://…" / "postgres://…". */
-po_err po_store_open(const char *url, struct po_store **out, char *err, size_t errcap)
-    PO_MUST_CHECK;
+po_err po_store_open(const char *url, struct po_store **out, char *err,
+                     size_t errcap) PO_MUST_CHECK;
 void po_store_close(struct po_store *s);
 const char *po_store_backend(const struct po_store *s); /* "sqlite" | "postgres" */
 
@@ -82,8 +82,8 @@ po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK
 
 /* Creates or upgrades the schema; safe to run twice and concurrently.
  * *out_applied (may be NULL) receives how many migrations ran now. */
-po_err po_store_migrate(struct po_store *s, int *out_applied, char *err, size_t errcap)
-    PO_MUST_CHECK;
+po_err po_store_migrate(struct po_store *s, int *out_applied, char *err,
+                        size_t errcap) PO_MUST_CHECK;
 /* The highest applied schema version (0 when none). */
 po_err po_store_schema_version(struct po_store *s, int *out_version) PO_MUST_CHECK;
 

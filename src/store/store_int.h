@@ -15,9 +15,8 @@ struct po_store_ops {
     /* Runs a statement that returns no rows and takes no parameters
      * (BEGIN/COMMIT/ROLLBACK, DDL). */
     po_err (*simple)(struct po_store *s, const char *sql, char *err, size_t errcap);
-    po_err (*exec)(struct po_store *s, const char *sql, const struct po_param *params,
-                   int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
-                   size_t errcap);
+    po_err (*exec)(struct po_store *s, const char *sql, const struct po_param *params, int nparams,
+                   struct po_rows *out_rows, int64_t *out_changes, char *err, size_t errcap);
     /* Makes a broken connection usable again (no-op when healthy). */
     po_err (*reconnect)(struct po_store *s, char *err, size_t errcap);
     /* Statements that start a write / read transaction. */

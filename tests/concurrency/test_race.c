@@ -57,8 +57,12 @@ static struct po_event round_event(int r, int participant)
         ev = t_refund_event(PO_EV_REFUND_SUCCESS, no, rno, id, 100);
         break;
     }
-    case M_SHARE: ev = t_share_event(no, id, "r1", 10); break;
-    default: ev = t_pay_event(no, id, 100); break;
+    case M_SHARE:
+        ev = t_share_event(no, id, "r1", 10);
+        break;
+    default:
+        ev = t_pay_event(no, id, 100);
+        break;
     }
     /* The replay and the live callback carry the same key. */
     ev.source = participant % 2 ? PO_SRC_RECONCILIATION : PO_SRC_CALLBACK;
@@ -95,10 +99,17 @@ static void participant(int id)
             atomic_fetch_add(&sh->applied, 1);
             atomic_fetch_add(&sh->applied_in_round[r], 1);
             break;
-        case PO_OUT_DUPLICATE: atomic_fetch_add(&sh->dup[o.layer], 1); break;
-        case PO_OUT_REJECTED: atomic_fetch_add(&sh->rejected, 1); break;
-        case PO_OUT_SUSPENSE: atomic_fetch_add(&sh->suspense, 1); break;
-        default: break;
+        case PO_OUT_DUPLICATE:
+            atomic_fetch_add(&sh->dup[o.layer], 1);
+            break;
+        case PO_OUT_REJECTED:
+            atomic_fetch_add(&sh->rejected, 1);
+            break;
+        case PO_OUT_SUSPENSE:
+            atomic_fetch_add(&sh->suspense, 1);
+            break;
+        default:
+            break;
         }
     }
     po_store_close(s);
@@ -221,15 +232,15 @@ int main(int argc, char **argv)
 
     long attempts = (long)n * rounds;
     t_figure("# race[%s] mode=%s threads=%d processes=%d rounds=%d: %ld deliveries in %.1f s\n",
-           backend, mode_names[mode], threads, procs, rounds, attempts, secs);
+             backend, mode_names[mode], threads, procs, rounds, attempts, secs);
     t_figure("#   applied=%ld duplicate(layer1=%ld layer2=%ld layer3=%ld) rejected=%ld"
-           " suspense=%ld retries=%ld gave_up=%ld\n",
-           atomic_load(&sh->applied), atomic_load(&sh->dup[1]), atomic_load(&sh->dup[2]),
-           atomic_load(&sh->dup[3]), atomic_load(&sh->rejected), atomic_load(&sh->suspense),
-           atomic_load(&sh->retries), atomic_load(&sh->gave_up));
+             " suspense=%ld retries=%ld gave_up=%ld\n",
+             atomic_load(&sh->applied), atomic_load(&sh->dup[1]), atomic_load(&sh->dup[2]),
+             atomic_load(&sh->dup[3]), atomic_load(&sh->rejected), atomic_load(&sh->suspense),
+             atomic_load(&sh->retries), atomic_load(&sh->gave_up));
     t_figure("#   journals=%lld processed_records=%lld rounds_not_credited_once=%d"
-           " verify_violations=%d\n",
-           (long long)journals, (long long)records, bad_rounds, violations);
+             " verify_violations=%d\n",
+             (long long)journals, (long long)records, bad_rounds, violations);
     bool ok = !failed && bad_rounds == 0 && atomic_load(&sh->applied) == rounds &&
               journals == rounds && violations == 0 && atomic_load(&sh->gave_up) == 0 &&
               atomic_load(&sh->rejected) == 0 && atomic_load(&sh->suspense) == 0;

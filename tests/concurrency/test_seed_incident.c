@@ -111,8 +111,8 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
         for (int i = 0; i < 2; i++) {
             w[i].ev = ev;
             w[i].ev.source = i ? PO_SRC_RECONCILIATION : PO_SRC_CALLBACK;
-            w[i].cfg = (struct po_engine_cfg){.disabled_layers = disabled,
-                                              .after_layer1 = after_layer1};
+            w[i].cfg =
+                (struct po_engine_cfg){.disabled_layers = disabled, .after_layer1 = after_layer1};
             pthread_create(&th[i], NULL, run, &w[i]);
         }
         for (int i = 0; i < 2; i++)
@@ -152,9 +152,9 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
         failures++;
     }
     t_figure("# seed-incident[%s] %-22s rounds=%d interleaving forced=%d twin caught by"
-           " layer1=%d layer2=%d layer3=%d journals=%lld posting pairs=%lld%s\n",
-           backend, name, ROUNDS, forced, layers[1], layers[2], layers[3], (long long)journals,
-           (long long)postings / 2, failures ? " FAILED" : "");
+             " layer1=%d layer2=%d layer3=%d journals=%lld posting pairs=%lld%s\n",
+             backend, name, ROUNDS, forced, layers[1], layers[2], layers[3], (long long)journals,
+             (long long)postings / 2, failures ? " FAILED" : "");
     po_store_close(s);
     t_db_drop(url);
     return failures;

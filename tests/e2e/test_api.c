@@ -30,6 +30,7 @@
 #include "../support/simenv.h"
 #include "../support/testutil.h"
 
+#include <limits.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -43,7 +44,7 @@
 #include <unistd.h>
 
 static int passes, failures;
-static char dir[256], url[T_URL_MAX], bin[512];
+static char dir[256], url[T_URL_MAX], bin[PATH_MAX];
 static unsigned gw_port, gw2_port, child_port, sim_port;
 static char key1[128], key2[128], key3[128];
 static const char *backend;
@@ -301,11 +302,13 @@ static void test_auth(void)
     /* The same Idempotency-Key in another tenant is another key. */
     api("POST", gw_port, "/v1/orders", key2, "auth-setup",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"A-1\",\"amount\":999}", &r);
-    CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 999,
-          "tenant-scoped key: %ld %s", r.status, r.body);
+    CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 999, "tenant-scoped key: %ld %s",
+          r.status, r.body);
     CHECK(q1("SELECT amount FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ?", "A-1") ==
-              100 && q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND"
-                        " out_trade_no = ? AND status = 'PAYING'", "A-1") == 1,
+                  100 &&
+              q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND"
+                 " out_trade_no = ? AND status = 'PAYING'",
+                 "A-1") == 1,
           "t1's order changed");
     exec_sql("DELETE FROM api_idempotency WHERE tenant_id = 't2'");
     exec_sql("DELETE FROM pay_order WHERE tenant_id = 't2'");
@@ -395,8 +398,8 @@ static void test_key_reuse(void)
           d.body);
     api("POST", child_port, "/v1/orders", key1, "reuse-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"K-2\",\"amount\":100}", &d);
-    CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other order: %ld %s",
-          d.status, d.body);
+    CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other order: %ld %s", d.status,
+          d.body);
     /* Same request, other formatting: the same request. */
     api("POST", child_port, "/v1/orders", key1, "reuse-1",
         "{ \"amount\": 100, \"out_trade_no\": \"K-1\", \"merchant\": \"m1\" }", &d);
@@ -481,8 +484,8 @@ static void test_transient(void)
     api("POST", gw_port, "/v1/orders", key1, "transient-1", body, &r);
     po_store_rollback(holder);
     po_store_close(holder);
-    CHECK(has_code(&r, 503, "store_unavailable") && r.retry_after[0],
-          "locked store: %ld %s", r.status, r.body);
+    CHECK(has_code(&r, 503, "store_unavailable") && r.retry_after[0], "locked store: %ld %s",
+          r.status, r.body);
     CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "transient-1") == 0,
           "a transient failure was stored");
     api("POST", gw_port, "/v1/orders", key1, "transient-1", body, &r);
@@ -519,10 +522,9 @@ static void test_bad_input(void)
         {"{\"merchant\":\"m1\",\"out_trade_no\":\"B 1\",\"amount\":1}", 400, "invalid_parameter"},
         {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"discount\":1}", 400,
          "unknown_parameter"},
-        {"{\"merchant\":\"m9\",\"out_trade_no\":\"B-1\",\"amount\":1}", 404,
-         "merchant_not_found"},
-        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"channel\":\"paypal\"}",
-         400, "invalid_parameter"},
+        {"{\"merchant\":\"m9\",\"out_trade_no\":\"B-1\",\"amount\":1}", 404, "merchant_not_found"},
+        {"{\"merchant\":\"m1\",\"out_trade_no\":\"B-1\",\"amount\":1,\"channel\":\"paypal\"}", 400,
+         "invalid_parameter"},
     };
     char before[256], after[256];
     fingerprint(before, sizeof before);
@@ -568,8 +570,8 @@ static void test_bad_input(void)
 
 static void sim_pay(const char *order)
 {
-    run("sim pay --dir sim --order %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
-        order, gw_port);
+    run("sim pay --dir sim --order %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t1", order,
+        gw_port);
 }
 
 static void test_close(void)
@@ -604,8 +606,8 @@ static void test_close(void)
     sim_pay("C-1:2500");
     api("POST", gw_port, "/v1/orders/C-1/close", key1, "close-paid", NULL, &r);
     CHECK(has_code(&r, 409, "order_paid"), "close a paid order: %ld %s", r.status, r.body);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
-             "C-1") == 1,
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "C-1") ==
+              1,
           "C-1 not PAID");
     api("POST", gw_port, "/v1/orders/NOPE/close", key1, NULL, NULL, &r);
     CHECK(has_code(&r, 404, "order_not_found"), "close unknown: %ld", r.status);
@@ -748,8 +750,8 @@ static void test_refunds(void)
         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-0\",\"amount\":10}", &r);
     CHECK(has_code(&r, 409, "order_not_paid"), "refund before payment: %ld %s", r.status, r.body);
     sim_pay("R-1:1000");
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
-             "R-1") == 1,
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "R-1") ==
+              1,
           "R-1 not paid");
     int before = sim_refunds();
     /* Two refunds that together exceed the payment, at the same time, one
@@ -757,10 +759,16 @@ static void test_refunds(void)
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, 2);
     struct refund_racer a[2] = {
-        {&go, "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-A\",\"amount\":600}", "rf-a",
-         gw_port, {0}},
-        {&go, "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-B\",\"amount\":600}", "rf-b",
-         child_port, {0}}};
+        {&go,
+         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-A\",\"amount\":600}",
+         "rf-a",
+         gw_port,
+         {0}},
+        {&go,
+         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-B\",\"amount\":600}",
+         "rf-b",
+         child_port,
+         {0}}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         if (pthread_create(&th[i], NULL, refund_one, &a[i]))
@@ -801,8 +809,8 @@ static void test_refunds(void)
         struct po_store *s = t_open(url);
         struct po_rows rows;
         struct po_param p[] = {PO_TEXT("R-1")};
-        if (po_store_exec(s, "SELECT channel_txn_id FROM pay_order WHERE out_trade_no = ?", p, 1,
-                          &rows, NULL, NULL, 0) == PO_OK) {
+        if (po_store_exec(s, "SELECT channel_txn_id FROM pay_order WHERE out_trade_no = ?", p,
+                          PO_NELEM(p), &rows, NULL, NULL, 0) == PO_OK) {
             snprintf(txn, sizeof txn, "%s", rows.nrows ? po_rows_get(&rows, 0, 0) : "");
             po_rows_free(&rows);
         }
@@ -813,8 +821,8 @@ static void test_refunds(void)
     refund_cb_3x(&rf, st);
     CHECK(st[0] / 100 == 2 && st[1] / 100 == 2 && st[2] / 100 == 2,
           "refund callbacks acked %ld %ld %ld", st[0], st[1], st[2]);
-    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
-             won_no) == 1,
+    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?", won_no) ==
+              1,
           "refund %s: not exactly one reversal", won_no);
     CHECK(q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") == 600,
           "refunded_amount");
@@ -839,8 +847,8 @@ static void test_refunds(void)
                    "RF-C", 1),
           "RF-C did not reach SUCCESS");
     CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "R-1") ==
-              2 && q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") ==
-                       1000,
+                  2 &&
+              q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") == 1000,
           "R-1 fully refunded once each");
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
     CHECK(r.status == 200 && strstr(r.body, "\"object\":\"list\""), "balances: %s", r.body);
@@ -876,7 +884,8 @@ static void test_refund_submission(void)
         &r);
     CHECK(r.status == 201, "t2 order: %ld %s", r.status, r.body);
     run("sim pay --dir sim --order S-1:800 --txn 4200000000000000000000009001 --notify-url"
-        " http://127.0.0.1:%u/notify/wechatpay/t2", gw_port);
+        " http://127.0.0.1:%u/notify/wechatpay/t2",
+        gw_port);
     api("POST", gw_port, "/v1/refunds", key2, "t2-rt-1",
         "{\"out_trade_no\":\"S-1\",\"out_refund_no\":\"RT-1\",\"amount\":300}", &r);
     CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "t2 refund: %ld %s", r.status,
@@ -943,15 +952,16 @@ static void test_alipay_refunds(void)
         &r);
     CHECK(r.status == 201, "alipay order: %ld %s", r.status, r.body);
     run("sim pay --dir sim --channel alipay --order AL-1:1000 --txn 2026120222001400000000000001"
-        " --notify-url http://127.0.0.1:%u/notify/alipay/t1", gw_port);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
-             "AL-1") == 1,
+        " --notify-url http://127.0.0.1:%u/notify/alipay/t1",
+        gw_port);
+    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "AL-1") ==
+              1,
           "AL-1 not paid");
     int before = sim_refunds();
     api("POST", gw_port, "/v1/refunds", key1, "al-rf-1",
         "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-1\",\"amount\":400}", &r);
-    CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "alipay refund: %ld %s",
-          r.status, r.body);
+    CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "alipay refund: %ld %s", r.status,
+          r.body);
     CHECK(sim_refunds() == before + 1, "the gateway recorded %d refunds, expected 1",
           sim_refunds() - before);
     CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
@@ -963,14 +973,14 @@ static void test_alipay_refunds(void)
     /* Alipay's notification again, three times at once: one reversal. */
     char refund_id[64] = "";
     CHECK(sim_refund_id("ARF-1", refund_id, sizeof refund_id), "no refund id for ARF-1");
-    struct po_sim_refund rf = {"alipay", "AL-1", "2026120222001400000000000001", "ARF-1",
-                               refund_id, 400, 1000, "SUCCESS"};
+    struct po_sim_refund rf = {
+        "alipay", "AL-1", "2026120222001400000000000001", "ARF-1", refund_id, 400, 1000, "SUCCESS"};
     long st[3];
     refund_cb_3x(&rf, st);
     CHECK(st[0] == 200 && st[1] == 200 && st[2] == 200, "alipay refund notifications: %ld %ld %ld",
           st[0], st[1], st[2]);
-    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
-             "ARF-1") == 1 &&
+    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?", "ARF-1") ==
+                  1 &&
               q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 400,
           "ARF-1: not exactly one reversal");
     /* payonce's client against the gateway directly: the same
@@ -1034,7 +1044,8 @@ static void test_alipay_refunds(void)
           "refused alipay refund: reservation %lld, expected 700",
           (long long)q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1"));
     CHECK(q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel' AND"
-             " out_trade_no = ?", "AL-1") == 1,
+             " out_trade_no = ?",
+             "AL-1") == 1,
           "refused alipay refund: alert");
     /* A business refusal (40004): the trade was paid as far as payonce
      * knows, but the gateway never saw it -> ACQ.TRADE_NOT_EXIST closes
@@ -1079,12 +1090,14 @@ static void test_journal_paging(void)
         }
         size_t i;
         json_t *e;
-        json_array_foreach(data, i, e) {
+        json_array_foreach(data, i, e)
+        {
             seen++;
             int64_t sum = 0;
             size_t k;
             json_t *p;
-            json_array_foreach(json_object_get(e, "postings"), k, p) {
+            json_array_foreach(json_object_get(e, "postings"), k, p)
+            {
                 sum += json_integer_value(json_object_get(p, "amount"));
                 lines++;
             }
@@ -1141,14 +1154,15 @@ static pid_t start_child(void)
         (void)e;
         close(fd[0]);
         execl(bin, bin, "serve", "--db", url, "--listen", "127.0.0.1:0", "--master-key-file", mk,
-              "--query-interval", "0", "--refund-retry-interval", "0",
-              "--idempotency-wait-ms", "10000", (char *)NULL);
+              "--query-interval", "0", "--refund-retry-interval", "0", "--idempotency-wait-ms",
+              "10000", (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
     FILE *f = fdopen(fd[0], "r");
     char line[128] = "";
-    if (!f || !fgets(line, sizeof line, f) || sscanf(line, "listening on port %u", &child_port) != 1)
+    if (!f || !fgets(line, sizeof line, f) ||
+        sscanf(line, "listening on port %u", &child_port) != 1)
         die("payonce serve child did not start");
     fclose(f);
     return pid;
@@ -1179,10 +1193,13 @@ int main(int argc, char **argv)
               q1("SELECT COUNT(*) FROM api_key", NULL) == 3,
           "the key itself is stored");
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    struct po_server_cfg gc = {.listen = "127.0.0.1:0", .db_url = url, .master_key = master,
-                               .idem_wait_ms = 10000};
-    struct po_server_cfg gc2 = {.listen = "127.0.0.1:0", .db_url = url, .master_key = master,
-                                .idem_wait_ms = -1, .api_hook = hook};
+    struct po_server_cfg gc = {
+        .listen = "127.0.0.1:0", .db_url = url, .master_key = master, .idem_wait_ms = 10000};
+    struct po_server_cfg gc2 = {.listen = "127.0.0.1:0",
+                                .db_url = url,
+                                .master_key = master,
+                                .idem_wait_ms = -1,
+                                .api_hook = hook};
     struct po_server *gw = NULL, *gw2 = NULL;
     struct po_sim_server_cfg sc = {sd, "127.0.0.1:0", 1000, 50};
     struct po_sim_server *sim = NULL;

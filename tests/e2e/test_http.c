@@ -17,6 +17,7 @@
 #include "../../src/sim/sim.h"
 #include "../support/testutil.h"
 
+#include <limits.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <jansson.h>
@@ -37,7 +38,7 @@
 #define STRIPE_SECRET "whsec_payonce_test_secret"
 
 static const char *backend;
-static char url[T_URL_MAX], dir[256], bin[512];
+static char url[T_URL_MAX], dir[256], bin[PATH_MAX];
 static unsigned port;
 static struct po_privkey *wx_key, *wx_key2, *ali_key;
 static int failures, passes;
@@ -72,7 +73,7 @@ static void write_file(const char *name, const void *data, size_t len)
 static void run(const char *fmt, ...) PO_PRINTF(1, 2);
 static void run(const char *fmt, ...)
 {
-    char args[2048], cmd[4096];
+    char args[2048], cmd[PATH_MAX + 4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
@@ -132,16 +133,17 @@ static void setup_tenants(void)
     run("tenant add --tenant t2");
     run("merchant add --tenant t1 --merchant m1");
     run("merchant add --tenant t2 --merchant m1");
-    run("channel set --tenant t1 --channel wechatpay --master-key-file master.key --mchid "
-        T1_MCHID " --appid " T1_APPID " --apiv3-key-file apiv3.key --platform-cert-file "
+    run("channel set --tenant t1 --channel wechatpay --master-key-file master.key --mchid " T1_MCHID
+        " --appid " T1_APPID " --apiv3-key-file apiv3.key --platform-cert-file "
         "%s/vectors/wechatpay_test_platform_cert.pem --platform-public-key-file wx2.pub.pem"
         " --public-key-id " T1_PUBKEY_ID,
         PO_TEST_DATA_DIR);
     run("channel set --tenant t2 --channel wechatpay --master-key-file master.key --mchid "
         "1900000002 --apiv3-key-file apiv3-t2.key --platform-public-key-file t2.pub.pem"
         " --public-key-id PUB_KEY_ID_T2");
-    run("channel set --tenant t1 --channel alipay --master-key-file master.key --app-id "
-        ALIPAY_APP_ID " --seller-id " ALIPAY_SELLER " --alipay-public-key-file alipay.pub.pem");
+    run("channel set --tenant t1 --channel alipay --master-key-file master.key "
+        "--app-id " ALIPAY_APP_ID " --seller-id " ALIPAY_SELLER
+        " --alipay-public-key-file alipay.pub.pem");
     run("channel set --tenant t1 --channel stripe --master-key-file master.key"
         " --webhook-secret-file stripe.secret");
 }
@@ -269,7 +271,8 @@ static void build_wechatpay(json_t *cs, const char *out_trade_no, struct po_sim_
 {
     json_t *ev = json_object_get(cs, "event");
     const char *mut = jstr(cs, "mutate", "");
-    int64_t ts = (int64_t)time(NULL) + (strcmp(mut, "timestamp_offset") == 0 ? jint(cs, "offset", 0) : 0);
+    int64_t ts =
+        (int64_t)time(NULL) + (strcmp(mut, "timestamp_offset") == 0 ? jint(cs, "offset", 0) : 0);
     bool second = strcmp(mut, "second_key") == 0;
     const struct po_privkey *key = second ? wx_key2 : wx_key;
     const char *serial = second ? T1_PUBKEY_ID : "D7CE59D1F522D701";
@@ -289,20 +292,20 @@ static void build_wechatpay(json_t *cs, const char *out_trade_no, struct po_sim_
     json_t *res;
     int64_t amount = jint(ev, "amount", 100);
     if (strncmp(etype, "PROFITSHARING", 13) == 0)
-        res = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:I, s:s}, s:s}", "mchid", T1_MCHID,
-                        "transaction_id",
-                        jstr(ev, "transaction_id", jstr(json_object_get(cs, "order"), "paid_by", "")),
-                        "order_id", jstr(ev, "order_id", ""), "out_order_no", "P20261202001",
-                        "receiver", "type", "MERCHANT_ID", "account", jstr(ev, "receiver", ""),
-                        "amount", (json_int_t)amount, "description", "分给商户",
-                        "success_time", "2026-12-02T10:00:00+08:00");
+        res =
+            json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:I, s:s}, s:s}", "mchid", T1_MCHID,
+                      "transaction_id",
+                      jstr(ev, "transaction_id", jstr(json_object_get(cs, "order"), "paid_by", "")),
+                      "order_id", jstr(ev, "order_id", ""), "out_order_no", "P20261202001",
+                      "receiver", "type", "MERCHANT_ID", "account", jstr(ev, "receiver", ""),
+                      "amount", (json_int_t)amount, "description", "分给商户", "success_time",
+                      "2026-12-02T10:00:00+08:00");
     else if (strncmp(etype, "REFUND", 6) == 0)
         res = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}", "mchid",
-                        jstr(ev, "mchid", T1_MCHID), "out_trade_no", out_trade_no,
-                        "transaction_id", jstr(json_object_get(cs, "order"), "paid_by", ""),
-                        "out_refund_no", jstr(ev, "out_refund_no", ""), "refund_id",
-                        jstr(ev, "refund_id", ""), "refund_status",
-                        jstr(ev, "refund_status", "SUCCESS"), "amount", "total",
+                        jstr(ev, "mchid", T1_MCHID), "out_trade_no", out_trade_no, "transaction_id",
+                        jstr(json_object_get(cs, "order"), "paid_by", ""), "out_refund_no",
+                        jstr(ev, "out_refund_no", ""), "refund_id", jstr(ev, "refund_id", ""),
+                        "refund_status", jstr(ev, "refund_status", "SUCCESS"), "amount", "total",
                         (json_int_t)jint(json_object_get(cs, "order"), "amount", amount), "refund",
                         (json_int_t)amount, "payer_total", (json_int_t)amount, "payer_refund",
                         (json_int_t)amount);
@@ -326,9 +329,10 @@ static void build_wechatpay(json_t *cs, const char *out_trade_no, struct po_sim_
     char *rjs = json_dumps(res, JSON_COMPACT);
     json_decref(res);
     bool wrong = strcmp(mut, "wrong_apiv3_key") == 0;
-    if (po_sim_wechatpay(key, serial,
-                         (const unsigned char *)(wrong ? "0123456789abcdef0123456789abcdef" : T1_APIV3),
-                         32, etype, rjs, ts, req))
+    if (po_sim_wechatpay(
+            key, serial,
+            (const unsigned char *)(wrong ? "0123456789abcdef0123456789abcdef" : T1_APIV3), 32,
+            etype, rjs, ts, req))
         die("build wechatpay");
     free(rjs);
     if (strcmp(mut, "forge_signature") == 0) {
@@ -340,7 +344,8 @@ static void build_wechatpay(json_t *cs, const char *out_trade_no, struct po_sim_
         po_sim_set_header(req, "Wechatpay-Serial", "0123456789ABCDEF");
     } else if (strcmp(mut, "probe") == 0) {
         char sig[600];
-        snprintf(sig, sizeof sig, "WECHATPAY/SIGNTEST/%s", po_sim_get_header(req, "Wechatpay-Signature"));
+        snprintf(sig, sizeof sig, "WECHATPAY/SIGNTEST/%s",
+                 po_sim_get_header(req, "Wechatpay-Signature"));
         sig[500] = '\0';
         po_sim_set_header(req, "Wechatpay-Signature", sig);
     } else if (strcmp(mut, "tamper_ciphertext") == 0) {
@@ -436,15 +441,20 @@ static void build_stripe(json_t *cs, const char *out_trade_no, struct po_sim_req
     json_t *payload = json_pack(
         "{s:s, s:s, s:s, s:{s:{s:s, s:s, s:I, s:s, s:o}}}", "id", "evt_payonce_test", "object",
         "event", "type", type, "data", "object", "id", jstr(ev, "id", ""), "object",
-        robj ? "refund" : refund ? "charge" : "payment_intent",
-        robj ? "amount" : refund ? "amount_refunded" : "amount_received",
+        robj     ? "refund"
+        : refund ? "charge"
+                 : "payment_intent",
+        robj     ? "amount"
+        : refund ? "amount_refunded"
+                 : "amount_received",
         (json_int_t)jint(ev, "amount", 0), "currency", "cny", "metadata", meta);
     if (robj)
         json_object_set_new(json_object_get(json_object_get(payload, "data"), "object"), "status",
                             json_string(jstr(ev, "status", "")));
     char *p = json_dumps(payload, JSON_COMPACT);
     json_decref(payload);
-    int64_t ts = (int64_t)time(NULL) + (strcmp(mut, "timestamp_offset") == 0 ? jint(cs, "offset", 0) : 0);
+    int64_t ts =
+        (int64_t)time(NULL) + (strcmp(mut, "timestamp_offset") == 0 ? jint(cs, "offset", 0) : 0);
     if (po_sim_stripe((const unsigned char *)STRIPE_SECRET, strlen(STRIPE_SECRET), p, ts, req))
         die("build stripe");
     free(p);
@@ -466,8 +476,11 @@ static void seed(json_t *order, const char *channel)
     bool created = false;
     const char *no = jstr(order, "out_trade_no", "");
     int64_t amount = jint(order, "amount", 100);
-    struct po_order_spec spec = {.tenant = jstr(order, "tenant", "t1"), .merchant = "m1",
-                                 .out_trade_no = no, .amount_minor = amount, .currency = "CNY"};
+    struct po_order_spec spec = {.tenant = jstr(order, "tenant", "t1"),
+                                 .merchant = "m1",
+                                 .out_trade_no = no,
+                                 .amount_minor = amount,
+                                 .currency = "CNY"};
     if (po_order_create(s, &spec, &created, err, sizeof err))
         die(err);
     const char *paid_by = jstr(order, "paid_by", NULL);
@@ -493,10 +506,39 @@ static int64_t count_for(const char *sql, const char *no)
     return n;
 }
 
+/* Every member of obj is one of the names: a misspelt expectation or case
+ * field would otherwise never be checked. */
+static void known_members(const char *channel, const char *name, const char *what, json_t *obj,
+                          const char *const *names, size_t n)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+    {
+        bool ok = false;
+        for (size_t i = 0; i < n && !ok; i++)
+            ok = strcmp(k, names[i]) == 0;
+        CHECK(ok, "%s/%s: unknown %s key \"%s\"", channel, name, what, k);
+    }
+}
+
 static void run_case(const char *channel, json_t *cs)
 {
     const char *name = jstr(cs, "name", "?");
     json_t *order = json_object_get(cs, "order"), *ex = json_object_get(cs, "expect");
+    static const char *const case_keys[] = {"name",       "tenant",     "order",  "event",
+                                            "mutate",     "offset",     "body",   "header",
+                                            "deliveries", "concurrent", "latin1", "expect"};
+    static const char *const expect_keys[] = {
+        "status", "body",   "body_contains", "credits",  "refunds",
+        "shares", "alerts", "refunded",      "reserved", "order_status"};
+    static const char *const order_keys[] = {"out_trade_no", "amount", "tenant", "paid_by",
+                                             "refund"};
+    known_members(channel, name, "case", cs, case_keys, PO_NELEM(case_keys));
+    known_members(channel, name, "expect", ex, expect_keys, PO_NELEM(expect_keys));
+    known_members(channel, name, "order", order, order_keys, PO_NELEM(order_keys));
+    CHECK(json_is_object(ex) && json_object_get(ex, "status"), "%s/%s: expect.status is required",
+          channel, name);
     const char *no = order ? jstr(order, "out_trade_no", "")
                            : jstr(json_object_get(cs, "event"), "out_trade_no", "");
     if (order)
@@ -531,8 +573,8 @@ static void run_case(const char *channel, json_t *cs)
             CHECK(strcmp(d[i].reply.body, body) == 0, "%s/%s: body '%s', expected '%s'", channel,
                   name, d[i].reply.body, body);
         if (contains)
-            CHECK(strstr(d[i].reply.body, contains) != NULL, "%s/%s: body '%s' lacks '%s'",
-                  channel, name, d[i].reply.body, contains);
+            CHECK(strstr(d[i].reply.body, contains) != NULL, "%s/%s: body '%s' lacks '%s'", channel,
+                  name, d[i].reply.body, contains);
     }
     struct {
         const char *field, *sql;
@@ -555,8 +597,10 @@ static void run_case(const char *channel, json_t *cs)
     const char *st = jstr(ex, "order_status", NULL);
     if (st) {
         char sql[128];
-        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM pay_order WHERE status = '%s' AND"
-                                  " out_trade_no = ?", st);
+        snprintf(sql, sizeof sql,
+                 "SELECT COUNT(*) FROM pay_order WHERE status = '%s' AND"
+                 " out_trade_no = ?",
+                 st);
         CHECK(count_for(sql, no) == 1, "%s/%s: order not %s", channel, name, st);
     }
     int retried = 0;
@@ -571,10 +615,10 @@ static void run_case(const char *channel, json_t *cs)
  * nothing is recorded, and the channel's retry is credited once. */
 static void store_outage(void)
 {
-    json_t *cs = json_pack("{s:s, s:{s:s, s:I}, s:{s:s, s:s, s:I}}", "name", "outage", "order",
-                           "out_trade_no", "W-OUTAGE", "amount", (json_int_t)700, "event",
-                           "event_type", "TRANSACTION.SUCCESS", "transaction_id", "4200000999",
-                           "amount", (json_int_t)700);
+    json_t *cs =
+        json_pack("{s:s, s:{s:s, s:I}, s:{s:s, s:s, s:I}}", "name", "outage", "order",
+                  "out_trade_no", "W-OUTAGE", "amount", (json_int_t)700, "event", "event_type",
+                  "TRANSACTION.SUCCESS", "transaction_id", "4200000999", "amount", (json_int_t)700);
     seed(json_object_get(cs, "order"), "wechatpay");
     struct po_sim_request req;
     build_wechatpay(cs, "W-OUTAGE", &req);
@@ -584,8 +628,10 @@ static void store_outage(void)
     if (po_store_begin(holder, err, sizeof err))
         die(err);
     /* SQLite: the write lock itself. PostgreSQL: the order's row lock. */
-    if (po_store_exec(holder, "UPDATE pay_order SET updated_at = updated_at WHERE out_trade_no ="
-                              " 'W-OUTAGE'", NULL, 0, NULL, &ch, err, sizeof err))
+    if (po_store_exec(holder,
+                      "UPDATE pay_order SET updated_at = updated_at WHERE out_trade_no ="
+                      " 'W-OUTAGE'",
+                      NULL, 0, NULL, &ch, err, sizeof err))
         die(err);
     struct delivery d = {"wechatpay", "t1", &req, {0}, 0};
     send_once(&d);
@@ -616,7 +662,8 @@ static void check_endpoints(void)
         {"/healthz", 200, "ok"},
         {"/readyz", 200, "ready"},
         {"/metrics", 200, "payonce_callbacks_total{channel=\"wechatpay\",outcome=\"applied\""},
-        {"/metrics", 200, "payonce_verification_failures_total{channel=\"wechatpay\",reason=\"bad_signature\"} 2"},
+        {"/metrics", 200,
+         "payonce_verification_failures_total{channel=\"wechatpay\",reason=\"bad_signature\"} 2"},
         {"/metrics", 200, "layer=\"1\""},
         {"/metrics", 200, "payonce_ack_seconds_bucket"},
         {"/nope", 404, "not_found"},
@@ -684,8 +731,8 @@ int main(int argc, char **argv)
     char err[PO_ERRBUF_MAX] = "";
     if (po_master_key_load(mkpath, master, err, sizeof err))
         die(err);
-    struct po_server_cfg cfg = {.listen = "127.0.0.1:0", .db_url = url, .master_key = master,
-                                .pool_size = 8};
+    struct po_server_cfg cfg = {
+        .listen = "127.0.0.1:0", .db_url = url, .master_key = master, .pool_size = 8};
     struct po_server *srv = NULL;
     if (po_server_start(&cfg, &srv, err, sizeof err))
         die(err);

@@ -15,6 +15,7 @@
 #include "../support/simenv.h"
 #include "../support/testutil.h"
 
+#include <limits.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@
 #include <unistd.h>
 
 static int passes, failures;
-static char dir[256], url[T_URL_MAX], bin[512];
+static char dir[256], url[T_URL_MAX], bin[PATH_MAX];
 static unsigned sim_port, gw_port;
 
 #define CHECK(cond, ...)                                                                           \
@@ -128,8 +129,8 @@ static bool signed_by_platform(const struct resp *r)
 }
 
 /* WECHATPAY2-SHA256-RSA2048 Authorization for a merchant API request. */
-static void merchant_auth(const struct po_sim_identity *id, const char *body, bool forge,
-                          char *out, size_t cap)
+static void merchant_auth(const struct po_sim_identity *id, const char *body, bool forge, char *out,
+                          size_t cap)
 {
     char path[512], *pem = NULL, *sig = NULL;
     size_t len = 0;
@@ -272,13 +273,14 @@ static void test_refund(const struct po_sim_identity *id)
     for (int i = 0; i < 100 && count("SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS'") == 0;
          i++)
         usleep(100000);
-    CHECK(count("SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS' AND out_refund_no = 'R-2'")
-              == 1,
+    CHECK(count("SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS' AND out_refund_no = 'R-2'") ==
+              1,
           "the refund callback did not complete R-2");
     CHECK(count("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'") == 1, "refund journals");
     /* More than what is left of the payment. */
     snprintf(body, sizeof body,
-             "{\"out_trade_no\":\"Q-2\",\"out_refund_no\":\"R-3\",\"notify_url\":\"http://127.0.0.1:1/x\","
+             "{\"out_trade_no\":\"Q-2\",\"out_refund_no\":\"R-3\",\"notify_url\":\"http://"
+             "127.0.0.1:1/x\","
              "\"amount\":{\"refund\":400,\"total\":500,\"currency\":\"CNY\"}}");
     merchant_auth(id, body, false, auth, sizeof auth);
     http("POST", u, body, auth, &r);
@@ -319,15 +321,18 @@ int main(int argc, char **argv)
     struct po_server *gw = NULL;
     struct po_sim_server_cfg sc = {sd, "127.0.0.1:0", 1000, 100};
     struct po_sim_server *sim = NULL;
-    if (po_server_start(&gc, &gw, err, sizeof err) || po_sim_server_start(&sc, &sim, err, sizeof err))
+    if (po_server_start(&gc, &gw, err, sizeof err) ||
+        po_sim_server_start(&sc, &sim, err, sizeof err))
         die(err);
     gw_port = po_server_port(gw);
     sim_port = po_sim_server_port(sim);
     /* Q-1's payment is lost; Q-2's is delivered. */
     run("sim pay --dir sim --order Q-1:1280 --lose");
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "sim pay --dir sim --order Q-2:500 --notify-url "
-                              "http://127.0.0.1:%u/notify/wechatpay/t1", gw_port);
+    snprintf(cmd, sizeof cmd,
+             "sim pay --dir sim --order Q-2:500 --notify-url "
+             "http://127.0.0.1:%u/notify/wechatpay/t1",
+             gw_port);
     run("%s", cmd);
     CHECK(count("SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'") == 1, "Q-2 not paid");
     test_query(&id);

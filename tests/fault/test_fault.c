@@ -31,8 +31,8 @@ static char url[T_URL_MAX];
 static int total_positions; /* for the summary line */
 
 struct fault {
-    int at;        /* statement index to fail */
-    po_err kind;   /* injected error, or PO_OK for a real termination */
+    int at;      /* statement index to fail */
+    po_err kind; /* injected error, or PO_OK for a real termination */
     bool fired;
     PGconn *admin; /* real termination */
     long pid;
@@ -143,8 +143,7 @@ static const struct scenario scenarios[] = {
 };
 
 /* Runs the sweep for one scenario and fault kind; returns positions hit. */
-static int sweep(struct po_store *s, const struct scenario *sc, po_err kind, bool real,
-                 int *round)
+static int sweep(struct po_store *s, const struct scenario *sc, po_err kind, bool real, int *round)
 {
     PGconn *admin = NULL;
     if (real && strcmp(backend, "postgres") == 0) {
@@ -168,8 +167,8 @@ static int sweep(struct po_store *s, const struct scenario *sc, po_err kind, boo
         /* A conflict on an event whose key is already committed is rightly
          * answered duplicate (the twin's record is there); anything else
          * must be retried. */
-        bool dup_ok = kind == PO_ERR_CONFLICT && sc->expect == PO_OUT_DUPLICATE &&
-                      o.kind == PO_OUT_DUPLICATE;
+        bool dup_ok =
+            kind == PO_ERR_CONFLICT && sc->expect == PO_OUT_DUPLICATE && o.kind == PO_OUT_DUPLICATE;
         if (o.kind != PO_OUT_RETRY && !dup_ok)
             fail_msg("%s: fault %s at statement %d gave %s (%s), not retry", sc->name,
                      real ? "terminate" : po_err_name(kind), k, po_outcome_name(o.kind),
@@ -202,7 +201,7 @@ static void run_kind(po_err kind, bool real)
         t_figure("# fault[%s] %-12s fault %-9s positions 0..%d all retried, nothing partial,"
                  " re-apply %s\n",
                  backend, scenarios[i].name, real ? "terminate" : po_err_name(kind), n - 1,
-               po_outcome_name(scenarios[i].expect));
+                 po_outcome_name(scenarios[i].expect));
     }
     /* Exactly one credit per paid order after all of it. */
     assert_int_equal(t_count(s,
@@ -271,10 +270,8 @@ int main(int argc, char **argv)
     backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(injected_transient),
-        cmocka_unit_test(injected_conflict),
-        cmocka_unit_test(injected_store_error),
-        cmocka_unit_test(real_connection_loss),
+        cmocka_unit_test(injected_transient),   cmocka_unit_test(injected_conflict),
+        cmocka_unit_test(injected_store_error), cmocka_unit_test(real_connection_loss),
         cmocka_unit_test(real_busy_lock),
     };
     char name[64];

@@ -34,13 +34,22 @@ static void setup(void)
         po_merchant_add(s, "t1", "m1", err, sizeof err) ||
         po_apikey_create(s, "t1", key, kid, err, sizeof err))
         abort();
-    struct po_order_spec o = {.tenant = "t1", .merchant = "m1", .out_trade_no = "ORD-1",
-                              .amount_minor = 100, .currency = "CNY", .channel = "alipay"};
+    struct po_order_spec o = {.tenant = "t1",
+                              .merchant = "m1",
+                              .out_trade_no = "ORD-1",
+                              .amount_minor = 100,
+                              .currency = "CNY",
+                              .channel = "alipay"};
     if (po_order_create(s, &o, &created, err, sizeof err))
         abort();
-    struct po_event ev = {.tenant = "t1", .channel = "alipay", .type = PO_EV_PAY_SUCCESS,
-                          .channel_txn_id = "2026120222001", .out_trade_no = "ORD-1",
-                          .amount_minor = 100, .currency = "CNY", .source = PO_SRC_CALLBACK,
+    struct po_event ev = {.tenant = "t1",
+                          .channel = "alipay",
+                          .type = PO_EV_PAY_SUCCESS,
+                          .channel_txn_id = "2026120222001",
+                          .out_trade_no = "ORD-1",
+                          .amount_minor = 100,
+                          .currency = "CNY",
+                          .source = PO_SRC_CALLBACK,
                           .occurred_at = "2026-12-02T10:00:00+08:00"};
     struct po_outcome out;
     if (po_engine_apply(s, NULL, &ev, &out) || out.kind != PO_OUT_APPLIED)
@@ -78,10 +87,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
     if (size < 2 || size > PO_BODY_MAX)
         return 0;
-    static const char *const paths[] = {
-        "/v1/orders",   "/v1/orders/ORD-1", "/v1/orders/ORD-1/close", "/v1/orders/NEW-1/close",
-        "/v1/refunds",  "/v1/refunds/R-1",  "/v1/balances",           "/v1/alerts",
-        "/v1/journal",  "/v1/orders/",      "/v1/x/y/z/w",            "/v1/orders/a b"};
+    static const char *const paths[] = {"/v1/orders",
+                                        "/v1/orders/ORD-1",
+                                        "/v1/orders/ORD-1/close",
+                                        "/v1/orders/NEW-1/close",
+                                        "/v1/refunds",
+                                        "/v1/refunds/R-1",
+                                        "/v1/balances",
+                                        "/v1/alerts",
+                                        "/v1/journal",
+                                        "/v1/orders/",
+                                        "/v1/x/y/z/w",
+                                        "/v1/orders/a b"};
     static const char *const names[] = {"Idempotency-Key", "limit", "cursor"};
     struct input in;
     memset(&in, 0, sizeof in);
@@ -104,8 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* As the server routes it. */
     const struct po_route *rt = NULL;
     char allow[64];
-    enum po_route_match m = po_route_find(req.method, req.path, &rt, req.params, allow,
-                                          sizeof allow);
+    enum po_route_match m =
+        po_route_find(req.method, req.path, &rt, req.params, allow, sizeof allow);
     struct po_hresp a;
     po_api_handle(&ctx, m == PO_ROUTE_FOUND ? rt : NULL, m == PO_ROUTE_NO_METHOD ? allow : NULL,
                   &req, &a);

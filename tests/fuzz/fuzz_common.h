@@ -25,7 +25,7 @@ static inline const char *fuzz_header(void *ctx, const char *name)
 }
 
 static inline void fuzz_accounts(struct po_channel_account *wx, struct po_channel_account *ali,
-                          struct po_channel_account *st)
+                                 struct po_channel_account *st)
 {
     if (!fuzz_key && po_privkey_generate(&fuzz_key))
         abort();
@@ -47,7 +47,7 @@ static inline void fuzz_accounts(struct po_channel_account *wx, struct po_channe
     wx->nkeys = 1;
     *ali = *wx;
     ali->nkeys = 0;
-    strcpy(ali->channel, "alipay");  /* lint-ok */
+    strcpy(ali->channel, "alipay");          /* lint-ok */
     strcpy(ali->app_id, "2021000000000001"); /* lint-ok */
     if (po_pubkey_from_pem(pub, strlen(pub), &ali->alipay_key, serial, sizeof serial, NULL, 0))
         abort();
@@ -64,7 +64,7 @@ static inline void fuzz_accounts(struct po_channel_account *wx, struct po_channe
 /* Splits "h1\nh2\n...\n\nbody": the first lines become header values in
  * order of names[], the rest the body. */
 static inline void fuzz_split(const uint8_t *data, size_t size, const char *const *names, int n,
-                       struct po_sim_request *r)
+                              struct po_sim_request *r)
 {
     memset(r, 0, sizeof *r);
     size_t i = 0;
@@ -88,8 +88,11 @@ static inline void fuzz_split(const uint8_t *data, size_t size, const char *cons
 
 static inline void fuzz_parse(const struct po_channel_account *a, struct po_sim_request *r)
 {
-    struct po_notify_req req = {.body = r->body, .body_len = r->body_len, .header = fuzz_header,
-                                .hctx = r, .now_unix = (int64_t)time(NULL)};
+    struct po_notify_req req = {.body = r->body,
+                                .body_len = r->body_len,
+                                .header = fuzz_header,
+                                .hctx = r,
+                                .now_unix = (int64_t)time(NULL)};
     struct po_notify_result out;
     if (po_channel_parse(a, &req, &out) == PO_OK && out.status == PO_NOTIFY_EVENT) {
         char err[PO_ERRBUF_MAX];

@@ -28,8 +28,11 @@ static void setup(void)
         po_tenant_add(s, "t1", "t1", err, sizeof err) ||
         po_merchant_add(s, "t1", "m1", err, sizeof err))
         abort();
-    struct po_order_spec o = {.tenant = "t1", .merchant = "m1", .out_trade_no = "ORD-1",
-                              .amount_minor = 100, .currency = "CNY"};
+    struct po_order_spec o = {.tenant = "t1",
+                              .merchant = "m1",
+                              .out_trade_no = "ORD-1",
+                              .amount_minor = 100,
+                              .currency = "CNY"};
     if (po_order_create(s, &o, &created, err, sizeof err))
         abort();
     struct po_channel_account wx, ali, st;

@@ -183,8 +183,7 @@ static po_err fail_on_journal(void *ctx, int idx, const char *sql)
 {
     (void)ctx;
     (void)idx;
-    return fail_at == 1 && strncmp(sql, "INSERT INTO journal", 19) == 0 ? PO_ERR_TRANSIENT
-                                                                        : PO_OK;
+    return fail_at == 1 && strncmp(sql, "INSERT INTO journal", 19) == 0 ? PO_ERR_TRANSIENT : PO_OK;
 }
 
 static void pitfall_record_and_business_change_atomic(void **state)
@@ -331,8 +330,12 @@ static void channel_of_order_enforced(void **state)
 {
     char err[PO_ERRBUF_MAX];
     bool created = false;
-    struct po_order_spec spec = {.tenant = "t1", .merchant = "m1", .out_trade_no = "ORD-A",
-                                 .amount_minor = 100, .currency = "CNY", .channel = "alipay"};
+    struct po_order_spec spec = {.tenant = "t1",
+                                 .merchant = "m1",
+                                 .out_trade_no = "ORD-A",
+                                 .amount_minor = 100,
+                                 .currency = "CNY",
+                                 .channel = "alipay"};
     assert_int_equal(po_order_create(S, &spec, &created, err, sizeof err), PO_OK);
     struct po_event ev = t_pay_event("ORD-A", "4200000001", 100); /* wechatpay */
     struct po_outcome o = t_apply(S, NULL, &ev);
@@ -351,7 +354,7 @@ static void paid_after_close_goes_to_suspense(void **state)
     assert_int_equal(po_store_exec(S,
                                    "UPDATE pay_order SET status = 'CLOSED' WHERE tenant_id = 't1'"
                                    " AND out_trade_no = ?",
-                                   p, 1, NULL, &ch, err, sizeof err),
+                                   p, PO_NELEM(p), NULL, &ch, err, sizeof err),
                      PO_OK);
     struct po_event ev = t_pay_event("ORD-1", "4200000001", 100);
     struct po_outcome o = t_apply(S, NULL, &ev);
@@ -575,8 +578,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(profit_share_on_unpaid_order_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(pitfall_processed_callback_never_answered_failure, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(pitfall_record_and_business_change_atomic, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(pitfall_record_and_business_change_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(pitfall_unique_conflict_is_duplicate, setup, teardown),
         cmocka_unit_test_setup_teardown(pitfall_amount_mismatch_credits_nothing_and_alerts, setup,
                                         teardown),

@@ -45,8 +45,8 @@ static int teardown(void **state)
 static po_err ins_tenant(struct po_store *s, const char *id)
 {
     struct po_param p[] = {PO_TEXT(id), PO_TEXT(id), PO_TEXT("2026-12-02T00:00:00Z")};
-    return po_store_exec(s, "INSERT INTO tenant (tenant_id, name, created_at) VALUES (?, ?, ?)",
-                         p, 3, NULL, NULL, NULL, 0);
+    return po_store_exec(s, "INSERT INTO tenant (tenant_id, name, created_at) VALUES (?, ?, ?)", p,
+                         PO_NELEM(p), NULL, NULL, NULL, 0);
 }
 
 static int64_t tenants(struct po_store *s)
@@ -73,7 +73,7 @@ static void params_round_trip(void **state)
     struct po_param p[] = {PO_I64(INT64_C(-9007199254740993)), PO_TEXT("héllo ' \" ; --"),
                            PO_NULLP};
     assert_int_equal(po_store_exec(S, "SELECT CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT)",
-                                   p, 3, &r, NULL, err, sizeof err),
+                                   p, PO_NELEM(p), &r, NULL, err, sizeof err),
                      PO_OK);
     assert_int_equal(r.nrows, 1);
     int64_t v = 0;
@@ -104,7 +104,7 @@ static void other_errors_are_store_errors(void **state)
                                    "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id,"
                                    " amount, currency, status, created_at, updated_at) VALUES"
                                    " ('t', ?, 'm', -1, 'CNY', 'PAYING', 'x', 'x')",
-                                   p, 1, NULL, NULL, err, sizeof err),
+                                   p, PO_NELEM(p), NULL, NULL, err, sizeof err),
                      PO_ERR_STORE);
 }
 
@@ -130,9 +130,8 @@ static void savepoint_rolls_back_only_its_work(void **state)
     /* A conflict inside the savepoint leaves the transaction usable after
      * ROLLBACK TO (PostgreSQL aborts the transaction otherwise). */
     assert_int_equal(ins_tenant(S, "a"), PO_ERR_CONFLICT);
-    assert_int_equal(po_store_exec(S, "ROLLBACK TO SAVEPOINT sp", NULL, 0, NULL, NULL, err,
-                                   sizeof err),
-                     PO_OK);
+    assert_int_equal(
+        po_store_exec(S, "ROLLBACK TO SAVEPOINT sp", NULL, 0, NULL, NULL, err, sizeof err), PO_OK);
     assert_int_equal(po_store_exec(S, "RELEASE SAVEPOINT sp", NULL, 0, NULL, NULL, err, sizeof err),
                      PO_OK);
     assert_int_equal(ins_tenant(S, "c"), PO_OK);
@@ -151,9 +150,9 @@ static void changes_count_affected_rows(void **state)
                                    0, NULL, &ch, err, sizeof err),
                      PO_OK);
     assert_int_equal(ch, 0);
-    assert_int_equal(po_store_exec(S, "UPDATE tenant SET name = 'x'", NULL, 0, NULL, &ch, err,
-                                   sizeof err),
-                     PO_OK);
+    assert_int_equal(
+        po_store_exec(S, "UPDATE tenant SET name = 'x'", NULL, 0, NULL, &ch, err, sizeof err),
+        PO_OK);
     assert_int_equal(ch, 2);
 }
 
@@ -167,7 +166,7 @@ static void upsert_adds(void **state)
                                        " balance, updated_at) VALUES ('t', 'a', 'CNY', ?, 'x') ON"
                                        " CONFLICT (tenant_id, account, currency) DO UPDATE SET"
                                        " balance = account_balance.balance + excluded.balance",
-                                       p, 1, NULL, NULL, err, sizeof err),
+                                       p, PO_NELEM(p), NULL, NULL, err, sizeof err),
                          PO_OK);
     }
     assert_int_equal(t_count(S, "SELECT balance FROM account_balance", NULL, 0), 21);
@@ -195,9 +194,9 @@ static void bad_urls_are_refused(void **state)
     assert_int_equal(po_store_open("mysql://x", &s, err, sizeof err), PO_ERR_INVALID);
     assert_non_null(strstr(err, "unsupported"));
     assert_int_equal(po_store_open("sqlite:", &s, err, sizeof err), PO_ERR_INVALID);
-    assert_int_equal(po_store_open("postgresql://127.0.0.1:1/nodb?connect_timeout=2", &s, err,
-                                   sizeof err),
-                     PO_ERR_TRANSIENT);
+    assert_int_equal(
+        po_store_open("postgresql://127.0.0.1:1/nodb?connect_timeout=2", &s, err, sizeof err),
+        PO_ERR_TRANSIENT);
     assert_null(s);
 }
 

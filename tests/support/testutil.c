@@ -93,8 +93,8 @@ void t_db_drop(const char *url)
     }
     const char *db = strrchr(url, '/') + 1;
     char sql[160];
-    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %.*s WITH (FORCE)",
-             (int)strcspn(db, "?"), db);
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %.*s WITH (FORCE)", (int)strcspn(db, "?"),
+             db);
     pg_admin(sql);
 }
 
@@ -119,8 +119,12 @@ void t_seed_order(struct po_store *s, const char *out_trade_no, int64_t amount)
 {
     char err[PO_ERRBUF_MAX] = "";
     bool created = false;
-    struct po_order_spec o = {.tenant = "t1", .merchant = "m1", .out_trade_no = out_trade_no,
-                              .amount_minor = amount, .currency = "CNY", .channel = NULL};
+    struct po_order_spec o = {.tenant = "t1",
+                              .merchant = "m1",
+                              .out_trade_no = out_trade_no,
+                              .amount_minor = amount,
+                              .currency = "CNY",
+                              .channel = NULL};
     if (po_order_create(s, &o, &created, err, sizeof err) || !created)
         DIE("seed order %s: %s", out_trade_no, err);
 }
@@ -139,8 +143,7 @@ static void set(char *dst, size_t cap, const char *src)
         DIE("test value too long: %s", src);
 }
 
-static struct po_event base_event(enum po_event_type type, const char *out_trade_no,
-                                  int64_t amount)
+static struct po_event base_event(enum po_event_type type, const char *out_trade_no, int64_t amount)
 {
     struct po_event ev;
     memset(&ev, 0, sizeof ev);
@@ -171,8 +174,8 @@ struct po_event t_refund_event(enum po_event_type type, const char *out_trade_no
     return ev;
 }
 
-struct po_event t_share_event(const char *out_trade_no, const char *share_id,
-                              const char *receiver, int64_t amount)
+struct po_event t_share_event(const char *out_trade_no, const char *share_id, const char *receiver,
+                              int64_t amount)
 {
     struct po_event ev = base_event(PO_EV_PROFIT_SHARE_RESULT, out_trade_no, amount);
     set(ev.channel_txn_id, sizeof ev.channel_txn_id, share_id);

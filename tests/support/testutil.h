@@ -40,8 +40,8 @@ void t_seed_refund(struct po_store *s, const char *out_trade_no, const char *out
 struct po_event t_pay_event(const char *out_trade_no, const char *txn, int64_t amount);
 struct po_event t_refund_event(enum po_event_type type, const char *out_trade_no,
                                const char *out_refund_no, const char *refund_id, int64_t amount);
-struct po_event t_share_event(const char *out_trade_no, const char *share_id,
-                              const char *receiver, int64_t amount);
+struct po_event t_share_event(const char *out_trade_no, const char *share_id, const char *receiver,
+                              int64_t amount);
 
 /* Runs a single-value integer query (e.g. SELECT COUNT(*)). */
 int64_t t_count(struct po_store *s, const char *sql, const struct po_param *p, int n);

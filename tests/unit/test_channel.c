@@ -51,7 +51,8 @@ static const char *json_header(void *ctx, const char *name)
 {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)ctx, k, v) {
+    json_object_foreach((json_t *)ctx, k, v)
+    {
         if (strcasecmp(k, name) == 0)
             return json_string_value(v);
     }
@@ -61,9 +62,9 @@ static const char *json_header(void *ctx, const char *name)
 static void wechat_account(struct po_channel_account *a, const char *apiv3, const char *mchid)
 {
     memset(a, 0, sizeof *a);
-    strcpy(a->tenant, "t1");          /* lint-ok */
-    strcpy(a->channel, "wechatpay");  /* lint-ok */
-    strcpy(a->mchid, mchid);          /* lint-ok */
+    strcpy(a->tenant, "t1");         /* lint-ok */
+    strcpy(a->channel, "wechatpay"); /* lint-ok */
+    strcpy(a->mchid, mchid);         /* lint-ok */
     a->window_s = 300;
     a->apiv3_key_len = strlen(apiv3);
     memcpy(a->apiv3_key, apiv3, a->apiv3_key_len);
@@ -81,8 +82,11 @@ static void wechat_account(struct po_channel_account *a, const char *apiv3, cons
 static struct po_notify_result parse_wechat(struct po_channel_account *a, json_t *headers,
                                             const char *body, int64_t now)
 {
-    struct po_notify_req req = {.body = body, .body_len = strlen(body), .header = json_header,
-                                .hctx = headers, .now_unix = now};
+    struct po_notify_req req = {.body = body,
+                                .body_len = strlen(body),
+                                .header = json_header,
+                                .hctx = headers,
+                                .now_unix = now};
     struct po_notify_result r;
     assert_int_equal(po_channel_parse(a, &req, &r), PO_OK);
     return r;
@@ -108,18 +112,22 @@ static void wechatpay_transaction_vector(void **state)
     assert_string_equal(r.ev.occurred_at, "2018-06-08T10:34:56+08:00");
 
     /* Timestamp window, both directions. */
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, body, 1700000301).reason), "stale_timestamp");
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, body, 1699999699).reason), "future_timestamp");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h, body, 1700000301).reason),
+                        "stale_timestamp");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h, body, 1699999699).reason),
+                        "future_timestamp");
     assert_int_equal(parse_wechat(&a, h, body, 1700000300).status, PO_NOTIFY_EVENT);
     /* One byte of the body changed. */
     char *tampered = strdup(body);
     tampered[10] ^= 1;
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, tampered, 1700000000).reason), "bad_signature");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h, tampered, 1700000000).reason),
+                        "bad_signature");
     free(tampered);
     /* Wrong APIv3 key: verified, but the resource does not decrypt. */
     struct po_channel_account wrong;
     wechat_account(&wrong, "0123456789abcdef0123456789abcdef", "1230000109");
-    assert_string_equal(po_reason_name(parse_wechat(&wrong, h, body, 1700000000).reason), "decrypt_failed");
+    assert_string_equal(po_reason_name(parse_wechat(&wrong, h, body, 1700000000).reason),
+                        "decrypt_failed");
     po_channel_account_free(&wrong);
     /* Another merchant's callback: verified, then a business mismatch. */
     struct po_channel_account other;
@@ -131,14 +139,16 @@ static void wechatpay_transaction_vector(void **state)
 
     json_t *h2 = json_deep_copy(h);
     json_object_set_new(h2, "Wechatpay-Serial", json_string("ABCDEF0123456789"));
-    assert_string_equal(po_reason_name(parse_wechat(&a, h2, body, 1700000000).reason), "unknown_serial");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h2, body, 1700000000).reason),
+                        "unknown_serial");
     json_object_set_new(h2, "Wechatpay-Serial", json_string("d7ce59d1f522d701")); /* case */
     assert_int_equal(parse_wechat(&a, h2, body, 1700000000).status, PO_NOTIFY_EVENT);
     json_object_set_new(h2, "Wechatpay-Signature",
                         json_string("WECHATPAY/SIGNTEST/abcdefghijklmnopqrstuvwxyz=="));
     assert_string_equal(po_reason_name(parse_wechat(&a, h2, body, 1700000000).reason), "probe");
     json_object_del(h2, "Wechatpay-Signature");
-    assert_string_equal(po_reason_name(parse_wechat(&a, h2, body, 1700000000).reason), "missing_header");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h2, body, 1700000000).reason),
+                        "missing_header");
     json_decref(h2);
     po_channel_account_free(&a);
     json_decref(v);
@@ -153,8 +163,8 @@ static void wechatpay_sdk_vector(void **state)
     json_t *v = vector("wechatpay_v3_sdk_notify.json");
     struct po_channel_account a;
     wechat_account(&a, S(v, "apiv3_key"), "1234567890");
-    struct po_notify_result r = parse_wechat(&a, json_object_get(v, "headers"), S(v, "body"),
-                                             1624523846);
+    struct po_notify_result r =
+        parse_wechat(&a, json_object_get(v, "headers"), S(v, "body"), 1624523846);
     if (r.status != PO_NOTIFY_IGNORE)
         fail_msg("status %d reason %s %s", r.status, po_reason_name(r.reason), r.detail);
     assert_non_null(strstr(r.detail, "PAYSCORE.USER_OPEN_SERVICE"));
@@ -195,9 +205,10 @@ static char *form_from(json_t *params, const char *override_key, const char *ove
     size_t j = 0;
     const char *k;
     json_t *val;
-    json_object_foreach(params, k, val) {
+    json_object_foreach(params, k, val)
+    {
         const char *s = strcmp(k, override_key ? override_key : "") == 0 ? override_val
-                                                                          : json_string_value(val);
+                                                                         : json_string_value(val);
         j += (size_t)snprintf(buf + j, 16384 - j, "%s%s=", j ? "&" : "", k);
         for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
             if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9'))
@@ -222,8 +233,8 @@ static const char *no_header(void *ctx, const char *name)
 
 static struct po_notify_result parse_form(struct po_channel_account *a, const char *body)
 {
-    struct po_notify_req req = {.body = body, .body_len = strlen(body), .header = no_header,
-                                .now_unix = 1700000000};
+    struct po_notify_req req = {
+        .body = body, .body_len = strlen(body), .header = no_header, .now_unix = 1700000000};
     struct po_notify_result r;
     assert_int_equal(po_channel_parse(a, &req, &r), PO_OK);
     return r;
@@ -236,14 +247,14 @@ static void alipay_vector(void **state)
     json_t *params = json_object_get(v, "params");
     struct po_channel_account a;
     memset(&a, 0, sizeof a);
-    strcpy(a.tenant, "t1");        /* lint-ok */
-    strcpy(a.channel, "alipay");   /* lint-ok */
+    strcpy(a.tenant, "t1");                  /* lint-ok */
+    strcpy(a.channel, "alipay");             /* lint-ok */
     strcpy(a.app_id, "2019073166072302");    /* lint-ok */
     strcpy(a.seller_id, "2088531891668739"); /* lint-ok */
     char err[256];
-    assert_int_equal(po_pubkey_from_spki_b64(S(v, "alipay_public_key_spki_b64"), &a.alipay_key,
-                                             err, sizeof err),
-                     PO_OK);
+    assert_int_equal(
+        po_pubkey_from_spki_b64(S(v, "alipay_public_key_spki_b64"), &a.alipay_key, err, sizeof err),
+        PO_OK);
     char *body = form_from(params, NULL, NULL);
     struct po_notify_result r = parse_form(&a, body);
     if (r.status != PO_NOTIFY_EVENT)
@@ -263,8 +274,7 @@ static void alipay_vector(void **state)
     size_t raw_len = 0;
     assert_int_equal(po_b64_decode(sign, strlen(sign), &raw, &raw_len), PO_OK);
     const char *with_type = "app_id=2019073166072302&sign_type=RSA2";
-    assert_int_equal(po_rsa_sha256_verify(a.alipay_key, with_type, strlen(with_type), raw,
-                                          raw_len),
+    assert_int_equal(po_rsa_sha256_verify(a.alipay_key, with_type, strlen(with_type), raw, raw_len),
                      PO_ERR_INVALID);
     free(raw);
     /* Another app's notification: verified, then a business mismatch. */
@@ -275,7 +285,8 @@ static void alipay_vector(void **state)
     assert_string_equal(po_reason_name(m.reason), "app_id_mismatch");
     free(body);
     assert_string_equal(po_reason_name(parse_form(&a, "a=%zz").reason), "malformed_body");
-    assert_string_equal(po_reason_name(parse_form(&a, "charset=utf-8&x=%ff%fe").reason), "invalid_utf8");
+    assert_string_equal(po_reason_name(parse_form(&a, "charset=utf-8&x=%ff%fe").reason),
+                        "invalid_utf8");
     assert_string_equal(po_reason_name(parse_form(&a, "a=1&a=2").reason), "malformed_body");
     po_channel_account_free(&a);
     json_decref(v);
@@ -287,8 +298,8 @@ static void stripe_vector(void **state)
     json_t *v = vector("stripe_webhook.json");
     struct po_channel_account a;
     memset(&a, 0, sizeof a);
-    strcpy(a.tenant, "t1");       /* lint-ok */
-    strcpy(a.channel, "stripe");  /* lint-ok */
+    strcpy(a.tenant, "t1");      /* lint-ok */
+    strcpy(a.channel, "stripe"); /* lint-ok */
     a.window_s = 300;
     const char *secret = S(v, "secret");
     a.secrets[0].len = strlen(secret);
@@ -300,22 +311,26 @@ static void stripe_vector(void **state)
      * check is what makes the outcome malformed_body, not bad_signature. */
     struct po_notify_result r = parse_wechat(&a, h, payload, 1700000000);
     assert_string_equal(po_reason_name(r.reason), "malformed_body");
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000301).reason), "stale_timestamp");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000301).reason),
+                        "stale_timestamp");
     /* Rotation: the matching secret may be the second. */
     memcpy(a.secrets[1].v, secret, a.secrets[0].len);
     a.secrets[1].len = a.secrets[0].len;
     memcpy(a.secrets[0].v, "whsec_other", 11);
     a.secrets[0].len = 11;
     a.nsecrets = 2;
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason), "malformed_body");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason),
+                        "malformed_body");
     a.nsecrets = 1;
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason), "bad_signature");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason),
+                        "bad_signature");
     /* Any of several v1 values may match. */
     char multi[256];
     snprintf(multi, sizeof multi, "t=1700000000,v1=%064d,%s", 0, strchr(S(v, "header"), 'v'));
     json_object_set_new(h, "Stripe-Signature", json_string(multi));
     a.nsecrets = 2;
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason), "malformed_body");
+    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason),
+                        "malformed_body");
     json_decref(h);
     json_decref(v);
 }
@@ -334,9 +349,10 @@ static void simulator_signs_like_wechatpay(void **state)
     struct po_channel_account a;
     wechat_account(&a, apiv3, "1230000109");
     struct po_sim_request req;
-    const char *res = "{\"mchid\":\"1230000109\",\"appid\":\"wxd678efh567hg6787\","
-                      "\"out_trade_no\":\"ORD-9\",\"transaction_id\":\"4200000009\","
-                      "\"trade_state\":\"SUCCESS\",\"amount\":{\"total\":990,\"currency\":\"CNY\"}}";
+    const char *res =
+        "{\"mchid\":\"1230000109\",\"appid\":\"wxd678efh567hg6787\","
+        "\"out_trade_no\":\"ORD-9\",\"transaction_id\":\"4200000009\","
+        "\"trade_state\":\"SUCCESS\",\"amount\":{\"total\":990,\"currency\":\"CNY\"}}";
     assert_int_equal(po_sim_wechatpay(key, "D7CE59D1F522D701", (const unsigned char *)apiv3, 32,
                                       "TRANSACTION.SUCCESS", res, 1800000000, &req),
                      PO_OK);
@@ -360,15 +376,20 @@ static void major_amounts_exact(void **state)
     struct {
         const char *s;
         int64_t v;
-    } ok[] = {{"0.01", 1}, {"0.10", 10}, {"0.1", 10}, {"12", 1200}, {"12.3", 1230},
-              {"19.99", 1999}, {"1000000000000", 100000000000000}};
+    } ok[] = {{"0.01", 1},
+              {"0.10", 10},
+              {"0.1", 10},
+              {"12", 1200},
+              {"12.3", 1230},
+              {"19.99", 1999},
+              {"1000000000000", 100000000000000}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         int64_t v = 0;
         assert_int_equal(po_parse_major_amount(ok[i].s, &v), PO_OK);
         assert_int_equal(v, ok[i].v);
     }
-    const char *bad[] = {"", "0", "0.00", "12.345", "-1", "+1", "1e3", ".5", "1.", " 1", "1 ",
-                         "1,00", "10000000000000", "0x10", "1.2.3"};
+    const char *bad[] = {"",   "0",  "0.00", "12.345",         "-1",   "+1",   "1e3", ".5", "1.",
+                         " 1", "1 ", "1,00", "10000000000000", "0x10", "1.2.3"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t v = 7;
         if (po_parse_major_amount(bad[i], &v) != PO_ERR_INVALID)
@@ -384,9 +405,9 @@ static void sealing(void **state)
     assert_int_equal(po_random(master, 32), PO_OK);
     assert_int_equal(po_random(other, 32), PO_OK);
     char *sealed = NULL;
-    assert_int_equal(po_seal(master, "t1/wechatpay/apiv3_key", (const unsigned char *)"secret", 6,
-                             &sealed),
-                     PO_OK);
+    assert_int_equal(
+        po_seal(master, "t1/wechatpay/apiv3_key", (const unsigned char *)"secret", 6, &sealed),
+        PO_OK);
     assert_null(strstr(sealed, "secret"));
     unsigned char *out = NULL;
     size_t len = 0;

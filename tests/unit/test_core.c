@@ -16,8 +16,18 @@ static void parse_i64_is_strict(void **state)
     assert_int_equal(v, 100);
     assert_int_equal(po_parse_i64("-5", -10, 10, &v), PO_OK);
     assert_int_equal(v, -5);
-    const char *bad[] = {"", " 1", "1 ", "+1", "1.0", "1e3", "0x10", "abc", "-", "1001",
-                         "99999999999999999999", "9223372036854775808"};
+    const char *bad[] = {"",
+                         " 1",
+                         "1 ",
+                         "+1",
+                         "1.0",
+                         "1e3",
+                         "0x10",
+                         "abc",
+                         "-",
+                         "1001",
+                         "99999999999999999999",
+                         "9223372036854775808"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         v = 42;
         assert_int_equal(po_parse_i64(bad[i], 1, 1000, &v), PO_ERR_INVALID);

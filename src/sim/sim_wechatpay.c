@@ -73,6 +73,47 @@ static void bill_row(struct buf *b, const char *const *f, int n)
     bputs(b, "\r\n");
 }
 
+/* One detail line of a payment or a refund; returns its fee in fen (0.6 %,
+ * rounded to the fen; negative for a refund, as WeChat Pay writes it). */
+static int64_t bill_line(struct buf *b, const struct po_sim_server *s, json_t *p, bool refund)
+{
+    int64_t amount = ji(p, "amount"), fee = (amount * 6 + 500) / 1000;
+    char a[32], f[32];
+    yuan(amount, a, sizeof a);
+    (void)snprintf(f, sizeof f, "%s%lld.%02lld000", refund ? "-" : "", (long long)(fee / 100),
+                   (long long)(fee % 100));
+    const char *zero = "0.00";
+    const char *row[] = {js(p, "time"),
+                         s->id.appid,
+                         s->id.mchid,
+                         "0",
+                         "",
+                         js(p, "txn"),
+                         js(p, "out_trade_no"),
+                         "oPayonceSimulatedPayer",
+                         "JSAPI",
+                         refund ? "REFUND" : "SUCCESS",
+                         "OTHERS",
+                         refund ? "CNY" : js(p, "currency"),
+                         refund ? zero : a,
+                         zero,
+                         refund ? js(p, "refund_id") : "0",
+                         refund ? js(p, "out_refund_no") : "0",
+                         refund ? a : zero,
+                         zero,
+                         refund ? "ORIGINAL" : "",
+                         refund ? "SUCCESS" : "",
+                         "payonce simulator",
+                         "",
+                         f,
+                         "0.60%",
+                         refund ? zero : a,
+                         refund ? a : zero,
+                         ""};
+    bill_row(b, row, PO_NELEM(row));
+    return refund ? -fee : fee;
+}
+
 /* The trade bill for one day, in WeChat Pay's ALL/SUCCESS/REFUND format. */
 static char *build_bill(struct po_sim_server *s, const char *date, const char *type)
 {
@@ -91,82 +132,20 @@ static char *build_bill(struct po_sim_server *s, const char *date, const char *t
     json_t *p;
     json_array_foreach(payments, i, p)
     {
-        if (!want_pay || strcmp(js(p, "channel"), "wechatpay") != 0 ||
-            strncmp(js(p, "time"), date, 10) != 0)
-            continue;
-        int64_t amount = ji(p, "amount"), fee = (amount * 6 + 500) / 1000; /* 0.6 %, to the fen */
-        char a[32], f[32];
-        yuan(amount, a, sizeof a);
-        (void)snprintf(f, sizeof f, "%lld.%02lld000", (long long)(fee / 100),
-                       (long long)(fee % 100));
-        const char *row[] = {js(p, "time"),
-                             s->id.appid,
-                             s->id.mchid,
-                             "0",
-                             "",
-                             js(p, "txn"),
-                             js(p, "out_trade_no"),
-                             "oPayonceSimulatedPayer",
-                             "JSAPI",
-                             "SUCCESS",
-                             "OTHERS",
-                             js(p, "currency"),
-                             a,
-                             "0.00",
-                             "0",
-                             "0",
-                             "0.00",
-                             "0.00",
-                             "",
-                             "",
-                             "payonce simulator",
-                             "",
-                             f,
-                             "0.60%",
-                             a,
-                             "0.00",
-                             ""};
-        bill_row(&b, row, 27);
-        count++, settled += amount, fees += fee, total += amount;
+        if (want_pay && strcmp(js(p, "channel"), "wechatpay") == 0 &&
+            strncmp(js(p, "time"), date, 10) == 0) {
+            int64_t amount = ji(p, "amount");
+            fees += bill_line(&b, s, p, false);
+            count++, settled += amount, total += amount;
+        }
     }
     json_array_foreach(refunds, i, p)
     {
-        if (!want_refund || !refund_of(p, "wechatpay") || strncmp(js(p, "time"), date, 10) != 0)
-            continue;
-        int64_t amount = ji(p, "amount"), fee = -((amount * 6 + 500) / 1000);
-        char a[32], f[32];
-        yuan(amount, a, sizeof a);
-        (void)snprintf(f, sizeof f, "-%lld.%02lld000", (long long)(-fee / 100),
-                       (long long)(-fee % 100));
-        const char *row[] = {js(p, "time"),
-                             s->id.appid,
-                             s->id.mchid,
-                             "0",
-                             "",
-                             js(p, "txn"),
-                             js(p, "out_trade_no"),
-                             "oPayonceSimulatedPayer",
-                             "JSAPI",
-                             "REFUND",
-                             "OTHERS",
-                             "CNY",
-                             "0.00",
-                             "0.00",
-                             js(p, "refund_id"),
-                             js(p, "out_refund_no"),
-                             a,
-                             "0.00",
-                             "ORIGINAL",
-                             "SUCCESS",
-                             "payonce simulator",
-                             "",
-                             f,
-                             "0.60%",
-                             "0.00",
-                             a,
-                             ""};
-        bill_row(&b, row, 27);
-        count++, refunded += amount, fees += fee, requested += amount;
+        if (want_refund && refund_of(p, "wechatpay") && strncmp(js(p, "time"), date, 10) == 0) {
+            int64_t amount = ji(p, "amount");
+            fees += bill_line(&b, s, p, true);
+            count++, refunded += amount, requested += amount;
+        }
     }
     bputs(&b, "总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,"
               "申请退款总金额\r\n");

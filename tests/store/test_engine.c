@@ -14,33 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *backend;
-
-struct fx {
-    char url[T_URL_MAX];
-    struct po_store *s;
-};
-
-static int setup(void **state)
-{
-    static struct fx f;
-    memset(&f, 0, sizeof f);
-    t_db_create(backend, f.url, sizeof f.url);
-    f.s = t_open(f.url);
-    t_seed_tenant(f.s);
-    *state = &f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    po_store_close(f->s);
-    t_db_drop(f->url);
-    return 0;
-}
-
-#define S (((struct fx *)*state)->s)
+#define S T_S
 
 static int64_t count_key(struct po_store *s, const char *table, const char *key)
 {
@@ -568,39 +542,58 @@ static void verify_detects_refund_reservation_drift(void **state)
 
 int main(int argc, char **argv)
 {
-    backend = t_backend(argc, argv);
+    t_fx_backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(payment_applied_once_then_layer1, setup, teardown),
-        cmocka_unit_test_setup_teardown(layer2_alone_prevents_double_credit, setup, teardown),
-        cmocka_unit_test_setup_teardown(layer3_alone_prevents_double_credit, setup, teardown),
-        cmocka_unit_test_setup_teardown(profit_share_layer3_alone, setup, teardown),
-        cmocka_unit_test_setup_teardown(profit_share_on_unpaid_order_rejected, setup, teardown),
-        cmocka_unit_test_setup_teardown(pitfall_processed_callback_never_answered_failure, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pitfall_record_and_business_change_atomic, setup, teardown),
-        cmocka_unit_test_setup_teardown(pitfall_unique_conflict_is_duplicate, setup, teardown),
-        cmocka_unit_test_setup_teardown(pitfall_amount_mismatch_credits_nothing_and_alerts, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pitfall_reconciliation_replay_is_duplicate, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pitfall_key_deterministic_in_storage, setup, teardown),
-        cmocka_unit_test_setup_teardown(same_key_other_order_is_a_conflict, setup, teardown),
-        cmocka_unit_test_setup_teardown(rejections_alert_and_change_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(channel_of_order_enforced, setup, teardown),
-        cmocka_unit_test_setup_teardown(paid_after_close_goes_to_suspense, setup, teardown),
-        cmocka_unit_test_setup_teardown(second_payment_of_paid_order_goes_to_suspense, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(refund_success_posts_reversal_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(refund_closed_releases_reservation, setup, teardown),
-        cmocka_unit_test_setup_teardown(refund_abnormal_then_success, setup, teardown),
-        cmocka_unit_test_setup_teardown(refund_checks, setup, teardown),
-        cmocka_unit_test_setup_teardown(verify_detects_refund_reservation_drift, setup, teardown),
-        cmocka_unit_test_setup_teardown(batch_isolates_events_by_savepoint, setup, teardown),
-        cmocka_unit_test_setup_teardown(batch_twin_without_layer1, setup, teardown),
-        cmocka_unit_test_setup_teardown(verify_detects_broken_invariants, setup, teardown),
+        cmocka_unit_test_setup_teardown(payment_applied_once_then_layer1, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(layer2_alone_prevents_double_credit, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(layer3_alone_prevents_double_credit, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(profit_share_layer3_alone, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(profit_share_on_unpaid_order_rejected, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(pitfall_processed_callback_never_answered_failure,
+                                        t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(pitfall_record_and_business_change_atomic,
+                                        t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(pitfall_unique_conflict_is_duplicate, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(pitfall_amount_mismatch_credits_nothing_and_alerts,
+                                        t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(pitfall_reconciliation_replay_is_duplicate,
+                                        t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(pitfall_key_deterministic_in_storage, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(same_key_other_order_is_a_conflict, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(rejections_alert_and_change_nothing, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(channel_of_order_enforced, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(paid_after_close_goes_to_suspense, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(second_payment_of_paid_order_goes_to_suspense,
+                                        t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(refund_success_posts_reversal_once, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(refund_closed_releases_reservation, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(refund_abnormal_then_success, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(refund_checks, t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(verify_detects_refund_reservation_drift, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(batch_isolates_events_by_savepoint, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(batch_twin_without_layer1, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(verify_detects_broken_invariants, t_fx_setup_seeded,
+                                        t_fx_teardown),
     };
     char name[64];
-    snprintf(name, sizeof name, "engine[%s]", backend);
+    snprintf(name, sizeof name, "engine[%s]", t_fx_backend);
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -17,31 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *backend;
-
-struct fx {
-    char url[T_URL_MAX];
-    struct po_store *s;
-};
-
-static int setup(void **state)
-{
-    static struct fx f;
-    t_db_create(backend, f.url, sizeof f.url);
-    f.s = t_open(f.url);
-    *state = &f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    po_store_close(f->s);
-    t_db_drop(f->url);
-    return 0;
-}
-
-#define S (((struct fx *)*state)->s)
+#define S T_S
 
 static struct po_journal journal(const char *key, const char *debit, const char *credit,
                                  int64_t amount)
@@ -157,16 +133,22 @@ static void post_then_flush(void **state)
     assert_null(strstr(f.checks, "balance_mismatch"));
 }
 
-static void flush_rolls_back_with_its_transaction(void **state)
+/* Opens a transaction and posts and flushes one payment of 100 in it. */
+static void post_one(struct po_store *s)
 {
     char err[PO_ERRBUF_MAX] = "";
     static struct po_ledger_batch deltas;
     po_ledger_batch_reset(&deltas);
     struct po_journal j = journal("k1", "channel_clearing:wechatpay", "merchant_payable:m1", 100);
-    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
-    assert_int_equal(po_ledger_post(S, &j, &deltas, err, sizeof err), PO_OK);
-    assert_int_equal(po_ledger_flush(S, &deltas, "2026-12-02T00:00:00.000Z", err, sizeof err),
+    assert_int_equal(po_store_begin(s, err, sizeof err), PO_OK);
+    assert_int_equal(po_ledger_post(s, &j, &deltas, err, sizeof err), PO_OK);
+    assert_int_equal(po_ledger_flush(s, &deltas, "2026-12-02T00:00:00.000Z", err, sizeof err),
                      PO_OK);
+}
+
+static void flush_rolls_back_with_its_transaction(void **state)
+{
+    post_one(S);
     po_store_rollback(S);
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM account_balance", NULL, 0), 0);
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM journal", NULL, 0), 0);
@@ -175,13 +157,7 @@ static void flush_rolls_back_with_its_transaction(void **state)
 static void verify_names_what_is_broken(void **state)
 {
     char err[PO_ERRBUF_MAX] = "";
-    static struct po_ledger_batch deltas;
-    po_ledger_batch_reset(&deltas);
-    struct po_journal j = journal("k1", "channel_clearing:wechatpay", "merchant_payable:m1", 100);
-    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
-    assert_int_equal(po_ledger_post(S, &j, &deltas, err, sizeof err), PO_OK);
-    assert_int_equal(po_ledger_flush(S, &deltas, "2026-12-02T00:00:00.000Z", err, sizeof err),
-                     PO_OK);
+    post_one(S);
     assert_int_equal(po_store_commit(S, err, sizeof err), PO_OK);
     /* One posting altered: the journal no longer balances, and the cached
      * balance no longer equals the postings. */
@@ -198,14 +174,15 @@ static void verify_names_what_is_broken(void **state)
 
 int main(int argc, char **argv)
 {
-    backend = t_backend(argc, argv);
+    t_fx_backend = t_backend(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(deltas_accumulate_and_are_bounded),
-        cmocka_unit_test_setup_teardown(post_then_flush, setup, teardown),
-        cmocka_unit_test_setup_teardown(flush_rolls_back_with_its_transaction, setup, teardown),
-        cmocka_unit_test_setup_teardown(verify_names_what_is_broken, setup, teardown),
+        cmocka_unit_test_setup_teardown(post_then_flush, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(flush_rolls_back_with_its_transaction, t_fx_setup,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(verify_names_what_is_broken, t_fx_setup, t_fx_teardown),
     };
     char name[64];
-    snprintf(name, sizeof name, "ledger[%s]", backend);
+    snprintf(name, sizeof name, "ledger[%s]", t_fx_backend);
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
  * test_store.c — the storage conformance suite: the same assertions for
- * every backend (argv[1]). What the engine relies on: migrations are
+ * every t_fx_backend (argv[1]). What the engine relies on: migrations are
  * idempotent, parameters round-trip, unique violations are PO_ERR_CONFLICT,
  * savepoints roll back exactly their own work, rollback discards, a read
  * snapshot is stable, and ON CONFLICT upserts work.
@@ -15,32 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *backend;
-
-struct fx {
-    char url[T_URL_MAX];
-    struct po_store *s;
-};
-
-static int setup(void **state)
-{
-    static struct fx f;
-    t_db_create(backend, f.url, sizeof f.url);
-    f.s = t_open(f.url);
-    *state = &f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    po_store_close(f->s);
-    t_db_drop(f->url);
-    return 0;
-}
-
-#define S (((struct fx *)*state)->s)
-#define URL (((struct fx *)*state)->url)
+#define S T_S
+#define URL T_URL
 
 static po_err ins_tenant(struct po_store *s, const char *id)
 {
@@ -203,26 +179,27 @@ static void bad_urls_are_refused(void **state)
 static void ping_works(void **state)
 {
     assert_int_equal(po_store_ping(S, NULL, 0), PO_OK);
-    assert_string_equal(po_store_backend(S), backend);
+    assert_string_equal(po_store_backend(S), t_fx_backend);
 }
 
 int main(int argc, char **argv)
 {
-    backend = t_backend(argc, argv);
+    t_fx_backend = t_backend(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(migrate_is_idempotent, setup, teardown),
-        cmocka_unit_test_setup_teardown(params_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(unique_violation_is_conflict, setup, teardown),
-        cmocka_unit_test_setup_teardown(other_errors_are_store_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(rollback_discards, setup, teardown),
-        cmocka_unit_test_setup_teardown(savepoint_rolls_back_only_its_work, setup, teardown),
-        cmocka_unit_test_setup_teardown(changes_count_affected_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(upsert_adds, setup, teardown),
-        cmocka_unit_test_setup_teardown(read_snapshot_is_stable, setup, teardown),
-        cmocka_unit_test_setup_teardown(ping_works, setup, teardown),
+        cmocka_unit_test_setup_teardown(migrate_is_idempotent, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(params_round_trip, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(unique_violation_is_conflict, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(other_errors_are_store_errors, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(rollback_discards, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(savepoint_rolls_back_only_its_work, t_fx_setup,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(changes_count_affected_rows, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(upsert_adds, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(read_snapshot_is_stable, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(ping_works, t_fx_setup, t_fx_teardown),
         cmocka_unit_test(bad_urls_are_refused),
     };
     char name[64];
-    snprintf(name, sizeof name, "store[%s]", backend);
+    snprintf(name, sizeof name, "store[%s]", t_fx_backend);
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -246,3 +246,30 @@ void t_figure(const char *fmt, ...)
         fclose(f);
     }
 }
+
+const char *t_fx_backend;
+
+int t_fx_setup(void **state)
+{
+    static struct t_fx f;
+    memset(&f, 0, sizeof f);
+    t_db_create(t_fx_backend, f.url, sizeof f.url);
+    f.s = t_open(f.url);
+    *state = &f;
+    return 0;
+}
+
+int t_fx_setup_seeded(void **state)
+{
+    t_fx_setup(state);
+    t_seed_tenant(((struct t_fx *)*state)->s);
+    return 0;
+}
+
+int t_fx_teardown(void **state)
+{
+    struct t_fx *f = *state;
+    po_store_close(f->s);
+    t_db_drop(f->url);
+    return 0;
+}

@@ -53,6 +53,20 @@ int t_verify(struct po_store *s);
 struct po_outcome t_apply(struct po_store *s, const struct po_engine_cfg *cfg,
                           const struct po_event *ev);
 
+/* A cmocka fixture: a fresh migrated database of t_fx_backend per test
+ * (t_fx_setup_seeded also adds tenant t1 with merchant m1). T_S is its
+ * connection, T_URL its URL (for more connections). */
+struct t_fx {
+    char url[T_URL_MAX];
+    struct po_store *s;
+};
+extern const char *t_fx_backend;
+int t_fx_setup(void **state);
+int t_fx_setup_seeded(void **state);
+int t_fx_teardown(void **state);
+#define T_S (((struct t_fx *)*state)->s)
+#define T_URL (((struct t_fx *)*state)->url)
+
 /* Prints a result line ("# ...") and appends it to $PAYONCE_FIGURES when
  * set, so the test driver can show the figures of passing tests. */
 void t_figure(const char *fmt, ...) PO_PRINTF(1, 2);

@@ -56,7 +56,7 @@ static const char usage_text[] =
     "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
     "  verify          [--json]                   exit 0 only if every invariant holds\n"
     "  recon import    --tenant ID --channel wechatpay FILE [--force] [--json]\n"
-    "  recon query     --tenant ID [--min-age 300] [--limit 1000] [--json]\n"
+    "  recon query     --tenant ID [--channel wechatpay] [--min-age 300] [--limit 1000] [--json]\n"
     "  recon runs      --tenant ID [--json]       what was reconciled when\n"
     "database URL: sqlite:PATH (default sqlite:./payonce.db) or postgresql://...;\n"
     "PAYONCE_DB is used when --db is not given.\n";

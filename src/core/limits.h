@@ -41,8 +41,12 @@
 #define PO_CELL_MAX (1024 * 1024) /* bytes in one result cell */
 #define PO_COLS_MAX 64            /* columns in one result row */
 #define PO_SQL_PARAMS_MAX 16      /* bound parameters of one statement */
-#define PO_POOL_SIZE_MAX 64       /* connections in one pool */
-#define PO_LEDGER_LINES_MAX 4     /* lines of one journal */
+#define PO_ROWSET_COLS_MAX 16     /* columns of a row set parameter */
+#define PO_ROWSET_ROWS_MAX (PO_BATCH_MAX * PO_LEDGER_LINES_MAX) /* its rows */
+#define PO_ROWSET_NAME_MAX 32                                   /* its alias and column names */
+#define PO_STMT_CACHE_MAX 256 /* prepared statements kept per connection */
+#define PO_POOL_SIZE_MAX 64   /* connections in one pool */
+#define PO_LEDGER_LINES_MAX 4 /* lines of one journal */
 #define PO_LEDGER_DELTAS_MAX (PO_BATCH_MAX * PO_LEDGER_LINES_MAX)
 /* Waiting for a lock, the SQLite writer or a pool connection stays below
  * the channels' 5 s ack deadline: the callback is answered FAIL (5xx) in

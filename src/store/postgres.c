@@ -12,6 +12,11 @@
  * next po_store_begin() resets it (the server has rolled the work back).
  * Multi-host URIs (host=a,b&target_session_attrs=read-write) are passed to
  * libpq unchanged, so a failover is a reconnect.
+ *
+ * Statements that run again and again are prepared once per session and
+ * executed by name (sql.c's cache); a new session starts with an empty
+ * cache. A row set parameter is bound as one array per column and read
+ * with unnest, so a batch statement has one text whatever its size.
  */
 #include "store_int.h"
 
@@ -22,6 +27,7 @@
 struct pg_store {
     struct po_store base; /* must be first */
     PGconn *conn;
+    struct po_stmt_cache cache; /* named prepared statements "po_<id>" */
 };
 
 static struct pg_store *as_pg(struct po_store *s)
@@ -83,9 +89,23 @@ static po_err pg_open(const char *url, struct po_store **out, char *err, size_t 
     return PO_OK;
 }
 
+/* Statements prepared on the server die with their session; a cached one
+ * evicted while the session lives is deallocated (best effort: a failure
+ * only leaves it prepared until the session ends). */
+static void pg_evict(void *ctx, struct po_stmt_entry *e)
+{
+    struct pg_store *ps = ctx;
+    char q[48];
+    if (!ps)
+        return;
+    (void)snprintf(q, sizeof q, "DEALLOCATE po_%d", e->id);
+    PQclear(PQexec(ps->conn, q));
+}
+
 static void pg_close(struct po_store *s)
 {
     struct pg_store *ps = as_pg(s);
+    po_stmt_cache_clear(&ps->cache, NULL, NULL);
     PQfinish(ps->conn);
     free(ps);
 }
@@ -95,6 +115,8 @@ static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
     struct pg_store *ps = as_pg(s);
     if (PQstatus(ps->conn) == CONNECTION_OK)
         return PO_OK;
+    /* A new session: nothing it knows was prepared. */
+    po_stmt_cache_clear(&ps->cache, NULL, NULL);
     PQreset(ps->conn);
     if (PQstatus(ps->conn) != CONNECTION_OK) {
         po_errf(err, errcap, "postgres: reconnect failed: %s", PQerrorMessage(ps->conn));
@@ -122,55 +144,130 @@ static po_err pg_simple(struct po_store *s, const char *sql, char *err, size_t e
     return rc;
 }
 
-/* Rewrites `?` placeholders to $1..$n into buf. Our SQL never has '?' in
- * literals. */
-static po_err rewrite_placeholders(const char *sql, char *buf, size_t cap)
+/* Worth preparing: the statements that run again and again. Utility
+ * statements (SAVEPOINT, DDL, SET) run unnamed. */
+static bool preparable(const char *sql)
 {
-    size_t j = 0;
-    int n = 0;
-    for (const char *p = sql; *p; p++) {
-        if (j + 8 >= cap)
-            return PO_ERR_LIMIT;
-        if (*p == '?')
-            j += (size_t)snprintf(buf + j, cap - j, "$%d", ++n);
-        else
-            buf[j++] = *p;
+    static const char *const kinds[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"};
+    while (*sql == ' ' || *sql == '\n')
+        sql++;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strncmp(sql, kinds[i], strlen(kinds[i])) == 0)
+            return true;
+    return false;
+}
+
+/* The cache entry for sql, prepared on the server when new; NULL with
+ * *out_text/shape set for a statement run unnamed (caller frees text). */
+static po_err statement(struct pg_store *ps, const char *sql, struct po_stmt_entry **out,
+                        char **out_text, struct po_sql_shape *shape, char *err, size_t errcap)
+{
+    uint64_t h = po_sql_hash(sql);
+    *out = po_stmt_cache_find(&ps->cache, sql, h);
+    *out_text = NULL;
+    if (*out)
+        return PO_OK;
+    char *text = NULL;
+    po_err rc = po_sql_rewrite(sql, true, &text, shape);
+    if (rc) {
+        po_errf(err, errcap, "postgres: bad placeholder in statement");
+        return rc;
     }
-    buf[j] = '\0';
+    struct po_stmt_entry *e =
+        preparable(sql) ? po_stmt_cache_add(&ps->cache, sql, h, pg_evict, ps) : NULL;
+    if (!e) {
+        *out_text = text;
+        return PO_OK;
+    }
+    char name[32];
+    (void)snprintf(name, sizeof name, "po_%d", e->id);
+    PGresult *res = PQprepare(ps->conn, name, text, shape->nphysical, NULL);
+    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+        rc = map_result(ps, res, err, errcap);
+        PQclear(res);
+        /* Not prepared: forget the entry. */
+        free(text);
+        po_stmt_cache_drop(&ps->cache, e);
+        return rc;
+    }
+    PQclear(res);
+    e->text = text;
+    e->shape = *shape;
+    *out = e;
     return PO_OK;
 }
+
+/* The text values of the parameters as the server binds them: numbers
+ * printed, a row set as one array literal a column. alloc[] receives what
+ * must be freed. */
+static po_err values_of(const struct po_sql_shape *shape, const struct po_param *params,
+                        int nparams, const char **values, char nums[][24], char **alloc,
+                        int *nalloc)
+{
+    int v = 0;
+    *nalloc = 0;
+    for (int i = 0; i < nparams; i++) {
+        switch (params[i].type) {
+        case PO_P_TEXT:
+            values[v++] = params[i].text;
+            break;
+        case PO_P_I64:
+            (void)snprintf(nums[v], sizeof nums[v], "%lld", (long long)params[i].i64);
+            values[v] = nums[v];
+            v++;
+            break;
+        case PO_P_ROWS:
+            if (!shape->rowset[i])
+                return PO_ERR_STORE;
+            for (int c = 0; c < shape->ncols[i]; c++) {
+                char *a = po_rowset_pg_array(params[i].rows, shape->types[i], shape->ncols[i], c);
+                if (!a)
+                    return PO_ERR_STORE;
+                alloc[(*nalloc)++] = a;
+                values[v++] = a;
+            }
+            break;
+        default:
+            values[v++] = NULL;
+            break;
+        }
+    }
+    return v == shape->nphysical ? PO_OK : PO_ERR_STORE;
+}
+
+#define PHYS_MAX (PO_SQL_PARAMS_MAX * PO_ROWSET_COLS_MAX)
 
 static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param *params,
                       int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
                       size_t errcap)
 {
     struct pg_store *ps = as_pg(s);
-    po_err rc = PO_OK;
-    size_t cap = strlen(sql) * 2 + 64;
-    char *q = malloc(cap);
+    struct po_stmt_entry *e = NULL;
+    struct po_sql_shape tmp_shape;
+    char *text = NULL;
     PGresult *res = NULL;
     struct po_rows rows;
-    if (!q)
-        return PO_ERR_NOMEM;
-    rc = rewrite_placeholders(sql, q, cap);
-    PO_ASSERT(rc == PO_OK);
-    const char *values[PO_SQL_PARAMS_MAX];
-    char nums[PO_SQL_PARAMS_MAX][24];
-    for (int i = 0; i < nparams; i++) {
-        switch (params[i].type) {
-        case PO_P_TEXT:
-            values[i] = params[i].text;
-            break;
-        case PO_P_I64:
-            (void)snprintf(nums[i], sizeof nums[i], "%lld", (long long)params[i].i64);
-            values[i] = nums[i];
-            break;
-        default:
-            values[i] = NULL;
-            break;
-        }
+    po_err rc = statement(ps, sql, &e, &text, &tmp_shape, err, errcap);
+    if (rc)
+        return rc;
+    const struct po_sql_shape *shape = e ? &e->shape : &tmp_shape;
+    PO_ASSERT(shape->nlogical == nparams);
+    const char *values[PHYS_MAX];
+    char nums[PHYS_MAX][24];
+    char *alloc[PHYS_MAX];
+    int nalloc = 0;
+    rc = values_of(shape, params, nparams, values, nums, alloc, &nalloc);
+    if (rc) {
+        po_errf(err, errcap, "postgres: a row set does not match its declared columns");
+        goto out;
     }
-    res = PQexecParams(ps->conn, q, nparams, NULL, values, NULL, NULL, 0);
+    if (e) {
+        char name[32];
+        (void)snprintf(name, sizeof name, "po_%d", e->id);
+        res = PQexecPrepared(ps->conn, name, shape->nphysical, values, NULL, NULL, 0);
+    } else {
+        res = PQexecParams(ps->conn, text, shape->nphysical, NULL, values, NULL, NULL, 0);
+    }
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         rc = map_result(ps, res, err, errcap);
@@ -204,8 +301,10 @@ static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param
         *out_rows = rows;
     }
 out:
+    for (int i = 0; i < nalloc; i++)
+        free(alloc[i]);
     PQclear(res);
-    free(q);
+    free(text);
     return rc;
 }
 

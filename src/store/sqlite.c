@@ -6,6 +6,8 @@
  * transactions use BEGIN IMMEDIATE so that the write lock is taken up front:
  * two writers are serialised at BEGIN instead of deadlocking at their first
  * write, and a waiter gives up after busy_timeout with PO_ERR_TRANSIENT.
+ * Statements are prepared once per connection and kept (sql.c's cache);
+ * a row set parameter is bound as one JSON text read by json_each.
  */
 #include "store_int.h"
 
@@ -17,6 +19,7 @@
 struct sqlite_store {
     struct po_store base; /* must be first */
     sqlite3 *db;
+    struct po_stmt_cache cache; /* prepared statements, by text */
 };
 
 static struct sqlite_store *as_sqlite(struct po_store *s)
@@ -117,9 +120,17 @@ fail:
     return rc;
 }
 
+static void sq_evict(void *ctx, struct po_stmt_entry *e)
+{
+    (void)ctx;
+    sqlite3_finalize(e->handle);
+    e->handle = NULL;
+}
+
 static void sq_close(struct po_store *s)
 {
     struct sqlite_store *st = as_sqlite(s);
+    po_stmt_cache_clear(&st->cache, sq_evict, NULL);
     sqlite3_close(st->db);
     free(st);
 }
@@ -132,7 +143,8 @@ static po_err sq_reconnect(struct po_store *s, char *err, size_t errcap)
     return PO_OK; /* an embedded connection does not drop */
 }
 
-static po_err bind_params(sqlite3_stmt *st, const struct po_param *params, int n)
+static po_err bind_params(sqlite3_stmt *st, const struct po_sql_shape *shape,
+                          const struct po_param *params, int n)
 {
     for (int i = 0; i < n; i++) {
         int rc;
@@ -143,6 +155,15 @@ static po_err bind_params(sqlite3_stmt *st, const struct po_param *params, int n
         case PO_P_I64:
             rc = sqlite3_bind_int64(st, i + 1, params[i].i64);
             break;
+        case PO_P_ROWS: {
+            if (!shape->rowset[i])
+                return PO_ERR_STORE;
+            char *json = po_rowset_json(params[i].rows, shape->types[i], shape->ncols[i]);
+            if (!json)
+                return PO_ERR_STORE;
+            rc = sqlite3_bind_text(st, i + 1, json, -1, free);
+            break;
+        }
         default:
             rc = sqlite3_bind_null(st, i + 1);
             break;
@@ -153,27 +174,71 @@ static po_err bind_params(sqlite3_stmt *st, const struct po_param *params, int n
     return PO_OK;
 }
 
+/* The prepared statement for sql: from the cache, or prepared now and
+ * cached (*out_temp set when it could not be cached: finalize it after). */
+static po_err statement(struct sqlite_store *st, const char *sql, sqlite3_stmt **out,
+                        const struct po_sql_shape **out_shape, bool *out_temp,
+                        struct po_sql_shape *tmp_shape, char *err, size_t errcap)
+{
+    uint64_t h = po_sql_hash(sql);
+    struct po_stmt_entry *e = po_stmt_cache_find(&st->cache, sql, h);
+    *out_temp = false;
+    if (e) {
+        *out = e->handle;
+        *out_shape = &e->shape;
+        return PO_OK;
+    }
+    char *text = NULL;
+    po_err rc = po_sql_rewrite(sql, false, &text, tmp_shape);
+    if (rc) {
+        po_errf(err, errcap, "sqlite: bad placeholder in statement");
+        return rc;
+    }
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v3(st->db, text, -1, SQLITE_PREPARE_PERSISTENT, &stmt, NULL) != SQLITE_OK) {
+        free(text);
+        return map_rc(st->db, sqlite3_extended_errcode(st->db), err, errcap);
+    }
+    e = po_stmt_cache_add(&st->cache, sql, h, sq_evict, NULL);
+    if (!e) {
+        free(text);
+        *out = stmt;
+        *out_shape = tmp_shape;
+        *out_temp = true;
+        return PO_OK;
+    }
+    e->text = text;
+    e->shape = *tmp_shape;
+    e->handle = stmt;
+    *out = stmt;
+    *out_shape = &e->shape;
+    return PO_OK;
+}
+
 static po_err sq_exec(struct po_store *s, const char *sql, const struct po_param *params,
                       int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
                       size_t errcap)
 {
-    sqlite3 *db = as_sqlite(s)->db;
+    struct sqlite_store *sst = as_sqlite(s);
+    sqlite3 *db = sst->db;
     sqlite3_stmt *st = NULL;
+    struct po_sql_shape tmp_shape;
+    const struct po_sql_shape *shape = NULL;
+    bool temp = false;
     struct po_rows rows;
-    po_err rc = PO_OK;
-    int src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (src != SQLITE_OK)
-        return map_rc(db, sqlite3_extended_errcode(db), err, errcap);
-    PO_ASSERT(sqlite3_bind_parameter_count(st) == nparams);
-    rc = bind_params(st, params, nparams);
+    po_err rc = statement(sst, sql, &st, &shape, &temp, &tmp_shape, err, errcap);
+    if (rc)
+        return rc;
+    PO_ASSERT(sqlite3_bind_parameter_count(st) == nparams && shape->nlogical == nparams);
+    rc = bind_params(st, shape, params, nparams);
     if (rc) {
         po_errf(err, errcap, "sqlite: bind failed");
-        goto out_finalize;
+        goto out_release;
     }
     int ncols = sqlite3_column_count(st);
     (void)po_rows_init(&rows, ncols);
     for (;;) {
-        src = sqlite3_step(st);
+        int src = sqlite3_step(st);
         if (src == SQLITE_DONE)
             break;
         if (src != SQLITE_ROW) {
@@ -203,8 +268,13 @@ static po_err sq_exec(struct po_store *s, const char *sql, const struct po_param
     }
 out_rows:
     po_rows_free(&rows);
-out_finalize:
-    sqlite3_finalize(st);
+out_release:
+    if (temp) {
+        sqlite3_finalize(st);
+    } else {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
     return rc;
 }
 

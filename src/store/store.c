@@ -141,6 +141,7 @@ po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param 
                      size_t errcap)
 {
     PO_ASSERT(nparams >= 0 && nparams <= PO_SQL_PARAMS_MAX);
+    PO_ASSERT(nparams == 0 || params);
     if (out_rows)
         memset(out_rows, 0, sizeof *out_rows);
     if (out_changes)

@@ -21,17 +21,37 @@
 
 struct po_store;
 
-enum po_param_type { PO_P_NULL, PO_P_TEXT, PO_P_I64 };
+enum po_param_type { PO_P_NULL, PO_P_TEXT, PO_P_I64, PO_P_ROWS };
 
-/* One bound parameter; text is borrowed for the duration of the call. */
+struct po_rowset;
+
+/* One bound parameter; text (and a row set) is borrowed for the call. */
 struct po_param {
     enum po_param_type type;
     const char *text;
     int64_t i64;
+    const struct po_rowset *rows;
 };
 #define PO_TEXT(s) ((struct po_param){.type = PO_P_TEXT, .text = (s)})
 #define PO_I64(v) ((struct po_param){.type = PO_P_I64, .i64 = (v)})
 #define PO_NULLP ((struct po_param){.type = PO_P_NULL})
+#define PO_ROWS(rs) ((struct po_param){.type = PO_P_ROWS, .rows = (rs)})
+
+/*
+ * A table of values bound as ONE parameter, for set-based statements that
+ * treat a whole batch at once: in the SQL it is written where a table may
+ * stand, with its alias and typed columns,
+ *     SELECT … FROM ?{v: out_trade_no text, amount int} JOIN pay_order o ON …
+ * and the backend turns it into its own form (PostgreSQL: unnest of one
+ * array per column; SQLite: json_each of one JSON array), so the statement
+ * text is the same whatever the batch size and is prepared once. Cells are
+ * row-major, PO_P_TEXT for text columns, PO_P_I64 for int, or PO_P_NULL.
+ */
+struct po_rowset {
+    int ncols;
+    int nrows; /* 0..PO_ROWSET_ROWS_MAX */
+    const struct po_param *cells;
+};
 /* The parameter list of one statement, counted by the compiler:
  *   po_store_exec(s, sql, PO_PARAMS(PO_TEXT(t), PO_I64(n)), &rows, NULL, err, cap)
  * expands to the array and its length, so no call site counts by hand. */

@@ -40,6 +40,56 @@ struct po_store {
 extern const struct po_store_ops po_store_sqlite;
 extern const struct po_store_ops po_store_postgres;
 
+/* ---- shared by the backends (sql.c) ---- */
+
+/* What a statement's placeholders are: scalar or row set (with its
+ * columns' types, 't' text or 'i' int64), and how many parameters the
+ * backend binds for them. */
+struct po_sql_shape {
+    int nlogical, nphysical;
+    bool rowset[PO_SQL_PARAMS_MAX];
+    int ncols[PO_SQL_PARAMS_MAX];
+    char types[PO_SQL_PARAMS_MAX][PO_ROWSET_COLS_MAX];
+};
+/* Rewrites the portable placeholders (`?`, `?{v: a text, b int}`) into the
+ * backend's (pg: $n and unnest; else: ? and json_each) as a heap string. */
+po_err po_sql_rewrite(const char *sql, bool pg, char **out_text,
+                      struct po_sql_shape *shape) PO_MUST_CHECK;
+/* One column of a row set as a PostgreSQL array literal; the whole row set
+ * as a JSON array of rows. Heap; NULL when the row set does not match the
+ * declared columns (count, types) or memory runs out. */
+char *po_rowset_pg_array(const struct po_rowset *rs, const char *types, int ncols, int col);
+char *po_rowset_json(const struct po_rowset *rs, const char *types, int ncols);
+
+uint64_t po_sql_hash(const char *sql);
+
+/* Prepared statements of one connection, by their text. */
+struct po_stmt_entry {
+    uint64_t hash;
+    char *sql;  /* the portable text (key) */
+    char *text; /* the backend's text */
+    struct po_sql_shape shape;
+    void *handle; /* sqlite3_stmt *; unused by PostgreSQL (named "po_<id>") */
+    int id;
+    uint64_t used; /* LRU tick */
+};
+struct po_stmt_cache {
+    struct po_stmt_entry e[PO_STMT_CACHE_MAX];
+    int n;
+    uint64_t tick;
+    int next_id;
+};
+struct po_stmt_entry *po_stmt_cache_find(struct po_stmt_cache *c, const char *sql, uint64_t hash);
+/* A new entry (the least recently used is evicted when full: evict()
+ * releases its backend handle first). NULL when out of memory. */
+struct po_stmt_entry *po_stmt_cache_add(struct po_stmt_cache *c, const char *sql, uint64_t hash,
+                                        void (*evict)(void *ctx, struct po_stmt_entry *e),
+                                        void *ctx);
+/* Removes an entry whose backend handle is already released (or none). */
+void po_stmt_cache_drop(struct po_stmt_cache *c, struct po_stmt_entry *e);
+void po_stmt_cache_clear(struct po_stmt_cache *c, void (*evict)(void *ctx, struct po_stmt_entry *e),
+                         void *ctx);
+
 /* Helpers shared by the backends for building result sets. */
 po_err po_rows_init(struct po_rows *r, int ncols);
 /* Appends a row of ncols cells; values may be NULL; lens give byte counts. */

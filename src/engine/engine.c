@@ -1,5 +1,8 @@
 /*
- * engine.c — the three layers in one transaction (see engine.h).
+ * engine.c — one event in its savepoint, the three layers statement by
+ * statement (the batch driver in batch.c calls it for every event that
+ * does not take the set-based path, and for all of them when that path
+ * fails).
  *
  * Statement order for a payment, inside the event's savepoint:
  *   SELECT order            business checks (reject -> alert, no key taken)
@@ -13,39 +16,49 @@
  * or suspense only if COMMIT succeeded; otherwise every event of the batch
  * is `retry` and nothing of the batch is in the database.
  */
-#include "engine.h"
 #include "admin.h"
-#include "../ledger/ledger.h"
+#include "engine_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Everything one event's processing needs. */
-struct ev_ctx {
-    struct po_store *s;
-    const struct po_engine_cfg *cfg;
-    const struct po_event *ev;
-    struct po_event resolved; /* ev with a cumulative refund amount resolved */
-    char key[PO_KEY_MAX];
-    const char *now;
-    struct po_ledger_batch *deltas; /* this event's balance deltas */
-    char detail[256];               /* alert detail for rejected / suspense */
-    char err[PO_ERRBUF_MAX];
-};
+bool po_engine_layer_on(const struct po_engine_cfg *cfg, unsigned layer_bit)
+{
+    return !cfg || !(cfg->disabled_layers & layer_bit);
+}
 
 static bool layer_on(const struct ev_ctx *c, unsigned layer_bit)
 {
-    return !c->cfg || !(c->cfg->disabled_layers & layer_bit);
+    return po_engine_layer_on(c->cfg, layer_bit);
+}
+
+void po_engine_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer,
+                       enum po_reason reason)
+{
+    o->kind = k;
+    o->layer = layer;
+    o->reason = reason;
 }
 
 static void set_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer,
                         enum po_reason reason)
 {
-    o->kind = k;
-    o->layer = layer;
-    o->reason = reason;
+    po_engine_outcome(o, k, layer, reason);
+}
+
+void po_engine_ctx(struct ev_ctx *c, struct po_store *s, const struct po_engine_cfg *cfg,
+                   const struct po_event *ev, const char *now, struct po_ledger_batch *deltas)
+{
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->cfg = cfg;
+    c->ev = ev;
+    c->now = now;
+    c->deltas = deltas;
+    po_err rc = po_event_key(ev, c->key, sizeof c->key);
+    PO_ASSERT(rc == PO_OK); /* validated fields fit PO_KEY_MAX */
 }
 
 /* The human-readable detail stored with an alert. */
@@ -120,7 +133,7 @@ static po_err layer1(struct ev_ctx *c, struct po_outcome *o, bool *out_dup)
             return rc;
         if (*out_dup) {
             if (same)
-                set_outcome(o, PO_OUT_DUPLICATE, 1, PO_R_NONE);
+                set_outcome(o, PO_OUT_DUPLICATE, c->conflicted ? 3 : 1, PO_R_NONE);
             else
                 (void)reject(o, PO_R_CONFLICTING_DUPLICATE);
             return PO_OK;
@@ -211,10 +224,12 @@ static po_err post(struct ev_ctx *c, const char *kind, const char *debit, const 
     return po_ledger_post(c->s, &j, c->deltas, c->err, sizeof c->err);
 }
 
-static void account(char *buf, size_t cap, const char *prefix, const char *id)
+void po_engine_account(char *buf, size_t cap, const char *prefix, const char *id)
 {
     PO_ASSERT(po_fmt(buf, cap, "%s:%s", prefix, id) == PO_OK);
 }
+
+#define account po_engine_account
 
 /* Illegal transition: the money is real, so it is recorded (the key is
  * taken), parked in suspense and raised to operators. money_in says whether
@@ -234,30 +249,47 @@ static po_err suspense(struct ev_ctx *c, struct po_outcome *o, enum po_reason re
     return rc;
 }
 
+enum po_reason po_engine_order_check(const struct po_event *ev, const char *merchant,
+                                     int64_t amount, const char *currency, const char *channel,
+                                     bool amount_exact)
+{
+    if (ev->merchant[0] && strcmp(ev->merchant, merchant) != 0)
+        return PO_R_MERCHANT_MISMATCH;
+    if (channel[0] && strcmp(channel, ev->channel) != 0)
+        return PO_R_CHANNEL_MISMATCH;
+    if (strcmp(currency, ev->currency) != 0)
+        return PO_R_CURRENCY_MISMATCH;
+    if (amount_exact ? amount != ev->amount_minor : ev->amount_minor > amount)
+        return PO_R_AMOUNT_MISMATCH;
+    return PO_R_NONE;
+}
+
 /* The checks every event against an order shares. Returns true and sets the
- * rejection when one fails. */
+ * rejection, with its detail, when one fails. */
 static bool order_mismatch(struct ev_ctx *c, struct po_outcome *o, const char *merchant,
                            int64_t amount, const char *currency, const char *channel,
                            bool amount_exact)
 {
     const struct po_event *ev = c->ev;
-    enum po_reason reason = PO_R_NONE;
-    if (ev->merchant[0] && strcmp(ev->merchant, merchant) != 0) {
-        reason = PO_R_MERCHANT_MISMATCH;
+    enum po_reason reason =
+        po_engine_order_check(ev, merchant, amount, currency, channel, amount_exact);
+    switch (reason) {
+    case PO_R_NONE:
+        return false;
+    case PO_R_MERCHANT_MISMATCH:
         detailf(c, "event merchant %s, order merchant %s", ev->merchant, merchant);
-    } else if (channel[0] && strcmp(channel, ev->channel) != 0) {
-        reason = PO_R_CHANNEL_MISMATCH;
+        break;
+    case PO_R_CHANNEL_MISMATCH:
         detailf(c, "event channel %s, order channel %s", ev->channel, channel);
-    } else if (strcmp(currency, ev->currency) != 0) {
-        reason = PO_R_CURRENCY_MISMATCH;
+        break;
+    case PO_R_CURRENCY_MISMATCH:
         detailf(c, "event %s, expected %s", ev->currency, currency);
-    } else if (amount_exact ? amount != ev->amount_minor : ev->amount_minor > amount) {
-        reason = PO_R_AMOUNT_MISMATCH;
+        break;
+    default:
         detailf(c, "event %lld %s, expected %lld %s", (long long)ev->amount_minor, ev->currency,
                 (long long)amount, currency);
+        break;
     }
-    if (reason == PO_R_NONE)
-        return false;
     (void)reject(o, reason);
     return true;
 }
@@ -574,10 +606,27 @@ static po_err conflict_is_duplicate(struct ev_ctx *c, bool *out_dup)
     return layer1_seen(c, out_dup, &same);
 }
 
-/* One event inside its savepoint. Returns non-OK only for failures that
- * abort the whole transaction. */
-static po_err run_event(struct ev_ctx *c, struct po_ledger_batch *batch_deltas,
-                        struct po_outcome *o)
+/* A failure of the event's own statement: roll the event back to its
+ * savepoint and answer it `retry`; the batch goes on. Returns non-OK when
+ * even that fails (the transaction is lost). */
+static po_err event_failed(struct ev_ctx *c, po_err why, struct po_outcome *o)
+{
+    char err[PO_ERRBUF_MAX];
+    memcpy(err, c->err, sizeof err);
+    po_err rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
+    if (!rc)
+        rc = sp(c, "RELEASE SAVEPOINT po_event");
+    if (rc)
+        return rc;
+    po_log(PO_LOG_WARN, "tenant %s: %s not applied (%s), the rest of its batch is: %s",
+           c->ev->tenant, c->key, po_err_name(why), err);
+    set_outcome(o, PO_OUT_RETRY, 0,
+                why == PO_ERR_TRANSIENT ? PO_R_STORE_UNAVAILABLE : PO_R_STORE_ERROR);
+    return PO_OK;
+}
+
+po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_deltas,
+                           struct po_outcome *o)
 {
     po_err rc = sp(c, "SAVEPOINT po_event");
     if (rc)
@@ -591,96 +640,32 @@ static po_err run_event(struct ev_ctx *c, struct po_ledger_batch *batch_deltas,
             return rc;
         bool dup = false;
         rc = conflict_is_duplicate(c, &dup);
-        if (rc)
-            return rc;
-        if (!dup) {
+        if (!rc && !dup) {
             po_log(PO_LOG_WARN, "tenant %s: unexpected constraint violation for %s: %s",
                    c->ev->tenant, c->key, c->err);
-            return PO_ERR_TRANSIENT;
+            rc = PO_ERR_TRANSIENT;
         }
+        if (rc)
+            return event_failed(c, rc, o);
         set_outcome(o, PO_OUT_DUPLICATE, 3, PO_R_NONE);
         return sp(c, "RELEASE SAVEPOINT po_event");
     }
     if (rc)
-        return rc;
+        return event_failed(c, rc, o);
     if (o->kind == PO_OUT_REJECTED) {
         /* Nothing of a rejected event stays but its alert. */
         rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
         if (!rc)
             rc = alert(c, o->reason);
-        if (!rc)
-            rc = sp(c, "RELEASE SAVEPOINT po_event");
-        return rc;
+        if (rc)
+            return event_failed(c, rc, o);
+        return sp(c, "RELEASE SAVEPOINT po_event");
     }
     rc = sp(c, "RELEASE SAVEPOINT po_event");
     if (rc)
-        return rc;
+        return event_failed(c, rc, o);
     rc = po_ledger_batch_merge(batch_deltas, c->deltas);
     PO_ASSERT(rc == PO_OK); /* bounded: PO_BATCH_MAX events x PO_LEDGER_LINES_MAX */
-    return PO_OK;
-}
-
-static void all_retry(struct po_outcome *out, size_t n, po_err why)
-{
-    for (size_t i = 0; i < n; i++)
-        set_outcome(&out[i], PO_OUT_RETRY, 0,
-                    why == PO_ERR_TRANSIENT ? PO_R_STORE_UNAVAILABLE : PO_R_STORE_ERROR);
-}
-
-po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
-                             const struct po_event *ev, size_t n, struct po_outcome *out)
-{
-    PO_ASSERT(n >= 1 && n <= PO_BATCH_MAX);
-    char now[PO_TIME_MAX];
-    char err[PO_ERRBUF_MAX] = "";
-    struct po_ledger_batch *batch = malloc(sizeof *batch);
-    struct ev_ctx *c = malloc(sizeof *c);
-    struct po_ledger_batch *ev_deltas = malloc(sizeof *ev_deltas);
-    po_err rc = PO_OK;
-    if (!batch || !c || !ev_deltas) {
-        all_retry(out, n, PO_ERR_NOMEM);
-        goto out_free;
-    }
-    po_clock_now_iso(now, sizeof now);
-    po_ledger_batch_reset(batch);
-    for (size_t i = 0; i < n; i++) {
-        char verr[PO_ERRBUF_MAX];
-        PO_ASSERT(po_event_validate(&ev[i], verr, sizeof verr) == PO_OK);
-    }
-    rc = po_store_begin(s, err, sizeof err);
-    if (rc)
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
-        memset(c, 0, sizeof *c);
-        c->s = s;
-        c->cfg = cfg;
-        c->ev = &ev[i];
-        c->now = now;
-        c->deltas = ev_deltas;
-        rc = po_event_key(&ev[i], c->key, sizeof c->key);
-        PO_ASSERT(rc == PO_OK); /* validated fields fit PO_KEY_MAX */
-        rc = run_event(c, batch, &out[i]);
-        if (rc) {
-            memcpy(err, c->err, sizeof err);
-            goto fail_rollback;
-        }
-    }
-    rc = po_ledger_flush(s, batch, now, err, sizeof err);
-    if (rc)
-        goto fail_rollback;
-    rc = po_store_commit(s, err, sizeof err);
-    if (rc)
-        goto fail;
-    goto out_free;
-fail_rollback:
-    po_store_rollback(s);
-fail:
-    po_log(PO_LOG_WARN, "engine: batch of %zu not committed (%s): %s", n, po_err_name(rc), err);
-    all_retry(out, n, rc);
-out_free:
-    free(batch);
-    free(c);
-    free(ev_deltas);
     return PO_OK;
 }
 
@@ -708,10 +693,4 @@ po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_re
     }
     free(c);
     return rc;
-}
-
-po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
-                       const struct po_event *ev, struct po_outcome *out)
-{
-    return po_engine_apply_batch(s, cfg, ev, 1, out);
 }

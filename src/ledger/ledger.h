@@ -62,8 +62,14 @@ po_err po_ledger_batch_merge(struct po_ledger_batch *dst,
 po_err po_ledger_post(struct po_store *s, const struct po_journal *j,
                       struct po_ledger_batch *deltas, char *err, size_t errcap) PO_MUST_CHECK;
 
-/* Applies accumulated deltas to account_balance, sorted by (tenant, account,
- * currency), skipping zero nets. Call once per transaction before COMMIT. */
+/* Writes n journals (all created at j[0].created_at) and their postings with
+ * two set-based statements, and adds the balance deltas to *deltas. */
+po_err po_ledger_post_batch(struct po_store *s, const struct po_journal *j, int n,
+                            struct po_ledger_batch *deltas, char *err, size_t errcap) PO_MUST_CHECK;
+
+/* Applies accumulated deltas to account_balance in one statement, sorted by
+ * (tenant, account, currency), skipping zero nets. Call once per
+ * transaction before COMMIT. */
 po_err po_ledger_flush(struct po_store *s, const struct po_ledger_batch *deltas, const char *now,
                        char *err, size_t errcap) PO_MUST_CHECK;
 

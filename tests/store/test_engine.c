@@ -487,6 +487,109 @@ static void batch_twin_without_layer1(void **state)
     assert_one_credit(S, 100);
 }
 
+/* Fails the n-th "INSERT INTO journal" of every transaction (counted
+ * from its BEGIN, statement 0) with a store error. */
+struct nth_journal {
+    int n, seen;
+};
+static po_err fail_nth_journal(void *ctx, int idx, const char *sql)
+{
+    struct nth_journal *f = ctx;
+    if (idx == 0)
+        f->seen = 0;
+    if (strstr(sql, "INSERT INTO journal") && ++f->seen == f->n)
+        return PO_ERR_STORE;
+    return PO_OK;
+}
+
+/* One batch where one event fails its business check, one hits a unique
+ * violation and one has a store error on its own statement: the others
+ * commit, and each gets its own outcome. Layers 1 and 2 are off so that
+ * the replay reaches the unique index; the store error hits the second
+ * journal written event by event (the fifth event's). */
+static void batch_each_failure_stays_its_own(void **state)
+{
+    struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2};
+    t_seed_order(S, "ORD-1", 100);
+    t_seed_order(S, "ORD-2", 200);
+    t_seed_order(S, "ORD-3", 300);
+    t_seed_order(S, "ORD-4", 400);
+    struct po_event first = t_pay_event("ORD-2", "4200000002", 200);
+    assert_outcome(t_apply(S, NULL, &first), PO_OUT_APPLIED, 0);
+    struct po_event ev[4] = {
+        t_pay_event("ORD-1", "4200000001", 100), /* applied */
+        t_pay_event("ORD-3", "4200000003", 999), /* business check: amount */
+        t_pay_event("ORD-2", "4200000002", 200), /* the replay: unique violation */
+        t_pay_event("ORD-4", "4200000004", 400), /* its own store error */
+    };
+    struct po_outcome out[4];
+    struct nth_journal f = {.n = 2};
+    po_store_set_fault_hook(S, fail_nth_journal, &f);
+    assert_int_equal(po_engine_apply_batch(S, &cfg, ev, 4, out), PO_OK);
+    po_store_set_fault_hook(S, NULL, NULL);
+    assert_outcome(out[0], PO_OUT_APPLIED, 0);
+    assert_outcome(out[1], PO_OUT_REJECTED, 0);
+    assert_string_equal(po_reason_name(out[1].reason), "amount_mismatch");
+    assert_outcome(out[2], PO_OUT_DUPLICATE, 3);
+    assert_outcome(out[3], PO_OUT_RETRY, 0);
+    assert_string_equal(po_reason_name(out[3].reason), "store_error");
+    /* What committed: ORD-1 credited, ORD-3's alert, nothing of ORD-4. */
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'"), 2);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE out_trade_no = 'ORD-3'"), 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'"), 2);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM notify_log WHERE out_trade_no = 'ORD-4'"),
+                     0);
+    assert_int_equal(t_verify(S), 0);
+    /* The channel redelivers the one that was retried: credited once. */
+    assert_outcome(t_apply(S, NULL, &ev[3]), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &ev[3]), PO_OUT_DUPLICATE, 1);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -700);
+    assert_int_equal(t_verify(S), 0);
+}
+
+/* The set-based path and event by event agree: a batch of 200 payments, a
+ * replay of half of them in the next batch, twins inside a batch and
+ * payments of closed orders. */
+static void batch_large_mixed(void **state)
+{
+    enum { N = 200 };
+    static struct po_event ev[N];
+    static struct po_outcome out[N];
+    char no[32], txn[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(no, sizeof no, "BIG-%d", i);
+        snprintf(txn, sizeof txn, "42%08d", i);
+        t_seed_order(S, no, 100 + i);
+        ev[i] = t_pay_event(no, txn, 100 + i);
+    }
+    char err[PO_ERRBUF_MAX] = "";
+    assert_int_equal(po_store_exec_tx(S,
+                                      "UPDATE pay_order SET status = 'CLOSED' WHERE out_trade_no"
+                                      " IN ('BIG-7', 'BIG-8')",
+                                      NULL, 0, NULL, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(po_engine_apply_batch(S, NULL, ev, N, out), PO_OK);
+    int64_t expect = 0;
+    for (int i = 0; i < N; i++) {
+        if (i == 7 || i == 8) {
+            assert_outcome(out[i], PO_OUT_SUSPENSE, 0);
+            continue;
+        }
+        assert_outcome(out[i], PO_OUT_APPLIED, 0);
+        expect += 100 + i;
+    }
+    /* The next batch: every other one again, twice each. */
+    for (int i = 0; i < N / 2; i++)
+        ev[i] = ev[2 * i], ev[N / 2 + i] = ev[2 * i];
+    assert_int_equal(po_engine_apply_batch(S, NULL, ev, N, out), PO_OK);
+    for (int i = 0; i < N; i++)
+        if (strcmp(ev[i].out_trade_no, "BIG-8") != 0)
+            assert_int_equal(out[i].kind, PO_OUT_DUPLICATE);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -expect);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'"), N - 2);
+    assert_int_equal(t_verify(S), 0);
+}
+
 /* ---- verify must be able to fail ---- */
 
 static void exec_ok(struct po_store *s, const char *sql)
@@ -588,6 +691,9 @@ int main(int argc, char **argv)
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(batch_isolates_events_by_savepoint, t_fx_setup_seeded,
                                         t_fx_teardown),
+        cmocka_unit_test_setup_teardown(batch_each_failure_stays_its_own, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(batch_large_mixed, t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(batch_twin_without_layer1, t_fx_setup_seeded,
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(verify_detects_broken_invariants, t_fx_setup_seeded,

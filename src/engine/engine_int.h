@@ -1,0 +1,57 @@
+/*
+ * engine_int.h — private to src/engine: the per-event path (engine.c: one
+ * event in its savepoint, the three layers statement by statement) as the
+ * batch driver (batch.c) calls it, and what both share.
+ */
+#ifndef PO_ENGINE_INT_H
+#define PO_ENGINE_INT_H
+
+#include "../ledger/ledger.h"
+#include "engine.h"
+
+/* Everything one event's processing needs. */
+struct ev_ctx {
+    struct po_store *s;
+    const struct po_engine_cfg *cfg;
+    const struct po_event *ev;
+    struct po_event resolved; /* ev with a cumulative refund amount resolved */
+    char key[PO_KEY_MAX];
+    const char *now;
+    struct po_ledger_batch *deltas; /* this event's balance deltas */
+    char detail[PO_DETAIL_MAX];     /* alert detail for rejected / suspense */
+    char err[PO_ERRBUF_MAX];
+    /* The unique index refused this event's processed record in the batch's
+     * set-based attempt (rolled back): a twin's record found now was caught
+     * by layer 3. */
+    bool conflicted;
+};
+
+/* Prepares c for event ev of a batch whose transaction time is now. */
+void po_engine_ctx(struct ev_ctx *c, struct po_store *s, const struct po_engine_cfg *cfg,
+                   const struct po_event *ev, const char *now, struct po_ledger_batch *deltas);
+
+/*
+ * One event inside its own savepoint, the layers statement by statement;
+ * its balance deltas are merged into batch_deltas when it commits. A
+ * failure of one of the event's own statements rolls the event back to
+ * its savepoint and makes its outcome `retry` (the batch goes on); the
+ * return is non-OK only when the transaction itself is lost (the savepoint
+ * cannot be rolled back to): then the whole batch must be retried.
+ */
+po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_deltas,
+                           struct po_outcome *o) PO_MUST_CHECK;
+
+/* The business checks of an event against its order's fields (merchant,
+ * channel, currency, amount: exact for payments, at most for the others);
+ * PO_R_NONE when they pass. */
+enum po_reason po_engine_order_check(const struct po_event *ev, const char *merchant,
+                                     int64_t amount, const char *currency, const char *channel,
+                                     bool amount_exact);
+
+bool po_engine_layer_on(const struct po_engine_cfg *cfg, unsigned layer_bit);
+void po_engine_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer,
+                       enum po_reason reason);
+/* "prefix:id", the ledger's account names. */
+void po_engine_account(char *buf, size_t cap, const char *prefix, const char *id);
+
+#endif

@@ -44,9 +44,12 @@
 #define PO_ROWSET_COLS_MAX 16     /* columns of a row set parameter */
 #define PO_ROWSET_ROWS_MAX (PO_BATCH_MAX * PO_LEDGER_LINES_MAX) /* its rows */
 #define PO_ROWSET_NAME_MAX 32                                   /* its alias and column names */
-#define PO_STMT_CACHE_MAX 256 /* prepared statements kept per connection */
-#define PO_POOL_SIZE_MAX 64   /* connections in one pool */
-#define PO_LEDGER_LINES_MAX 4 /* lines of one journal */
+#define PO_STMT_CACHE_MAX 256       /* prepared statements kept per connection */
+#define PO_COMMITTER_WORKERS_MAX 16 /* committer threads (connections) */
+#define PO_BATCH_WAIT_US_MAX 100000 /* the longest a busy committer waits to fill a batch */
+#define PO_QUEUE_MAX 65536          /* items queued for one committer worker */
+#define PO_POOL_SIZE_MAX 64         /* connections in one pool */
+#define PO_LEDGER_LINES_MAX 4       /* lines of one journal */
 #define PO_LEDGER_DELTAS_MAX (PO_BATCH_MAX * PO_LEDGER_LINES_MAX)
 /* Waiting for a lock, the SQLite writer or a pool connection stays below
  * the channels' 5 s ack deadline: the callback is answered FAIL (5xx) in

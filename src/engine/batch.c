@@ -401,14 +401,39 @@ static po_err begin_and_fast(struct batch *b, bool fast)
     return po_store_begin(b->s, b->err, sizeof b->err);
 }
 
-po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
-                             const struct po_event *ev, size_t n, struct po_outcome *out)
+/* The works, each in its own savepoint, after the events. A work's failure
+ * stays its own; non-OK only when the transaction is lost. */
+static po_err run_works(struct batch *b, struct po_engine_work *work, size_t nwork)
 {
-    PO_ASSERT(n >= 1 && n <= PO_BATCH_MAX);
+    for (size_t i = 0; i < nwork; i++) {
+        po_err rc = po_store_exec(b->s, "SAVEPOINT po_work", PO_NO_PARAMS, NULL, NULL, b->err,
+                                  sizeof b->err);
+        if (rc)
+            return rc;
+        work[i].rc = work[i].fn(b->s, work[i].ctx);
+        rc = po_store_exec(
+            b->s, work[i].rc ? "ROLLBACK TO SAVEPOINT po_work" : "RELEASE SAVEPOINT po_work",
+            PO_NO_PARAMS, NULL, NULL, b->err, sizeof b->err);
+        if (!rc && work[i].rc)
+            rc = po_store_exec(b->s, "RELEASE SAVEPOINT po_work", PO_NO_PARAMS, NULL, NULL, b->err,
+                               sizeof b->err);
+        if (rc)
+            return rc;
+    }
+    return PO_OK;
+}
+
+po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
+                             const struct po_event *ev, size_t n, struct po_outcome *out,
+                             struct po_engine_work *work, size_t nwork)
+{
+    PO_ASSERT(n <= PO_BATCH_MAX && nwork <= PO_BATCH_MAX && n + nwork >= 1);
     char now[PO_TIME_MAX];
     struct batch *b = calloc(1, sizeof *b);
     if (!b) {
         all_retry(out, n, PO_ERR_NOMEM);
+        for (size_t i = 0; i < nwork; i++)
+            work[i].rc = PO_ERR_NOMEM;
         return PO_OK;
     }
     for (size_t i = 0; i < n; i++) {
@@ -418,7 +443,7 @@ po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg
     po_clock_now_iso(now, sizeof now);
     *b = (struct batch){.s = s, .cfg = cfg, .ev = ev, .n = n, .out = out, .now = now};
     po_ledger_batch_reset(&b->deltas);
-    po_err rc = begin_and_fast(b, true);
+    po_err rc = begin_and_fast(b, n > 0);
     if (rc == PO_ERR_TRANSIENT || rc == PO_ERR_NOMEM)
         goto fail_rollback;
     if (rc)
@@ -434,6 +459,9 @@ po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg
             goto fail_rollback;
         }
     }
+    rc = run_works(b, work, nwork);
+    if (rc)
+        goto fail_rollback;
     rc = po_ledger_flush(s, &b->deltas, now, b->err, sizeof b->err);
     if (rc)
         goto fail_rollback;
@@ -444,11 +472,21 @@ po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg
 fail_rollback:
     po_store_rollback(s);
 fail:
-    po_log(PO_LOG_WARN, "engine: batch of %zu not committed (%s): %s", n, po_err_name(rc), b->err);
+    po_log(PO_LOG_WARN, "engine: batch of %zu events and %zu works not committed (%s): %s", n,
+           nwork, po_err_name(rc), b->err);
     all_retry(out, n, rc);
+    for (size_t i = 0; i < nwork; i++)
+        work[i].rc = PO_ERR_TRANSIENT;
 out_free:
     free(b);
     return PO_OK;
+}
+
+po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
+                             const struct po_event *ev, size_t n, struct po_outcome *out)
+{
+    PO_ASSERT(n >= 1);
+    return po_engine_apply_mixed(s, cfg, ev, n, out, NULL, 0);
 }
 
 po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,

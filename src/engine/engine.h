@@ -57,4 +57,80 @@ po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_re
 po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
                        const struct po_event *ev, struct po_outcome *out) PO_MUST_CHECK;
 
+/*
+ * Work that is not an event but must commit in the same batch (the tenant
+ * API's writes): fn runs inside its own savepoint after the batch's events;
+ * a non-OK return rolls its writes back to the savepoint and is kept in
+ * rc. rc is PO_ERR_TRANSIENT for every work of a batch that did not commit.
+ */
+struct po_engine_work {
+    po_err (*fn)(struct po_store *s, void *ctx);
+    void *ctx;
+    po_err rc; /* out */
+};
+/* po_engine_apply_batch with works: 0..PO_BATCH_MAX events and works, at
+ * least one of either. */
+po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
+                             const struct po_event *ev, size_t n, struct po_outcome *out,
+                             struct po_engine_work *work, size_t nwork) PO_MUST_CHECK;
+
+/* ---- the committer (committer.c) ----
+ *
+ * Request threads verify and normalise in parallel, then hand their event
+ * (or work) to the committer and wait: each worker thread owns one store
+ * connection and applies what is queued for it as ONE batch — one
+ * transaction, one savepoint an event — and answers every item only after
+ * COMMIT returned (a failed COMMIT answers every item retry). A lone item
+ * on an idle worker is applied at once; under load the batch grows to
+ * batch_max (optionally waiting up to batch_wait_us for it to fill while
+ * the worker is busy). Items are routed to workers by a key (tenant and
+ * order), so twins meet in one worker, and workers lock balance rows in one
+ * global order. SQLite: one worker (one writer). Correctness across
+ * workers, processes and nodes comes from layers 2 and 3 alone.
+ */
+struct po_committer_cfg {
+    const char *db_url;
+    int workers;       /* 1..PO_COMMITTER_WORKERS_MAX (SQLite: 1) */
+    int batch_max;     /* 1..PO_BATCH_MAX */
+    int batch_wait_us; /* 0..PO_BATCH_WAIT_US_MAX */
+    int queue_max;     /* items waiting per worker; beyond: PO_ERR_LIMIT */
+    /* Tests: the engine's switches, and a fault hook on every connection. */
+    const struct po_engine_cfg *engine;
+    po_store_fault_fn fault;
+    void *fault_ctx;
+};
+
+struct po_commit_item {
+    /* in: an event, or (work.fn set) a work */
+    struct po_event ev;
+    struct po_engine_work work;
+    char route[PO_ID_MAX * 2 + 2]; /* routing key; "" routes by the event's tenant and order */
+    /* out, valid in done() */
+    struct po_outcome out;
+    /* Called exactly once, from a committer thread, when the item is
+     * answered; the item must live until then. */
+    void (*done)(struct po_commit_item *it);
+    void *user;
+    struct po_commit_item *next; /* internal */
+};
+
+struct po_committer;
+po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committer **out, char *err,
+                          size_t errcap) PO_MUST_CHECK;
+/* Queues an item (the event must be valid). PO_ERR_LIMIT when its
+ * worker's queue is full: nothing queued, done() never called. */
+po_err po_committer_submit(struct po_committer *c, struct po_commit_item *it) PO_MUST_CHECK;
+/* Submits and waits for the answer (for callers that may block). A full
+ * queue answers retry. */
+void po_committer_apply(struct po_committer *c, struct po_commit_item *it);
+/* What the committer has done, for the metrics. */
+struct po_committer_stats {
+    uint64_t batches, items, commit_failures;
+    uint64_t size_hist[9]; /* batch sizes 1, 2-3, 4-7, … 128-255, 256 */
+    int queued;            /* now */
+};
+void po_committer_stats(struct po_committer *c, struct po_committer_stats *out);
+/* Stops taking items, answers every queued one, joins the workers. */
+void po_committer_stop(struct po_committer *c);
+
 #endif

@@ -13,6 +13,11 @@
  * Modes: pay (default), nolayers (pay with layers 1 and 2 disabled: the
  * unique index alone), refund (REFUND_SUCCESS), share (profit sharing with
  * layer 1 disabled: no state machine, the unique index alone).
+ *
+ * --committer: every process (the threads' one and each forked one) starts
+ * its own committer (as `payonce serve` does: PostgreSQL with 4 workers)
+ * and the participants hand their event to it and wait, the path every
+ * callback takes.
  */
 #include "../support/testutil.h"
 
@@ -43,6 +48,32 @@ static struct shared *sh;
 static char url[T_URL_MAX];
 static enum mode mode = M_PAY;
 static int rounds = 1000;
+static bool via_committer;
+static struct po_committer *committer; /* this process's, in --committer mode */
+static struct po_engine_cfg engine_cfg;
+
+static void start_committer(const char *backend)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_committer_cfg cc = {.db_url = url,
+                                  .workers = strcmp(backend, "sqlite") == 0 ? 1 : 4,
+                                  .batch_max = 128,
+                                  .queue_max = 4096,
+                                  .engine = &engine_cfg};
+    if (po_committer_start(&cc, &committer, err, sizeof err)) {
+        fprintf(stderr, "committer: %s\n", err);
+        exit(1);
+    }
+}
+
+static struct po_outcome apply_one(struct po_store *s, const struct po_event *ev)
+{
+    if (!via_committer)
+        return t_apply(s, &engine_cfg, ev);
+    struct po_commit_item it = {.ev = *ev};
+    po_committer_apply(committer, &it);
+    return it.out;
+}
 
 static struct po_event round_event(int r, int participant)
 {
@@ -72,18 +103,13 @@ static struct po_event round_event(int r, int participant)
 static void participant(int id)
 {
     struct po_store *s = t_open(url);
-    struct po_engine_cfg cfg = {0};
-    if (mode == M_NOLAYERS)
-        cfg.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2;
-    if (mode == M_SHARE)
-        cfg.disabled_layers = PO_ENGINE_NO_LAYER1;
     for (int r = 0; r < rounds; r++) {
         struct po_event ev = round_event(r, id);
         pthread_barrier_wait(&sh->barrier);
         struct po_outcome o;
         int tries = 0;
         for (;;) {
-            o = t_apply(s, &cfg, &ev);
+            o = apply_one(s, &ev);
             if (o.kind != PO_OUT_RETRY)
                 break;
             atomic_fetch_add(&sh->retries, 1);
@@ -151,26 +177,31 @@ int main(int argc, char **argv)
     const char *backend = t_backend(argc, argv);
     int threads = 16, procs = 4;
     po_log_set_level(PO_LOG_ERROR);
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--threads") == 0)
-            threads = atoi(argv[i + 1]); /* lint-ok: test arguments */
-        else if (strcmp(argv[i], "--procs") == 0)
-            procs = atoi(argv[i + 1]); /* lint-ok */
-        else if (strcmp(argv[i], "--rounds") == 0)
-            rounds = atoi(argv[i + 1]); /* lint-ok */
-        else if (strcmp(argv[i], "--mode") == 0) {
-            const char *m = argv[i + 1];
-            mode = strcmp(m, "nolayers") == 0 ? M_NOLAYERS
-                   : strcmp(m, "refund") == 0 ? M_REFUND
-                   : strcmp(m, "share") == 0  ? M_SHARE
+    for (int i = 2; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (strcmp(argv[i], "--committer") == 0)
+            via_committer = true;
+        else if (strcmp(argv[i], "--threads") == 0 && ++i)
+            threads = atoi(v); /* lint-ok: test arguments */
+        else if (strcmp(argv[i], "--procs") == 0 && ++i)
+            procs = atoi(v); /* lint-ok */
+        else if (strcmp(argv[i], "--rounds") == 0 && ++i)
+            rounds = atoi(v); /* lint-ok */
+        else if (strcmp(argv[i], "--mode") == 0 && ++i)
+            mode = strcmp(v, "nolayers") == 0 ? M_NOLAYERS
+                   : strcmp(v, "refund") == 0 ? M_REFUND
+                   : strcmp(v, "share") == 0  ? M_SHARE
                                               : M_PAY;
-        }
     }
     int n = threads + procs;
     if (n < 2 || n > PARTICIPANTS_MAX || rounds < 1 || rounds > ROUNDS_MAX) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
+    if (mode == M_NOLAYERS)
+        engine_cfg.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2;
+    if (mode == M_SHARE)
+        engine_cfg.disabled_layers = PO_ENGINE_NO_LAYER1;
     static const char *const mode_names[] = {"pay", "nolayers", "refund", "share"};
     t_db_create(backend, url, sizeof url);
     seed();
@@ -190,15 +221,21 @@ int main(int argc, char **argv)
     for (int p = 0; p < procs; p++) { /* fork before any thread exists */
         pids[p] = fork();
         if (pids[p] == 0) {
+            if (via_committer)
+                start_committer(backend);
             participant(threads + p);
+            po_committer_stop(committer);
             _exit(0);
         }
     }
+    if (via_committer)
+        start_committer(backend);
     pthread_t th[PARTICIPANTS_MAX];
     for (int t = 0; t < threads; t++)
         pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t);
     for (int t = 0; t < threads; t++)
         pthread_join(th[t], NULL);
+    po_committer_stop(committer);
     int failed = 0;
     for (int p = 0; p < procs; p++) {
         int st = 0;
@@ -231,8 +268,9 @@ int main(int argc, char **argv)
     t_db_drop(url);
 
     long attempts = (long)n * rounds;
-    t_figure("# race[%s] mode=%s threads=%d processes=%d rounds=%d: %ld deliveries in %.1f s\n",
-             backend, mode_names[mode], threads, procs, rounds, attempts, secs);
+    t_figure("# race[%s] mode=%s%s threads=%d processes=%d rounds=%d: %ld deliveries in %.1f s\n",
+             backend, mode_names[mode], via_committer ? " via committers" : "", threads, procs,
+             rounds, attempts, secs);
     t_figure("#   applied=%ld duplicate(layer1=%ld layer2=%ld layer3=%ld) rejected=%ld"
              " suspense=%ld retries=%ld gave_up=%ld\n",
              atomic_load(&sh->applied), atomic_load(&sh->dup[1]), atomic_load(&sh->dup[2]),

@@ -12,6 +12,7 @@
 #ifndef PO_CORE_H
 #define PO_CORE_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -76,6 +77,16 @@ void po_clock_now_iso(char *buf, size_t cap);
 /* A Unix time (seconds) in the same format, milliseconds .000 — the same
  * text ordering, for "older than" comparisons in SQL. */
 void po_clock_iso_at(int64_t unix_s, char *buf, size_t cap);
+/* Microseconds on the monotonic clock (for durations). */
+uint64_t po_now_us(void);
+
+/* ---- waiting ---- */
+/* A condition variable whose timed waits count on the monotonic clock (a
+ * wall-clock step never shortens or stretches them). */
+void po_cond_init(pthread_cond_t *cv);
+/* The monotonic time us microseconds from now, for pthread_cond_timedwait
+ * on a po_cond_init variable. */
+struct timespec po_deadline_us(int64_t us);
 
 /* ---- logging: one JSON object per line on stderr ---- */
 enum po_log_level { PO_LOG_DEBUG, PO_LOG_INFO, PO_LOG_WARN, PO_LOG_ERROR };

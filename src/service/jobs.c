@@ -101,9 +101,7 @@ static void *jobs_main(void *arg)
         if (j->cfg.refund_s && next_refund < next)
             next = next_refund;
         if (next > now) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += (time_t)(next - now);
+            struct timespec until = po_deadline_us((next - now) * INT64_C(1000000));
             while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0)
                 ;
             continue;
@@ -124,7 +122,7 @@ po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out)
     j->cfg = *cfg;
     j->reap_s = cfg->retention_s < REAP_INTERVAL_MAX_S ? cfg->retention_s : REAP_INTERVAL_MAX_S;
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
+    po_cond_init(&j->cv);
     if (pthread_create(&j->thread, NULL, jobs_main, j) != 0) {
         pthread_mutex_destroy(&j->mu);
         pthread_cond_destroy(&j->cv);

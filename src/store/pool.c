@@ -16,6 +16,7 @@ struct po_store_pool {
     pthread_cond_t cv;
     char url[1024];
     int size;
+    bool keyed; /* po_store_pool_keyed_only */
     bool lent[PO_POOL_SIZE_MAX];
     struct po_store *conn[PO_POOL_SIZE_MAX]; /* NULL until first used */
 };
@@ -36,7 +37,7 @@ po_err po_store_pool_open(const char *url, int size, struct po_store_pool **out,
         return PO_ERR_LIMIT;
     }
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
+    po_cond_init(&p->cv);
     p->size = size;
     /* Open one connection now so that a bad URL fails at start-up. */
     po_err rc = po_store_open(url, &p->conn[0], err, errcap);
@@ -51,12 +52,7 @@ po_err po_store_pool_open(const char *url, int size, struct po_store_pool **out,
 po_err po_store_pool_acquire(struct po_store_pool *p, int timeout_ms, struct po_store **out,
                              char *err, size_t errcap)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = po_deadline_us((int64_t)timeout_ms * 1000);
     int slot = -1;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -82,6 +78,8 @@ po_err po_store_pool_acquire(struct po_store_pool *p, int timeout_ms, struct po_
         /* Connect outside the lock; publish the connection under it (other
          * threads scan conn[] for free connected slots). */
         po_err rc = po_store_open(p->url, &s, err, errcap);
+        if (!rc && p->keyed)
+            po_store_keyed_only(s);
         pthread_mutex_lock(&p->mu);
         if (rc)
             p->lent[slot] = false;
@@ -94,6 +92,18 @@ po_err po_store_pool_acquire(struct po_store_pool *p, int timeout_ms, struct po_
     }
     *out = s;
     return PO_OK;
+}
+
+void po_store_pool_keyed_only(struct po_store_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->keyed = true;
+    for (int i = 0; i < p->size; i++)
+        if (p->conn[i]) {
+            PO_ASSERT(!p->lent[i]);
+            po_store_keyed_only(p->conn[i]);
+        }
+    pthread_mutex_unlock(&p->mu);
 }
 
 void po_store_pool_release(struct po_store_pool *p, struct po_store *s)

@@ -124,6 +124,8 @@ static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
     }
     PGresult *res = PQexec(ps->conn, "SET client_min_messages = warning");
     PQclear(res);
+    if (s->keyed)
+        PQclear(PQexec(ps->conn, s->ops->keyed_sql));
     return PO_OK;
 }
 
@@ -326,5 +328,14 @@ const struct po_store_ops po_store_postgres = {
     .begin_write_sql = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '3s'",
     .begin_read_sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     .migration_lock_sql = "SELECT pg_advisory_xact_lock(7077317)",
+    /* A prepared statement keeps the generic plan it was given when it was
+     * first used; one planned while a table was nearly empty (a new
+     * deployment) would keep scanning it sequentially as it grows — and so
+     * would the foreign-key checks PostgreSQL plans the same way (posting
+     * -> journal). Every statement of the gateway's connections is a keyed
+     * lookup: there, plans always take the index. With the sequential
+     * scan priced out, a statement that must scan anyway would look
+     * expensive enough to be JIT-compiled on every execution: no JIT. */
+    .keyed_sql = "SET enable_seqscan = off; SET jit = off",
     .backend_pid = pg_backend_pid,
 };

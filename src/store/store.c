@@ -65,6 +65,16 @@ void po_store_set_fault_hook(struct po_store *s, po_store_fault_fn fn, void *ctx
     s->fault_ctx = ctx;
 }
 
+void po_store_keyed_only(struct po_store *s)
+{
+    s->keyed = true;
+    if (s->ops->keyed_sql) {
+        char err[PO_ERRBUF_MAX];
+        if (s->ops->simple(s, s->ops->keyed_sql, err, sizeof err))
+            po_log(PO_LOG_WARN, "store: %s: %s", s->ops->keyed_sql, err);
+    }
+}
+
 long po_store_backend_pid(struct po_store *s)
 {
     return s->ops->backend_pid ? s->ops->backend_pid(s) : 0;

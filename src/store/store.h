@@ -118,6 +118,13 @@ po_err po_store_schema_version(struct po_store *s, int *out_version) PO_MUST_CHE
 typedef po_err (*po_store_fault_fn)(void *ctx, int stmt_index, const char *sql);
 void po_store_set_fault_hook(struct po_store *s, po_store_fault_fn fn, void *ctx);
 
+/* The connection will run keyed statements only (lookups and writes by
+ * primary or unique key: the gateway's committers and pool): on
+ * PostgreSQL its plans take the index even while a table is still small,
+ * so a cached plan never turns into a sequential scan as the table grows
+ * (enable_seqscan = off, kept across reconnects). No-op on SQLite. */
+void po_store_keyed_only(struct po_store *s);
+
 /* The backend's server-side id for this connection (PostgreSQL backend pid;
  * 0 on SQLite). Lets tests terminate a connection for real. */
 long po_store_backend_pid(struct po_store *s);
@@ -135,5 +142,8 @@ po_err po_store_pool_acquire(struct po_store_pool *p, int timeout_ms, struct po_
                              char *err, size_t errcap) PO_MUST_CHECK;
 void po_store_pool_release(struct po_store_pool *p, struct po_store *s);
 void po_store_pool_close(struct po_store_pool *p);
+/* po_store_keyed_only for every connection of the pool (call it before
+ * the pool is used). */
+void po_store_pool_keyed_only(struct po_store_pool *p);
 
 #endif

@@ -25,6 +25,9 @@ struct po_store_ops {
     /* Serialises concurrent migrators inside the migration transaction
      * (NULL when BEGIN already does). */
     const char *migration_lock_sql;
+    /* Session setting of a connection that runs keyed statements only
+     * (po_store_keyed_only); NULL when the backend needs none. */
+    const char *keyed_sql;
     long (*backend_pid)(struct po_store *s);
 };
 
@@ -32,6 +35,7 @@ struct po_store_ops {
 struct po_store {
     const struct po_store_ops *ops;
     bool in_tx;
+    bool keyed;     /* po_store_keyed_only: kept across reconnects */
     int stmt_index; /* statements issued in the current transaction */
     po_store_fault_fn fault_fn;
     void *fault_ctx;

@@ -44,13 +44,6 @@ struct po_committer {
     atomic_ulong hist[9];
 };
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static uint64_t route_hash(const struct po_commit_item *it)
 {
     uint64_t h = UINT64_C(1469598103934665603);
@@ -91,10 +84,42 @@ static void count_batch(struct po_committer *c, int n, bool failed)
         atomic_fetch_add(&c->failures, 1);
 }
 
+/* The items whose guard says they may be applied; the others (stale,
+ * or all of them when the guard cannot answer) are answered retry. */
+static int guard(struct worker *w, int n)
+{
+    const struct po_committer_cfg *cfg = &w->c->cfg;
+    struct po_commit_item *g[PO_BATCH_MAX];
+    size_t ng = 0;
+    for (int i = 0; i < n; i++) {
+        w->items[i]->stale = false;
+        if (w->items[i]->guard)
+            g[ng++] = w->items[i];
+    }
+    if (!cfg->guard || ng == 0)
+        return n;
+    bool failed = cfg->guard(w->s, g, ng, cfg->guard_ctx) != PO_OK;
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        struct po_commit_item *it = w->items[i];
+        if (!failed && !it->stale) {
+            w->items[kept++] = it;
+            continue;
+        }
+        it->out = (struct po_outcome){PO_OUT_RETRY, 0, PO_R_STORE_UNAVAILABLE};
+        it->work.rc = PO_ERR_TRANSIENT;
+        it->done(it);
+    }
+    return kept;
+}
+
 /* Applies one batch and answers each of its items. */
 static void run(struct worker *w, int n)
 {
     int ne = 0, nw = 0;
+    n = guard(w, n);
+    if (n == 0)
+        return;
     for (int i = 0; i < n; i++) {
         struct po_commit_item *it = w->items[i];
         if (it->work.fn) {
@@ -136,14 +161,10 @@ static void *worker_main(void *arg)
         /* Busy (the previous batch had company and ended just now): let the
          * batch fill a little. Idle: go at once, a lone callback waits for
          * nothing. */
-        uint64_t t = now_us();
+        uint64_t t = po_now_us();
         if (n < cfg->batch_max && cfg->batch_wait_us > 0 && w->last_size > 1 &&
             t - w->last_end_us < (uint64_t)cfg->batch_wait_us * 4) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += (long)cfg->batch_wait_us * 1000L;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
+            struct timespec until = po_deadline_us(cfg->batch_wait_us);
             while (n < cfg->batch_max && !w->stop &&
                    pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
                 n = take(w, n, cfg->batch_max);
@@ -152,7 +173,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         run(w, n);
         pthread_mutex_lock(&w->mu);
-        w->last_end_us = now_us();
+        w->last_end_us = po_now_us();
         w->last_size = n;
     }
     pthread_mutex_unlock(&w->mu);
@@ -197,9 +218,11 @@ po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committe
         struct worker *w = &c->w[i];
         w->c = c;
         pthread_mutex_init(&w->mu, NULL);
-        pthread_cond_init(&w->cv, NULL);
+        po_cond_init(&w->cv);
         if (!rc)
             rc = po_store_open(cfg->db_url, &w->s, err, errcap);
+        if (!rc)
+            po_store_keyed_only(w->s);
         if (!rc && cfg->fault)
             po_store_set_fault_hook(w->s, cfg->fault, cfg->fault_ctx);
     }

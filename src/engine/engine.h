@@ -88,12 +88,23 @@ po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg
  * global order. SQLite: one worker (one writer). Correctness across
  * workers, processes and nodes comes from layers 2 and 3 alone.
  */
+struct po_commit_item;
 struct po_committer_cfg {
     const char *db_url;
     int workers;       /* 1..PO_COMMITTER_WORKERS_MAX (SQLite: 1) */
     int batch_max;     /* 1..PO_BATCH_MAX */
     int batch_wait_us; /* 0..PO_BATCH_WAIT_US_MAX */
     int queue_max;     /* items waiting per worker; beyond: PO_ERR_LIMIT */
+    /*
+     * Optional: called on the worker's connection before each batch's
+     * transaction with the batch's items that carry a guard; it sets
+     * stale on those that must not be applied (the channel account that
+     * verified them changed since). A stale item is answered at once, not
+     * applied, out retry with stale set: its caller verifies again. An
+     * error answers the whole batch retry.
+     */
+    po_err (*guard)(struct po_store *s, struct po_commit_item *const *items, size_t n, void *ctx);
+    void *guard_ctx;
     /* Tests: the engine's switches, and a fault hook on every connection. */
     const struct po_engine_cfg *engine;
     po_store_fault_fn fault;
@@ -105,8 +116,10 @@ struct po_commit_item {
     struct po_event ev;
     struct po_engine_work work;
     char route[PO_ID_MAX * 2 + 2]; /* routing key; "" routes by the event's tenant and order */
+    const void *guard;             /* for cfg.guard; NULL: none */
     /* out, valid in done() */
     struct po_outcome out;
+    bool stale; /* refused by cfg.guard */
     /* Called exactly once, from a committer thread, when the item is
      * answered; the item must live until then. */
     void (*done)(struct po_commit_item *it);

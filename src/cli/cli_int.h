@@ -24,6 +24,10 @@ const char *opt(const struct opts *o, const char *name);
 /* Every value of a repeatable option, in order; returns the count. */
 int opt_all(const struct opts *o, const char *name, const char **vals, int max);
 bool flag(const struct opts *o, const char *name);
+/* An integer option in [min, max] (dflt when absent) into *out; 0, or
+ * EXIT_USAGE after saying what is wrong. */
+int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
+            int64_t *out);
 /* The option's value, or NULL after printing that it is required. */
 const char *need(const struct opts *o, const char *name);
 /* Prints an error with its code and returns EXIT_FAIL. */

@@ -44,8 +44,10 @@ static const char usage_text[] =
     "                  [--forge] [--tamper-amount MINOR] [--time-factor F] [--max-attempts K]\n"
     "  sim serve       [--dir DIR] [--listen 127.0.0.1:8090] [--time-factor F]\n"
     "                  [--refund-delay-ms MS]   the channel's query, bill and refund APIs\n"
-    "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 256]\n"
+    "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 4096]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
+    "                  [--threads CORES] [--workers 64] [--committers 4]\n"
+    "                  [--batch-max 128] [--batch-wait-us 200]   throughput (docs/performance.md)\n"
     "                  [--query-interval 60] [--query-min-age 300]   active order query\n"
     "                  [--idempotency-retention 604800] [--idempotency-wait-ms 2000]\n"
     "                  [--refund-retry-interval 30]   tenant API (docs/api.md)\n"
@@ -136,6 +138,19 @@ const char *opt(const struct opts *o, const char *name)
 bool flag(const struct opts *o, const char *name)
 {
     return opt(o, name) != NULL;
+}
+
+int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
+            int64_t *out)
+{
+    const char *v = opt(o, name);
+    *out = dflt;
+    if (v && po_parse_i64(v, min, max, out)) {
+        fprintf(stderr, "payonce: --%s must be an integer in %lld..%lld\n", name, (long long)min,
+                (long long)max);
+        return EXIT_USAGE;
+    }
+    return 0;
 }
 
 /* Returns the named option or prints which one is missing. */
@@ -484,7 +499,8 @@ static const struct command commands[] = {
     {"channel", "set", NULL, "tenant channel", "insecure-dev", cmd_channel_set},
     {"serve", NULL,
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
-     " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval",
+     " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval threads"
+     " workers committers batch-max batch-wait-us",
      "", "insecure-dev", cmd_serve},
     {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
     {"sim", "pay",

@@ -14,31 +14,19 @@
 #include <stdio.h>
 #include <string.h>
 
-static int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
-                   int64_t *out)
-{
-    const char *v = opt(o, name);
-    *out = dflt;
-    if (v && po_parse_i64(v, min, max, out)) {
-        fprintf(stderr, "payonce: --%s must be an integer in %lld..%lld\n", name, (long long)min,
-                (long long)max);
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
 int cmd_serve(struct po_store *s, const struct opts *o)
 {
     (void)s; /* the schema was checked; the server opens its own pool */
     unsigned char master[32];
     bool have = false;
     int64_t pool = 0, conns = 0, body = 0, timeout = 0, qint = 0, qage = 0, retention = 0,
-            wait_ms = 0, refund_s = 0;
+            wait_ms = 0, refund_s = 0, threads = 0, workers = 0, committers = 0, batch_max = 0,
+            batch_wait = 0;
     int ret = load_master_key(o, master, &have);
     if (!ret)
         ret = int_opt(o, "pool-size", 1, 64, 8, &pool);
     if (!ret)
-        ret = int_opt(o, "max-connections", 1, 10000, 256, &conns);
+        ret = int_opt(o, "max-connections", 1, 100000, 4096, &conns);
     if (!ret)
         ret = int_opt(o, "body-max", 1024, 64 * 1024, 64 * 1024, &body);
     if (!ret)
@@ -54,6 +42,16 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         ret = int_opt(o, "idempotency-wait-ms", 0, 30000, 2000, &wait_ms);
     if (!ret)
         ret = int_opt(o, "refund-retry-interval", 0, 86400, 30, &refund_s);
+    if (!ret)
+        ret = int_opt(o, "threads", 0, 64, 0, &threads); /* 0: one a core */
+    if (!ret)
+        ret = int_opt(o, "workers", 1, PO_WORKERS_MAX, 64, &workers);
+    if (!ret)
+        ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 4, &committers);
+    if (!ret)
+        ret = int_opt(o, "batch-max", 1, PO_BATCH_MAX, 128, &batch_max);
+    if (!ret)
+        ret = int_opt(o, "batch-wait-us", 0, PO_BATCH_WAIT_US_MAX, 200, &batch_wait);
     if (ret)
         return ret;
     if (!have && !flag(o, "insecure-dev")) {
@@ -74,6 +72,11 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         .body_max = (size_t)body,
         .request_timeout_s = (int)timeout,
         .idem_wait_ms = wait_ms ? (int)wait_ms : -1,
+        .threads = (int)threads,
+        .workers = (int)workers,
+        .committers = (int)committers,
+        .batch_max = (int)batch_max,
+        .batch_wait_us = batch_wait ? (int)batch_wait : -1,
     };
     /* Block the stop signals before the server's threads exist, so that
      * only sigwait below receives them. */
@@ -96,8 +99,11 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     struct po_jobs *jobs = NULL;
     if (po_jobs_start(&jcfg, &jobs))
         po_log(PO_LOG_ERROR, "background jobs could not start; serving without them");
-    po_log(PO_LOG_INFO, "payonce serving on %s (port %u), store %s", cfg.listen,
-           po_server_port(srv), strncmp(cfg.db_url, "sqlite:", 7) == 0 ? "sqlite" : "postgres");
+    bool sqlite = strncmp(cfg.db_url, "sqlite:", 7) == 0;
+    po_log(PO_LOG_INFO,
+           "payonce serving on %s (port %u), store %s; committers %d, batch up to %d, wait %d us",
+           cfg.listen, po_server_port(srv), sqlite ? "sqlite" : "postgres",
+           sqlite ? 1 : (int)committers, (int)batch_max, (int)batch_wait);
     printf("listening on port %u\n", po_server_port(srv));
     fflush(stdout);
     int sig = 0;

@@ -3,14 +3,18 @@
  * Idempotency-Key on every POST. The routes are in routes.c; what each
  * does is in api_routes.c.
  *
- * A POST runs as: authenticate; validate the body (400s are not stored);
- * with an Idempotency-Key, claim the key (service idem: replay, 422, 409);
- * then ONE transaction holding the effect (inside a savepoint, rolled back
- * when the answer is a business error) and the stored response; commit;
- * then the after-commit work (submitting a refund to the channel). A
- * transient failure stores nothing and releases the key: the retry runs
- * again. Every lookup is scoped by the key's tenant, so another tenant's
- * object is simply not found (404).
+ * It runs on a worker thread. A POST runs as: authenticate; validate the
+ * body (400s are not stored); with an Idempotency-Key, wait for a twin in
+ * flight in this process, then look the key up (service idem: replay,
+ * 422, 409); then the effect (inside a savepoint, rolled back when the
+ * answer is a business error) and the stored response, as one work of the
+ * committer's batch — so the key's record is written in the effect's own
+ * transaction, and many requests share one commit; then the after-commit
+ * work (submitting a refund to the channel). A twin in another process
+ * that stores the same key first makes this request's work roll back and
+ * replay the twin's answer. A transient failure stores nothing: the retry
+ * runs again. Every lookup is scoped by the key's tenant, so another
+ * tenant's object is simply not found (404).
  */
 #include "api_int.h"
 
@@ -116,8 +120,17 @@ static void request_hash(struct po_api_call *c, char out[65])
     free(canon);
 }
 
-/* Claims the key, waiting up to idem_wait_ms for an in-flight twin.
- * Returns true when this request should run the effect. */
+static void in_flight(struct po_api_call *c)
+{
+    po_api_fail(c, 409, "idempotency_in_flight",
+                "a request with this Idempotency-Key is still being processed; retry shortly",
+                NULL);
+    c->retry_after = 1;
+}
+
+/* Looks the key up, waiting up to idem_wait_ms for a twin in flight in
+ * another process. Returns true when this request should run the effect
+ * (cl: ABSENT, or CLAIMED from an abandoned record). */
 static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_idem_claim *cl)
 {
     int waited = 0;
@@ -126,12 +139,14 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
             po_api_unavailable(c);
             return false;
         }
-        po_err rc = po_idem_claim(c->s, q, cl);
+        po_err rc = po_idem_claim(c->s, q, true, cl);
         if (rc) {
             po_api_unavailable(c);
             return false;
         }
         switch (cl->kind) {
+        case PO_IDEM_ABSENT:
+            return true;
         case PO_IDEM_CLAIMED:
             if (cl->taken_over)
                 po_log(PO_LOG_WARN,
@@ -160,11 +175,7 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
             return false;
         case PO_IDEM_IN_FLIGHT:
             if (waited >= c->ctx->idem_wait_ms) {
-                po_api_fail(c, 409, "idempotency_in_flight",
-                            "a request with this Idempotency-Key is still being processed; retry"
-                            " shortly",
-                            NULL);
-                c->retry_after = 1;
+                in_flight(c);
                 return false;
             }
             release_conn(c); /* do not hold a connection while waiting */
@@ -175,7 +186,7 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
     }
 }
 
-/* The route's effect, inside the transaction po_idem_run holds. */
+/* The route's effect, inside the transaction of the committer's batch. */
 static po_err effect(void *ctx, unsigned *status)
 {
     struct po_api_call *c = ctx;
@@ -192,6 +203,44 @@ static char *render(void *ctx)
 {
     struct po_api_call *c = ctx;
     return json_dumps(c->resp, JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+/* One POST's work in the committer's batch (its own savepoint there). */
+struct post_work {
+    struct po_api_call *c;
+    const struct po_idem_req *q; /* NULL without a key */
+    const char *token;           /* "" for an ABSENT key */
+};
+
+static po_err post_work(struct po_store *s, void *ctx)
+{
+    struct post_work *pw = ctx;
+    struct po_api_call *c = pw->c;
+    PO_ASSERT(!c->s); /* the effect writes on the committer's connection */
+    c->s = s;
+    json_decref(c->resp);
+    c->resp = NULL;
+    c->status = 0;
+    c->submit_refund[0] = '\0';
+    po_err rc = po_idem_apply(s, pw->q, pw->token, effect, render, c);
+    c->s = NULL;
+    return rc;
+}
+
+/* Runs the effect through the committer; PO_ERR_CONFLICT when the key was
+ * taken over or stored first by a twin (the work rolled back). */
+static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, const char *token)
+{
+    release_conn(c);
+    struct post_work pw = {c, q, token};
+    struct po_commit_item it;
+    memset(&it, 0, sizeof it);
+    it.work = (struct po_engine_work){post_work, &pw, PO_OK};
+    /* Spread over the committer's threads (twins of this process never
+     * meet there: they wait in po_idem_local). */
+    (void)snprintf(it.route, sizeof it.route, "%s|%s", c->tenant, c->req->request_id);
+    po_committer_apply(c->ctx->cb.committer, &it);
+    return it.work.rc;
 }
 
 static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
@@ -213,37 +262,55 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
     struct po_idem_req q = {c->tenant, c->route->name, key, hash};
     struct po_idem_claim cl;
     memset(&cl, 0, sizeof cl);
+    po_err rc = PO_OK;
     if (key) {
         request_hash(c, hash);
         if (!hash[0]) {
             po_api_unavailable(c);
             return;
         }
-        if (!claim(c, &q, &cl))
-            return;
-    }
-    if (!po_api_acquire(c)) {
-        po_api_unavailable(c);
-    } else {
-        po_err rc = po_idem_run(c->s, key ? &q : NULL, cl.token, effect, render, c);
-        if (rc == PO_ERR_CONFLICT && key) {
-            /* Our claim was taken over: the other request owns the key. */
-            po_api_fail(c, 409, "idempotency_in_flight",
-                        "this request's Idempotency-Key was taken over by a retry; retry shortly",
-                        NULL);
-            c->retry_after = 1;
-            return;
-        }
+        release_conn(c); /* never held while waiting for a twin */
+        rc = po_idem_local_enter(c->ctx->idem_local, &q, c->ctx->idem_wait_ms);
         if (rc) {
-            po_log(PO_LOG_WARN, "request %s: %s failed: %s; nothing stored", c->req->request_id,
-                   c->route->name, po_err_name(rc));
-            c->submit_refund[0] = '\0';
-            po_api_unavailable(c);
+            if (rc == PO_ERR_CONFLICT)
+                in_flight(c);
+            else
+                po_api_unavailable(c);
+            return;
         }
+        /* A twin in another process may store the key first: then look
+         * again (its answer, or it is still in flight). */
+        for (int attempt = 0;; attempt++) {
+            rc = PO_OK;
+            if (!claim(c, &q, &cl))
+                break;
+            rc = run_effect(c, &q, cl.token);
+            if (rc != PO_ERR_CONFLICT || cl.kind != PO_IDEM_ABSENT || attempt == 2)
+                break;
+        }
+        po_idem_local_leave(c->ctx->idem_local, &q);
+    } else {
+        rc = run_effect(c, NULL, "");
     }
-    if (c->status == 503 && key && po_api_acquire(c) && po_idem_release(c->s, &q, cl.token))
-        po_log(PO_LOG_WARN, "request %s: Idempotency-Key not released; it frees after %d s",
-               c->req->request_id, PO_IDEM_LOCK_S);
+    if (rc == PO_ERR_CONFLICT && key) {
+        /* Our claim was taken over: the other request owns the key. */
+        po_api_fail(c, 409, "idempotency_in_flight",
+                    "this request's Idempotency-Key was taken over by a retry; retry shortly",
+                    NULL);
+        c->retry_after = 1;
+        return;
+    }
+    if (rc) {
+        po_log(PO_LOG_WARN, "request %s: %s failed: %s; nothing stored", c->req->request_id,
+               c->route->name, po_err_name(rc));
+        c->submit_refund[0] = '\0';
+        po_api_unavailable(c);
+        /* A record claimed from an abandoned one goes back to abandoned. */
+        if (key && cl.kind == PO_IDEM_CLAIMED && po_api_acquire(c) &&
+            po_idem_release(c->s, &q, cl.token))
+            po_log(PO_LOG_WARN, "request %s: Idempotency-Key not released; it frees after %d s",
+                   c->req->request_id, PO_IDEM_LOCK_S);
+    }
     if (c->submit_refund[0] && po_api_acquire(c)) {
         char state[16] = "";
         if (po_refund_submit(c->s, c->ctx->master_key, c->tenant, c->submit_refund, state,
@@ -297,13 +364,6 @@ static void log_line(const struct po_api_call *c, uint64_t micros)
     json_decref(line);
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void dispatch(struct po_api_call *c, const char *allow)
 {
     if (!c->route && !allow) {
@@ -336,7 +396,7 @@ static void dispatch(struct po_api_call *c, const char *allow)
 void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, const char *allow,
                    const struct po_hreq *req, struct po_hresp *out)
 {
-    uint64_t start = now_us();
+    uint64_t start = po_now_us();
     struct po_api_call c = {.ctx = ctx, .req = req, .route = route};
     dispatch(&c, allow);
     release_conn(&c);
@@ -360,7 +420,7 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
         po_hresp_header(out, "Allow", c.allow);
     if (out->status == 401)
         po_hresp_header(out, "WWW-Authenticate", "Bearer realm=\"payonce\"");
-    log_line(&c, now_us() - start);
+    log_line(&c, po_now_us() - start);
     po_metrics_api(c.route, out->status, c.replayed);
     json_decref(c.in);
     json_decref(c.resp);

@@ -20,10 +20,19 @@ struct po_server_cfg {
     const char *listen; /* "HOST:PORT" (IPv4, [IPv6] or localhost); port 0 = any */
     const char *db_url;
     const unsigned char *master_key; /* NULL only in insecure development mode */
-    int pool_size;                   /* database connections (default 8) */
-    int max_connections;             /* concurrent HTTP connections (default 256) */
-    size_t body_max;                 /* callback body bytes (default 64 KiB) */
-    int request_timeout_s;           /* idle connection / request timeout (default 10) */
+    int pool_size;                   /* connections for reads (default 8) */
+    int max_connections;             /* concurrent HTTP connections (default 4096) */
+    int threads;                     /* event threads (default: one a core) */
+    int workers;                     /* threads for blocking work (default 64) */
+    /* The committer (DESIGN §8): its threads, each with its own store
+     * connection (default 4 on PostgreSQL; always 1 on SQLite), the
+     * largest batch (default 128) and how long a busy committer lets a
+     * batch fill (default 200 us; an idle one never waits). */
+    int committers;
+    int batch_max;
+    int batch_wait_us;
+    size_t body_max;       /* callback body bytes (default 64 KiB) */
+    int request_timeout_s; /* idle connection / request timeout (default 10) */
     /* Tenant API: how long a request whose Idempotency-Key is in flight
      * waits for the first request's answer before 409 (default 2000 ms;
      * negative: do not wait). */
@@ -38,7 +47,11 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
                        size_t errcap) PO_MUST_CHECK;
 /* The bound port (useful with port 0). */
 unsigned po_server_port(const struct po_server *s);
-/* Stops accepting, finishes in-flight requests, releases everything. */
+/* What the server's committer has done (metrics, benchmarks). */
+struct po_committer_stats;
+void po_server_committer_stats(struct po_server *s, struct po_committer_stats *out);
+/* Stops accepting, answers every request in flight (new ones on open
+ * connections get 503), releases everything. */
 void po_server_stop(struct po_server *s);
 
 #endif

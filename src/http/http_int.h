@@ -53,11 +53,38 @@ void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 
 /* What every handler may use of the server. */
 struct po_http_ctx {
-    struct po_store_pool *pool;
+    struct po_store_pool *pool;      /* reads on worker threads */
     const unsigned char *master_key; /* NULL in insecure development mode */
     int idem_wait_ms;
+    struct po_callback_ctx cb; /* accounts, committer, workers (and pool) */
+    struct po_idem_local *idem_local;
     void (*api_hook)(void *ctx, const char *route);
     void *api_hook_ctx;
+};
+
+/*
+ * One request in progress. The server fills req (and ctx, route, allow,
+ * complete); a handler answers by filling resp and either returning false
+ * (answered now, on the event thread) or returning true and calling
+ * complete(h) exactly once later, from any thread, when resp is final
+ * (or finish(h) will make it).
+ * req, its headers and its body stay valid until then; nothing of the
+ * connection is touched off the event thread (headers are copied).
+ */
+struct po_route;
+struct po_hcall {
+    struct po_hreq req;
+    struct po_hresp resp;
+    const struct po_http_ctx *ctx;
+    const struct po_route *route; /* NULL: no route (API 404/405) */
+    const char *allow;            /* 405: the path's methods */
+    char allow_buf[64];
+    uint64_t start_us;
+    void (*complete)(struct po_hcall *h);
+    /* Set by a handler that returned pending: called on the event thread
+     * after complete(), to make resp there (not on the completing thread). */
+    void (*finish)(struct po_hcall *h);
+    struct po_callback cb; /* a channel callback's state */
 };
 
 /* ---- the route table (routes.c) ---- */
@@ -112,14 +139,16 @@ int po_route_index(const struct po_route *r);
 
 /* ---- handlers ---- */
 
-/* A channel callback (notify.c): the channel's ack, the outcome header,
- * the metrics and the log line. Never fails: errors are acks. */
-void po_notify_handle(const struct po_http_ctx *ctx, const struct po_hreq *req,
-                      struct po_hresp *out);
+/* A channel callback (notify.c): the channel's ack, the metrics and the
+ * log line, decided on the event thread when it can be (a refusal) or
+ * after the batch holding the event committed (pending, see po_hcall).
+ * Never fails: errors are acks. */
+bool po_notify_start(struct po_hcall *h);
 
-/* The tenant API (api.c). route is NULL for an unknown /v1 path (404) or,
- * with allow set, a known path with another method (405, after the key is
- * checked). Never fails: errors are answers. */
+/* The tenant API (api.c), run on a worker thread (it blocks on the
+ * database and on the committer). route is NULL for an unknown /v1 path
+ * (404) or, with allow set, a known path with another method (405, after
+ * the key is checked). Never fails: errors are answers. */
 void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, const char *allow,
                    const struct po_hreq *req, struct po_hresp *out);
 
@@ -132,7 +161,8 @@ void po_metrics_verify_failure(const char *channel, enum po_reason reason);
 void po_metrics_http(unsigned status);
 /* One tenant API answer (route NULL when unknown). */
 void po_metrics_api(const struct po_route *route, unsigned status, bool replayed);
-/* Renders everything in Prometheus text format into a heap string. */
-char *po_metrics_render(void);
+/* Renders everything in Prometheus text format into a heap string, with
+ * the committer's figures when given. */
+char *po_metrics_render(const struct po_committer_stats *committer);
 
 #endif

@@ -7,6 +7,9 @@
  *   payonce_ack_seconds{channel} (histogram)
  *   payonce_http_responses_total{code}
  *   payonce_api_requests_total{route,code,replayed}
+ *   payonce_committer_batches_total, payonce_committer_items_total,
+ *   payonce_committer_batch_size (histogram), payonce_committer_commit_failures_total,
+ *   payonce_committer_queued
  */
 #include "http_int.h"
 
@@ -131,9 +134,47 @@ static void put(struct out *o, const char *fmt, ...)
     }
 }
 
-char *po_metrics_render(void)
+/* What the committer has done: how well commits are shared. */
+static void render_committer(struct out *o, const struct po_committer_stats *st)
+{
+    put(o,
+        "# HELP payonce_committer_batches_total Transactions the committer committed or"
+        " failed.\n# TYPE payonce_committer_batches_total counter\n"
+        "payonce_committer_batches_total %llu\n",
+        (unsigned long long)st->batches);
+    put(o,
+        "# HELP payonce_committer_items_total Events and API writes applied in batches.\n"
+        "# TYPE payonce_committer_items_total counter\npayonce_committer_items_total %llu\n",
+        (unsigned long long)st->items);
+    put(o,
+        "# HELP payonce_committer_commit_failures_total Batches answered retry (their"
+        " transaction did not commit).\n# TYPE payonce_committer_commit_failures_total"
+        " counter\npayonce_committer_commit_failures_total %llu\n",
+        (unsigned long long)st->commit_failures);
+    put(o, "# HELP payonce_committer_batch_size Items per batch.\n"
+           "# TYPE payonce_committer_batch_size histogram\n");
+    unsigned long long cum = 0;
+    size_t nb = sizeof st->size_hist / sizeof st->size_hist[0];
+    for (size_t b = 0; b < nb; b++) {
+        cum += st->size_hist[b];
+        if (b + 1 < nb)
+            put(o, "payonce_committer_batch_size_bucket{le=\"%u\"} %llu\n", (2u << b) - 1, cum);
+    }
+    put(o,
+        "payonce_committer_batch_size_bucket{le=\"+Inf\"} %llu\n"
+        "payonce_committer_batch_size_sum %llu\npayonce_committer_batch_size_count %llu\n",
+        cum, (unsigned long long)st->items, (unsigned long long)st->batches);
+    put(o,
+        "# HELP payonce_committer_queued Items waiting for a batch now.\n"
+        "# TYPE payonce_committer_queued gauge\npayonce_committer_queued %d\n",
+        st->queued);
+}
+
+char *po_metrics_render(const struct po_committer_stats *committer)
 {
     struct out o = {0};
+    if (committer)
+        render_committer(&o, committer);
     put(&o, "# HELP payonce_callbacks_total Callbacks answered, by channel, outcome and the"
             " layer that caught a duplicate.\n# TYPE payonce_callbacks_total counter\n");
     for (size_t c = 0; c < (size_t)nchannels(); c++)

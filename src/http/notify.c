@@ -10,13 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* One JSON access-log line per callback. */
 static void log_line(const struct po_hreq *req, const char *channel, const char *tenant,
                      const struct po_callback_decision *d, unsigned status, uint64_t micros)
@@ -37,38 +30,61 @@ static void log_line(const struct po_hreq *req, const char *channel, const char 
     json_decref(line);
 }
 
-void po_notify_handle(const struct po_http_ctx *ctx, const struct po_hreq *req,
-                      struct po_hresp *out)
+/* The decision as the channel's ack, counted and logged. */
+static void answer(struct po_hcall *h)
 {
-    uint64_t start = now_us();
-    const char *channel = req->params[0], *tenant = req->params[1];
-    const struct po_channel_ops *ch = po_channel_find(channel);
-    memset(out, 0, sizeof *out);
-    if (!ch) {
-        po_hresp_set(out, 404, "application/json", "{\"error\":\"unknown_channel\"}");
-        return;
-    }
-    struct po_callback_ctx cctx = {ctx->pool, ctx->master_key, req->request_id};
-    struct po_notify_req nreq = {.body = req->body,
-                                 .body_len = req->body_len,
-                                 .header = req->header,
-                                 .hctx = req->ctx,
-                                 .now_unix = req->now_unix};
-    struct po_callback_decision d;
-    po_callback_handle(&cctx, ch, tenant, &nreq, req->body_too_large, &d);
-    bool success = d.fail_status == 0;
+    const struct po_callback *cb = &h->cb;
+    const struct po_callback_decision *d = &cb->decision;
+    bool success = d->fail_status == 0;
     struct po_ack ack;
     /* A refusal names its reason; a transient failure says only that. */
-    po_channel_ack(ch->name, success, d.fail_status,
-                   d.outcome.kind == PO_OUT_RETRY ? "temporarily unavailable, retry"
-                   : d.outcome.kind == PO_OUT_INVALID && d.outcome.reason == PO_R_BODY_TOO_LARGE
+    po_channel_ack(cb->ch->name, success, d->fail_status,
+                   d->outcome.kind == PO_OUT_RETRY ? "temporarily unavailable, retry"
+                   : d->outcome.kind == PO_OUT_INVALID && d->outcome.reason == PO_R_BODY_TOO_LARGE
                        ? "body too large"
-                       : po_reason_name(d.outcome.reason),
+                       : po_reason_name(d->outcome.reason),
                    &ack);
-    po_hresp_set(out, ack.status, ack.content_type, ack.body[0] ? ack.body : NULL);
-    uint64_t micros = now_us() - start;
-    if (d.outcome.kind == PO_OUT_INVALID)
-        po_metrics_verify_failure(ch->name, d.outcome.reason);
-    po_metrics_callback(ch->name, d.outcome.kind, d.outcome.layer, micros);
-    log_line(req, ch->name, po_id_valid(tenant, PO_ID_MAX) ? tenant : "-", &d, ack.status, micros);
+    po_hresp_set(&h->resp, ack.status, ack.content_type, ack.body[0] ? ack.body : NULL);
+    uint64_t micros = po_now_us() - h->start_us;
+    if (d->outcome.kind == PO_OUT_INVALID)
+        po_metrics_verify_failure(cb->ch->name, d->outcome.reason);
+    po_metrics_callback(cb->ch->name, d->outcome.kind, d->outcome.layer, micros);
+    log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", d,
+             ack.status, micros);
+}
+
+/* The decision came after the batch committed (another thread): the
+ * answer is made on the event thread (finish), not the committer's. */
+static void decided(struct po_callback *cb)
+{
+    struct po_hcall *h = cb->user;
+    h->complete(h);
+}
+
+bool po_notify_start(struct po_hcall *h)
+{
+    const struct po_hreq *req = &h->req;
+    const struct po_channel_ops *ch = po_channel_find(req->params[0]);
+    if (!ch) {
+        po_hresp_set(&h->resp, 404, "application/json", "{\"error\":\"unknown_channel\"}");
+        return false;
+    }
+    struct po_callback *cb = &h->cb;
+    memset(cb, 0, sizeof *cb);
+    cb->ch = ch;
+    cb->tenant = req->params[1];
+    cb->req = (struct po_notify_req){.body = req->body,
+                                     .body_len = req->body_len,
+                                     .header = req->header,
+                                     .hctx = req->ctx,
+                                     .now_unix = req->now_unix};
+    cb->body_too_large = req->body_too_large;
+    cb->request_id = req->request_id;
+    cb->done = decided;
+    cb->user = h;
+    h->finish = answer;
+    if (po_callback_start(&h->ctx->cb, cb))
+        return true;
+    answer(h);
+    return false;
 }

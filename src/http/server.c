@@ -1,13 +1,22 @@
 /*
  * server.c — libmicrohttpd glue, the only file of payonce that sees it:
  * listening, limits, request bodies, the route table's dispatch, the
- * health/ready/metrics endpoints, and turning answers into responses.
+ * health/ready/metrics endpoints, and turning answers into responses;
+ * and the server's parts: the store pool, the channel-account cache, the
+ * worker pool and the committer.
  *
- * Threads: one thread per connection (bounded by max_connections); each
- * request borrows a store connection from the pool for its transaction.
+ * Threads: a few event threads (libmicrohttpd's epoll thread pool, one a
+ * core by default) serve every connection; none of them ever waits for
+ * the database. A callback is verified on its event thread, then its
+ * connection is suspended while the event waits for its batch in the
+ * committer, and resumed when the batch committed. Tenant API requests,
+ * /readyz and account loads run on the worker pool, also with the
+ * connection suspended. So an idle keep-alive connection costs a socket
+ * and a little memory, not a thread.
  * Limits: body (Content-Length checked up front and bytes counted as they
  * arrive; 413), header memory (per-connection memory limit; MHD answers 431/
- * closes), connections (refused beyond the limit), idle time per connection.
+ * closes), connections (refused beyond the limit), idle time per connection,
+ * the worker and committer queues (beyond them: 503 / retry at once).
  */
 #include "http_int.h"
 
@@ -15,12 +24,17 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 struct po_server {
     struct MHD_Daemon *daemon;
@@ -29,21 +43,39 @@ struct po_server {
     size_t body_max;
     atomic_ulong next_id;
     unsigned long id_base;
+    atomic_int active;    /* event threads inside dispatch() */
+    atomic_int pending;   /* requests suspended for an answer */
+    atomic_bool stopping; /* new requests are answered 503 */
+    atomic_int conns;     /* open connections */
+    int max_conns;
+    atomic_uint_fast64_t refused, refused_logged_s;
+    /* the housekeeping thread: sweeps the account cache every second */
+    pthread_t keeper;
+    bool keeper_started, keeper_stop;
+    pthread_mutex_t keeper_mu;
+    pthread_cond_t keeper_cv;
+};
+
+enum { ST_RUNNING, ST_SUSPENDED, ST_DONE };
+
+/* A header or query argument, copied off the connection. */
+struct kv {
+    enum MHD_ValueKind kind;
+    const char *k, *v;
 };
 
 /* Per-request state across libmicrohttpd's access-handler calls. */
 struct req {
+    struct po_server *srv;
+    struct MHD_Connection *conn;
     struct po_body body;
-    uint64_t start_us;
+    bool started;     /* handed to its handler */
+    atomic_int state; /* ST_*: suspension vs. completion, see on_request */
+    struct kv *kv;    /* headers and arguments (one allocation) */
+    size_t nkv;
     char id[24];
+    struct po_hcall h;
 };
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type, const char *body)
 {
@@ -84,73 +116,187 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, struct po_hresp *a)
     return ok;
 }
 
+static const char *lookup(const struct req *q, enum MHD_ValueKind kind, const char *name)
+{
+    for (size_t i = 0; i < q->nkv; i++)
+        if (q->kv[i].kind == kind && (kind == MHD_HEADER_KIND ? strcasecmp(q->kv[i].k, name)
+                                                              : strcmp(q->kv[i].k, name)) == 0)
+            return q->kv[i].v;
+    return NULL;
+}
+
 static const char *header_of(void *ctx, const char *name)
 {
-    return MHD_lookup_connection_value((struct MHD_Connection *)ctx, MHD_HEADER_KIND, name);
+    return lookup(ctx, MHD_HEADER_KIND, name);
 }
 
 static const char *arg_of(void *ctx, const char *name)
 {
-    return MHD_lookup_connection_value((struct MHD_Connection *)ctx, MHD_GET_ARGUMENT_KIND, name);
+    return lookup(ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
-static void readyz(struct po_server *srv, struct po_hresp *out)
+/* Copying the headers and arguments: count and size, then copy. */
+struct kv_copy {
+    struct req *q;
+    size_t bytes;
+    char *at;
+};
+
+static enum MHD_Result kv_size(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
 {
+    (void)kind;
+    struct kv_copy *cp = cls;
+    cp->q->nkv++;
+    cp->bytes += strlen(k) + 1 + (v ? strlen(v) + 1 : 0);
+    return MHD_YES;
+}
+
+static enum MHD_Result kv_copy(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+    struct kv_copy *cp = cls;
+    struct kv *e = &cp->q->kv[cp->q->nkv++];
+    size_t kl = strlen(k) + 1;
+    e->kind = kind;
+    e->k = memcpy(cp->at, k, kl);
+    cp->at += kl;
+    e->v = NULL;
+    if (v) {
+        size_t vl = strlen(v) + 1;
+        e->v = memcpy(cp->at, v, vl);
+        cp->at += vl;
+    }
+    return MHD_YES;
+}
+
+/* The request's headers and query arguments, copied so that a handler may
+ * read them on another thread while the connection is suspended. Bounded
+ * by the connection's memory limit. */
+static po_err capture(struct req *q, struct MHD_Connection *c)
+{
+    const enum MHD_ValueKind kinds = MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND;
+    struct kv_copy cp = {q, 0, NULL};
+    q->nkv = 0;
+    (void)MHD_get_connection_values(c, kinds, kv_size, &cp);
+    size_t n = q->nkv;
+    q->kv = malloc(n * sizeof *q->kv + cp.bytes + 1);
+    if (!q->kv)
+        return PO_ERR_NOMEM;
+    cp.at = (char *)(q->kv + n);
+    q->nkv = 0;
+    (void)MHD_get_connection_values(c, kinds, kv_copy, &cp);
+    PO_ASSERT(q->nkv == n);
+    return PO_OK;
+}
+
+static void readyz_job(void *arg)
+{
+    struct po_hcall *h = arg;
     struct po_store *s = NULL;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_store_pool_acquire(srv->http.pool, 1000, &s, err, sizeof err);
+    po_err rc = po_store_pool_acquire(h->ctx->pool, 1000, &s, err, sizeof err);
     if (!rc) {
         rc = po_store_ping(s, err, sizeof err);
-        po_store_pool_release(srv->http.pool, s);
+        po_store_pool_release(h->ctx->pool, s);
     }
     if (rc)
         po_log(PO_LOG_WARN, "readyz: store not ready: %s", err);
-    po_hresp_set(out, rc ? 503 : 200, "text/plain", rc ? "store unavailable\n" : "ready\n");
+    po_hresp_set(&h->resp, rc ? 503 : 200, "text/plain", rc ? "store unavailable\n" : "ready\n");
+    h->complete(h);
 }
 
-/* Finds the route and runs its handler; every request gets exactly one answer. */
-static void route(struct po_server *srv, const struct po_hreq *base, struct po_hresp *out)
+static void api_job(void *arg)
 {
-    struct po_hreq req = *base;
+    struct po_hcall *h = arg;
+    po_api_handle(h->ctx, h->route, h->allow, &h->req, &h->resp);
+    h->complete(h);
+}
+
+static void unavailable(struct po_hresp *out, const char *why)
+{
+    po_hresp_set(out, 503, "application/json", why);
+    po_hresp_header(out, "Retry-After", "1");
+}
+
+/* Runs fn(h) on the worker pool; false (answered 503) when its queue is full. */
+static bool to_workers(struct po_server *srv, struct po_hcall *h, void (*fn)(void *))
+{
+    if (po_workers_submit(srv->http.cb.workers, fn, h) == PO_OK)
+        return true;
+    po_log(PO_LOG_WARN, "request %s: the worker queue is full", h->req.request_id);
+    unavailable(&h->resp, "{\"error\":{\"code\":\"overloaded\",\"message\":\"retry shortly\"}}");
+    return false;
+}
+
+/* Finds the route and starts its handler; true when the answer comes later
+ * (complete()). Every request gets exactly one answer. */
+static bool route(struct po_server *srv, struct po_hcall *h)
+{
+    struct po_hreq *req = &h->req;
     const struct po_route *rt = NULL;
     char allow[64];
     enum po_route_match m =
-        po_route_find(req.method, req.path, &rt, req.params, allow, sizeof allow);
-    bool api = strncmp(req.path, "/v1/", 4) == 0;
-    if (api) {
-        po_api_handle(&srv->http, m == PO_ROUTE_FOUND ? rt : NULL,
-                      m == PO_ROUTE_NO_METHOD ? allow : NULL, &req, out);
-        return;
+        po_route_find(req->method, req->path, &rt, req->params, allow, sizeof allow);
+    if (strncmp(req->path, "/v1/", 4) == 0) {
+        h->route = m == PO_ROUTE_FOUND ? rt : NULL;
+        h->allow = m == PO_ROUTE_NO_METHOD ? h->allow_buf : NULL;
+        PO_ASSERT(po_strcpy(h->allow_buf, sizeof h->allow_buf, allow) == PO_OK ||
+                  m != PO_ROUTE_NO_METHOD);
+        return to_workers(srv, h, api_job);
     }
     if (m == PO_ROUTE_NO_PATH) {
-        po_hresp_set(out, 404, "application/json", "{\"error\":\"not_found\"}");
-        return;
+        po_hresp_set(&h->resp, 404, "application/json", "{\"error\":\"not_found\"}");
+        return false;
     }
     if (m == PO_ROUTE_NO_METHOD) {
-        po_hresp_set(out, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
-        po_hresp_header(out, "Allow", allow);
-        return;
+        po_hresp_set(&h->resp, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
+        po_hresp_header(&h->resp, "Allow", allow);
+        return false;
     }
+    h->route = rt;
     switch (rt->kind) {
     case PO_RK_CALLBACK:
-        po_notify_handle(&srv->http, &req, out);
-        break;
+        return po_notify_start(h);
     case PO_RK_HEALTH:
-        po_hresp_set(out, 200, "text/plain", "ok\n");
-        break;
+        po_hresp_set(&h->resp, 200, "text/plain", "ok\n");
+        return false;
     case PO_RK_READY:
-        readyz(srv, out);
-        break;
+        return to_workers(srv, h, readyz_job);
     case PO_RK_METRICS: {
-        char *m_text = po_metrics_render();
-        po_hresp_set(out, m_text ? 200 : 500, "text/plain; version=0.0.4", m_text ? m_text : "");
+        struct po_committer_stats st;
+        po_committer_stats(srv->http.cb.committer, &st);
+        char *m_text = po_metrics_render(&st);
+        po_hresp_set(&h->resp, m_text ? 200 : 500, "text/plain; version=0.0.4",
+                     m_text ? m_text : "");
         free(m_text);
-        break;
+        return false;
     }
     case PO_RK_API:
         PO_ASSERT(!"API routes start with /v1/");
         break;
     }
+    return false;
+}
+
+/* route(), unless the server is stopping (see po_server_stop). */
+static bool dispatch(struct po_server *srv, struct po_hcall *h)
+{
+    atomic_fetch_add(&srv->active, 1);
+    bool pending = false;
+    if (atomic_load(&srv->stopping))
+        unavailable(&h->resp, "{\"error\":{\"code\":\"shutting_down\",\"message\":\"retry\"}}");
+    else
+        pending = route(srv, h);
+    atomic_fetch_sub(&srv->active, 1);
+    return pending;
+}
+
+/* The handler's answer is final (any thread): resume the connection if it
+ * is suspended already; otherwise on_request sees ST_DONE and resumes it. */
+static void complete(struct po_hcall *h)
+{
+    struct req *q = (struct req *)((char *)h - offsetof(struct req, h));
+    if (atomic_exchange(&q->state, ST_DONE) == ST_SUSPENDED)
+        MHD_resume_connection(q->conn);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -164,7 +310,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q = calloc(1, sizeof *q);
         if (!q)
             return MHD_NO;
-        q->start_us = now_us();
+        q->srv = srv;
+        q->conn = c;
+        q->h.start_us = po_now_us();
         (void)snprintf(q->id, sizeof q->id, "%lx-%lx", srv->id_base,
                        atomic_fetch_add(&srv->next_id, 1));
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -179,19 +327,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0; /* past the limit: keep reading, then answer 413 */
         return po_body_append(&q->body, upload_data, n, srv->body_max) ? MHD_NO : MHD_YES;
     }
-    struct po_hreq req = {.method = method,
-                          .path = url,
-                          .header = header_of,
-                          .arg = arg_of,
-                          .ctx = c,
-                          .body = q->body.data ? q->body.data : "",
-                          .body_len = q->body.len,
-                          .body_too_large = q->body.too_large,
-                          .request_id = q->id,
-                          .now_unix = (int64_t)time(NULL)};
-    struct po_hresp out = {0};
-    route(srv, &req, &out);
-    return send_answer(c, &out);
+    if (q->started) { /* resumed: the answer is final */
+        if (q->h.finish)
+            q->h.finish(&q->h);
+        atomic_fetch_sub(&srv->pending, 1);
+        return send_answer(c, &q->h.resp);
+    }
+    q->started = true;
+    if (capture(q, c))
+        return MHD_NO;
+    q->h.req = (struct po_hreq){.method = method,
+                                .path = url,
+                                .header = header_of,
+                                .arg = arg_of,
+                                .ctx = q,
+                                .body = q->body.data ? q->body.data : "",
+                                .body_len = q->body.len,
+                                .body_too_large = q->body.too_large,
+                                .request_id = q->id,
+                                .now_unix = (int64_t)time(NULL)};
+    q->h.ctx = &srv->http;
+    q->h.complete = complete;
+    if (!dispatch(srv, &q->h))
+        return send_answer(c, &q->h.resp);
+    /* Pending: suspend until complete(). Whichever of the two comes second
+     * resumes, so a completion that raced ahead is not lost. */
+    atomic_fetch_add(&srv->pending, 1);
+    MHD_suspend_connection(c);
+    if (atomic_exchange(&q->state, ST_SUSPENDED) == ST_DONE)
+        MHD_resume_connection(c);
+    return MHD_YES;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -202,7 +367,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)toe;
     struct req *q = *req_cls;
     if (q) {
+        free(q->h.resp.body);
         po_body_free(&q->body);
+        free(q->kv);
         free(q);
     }
     *req_cls = NULL;
@@ -248,6 +415,33 @@ bad:
     return PO_ERR_INVALID;
 }
 
+/* Beyond --max-connections a new connection is refused at once (closed),
+ * not left waiting in the listen backlog; logged at most once a second. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addr;
+    (void)addrlen;
+    struct po_server *srv = cls;
+    if (atomic_load(&srv->conns) < srv->max_conns)
+        return MHD_YES;
+    uint64_t n = atomic_fetch_add(&srv->refused, 1) + 1;
+    uint64_t t = (uint64_t)time(NULL), last = atomic_load(&srv->refused_logged_s);
+    if (t != last && atomic_compare_exchange_strong(&srv->refused_logged_s, &last, t))
+        po_log(PO_LOG_WARN,
+               "http: connection limit (%d) reached: refusing new connections (%llu so far)",
+               srv->max_conns, (unsigned long long)n);
+    return MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)c;
+    (void)socket_ctx;
+    struct po_server *srv = cls;
+    atomic_fetch_add(&srv->conns, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+}
+
 /* libmicrohttpd's own messages, routed into the JSON log. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -259,6 +453,106 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     po_log(PO_LOG_WARN, "http: %s", msg);
 }
 
+/* The housekeeping thread: every PO_ACCOUNT_SWEEP_S, drops cached channel
+ * accounts that changed or went away, so memory follows the store (the
+ * committer's guard already keeps a changed account from crediting). */
+static void *keeper_main(void *arg)
+{
+    struct po_server *srv = arg;
+    pthread_mutex_lock(&srv->keeper_mu);
+    while (!srv->keeper_stop) {
+        struct timespec until = po_deadline_us(PO_ACCOUNT_SWEEP_S * INT64_C(1000000));
+        (void)pthread_cond_timedwait(&srv->keeper_cv, &srv->keeper_mu, &until);
+        if (srv->keeper_stop)
+            break;
+        pthread_mutex_unlock(&srv->keeper_mu);
+        struct po_store *st = NULL;
+        char err[PO_ERRBUF_MAX] = "";
+        if (po_store_pool_acquire(srv->http.pool, 1000, &st, err, sizeof err) == PO_OK) {
+            if (po_accounts_sweep(srv->http.cb.accounts, st, NULL))
+                po_log(PO_LOG_WARN, "channel account cache: sweep failed; retrying later");
+            po_store_pool_release(srv->http.pool, st);
+        }
+        pthread_mutex_lock(&srv->keeper_mu);
+    }
+    pthread_mutex_unlock(&srv->keeper_mu);
+    return NULL;
+}
+
+static po_err start_keeper(struct po_server *srv)
+{
+    pthread_mutex_init(&srv->keeper_mu, NULL);
+    po_cond_init(&srv->keeper_cv);
+    srv->keeper_started = pthread_create(&srv->keeper, NULL, keeper_main, srv) == 0;
+    return srv->keeper_started ? PO_OK : PO_ERR_INTERNAL;
+}
+
+/* Room for max_connections sockets and the store's: the soft limit of open
+ * files raised toward the hard one (never lowered). */
+static void raise_nofile(int max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)max_connections + 256;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* Stops and frees what was started, in the order that lets every request
+ * in flight be answered (see po_server_stop). */
+static void teardown(struct po_server *s)
+{
+    if (s->daemon) {
+        MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+    }
+    atomic_store(&s->stopping, true);
+    while (atomic_load(&s->active) > 0) {
+        struct timespec ms = {0, 1000000L};
+        nanosleep(&ms, NULL);
+    }
+    if (s->keeper_started) {
+        pthread_mutex_lock(&s->keeper_mu);
+        s->keeper_stop = true;
+        pthread_cond_signal(&s->keeper_cv);
+        pthread_mutex_unlock(&s->keeper_mu);
+        pthread_join(s->keeper, NULL);
+        pthread_mutex_destroy(&s->keeper_mu);
+        pthread_cond_destroy(&s->keeper_cv);
+    }
+    /* Queued jobs run (they may hand work to the committer); then the
+     * committer answers everything it holds; then the answers go out. */
+    po_workers_stop(s->http.cb.workers);
+    po_committer_stop(s->http.cb.committer);
+    for (int waited = 0; atomic_load(&s->pending) > 0 && waited < 5000; waited++) {
+        struct timespec ms = {0, 1000000L};
+        nanosleep(&ms, NULL);
+    }
+    if (s->daemon)
+        MHD_stop_daemon(s->daemon);
+    po_workers_free(s->http.cb.workers);
+    po_accounts_close(s->http.cb.accounts);
+    po_idem_local_close(s->http.idem_local);
+    po_store_pool_close(s->http.pool);
+    po_secure_zero(s->master, sizeof s->master);
+    free(s);
+}
+
+void po_server_committer_stats(struct po_server *s, struct po_committer_stats *out)
+{
+    po_committer_stats(s->http.cb.committer, out);
+}
+
 po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, char *err,
                        size_t errcap)
 {
@@ -267,20 +561,36 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     po_err rc = parse_listen(cfg->listen, &addr, &alen, err, errcap);
     if (rc)
         return rc;
+    bool sqlite = strncmp(cfg->db_url, "sqlite:", 7) == 0;
+    int threads = cfg->threads ? cfg->threads : cores();
+    int max_conn = cfg->max_connections ? cfg->max_connections : 4096;
+    struct po_committer_cfg ccfg = {
+        .db_url = cfg->db_url,
+        .workers = sqlite            ? 1
+                   : cfg->committers ? cfg->committers
+                                     : 4,
+        .batch_max = cfg->batch_max ? cfg->batch_max : 128,
+        .batch_wait_us = cfg->batch_wait_us < 0 ? 0
+                         : cfg->batch_wait_us   ? cfg->batch_wait_us
+                                                : 200,
+        .queue_max = 8192,
+        .guard = po_accounts_guard,
+    };
+    size_t body_max = cfg->body_max ? cfg->body_max : PO_BODY_MAX;
+    if (body_max > 1024 * 1024 || threads < 1 || threads > 64 || max_conn < 1 ||
+        max_conn > 100000) {
+        po_errf(err, errcap, "body limit at most 1 MiB, 1-64 threads, 1-100000 connections");
+        return PO_ERR_INVALID;
+    }
     struct po_server *srv = calloc(1, sizeof *srv);
     if (!srv)
         return PO_ERR_NOMEM;
-    srv->body_max = cfg->body_max ? cfg->body_max : PO_BODY_MAX;
+    srv->body_max = body_max;
     srv->http.idem_wait_ms = cfg->idem_wait_ms < 0 ? 0
                              : cfg->idem_wait_ms   ? cfg->idem_wait_ms
                                                    : 2000;
     srv->http.api_hook = cfg->api_hook;
     srv->http.api_hook_ctx = cfg->api_hook_ctx;
-    if (srv->body_max > 1024 * 1024) {
-        po_errf(err, errcap, "body limit at most 1 MiB");
-        free(srv);
-        return PO_ERR_INVALID;
-    }
     if (cfg->master_key) {
         memcpy(srv->master, cfg->master_key, PO_MASTER_KEY_LEN);
         srv->http.master_key = srv->master;
@@ -289,28 +599,47 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (po_random(rnd, sizeof rnd) == PO_OK)
         srv->id_base = (unsigned long)rnd[0] << 24 | (unsigned long)rnd[1] << 16 |
                        (unsigned long)rnd[2] << 8 | rnd[3];
+    struct po_callback_ctx *cb = &srv->http.cb;
     rc = po_store_pool_open(cfg->db_url, cfg->pool_size ? cfg->pool_size : 8, &srv->http.pool, err,
                             errcap);
+    cb->pool = srv->http.pool;
+    if (!rc)
+        po_store_pool_keyed_only(srv->http.pool);
+    if (!rc && (rc = po_accounts_open(srv->http.master_key, &cb->accounts)) != PO_OK)
+        po_errf(err, errcap, "out of memory");
+    if (!rc && (rc = po_idem_local_open(&srv->http.idem_local)) != PO_OK)
+        po_errf(err, errcap, "out of memory");
+    if (!rc &&
+        (rc = po_workers_start(cfg->workers ? cfg->workers : 64, 8192, &cb->workers)) != PO_OK)
+        po_errf(err, errcap, "workers: 1..%d threads", PO_WORKERS_MAX);
+    if (!rc)
+        rc = po_committer_start(&ccfg, &cb->committer, err, errcap);
+    if (!rc && (rc = start_keeper(srv)) != PO_OK)
+        po_errf(err, errcap, "cannot start a thread");
     if (rc) {
-        free(srv);
+        teardown(srv);
         return rc;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG | MHD_USE_POLL;
+    raise_nofile(max_conn);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
-                                   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_SOCK_ADDR,
-                                   (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-                                   (unsigned)(cfg->max_connections ? cfg->max_connections : 256),
-                                   MHD_OPTION_CONNECTION_TIMEOUT,
-                                   (unsigned)(cfg->request_timeout_s ? cfg->request_timeout_s : 10),
-                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
-                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    srv->max_conns = max_conn;
+    /* libmicrohttpd's own limit is only the backstop of on_accept's (which
+     * may let one more connection per thread in when they race). */
+    srv->daemon = MHD_start_daemon(
+        flags, 0, on_accept, srv, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)(threads > 1 ? threads : 0), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)(max_conn + threads), MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)(cfg->request_timeout_s ? cfg->request_timeout_s : 10),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     if (!srv->daemon) {
         po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)", cfg->listen);
-        po_store_pool_close(srv->http.pool);
-        free(srv);
+        teardown(srv);
         return PO_ERR_IO;
     }
     *out = srv;
@@ -325,10 +654,6 @@ unsigned po_server_port(const struct po_server *s)
 
 void po_server_stop(struct po_server *s)
 {
-    if (!s)
-        return;
-    MHD_stop_daemon(s->daemon);
-    po_store_pool_close(s->http.pool);
-    po_secure_zero(s->master, sizeof s->master);
-    free(s);
+    if (s)
+        teardown(s);
 }

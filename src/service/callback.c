@@ -1,14 +1,21 @@
 /*
  * callback.c — one channel callback, end to end, in one direction:
- *   1. the tenant's account for the channel (store, unsealed)
+ *   1. the tenant's account for the channel (cached in memory: accounts.c)
  *   2. the adapter: verify over the raw body, decrypt, normalise
  *   3. for WeChat profit sharing only: our order from the payment it names
- *   4. the engine: one transaction, the three layers
+ *   4. the committer: the event in a batch, one transaction, the three layers
  * and the decision that http/ turns into the channel's ack: FAIL (4xx) for
  * a refused request, FAIL (5xx) for a transient failure, SUCCESS for
  * applied, duplicate, rejected, suspense and ignored — decided only after
- * the engine's COMMIT returned. Nothing here logs a body, a key or a
- * payer's data.
+ * the batch's COMMIT returned.
+ *
+ * Threads: steps 1-2 run on the caller's (an HTTP event thread) when the
+ * account is cached — verification is CPU work, done in parallel on every
+ * event thread. Anything that reads the database (loading or re-checking
+ * an account, the profit-sharing look-up, writing an alert) goes to the
+ * worker pool, so an event thread never waits for the database. No store
+ * connection is held while an event waits for its batch.
+ * Nothing here logs a body, a key or a payer's data.
  */
 #include "service.h"
 
@@ -18,139 +25,278 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void decide(struct po_callback_decision *out, enum po_outcome_kind kind,
-                   enum po_reason reason)
+static void decide(struct po_callback *cb, enum po_outcome_kind kind, enum po_reason reason)
 {
-    out->outcome.kind = kind;
-    out->outcome.reason = reason;
-    out->fail_status = po_outcome_acks(kind) ? 0 : po_reason_status(reason);
-    PO_ASSERT(po_outcome_acks(kind) || out->fail_status >= 400);
+    struct po_callback_decision *d = &cb->decision;
+    d->outcome.kind = kind;
+    d->outcome.reason = reason;
+    d->fail_status = po_outcome_acks(kind) ? 0 : po_reason_status(reason);
+    PO_ASSERT(po_outcome_acks(kind) || d->fail_status >= 400);
 }
 
 /* Refused before the engine: counted and logged, nothing recorded. */
-static void refuse(const struct po_callback_ctx *ctx, const char *tenant,
-                   const struct po_channel_ops *ch, struct po_callback_decision *out,
-                   enum po_reason reason, const char *detail)
+static void refuse(struct po_callback *cb, enum po_reason reason, const char *detail)
 {
-    decide(out, PO_OUT_INVALID, reason);
-    (void)snprintf(out->detail, sizeof out->detail, "%s", detail ? detail : "");
-    po_log(PO_LOG_WARN, "request %s: tenant %.64s: %s callback refused: %s (%s)", ctx->request_id,
-           tenant, ch->name, po_reason_name(reason), out->detail);
+    decide(cb, PO_OUT_INVALID, reason);
+    (void)snprintf(cb->decision.detail, sizeof cb->decision.detail, "%s", detail ? detail : "");
+    po_log(PO_LOG_WARN, "request %s: tenant %.64s: %s callback refused: %s (%s)", cb->request_id,
+           po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb->ch->name,
+           po_reason_name(reason), cb->decision.detail);
 }
 
-static void transient(struct po_callback_decision *out, enum po_reason reason)
+/* The decision is final: let go of the account. */
+static void settle(struct po_callback *cb)
 {
-    decide(out, PO_OUT_RETRY, reason);
+    po_accounts_release(cb->acct);
+    cb->acct = NULL;
 }
 
-/* Steps 3 and 4 for a verified event. */
-static void apply_event(const struct po_callback_ctx *ctx, struct po_store *s,
-                        const struct po_channel_ops *ch, const char *tenant,
-                        struct po_notify_result *res, struct po_callback_decision *out)
+/* Final from another thread than start()'s. */
+static void finish(struct po_callback *cb)
 {
-    struct po_event *ev = &res->ev;
-    /* WeChat profit sharing names the payment; find our order by it. An
-     * unknown payment leaves a findable trace: the engine rejects it as
-     * unknown_order with an alert. */
-    if (res->pay_txn_id[0] && !ev->out_trade_no[0]) {
-        po_err rc = po_order_by_txn(s, ev->tenant, ch->name, res->pay_txn_id, ev->out_trade_no,
-                                    sizeof ev->out_trade_no);
-        if (rc == PO_ERR_NOT_FOUND)
-            PO_ASSERT(po_strcpy(ev->out_trade_no, sizeof ev->out_trade_no, res->pay_txn_id) ==
-                      PO_OK);
-        else if (rc) {
-            transient(out, PO_R_STORE_UNAVAILABLE);
+    settle(cb);
+    cb->done(cb);
+}
+
+static void worker_job(void *arg);
+static bool to_worker(struct po_callback *cb);
+
+static void committed(struct po_commit_item *it)
+{
+    struct po_callback *cb = it->user;
+    if (it->stale && !cb->restale) {
+        /* The account changed after it verified this callback: verify
+         * again with the stored one (once; a second change in between
+         * is answered retry and the channel resends). */
+        cb->restale = true;
+        if (to_worker(cb))
             return;
-        }
-        char verr[PO_ERRBUF_MAX];
-        if (po_event_validate(ev, verr, sizeof verr)) {
-            refuse(ctx, tenant, ch, out, PO_R_MALFORMED_RESOURCE, verr);
-            return;
-        }
+        finish(cb);
+        return;
     }
-    PO_ASSERT(po_strcpy(out->out_trade_no, sizeof out->out_trade_no, ev->out_trade_no) == PO_OK);
-    po_err rc = po_engine_apply(s, NULL, ev, &out->outcome);
-    PO_ASSERT(rc == PO_OK);
-    decide(out, out->outcome.kind, out->outcome.reason);
+    decide(cb, it->out.kind, it->out.reason);
+    cb->decision.outcome = it->out;
+    finish(cb);
 }
 
-void po_callback_handle(const struct po_callback_ctx *ctx, const struct po_channel_ops *ch,
-                        const char *tenant, const struct po_notify_req *req, bool body_too_large,
-                        struct po_callback_decision *out)
+/* Hands the event to the committer; true when done() will come from it. */
+static bool submit(struct po_callback *cb)
 {
-    memset(out, 0, sizeof *out);
-    struct po_store *s = NULL;
-    struct po_channel_account *acct = NULL;
-    struct po_notify_result *res = NULL;
+    PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
+                        cb->res.ev.out_trade_no) == PO_OK);
+    memset(&cb->item, 0, sizeof cb->item);
+    cb->item.ev = cb->res.ev;
+    cb->item.done = committed;
+    cb->item.user = cb;
+    cb->item.guard = cb->acct;
+    if (po_committer_submit(cb->ctx->committer, &cb->item) == PO_OK)
+        return true;
+    po_log(PO_LOG_WARN, "request %s: the committer's queue is full", cb->request_id);
+    decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
+    return false;
+}
+
+/* To the worker pool; true when done() will come from there. */
+static bool to_worker(struct po_callback *cb)
+{
+    if (po_workers_submit(cb->ctx->workers, worker_job, cb) == PO_OK)
+        return true;
+    po_log(PO_LOG_WARN, "request %s: the worker queue is full", cb->request_id);
+    decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
+    return false;
+}
+
+static po_err verify(struct po_callback *cb)
+{
+    cb->verified = true;
+    memset(&cb->res, 0, sizeof cb->res);
+    return po_channel_parse(po_account_of(cb->acct), &cb->req, &cb->res);
+}
+
+/* Failures that a changed key or secret (or merchant id) explains. */
+static bool stale_account_could_explain(const struct po_notify_result *r)
+{
+    if (r->status == PO_NOTIFY_MISMATCH)
+        return true;
+    return r->status == PO_NOTIFY_REJECT &&
+           (r->reason == PO_R_UNKNOWN_SERIAL || r->reason == PO_R_BAD_SIGNATURE ||
+            r->reason == PO_R_DECRYPT_FAILED);
+}
+
+/* Was the account changed since it was cached? When it was, verify again
+ * with the new one. Worker thread only. */
+static po_err recheck(struct po_callback *cb, struct po_store *s)
+{
     char err[PO_ERRBUF_MAX] = "";
-    if (body_too_large) {
-        refuse(ctx, tenant, ch, out, PO_R_BODY_TOO_LARGE, "body too large");
-        return;
-    }
-    if (!po_id_valid(tenant, PO_ID_MAX)) {
-        refuse(ctx, "-", ch, out, PO_R_UNKNOWN_TENANT, "not a tenant id");
-        return;
-    }
-    acct = calloc(1, sizeof *acct);
-    res = calloc(1, sizeof *res);
-    if (!acct || !res) {
-        transient(out, PO_R_NOMEM);
-        goto out;
-    }
-    if (po_store_pool_acquire(ctx->pool, PO_POOL_WAIT_MS, &s, err, sizeof err)) {
-        po_log(PO_LOG_WARN, "request %s: %s", ctx->request_id, err);
-        transient(out, PO_R_POOL_EXHAUSTED);
-        goto out;
-    }
-    po_err rc = po_account_fetch(s, ctx->master_key, tenant, ch->name, acct, err, sizeof err);
+    struct po_account_ref *fresh = NULL;
+    cb->rechecked = true;
+    po_err rc = po_accounts_recheck(cb->ctx->accounts, s, cb->acct, &fresh, err, sizeof err);
     if (rc == PO_ERR_NOT_FOUND) {
-        refuse(ctx, tenant, ch, out, PO_R_UNKNOWN_TENANT,
-               "unknown tenant or channel not configured");
-        goto out;
+        refuse(cb, PO_R_UNKNOWN_TENANT, "channel no longer configured");
+        return PO_ERR_NOT_FOUND;
     }
     if (rc) {
-        if (rc == PO_ERR_STORE)
-            po_log(PO_LOG_ERROR, "tenant %s: %s account cannot be loaded: %s", tenant, ch->name,
-                   err);
-        transient(out, PO_R_STORE_UNAVAILABLE);
-        goto out;
+        po_log(PO_LOG_WARN, "request %s: %s account re-check: %s", cb->request_id, cb->ch->name,
+               err);
+        return rc;
     }
-    if (po_channel_parse(acct, req, res)) {
-        transient(out, PO_R_NOMEM);
-        goto out;
+    if (!fresh)
+        return PO_OK; /* unchanged: the verdict stands */
+    po_accounts_release(cb->acct);
+    cb->acct = fresh;
+    return verify(cb);
+}
+
+/*
+ * What comes after verification. s is a store connection on a worker
+ * thread, or NULL on an event thread (then anything that needs the
+ * database goes to the worker pool). Returns true when the decision will
+ * come through done() (the committer or a worker), false when it is final
+ * in cb->decision now.
+ */
+static bool after_verify(struct po_callback *cb, struct po_store *s)
+{
+    struct po_notify_result *res = &cb->res;
+    if (stale_account_could_explain(res) && !cb->rechecked) {
+        if (!s)
+            return to_worker(cb);
+        po_err rc = recheck(cb, s);
+        if (rc == PO_ERR_NOT_FOUND)
+            return false;
+        if (rc) {
+            decide(cb, PO_OUT_RETRY, rc == PO_ERR_NOMEM ? PO_R_NOMEM : PO_R_STORE_UNAVAILABLE);
+            return false;
+        }
     }
     switch (res->status) {
     case PO_NOTIFY_REJECT:
-        refuse(ctx, tenant, ch, out, res->reason, res->detail);
-        break;
+        refuse(cb, res->reason, res->detail);
+        return false;
     case PO_NOTIFY_IGNORE:
-        decide(out, PO_OUT_IGNORED, PO_R_NONE);
-        break;
+        decide(cb, PO_OUT_IGNORED, PO_R_NONE);
+        return false;
     case PO_NOTIFY_MISMATCH: {
         /* Verified, but for another merchant or app: an alert, never a
          * credit, and the channel stops resending. */
         char verr[PO_ERRBUF_MAX];
         if (po_event_validate(&res->ev, verr, sizeof verr)) {
-            refuse(ctx, tenant, ch, out, PO_R_MALFORMED_RESOURCE, verr);
-            break;
+            refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+            return false;
         }
-        PO_ASSERT(po_strcpy(out->out_trade_no, sizeof out->out_trade_no, res->ev.out_trade_no) ==
-                  PO_OK);
+        if (!s)
+            return to_worker(cb);
+        PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
+                            res->ev.out_trade_no) == PO_OK);
         if (po_engine_alert(s, &res->ev, res->reason, res->detail))
-            transient(out, PO_R_STORE_UNAVAILABLE);
+            decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
         else
-            decide(out, PO_OUT_REJECTED, res->reason);
-        break;
+            decide(cb, PO_OUT_REJECTED, res->reason);
+        return false;
     }
     case PO_NOTIFY_EVENT:
-        apply_event(ctx, s, ch, tenant, res, out);
         break;
     }
+    struct po_event *ev = &res->ev;
+    /* WeChat profit sharing names the payment; find our order by it. An
+     * unknown payment leaves a findable trace: the engine rejects it as
+     * unknown_order with an alert. */
+    if (res->pay_txn_id[0] && !ev->out_trade_no[0]) {
+        if (!s)
+            return to_worker(cb);
+        po_err rc = po_order_by_txn(s, ev->tenant, cb->ch->name, res->pay_txn_id, ev->out_trade_no,
+                                    sizeof ev->out_trade_no);
+        if (rc == PO_ERR_NOT_FOUND)
+            PO_ASSERT(po_strcpy(ev->out_trade_no, sizeof ev->out_trade_no, res->pay_txn_id) ==
+                      PO_OK);
+        else if (rc) {
+            decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
+            return false;
+        }
+        char verr[PO_ERRBUF_MAX];
+        if (po_event_validate(ev, verr, sizeof verr)) {
+            refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+            return false;
+        }
+    }
+    return submit(cb);
+}
+
+/* On a worker thread: what needs the database. */
+static void worker_job(void *arg)
+{
+    struct po_callback *cb = arg;
+    /* Once the event is with the committer, cb may be answered and gone
+     * at any moment: only ctx is used after that. */
+    const struct po_callback_ctx *ctx = cb->ctx;
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_pool_acquire(ctx->pool, PO_POOL_WAIT_MS, &s, err, sizeof err)) {
+        po_log(PO_LOG_WARN, "request %s: %s", cb->request_id, err);
+        decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
+        finish(cb);
+        return;
+    }
+    bool pending = false;
+    if (!cb->acct) {
+        po_err rc = po_accounts_load(ctx->accounts, s, cb->tenant, cb->ch->name, &cb->acct, err,
+                                     sizeof err);
+        if (rc == PO_ERR_NOT_FOUND) {
+            refuse(cb, PO_R_UNKNOWN_TENANT, "unknown tenant or channel not configured");
+            goto out;
+        }
+        if (rc) {
+            if (rc == PO_ERR_STORE)
+                po_log(PO_LOG_ERROR, "tenant %s: %s account cannot be loaded: %s", cb->tenant,
+                       cb->ch->name, err);
+            decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
+            goto out;
+        }
+        cb->rechecked = true; /* just loaded: current */
+    } else if (cb->restale && !cb->rechecked) {
+        po_err rc = recheck(cb, s); /* verifies again when it changed */
+        if (rc == PO_ERR_NOT_FOUND)
+            goto out;
+        if (rc) {
+            decide(cb, PO_OUT_RETRY, rc == PO_ERR_NOMEM ? PO_R_NOMEM : PO_R_STORE_UNAVAILABLE);
+            goto out;
+        }
+    }
+    if (!cb->verified && verify(cb)) {
+        decide(cb, PO_OUT_RETRY, PO_R_NOMEM);
+        goto out;
+    }
+    pending = after_verify(cb, s);
 out:
-    if (s)
-        po_store_pool_release(ctx->pool, s);
-    if (acct)
-        po_channel_account_free(acct);
-    free(acct);
-    free(res);
+    po_store_pool_release(ctx->pool, s);
+    if (!pending)
+        finish(cb);
+}
+
+bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb)
+{
+    memset(&cb->decision, 0, sizeof cb->decision);
+    cb->ctx = ctx;
+    cb->acct = NULL;
+    cb->verified = cb->rechecked = cb->restale = false;
+    memset(&cb->res, 0, sizeof cb->res);
+    if (cb->body_too_large) {
+        refuse(cb, PO_R_BODY_TOO_LARGE, "body too large");
+        return false;
+    }
+    if (!po_id_valid(cb->tenant, PO_ID_MAX)) {
+        refuse(cb, PO_R_UNKNOWN_TENANT, "not a tenant id");
+        return false;
+    }
+    cb->acct = po_accounts_get(ctx->accounts, cb->tenant, cb->ch->name);
+    if (!cb->acct)
+        return to_worker(cb); /* not cached yet: loading reads the database */
+    if (verify(cb)) {
+        decide(cb, PO_OUT_RETRY, PO_R_NOMEM);
+        settle(cb);
+        return false;
+    }
+    bool pending = after_verify(cb, NULL);
+    if (!pending)
+        settle(cb);
+    return pending;
 }

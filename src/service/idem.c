@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
 /* Reads the row; *found false when there is none. */
@@ -46,7 +47,8 @@ static po_err look(struct po_store *s, const struct po_idem_req *q, struct po_id
     return rc;
 }
 
-po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_idem_claim *out)
+po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, bool fold,
+                     struct po_idem_claim *out)
 {
     memset(out, 0, sizeof *out);
     unsigned char rnd[PO_IDEM_TOKEN_LEN / 2];
@@ -88,6 +90,11 @@ po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, struct po_
         }
         if (found)
             return PO_OK;
+        if (fold) {
+            out->kind = PO_IDEM_ABSENT;
+            out->token[0] = '\0'; /* stored with the answer, not claimed */
+            return PO_OK;
+        }
         int64_t changes = 0;
         struct po_param p[] = {PO_TEXT(q->tenant), PO_TEXT(q->route),   PO_TEXT(q->key),
                                PO_TEXT(q->hash),   PO_TEXT(out->token), PO_TEXT(now),
@@ -155,27 +162,129 @@ static po_err sp(struct po_store *s, const char *sql)
     return po_store_exec(s, sql, PO_NO_PARAMS, NULL, NULL, err, sizeof err);
 }
 
-po_err po_idem_run(struct po_store *s, const struct po_idem_req *q, const char *token,
-                   po_err (*effect)(void *ctx, unsigned *status), char *(*render)(void *ctx),
-                   void *ctx)
+/* The answer of a key that was never claimed, stored 'done' at once;
+ * PO_ERR_CONFLICT when a twin (another process) stored the key first. */
+static po_err insert_done(struct po_store *s, const struct po_idem_req *q, unsigned status,
+                          const char *body)
 {
-    char err[PO_ERRBUF_MAX] = "";
-    unsigned status = 0;
-    po_err rc = po_store_begin(s, err, sizeof err);
+    char now[PO_TIME_MAX], err[PO_ERRBUF_MAX];
+    po_clock_now_iso(now, sizeof now);
+    int64_t changes = 0;
+    po_err rc = po_store_exec(
+        s,
+        "INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
+        " lock_token, locked_at, status_code, response_body, created_at) VALUES (?, ?, ?, ?,"
+        " 'done', '', ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        PO_PARAMS(PO_TEXT(q->tenant), PO_TEXT(q->route), PO_TEXT(q->key), PO_TEXT(q->hash),
+                  PO_TEXT(now), PO_I64(status), PO_TEXT(body), PO_TEXT(now)),
+        NULL, &changes, err, sizeof err);
     if (rc)
         return rc;
-    rc = sp(s, "SAVEPOINT po_api");
+    return changes == 1 ? PO_OK : PO_ERR_CONFLICT;
+}
+
+po_err po_idem_apply(struct po_store *s, const struct po_idem_req *q, const char *token,
+                     po_err (*effect)(void *ctx, unsigned *status), char *(*render)(void *ctx),
+                     void *ctx)
+{
+    unsigned status = 0;
+    po_err rc = sp(s, "SAVEPOINT po_api");
     if (!rc)
         rc = effect(ctx, &status);
     if (!rc && status >= 400)
         rc = sp(s, "ROLLBACK TO SAVEPOINT po_api");
+    if (!rc)
+        rc = sp(s, "RELEASE SAVEPOINT po_api");
     if (!rc && q) {
         char *body = render(ctx);
-        rc = body ? po_idem_finish(s, q, token, status, body) : PO_ERR_NOMEM;
+        if (!body)
+            rc = PO_ERR_NOMEM;
+        else if (token && token[0])
+            rc = po_idem_finish(s, q, token, status, body);
+        else
+            rc = insert_done(s, q, status, body);
         free(body);
     }
-    if (!rc)
-        return po_store_commit(s, err, sizeof err);
-    po_store_rollback(s);
     return rc;
+}
+
+/* ---- requests in flight in this process ---- */
+
+#define LOCAL_MAX 4096 /* keys in flight at once in one process */
+
+struct po_idem_local {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+    uint64_t h[LOCAL_MAX]; /* hashes of (tenant, route, key) in flight */
+};
+
+po_err po_idem_local_open(struct po_idem_local **out)
+{
+    struct po_idem_local *l = calloc(1, sizeof *l);
+    if (!l)
+        return PO_ERR_NOMEM;
+    pthread_mutex_init(&l->mu, NULL);
+    po_cond_init(&l->cv);
+    *out = l;
+    return PO_OK;
+}
+
+void po_idem_local_close(struct po_idem_local *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}
+
+static uint64_t local_hash(const struct po_idem_req *q)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    const char *parts[3] = {q->tenant, q->route, q->key};
+    for (int k = 0; k < 3; k++) {
+        for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
+            h = (h ^ *p) * UINT64_C(1099511628211);
+        h = (h ^ 0xff) * UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+static int local_find(const struct po_idem_local *l, uint64_t h)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->h[i] == h)
+            return i;
+    return -1;
+}
+
+po_err po_idem_local_enter(struct po_idem_local *l, const struct po_idem_req *q, int wait_ms)
+{
+    uint64_t h = local_hash(q);
+    struct timespec until = po_deadline_us((int64_t)wait_ms * 1000);
+    pthread_mutex_lock(&l->mu);
+    po_err rc = PO_OK;
+    while (local_find(l, h) >= 0)
+        if (wait_ms <= 0 || pthread_cond_timedwait(&l->cv, &l->mu, &until) != 0) {
+            rc = local_find(l, h) >= 0 ? PO_ERR_CONFLICT : PO_OK;
+            break;
+        }
+    if (!rc && l->n == LOCAL_MAX)
+        rc = PO_ERR_LIMIT;
+    if (!rc)
+        l->h[l->n++] = h;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+void po_idem_local_leave(struct po_idem_local *l, const struct po_idem_req *q)
+{
+    uint64_t h = local_hash(q);
+    pthread_mutex_lock(&l->mu);
+    int i = local_find(l, h);
+    PO_ASSERT(i >= 0);
+    l->h[i] = l->h[--l->n];
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
 }

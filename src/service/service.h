@@ -45,12 +45,54 @@ po_err po_account_tenants(struct po_store *s, const char *channel, char ***out,
                           int *out_n) PO_MUST_CHECK;
 void po_strings_free(char **v, int n);
 
+/* ---- channel accounts in memory (accounts.c) ---- */
+
+struct po_accounts;
+struct po_account_ref;
+po_err po_accounts_open(const unsigned char *master, struct po_accounts **out) PO_MUST_CHECK;
+void po_accounts_close(struct po_accounts *a);
+/* The cached account (a reference: release it), or NULL when not cached. */
+struct po_account_ref *po_accounts_get(struct po_accounts *a, const char *tenant,
+                                       const char *channel);
+/* Loads from the store and caches it (*out: a reference). PO_ERR_NOT_FOUND
+ * when absent; PO_ERR_STORE (err) when stored but unusable. */
+po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *tenant,
+                        const char *channel, struct po_account_ref **out, char *err,
+                        size_t errcap) PO_MUST_CHECK;
+/* Compares the stored version of r; when it changed, reloads and sets
+ * *out to the fresh reference (else NULL). PO_ERR_NOT_FOUND when the
+ * account is gone. */
+po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref *r,
+                           struct po_account_ref **out, char *err, size_t errcap) PO_MUST_CHECK;
+/* The committer's guard (po_committer_cfg.guard): items whose guard is
+ * the account reference that verified them are stale when the stored
+ * version differs or the account is gone. One read for the batch. */
+po_err po_accounts_guard(struct po_store *s, struct po_commit_item *const *items, size_t n,
+                         void *ctx) PO_MUST_CHECK;
+/* Drops every entry whose stored version changed or whose row is gone. */
+po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dropped) PO_MUST_CHECK;
+const struct po_channel_account *po_account_of(const struct po_account_ref *r);
+void po_accounts_release(struct po_account_ref *r);
+
+/* ---- a pool of threads for blocking work (workers.c) ---- */
+
+struct po_workers;
+po_err po_workers_start(int nthreads, int queue_max, struct po_workers **out) PO_MUST_CHECK;
+/* Queues fn(ctx); PO_ERR_LIMIT when the queue is full (fn never runs). */
+po_err po_workers_submit(struct po_workers *w, void (*fn)(void *ctx), void *ctx) PO_MUST_CHECK;
+/* Runs what is queued, then joins the threads; submit refuses from then
+ * on (PO_ERR_LIMIT). Idempotent. */
+void po_workers_stop(struct po_workers *w);
+/* Stops (if still running) and frees. */
+void po_workers_free(struct po_workers *w);
+
 /* ---- one channel callback (callback.c) ---- */
 
 struct po_callback_ctx {
-    struct po_store_pool *pool;
-    const unsigned char *master_key; /* NULL in insecure development mode */
-    const char *request_id;          /* for log lines */
+    struct po_store_pool *pool; /* for the worker pool's reads */
+    struct po_accounts *accounts;
+    struct po_committer *committer;
+    struct po_workers *workers;
 };
 
 /* What payonce decided about one callback: the outcome, the reason, and
@@ -62,16 +104,34 @@ struct po_callback_decision {
     char detail[160]; /* why it was refused, for the log; never secrets */
 };
 
+struct po_callback {
+    /* in: set by the caller; they (and req's body and headers) must stay
+     * valid until the decision */
+    const struct po_channel_ops *ch;
+    const char *tenant;
+    struct po_notify_req req;
+    bool body_too_large;
+    const char *request_id;
+    void (*done)(struct po_callback *cb); /* a decision that came later */
+    void *user;
+    /* out */
+    struct po_callback_decision decision;
+    /* internal */
+    const struct po_callback_ctx *ctx;
+    struct po_account_ref *acct;
+    struct po_notify_result res;
+    struct po_commit_item item;
+    bool verified, rechecked, restale;
+};
+
 /*
- * Handles one callback end to end: the tenant's account for the channel,
- * the adapter (verify over the raw body, decrypt, normalise), then the
- * engine (one transaction, the three layers). Never fails: every error is
- * a decision (DESIGN §4). SUCCESS is decided only after the engine's
- * COMMIT returned.
+ * Handles one callback (see callback.c for the steps). Returns false when
+ * the decision is final now (done() is not called), true when it will come
+ * through done(), called once from another thread — after the batch holding
+ * the event committed, never before. Never fails: every error is a
+ * decision (DESIGN §4).
  */
-void po_callback_handle(const struct po_callback_ctx *ctx, const struct po_channel_ops *channel,
-                        const char *tenant, const struct po_notify_req *req, bool body_too_large,
-                        struct po_callback_decision *out);
+bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb);
 
 /* ---- typed reads (views.c) ----
  * Each returns a new JSON value (*out, caller json_decrefs) with integer
@@ -121,21 +181,34 @@ po_err po_apikey_auth(struct po_store *s, const char *key,
                       char tenant[PO_ID_MAX + 1]) PO_MUST_CHECK;
 
 /* ---- Idempotency-Key records (idem.c) ----
- *   claim   reads the row without a write lock; when absent, inserts it
- *           'running' in its own committed transaction, so a concurrent
- *           retry sees it. Same key, other request hash -> MISMATCH (422);
- *           'done' -> REPLAY; 'running' -> IN_FLIGHT (409), unless the lock
- *           is older than PO_IDEM_LOCK_S (the holder crashed): then the row
- *           is taken over with a new lock token.
- *   finish  inside the transaction of the request's effect: stores the
- *           final status and body, fenced by the lock token, so a request
- *           whose row was taken over cannot also commit its effect.
+ *   claim   reads the row without a write lock. Same key, other request
+ *           hash -> MISMATCH (422); 'done' -> REPLAY; 'running' -> IN_FLIGHT
+ *           (409), unless the lock is older than PO_IDEM_LOCK_S (the
+ *           holder crashed): then the row is taken over with a new lock
+ *           token (CLAIMED). No row: with fold, ABSENT — the answer is
+ *           stored with the effect, in its transaction (apply); without,
+ *           the row is inserted 'running' in its own committed
+ *           transaction, so a concurrent retry sees it (CLAIMED).
+ *   apply   inside the transaction of the request's effect: runs it and
+ *           stores the final status and body — fenced by the lock token
+ *           of a claimed row, so a request whose row was taken over cannot
+ *           also commit its effect; inserted 'done' for an ABSENT key, so
+ *           that of two twins racing from two processes one commits and
+ *           the other finds the key taken (PO_ERR_CONFLICT) and replays.
  *   release deletes a 'running' row after a transient failure.
- *   reap    deletes rows older than the retention. */
+ *   reap    deletes rows older than the retention.
+ *   local   the keys in flight in this process: a twin waits for the
+ *           first request's answer instead of racing it. */
 struct po_idem_req {
     const char *tenant, *route, *key, *hash;
 };
-enum po_idem_kind { PO_IDEM_CLAIMED, PO_IDEM_REPLAY, PO_IDEM_MISMATCH, PO_IDEM_IN_FLIGHT };
+enum po_idem_kind {
+    PO_IDEM_CLAIMED,
+    PO_IDEM_ABSENT,
+    PO_IDEM_REPLAY,
+    PO_IDEM_MISMATCH,
+    PO_IDEM_IN_FLIGHT
+};
 struct po_idem_claim {
     enum po_idem_kind kind;
     unsigned status; /* REPLAY */
@@ -143,7 +216,7 @@ struct po_idem_claim {
     bool taken_over; /* CLAIMED from an abandoned record */
     char token[PO_IDEM_TOKEN_LEN + 1];
 };
-po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q,
+po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, bool fold,
                      struct po_idem_claim *out) PO_MUST_CHECK;
 /* PO_ERR_CONFLICT when the record was taken over (the caller rolls back). */
 po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const char *token,
@@ -151,17 +224,26 @@ po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const cha
 po_err po_idem_release(struct po_store *s, const struct po_idem_req *q,
                        const char *token) PO_MUST_CHECK;
 /*
- * Runs a request's effect and stores its answer in ONE transaction:
- * effect() runs inside a savepoint and sets *status; a business refusal
- * (status >= 400) rolls its writes back to the savepoint, but the answer
- * is final and stored too. With q (an Idempotency-Key), render() gives the
- * body stored with the final status (po_idem_finish, fenced by token).
- * Commits; on any error rolls back and returns it (PO_ERR_CONFLICT: the
- * key was taken over by a retry).
+ * Runs a request's effect and stores its answer, inside the caller's
+ * transaction: effect() runs inside a savepoint and sets *status; a
+ * business refusal (status >= 400) rolls its writes back to the
+ * savepoint, but the answer is final and stored too. With q (an
+ * Idempotency-Key), render() gives the body stored with the final status:
+ * by po_idem_finish with the claim's token, or inserted 'done' when token
+ * is "" (an ABSENT key). PO_ERR_CONFLICT: the key was taken over, or a
+ * twin stored it first — the caller rolls back.
  */
-po_err po_idem_run(struct po_store *s, const struct po_idem_req *q, const char *token,
-                   po_err (*effect)(void *ctx, unsigned *status), char *(*render)(void *ctx),
-                   void *ctx) PO_MUST_CHECK;
+po_err po_idem_apply(struct po_store *s, const struct po_idem_req *q, const char *token,
+                     po_err (*effect)(void *ctx, unsigned *status), char *(*render)(void *ctx),
+                     void *ctx) PO_MUST_CHECK;
+struct po_idem_local;
+po_err po_idem_local_open(struct po_idem_local **out) PO_MUST_CHECK;
+void po_idem_local_close(struct po_idem_local *l);
+/* Marks the key in flight in this process, waiting up to wait_ms while a
+ * twin holds it. PO_ERR_CONFLICT: still held; PO_ERR_LIMIT: too many. */
+po_err po_idem_local_enter(struct po_idem_local *l, const struct po_idem_req *q,
+                           int wait_ms) PO_MUST_CHECK;
+void po_idem_local_leave(struct po_idem_local *l, const struct po_idem_req *q);
 /* Deletes stored responses older than retention_s. */
 po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted) PO_MUST_CHECK;
 

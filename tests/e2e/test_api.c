@@ -43,24 +43,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static int passes, failures;
 static char dir[256], url[T_URL_MAX], bin[PATH_MAX];
 static unsigned gw_port, gw2_port, child_port, sim_port;
 static char key1[128], key2[128], key3[128];
 static const char *backend;
 static const unsigned char *mkey; /* the master key the accounts are sealed with */
 static struct po_sim_identity id;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond)                                                                                  \
-            passes++;                                                                              \
-        else {                                                                                     \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                 \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
 
 static void die(const char *m)
 {
@@ -278,62 +266,62 @@ static void test_auth(void)
     char before[256], after[256];
     api("POST", gw_port, "/v1/orders", key1, "auth-setup",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"A-1\",\"amount\":100}", &r);
-    CHECK(r.status == 201, "auth setup: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201, "auth setup: %ld %s", r.status, r.body);
     fingerprint(before, sizeof before);
     api("GET", gw_port, "/v1/orders/A-1", NULL, NULL, NULL, &r);
-    CHECK(has_code(&r, 401, "unauthorized"), "no key: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 401, "unauthorized"), "no key: %ld %s", r.status, r.body);
     api("GET", gw_port, "/v1/orders/A-1", "po_0000000000000000_00", NULL, NULL, &r);
-    CHECK(has_code(&r, 401, "invalid_api_key"), "malformed key: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 401, "invalid_api_key"), "malformed key: %ld %s", r.status, r.body);
     char wrong[128];
     snprintf(wrong, sizeof wrong, "%s", key1);
     wrong[strlen(wrong) - 1] = wrong[strlen(wrong) - 1] == '0' ? '1' : '0';
     api("GET", gw_port, "/v1/orders/A-1", wrong, NULL, NULL, &r);
-    CHECK(has_code(&r, 401, "invalid_api_key"), "wrong secret: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 401, "invalid_api_key"), "wrong secret: %ld %s", r.status, r.body);
     /* Tenant t2 cannot see or change t1's order: 404, as if absent. */
     api("GET", gw_port, "/v1/orders/A-1", key2, NULL, NULL, &r);
-    CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant GET: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant GET: %ld %s", r.status, r.body);
     api("POST", gw_port, "/v1/orders/A-1/close", key2, NULL, NULL, &r);
-    CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant close: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant close: %ld %s", r.status, r.body);
     api("POST", gw_port, "/v1/refunds", key2, NULL,
         "{\"out_trade_no\":\"A-1\",\"out_refund_no\":\"X-1\",\"amount\":1}", &r);
-    CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant refund: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 404, "order_not_found"), "cross-tenant refund: %ld %s", r.status, r.body);
     api("GET", gw_port, "/v1/journal", key2, NULL, NULL, &r);
-    CHECK(r.status == 200 && strstr(r.body, "\"data\":[]"), "cross-tenant journal: %s", r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"data\":[]"), "cross-tenant journal: %s", r.body);
     /* The same Idempotency-Key in another tenant is another key. */
     api("POST", gw_port, "/v1/orders", key2, "auth-setup",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"A-1\",\"amount\":999}", &r);
-    CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 999, "tenant-scoped key: %ld %s",
-          r.status, r.body);
-    CHECK(q1("SELECT amount FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ?", "A-1") ==
-                  100 &&
-              q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND"
-                 " out_trade_no = ? AND status = 'PAYING'",
-                 "A-1") == 1,
-          "t1's order changed");
+    T_CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 999,
+            "tenant-scoped key: %ld %s", r.status, r.body);
+    T_CHECK(q1("SELECT amount FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ?", "A-1") ==
+                    100 &&
+                q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND"
+                   " out_trade_no = ? AND status = 'PAYING'",
+                   "A-1") == 1,
+            "t1's order changed");
     exec_sql("DELETE FROM api_idempotency WHERE tenant_id = 't2'");
     exec_sql("DELETE FROM pay_order WHERE tenant_id = 't2'");
     /* Revocation works at once, and only for that key. */
     api("GET", gw_port, "/v1/balances", key3, NULL, NULL, &r);
-    CHECK(r.status == 200, "key3 before revocation: %ld", r.status);
+    T_CHECK(r.status == 200, "key3 before revocation: %ld", r.status);
     char kid[20];
     snprintf(kid, sizeof kid, "%.16s", key3 + 3);
     run("apikey revoke --tenant t1 --key-id %s", kid);
     api("GET", gw_port, "/v1/balances", key3, NULL, NULL, &r);
-    CHECK(has_code(&r, 401, "invalid_api_key"), "revoked key: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 401, "invalid_api_key"), "revoked key: %ld %s", r.status, r.body);
     api("GET", child_port, "/v1/balances", key3, NULL, NULL, &r);
-    CHECK(has_code(&r, 401, "invalid_api_key"), "revoked key, other process: %ld", r.status);
+    T_CHECK(has_code(&r, 401, "invalid_api_key"), "revoked key, other process: %ld", r.status);
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
-    CHECK(r.status == 200, "key1 after revoking key3: %ld", r.status);
+    T_CHECK(r.status == 200, "key1 after revoking key3: %ld", r.status);
     snprintf(key3, sizeof key3, "revoked");
     fingerprint(after, sizeof after);
     /* Only the revocation changed something (one key fewer). */
-    CHECK(strcmp(strrchr(before, '/'), strrchr(after, '/')) != 0 &&
-              strncmp(before, after, (size_t)(strrchr(before, '/') - before)) == 0,
-          "auth checks changed rows: %s -> %s", before, after);
+    T_CHECK(strcmp(strrchr(before, '/'), strrchr(after, '/')) != 0 &&
+                strncmp(before, after, (size_t)(strrchr(before, '/') - before)) == 0,
+            "auth checks changed rows: %s -> %s", before, after);
     api("GET", gw_port, "/v1/nothing", key1, NULL, NULL, &r);
-    CHECK(has_code(&r, 404, "not_found"), "unknown route: %ld", r.status);
+    T_CHECK(has_code(&r, 404, "not_found"), "unknown route: %ld", r.status);
     api("DELETE", gw_port, "/v1/orders/A-1", key1, NULL, NULL, &r);
-    CHECK(has_code(&r, 405, "method_not_allowed"), "DELETE: %ld", r.status);
+    T_CHECK(has_code(&r, 405, "method_not_allowed"), "DELETE: %ld", r.status);
 }
 
 static void test_concurrent(void)
@@ -348,11 +336,11 @@ static void test_concurrent(void)
         replayed += r[i].replayed;
         same += r[i].status == r[0].status && strcmp(r[i].body, r[0].body) == 0;
     }
-    CHECK(created == RACERS && same == RACERS && replayed == RACERS - 1,
-          "one key, 50 concurrent: %d x 201, %d identical, %d replayed (first: %ld %s)", created,
-          same, replayed, r[0].status, r[0].body);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "C-1") == 1,
-          "one key: not exactly one order");
+    T_CHECK(created == RACERS && same == RACERS && replayed == RACERS - 1,
+            "one key, 50 concurrent: %d x 201, %d identical, %d replayed (first: %ld %s)", created,
+            same, replayed, r[0].status, r[0].body);
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "C-1") == 1,
+            "one key: not exactly one order");
     t_figure("# api[%s] 50 concurrent POST /v1/orders, one Idempotency-Key, 2 processes: 1 order,"
              " 50 identical 201 bodies, %d replayed\n",
              backend, replayed);
@@ -362,7 +350,7 @@ static void test_concurrent(void)
     const char *line = strstr(m.body, "payonce_api_requests_total{route=\"POST /v1/orders\","
                                       "code=\"201\",replayed=\"true\"} ");
     long n = line ? strtol(strchr(line, '}') + 2, NULL, 10) : 0;
-    CHECK(n >= RACERS / 2 - 1, "metrics: %ld replays counted", n);
+    T_CHECK(n >= RACERS / 2 - 1, "metrics: %ld replays counted", n);
     /* No key: out_trade_no makes it idempotent. */
     body = "{\"merchant\":\"m1\",\"out_trade_no\":\"C-2\",\"amount\":700}";
     race(RACERS, "/v1/orders", NULL, body, r);
@@ -372,16 +360,16 @@ static void test_concurrent(void)
         c200 += r[i].status == 200 && jstr_is(&r[i], "out_trade_no", "C-2") &&
                 jint(&r[i], "amount") == 700;
     }
-    CHECK(c201 == 1 && c200 == RACERS - 1, "no key, 50 concurrent: %d created, %d existing", c201,
-          c200);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "C-2") == 1,
-          "no key: not exactly one order");
+    T_CHECK(c201 == 1 && c200 == RACERS - 1, "no key, 50 concurrent: %d created, %d existing", c201,
+            c200);
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "C-2") == 1,
+            "no key: not exactly one order");
     /* No key, different fields: 409 with the reason. */
     struct resp d;
     api("POST", gw_port, "/v1/orders", key1, NULL,
         "{\"merchant\":\"m1\",\"out_trade_no\":\"C-2\",\"amount\":701}", &d);
-    CHECK(has_code(&d, 409, "order_exists") && strstr(d.body, "amount 700"),
-          "no key, other amount: %ld %s", d.status, d.body);
+    T_CHECK(has_code(&d, 409, "order_exists") && strstr(d.body, "amount 700"),
+            "no key, other amount: %ld %s", d.status, d.body);
 }
 
 static void test_key_reuse(void)
@@ -390,31 +378,31 @@ static void test_key_reuse(void)
     char before[256], after[256];
     api("POST", gw_port, "/v1/orders", key1, "reuse-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"K-1\",\"amount\":100}", &r);
-    CHECK(r.status == 201, "reuse setup: %ld", r.status);
+    T_CHECK(r.status == 201, "reuse setup: %ld", r.status);
     fingerprint(before, sizeof before);
     api("POST", gw_port, "/v1/orders", key1, "reuse-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"K-1\",\"amount\":200}", &d);
-    CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other amount: %ld %s", d.status,
-          d.body);
+    T_CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other amount: %ld %s", d.status,
+            d.body);
     api("POST", child_port, "/v1/orders", key1, "reuse-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"K-2\",\"amount\":100}", &d);
-    CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other order: %ld %s", d.status,
-          d.body);
+    T_CHECK(has_code(&d, 422, "idempotency_key_reused"), "same key, other order: %ld %s", d.status,
+            d.body);
     /* Same request, other formatting: the same request. */
     api("POST", child_port, "/v1/orders", key1, "reuse-1",
         "{ \"amount\": 100, \"out_trade_no\": \"K-1\", \"merchant\": \"m1\" }", &d);
-    CHECK(d.status == 201 && d.replayed && strcmp(d.body, r.body) == 0,
-          "reformatted replay: %ld %s", d.status, d.body);
+    T_CHECK(d.status == 201 && d.replayed && strcmp(d.body, r.body) == 0,
+            "reformatted replay: %ld %s", d.status, d.body);
     /* Keys are scoped to the route: the same key on /v1/refunds is fresh. */
     api("POST", gw_port, "/v1/refunds", key1, "reuse-1",
         "{\"out_trade_no\":\"K-1\",\"out_refund_no\":\"KR-1\",\"amount\":1}", &d);
-    CHECK(has_code(&d, 409, "order_not_paid") && !d.replayed, "route scope: %ld %s", d.status,
-          d.body);
+    T_CHECK(has_code(&d, 409, "order_not_paid") && !d.replayed, "route scope: %ld %s", d.status,
+            d.body);
     exec_sql("DELETE FROM api_idempotency WHERE route = 'POST /v1/refunds'");
     fingerprint(after, sizeof after);
-    CHECK(strcmp(before, after) == 0, "422 changed rows: %s -> %s", before, after);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "K-2") == 0,
-          "K-2 was created");
+    T_CHECK(strcmp(before, after) == 0, "422 changed rows: %s -> %s", before, after);
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "K-2") == 0,
+            "K-2 was created");
 }
 
 static void test_in_flight(void)
@@ -434,22 +422,22 @@ static void test_in_flight(void)
     /* The first request is inside its transaction: a retry gets 409. */
     struct resp r;
     api("POST", gw2_port, "/v1/orders", key1, "flight-1", body, &r);
-    CHECK(has_code(&r, 409, "idempotency_in_flight") && r.retry_after[0],
-          "in-flight retry: %ld %s (Retry-After '%s')", r.status, r.body, r.retry_after);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 0,
-          "in flight: the order exists before the first request committed");
+    T_CHECK(has_code(&r, 409, "idempotency_in_flight") && r.retry_after[0],
+            "in-flight retry: %ld %s (Retry-After '%s')", r.status, r.body, r.retry_after);
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 0,
+            "in flight: the order exists before the first request committed");
     pthread_mutex_lock(&hook_mu);
     hook_release = true;
     pthread_cond_broadcast(&hook_cv);
     pthread_mutex_unlock(&hook_mu);
     pthread_join(th, NULL);
-    CHECK(first.r.status == 201 && !first.r.replayed, "in flight: first %ld %s", first.r.status,
-          first.r.body);
+    T_CHECK(first.r.status == 201 && !first.r.replayed, "in flight: first %ld %s", first.r.status,
+            first.r.body);
     api("POST", gw2_port, "/v1/orders", key1, "flight-1", body, &r);
-    CHECK(r.status == 201 && r.replayed && strcmp(r.body, first.r.body) == 0,
-          "after in-flight: %ld %s", r.status, r.body);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 1,
-          "in flight: not one order");
+    T_CHECK(r.status == 201 && r.replayed && strcmp(r.body, first.r.body) == 0,
+            "after in-flight: %ld %s", r.status, r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 1,
+            "in flight: not one order");
     /* A 'running' record abandoned by a crashed request is taken over
      * after PO_IDEM_LOCK_S; its effect had not committed. */
     exec_sql("INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
@@ -457,13 +445,13 @@ static void test_in_flight(void)
              " request_hash, 'running', 'dead', '2000-01-01T00:00:00.000Z', created_at FROM"
              " api_idempotency WHERE idem_key = 'flight-1'");
     api("POST", gw_port, "/v1/orders", key1, "crashed-1", body, &r);
-    CHECK(r.status == 200 && !r.replayed && jstr_is(&r, "out_trade_no", "F-1"),
-          "abandoned key taken over: %ld %s", r.status, r.body);
-    CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ? AND state = 'done'",
-             "crashed-1") == 1,
-          "taken-over key not completed");
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 1,
-          "takeover: not one order");
+    T_CHECK(r.status == 200 && !r.replayed && jstr_is(&r, "out_trade_no", "F-1"),
+            "abandoned key taken over: %ld %s", r.status, r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ? AND state = 'done'",
+               "crashed-1") == 1,
+            "taken-over key not completed");
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "F-1") == 1,
+            "takeover: not one order");
 }
 
 /* The store is locked for longer than the gateway waits: 503, nothing
@@ -484,13 +472,13 @@ static void test_transient(void)
     api("POST", gw_port, "/v1/orders", key1, "transient-1", body, &r);
     po_store_rollback(holder);
     po_store_close(holder);
-    CHECK(has_code(&r, 503, "store_unavailable") && r.retry_after[0], "locked store: %ld %s",
-          r.status, r.body);
-    CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "transient-1") == 0,
-          "a transient failure was stored");
+    T_CHECK(has_code(&r, 503, "store_unavailable") && r.retry_after[0], "locked store: %ld %s",
+            r.status, r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "transient-1") == 0,
+            "a transient failure was stored");
     api("POST", gw_port, "/v1/orders", key1, "transient-1", body, &r);
-    CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 400,
-          "retry after transient: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201 && !r.replayed && jint(&r, "amount") == 400,
+            "retry after transient: %ld %s", r.status, r.body);
 }
 
 static void test_bad_input(void)
@@ -531,23 +519,23 @@ static void test_bad_input(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct resp r;
         api("POST", i % 2 ? child_port : gw_port, "/v1/orders", key1, NULL, cases[i].body, &r);
-        CHECK(has_code(&r, cases[i].status, cases[i].code), "bad input %zu (%s): %ld %s", i,
-              cases[i].body, r.status, r.body);
+        T_CHECK(has_code(&r, cases[i].status, cases[i].code), "bad input %zu (%s): %ld %s", i,
+                cases[i].body, r.status, r.body);
     }
     struct resp r;
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"B-R\",\"amount\":-5}", &r);
-    CHECK(has_code(&r, 400, "invalid_amount"), "negative refund: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 400, "invalid_amount"), "negative refund: %ld %s", r.status, r.body);
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"B-R\",\"amount\":5,\"currency\":\"ZZZ\"}",
         &r);
-    CHECK(has_code(&r, 400, "invalid_currency"), "refund currency: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 400, "invalid_currency"), "refund currency: %ld %s", r.status, r.body);
     api("POST", gw_port, "/v1/orders", key1, "bad key with spaces",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"B-2\",\"amount\":1}", &r);
-    CHECK(has_code(&r, 400, "invalid_idempotency_key"), "bad Idempotency-Key: %ld %s", r.status,
-          r.body);
+    T_CHECK(has_code(&r, 400, "invalid_idempotency_key"), "bad Idempotency-Key: %ld %s", r.status,
+            r.body);
     api("GET", gw_port, "/v1/journal?limit=0", key1, NULL, NULL, &r);
-    CHECK(has_code(&r, 400, "invalid_parameter"), "limit=0: %ld", r.status);
+    T_CHECK(has_code(&r, 400, "invalid_parameter"), "limit=0: %ld", r.status);
     char *big = malloc(70 * 1024);
     memset(big, ' ', 70 * 1024 - 1);
     big[0] = '{';
@@ -555,17 +543,17 @@ static void test_bad_input(void)
     big[70 * 1024 - 1] = '\0';
     api("POST", gw_port, "/v1/orders", key1, "big-1", big, &r);
     free(big);
-    CHECK(has_code(&r, 413, "body_too_large"), "70 KiB body: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 413, "body_too_large"), "70 KiB body: %ld %s", r.status, r.body);
     /* Validation failures are not stored under the key: fixing the body
      * and retrying with the same key works. */
     api("POST", gw_port, "/v1/orders", key1, "bad-then-good",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"B-3\",\"amount\":-1}", &r);
-    CHECK(r.status == 400, "bad-then-good 1: %ld", r.status);
+    T_CHECK(r.status == 400, "bad-then-good 1: %ld", r.status);
     fingerprint(after, sizeof after);
-    CHECK(strcmp(before, after) == 0, "bad input changed rows: %s -> %s", before, after);
+    T_CHECK(strcmp(before, after) == 0, "bad input changed rows: %s -> %s", before, after);
     api("POST", gw_port, "/v1/orders", key1, "bad-then-good",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"B-3\",\"amount\":1}", &r);
-    CHECK(r.status == 201, "bad-then-good 2: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201, "bad-then-good 2: %ld %s", r.status, r.body);
 }
 
 static void sim_pay(const char *order)
@@ -580,37 +568,37 @@ static void test_close(void)
     api("POST", gw_port, "/v1/orders", key1, NULL,
         "{\"merchant\":\"m1\",\"out_trade_no\":\"CL-1\",\"amount\":300,\"channel\":\"wechatpay\"}",
         &r);
-    CHECK(r.status == 201 && jstr_is(&r, "status", "PAYING"), "close setup: %ld", r.status);
+    T_CHECK(r.status == 201 && jstr_is(&r, "status", "PAYING"), "close setup: %ld", r.status);
     api("POST", gw_port, "/v1/orders/CL-1/close", key1, "close-1", NULL, &r);
-    CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED"), "close: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED"), "close: %ld %s", r.status, r.body);
     api("POST", child_port, "/v1/orders/CL-1/close", key1, "close-1", NULL, &d);
-    CHECK(d.status == 200 && d.replayed && strcmp(d.body, r.body) == 0, "close replay: %ld",
-          d.status);
+    T_CHECK(d.status == 200 && d.replayed && strcmp(d.body, r.body) == 0, "close replay: %ld",
+            d.status);
     api("POST", gw_port, "/v1/orders/CL-1/close", key1, NULL, "{}", &d);
-    CHECK(d.status == 200 && jstr_is(&d, "status", "CLOSED"), "close again: %ld %s", d.status,
-          d.body);
+    T_CHECK(d.status == 200 && jstr_is(&d, "status", "CLOSED"), "close again: %ld %s", d.status,
+            d.body);
     api("POST", gw_port, "/v1/orders/CL-1/close", key1, "close-1", "{\"x\":1}", &d);
-    CHECK(d.status == 400, "close with a body member: %ld", d.status);
+    T_CHECK(d.status == 400, "close with a body member: %ld", d.status);
     /* The payer pays anyway: the money is parked in suspense, alerted. */
     sim_pay("CL-1:300");
     api("GET", gw_port, "/v1/orders/CL-1", key1, NULL, NULL, &r);
-    CHECK(jstr_is(&r, "status", "CLOSED"), "paid after close: %s", r.body);
+    T_CHECK(jstr_is(&r, "status", "CLOSED"), "paid after close: %s", r.body);
     api("GET", gw_port, "/v1/alerts", key1, NULL, NULL, &r);
-    CHECK(r.status == 200 && strstr(r.body, "\"out_trade_no\":\"CL-1\"") &&
-              strstr(r.body, "\"reason\":\"paid_after_close\""),
-          "alert for the payment after close: %s", r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"out_trade_no\":\"CL-1\"") &&
+                strstr(r.body, "\"reason\":\"paid_after_close\""),
+            "alert for the payment after close: %s", r.body);
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
-    CHECK(strstr(r.body, "{\"account\":\"suspense\",\"balance\":-300,\"currency\":\"CNY\""),
-          "suspense balance: %s", r.body);
+    T_CHECK(strstr(r.body, "{\"account\":\"suspense\",\"balance\":-300,\"currency\":\"CNY\""),
+            "suspense balance: %s", r.body);
     /* A PAID order cannot be closed. */
     sim_pay("C-1:2500");
     api("POST", gw_port, "/v1/orders/C-1/close", key1, "close-paid", NULL, &r);
-    CHECK(has_code(&r, 409, "order_paid"), "close a paid order: %ld %s", r.status, r.body);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "C-1") ==
-              1,
-          "C-1 not PAID");
+    T_CHECK(has_code(&r, 409, "order_paid"), "close a paid order: %ld %s", r.status, r.body);
+    T_CHECK(
+        q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "C-1") == 1,
+        "C-1 not PAID");
     api("POST", gw_port, "/v1/orders/NOPE/close", key1, NULL, NULL, &r);
-    CHECK(has_code(&r, 404, "order_not_found"), "close unknown: %ld", r.status);
+    T_CHECK(has_code(&r, 404, "order_not_found"), "close unknown: %ld", r.status);
 }
 
 static int sim_refunds(void)
@@ -745,14 +733,14 @@ static void test_refunds(void)
     api("POST", gw_port, "/v1/orders", key1, "order-R-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"R-1\",\"amount\":1000,\"channel\":\"wechatpay\"}",
         &r);
-    CHECK(r.status == 201, "refund setup: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201, "refund setup: %ld %s", r.status, r.body);
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-0\",\"amount\":10}", &r);
-    CHECK(has_code(&r, 409, "order_not_paid"), "refund before payment: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 409, "order_not_paid"), "refund before payment: %ld %s", r.status, r.body);
     sim_pay("R-1:1000");
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "R-1") ==
-              1,
-          "R-1 not paid");
+    T_CHECK(
+        q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "R-1") == 1,
+        "R-1 not paid");
     int before = sim_refunds();
     /* Two refunds that together exceed the payment, at the same time, one
      * through each process. */
@@ -777,33 +765,33 @@ static void test_refunds(void)
         pthread_join(th[i], NULL);
     pthread_barrier_destroy(&go);
     int won = a[0].r.status == 201 ? 0 : 1, lost = 1 - won;
-    CHECK(a[won].r.status == 201 && has_code(&a[lost].r, 409, "refund_exceeds_paid"),
-          "concurrent refunds: %ld %s / %ld %s", a[0].r.status, a[0].r.body, a[1].r.status,
-          a[1].r.body);
+    T_CHECK(a[won].r.status == 201 && has_code(&a[lost].r, 409, "refund_exceeds_paid"),
+            "concurrent refunds: %ld %s / %ld %s", a[0].r.status, a[0].r.body, a[1].r.status,
+            a[1].r.body);
     const char *won_no = won == 0 ? "RF-A" : "RF-B";
-    CHECK(jstr_is(&a[won].r, "status", "PROCESSING"), "accepted refund: %s", a[won].r.body);
-    CHECK(q1("SELECT COUNT(*) FROM refund WHERE out_trade_no = ?", "R-1") == 1 &&
-              q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "R-1") == 600,
-          "concurrent refunds: rows");
+    T_CHECK(jstr_is(&a[won].r, "status", "PROCESSING"), "accepted refund: %s", a[won].r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM refund WHERE out_trade_no = ?", "R-1") == 1 &&
+                q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "R-1") == 600,
+            "concurrent refunds: rows");
     /* Submitted to the channel, signed with the merchant key (the simulator
      * refuses anything else), then the callback completes it once. */
-    CHECK(sim_refunds() == before + 1, "the simulator received %d refunds, expected 1",
-          sim_refunds() - before);
-    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
-                   won_no, 1),
-          "refund %s did not reach SUCCESS", won_no);
+    T_CHECK(sim_refunds() == before + 1, "the simulator received %d refunds, expected 1",
+            sim_refunds() - before);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     won_no, 1),
+            "refund %s did not reach SUCCESS", won_no);
     char path[64];
     snprintf(path, sizeof path, "/v1/refunds/%s", won_no);
     api("GET", gw_port, path, key1, NULL, NULL, &r);
-    CHECK(r.status == 200 && jstr_is(&r, "status", "SUCCESS") &&
-              strstr(r.body, "\"state\":\"submitted\""),
-          "GET refund: %s", r.body);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "SUCCESS") &&
+                strstr(r.body, "\"state\":\"submitted\""),
+            "GET refund: %s", r.body);
     /* The stored POST response stays what it was (PROCESSING). */
     api("POST", gw_port, "/v1/refunds", key1, a[won].idem, a[won].body, &r);
-    CHECK(r.replayed && strcmp(r.body, a[won].r.body) == 0, "refund replay: %s", r.body);
+    T_CHECK(r.replayed && strcmp(r.body, a[won].r.body) == 0, "refund replay: %s", r.body);
     /* The refund callback again, three times at once: one reversal. */
     char refund_id[64] = "";
-    CHECK(sim_refund_id(won_no, refund_id, sizeof refund_id), "no refund id for %s", won_no);
+    T_CHECK(sim_refund_id(won_no, refund_id, sizeof refund_id), "no refund id for %s", won_no);
     char txn[80] = "";
     {
         struct po_store *s = t_open(url);
@@ -819,39 +807,39 @@ static void test_refunds(void)
     struct po_sim_refund rf = {"wechatpay", "R-1", txn, won_no, refund_id, 600, 1000, "SUCCESS"};
     long st[3];
     refund_cb_3x(&rf, st);
-    CHECK(st[0] / 100 == 2 && st[1] / 100 == 2 && st[2] / 100 == 2,
-          "refund callbacks acked %ld %ld %ld", st[0], st[1], st[2]);
-    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?", won_no) ==
-              1,
-          "refund %s: not exactly one reversal", won_no);
-    CHECK(q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") == 600,
-          "refunded_amount");
+    T_CHECK(st[0] / 100 == 2 && st[1] / 100 == 2 && st[2] / 100 == 2,
+            "refund callbacks acked %ld %ld %ld", st[0], st[1], st[2]);
+    T_CHECK(
+        q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?", won_no) == 1,
+        "refund %s: not exactly one reversal", won_no);
+    T_CHECK(q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") == 600,
+            "refunded_amount");
     /* What is left (400) can be refunded; more cannot. Without a key,
      * out_refund_no makes it idempotent. */
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":401}", &r);
-    CHECK(has_code(&r, 409, "refund_exceeds_paid"), "over-refund: %ld %s", r.status, r.body);
+    T_CHECK(has_code(&r, 409, "refund_exceeds_paid"), "over-refund: %ld %s", r.status, r.body);
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":400,\"currency\":\"CNY\"}",
         &r);
-    CHECK(r.status == 201, "remaining refund: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201, "remaining refund: %ld %s", r.status, r.body);
     api("POST", child_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":400}", &r);
-    CHECK(r.status == 200 && jstr_is(&r, "out_refund_no", "RF-C"), "same refund, no key: %ld %s",
-          r.status, r.body);
+    T_CHECK(r.status == 200 && jstr_is(&r, "out_refund_no", "RF-C"), "same refund, no key: %ld %s",
+            r.status, r.body);
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"R-1\",\"out_refund_no\":\"RF-C\",\"amount\":300}", &r);
-    CHECK(has_code(&r, 409, "refund_exists"), "same refund no, other amount: %ld %s", r.status,
-          r.body);
-    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
-                   "RF-C", 1),
-          "RF-C did not reach SUCCESS");
-    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "R-1") ==
-                  2 &&
-              q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") == 1000,
-          "R-1 fully refunded once each");
+    T_CHECK(has_code(&r, 409, "refund_exists"), "same refund no, other amount: %ld %s", r.status,
+            r.body);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     "RF-C", 1),
+            "RF-C did not reach SUCCESS");
+    T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "R-1") ==
+                    2 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "R-1") == 1000,
+            "R-1 fully refunded once each");
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
-    CHECK(r.status == 200 && strstr(r.body, "\"object\":\"list\""), "balances: %s", r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"object\":\"list\""), "balances: %s", r.body);
 }
 
 /* Tenant t2's WeChat Pay account, with the given API base URL and
@@ -882,47 +870,48 @@ static void test_refund_submission(void)
     api("POST", gw_port, "/v1/orders", key2, NULL,
         "{\"merchant\":\"m1\",\"out_trade_no\":\"S-1\",\"amount\":800,\"channel\":\"wechatpay\"}",
         &r);
-    CHECK(r.status == 201, "t2 order: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201, "t2 order: %ld %s", r.status, r.body);
     run("sim pay --dir sim --order S-1:800 --txn 4200000000000000000000009001 --notify-url"
         " http://127.0.0.1:%u/notify/wechatpay/t2",
         gw_port);
     api("POST", gw_port, "/v1/refunds", key2, "t2-rt-1",
         "{\"out_trade_no\":\"S-1\",\"out_refund_no\":\"RT-1\",\"amount\":300}", &r);
-    CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "t2 refund: %ld %s", r.status,
-          r.body);
+    T_CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "t2 refund: %ld %s", r.status,
+            r.body);
     api("GET", gw_port, "/v1/refunds/RT-1", key2, NULL, NULL, &r);
-    CHECK(strstr(r.body, "\"submission\":{\"attempts\":1,\"error\":\"no_answer\","
-                         "\"state\":\"pending\"}") != NULL,
-          "unreachable channel: %s", r.body);
+    T_CHECK(strstr(r.body, "\"submission\":{\"attempts\":1,\"error\":\"no_answer\","
+                           "\"state\":\"pending\"}") != NULL,
+            "unreachable channel: %s", r.body);
     /* The channel is back: the pending refund is submitted again (what
      * serve's refund-retry job runs) and completed by its callback. */
     t2_channel(sim_base, "sim", id.merchant_serial);
     struct po_store *s = t_open(url);
     int n = 0;
-    CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == 1,
-          "resubmission: %d submitted", n);
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == 1,
+            "resubmission: %d submitted", n);
     po_store_close(s);
-    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
-                   "RT-1", 1),
-          "RT-1 did not reach SUCCESS after resubmission");
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     "RT-1", 1),
+            "RT-1 did not reach SUCCESS after resubmission");
     /* A merchant key the channel does not know: SIGN_ERROR, signed by the
      * platform -> the refund is closed and its amount free again. */
     t2_channel(sim_base, "other", stranger.merchant_serial);
     api("POST", gw_port, "/v1/refunds", key2, "t2-rt-2",
         "{\"out_trade_no\":\"S-1\",\"out_refund_no\":\"RT-2\",\"amount\":500}", &r);
-    CHECK(r.status == 201, "t2 refund 2: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201, "t2 refund 2: %ld %s", r.status, r.body);
     api("GET", gw_port, "/v1/refunds/RT-2", key2, NULL, NULL, &r);
-    CHECK(jstr_is(&r, "status", "CLOSED") &&
-              strstr(r.body, "\"error\":\"SIGN_ERROR\",\"state\":\"rejected\""),
-          "refused refund: %s", r.body);
-    CHECK(q1("SELECT refund_reserved FROM pay_order WHERE tenant_id = 't2' AND out_trade_no = ?",
-             "S-1") == 300,
-          "refused refund: reservation not released");
+    T_CHECK(jstr_is(&r, "status", "CLOSED") &&
+                strstr(r.body, "\"error\":\"SIGN_ERROR\",\"state\":\"rejected\""),
+            "refused refund: %s", r.body);
+    T_CHECK(q1("SELECT refund_reserved FROM pay_order WHERE tenant_id = 't2' AND out_trade_no = ?",
+               "S-1") == 300,
+            "refused refund: reservation not released");
     api("GET", gw_port, "/v1/alerts", key2, NULL, NULL, &r);
-    CHECK(strstr(r.body, "\"reason\":\"refund_rejected_by_channel\"") != NULL,
-          "refused refund: alert %s", r.body);
-    CHECK(q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't2' AND kind = 'REFUND'", NULL) == 1,
-          "t2 refund journals");
+    T_CHECK(strstr(r.body, "\"reason\":\"refund_rejected_by_channel\"") != NULL,
+            "refused refund: alert %s", r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't2' AND kind = 'REFUND'", NULL) ==
+                1,
+            "t2 refund journals");
     po_sim_identity_free(&stranger);
 }
 
@@ -950,39 +939,39 @@ static void test_alipay_refunds(void)
     api("POST", gw_port, "/v1/orders", key1, NULL,
         "{\"merchant\":\"m1\",\"out_trade_no\":\"AL-1\",\"amount\":1000,\"channel\":\"alipay\"}",
         &r);
-    CHECK(r.status == 201, "alipay order: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 201, "alipay order: %ld %s", r.status, r.body);
     run("sim pay --dir sim --channel alipay --order AL-1:1000 --txn 2026120222001400000000000001"
         " --notify-url http://127.0.0.1:%u/notify/alipay/t1",
         gw_port);
-    CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'", "AL-1") ==
-              1,
-          "AL-1 not paid");
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
+               "AL-1") == 1,
+            "AL-1 not paid");
     int before = sim_refunds();
     api("POST", gw_port, "/v1/refunds", key1, "al-rf-1",
         "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-1\",\"amount\":400}", &r);
-    CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "alipay refund: %ld %s", r.status,
-          r.body);
-    CHECK(sim_refunds() == before + 1, "the gateway recorded %d refunds, expected 1",
-          sim_refunds() - before);
-    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
-                   "ARF-1", 1),
-          "ARF-1 did not reach SUCCESS");
+    T_CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING"), "alipay refund: %ld %s",
+            r.status, r.body);
+    T_CHECK(sim_refunds() == before + 1, "the gateway recorded %d refunds, expected 1",
+            sim_refunds() - before);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     "ARF-1", 1),
+            "ARF-1 did not reach SUCCESS");
     api("GET", gw_port, "/v1/refunds/ARF-1", key1, NULL, NULL, &r);
-    CHECK(jstr_is(&r, "status", "SUCCESS") && strstr(r.body, "\"state\":\"submitted\""),
-          "GET ARF-1: %s", r.body);
+    T_CHECK(jstr_is(&r, "status", "SUCCESS") && strstr(r.body, "\"state\":\"submitted\""),
+            "GET ARF-1: %s", r.body);
     /* Alipay's notification again, three times at once: one reversal. */
     char refund_id[64] = "";
-    CHECK(sim_refund_id("ARF-1", refund_id, sizeof refund_id), "no refund id for ARF-1");
+    T_CHECK(sim_refund_id("ARF-1", refund_id, sizeof refund_id), "no refund id for ARF-1");
     struct po_sim_refund rf = {
         "alipay", "AL-1", "2026120222001400000000000001", "ARF-1", refund_id, 400, 1000, "SUCCESS"};
     long st[3];
     refund_cb_3x(&rf, st);
-    CHECK(st[0] == 200 && st[1] == 200 && st[2] == 200, "alipay refund notifications: %ld %ld %ld",
-          st[0], st[1], st[2]);
-    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?", "ARF-1") ==
-                  1 &&
-              q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 400,
-          "ARF-1: not exactly one reversal");
+    T_CHECK(st[0] == 200 && st[1] == 200 && st[2] == 200,
+            "alipay refund notifications: %ld %ld %ld", st[0], st[1], st[2]);
+    T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
+               "ARF-1") == 1 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 400,
+            "ARF-1: not exactly one reversal");
     /* payonce's client against the gateway directly: the same
      * out_request_no again is the same refund (no money moves, one record),
      * and the answer's signature is what makes it count. */
@@ -995,20 +984,20 @@ static void test_alipay_refunds(void)
     const char *biz = "{\"out_trade_no\":\"AL-1\",\"refund_amount\":\"4.00\","
                       "\"out_request_no\":\"ARF-1\"}";
     char why[64] = "";
-    CHECK(po_alipay_call(acct, "alipay.trade.refund", biz, ar) == PO_OK && ar->status == 200,
-          "gateway call: %ld", ar->status);
+    T_CHECK(po_alipay_call(acct, "alipay.trade.refund", biz, ar) == PO_OK && ar->status == 200,
+            "gateway call: %ld", ar->status);
     json_t *n = po_alipay_resp_verified(acct, ar, "alipay.trade.refund", why, sizeof why);
-    CHECK(n && strcmp(json_string_value(json_object_get(n, "code")) ?: "", "10000") == 0 &&
-              strcmp(json_string_value(json_object_get(n, "fund_change")) ?: "", "N") == 0 &&
-              strcmp(json_string_value(json_object_get(n, "refund_fee")) ?: "", "4.00") == 0,
-          "repeated out_request_no: %s (%s)", ar->body, why);
+    T_CHECK(n && strcmp(json_string_value(json_object_get(n, "code")) ?: "", "10000") == 0 &&
+                strcmp(json_string_value(json_object_get(n, "fund_change")) ?: "", "N") == 0 &&
+                strcmp(json_string_value(json_object_get(n, "refund_fee")) ?: "", "4.00") == 0,
+            "repeated out_request_no: %s (%s)", ar->body, why);
     json_decref(n);
-    CHECK(sim_refunds() == before + 1, "a repeated out_request_no made a second refund");
+    T_CHECK(sim_refunds() == before + 1, "a repeated out_request_no made a second refund");
     char *amt = strstr(ar->body, "\"4.00\"");
     if (amt)
         amt[1] = '9'; /* the signed text changed: not Alipay's answer any more */
     n = po_alipay_resp_verified(acct, ar, "alipay.trade.refund", why, sizeof why);
-    CHECK(amt && !n && strcmp(why, "bad_signature") == 0, "tampered answer accepted (%s)", why);
+    T_CHECK(amt && !n && strcmp(why, "bad_signature") == 0, "tampered answer accepted (%s)", why);
     json_decref(n);
     po_channel_account_free(acct);
     free(acct);
@@ -1019,34 +1008,34 @@ static void test_alipay_refunds(void)
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-2\",\"amount\":300}", &r);
     api("GET", gw_port, "/v1/refunds/ARF-2", key1, NULL, NULL, &r);
-    CHECK(jstr_is(&r, "status", "PROCESSING") &&
-              strstr(r.body, "\"error\":\"no_answer\",\"state\":\"pending\""),
-          "unreachable gateway: %s", r.body);
+    T_CHECK(jstr_is(&r, "status", "PROCESSING") &&
+                strstr(r.body, "\"error\":\"no_answer\",\"state\":\"pending\""),
+            "unreachable gateway: %s", r.body);
     t1_alipay(gateway, "sim");
     s = t_open(url);
     int done = 0;
-    CHECK(po_refund_submit_pending(s, mkey, 0, 100, &done) == PO_OK && done == 1,
-          "alipay resubmission: %d submitted", done);
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &done) == PO_OK && done == 1,
+            "alipay resubmission: %d submitted", done);
     po_store_close(s);
-    CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
-                   "ARF-2", 1),
-          "ARF-2 did not reach SUCCESS after resubmission");
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     "ARF-2", 1),
+            "ARF-2 did not reach SUCCESS after resubmission");
     /* An app key Alipay does not know: isv.invalid-signature, signed by
      * Alipay -> the refund closes, its amount is free again, an alert. */
     t1_alipay(gateway, "other");
     api("POST", gw_port, "/v1/refunds", key1, "al-rf-3",
         "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-3\",\"amount\":300}", &r);
     api("GET", gw_port, "/v1/refunds/ARF-3", key1, NULL, NULL, &r);
-    CHECK(jstr_is(&r, "status", "CLOSED") &&
-              strstr(r.body, "\"error\":\"isv.invalid-signature\",\"state\":\"rejected\""),
-          "refused alipay refund: %s", r.body);
-    CHECK(q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
-          "refused alipay refund: reservation %lld, expected 700",
-          (long long)q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1"));
-    CHECK(q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel' AND"
-             " out_trade_no = ?",
-             "AL-1") == 1,
-          "refused alipay refund: alert");
+    T_CHECK(jstr_is(&r, "status", "CLOSED") &&
+                strstr(r.body, "\"error\":\"isv.invalid-signature\",\"state\":\"rejected\""),
+            "refused alipay refund: %s", r.body);
+    T_CHECK(q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
+            "refused alipay refund: reservation %lld, expected 700",
+            (long long)q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1"));
+    T_CHECK(q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel' AND"
+               " out_trade_no = ?",
+               "AL-1") == 1,
+            "refused alipay refund: alert");
     /* A business refusal (40004): the trade was paid as far as payonce
      * knows, but the gateway never saw it -> ACQ.TRADE_NOT_EXIST closes
      * the refund. */
@@ -1058,18 +1047,18 @@ static void test_alipay_refunds(void)
     struct po_event ev = t_pay_event("AL-2", "2026120222001400000000000002", 500);
     memcpy(ev.channel, "alipay", 7);
     memcpy(ev.tenant, "t1", 3);
-    CHECK(t_apply(s, NULL, &ev).kind == PO_OUT_APPLIED, "AL-2 paid outside the simulator");
+    T_CHECK(t_apply(s, NULL, &ev).kind == PO_OUT_APPLIED, "AL-2 paid outside the simulator");
     po_store_close(s);
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"AL-2\",\"out_refund_no\":\"ARF-4\",\"amount\":500}", &r);
     api("GET", gw_port, "/v1/refunds/ARF-4", key1, NULL, NULL, &r);
-    CHECK(jstr_is(&r, "status", "CLOSED") &&
-              strstr(r.body, "\"error\":\"ACQ.TRADE_NOT_EXIST\",\"state\":\"rejected\""),
-          "refund of a trade the channel does not know: %s", r.body);
-    CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "AL-1") ==
-                  2 &&
-              q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
-          "AL-1: two reversals, 700 refunded");
+    T_CHECK(jstr_is(&r, "status", "CLOSED") &&
+                strstr(r.body, "\"error\":\"ACQ.TRADE_NOT_EXIST\",\"state\":\"rejected\""),
+            "refund of a trade the channel does not know: %s", r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "AL-1") ==
+                    2 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
+            "AL-1: two reversals, 700 refunded");
 }
 
 static void test_journal_paging(void)
@@ -1112,14 +1101,14 @@ static void test_journal_paging(void)
         if (!more || pages > 100)
             break;
     }
-    CHECK(ok && seen == total && total >= 4 && pages == (int)((total + 1) / 2),
-          "journal paging: %d of %lld journals in %d pages", seen, (long long)total, pages);
-    CHECK(lines == q1("SELECT COUNT(*) FROM posting WHERE tenant_id = 't1'", NULL),
-          "journal paging: %d posting lines", lines);
+    T_CHECK(ok && seen == total && total >= 4 && pages == (int)((total + 1) / 2),
+            "journal paging: %d of %lld journals in %d pages", seen, (long long)total, pages);
+    T_CHECK(lines == q1("SELECT COUNT(*) FROM posting WHERE tenant_id = 't1'", NULL),
+            "journal paging: %d posting lines", lines);
     struct resp r;
     api("GET", gw_port, "/v1/journal?out_trade_no=R-1", key1, NULL, NULL, &r);
     json_t *j = json_loads(r.body, 0, NULL);
-    CHECK(json_array_size(json_object_get(j, "data")) == 3, "journal for R-1: %s", r.body);
+    T_CHECK(json_array_size(json_object_get(j, "data")) == 3, "journal for R-1: %s", r.body);
     json_decref(j);
 }
 
@@ -1130,42 +1119,13 @@ static void test_reaper(void)
     int64_t n = q1("SELECT COUNT(*) FROM api_idempotency", NULL);
     char out[256];
     run_out(out, sizeof out, "idempotency reap");
-    CHECK(strncmp(out, "1 stored", 8) == 0, "reap: %s", out);
-    CHECK(q1("SELECT COUNT(*) FROM api_idempotency", NULL) == n - 1, "reap: rows");
+    T_CHECK(strncmp(out, "1 stored", 8) == 0, "reap: %s", out);
+    T_CHECK(q1("SELECT COUNT(*) FROM api_idempotency", NULL) == n - 1, "reap: rows");
     /* The key is free again: a new request under it runs. */
     struct resp r;
     api("POST", gw_port, "/v1/orders", key1, "reuse-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"K-9\",\"amount\":9}", &r);
-    CHECK(r.status == 201 && !r.replayed, "reused key after reaping: %ld %s", r.status, r.body);
-}
-
-static pid_t start_child(void)
-{
-    int fd[2];
-    if (pipe(fd))
-        die("pipe");
-    char mk[300], log[300];
-    snprintf(mk, sizeof mk, "%s/master.key", dir);
-    snprintf(log, sizeof log, "%s/child.log", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        FILE *e = freopen(log, "w", stderr);
-        (void)e;
-        close(fd[0]);
-        execl(bin, bin, "serve", "--db", url, "--listen", "127.0.0.1:0", "--master-key-file", mk,
-              "--query-interval", "0", "--refund-retry-interval", "0", "--idempotency-wait-ms",
-              "10000", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    FILE *f = fdopen(fd[0], "r");
-    char line[128] = "";
-    if (!f || !fgets(line, sizeof line, f) ||
-        sscanf(line, "listening on port %u", &child_port) != 1)
-        die("payonce serve child did not start");
-    fclose(f);
-    return pid;
+    T_CHECK(r.status == 201 && !r.replayed, "reused key after reaping: %ld %s", r.status, r.body);
 }
 
 int main(int argc, char **argv)
@@ -1187,11 +1147,11 @@ int main(int argc, char **argv)
     run_out(key1, sizeof key1, "apikey create --tenant t1");
     run_out(key2, sizeof key2, "apikey create --tenant t2");
     run_out(key3, sizeof key3, "apikey create --tenant t1");
-    CHECK(strlen(key1) == PO_APIKEY_LEN && strncmp(key1, "po_", 3) == 0, "apikey create: '%s'",
-          key1);
-    CHECK(q1("SELECT COUNT(*) FROM api_key WHERE key_hash = ?", key1) == 0 &&
-              q1("SELECT COUNT(*) FROM api_key", NULL) == 3,
-          "the key itself is stored");
+    T_CHECK(strlen(key1) == PO_APIKEY_LEN && strncmp(key1, "po_", 3) == 0, "apikey create: '%s'",
+            key1);
+    T_CHECK(q1("SELECT COUNT(*) FROM api_key WHERE key_hash = ?", key1) == 0 &&
+                q1("SELECT COUNT(*) FROM api_key", NULL) == 3,
+            "the key itself is stored");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct po_server_cfg gc = {
         .listen = "127.0.0.1:0", .db_url = url, .master_key = master, .idem_wait_ms = 10000};
@@ -1222,9 +1182,10 @@ int main(int argc, char **argv)
              " lock_token, locked_at, status_code, response_body, created_at) VALUES ('t1',"
              " 'POST /v1/orders', 'ancient', 'x', 'done', 't', '2001-01-01T00:00:00.000Z', 201,"
              " '{}', '2001-01-01T00:00:00.000Z')");
-    pid_t child = start_child();
-    CHECK(wait_for("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "ancient", 0),
-          "serve's reaper did not delete an answer past the retention");
+    static const char *const wait[] = {"--idempotency-wait-ms", "10000", NULL};
+    pid_t child = t_serve(dir, bin, url, wait, &child_port);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "ancient", 0),
+            "serve's reaper did not delete an answer past the retention");
     test_auth();
     test_concurrent();
     test_key_reuse();
@@ -1237,24 +1198,21 @@ int main(int argc, char **argv)
     test_alipay_refunds();
     test_journal_paging();
     test_reaper();
-    kill(child, SIGTERM);
-    int status = 0;
-    waitpid(child, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "payonce serve child exit %d", status);
+    t_serve_stop(child);
     po_sim_server_stop(sim);
     po_server_stop(gw2);
     po_server_stop(gw);
     struct po_store *s = t_open(url);
-    CHECK(t_verify(s) == 0, "ledger invariants");
+    T_CHECK(t_verify(s) == 0, "ledger invariants");
     po_store_close(s);
     t_db_drop(url);
     po_sim_identity_free(&id);
     curl_global_cleanup();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (failures == 0 && system(cmd)) { /* lint-ok */
+    if (t_failures == 0 && system(cmd)) { /* lint-ok */
     }
-    printf("# api[%s] tenant API: %d checks\n", backend, passes);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    printf("# api[%s] tenant API: %d checks\n", backend, t_passes);
+    printf("%d passed, %d failed\n", t_passes, t_failures);
+    return t_failures ? 1 : 0;
 }

@@ -24,20 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int passes, failures;
 static char dir[256], url[T_URL_MAX], bin[PATH_MAX];
 static unsigned sim_port, gw_port;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond)                                                                                  \
-            passes++;                                                                              \
-        else {                                                                                     \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                 \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
 
 static void die(const char *m)
 {
@@ -169,24 +157,24 @@ static void test_query(const struct po_sim_identity *id)
              sim_port, id->mchid);
     http("GET", u, NULL, NULL, &r);
     json_t *j = json_loads(r.body, 0, NULL);
-    CHECK(r.status == 200, "query lost payment: %ld %s", r.status, r.body);
-    CHECK(strcmp(json_string_value(json_object_get(j, "trade_state")) ?: "", "SUCCESS") == 0,
-          "query: trade_state %s", r.body);
-    CHECK(json_integer_value(json_object_get(json_object_get(j, "amount"), "total")) == 1280,
-          "query: amount %s", r.body);
-    CHECK(strncmp(json_string_value(json_object_get(j, "transaction_id")) ?: "", "4200", 4) == 0,
-          "query: transaction_id %s", r.body);
-    CHECK(signed_by_platform(&r), "query: response not signed by the platform key");
+    T_CHECK(r.status == 200, "query lost payment: %ld %s", r.status, r.body);
+    T_CHECK(strcmp(json_string_value(json_object_get(j, "trade_state")) ?: "", "SUCCESS") == 0,
+            "query: trade_state %s", r.body);
+    T_CHECK(json_integer_value(json_object_get(json_object_get(j, "amount"), "total")) == 1280,
+            "query: amount %s", r.body);
+    T_CHECK(strncmp(json_string_value(json_object_get(j, "transaction_id")) ?: "", "4200", 4) == 0,
+            "query: transaction_id %s", r.body);
+    T_CHECK(signed_by_platform(&r), "query: response not signed by the platform key");
     json_decref(j);
     snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/pay/transactions/out-trade-no/NOPE?mchid=%s",
              sim_port, id->mchid);
     http("GET", u, NULL, NULL, &r);
-    CHECK(r.status == 404 && strstr(r.body, "ORDER_NOT_EXIST"), "query unknown: %ld %s", r.status,
-          r.body);
+    T_CHECK(r.status == 404 && strstr(r.body, "ORDER_NOT_EXIST"), "query unknown: %ld %s", r.status,
+            r.body);
     snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/pay/transactions/out-trade-no/Q-1?mchid=1",
              sim_port);
     http("GET", u, NULL, NULL, &r);
-    CHECK(r.status == 400, "query other mchid: %ld", r.status);
+    T_CHECK(r.status == 400, "query other mchid: %ld", r.status);
 }
 
 static void test_bill(void)
@@ -203,7 +191,7 @@ static void test_bill(void)
     json_t *j = json_loads(r.body, 0, NULL);
     const char *dl = json_string_value(json_object_get(j, "download_url"));
     const char *hash = json_string_value(json_object_get(j, "hash_value"));
-    CHECK(r.status == 200 && dl && hash, "tradebill: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 200 && dl && hash, "tradebill: %ld %s", r.status, r.body);
     char want[41] = "";
     if (hash)
         snprintf(want, sizeof want, "%s", hash);
@@ -213,9 +201,9 @@ static void test_bill(void)
     json_decref(j);
     char got[41];
     po_sha1_hex(f->body, f->len, got);
-    CHECK(f->status == 200 && strcmp(got, want) == 0, "bill download: %ld, sha1 %s vs %s",
-          f->status, got, want);
-    CHECK(memcmp(f->body, "\xef\xbb\xbf", 3) == 0, "bill: no UTF-8 BOM");
+    T_CHECK(f->status == 200 && strcmp(got, want) == 0, "bill download: %ld, sha1 %s vs %s",
+            f->status, got, want);
+    T_CHECK(memcmp(f->body, "\xef\xbb\xbf", 3) == 0, "bill: no UTF-8 BOM");
     int rows = 0, bad = 0, lines = 0;
     for (char *save = NULL, *line = strtok_r(f->body, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save), lines++) {
@@ -231,14 +219,14 @@ static void test_bill(void)
                 bad++;
         }
     }
-    CHECK(rows == 2 && bad == 0, "bill: %d payment rows, %d malformed lines", rows, bad);
+    T_CHECK(rows == 2 && bad == 0, "bill: %d payment rows, %d malformed lines", rows, bad);
     free(f);
     /* The summary agrees: 2 orders, 12.80 + 5.00. */
     snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/billdownload/file?token=%s_ALL", sim_port, date);
     f = malloc(sizeof *f);
     http("GET", u, NULL, NULL, f);
-    CHECK(strstr(f->body, "\r\n`2,`17.80,`0.00,`0.00,`0.11,`17.80,`0.00\r\n") != NULL,
-          "bill summary: %s", strrchr(f->body, '\n') ? f->body + f->len - 60 : f->body);
+    T_CHECK(strstr(f->body, "\r\n`2,`17.80,`0.00,`0.00,`0.11,`17.80,`0.00\r\n") != NULL,
+            "bill summary: %s", strrchr(f->body, '\n') ? f->body + f->len - 60 : f->body);
     free(f);
 }
 
@@ -255,28 +243,29 @@ static void test_refund(const struct po_sim_identity *id)
              gw_port);
     merchant_auth(id, body, true, auth, sizeof auth);
     http("POST", u, body, auth, &r);
-    CHECK(r.status == 401 && strstr(r.body, "SIGN_ERROR"), "forged refund request: %ld %s",
-          r.status, r.body);
+    T_CHECK(r.status == 401 && strstr(r.body, "SIGN_ERROR"), "forged refund request: %ld %s",
+            r.status, r.body);
     merchant_auth(id, body, false, auth, sizeof auth);
     http("POST", u, body, auth, &r);
     json_t *j = json_loads(r.body, 0, NULL);
     char refund_id[64] = "";
     snprintf(refund_id, sizeof refund_id, "%s",
              json_string_value(json_object_get(j, "refund_id")) ?: "");
-    CHECK(r.status == 200 && strstr(r.body, "\"status\":\"PROCESSING\"") && refund_id[0],
-          "refund request: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"status\":\"PROCESSING\"") && refund_id[0],
+            "refund request: %ld %s", r.status, r.body);
     json_decref(j);
     /* The same request again: the same refund, no second one. */
     http("POST", u, body, auth, &r);
-    CHECK(r.status == 200 && strstr(r.body, refund_id), "repeated refund request: %s", r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, refund_id), "repeated refund request: %s", r.body);
     /* Wait for the refund-result callback to reach payonce. */
     for (int i = 0; i < 100 && count("SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS'") == 0;
          i++)
         usleep(100000);
-    CHECK(count("SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS' AND out_refund_no = 'R-2'") ==
-              1,
-          "the refund callback did not complete R-2");
-    CHECK(count("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'") == 1, "refund journals");
+    T_CHECK(
+        count("SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS' AND out_refund_no = 'R-2'") ==
+            1,
+        "the refund callback did not complete R-2");
+    T_CHECK(count("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'") == 1, "refund journals");
     /* More than what is left of the payment. */
     snprintf(body, sizeof body,
              "{\"out_trade_no\":\"Q-2\",\"out_refund_no\":\"R-3\",\"notify_url\":\"http://"
@@ -284,7 +273,8 @@ static void test_refund(const struct po_sim_identity *id)
              "\"amount\":{\"refund\":400,\"total\":500,\"currency\":\"CNY\"}}");
     merchant_auth(id, body, false, auth, sizeof auth);
     http("POST", u, body, auth, &r);
-    CHECK(r.status == 403 && strstr(r.body, "NOT_ENOUGH"), "over-refund: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 403 && strstr(r.body, "NOT_ENOUGH"), "over-refund: %ld %s", r.status,
+            r.body);
     char path[512], *lines = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/sim/refunds.jsonl", dir);
@@ -293,7 +283,7 @@ static void test_refund(const struct po_sim_identity *id)
     int n = 0;
     for (char *p = lines; (p = strchr(p, '\n')); p++)
         n++;
-    CHECK(n == 1, "the simulator recorded %d refunds, expected 1", n);
+    T_CHECK(n == 1, "the simulator recorded %d refunds, expected 1", n);
     free(lines);
 }
 
@@ -334,14 +324,14 @@ int main(int argc, char **argv)
              "http://127.0.0.1:%u/notify/wechatpay/t1",
              gw_port);
     run("%s", cmd);
-    CHECK(count("SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'") == 1, "Q-2 not paid");
+    T_CHECK(count("SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'") == 1, "Q-2 not paid");
     test_query(&id);
     test_bill();
     test_refund(&id);
     po_sim_server_stop(sim);
     po_server_stop(gw);
     struct po_store *s = t_open(url);
-    CHECK(t_verify(s) == 0, "verify");
+    T_CHECK(t_verify(s) == 0, "verify");
     po_store_close(s);
     t_db_drop(url);
     po_sim_identity_free(&id);
@@ -349,7 +339,7 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) { /* lint-ok */
     }
-    printf("# sim-api[%s] order query, trade bill and refund API: %d checks\n", backend, passes);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    printf("# sim-api[%s] order query, trade bill and refund API: %d checks\n", backend, t_passes);
+    printf("%d passed, %d failed\n", t_passes, t_failures);
+    return t_failures ? 1 : 0;
 }

@@ -5,6 +5,7 @@
  * well-formed JSON error or object with a sane status; every 256 inputs the
  * ledger must verify and no order may have reserved more than it was paid. */
 #include "fuzz_common.h"
+#include "fuzz_gateway.h"
 
 #include "../../src/engine/admin.h"
 #include "../../src/http/http_int.h"
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+static struct po_http_ctx gw;
 static struct po_store_pool *pool;
 static struct po_store *checker;
 static unsigned long inputs;
@@ -55,8 +57,9 @@ static void setup(void)
     if (po_engine_apply(s, NULL, &ev, &out) || out.kind != PO_OUT_APPLIED)
         abort();
     po_store_close(s);
-    if (po_store_pool_open(url, 2, &pool, err, sizeof err) ||
-        po_store_open(url, &checker, err, sizeof err))
+    fuzz_http_ctx(url, &gw);
+    pool = gw.pool;
+    if (po_store_open(url, &checker, err, sizeof err))
         abort();
     po_log_set_level(PO_LOG_ERROR + 1);
 }
@@ -108,7 +111,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else if (data[1] & 8)
         snprintf(in.auth, sizeof in.auth, "Bearer po_%.*s", (int)(size > 20 ? 20 : size - 2),
                  (const char *)data + 2);
-    struct po_http_ctx ctx = {.pool = pool, .idem_wait_ms = 0};
     struct po_hreq req = {.method = data[1] & 1 ? "POST" : (data[1] & 16 ? "DELETE" : "GET"),
                           .path = paths[data[0] % (sizeof paths / sizeof paths[0])],
                           .header = header,
@@ -124,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enum po_route_match m =
         po_route_find(req.method, req.path, &rt, req.params, allow, sizeof allow);
     struct po_hresp a;
-    po_api_handle(&ctx, m == PO_ROUTE_FOUND ? rt : NULL, m == PO_ROUTE_NO_METHOD ? allow : NULL,
+    po_api_handle(&gw, m == PO_ROUTE_FOUND ? rt : NULL, m == PO_ROUTE_NO_METHOD ? allow : NULL,
                   &req, &a);
     json_t *j = json_loads(a.body ? a.body : "", 0, NULL);
     if (a.status < 200 || a.status > 599 || !json_is_object(j) ||

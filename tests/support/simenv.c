@@ -3,10 +3,15 @@
  */
 #include "simenv.h"
 
+#include "testutil.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void die(const char *what, const char *detail)
 {
@@ -71,4 +76,57 @@ size_t t_body_write(char *d, size_t sz, size_t n, void *ctx)
     b->len += take;
     b->data[b->len] = '\0';
     return sz * n;
+}
+
+pid_t t_serve(const char *dir, const char *bin, const char *url, const char *const *extra,
+              unsigned *port)
+{
+    int fd[2];
+    if (pipe(fd))
+        die("pipe", "");
+    char mk[300], log[300];
+    snprintf(mk, sizeof mk, "%s/master.key", dir);
+    snprintf(log, sizeof log, "%s/child.log", dir);
+    const char *argv[32] = {bin,
+                            "serve",
+                            "--db",
+                            url,
+                            "--listen",
+                            "127.0.0.1:0",
+                            "--master-key-file",
+                            mk,
+                            "--query-interval",
+                            "0",
+                            "--refund-retry-interval",
+                            "0"};
+    int n = 12;
+    for (int i = 0; extra && extra[i] && n < 31; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        FILE *e = freopen(log, "w", stderr);
+        (void)e;
+        close(fd[0]);
+        char *args[32];
+        memcpy(args, argv, sizeof args); /* execv's type; it does not write them */
+        execv(bin, args);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    char line[128] = "";
+    if (!f || !fgets(line, sizeof line, f) || sscanf(line, "listening on port %u", port) != 1)
+        die("payonce serve child did not start; see", log);
+    fclose(f);
+    return pid;
+}
+
+void t_serve_stop(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "payonce serve child exit %d", status);
 }

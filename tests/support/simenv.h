@@ -9,6 +9,8 @@
 
 #include "../../src/sim/sim.h"
 
+#include <sys/types.h>
+
 /* Creates /tmp/payonce-NAME-XXXXXX (into dir), generates the simulator's
  * keys (certificate mode) and a random master key, and loads the identity.
  * Aborts the test on any error. */
@@ -20,6 +22,16 @@ void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[
  * (when not NULL). Aborts the test when the command fails. */
 void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
            const char *fmt, ...) PO_PRINTF(6, 7);
+
+/* Starts `BIN serve` on a free loopback port against url, with the master
+ * key of dir, no background jobs and the extra options (NULL-terminated,
+ * may be NULL); its stderr goes to DIR/child.log. Returns its pid and sets
+ * *port; aborts the test when it does not start. */
+pid_t t_serve(const char *dir, const char *bin, const char *url, const char *const *extra,
+              unsigned *port);
+
+/* Stops it (SIGTERM) and counts a check that it exited 0. */
+void t_serve_stop(pid_t pid);
 
 /* A libcurl write callback that collects a response body into a fixed,
  * NUL-terminated buffer (what does not fit is dropped). */

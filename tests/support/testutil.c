@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+int t_passes, t_failures;
+
 #define DIE(...)                                                                                   \
     do {                                                                                           \
         fprintf(stderr, "testutil: " __VA_ARGS__);                                                 \

@@ -17,7 +17,23 @@
 #include "../../src/ledger/ledger.h"
 #include "../../src/store/store.h"
 
+#include <stdio.h>
+
 #define T_URL_MAX 512
+
+/* Checks that count instead of stopping: a failed one prints "FAIL: …" and
+ * the program reports t_passes/t_failures at the end. */
+extern int t_passes, t_failures;
+#define T_CHECK(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            t_passes++;                                                                            \
+        else {                                                                                     \
+            t_failures++;                                                                          \
+            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                 \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
 
 /* Picks the backend from argv[1]; exits 77 (skip) or 1 when unavailable. */
 const char *t_backend(int argc, char **argv);

@@ -1,0 +1,305 @@
+/*
+ * test_gateway.c BACKEND PAYONCE — the gateway's front and its caches, on
+ * loopback, with an in-process gateway and a `payonce serve` child on the
+ * same database:
+ *   rotation  a tenant's WeChat Pay account is replaced (`channel set`: new
+ *             APIv3 key, new platform certificate) while both gateways have
+ *             the old one cached: the very next callback made with the new
+ *             keys is credited by each, and one made with the old keys is
+ *             refused by each (the committer's guard sees the new version)
+ *   idle      thousands of idle keep-alive connections stay open while
+ *             callbacks are acked and credited; they cost no thread each
+ *             (the process's thread count does not grow with them) and every
+ *             one of them is still served afterwards
+ */
+#include "../../src/http/http.h"
+#include "../../src/sim/sim.h"
+#include "../support/simenv.h"
+#include "../support/testutil.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IDLE_CONNS 2000
+
+static char dir[256], url[T_URL_MAX], bin[PATH_MAX];
+static unsigned gw_port, child_port;
+
+static void die(const char *m)
+{
+    fprintf(stderr, "test_gateway: %s\n", m);
+    exit(1);
+}
+
+#define run(...) t_cli(dir, bin, url, NULL, 0, __VA_ARGS__)
+
+/* ---- raw HTTP/1.1 on one keep-alive connection ---- */
+
+static int dial(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {10, 0};
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) ||
+        connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        die("connect");
+    return fd;
+}
+
+/* Sends req and reads one response; its status, or 0 when the connection
+ * gave none (closed, timed out). */
+static unsigned exchange(int fd, const char *req, size_t len)
+{
+    if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+        return 0;
+    char buf[8192];
+    size_t have = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+        if (k <= 0)
+            return 0;
+        have += (size_t)k;
+        buf[have] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        if (!end)
+            continue;
+        unsigned status = 0;
+        size_t clen = 0;
+        char *cl = strstr(buf, "\r\nContent-Length:");
+        if (cl && cl < end)
+            clen = strtoul(cl + 17, NULL, 10);
+        if (sscanf(buf, "HTTP/1.1 %u", &status) != 1)
+            return 0;
+        if (have >= (size_t)(end + 4 - buf) + clen)
+            return status;
+    }
+}
+
+static unsigned healthz(int fd)
+{
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    return exchange(fd, req, sizeof req - 1);
+}
+
+/* A WeChat Pay payment callback for order no, made with identity id, as
+ * one HTTP request (heap). */
+static char *callback(const struct po_sim_identity *id, const char *no, int64_t amount, size_t *len)
+{
+    char txn[64];
+    po_sim_new_txn("wechatpay", txn, sizeof txn);
+    struct po_sim_payment p = {"wechatpay", no, txn, amount, "CNY"};
+    struct po_sim_request r;
+    memset(&r, 0, sizeof r);
+    if (po_sim_payment_request(id, &p, (int64_t)time(NULL), &r))
+        die("sim payment");
+    char head[4096];
+    int n = snprintf(head, sizeof head,
+                     "POST /notify/wechatpay/t1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type:"
+                     " application/json\r\nContent-Length: %zu\r\n",
+                     r.body_len);
+    for (int h = 0; h < r.nheaders; h++)
+        n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n", r.name[h], r.value[h]);
+    n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
+    char *out = malloc((size_t)n + r.body_len + 1);
+    if (!out)
+        die("oom");
+    memcpy(out, head, (size_t)n);
+    memcpy(out + n, r.body, r.body_len);
+    *len = (size_t)n + r.body_len;
+    out[*len] = '\0';
+    po_sim_request_free(&r);
+    return out;
+}
+
+static unsigned deliver(unsigned port, const struct po_sim_identity *id, const char *no,
+                        int64_t amount)
+{
+    size_t len = 0;
+    char *req = callback(id, no, amount, &len);
+    int fd = dial(port);
+    unsigned st = exchange(fd, req, len);
+    close(fd);
+    free(req);
+    return st;
+}
+
+static int64_t q1(const char *sql, const char *arg)
+{
+    struct po_store *s = t_open(url);
+    struct po_param p[] = {PO_TEXT(arg)};
+    int64_t v = t_count(s, sql, p, arg ? 1 : 0);
+    po_store_close(s);
+    return v;
+}
+
+static bool paid(const char *no)
+{
+    return q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ? AND"
+              " status = 'PAID'",
+              no) == 1;
+}
+
+static void order(const char *no)
+{
+    run("order create --tenant t1 --merchant m1 --out-trade-no %s --amount 100", no);
+}
+
+static void set_account(const struct po_sim_identity *id, const char *simdir)
+{
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
+        " %s/apiv3.key --platform-cert-file %s/wechatpay_platform_cert.pem",
+        id->mchid, id->appid, simdir, simdir);
+}
+
+/* ---- the tests ---- */
+
+/* One callback made with id's keys to the gateway on port: credited
+ * (expect_credit) or refused 4xx with nothing credited. */
+static void expect(unsigned port, const char *gw, const struct po_sim_identity *id,
+                   const char *keys, bool expect_credit, const char *why)
+{
+    static int seq;
+    char no[32];
+    snprintf(no, sizeof no, "ROT-%d", ++seq);
+    order(no);
+    unsigned st = deliver(port, id, no, 100);
+    if (expect_credit)
+        T_CHECK(st == 204 && paid(no), "%s: %s keys, %s: not credited (%u)", gw, keys, why, st);
+    else
+        T_CHECK(st >= 400 && st < 500 && !paid(no), "%s: %s keys, %s: not refused (%u)", gw, keys,
+                why, st);
+}
+
+static void test_rotation(const struct po_sim_identity *first, const struct po_sim_identity *second)
+{
+    const char *a = "this process", *b = "second gateway";
+    /* Both gateways cache the first account. */
+    expect(gw_port, a, first, "current", true, "before any change");
+    expect(child_port, b, first, "current", true, "before any change");
+    set_account(second, "sim2");
+    /* Here the old keys come first: the cached account still verifies
+     * them, and only the committer's guard can refuse them. */
+    expect(gw_port, a, first, "replaced", false, "first callback after the change");
+    expect(gw_port, a, second, "new", true, "next callback");
+    /* There the new keys come first: the cached account fails them, the
+     * gateway finds the new version and verifies again. */
+    expect(child_port, b, second, "new", true, "first callback after the change");
+    expect(child_port, b, first, "replaced", false, "next callback");
+    /* And back, the other way round in each process. */
+    set_account(first, "sim");
+    expect(gw_port, a, first, "new", true, "first callback after rotating back");
+    expect(gw_port, a, second, "replaced", false, "next callback");
+    expect(child_port, b, second, "replaced", false, "first callback after rotating back");
+    expect(child_port, b, first, "new", true, "next callback");
+}
+
+static int threads_now(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static void test_idle(const struct po_sim_identity *id)
+{
+    static int fds[IDLE_CONNS];
+    int before = threads_now(), served = 0;
+    for (int i = 0; i < IDLE_CONNS; i++) {
+        fds[i] = dial(gw_port);
+        served += healthz(fds[i]) == 200; /* now idle, kept alive */
+    }
+    T_CHECK(served == IDLE_CONNS, "%d of %d connections served before going idle", served,
+            IDLE_CONNS);
+    int during = threads_now();
+    T_CHECK(during - before < 8,
+            "threads grew from %d to %d with %d idle connections (one per connection?)", before,
+            during, IDLE_CONNS);
+    /* Callbacks while they are all open: acked and credited. */
+    enum { N = 20 };
+    int acked = 0, credited = 0;
+    struct timespec a, b;
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        char no[32];
+        snprintf(no, sizeof no, "IDLE-%d", i);
+        order(no);
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        acked += deliver(gw_port, id, no, 100) == 204;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+        worst = ms > worst ? ms : worst;
+        credited += paid(no);
+    }
+    T_CHECK(acked == N && credited == N, "with %d idle connections: %d of %d acked, %d credited",
+            IDLE_CONNS, acked, N, credited);
+    /* Every idle connection is still open and served. */
+    served = 0;
+    for (int i = 0; i < IDLE_CONNS; i++) {
+        served += healthz(fds[i]) == 200;
+        close(fds[i]);
+    }
+    T_CHECK(served == IDLE_CONNS, "%d of %d idle connections still served", served, IDLE_CONNS);
+    t_figure("# gateway: %d idle keep-alive connections cost %d threads; %d callbacks acked and"
+             " credited meanwhile (slowest ack %.1f ms)\n",
+             IDLE_CONNS, during - before, N, worst);
+}
+
+int main(int argc, char **argv)
+{
+    const char *backend = t_backend(argc, argv);
+    if (argc < 3 || !realpath(argv[2], bin))
+        die("usage: test_gateway BACKEND PAYONCE");
+    po_log_set_level(PO_LOG_ERROR);
+    signal(SIGPIPE, SIG_IGN);
+    unsigned char master[32];
+    struct po_sim_identity id, id2;
+    char sd2[300], err[PO_ERRBUF_MAX] = "";
+    t_env_create("gateway", dir, sizeof dir, master, &id);
+    snprintf(sd2, sizeof sd2, "%s/sim2", dir);
+    if (po_sim_identity_generate(sd2, "cert", err, sizeof err) ||
+        po_sim_identity_load(sd2, &id2, err, sizeof err))
+        die(err);
+    t_db_create(backend, url, sizeof url);
+    run("tenant add --tenant t1");
+    run("merchant add --tenant t1 --merchant m1");
+    set_account(&id, "sim");
+    struct po_server_cfg gc = {.listen = "127.0.0.1:0", .db_url = url, .master_key = master};
+    struct po_server *gw = NULL;
+    if (po_server_start(&gc, &gw, err, sizeof err))
+        die(err);
+    gw_port = po_server_port(gw);
+    pid_t child = t_serve(dir, bin, url, NULL, &child_port);
+    test_rotation(&id, &id2);
+    test_idle(&id);
+    t_serve_stop(child);
+    po_server_stop(gw);
+    struct po_store *s = t_open(url);
+    T_CHECK(t_verify(s) == 0, "ledger invariants");
+    po_store_close(s);
+    t_db_drop(url);
+    po_sim_identity_free(&id);
+    po_sim_identity_free(&id2);
+    printf("# gateway[%s]: %d checks\n%d passed, %d failed\n", backend, t_passes + t_failures,
+           t_passes, t_failures);
+    return t_failures ? 1 : 0;
+}

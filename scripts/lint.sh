@@ -33,7 +33,8 @@ declare -A allowed=(
   [service]="core crypto store event ledger engine channel"
   [http]="core crypto store event engine channel service"
   [sim]="core crypto"
-  [cli]="core crypto store event ledger engine channel recon service http sim"
+  [bench]="core crypto store event ledger engine channel service sim"
+  [cli]="core crypto store event ledger engine channel recon service http sim bench"
 )
 for dir in src/*/; do
   mod=$(basename "$dir")
@@ -69,7 +70,7 @@ check_header 'sqlite3\.h' 'src/store/sqlite\.c'
 check_header 'libpq-fe\.h' 'src/store/postgres\.c'
 check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/server\.c'
 check_header 'curl/' 'src/channel/api_http\.c|src/sim/|src/cli/'
-check_header 'jansson\.h' 'src/channel/|src/recon/|src/service/|src/http/|src/sim/|src/cli/'
+check_header 'jansson\.h' 'src/channel/|src/recon/|src/service/|src/http/|src/sim/|src/bench/|src/cli/'
 
 # SQL lives below the transport and the command line: none in http/ or cli/.
 sql=$(grep -rnE '"(SELECT|INSERT|UPDATE|DELETE) ' src/http src/cli || true)

@@ -44,6 +44,7 @@ int cmd_channel_set(struct po_store *s, const struct opts *o);
 /* `channel set`'s options, from the channel registry (space-separated). */
 void channel_set_options(char *buf, size_t cap);
 int cmd_serve(struct po_store *s, const struct opts *o);
+int cmd_bench(struct po_store *s, const struct opts *o);
 int cmd_sim_keys(struct po_store *s, const struct opts *o);
 int cmd_sim_pay(struct po_store *s, const struct opts *o);
 int cmd_sim_serve(struct po_store *s, const struct opts *o);

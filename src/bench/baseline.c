@@ -1,0 +1,316 @@
+/*
+ * baseline.c — what payonce is measured against, in the same run:
+ *   the engine alone   the committer fed directly with normalised events by
+ *                      as many threads as the HTTP run has connections: no
+ *                      HTTP, no signature, no decryption — the ceiling of
+ *                      the database work with the same batching;
+ *   the plain design   the seed article's transaction, written the way a
+ *                      web framework would: per callback one transaction of
+ *                      separate statements (layer-1 read, guarded UPDATE,
+ *                      processed-record INSERT, journal, two postings, the
+ *                      merchant's balance), each a round trip, prepared,
+ *                      from concurrent C clients on their own connections.
+ *                      Its tables (plain_*) mirror payonce's keys and
+ *                      indexes; its balance is the merchant's only, as in
+ *                      the article (no tenant-wide clearing row).
+ */
+#include "bench_int.h"
+
+#include "../engine/engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define THREADS_MAX 256
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Runs fn(ctx, i) for i in [0, n) from conns threads, each taking the next
+ * index; records each call's latency and the CPU used. */
+struct drive {
+    void *(*thread)(void *);
+    atomic_int next;
+    int n;
+    double *lat;
+    atomic_int failed;
+};
+
+static po_err drive(struct drive *d, void *per_thread, size_t stride, int conns,
+                    struct po_bench_base *out)
+{
+    pthread_t th[THREADS_MAX];
+    int started = 0;
+    double c0 = po_cpu_self(), d0 = po_cpu_of_postgres(), t0 = now_ms();
+    for (; started < conns && started < THREADS_MAX; started++)
+        if (pthread_create(&th[started], NULL, d->thread,
+                           (char *)per_thread + (size_t)started * stride) != 0)
+            break;
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    out->wall_s = (now_ms() - t0) / 1e3;
+    out->cpu_self_s = po_cpu_self() - c0;
+    out->cpu_db_s = po_cpu_of_postgres() - d0;
+    out->done = (size_t)d->n;
+    out->lat_ms = d->lat;
+    return started == conns && atomic_load(&d->failed) == 0 ? PO_OK : PO_ERR_INTERNAL;
+}
+
+/* ---- the engine alone ---- */
+
+struct engine_run {
+    struct drive d;
+    struct po_committer *c;
+    struct po_event *ev;
+};
+
+static void *engine_thread(void *arg)
+{
+    struct engine_run *r = *(struct engine_run **)arg;
+    struct po_commit_item it;
+    for (int i; (i = atomic_fetch_add(&r->d.next, 1)) < r->d.n;) {
+        memset(&it, 0, sizeof it);
+        it.ev = r->ev[i];
+        double t = now_ms();
+        po_committer_apply(r->c, &it);
+        r->d.lat[i] = now_ms() - t;
+        if (it.out.kind != PO_OUT_APPLIED)
+            atomic_fetch_add(&r->d.failed, 1);
+    }
+    return NULL;
+}
+
+po_err po_bench_engine_alone(struct po_bench_fx *fx, const char *prefix, int n, int committers,
+                             int batch_max, int batch_wait_us, int conns, struct po_bench_base *out,
+                             char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    struct engine_run r = {.d = {.thread = engine_thread, .n = n}};
+    r.ev = calloc((size_t)n, sizeof *r.ev);
+    r.d.lat = calloc((size_t)n, sizeof *r.d.lat);
+    struct engine_run *self[THREADS_MAX];
+    if (!r.ev || !r.d.lat) {
+        free(r.ev);
+        free(r.d.lat);
+        return PO_ERR_NOMEM;
+    }
+    char now[PO_TIME_MAX];
+    po_clock_now_iso(now, sizeof now);
+    for (int i = 0; i < n; i++) {
+        struct po_event *e = &r.ev[i];
+        (void)snprintf(e->tenant, sizeof e->tenant, "bench");
+        (void)snprintf(e->channel, sizeof e->channel, "wechatpay");
+        e->type = PO_EV_PAY_SUCCESS;
+        (void)snprintf(e->channel_txn_id, sizeof e->channel_txn_id, "E%s%010d", prefix, i);
+        (void)snprintf(e->out_trade_no, sizeof e->out_trade_no, "%s-%d", prefix, i);
+        e->amount_minor = 100 + i % 900;
+        (void)snprintf(e->currency, sizeof e->currency, "CNY");
+        e->source = PO_SRC_CALLBACK;
+        (void)snprintf(e->occurred_at, sizeof e->occurred_at, "%s", now);
+    }
+    struct po_committer_cfg cc = {.db_url = fx->db_url,
+                                  .workers = committers,
+                                  .batch_max = batch_max,
+                                  .batch_wait_us = batch_wait_us,
+                                  .queue_max = 8192};
+    po_err rc = po_committer_start(&cc, &r.c, err, errcap);
+    if (!rc) {
+        for (int i = 0; i < conns && i < THREADS_MAX; i++)
+            self[i] = &r;
+        rc = drive(&r.d, self, sizeof self[0], conns, out);
+        po_committer_stop(r.c);
+        if (rc)
+            po_errf(err, errcap, "engine alone: %d events not applied", atomic_load(&r.d.failed));
+    }
+    free(r.ev);
+    if (rc) {
+        free(r.d.lat);
+        out->lat_ms = NULL;
+    }
+    return rc;
+}
+
+/* ---- the plain design ---- */
+
+static const char *const plain_schema[] = {
+    ("CREATE TABLE IF NOT EXISTS plain_order (tenant_id TEXT NOT NULL, out_trade_no TEXT NOT"
+     " NULL, merchant_id TEXT NOT NULL, amount BIGINT NOT NULL, status TEXT NOT NULL,"
+     " channel_txn_id TEXT, paid_at TEXT, updated_at TEXT NOT NULL, PRIMARY KEY (tenant_id,"
+     " out_trade_no))"),
+    ("CREATE TABLE IF NOT EXISTS plain_notify_log (tenant_id TEXT NOT NULL, idem_key TEXT NOT"
+     " NULL, out_trade_no TEXT NOT NULL, amount BIGINT NOT NULL, created_at TEXT NOT NULL,"
+     " PRIMARY KEY (tenant_id, idem_key))"),
+    ("CREATE TABLE IF NOT EXISTS plain_journal (tenant_id TEXT NOT NULL, idem_key TEXT NOT NULL,"
+     " kind TEXT NOT NULL, out_trade_no TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY"
+     " (tenant_id, idem_key))"),
+    ("CREATE TABLE IF NOT EXISTS plain_posting (tenant_id TEXT NOT NULL, idem_key TEXT NOT NULL,"
+     " line_no INTEGER NOT NULL, account TEXT NOT NULL, amount BIGINT NOT NULL, PRIMARY KEY"
+     " (tenant_id, idem_key, line_no))"),
+    ("CREATE TABLE IF NOT EXISTS plain_balance (tenant_id TEXT NOT NULL, account TEXT NOT NULL,"
+     " balance BIGINT NOT NULL, PRIMARY KEY (tenant_id, account))"),
+};
+
+struct plain_run {
+    struct drive d;
+    const char *db_url, *prefix;
+    bool hot;
+    char now[PO_TIME_MAX];
+};
+
+struct plain_thread {
+    struct plain_run *r;
+};
+
+/* One callback, the plain way. Returns the store error, if any. */
+static po_err plain_one(struct po_store *s, const struct plain_run *r, int i)
+{
+    char key[64], no[PO_ID_MAX + 1], txn[40], merchant[40], err[PO_ERRBUF_MAX];
+    (void)snprintf(no, sizeof no, "%s-%d", r->prefix, i);
+    (void)snprintf(txn, sizeof txn, "P%s%010d", r->prefix, i);
+    (void)snprintf(key, sizeof key, "wechatpay:%s:PAY_SUCCESS", txn);
+    if (r->hot)
+        (void)snprintf(merchant, sizeof merchant, "merchant:%sm", r->prefix);
+    else
+        (void)snprintf(merchant, sizeof merchant, "merchant:%sm%d", r->prefix, i);
+    int64_t amount = 100 + i % 900;
+    po_err rc = po_store_begin(s, err, sizeof err);
+    if (rc)
+        return rc;
+    struct po_rows rows;
+    rc = po_store_exec(s, "SELECT 1 FROM plain_notify_log WHERE tenant_id = ? AND idem_key = ?",
+                       PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key)), &rows, NULL, err, sizeof err);
+    if (rc)
+        goto fail;
+    bool seen = rows.nrows > 0;
+    po_rows_free(&rows);
+    if (seen)
+        return po_store_commit(s, err, sizeof err);
+    int64_t changed = 0;
+    rc = po_store_exec(
+        s,
+        "UPDATE plain_order SET status = 'PAID', channel_txn_id = ?, paid_at = ?,"
+        " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND status ="
+        " 'PAYING'",
+        PO_PARAMS(PO_TEXT(txn), PO_TEXT(r->now), PO_TEXT(r->now), PO_TEXT("bench"), PO_TEXT(no)),
+        NULL, &changed, err, sizeof err);
+    if (rc)
+        goto fail;
+    if (changed == 0)
+        return po_store_commit(s, err, sizeof err);
+    rc = po_store_exec(
+        s, "INSERT INTO plain_notify_log VALUES (?, ?, ?, ?, ?)",
+        PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key), PO_TEXT(no), PO_I64(amount), PO_TEXT(r->now)),
+        NULL, NULL, err, sizeof err);
+    if (!rc)
+        rc = po_store_exec(s, "INSERT INTO plain_journal VALUES (?, ?, 'PAY', ?, ?)",
+                           PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key), PO_TEXT(no), PO_TEXT(r->now)),
+                           NULL, NULL, err, sizeof err);
+    if (!rc)
+        rc = po_store_exec(s,
+                           "INSERT INTO plain_posting VALUES (?, ?, 1, 'clearing:wechatpay', ?),"
+                           " (?, ?, 2, ?, ?)",
+                           PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key), PO_I64(amount),
+                                     PO_TEXT("bench"), PO_TEXT(key), PO_TEXT(merchant),
+                                     PO_I64(-amount)),
+                           NULL, NULL, err, sizeof err);
+    if (!rc)
+        rc = po_store_exec(s,
+                           "INSERT INTO plain_balance VALUES (?, ?, ?) ON CONFLICT (tenant_id,"
+                           " account) DO UPDATE SET balance = plain_balance.balance +"
+                           " EXCLUDED.balance",
+                           PO_PARAMS(PO_TEXT("bench"), PO_TEXT(merchant), PO_I64(-amount)), NULL,
+                           NULL, err, sizeof err);
+    if (!rc)
+        return po_store_commit(s, err, sizeof err);
+fail:
+    po_store_rollback(s);
+    return rc;
+}
+
+static void *plain_thread(void *arg)
+{
+    struct plain_run *r = ((struct plain_thread *)arg)->r;
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_MAX];
+    if (po_store_open(r->db_url, &s, err, sizeof err)) {
+        atomic_fetch_add(&r->d.failed, 1);
+        return NULL;
+    }
+    for (int i; (i = atomic_fetch_add(&r->d.next, 1)) < r->d.n;) {
+        double t = now_ms();
+        po_err rc;
+        /* A deadlock or serialization failure is retried, as a framework
+         * would; anything else is a failure of the run. */
+        for (int attempt = 0; (rc = plain_one(s, r, i)) == PO_ERR_TRANSIENT && attempt < 5;
+             attempt++)
+            ;
+        r->d.lat[i] = now_ms() - t;
+        if (rc)
+            atomic_fetch_add(&r->d.failed, 1);
+    }
+    po_store_close(s);
+    return NULL;
+}
+
+po_err po_bench_plain(struct po_bench_fx *fx, int n, bool hot, int conns, struct po_bench_base *out,
+                      char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    struct plain_run r = {.d = {.thread = plain_thread, .n = n},
+                          .db_url = fx->db_url,
+                          .prefix = hot ? "PH" : "PU",
+                          .hot = hot};
+    po_clock_now_iso(r.now, sizeof r.now);
+    po_err rc = PO_OK;
+    for (size_t k = 0; k < sizeof plain_schema / sizeof plain_schema[0] && !rc; k++)
+        rc = po_store_exec(fx->s, plain_schema[k], PO_NO_PARAMS, NULL, NULL, err, errcap);
+    char like[16];
+    (void)snprintf(like, sizeof like, "%s-", r.prefix);
+    if (!rc)
+        rc = po_store_exec(fx->s,
+                           "INSERT INTO plain_order SELECT 'bench', ? || g, CASE WHEN ? = 1 THEN"
+                           " ? || 'm' ELSE ? || 'm' || g END, 100 + g % 900, 'PAYING', NULL, NULL,"
+                           " ? FROM generate_series(0, ? - 1) AS g",
+                           PO_PARAMS(PO_TEXT(like), PO_I64(hot), PO_TEXT(r.prefix),
+                                     PO_TEXT(r.prefix), PO_TEXT(r.now), PO_I64(n)),
+                           NULL, NULL, err, errcap);
+    if (rc)
+        return rc;
+    r.d.lat = calloc((size_t)n, sizeof *r.d.lat);
+    if (!r.d.lat)
+        return PO_ERR_NOMEM;
+    struct plain_thread t[THREADS_MAX];
+    for (int i = 0; i < conns && i < THREADS_MAX; i++)
+        t[i].r = &r;
+    rc = drive(&r.d, t, sizeof t[0], conns, out);
+    if (rc) {
+        po_errf(err, errcap, "plain design: %d callbacks failed", atomic_load(&r.d.failed));
+        free(r.d.lat);
+        out->lat_ms = NULL;
+        return rc;
+    }
+    /* Exactly one credit each. */
+    struct po_rows rows;
+    rc = po_store_exec(fx->s,
+                       "SELECT COUNT(*) FROM plain_journal WHERE tenant_id = 'bench' AND"
+                       " out_trade_no LIKE ? || '%'",
+                       PO_PARAMS(PO_TEXT(like)), &rows, NULL, err, errcap);
+    int64_t credited = -1;
+    if (!rc) {
+        rc = po_rows_i64(&rows, 0, 0, &credited);
+        po_rows_free(&rows);
+    }
+    if (!rc && credited != n) {
+        po_errf(err, errcap, "plain design: %lld credits for %d payments", (long long)credited, n);
+        rc = PO_ERR_INTERNAL;
+    }
+    return rc;
+}

@@ -1,0 +1,864 @@
+/*
+ * bench.c — `payonce bench` (see bench.h): the run, the report, the JSON.
+ *
+ * Order of a run: describe the machine and the store (settings, fsync
+ * latency); prepare the fixture; on PostgreSQL warm the server's prepared
+ * statements on near-empty tables, then load plan_rows rows of another
+ * tenant and ANALYZE (plans made on small tables must survive the growth:
+ * the sequential scans of the run are counted from pg_stat_user_tables);
+ * run the scenarios against one `payonce serve`; the baselines; verify the
+ * ledger; print the table, ratios and targets; write the JSON.
+ */
+#include "bench_int.h"
+
+#include "../ledger/ledger.h"
+#include "../service/service.h"
+#include "../sim/sim.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the server under test (a child `payonce serve`) ---- */
+
+struct server {
+    pid_t pid;
+    unsigned port;
+};
+
+static po_err server_start(const struct po_bench_cfg *cfg, const struct po_bench_fx *fx,
+                           const char *name, int batch_max, int batch_wait_us, struct server *out,
+                           char *err, size_t errcap)
+{
+    char logpath[400], bm[16], bw[16], cm[16];
+    (void)snprintf(logpath, sizeof logpath, "%s/server-%s.log", fx->dir, name);
+    (void)snprintf(bm, sizeof bm, "%d", batch_max);
+    (void)snprintf(bw, sizeof bw, "%d", batch_wait_us);
+    (void)snprintf(cm, sizeof cm, "%d", cfg->committers);
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return PO_ERR_IO;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return PO_ERR_IO;
+    }
+    if (pid == 0) {
+        int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (logfd < 0 || dup2(pfd[1], 1) < 0 || dup2(logfd, 2) < 0)
+            _exit(127);
+        execl(cfg->exe, cfg->exe, "serve", "--db", fx->db_url, "--listen", "127.0.0.1:0",
+              "--master-key-file", fx->master_file, "--query-interval", "0",
+              "--refund-retry-interval", "0", "--batch-max", bm, "--batch-wait-us", bw,
+              "--committers", cm, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char buf[256];
+    size_t len = 0;
+    unsigned port = 0;
+    for (int waited = 0; waited < 20000 && !port;) {
+        struct pollfd p = {pfd[0], POLLIN, 0};
+        int r = poll(&p, 1, 100);
+        waited += 100;
+        if (r <= 0)
+            continue;
+        ssize_t k = read(pfd[0], buf + len, sizeof buf - 1 - len);
+        if (k <= 0)
+            break;
+        len += (size_t)k;
+        buf[len] = '\0';
+        char *at = strstr(buf, "listening on port ");
+        if (at)
+            port = (unsigned)strtoul(at + 18, NULL, 10);
+    }
+    close(pfd[0]);
+    if (!port) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        po_errf(err, errcap, "the server did not start (see %s)", logpath);
+        return PO_ERR_IO;
+    }
+    out->pid = pid;
+    out->port = port;
+    return PO_OK;
+}
+
+static void server_stop(struct server *s)
+{
+    if (s->pid <= 0)
+        return;
+    kill(s->pid, SIGTERM);
+    for (int i = 0; i < 300; i++) {
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return;
+        }
+        struct timespec t = {0, 100000000L};
+        nanosleep(&t, NULL);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+/* The server's committer counters from its /metrics (batches, items). */
+static void committer_counts(const struct server *srv, double *batches, double *items)
+{
+    *batches = *items = 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static const char req[] =
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    static char buf[1 << 20];
+    size_t len = 0;
+    for (ssize_t k; len < sizeof buf - 1 && (k = read(fd, buf + len, sizeof buf - 1 - len)) > 0;)
+        len += (size_t)k;
+    close(fd);
+    buf[len] = '\0';
+    static const char bn[] = "\npayonce_committer_batches_total ",
+                      in[] = "\npayonce_committer_items_total ";
+    const char *b = strstr(buf, bn), *i = strstr(buf, in);
+    if (b && i) {
+        *batches = strtod(b + sizeof bn - 1, NULL);
+        *items = strtod(i + sizeof in - 1, NULL);
+    }
+}
+
+/* ---- one measured row of the report ---- */
+
+struct row {
+    char name[64];
+    const char *kind; /* "payonce" | "baseline" */
+    size_t deliveries;
+    int64_t credited; /* -1: not a crediting run */
+    double wall_s, p50, p99, p999;
+    double cpu_server, cpu_db, cpu_lg; /* seconds */
+    double batch_avg;                  /* items per committed batch (0: unknown) */
+    bool exact;                        /* every payment credited exactly once */
+    double rate;                       /* the schedule, when rate-limited */
+};
+
+#define ROWS_MAX 16
+
+struct run {
+    const struct po_bench_cfg *cfg;
+    struct po_bench_fx fx;
+    bool pg;
+    int conns;
+    struct row rows[ROWS_MAX];
+    int nrows;
+    json_t *store;
+    char err[PO_ERRBUF_MAX];
+};
+
+static double per_s(const struct row *r, double count)
+{
+    return r->wall_s > 0 ? count / r->wall_s : 0;
+}
+
+static struct row *add_row(struct run *R, const char *kind, const char *name)
+{
+    PO_ASSERT(R->nrows < ROWS_MAX);
+    struct row *r = &R->rows[R->nrows++];
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->credited = -1;
+    (void)snprintf(r->name, sizeof r->name, "%s", name);
+    return r;
+}
+
+static void latencies(struct row *r, double *lat, size_t n)
+{
+    r->p50 = po_lg_quantile(lat, n, 0.50);
+    r->p99 = po_lg_quantile(lat, n, 0.99);
+    r->p999 = po_lg_quantile(lat, n, 0.999);
+}
+
+/* Exactly `expect` credits for the prefix: as many PAY journals as paid
+ * orders as payments. */
+static po_err check_exact(struct run *R, struct row *r, const char *prefix, int64_t expect)
+{
+    int64_t journals = -1, paid = -1;
+    po_err rc = po_bench_credits(&R->fx, prefix, &journals, &paid);
+    if (rc)
+        return rc;
+    r->exact = journals == expect && paid == expect;
+    if (!r->exact)
+        fprintf(stderr, "bench: %s: %lld journals, %lld paid orders, %lld payments\n", r->name,
+                (long long)journals, (long long)paid, (long long)expect);
+    return PO_OK;
+}
+
+/* PostgreSQL: each run starts right after a checkpoint, so that every run
+ * pays the same full-page writes (best effort: needs a superuser). */
+static void settle(struct run *R)
+{
+    if (R->pg && po_store_exec(R->fx.s, "CHECKPOINT", PO_NO_PARAMS, NULL, NULL, NULL, 0))
+        po_log(PO_LOG_DEBUG, "bench: CHECKPOINT refused (not a superuser?)");
+}
+
+/* Drives the server with reqs and measures it. */
+static po_err http_run(struct run *R, const struct server *srv, struct row *r,
+                       const struct po_lg_req *reqs, size_t n, int conns, double rate,
+                       double gap_ms)
+{
+    struct po_lg_cfg lc = {.port = srv->port,
+                           .conns = conns,
+                           .reqs = reqs,
+                           .nreqs = n,
+                           .rate = rate,
+                           .timeout_s = 600,
+                           .gap_ms = gap_ms};
+    struct po_lg_result res;
+    double b0, i0, b1, i1;
+    settle(R);
+    committer_counts(srv, &b0, &i0);
+    double s0 = po_cpu_of_pid(srv->pid), d0 = R->pg ? po_cpu_of_postgres() : 0, l0 = po_cpu_self();
+    po_err rc = po_lg_run(&lc, &res, R->err, sizeof R->err);
+    if (rc)
+        return rc;
+    committer_counts(srv, &b1, &i1);
+    r->batch_avg = b1 > b0 ? (i1 - i0) / (b1 - b0) : 0;
+    r->cpu_server = po_cpu_of_pid(srv->pid) - s0;
+    r->cpu_db = R->pg ? po_cpu_of_postgres() - d0 : 0;
+    r->cpu_lg = po_cpu_self() - l0;
+    r->deliveries = res.done;
+    r->wall_s = res.wall_s;
+    r->rate = rate;
+    latencies(r, res.lat_ms, res.done);
+    free(res.lat_ms);
+    if (res.failed) {
+        po_errf(R->err, sizeof R->err, "%s: %zu of %zu requests failed (first status %u)", r->name,
+                res.failed, res.done, res.first_bad_status);
+        return PO_ERR_INTERNAL;
+    }
+    return PO_OK;
+}
+
+/* Orders, their callbacks (copies each), one closed-loop run, the check. */
+static po_err callbacks_run(struct run *R, const struct server *srv, const char *name,
+                            const char *prefix, int n, bool hot, int copies, double rate, int conns,
+                            double gap_ms, struct po_lg_req **keep)
+{
+    struct po_lg_req *reqs = NULL;
+    po_err rc = po_bench_orders(&R->fx, prefix, n, hot, R->err, sizeof R->err);
+    if (!rc && (rc = po_bench_callbacks(&R->fx, prefix, n, copies, &reqs)) != PO_OK)
+        po_errf(R->err, sizeof R->err, "signing %d callbacks failed", n);
+    if (rc)
+        return rc;
+    struct row *r = add_row(R, "payonce", name);
+    rc = http_run(R, srv, r, reqs, (size_t)n * (size_t)copies, conns, rate, gap_ms);
+    if (!rc) {
+        r->credited = n;
+        rc = check_exact(R, r, prefix, n);
+    }
+    if (keep && !rc)
+        *keep = reqs;
+    else
+        po_bench_reqs_free(reqs, (size_t)n * (size_t)copies);
+    return rc;
+}
+
+/* ---- PostgreSQL: settings, growth, plans ---- */
+
+static json_t *pg_settings(struct po_store *s, bool *comparable)
+{
+    static const char *const names[] = {"server_version",   "fsync",          "synchronous_commit",
+                                        "full_page_writes", "shared_buffers", "wal_sync_method"};
+    json_t *o = json_object();
+    *comparable = true;
+    for (size_t i = 0; i < PO_NELEM(names); i++) {
+        char sql[64];
+        (void)snprintf(sql, sizeof sql, "SHOW %s", names[i]);
+        struct po_rows r;
+        if (po_store_exec(s, sql, PO_NO_PARAMS, &r, NULL, NULL, 0) == PO_OK && r.nrows == 1) {
+            const char *v = po_rows_get(&r, 0, 0);
+            json_object_set_new(o, names[i], json_string(v ? v : ""));
+            if ((i == 1 || i == 2) && v && strcmp(v, "on") != 0)
+                *comparable = false;
+            po_rows_free(&r);
+        }
+    }
+    return o;
+}
+
+/* Rows of another tenant, so that lookups run against big indexes. */
+static po_err grow(struct run *R, int64_t rows)
+{
+    const char *const sql[] = {
+        "INSERT INTO tenant (tenant_id, name, created_at) VALUES ('bulk', 'bulk',"
+        " '2026-01-01T00:00:00.000Z')",
+        "INSERT INTO merchant (tenant_id, merchant_id, created_at) VALUES ('bulk', 'm',"
+        " '2026-01-01T00:00:00.000Z')",
+        "INSERT INTO pay_order (tenant_id, merchant_id, out_trade_no, amount, currency, status,"
+        " created_at, updated_at) SELECT 'bulk', 'm', 'B' || g, 100, 'CNY', 'PAYING',"
+        " '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z' FROM generate_series(1, ?) g",
+        "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source, outcome,"
+        " reason, out_trade_no, amount, currency, first_seen_at) SELECT 'bulk', 'wechatpay:R' ||"
+        " g || ':REFUND_CLOSED', 'wechatpay', 'REFUND_CLOSED', 'callback', 'applied', NULL,"
+        " 'B' || g, 100, 'CNY', '2026-01-01T00:00:00.000Z' FROM"
+        " generate_series(1, ?) g",
+        "ANALYZE",
+    };
+    for (size_t i = 0; i < PO_NELEM(sql); i++) {
+        bool sized = strstr(sql[i], "generate_series") != NULL;
+        po_err rc =
+            sized ? po_store_exec(R->fx.s, sql[i], PO_PARAMS(PO_I64(rows)), NULL, NULL, R->err,
+                                  sizeof R->err)
+                  : po_store_exec(R->fx.s, sql[i], PO_NO_PARAMS, NULL, NULL, R->err, sizeof R->err);
+        if (rc)
+            return rc;
+    }
+    return PO_OK;
+}
+
+/* Sequential scans per table so far (pg_stat_user_tables). */
+static json_t *seq_scans(struct po_store *s)
+{
+    struct po_rows r;
+    json_t *o = json_object();
+    if (po_store_exec(s,
+                      "SELECT relname, COALESCE(seq_scan, 0), COALESCE(idx_scan, 0) FROM"
+                      " pg_stat_user_tables WHERE relname IN ('pay_order', 'notify_log',"
+                      " 'journal', 'posting', 'account_balance', 'channel_account',"
+                      " 'api_idempotency', 'api_key')",
+                      PO_NO_PARAMS, &r, NULL, NULL, 0) != PO_OK)
+        return o;
+    for (int i = 0; i < r.nrows; i++) {
+        int64_t seq = 0, idx = 0;
+        if (po_rows_i64(&r, i, 1, &seq) == PO_OK && po_rows_i64(&r, i, 2, &idx) == PO_OK)
+            json_object_set_new(o, po_rows_get(&r, i, 0),
+                                json_pack("{s:I, s:I}", "seq", seq, "idx", idx));
+    }
+    po_rows_free(&r);
+    return o;
+}
+
+/* The scans the run made: after minus before. */
+static json_t *scan_delta(json_t *before, json_t *after, bool *seq_on_big)
+{
+    json_t *o = json_object();
+    const char *k;
+    json_t *v;
+    *seq_on_big = false;
+    json_object_foreach(after, k, v)
+    {
+        json_t *b = json_object_get(before, k);
+        json_int_t seq = json_integer_value(json_object_get(v, "seq")) -
+                         json_integer_value(json_object_get(b, "seq"));
+        json_int_t idx = json_integer_value(json_object_get(v, "idx")) -
+                         json_integer_value(json_object_get(b, "idx"));
+        json_object_set_new(o, k, json_pack("{s:I, s:I}", "seq_scans", seq, "index_scans", idx));
+        if (seq > 0 && (strcmp(k, "pay_order") == 0 || strcmp(k, "notify_log") == 0))
+            *seq_on_big = true;
+    }
+    return o;
+}
+
+/* ---- the CPU budget of one callback ---- */
+
+static const char *sim_header(void *ctx, const char *name)
+{
+    return po_sim_get_header(ctx, name);
+}
+
+/* CPU microseconds of verifying, decrypting and normalising one WeChat Pay
+ * callback in this process (single thread), over fresh requests. */
+static double verify_cost_us(struct run *R)
+{
+    enum { N = 200 };
+    struct po_sim_request *req = calloc(N, sizeof *req);
+    struct po_channel_account acct;
+    double us = -1;
+    char err[PO_ERRBUF_MAX];
+    if (!req ||
+        po_account_fetch(R->fx.s, R->fx.master, "bench", "wechatpay", &acct, err, sizeof err)) {
+        free(req);
+        return -1;
+    }
+    int64_t now = (int64_t)time(NULL);
+    int made = 0;
+    for (; made < N; made++) {
+        char txn[64], no[32];
+        po_sim_new_txn("wechatpay", txn, sizeof txn);
+        (void)snprintf(no, sizeof no, "V-%d", made);
+        struct po_sim_payment p = {"wechatpay", no, txn, 100, "CNY"};
+        if (po_sim_payment_request(R->fx.id, &p, now, &req[made]))
+            break;
+    }
+    if (made == N) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        for (int i = 0; i < N; i++) {
+            struct po_notify_req nr = {.body = req[i].body,
+                                       .body_len = req[i].body_len,
+                                       .header = sim_header,
+                                       .hctx = &req[i],
+                                       .now_unix = now};
+            struct po_notify_result res;
+            if (po_channel_parse(&acct, &nr, &res) || res.status != PO_NOTIFY_EVENT) {
+                made = -1;
+                break;
+            }
+        }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        if (made == N)
+            us = ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3) / N;
+    }
+    for (int i = 0; i < N; i++)
+        po_sim_request_free(&req[i]);
+    free(req);
+    po_channel_account_free(&acct);
+    return us;
+}
+
+/* ---- the report ---- */
+
+static const struct row *find_row(const struct run *R, const char *name)
+{
+    for (int i = 0; i < R->nrows; i++)
+        if (strcmp(R->rows[i].name, name) == 0)
+            return &R->rows[i];
+    return NULL;
+}
+
+static double credited_per_s(const struct row *r)
+{
+    return r ? per_s(r, (double)(r->credited > 0 ? r->credited : 0)) : 0;
+}
+
+static void print_rows(const struct run *R)
+{
+    printf("%-40s %9s %10s %7s %7s %7s %14s %6s %5s\n", "scenario", "deliv/s", "credited/s",
+           "p50 ms", "p99 ms", "p999 ms", "cpu srv/db/lg", "batch", "exact");
+    for (int i = 0; i < R->nrows; i++) {
+        const struct row *r = &R->rows[i];
+        char name[80], cpu[40], credited[16];
+        (void)snprintf(name, sizeof name, "%s: %s", r->kind, r->name);
+        if (r->wall_s > 0)
+            (void)snprintf(cpu, sizeof cpu, "%.0f/%.0f/%.0f%%", 100 * r->cpu_server / r->wall_s,
+                           100 * r->cpu_db / r->wall_s, 100 * r->cpu_lg / r->wall_s);
+        else
+            (void)snprintf(cpu, sizeof cpu, "-");
+        if (r->credited >= 0)
+            (void)snprintf(credited, sizeof credited, "%.0f", credited_per_s(r));
+        else
+            (void)snprintf(credited, sizeof credited, "-");
+        char batch[16] = "-";
+        if (r->batch_avg > 0)
+            (void)snprintf(batch, sizeof batch, "%.1f", r->batch_avg);
+        printf("%-40s %9.0f %10s %7.2f %7.2f %7.2f %14s %6s %5s\n", name,
+               per_s(r, (double)r->deliveries), credited, r->p50, r->p99, r->p999, cpu, batch,
+               r->credited >= 0 ? (r->exact ? "yes" : "NO") : "-");
+    }
+}
+
+struct target {
+    const char *name;
+    double value, goal;
+    bool at_most; /* the goal is an upper bound */
+};
+
+static json_t *report_targets(const struct run *R, double batch_wait_ms)
+{
+    const struct row *u = find_row(R, "unique merchants"), *h = find_row(R, "one hot merchant"),
+                     *dup = find_row(R, "redelivery of credited callbacks"),
+                     *api = find_row(R, "API orders with Idempotency-Key"),
+                     *half = find_row(R, "half of peak, rate-limited"),
+                     *idle = find_row(R, "idle server, one at a time"),
+                     *plain = find_row(R, "plain design"),
+                     *plain_hot = find_row(R, "plain design, hot merchant"),
+                     *engine = find_row(R, "engine alone"), *b1 = find_row(R, "--batch-max 1");
+    struct target t[8];
+    int n = 0;
+    double cu = credited_per_s(u);
+    if (plain)
+        t[n++] = (struct target){"unique merchants vs plain design (x)", cu / credited_per_s(plain),
+                                 2, false};
+    if (plain_hot)
+        t[n++] = (struct target){"one hot merchant vs plain design's hot merchant (x)",
+                                 credited_per_s(h) / credited_per_s(plain_hot), 3, false};
+    if (!R->pg && engine)
+        t[n++] = (struct target){"unique merchants vs engine alone (x)",
+                                 cu / credited_per_s(engine), 0.5, false};
+    if (dup)
+        t[n++] = (struct target){"redelivered vs first deliveries (x)",
+                                 per_s(dup, (double)dup->deliveries) / cu, 3, false};
+    if (half)
+        t[n++] = (struct target){"p99 ack latency at half of peak (ms)", half->p99, 20, true};
+    if (api)
+        t[n++] = (struct target){"API order creation vs credited callbacks (x)",
+                                 per_s(api, (double)api->deliveries) / cu, 0.5, false};
+    if (idle)
+        t[n++] = (struct target){"idle single callback p50 (ms) vs batch wait", idle->p50,
+                                 batch_wait_ms + 20, true};
+    json_t *out = json_array();
+    printf("\n%-56s %10s %10s %6s\n", "target", "measured", "goal", "met");
+    for (int i = 0; i < n; i++) {
+        bool met = t[i].at_most ? t[i].value <= t[i].goal : t[i].value >= t[i].goal;
+        printf("%-56s %10.2f %9s%.1f %6s\n", t[i].name, t[i].value,
+               t[i].at_most ? "<=" : ">=", t[i].goal, met ? "yes" : "NO");
+        json_array_append_new(out, json_pack("{s:s, s:f, s:f, s:s, s:b}", "target", t[i].name,
+                                             "measured", t[i].value, "goal", t[i].goal, "bound",
+                                             t[i].at_most ? "at most" : "at least", "met", met));
+    }
+    if (b1)
+        printf("%-56s %10.2f\n", "unique merchants vs --batch-max 1 (x, information)",
+               cu / credited_per_s(b1));
+    if (engine)
+        printf("%-56s %10.2f\n", "unique merchants vs engine alone (x, information)",
+               cu / credited_per_s(engine));
+    return out;
+}
+
+static json_t *report_budget(const struct run *R, double verify_us)
+{
+    const struct row *u = find_row(R, "unique merchants"), *e = find_row(R, "engine alone");
+    if (!u || u->deliveries == 0)
+        return json_null();
+    double n = (double)u->deliveries;
+    double server = 1e6 * u->cpu_server / n, db = 1e6 * u->cpu_db / n;
+    double engine = e && e->deliveries ? 1e6 * e->cpu_server / (double)e->deliveries : -1;
+    double rest = server - (verify_us > 0 ? verify_us : 0) - (engine > 0 ? engine : 0);
+    printf("\nCPU per callback (unique merchants, us): server %.0f = verify+decrypt %.0f +"
+           " engine (client side, from the engine-alone run) %.0f + HTTP, logging and the rest"
+           " %.0f; database %.0f; load generator %.0f\n",
+           server, verify_us, engine, rest, db, 1e6 * u->cpu_lg / n);
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "server_us", server, "verify_decrypt_us",
+                     verify_us, "engine_client_us", engine, "http_and_rest_us", rest, "database_us",
+                     db, "loadgen_us", 1e6 * u->cpu_lg / n);
+}
+
+static json_t *rows_json(const struct run *R)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < R->nrows; i++) {
+        const struct row *r = &R->rows[i];
+        json_t *o =
+            json_pack("{s:s, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "kind", r->kind,
+                      "scenario", r->name, "deliveries", (json_int_t)r->deliveries, "wall_s",
+                      r->wall_s, "deliveries_per_s", per_s(r, (double)r->deliveries), "p50_ms",
+                      r->p50, "p99_ms", r->p99, "p999_ms", r->p999, "cpu_server_s", r->cpu_server,
+                      "cpu_db_s", r->cpu_db, "cpu_loadgen_s", r->cpu_lg);
+        if (o && r->credited >= 0) {
+            json_object_set_new(o, "credited", json_integer(r->credited));
+            json_object_set_new(o, "credited_per_s", json_real(credited_per_s(r)));
+            json_object_set_new(o, "exactly_once", json_boolean(r->exact));
+        }
+        if (o && r->rate > 0)
+            json_object_set_new(o, "rate_limit_per_s", json_real(r->rate));
+        if (o && r->batch_avg > 0)
+            json_object_set_new(o, "batch_avg", json_real(r->batch_avg));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char *backend,
+                         char *path, size_t cap)
+{
+    if (mkdir(cfg->out_dir, 0755) != 0 && errno != EEXIST)
+        return PO_ERR_IO;
+    char stamp[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    if (po_fmt(path, cap, "%s/%s-%s.json", cfg->out_dir, stamp, backend))
+        return PO_ERR_LIMIT;
+    return json_dump_file(doc, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? PO_OK : PO_ERR_IO;
+}
+
+/* ---- the run ---- */
+
+static po_err scenarios(struct run *R, const struct server *srv, int n)
+{
+    const struct po_bench_cfg *cfg = R->cfg;
+    struct po_lg_req *unique = NULL;
+    po_err rc =
+        callbacks_run(R, srv, "unique merchants", "U", n, false, 1, 0, R->conns, 0, &unique);
+    if (!rc) { /* the same callbacks again: every one already credited */
+        struct row *r = add_row(R, "payonce", "redelivery of credited callbacks");
+        rc = http_run(R, srv, r, unique, (size_t)n, R->conns, 0, 0);
+        if (!rc) {
+            r->credited = n; /* still n, not 2n */
+            rc = check_exact(R, r, "U", n);
+            r->credited = -1;
+        }
+    }
+    po_bench_reqs_free(unique, (size_t)n);
+    if (!rc)
+        rc = callbacks_run(R, srv, "one hot merchant", "H", n, true, 1, 0, R->conns, 0, NULL);
+    if (!rc)
+        rc = callbacks_run(R, srv, "every callback 3 times at once", "D", n / 3, false, 3, 0,
+                           R->conns, 0, NULL);
+    if (!rc) {
+        struct po_lg_req *api = NULL;
+        int na = n / 2;
+        rc = po_bench_api_requests(&R->fx, "A", na, &api);
+        struct row *r = add_row(R, "payonce", "API orders with Idempotency-Key");
+        if (!rc)
+            rc = http_run(R, srv, r, api, (size_t)na, R->conns, 0, 0);
+        po_bench_reqs_free(api, (size_t)na);
+    }
+    if (!rc) {
+        double peak = credited_per_s(find_row(R, "unique merchants"));
+        int nl = (int)(peak / 2 * 4); /* about four seconds at half the peak */
+        nl = nl < 500 ? 500 : nl > n ? n : nl;
+        rc = callbacks_run(R, srv, "half of peak, rate-limited", "L", nl, false, 1, peak / 2,
+                           R->conns, 0, NULL);
+    }
+    if (!rc)
+        rc = callbacks_run(R, srv, "idle server, one at a time", "I", 100, false, 1, 0, 1,
+                           20 + (double)cfg->batch_wait_us / 1000, NULL);
+    return rc;
+}
+
+static po_err baselines(struct run *R, int n)
+{
+    const struct po_bench_cfg *cfg = R->cfg;
+    struct server b1 = {0};
+    po_err rc = server_start(cfg, &R->fx, "batch1", 1, 0, &b1, R->err, sizeof R->err);
+    if (!rc) {
+        rc = callbacks_run(R, &b1, "--batch-max 1", "B", n / 2, false, 1, 0, R->conns, 0, NULL);
+        R->rows[R->nrows - 1].kind = "baseline";
+        server_stop(&b1);
+    }
+    if (!rc) {
+        rc = po_bench_orders(&R->fx, "E", n, false, R->err, sizeof R->err);
+        struct po_bench_base b;
+        settle(R);
+        if (!rc)
+            rc = po_bench_engine_alone(&R->fx, "E", n, R->pg ? cfg->committers : 1, cfg->batch_max,
+                                       cfg->batch_wait_us, R->conns, &b, R->err, sizeof R->err);
+        if (!rc) {
+            struct row *r = add_row(R, "baseline", "engine alone");
+            r->deliveries = b.done;
+            r->wall_s = b.wall_s;
+            r->cpu_server = b.cpu_self_s;
+            r->cpu_db = b.cpu_db_s;
+            r->credited = n;
+            latencies(r, b.lat_ms, b.done);
+            free(b.lat_ms);
+            rc = check_exact(R, r, "E", n);
+        }
+    }
+    for (int hot = 0; !rc && R->pg && hot < 2; hot++) {
+        struct po_bench_base b;
+        settle(R);
+        rc = po_bench_plain(&R->fx, n, hot, R->conns, &b, R->err, sizeof R->err);
+        if (!rc) {
+            struct row *r =
+                add_row(R, "baseline", hot ? "plain design, hot merchant" : "plain design");
+            r->deliveries = b.done;
+            r->wall_s = b.wall_s;
+            r->cpu_server = b.cpu_self_s;
+            r->cpu_db = b.cpu_db_s;
+            r->credited = n;
+            r->exact = true; /* po_bench_plain checked it */
+            latencies(r, b.lat_ms, b.done);
+            free(b.lat_ms);
+        }
+    }
+    return rc;
+}
+
+static void make_scratch(char *dir, size_t cap)
+{
+    (void)snprintf(dir, cap, "/tmp/payonce-bench.XXXXXX");
+    if (!mkdtemp(dir))
+        dir[0] = '\0';
+}
+
+static void remove_scratch(const char *dir)
+{
+    /* Only what the run made: the sim identity, the key, logs, SQLite. */
+    static const char *const files[] = {
+        "sim/sim.json",
+        "sim/wechatpay_platform_key.pem",
+        "sim/wechatpay_platform_pub.pem",
+        "sim/wechatpay_platform_cert.pem",
+        "sim/apiv3.key",
+        "sim/alipay_private_key.pem",
+        "sim/alipay_public_key.pem",
+        "sim/stripe_webhook_secret",
+        "sim/merchant_private_key.pem",
+        "sim/merchant_public_key.pem",
+        "master.key",
+        "server-main.log",
+        "server-batch1.log",
+        "bench.db",
+        "bench.db-wal",
+        "bench.db-shm",
+    };
+    char p[400];
+    for (size_t i = 0; i < PO_NELEM(files); i++) {
+        (void)snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    (void)snprintf(p, sizeof p, "%s/sim", dir);
+    rmdir(p);
+    rmdir(dir);
+}
+
+int po_bench_run(const struct po_bench_cfg *cfg)
+{
+    struct run R = {.cfg = cfg, .conns = cfg->connections};
+    char dir[64], url[128];
+    make_scratch(dir, sizeof dir);
+    if (!dir[0]) {
+        fprintf(stderr, "payonce: bench: cannot make a scratch directory in /tmp\n");
+        return 1;
+    }
+    const char *db = cfg->db_url;
+    if (!db) {
+        (void)snprintf(url, sizeof url, "sqlite:%s/bench.db", dir);
+        db = url;
+    }
+    R.pg = strncmp(db, "sqlite:", 7) != 0;
+    int n = cfg->orders;
+    json_t *machine = po_machine_describe();
+    double f50 = 0, f99 = 0;
+    bool have_fsync = po_fsync_latency(dir, &f50, &f99) == PO_OK;
+    po_err rc = po_bench_fx_open(&R.fx, db, dir, R.err, sizeof R.err);
+    bool comparable = true;
+    json_t *settings = NULL;
+    if (!rc)
+        settings = R.pg ? pg_settings(R.fx.s, &comparable)
+                        : json_pack("{s:s, s:s}", "journal_mode", "wal", "synchronous", "full");
+    printf("# payonce bench: %s, %d cores (%s), %s; fsync of this machine's /tmp p50 %.0f us,"
+           " p99 %.0f us\n",
+           R.pg ? "PostgreSQL" : "SQLite (WAL, synchronous=FULL)",
+           (int)json_integer_value(json_object_get(machine, "cores")),
+           json_string_value(json_object_get(machine, "cpu")),
+           json_string_value(json_object_get(machine, "memory")), have_fsync ? f50 : -1,
+           have_fsync ? f99 : -1);
+    if (settings && R.pg) {
+        char *s = json_dumps(settings, JSON_COMPACT | JSON_SORT_KEYS);
+        printf("# store settings: %s\n", s ? s : "?");
+        free(s);
+    }
+    if (!comparable)
+        printf("# WARNING: fsync or synchronous_commit is off: commits are not durable, these"
+               " figures are NOT COMPARABLE with a production server's\n");
+    printf("# %d payments per scenario, %d keep-alive connections; server: --batch-max %d"
+           " --batch-wait-us %d --committers %d\n",
+           n, R.conns, cfg->batch_max, cfg->batch_wait_us, R.pg ? cfg->committers : 1);
+    struct server srv = {0};
+    json_t *scans_before = NULL, *scans = NULL;
+    bool seq_on_big = false;
+    if (!rc)
+        rc = server_start(cfg, &R.fx, "main", cfg->batch_max, cfg->batch_wait_us, &srv, R.err,
+                          sizeof R.err);
+    if (!rc && R.pg && cfg->plan_rows > 0) {
+        /* Plans made while the tables are small, then the tables grow. */
+        rc = callbacks_run(&R, &srv, "warm-up", "W", 200, false, 1, 0, R.conns, 0, NULL);
+        R.nrows = 0; /* not a figure */
+        if (!rc) {
+            printf("# loading %lld orders and processed records of another tenant, then"
+                   " ANALYZE\n",
+                   (long long)cfg->plan_rows);
+            fflush(stdout);
+            rc = grow(&R, cfg->plan_rows);
+        }
+    }
+    if (!rc && R.pg)
+        scans_before = seq_scans(R.fx.s);
+    if (!rc)
+        rc = scenarios(&R, &srv, n);
+    if (!rc && R.pg) {
+        json_t *after = seq_scans(R.fx.s);
+        scans = scan_delta(scans_before, after, &seq_on_big);
+        json_decref(after);
+    }
+    server_stop(&srv);
+    if (!rc)
+        rc = baselines(&R, n);
+    int violations = -1;
+    if (!rc)
+        rc = po_ledger_verify(R.fx.s, NULL, NULL, &violations, R.err, sizeof R.err);
+    double verify_us = rc ? -1 : verify_cost_us(&R);
+    int ret = 0;
+    if (rc) {
+        fprintf(stderr, "payonce: bench: %s (%s); scratch kept in %s\n", R.err, po_err_name(rc),
+                dir);
+        ret = 1;
+    }
+    if (R.nrows > 0) {
+        printf("\n");
+        print_rows(&R);
+    }
+    bool exact = R.nrows > 0;
+    for (int i = 0; i < R.nrows; i++)
+        exact &= R.rows[i].credited < 0 || R.rows[i].exact;
+    json_t *targets = NULL, *budget = NULL;
+    if (!rc) {
+        targets = report_targets(&R, (double)cfg->batch_wait_us / 1000);
+        budget = report_budget(&R, verify_us);
+        printf("exactly once: %s; ledger verify: %d violations\n",
+               exact ? "every payment credited once" : "NO", violations);
+        if (scans) {
+            char *s = json_dumps(scans, JSON_COMPACT | JSON_SORT_KEYS);
+            printf("scans during the scenarios (%lld rows of another tenant loaded): %s%s\n",
+                   (long long)cfg->plan_rows, s ? s : "?",
+                   seq_on_big ? "  <- SEQUENTIAL SCANS on a big table: a plan went wrong" : "");
+            free(s);
+        }
+        if (!exact || violations != 0)
+            ret = 1;
+    }
+    if (!rc && cfg->out_dir) {
+        json_t *doc = json_pack(
+            "{s:i, s:o, s:o, s:o, s:b, s:{s:i, s:i, s:i, s:i, s:i, s:I}, s:o, s:o, s:o, s:o,"
+            " s:b, s:i}",
+            "version", 1, "machine", machine, "fsync_us",
+            json_pack("{s:f, s:f}", "p50", f50, "p99", f99), "store",
+            json_pack("{s:s, s:o}", "backend", R.pg ? "postgresql" : "sqlite", "settings",
+                      json_incref(settings)),
+            "comparable", comparable, "conditions", "payments", n, "connections", R.conns,
+            "batch_max", cfg->batch_max, "batch_wait_us", cfg->batch_wait_us, "committers",
+            R.pg ? cfg->committers : 1, "plan_rows", (json_int_t)(R.pg ? cfg->plan_rows : 0),
+            "rows", rows_json(&R), "targets", targets, "cpu_per_callback", budget, "scans",
+            scans ? json_incref(scans) : json_null(), "exactly_once", exact, "ledger_violations",
+            violations);
+        machine = NULL;
+        targets = budget = NULL;
+        char path[512];
+        if (!doc || write_json(cfg, doc, R.pg ? "postgresql" : "sqlite", path, sizeof path)) {
+            fprintf(stderr, "payonce: bench: cannot write the results to %s\n", cfg->out_dir);
+            ret = 1;
+        } else
+            printf("results: %s\n", path);
+        json_decref(doc);
+    }
+    json_decref(machine);
+    json_decref(targets);
+    json_decref(budget);
+    json_decref(settings);
+    json_decref(scans);
+    json_decref(scans_before);
+    po_bench_fx_close(&R.fx);
+    if (!rc)
+        remove_scratch(dir);
+    return ret;
+}

@@ -1,0 +1,110 @@
+/*
+ * bench_int.h — private to src/bench: the load generator, the fixture
+ * (store, tenant, channel account, orders, signed callbacks), the
+ * baselines, and what is measured about the machine and the processes.
+ */
+#ifndef PO_BENCH_INT_H
+#define PO_BENCH_INT_H
+
+#include "../core/core.h"
+#include "../store/store.h"
+#include "bench.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- the load generator (loadgen.c) ----
+ * One thread, epoll, `conns` keep-alive HTTP/1.1 connections to
+ * 127.0.0.1:port. Each request of the list is sent once, in order, on the
+ * next free connection: closed loop (rate 0: a connection sends its next
+ * request when the previous answer arrived) or on a schedule (rate > 0:
+ * request i is due at start + i/rate; its latency counts from when it was
+ * due, so a slow server cannot hide its queue). Requests are pre-built
+ * bytes: the generator only writes, reads and parses status lines. */
+struct po_lg_req {
+    char *buf; /* the whole request: request line, headers, body */
+    size_t len;
+};
+struct po_lg_cfg {
+    unsigned port;
+    int conns;
+    const struct po_lg_req *reqs;
+    size_t nreqs;
+    double rate;      /* requests/s; 0: closed loop */
+    double timeout_s; /* the whole run */
+    double gap_ms;    /* closed loop, one connection: pause between requests */
+};
+struct po_lg_result {
+    size_t done, ok, failed; /* answered; 2xx; non-2xx or no answer */
+    double wall_s;
+    double *lat_ms; /* per answered request, heap (caller frees) */
+    unsigned first_bad_status;
+};
+po_err po_lg_run(const struct po_lg_cfg *cfg, struct po_lg_result *out, char *err,
+                 size_t errcap) PO_MUST_CHECK;
+/* The q-quantile (0..1) of n latencies (sorts them). */
+double po_lg_quantile(double *v, size_t n, double q);
+
+/* ---- processes and the machine (machine.c) ---- */
+
+/* CPU seconds (user + system) of a process, or of every process whose
+ * name starts with "postgres" (the database's, when it runs here). */
+double po_cpu_of_pid(pid_t pid);
+double po_cpu_of_postgres(void);
+double po_cpu_self(void);
+/* cores, model, memory, kernel into a JSON object. */
+json_t *po_machine_describe(void);
+/* Median and p99 of fdatasync after a 4 KiB write in dir (microseconds). */
+po_err po_fsync_latency(const char *dir, double *p50_us, double *p99_us) PO_MUST_CHECK;
+
+/* ---- the fixture (fixture.c) ---- */
+
+struct po_bench_fx {
+    const char *db_url;
+    char dir[256]; /* scratch: sim identity, master key, logs */
+    char master_file[300];
+    unsigned char master[32];
+    char apikey[PO_APIKEY_LEN + 1];
+    struct po_sim_identity *id;
+    struct po_store *s;
+};
+po_err po_bench_fx_open(struct po_bench_fx *fx, const char *db_url, const char *dir, char *err,
+                        size_t errcap) PO_MUST_CHECK;
+void po_bench_fx_close(struct po_bench_fx *fx);
+/* n orders "<prefix>-<i>" of amount 100 + i % 900, each to merchant
+ * "<prefix>m<i>" (unique) or all to "<prefix>m" (hot). */
+po_err po_bench_orders(struct po_bench_fx *fx, const char *prefix, int n, bool hot, char *err,
+                       size_t errcap) PO_MUST_CHECK;
+/* Their WeChat Pay v3 payment callbacks as HTTP requests, signed and
+ * encrypted in advance (on every core), copies times each, adjacent. */
+po_err po_bench_callbacks(struct po_bench_fx *fx, const char *prefix, int n, int copies,
+                          struct po_lg_req **out) PO_MUST_CHECK;
+/* POST /v1/orders requests with fresh Idempotency-Keys for "<prefix>-<i>". */
+po_err po_bench_api_requests(struct po_bench_fx *fx, const char *prefix, int n,
+                             struct po_lg_req **out) PO_MUST_CHECK;
+void po_bench_reqs_free(struct po_lg_req *r, size_t n);
+/* Credited payments of the prefix's orders (PAY journals) and PAID orders. */
+po_err po_bench_credits(struct po_bench_fx *fx, const char *prefix, int64_t *journals,
+                        int64_t *paid) PO_MUST_CHECK;
+
+/* ---- baselines (baseline.c) ---- */
+
+struct po_bench_base {
+    size_t done;
+    double wall_s, cpu_self_s, cpu_db_s;
+    double *lat_ms;
+};
+/* The engine alone: the committer fed with the orders' events by `conns`
+ * threads (no HTTP, no crypto). */
+po_err po_bench_engine_alone(struct po_bench_fx *fx, const char *prefix, int n, int committers,
+                             int batch_max, int batch_wait_us, int conns, struct po_bench_base *out,
+                             char *err, size_t errcap) PO_MUST_CHECK;
+/* The plain design (PostgreSQL): the article's transaction statement by
+ * statement, one transaction a callback, from `conns` threads; hot: every
+ * payment to one merchant. */
+po_err po_bench_plain(struct po_bench_fx *fx, int n, bool hot, int conns, struct po_bench_base *out,
+                      char *err, size_t errcap) PO_MUST_CHECK;
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * bench.c — `payonce bench`: options, then src/bench does the run. It only
+ * ever writes to a database named explicitly with --db (which must be
+ * empty); without it, to a fresh SQLite file of its own.
+ */
+#include "cli_int.h"
+
+#include "../bench/bench.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int cmd_bench(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    int64_t orders, conns, committers, batch_max, batch_wait, plan_rows;
+    int ret = int_opt(o, "orders", 300, 1000000, 10000, &orders);
+    if (!ret)
+        ret = int_opt(o, "connections", 1, 1024, 16, &conns);
+    if (!ret)
+        ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 4, &committers);
+    if (!ret)
+        ret = int_opt(o, "batch-max", 1, PO_BATCH_MAX, 128, &batch_max);
+    if (!ret)
+        ret = int_opt(o, "batch-wait-us", 0, PO_BATCH_WAIT_US_MAX, 200, &batch_wait);
+    if (!ret)
+        ret = int_opt(o, "plan-rows", 0, 100000000, 1000000, &plan_rows);
+    if (ret)
+        return ret;
+    const char *db = opt(o, "db"); /* never PAYONCE_DB: only a database named here */
+    if (db && strncmp(db, "postgresql://", 13) != 0 && strncmp(db, "postgres://", 11) != 0) {
+        fprintf(stderr, "payonce: bench --db takes an empty PostgreSQL database"
+                        " (postgresql://…); without --db it uses a fresh SQLite file\n");
+        return EXIT_USAGE;
+    }
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "payonce: bench: cannot find its own binary\n");
+        return EXIT_FAIL;
+    }
+    exe[n] = '\0';
+    struct po_bench_cfg cfg = {.db_url = db,
+                               .exe = exe,
+                               .orders = (int)orders,
+                               .connections = (int)conns,
+                               .committers = (int)committers,
+                               .batch_max = (int)batch_max,
+                               .batch_wait_us = (int)batch_wait,
+                               .plan_rows = plan_rows,
+                               .out_dir = opt(o, "out")};
+    return po_bench_run(&cfg) == 0 ? 0 : EXIT_FAIL;
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench_smoke.sh PAYONCE BACKEND — `payonce bench` end to end, small: every
+# scenario and baseline runs, every payment is credited exactly once, the
+# ledger verifies, the JSON result is written with the machine's
+# description. On the test suite's PostgreSQL (fsync=off) the run must say
+# its figures are not comparable. No figure is checked: speed is shown by
+# `make bench`, never asserted by a test.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh" "$1" "$2" bench_smoke
+args=(--orders 300 --out "$work/results" --plan-rows 2000)
+# bench takes only a database named with --db, and it must be empty.
+[ "$BACKEND" = postgres ] && args+=(--db "$PAYONCE_DB")
+"$BIN" bench "${args[@]}" > report.txt 2> bench.err
+check "bench exits 0" "$?" 0
+json=$(ls results/*.json 2>/dev/null | head -n1)
+check "a JSON result is written" "$([ -n "$json" ] && echo yes)" yes
+python3 - "$json" "$BACKEND" > verdict.txt 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+pg = sys.argv[2] == "postgres"
+names = [r["scenario"] for r in d["rows"]]
+want = ["unique merchants", "redelivery of credited callbacks", "one hot merchant",
+        "every callback 3 times at once", "API orders with Idempotency-Key",
+        "half of peak, rate-limited", "idle server, one at a time", "--batch-max 1",
+        "engine alone"] + (["plain design", "plain design, hot merchant"] if pg else [])
+missing = [n for n in want if n not in names]
+assert not missing, "missing rows: %s" % missing
+assert d["exactly_once"] is True, "not exactly once"
+assert d["ledger_violations"] == 0, "ledger violations"
+assert all(r.get("exactly_once", True) for r in d["rows"]), "a row not exactly once"
+assert d["machine"]["cores"] >= 1 and d["fsync_us"]["p50"] > 0
+assert all(r["deliveries"] > 0 and r["deliveries_per_s"] > 0 for r in d["rows"])
+assert len(d["targets"]) >= 4
+if pg:
+    assert d["comparable"] is False, "fsync=off must not be comparable"
+print("ok")
+PY
+check "the result: every scenario, exactly once, ledger clean" "$(tail -n1 verdict.txt)" ok
+if [ "$BACKEND" = postgres ]; then
+  check "fsync=off is called not comparable" "$(grep -c 'NOT COMPARABLE' report.txt)" 1
+  # A database that is not empty is refused, and left as it was.
+  "$BIN" bench --db "$PAYONCE_DB" --orders 300 > again.txt 2>&1
+  check "a database that is not empty is refused" "$?:$(grep -c 'needs an empty database' again.txt)" "1:1"
+fi
+"$BIN" bench --db sqlite:x.db > usage.txt 2>&1
+check "bench --db takes PostgreSQL only" "$?" 2
+[ "$fails" -eq 0 ] || { cat report.txt bench.err verdict.txt | tail -n 40; }
+fig "# bench-smoke[$BACKEND]: every scenario and baseline ran, exactly once, ledger clean"
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

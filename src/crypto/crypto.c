@@ -10,6 +10,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,67 @@ struct po_privkey {
 };
 
 #define B64_INPUT_MAX (4 * 1024 * 1024)
+
+/* ---- algorithms fetched once, contexts reused per thread ----
+ * OpenSSL 3 looks an algorithm up by name (in a store guarded by a
+ * read-write lock) each time EVP_sha256() and friends are used, and a new
+ * context costs allocations: on a gateway verifying thousands of callbacks
+ * a second on every core both show. So the algorithms are fetched once for
+ * the process, and each thread keeps one digest and one cipher context
+ * that it resets after use (freed when the thread ends). */
+static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
+static EVP_MD *md_sha256, *md_sha1;
+static EVP_CIPHER *aes_gcm[3]; /* 128, 192, 256 */
+static pthread_key_t ctx_key;
+
+struct thread_ctx {
+    EVP_MD_CTX *md;
+    EVP_CIPHER_CTX *cipher;
+};
+
+static void thread_ctx_free(void *p)
+{
+    struct thread_ctx *t = p;
+    EVP_MD_CTX_free(t->md);
+    EVP_CIPHER_CTX_free(t->cipher);
+    free(t);
+}
+
+static void algs_init(void)
+{
+    md_sha256 = EVP_MD_fetch(NULL, "SHA2-256", NULL);
+    md_sha1 = EVP_MD_fetch(NULL, "SHA1", NULL);
+    aes_gcm[0] = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
+    aes_gcm[1] = EVP_CIPHER_fetch(NULL, "AES-192-GCM", NULL);
+    aes_gcm[2] = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+    PO_ASSERT(md_sha256 && md_sha1 && aes_gcm[0] && aes_gcm[1] && aes_gcm[2]);
+    PO_ASSERT(pthread_key_create(&ctx_key, thread_ctx_free) == 0);
+}
+
+static const EVP_MD *sha256(void)
+{
+    pthread_once(&algs_once, algs_init);
+    return md_sha256;
+}
+
+/* This thread's contexts (NULL when out of memory). */
+static struct thread_ctx *thread_ctx(void)
+{
+    pthread_once(&algs_once, algs_init);
+    struct thread_ctx *t = pthread_getspecific(ctx_key);
+    if (t)
+        return t;
+    t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->md = EVP_MD_CTX_new();
+    t->cipher = EVP_CIPHER_CTX_new();
+    if (!t->md || !t->cipher || pthread_setspecific(ctx_key, t) != 0) {
+        thread_ctx_free(t);
+        return NULL;
+    }
+    return t;
+}
 
 po_err po_b64_decode(const char *in, size_t len, unsigned char **out, size_t *out_len)
 {
@@ -244,7 +306,7 @@ po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, c
         X509_set_pubkey(x, k->pkey) != 1 ||
         X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
                                    0) != 1 ||
-        X509_set_issuer_name(x, name) != 1 || X509_sign(x, k->pkey, EVP_sha256()) <= 0)
+        X509_set_issuer_name(x, name) != 1 || X509_sign(x, k->pkey, sha256()) <= 0)
         goto out;
     bio = BIO_new(BIO_s_mem());
     if (bio && PEM_write_bio_X509(bio, x) == 1)
@@ -267,12 +329,12 @@ void po_privkey_free(struct po_privkey *k)
 po_err po_rsa_sha256_verify(const struct po_pubkey *k, const void *msg, size_t len,
                             const unsigned char *sig, size_t sig_len)
 {
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx)
+    struct thread_ctx *t = thread_ctx();
+    if (!t)
         return PO_ERR_NOMEM;
-    int ok = EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, k->pkey) == 1 &&
-             EVP_DigestVerify(ctx, sig, sig_len, msg, len) == 1;
-    EVP_MD_CTX_free(ctx);
+    int ok = EVP_DigestVerifyInit(t->md, NULL, sha256(), NULL, k->pkey) == 1 &&
+             EVP_DigestVerify(t->md, sig, sig_len, msg, len) == 1;
+    (void)EVP_MD_CTX_reset(t->md);
     return ok ? PO_OK : PO_ERR_INVALID;
 }
 
@@ -284,7 +346,7 @@ po_err po_rsa_sha256_sign_b64(const struct po_privkey *k, const void *msg, size_
     size_t sig_len = sizeof sig;
     if (!ctx)
         return PO_ERR_NOMEM;
-    int ok = EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k->pkey) == 1 &&
+    int ok = EVP_DigestSignInit(ctx, NULL, sha256(), NULL, k->pkey) == 1 &&
              EVP_DigestSign(ctx, sig, &sig_len, msg, len) == 1;
     EVP_MD_CTX_free(ctx);
     if (!ok)
@@ -294,13 +356,14 @@ po_err po_rsa_sha256_sign_b64(const struct po_privkey *k, const void *msg, size_
 
 static const EVP_CIPHER *gcm_for(size_t key_len)
 {
+    pthread_once(&algs_once, algs_init);
     switch (key_len) {
     case 16:
-        return EVP_aes_128_gcm();
+        return aes_gcm[0];
     case 24:
-        return EVP_aes_192_gcm();
+        return aes_gcm[1];
     case 32:
-        return EVP_aes_256_gcm();
+        return aes_gcm[2];
     default:
         return NULL;
     }
@@ -319,7 +382,8 @@ po_err po_aes_gcm_decrypt(const unsigned char *key, size_t key_len, const unsign
         return PO_ERR_INVALID;
     size_t n = ct_len - GCM_TAG_LEN;
     unsigned char *pt = malloc(n + 1);
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    struct thread_ctx *t = thread_ctx();
+    EVP_CIPHER_CTX *ctx = t ? t->cipher : NULL;
     po_err rc = PO_ERR_INVALID;
     int len1 = 0, len2 = 0;
     unsigned char tag[GCM_TAG_LEN];
@@ -345,7 +409,8 @@ out:
     if (pt)
         OPENSSL_cleanse(pt, n + 1);
     free(pt);
-    EVP_CIPHER_CTX_free(ctx);
+    if (ctx)
+        (void)EVP_CIPHER_CTX_reset(ctx); /* also wipes the key schedule */
     return rc;
 }
 
@@ -358,7 +423,8 @@ po_err po_aes_gcm_encrypt(const unsigned char *key, size_t key_len, const unsign
     if (!cipher || nonce_len == 0 || nonce_len > 64 || pt_len > INT32_MAX - GCM_TAG_LEN)
         return PO_ERR_INVALID;
     unsigned char *ct = malloc(pt_len + GCM_TAG_LEN);
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    struct thread_ctx *t = thread_ctx();
+    EVP_CIPHER_CTX *ctx = t ? t->cipher : NULL;
     po_err rc = PO_ERR_INTERNAL;
     int len1 = 0, len2 = 0;
     if (!ct || !ctx) {
@@ -379,7 +445,8 @@ po_err po_aes_gcm_encrypt(const unsigned char *key, size_t key_len, const unsign
     rc = PO_OK;
 out:
     free(ct);
-    EVP_CIPHER_CTX_free(ctx);
+    if (ctx)
+        (void)EVP_CIPHER_CTX_reset(ctx);
     return rc;
 }
 
@@ -387,14 +454,14 @@ void po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len
                     unsigned char out[32])
 {
     unsigned int n = 32;
-    PO_ASSERT(HMAC(EVP_sha256(), key, (int)key_len, msg, len, out, &n) != NULL && n == 32);
+    PO_ASSERT(HMAC(sha256(), key, (int)key_len, msg, len, out, &n) != NULL && n == 32);
 }
 
 void po_sha256_hex(const void *msg, size_t len, char out[65])
 {
     unsigned char d[32];
     unsigned int n = 0;
-    PO_ASSERT(EVP_Digest(msg, len, d, &n, EVP_sha256(), NULL) == 1 && n == 32);
+    PO_ASSERT(EVP_Digest(msg, len, d, &n, sha256(), NULL) == 1 && n == 32);
     for (int i = 0; i < 32; i++)
         (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
@@ -403,7 +470,8 @@ void po_sha1_hex(const void *msg, size_t len, char out[41])
 {
     unsigned char d[20];
     unsigned int n = 0;
-    PO_ASSERT(EVP_Digest(msg, len, d, &n, EVP_sha1(), NULL) == 1 && n == 20);
+    pthread_once(&algs_once, algs_init);
+    PO_ASSERT(EVP_Digest(msg, len, d, &n, md_sha1, NULL) == 1 && n == 20);
     for (int i = 0; i < 20; i++)
         (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
 }

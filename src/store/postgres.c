@@ -335,7 +335,11 @@ const struct po_store_ops po_store_postgres = {
      * -> journal). Every statement of the gateway's connections is a keyed
      * lookup: there, plans always take the index. With the sequential
      * scan priced out, a statement that must scan anyway would look
-     * expensive enough to be JIT-compiled on every execution: no JIT. */
-    .keyed_sql = "SET enable_seqscan = off; SET jit = off",
+     * expensive enough to be JIT-compiled on every execution: no JIT. And
+     * the generic plan always: a set-based statement's custom plan (made
+     * for each batch's own row count) costs planning time on every
+     * execution and picks the same keyed path. */
+    .keyed_sql =
+        "SET enable_seqscan = off; SET jit = off; SET plan_cache_mode = force_generic_plan",
     .backend_pid = pg_backend_pid,
 };

@@ -31,9 +31,10 @@ static const struct check checks[] = {
      " ON b.tenant_id = p.tenant_id AND b.account = p.account AND b.currency = p.currency"
      " WHERE COALESCE(b.balance, 0) <> p.s"
      " UNION ALL SELECT b.tenant_id, b.account || ' ' || b.currency,"
-     " 'postings 0 cached ' || b.balance FROM account_balance b WHERE b.balance <> 0 AND"
-     " NOT EXISTS (SELECT 1 FROM posting p WHERE p.tenant_id = b.tenant_id AND"
-     " p.account = b.account AND p.currency = b.currency)"},
+     " 'postings 0 cached ' || b.balance FROM account_balance b LEFT JOIN"
+     " (SELECT tenant_id, account, currency FROM posting GROUP BY tenant_id, account, currency) p"
+     " ON p.tenant_id = b.tenant_id AND p.account = b.account AND p.currency = b.currency"
+     " WHERE b.balance <> 0 AND p.tenant_id IS NULL"},
     {"paid_order_journals", "every PAID order has exactly one payment journal",
      "SELECT o.tenant_id, o.out_trade_no, COUNT(j.idem_key) || ' payment journals' FROM pay_order o"
      " LEFT JOIN journal j ON j.tenant_id = o.tenant_id AND j.out_trade_no = o.out_trade_no"

@@ -47,7 +47,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     if (!ret)
         ret = int_opt(o, "workers", 1, PO_WORKERS_MAX, 64, &workers);
     if (!ret)
-        ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 4, &committers);
+        ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 2, &committers);
     if (!ret)
         ret = int_opt(o, "batch-max", 1, PO_BATCH_MAX, 128, &batch_max);
     if (!ret)

@@ -38,6 +38,8 @@ struct worker {
 
 struct po_committer {
     struct po_committer_cfg cfg;
+    atomic_int expected;    /* items announced and not yet submitted */
+    atomic_bool announcing; /* po_committer_expect is in use */
     int nworkers;
     struct worker w[PO_COMMITTER_WORKERS_MAX];
     atomic_ulong batches, items, failures;
@@ -158,14 +160,21 @@ static void *worker_main(void *arg)
         if (!w->head && w->stop)
             break;
         int n = take(w, 0, cfg->batch_max);
-        /* Busy (the previous batch had company and ended just now): let the
-         * batch fill a little. Idle: go at once, a lone callback waits for
-         * nothing. */
+        /* Let the batch fill while more is on its way — items announced by
+         * po_committer_expect (callbacks being verified right now), or,
+         * without announcements, while busy (the previous batch had
+         * company and ended just now) — for at most batch_wait_us. An idle
+         * committer with nothing announced goes at once: a lone callback
+         * waits for nothing. */
+        struct po_committer *c = w->c;
+        bool announced = atomic_load(&c->announcing);
         uint64_t t = po_now_us();
-        if (n < cfg->batch_max && cfg->batch_wait_us > 0 && w->last_size > 1 &&
-            t - w->last_end_us < (uint64_t)cfg->batch_wait_us * 4) {
+        bool busy =
+            !announced && w->last_size > 1 && t - w->last_end_us < (uint64_t)cfg->batch_wait_us * 4;
+        if (n < cfg->batch_max && cfg->batch_wait_us > 0 &&
+            (busy || (announced && atomic_load(&c->expected) > 0))) {
             struct timespec until = po_deadline_us(cfg->batch_wait_us);
-            while (n < cfg->batch_max && !w->stop &&
+            while (n < cfg->batch_max && !w->stop && (busy || atomic_load(&c->expected) > 0) &&
                    pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
                 n = take(w, n, cfg->batch_max);
             n = take(w, n, cfg->batch_max);
@@ -261,6 +270,20 @@ po_err po_committer_submit(struct po_committer *c, struct po_commit_item *it)
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return PO_OK;
+}
+
+void po_committer_expect(struct po_committer *c, int delta)
+{
+    if (delta > 0 && !atomic_load(&c->announcing))
+        atomic_store(&c->announcing, true);
+    if (atomic_fetch_add(&c->expected, delta) + delta > 0)
+        return;
+    /* Nothing more on its way: a worker waiting to fill its batch goes. */
+    for (int i = 0; i < c->nworkers; i++) {
+        pthread_mutex_lock(&c->w[i].mu);
+        pthread_cond_signal(&c->w[i].cv);
+        pthread_mutex_unlock(&c->w[i].mu);
+    }
 }
 
 struct waiter {

@@ -82,8 +82,9 @@ po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg
  * transaction, one savepoint an event — and answers every item only after
  * COMMIT returned (a failed COMMIT answers every item retry). A lone item
  * on an idle worker is applied at once; under load the batch grows to
- * batch_max (optionally waiting up to batch_wait_us for it to fill while
- * the worker is busy). Items are routed to workers by a key (tenant and
+ * batch_max (waiting up to batch_wait_us for items announced with
+ * po_committer_expect, or, without announcements, while the worker is
+ * busy). Items are routed to workers by a key (tenant and
  * order), so twins meet in one worker, and workers lock balance rows in one
  * global order. SQLite: one worker (one writer). Correctness across
  * workers, processes and nodes comes from layers 2 and 3 alone.
@@ -133,6 +134,11 @@ po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committe
 /* Queues an item (the event must be valid). PO_ERR_LIMIT when its
  * worker's queue is full: nothing queued, done() never called. */
 po_err po_committer_submit(struct po_committer *c, struct po_commit_item *it) PO_MUST_CHECK;
+/* Announces items on their way (delta +1: a callback being verified that
+ * will be submitted or refused soon; -1 when it was). While items are
+ * announced, a committer about to apply a batch waits for them, up to
+ * batch_wait_us, so that one commit serves them too. */
+void po_committer_expect(struct po_committer *c, int delta);
 /* Submits and waits for the answer (for callers that may block). A full
  * queue answers retry. */
 void po_committer_apply(struct po_committer *c, struct po_commit_item *it);

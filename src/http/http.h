@@ -25,7 +25,7 @@ struct po_server_cfg {
     int threads;                     /* event threads (default: one a core) */
     int workers;                     /* threads for blocking work (default 64) */
     /* The committer (DESIGN §8): its threads, each with its own store
-     * connection (default 4 on PostgreSQL; always 1 on SQLite), the
+     * connection (default 2 on PostgreSQL; always 1 on SQLite), the
      * largest batch (default 128) and how long a busy committer lets a
      * batch fill (default 200 us; an idle one never waits). */
     int committers;

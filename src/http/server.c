@@ -568,7 +568,7 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         .db_url = cfg->db_url,
         .workers = sqlite            ? 1
                    : cfg->committers ? cfg->committers
-                                     : 4,
+                                     : 2,
         .batch_max = cfg->batch_max ? cfg->batch_max : 128,
         .batch_wait_us = cfg->batch_wait_us < 0 ? 0
                          : cfg->batch_wait_us   ? cfg->batch_wait_us

@@ -272,7 +272,7 @@ out:
         finish(cb);
 }
 
-bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb)
+static bool start(const struct po_callback_ctx *ctx, struct po_callback *cb)
 {
     memset(&cb->decision, 0, sizeof cb->decision);
     cb->ctx = ctx;
@@ -298,5 +298,15 @@ bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb
     bool pending = after_verify(cb, NULL);
     if (!pending)
         settle(cb);
+    return pending;
+}
+
+bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb)
+{
+    /* Announced while it is verified here: a committer about to commit a
+     * batch waits a moment for it (one commit for both). */
+    po_committer_expect(ctx->committer, 1);
+    bool pending = start(ctx, cb);
+    po_committer_expect(ctx->committer, -1);
     return pending;
 }

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -56,6 +57,7 @@ static po_err server_start(const struct po_bench_cfg *cfg, const struct po_bench
         return PO_ERR_IO;
     }
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the benchmark */
         int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (logfd < 0 || dup2(pfd[1], 1) < 0 || dup2(logfd, 2) < 0)
             _exit(127);
@@ -591,13 +593,51 @@ static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char
 
 /* ---- the run ---- */
 
+const char *const po_bench_runs[] = {"unique", "redelivery", "hot",    "dup3",  "api", "half",
+                                     "idle",   "batch1",     "engine", "plain", NULL};
+
+/* Is key in the comma-separated list (NULL: everything is)? */
+static bool listed(const char *list, const char *key)
+{
+    if (!list)
+        return true;
+    size_t kl = strlen(key);
+    for (const char *p = list; *p;) {
+        size_t l = strcspn(p, ",");
+        if (l == kl && strncmp(p, key, l) == 0)
+            return true;
+        p += l + (p[l] == ',');
+    }
+    return false;
+}
+
+const char *po_bench_unknown_run(const char *only)
+{
+    static char bad[64];
+    for (const char *p = only; p && *p;) {
+        size_t l = strcspn(p, ",");
+        bool ok = false;
+        for (int i = 0; po_bench_runs[i] && !ok; i++)
+            ok = strlen(po_bench_runs[i]) == l && strncmp(po_bench_runs[i], p, l) == 0;
+        if (!ok) {
+            (void)snprintf(bad, sizeof bad, "%.*s", (int)(l < 60 ? l : 60), p);
+            return bad;
+        }
+        p += l + (p[l] == ',');
+    }
+    return NULL;
+}
+
+#define RUN(key) listed(R->cfg->only, key)
+
 static po_err scenarios(struct run *R, const struct server *srv, int n)
 {
     const struct po_bench_cfg *cfg = R->cfg;
     struct po_lg_req *unique = NULL;
-    po_err rc =
-        callbacks_run(R, srv, "unique merchants", "U", n, false, 1, 0, R->conns, 0, &unique);
-    if (!rc) { /* the same callbacks again: every one already credited */
+    po_err rc = PO_OK;
+    if (RUN("unique") || RUN("redelivery") || RUN("half"))
+        rc = callbacks_run(R, srv, "unique merchants", "U", n, false, 1, 0, R->conns, 0, &unique);
+    if (!rc && unique && RUN("redelivery")) { /* the same callbacks: all credited already */
         struct row *r = add_row(R, "payonce", "redelivery of credited callbacks");
         rc = http_run(R, srv, r, unique, (size_t)n, R->conns, 0, 0);
         if (!rc) {
@@ -606,13 +646,13 @@ static po_err scenarios(struct run *R, const struct server *srv, int n)
             r->credited = -1;
         }
     }
-    po_bench_reqs_free(unique, (size_t)n);
-    if (!rc)
+    po_bench_reqs_free(unique, unique ? (size_t)n : 0);
+    if (!rc && RUN("hot"))
         rc = callbacks_run(R, srv, "one hot merchant", "H", n, true, 1, 0, R->conns, 0, NULL);
-    if (!rc)
+    if (!rc && RUN("dup3"))
         rc = callbacks_run(R, srv, "every callback 3 times at once", "D", n / 3, false, 3, 0,
                            R->conns, 0, NULL);
-    if (!rc) {
+    if (!rc && RUN("api")) {
         struct po_lg_req *api = NULL;
         int na = n / 2;
         rc = po_bench_api_requests(&R->fx, "A", na, &api);
@@ -621,14 +661,14 @@ static po_err scenarios(struct run *R, const struct server *srv, int n)
             rc = http_run(R, srv, r, api, (size_t)na, R->conns, 0, 0);
         po_bench_reqs_free(api, (size_t)na);
     }
-    if (!rc) {
+    if (!rc && RUN("half")) {
         double peak = credited_per_s(find_row(R, "unique merchants"));
         int nl = (int)(peak / 2 * 4); /* about four seconds at half the peak */
         nl = nl < 500 ? 500 : nl > n ? n : nl;
         rc = callbacks_run(R, srv, "half of peak, rate-limited", "L", nl, false, 1, peak / 2,
                            R->conns, 0, NULL);
     }
-    if (!rc)
+    if (!rc && RUN("idle"))
         rc = callbacks_run(R, srv, "idle server, one at a time", "I", 100, false, 1, 0, 1,
                            20 + (double)cfg->batch_wait_us / 1000, NULL);
     return rc;
@@ -638,13 +678,15 @@ static po_err baselines(struct run *R, int n)
 {
     const struct po_bench_cfg *cfg = R->cfg;
     struct server b1 = {0};
-    po_err rc = server_start(cfg, &R->fx, "batch1", 1, 0, &b1, R->err, sizeof R->err);
-    if (!rc) {
+    po_err rc = PO_OK;
+    if (RUN("batch1"))
+        rc = server_start(cfg, &R->fx, "batch1", 1, 0, &b1, R->err, sizeof R->err);
+    if (!rc && RUN("batch1")) {
         rc = callbacks_run(R, &b1, "--batch-max 1", "B", n / 2, false, 1, 0, R->conns, 0, NULL);
         R->rows[R->nrows - 1].kind = "baseline";
         server_stop(&b1);
     }
-    if (!rc) {
+    if (!rc && RUN("engine")) {
         rc = po_bench_orders(&R->fx, "E", n, false, R->err, sizeof R->err);
         struct po_bench_base b;
         settle(R);
@@ -663,7 +705,7 @@ static po_err baselines(struct run *R, int n)
             rc = check_exact(R, r, "E", n);
         }
     }
-    for (int hot = 0; !rc && R->pg && hot < 2; hot++) {
+    for (int hot = 0; !rc && R->pg && RUN("plain") && hot < 2; hot++) {
         struct po_bench_base b;
         settle(R);
         rc = po_bench_plain(&R->fx, n, hot, R->conns, &b, R->err, sizeof R->err);

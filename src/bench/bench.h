@@ -24,12 +24,20 @@ struct po_bench_cfg {
     const char *exe;     /* the payonce binary run as the server */
     int orders;          /* payments per throughput scenario (default 10000) */
     int connections;     /* load generator connections (default 16) */
-    int committers;      /* the server's --committers (PostgreSQL; default 4) */
+    int committers;      /* the server's --committers (PostgreSQL; default 2) */
     int batch_max;       /* the server's --batch-max (default 128) */
     int batch_wait_us;   /* the server's --batch-wait-us (default 200) */
     int64_t plan_rows;   /* PostgreSQL: rows of another tenant loaded first (default 1000000) */
     const char *out_dir; /* where the JSON goes (NULL: not written) */
+    /* Only these runs (comma-separated keys of po_bench_runs), NULL: all. */
+    const char *only;
 };
+
+/* The runs' keys, in order, for --only: unique redelivery hot dup3 api half
+ * idle batch1 engine plain. */
+extern const char *const po_bench_runs[];
+/* NULL when every key of a --only list is known; else the first unknown. */
+const char *po_bench_unknown_run(const char *only);
 
 /* Runs everything and prints the report; 0 when every run completed and
  * every payment was credited exactly once (targets missed are reported,

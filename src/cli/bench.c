@@ -19,7 +19,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
     if (!ret)
         ret = int_opt(o, "connections", 1, 1024, 16, &conns);
     if (!ret)
-        ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 4, &committers);
+        ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 2, &committers);
     if (!ret)
         ret = int_opt(o, "batch-max", 1, PO_BATCH_MAX, 128, &batch_max);
     if (!ret)
@@ -28,6 +28,14 @@ int cmd_bench(struct po_store *s, const struct opts *o)
         ret = int_opt(o, "plan-rows", 0, 100000000, 1000000, &plan_rows);
     if (ret)
         return ret;
+    const char *bad = po_bench_unknown_run(opt(o, "only"));
+    if (bad) {
+        fprintf(stderr, "payonce: bench --only: unknown run '%s' (runs:", bad);
+        for (int i = 0; po_bench_runs[i]; i++)
+            fprintf(stderr, " %s", po_bench_runs[i]);
+        fprintf(stderr, ")\n");
+        return EXIT_USAGE;
+    }
     const char *db = opt(o, "db"); /* never PAYONCE_DB: only a database named here */
     if (db && strncmp(db, "postgresql://", 13) != 0 && strncmp(db, "postgres://", 11) != 0) {
         fprintf(stderr, "payonce: bench --db takes an empty PostgreSQL database"
@@ -49,6 +57,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
                                .batch_max = (int)batch_max,
                                .batch_wait_us = (int)batch_wait,
                                .plan_rows = plan_rows,
-                               .out_dir = opt(o, "out")};
+                               .out_dir = opt(o, "out"),
+                               .only = opt(o, "only")};
     return po_bench_run(&cfg) == 0 ? 0 : EXIT_FAIL;
 }

@@ -46,14 +46,15 @@ static const char usage_text[] =
     "                  [--refund-delay-ms MS]   the channel's query, bill and refund APIs\n"
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 4096]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
-    "                  [--threads CORES] [--workers 64] [--committers 4]\n"
+    "                  [--threads CORES] [--workers 64] [--committers 2]\n"
     "                  [--batch-max 128] [--batch-wait-us 200]   throughput (docs/performance.md)\n"
     "                  [--query-interval 60] [--query-min-age 300]   active order query\n"
     "                  [--idempotency-retention 604800] [--idempotency-wait-ms 2000]\n"
     "                  [--refund-retry-interval 30]   tenant API (docs/api.md)\n"
     "  bench           [--db postgresql://EMPTY-DB] [--orders 10000] [--connections 16]\n"
-    "                  [--committers 4] [--batch-max 128] [--batch-wait-us 200]\n"
-    "                  [--plan-rows 1000000] [--out DIR]   throughput with its baselines\n"
+    "                  [--committers 2] [--batch-max 128] [--batch-wait-us 200]\n"
+    "                  [--plan-rows 1000000] [--out DIR] [--only RUN,...]\n"
+    "                  throughput with its baselines (docs/performance.md)\n"
     "  apikey create   --tenant ID                prints a new tenant API key (once)\n"
     "  apikey revoke   --tenant ID --key-id ID\n"
     "  apikey list     --tenant ID [--json]\n"
@@ -505,8 +506,8 @@ static const struct command commands[] = {
      " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval threads"
      " workers committers batch-max batch-wait-us",
      "", "insecure-dev", cmd_serve},
-    {"bench", NULL, "orders connections committers batch-max batch-wait-us plan-rows out", "", "",
-     cmd_bench, true},
+    {"bench", NULL, "orders connections committers batch-max batch-wait-us plan-rows out only", "",
+     "", cmd_bench, true},
     {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"

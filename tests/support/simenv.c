@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,8 @@ pid_t t_serve(const char *dir, const char *bin, const char *url, const char *con
     argv[n] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
+        /* Never outlive the test, even when it dies on a failed check. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         dup2(fd[1], 1);
         FILE *e = freopen(log, "w", stderr);
         (void)e;

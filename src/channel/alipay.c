@@ -41,11 +41,19 @@ static bool verify(const struct po_channel_account *a, const struct po_form *f,
         po_notify_reject(out, PO_R_BAD_SIGNATURE, "sign is not base64");
         return false;
     }
-    char *content = po_alipay_sign_content(f, true);
-    po_err rc = content
-                    ? po_rsa_sha256_verify(a->alipay_key, content, strlen(content), raw, raw_len)
-                    : PO_ERR_NOMEM;
-    free(content);
+    /* Empty values left out (the Java SDK, Alipay's gateway) or, when there
+     * are any, kept (the Node SDK): both are Alipay's own signature over
+     * the same fields, so either admits nothing forged. */
+    bool has_empty = false;
+    for (int i = 0; i < f->n; i++)
+        has_empty |= f->p[i].val_len == 0;
+    po_err rc = PO_ERR_INVALID;
+    for (int keep = 0; rc == PO_ERR_INVALID && keep <= (has_empty ? 1 : 0); keep++) {
+        char *content = po_alipay_sign_content(f, true, keep == 1);
+        rc = content ? po_rsa_sha256_verify(a->alipay_key, content, strlen(content), raw, raw_len)
+                     : PO_ERR_NOMEM;
+        free(content);
+    }
     free(raw);
     if (rc) {
         po_notify_reject(out, PO_R_BAD_SIGNATURE,

@@ -329,10 +329,13 @@ po_err po_form_add(struct po_form *f, const char *key, const char *val) PO_MUST_
 void po_form_free(struct po_form *f);
 /* The encoded body, in the form's order (malloc'd). */
 char *po_form_encode(const struct po_form *f, size_t *out_len);
-/* Alipay's RSA2 sign content: keys sorted, empty values and `sign` left
- * out, and `sign_type` too when notify (rsaCheckV1; an API request signs
- * it). po_alipay_sign_form appends `sign` made with key. */
-char *po_alipay_sign_content(const struct po_form *f, bool notify);
+/* Alipay's RSA2 sign content: keys sorted, `sign` left out, and
+ * `sign_type` too when notify (rsaCheckV1; an API request signs it).
+ * Empty values are left out (Alipay's Java SDK and gateway) unless
+ * keep_empty (its Node SDK keeps them as "k="); the two official SDKs
+ * disagree, so a notification is accepted under either.
+ * po_alipay_sign_form appends `sign` made with key (empty values left out). */
+char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_empty);
 po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f,
                            bool notify) PO_MUST_CHECK;
 

@@ -1,7 +1,7 @@
 /*
  * form.c — application/x-www-form-urlencoded as Alipay speaks it: parsing a
  * notification or a gateway request, encoding a request, and the RSA2 sign
- * content (keys sorted, empty values skipped, `sign` never included;
+ * content (keys sorted, empty values skipped or kept, `sign` never included;
  * `sign_type` excluded when checking a notification — rsaCheckV1 — and
  * included when signing an API request).
  */
@@ -105,7 +105,7 @@ static int param_cmp(const void *a, const void *b)
     return strcmp(((const struct po_form_param *)a)->key, ((const struct po_form_param *)b)->key);
 }
 
-char *po_alipay_sign_content(const struct po_form *f, bool notify)
+char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_empty)
 {
     struct po_form_param sorted[PO_FORM_PARAMS_MAX];
     size_t total = 1;
@@ -113,7 +113,7 @@ char *po_alipay_sign_content(const struct po_form *f, bool notify)
     for (int i = 0; i < f->n; i++) {
         const struct po_form_param *p = &f->p[i];
         if (strcmp(p->key, "sign") == 0 || (notify && strcmp(p->key, "sign_type") == 0) ||
-            p->val_len == 0)
+            (p->val_len == 0 && !keep_empty))
             continue;
         sorted[n++] = *p;
         total += strlen(p->key) + p->val_len + 2;
@@ -139,7 +139,7 @@ char *po_alipay_sign_content(const struct po_form *f, bool notify)
 
 po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f, bool notify)
 {
-    char *content = po_alipay_sign_content(f, notify), *sig = NULL;
+    char *content = po_alipay_sign_content(f, notify, false), *sig = NULL;
     if (!content)
         return PO_ERR_NOMEM;
     po_err rc = po_rsa_sha256_sign_b64(key, content, strlen(content), &sig);

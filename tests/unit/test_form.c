@@ -97,12 +97,15 @@ static void sign_content(void **state)
     (void)state;
     struct po_form f;
     assert_true(parse("trade_no=T1&sign=SIG&app_id=2021&sign_type=RSA2&empty=&buyer_id=2088", &f));
-    char *notify = po_alipay_sign_content(&f, true);
-    char *request = po_alipay_sign_content(&f, false);
+    char *notify = po_alipay_sign_content(&f, true, false);
+    char *request = po_alipay_sign_content(&f, false, false);
+    char *node = po_alipay_sign_content(&f, true, true);
     assert_string_equal(notify, "app_id=2021&buyer_id=2088&trade_no=T1");
     assert_string_equal(request, "app_id=2021&buyer_id=2088&sign_type=RSA2&trade_no=T1");
+    assert_string_equal(node, "app_id=2021&buyer_id=2088&empty=&trade_no=T1");
     free(notify);
     free(request);
+    free(node);
     po_form_free(&f);
 }
 

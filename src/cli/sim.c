@@ -248,22 +248,30 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             lost++;
             continue;
         }
-        struct po_sim_payment p = {a.channel, so->out_trade_no, so->txn,
-                                   tamper ? tamper : so->amount, a.currency};
-        struct po_sim_request req;
-        if (po_sim_payment_request(&id, &p, (int64_t)time(NULL), &req)) {
+        struct po_sim_payment p = {a.channel,  so->out_trade_no,
+                                   so->txn,    tamper ? tamper : so->amount,
+                                   a.currency, (int64_t)time(NULL)};
+        struct po_sim_notice notice = {&id, &p, NULL};
+        struct po_sim_request probe; /* built once up front: a failure is ours */
+        if (po_sim_notice_build(&notice, p.paid_at, &probe)) {
             ret = fail(PO_ERR_INTERNAL, "cannot build the notification");
             break;
         }
+        po_sim_request_free(&probe);
         struct copy copies[PO_SIM_COPIES_MAX];
         pthread_t th[PO_SIM_COPIES_MAX];
         for (int c = 0; c < a.copies; c++) {
             memset(&copies[c], 0, sizeof copies[c]);
             (void)snprintf(copies[c].label, sizeof copies[c].label, "%s%s#%d", so->out_trade_no,
                            a.forged ? "(forged)" : "", c + 1);
-            copies[c].d = (struct po_sim_delivery){a.url,           a.channel,     &req,
-                                                   a.factor,        a.deadline_ms, a.max_attempts,
-                                                   copies[c].label, stdout};
+            copies[c].d = (struct po_sim_delivery){.url = a.url,
+                                                   .channel = a.channel,
+                                                   .notice = &notice,
+                                                   .time_factor = a.factor,
+                                                   .deadline_ms = a.deadline_ms,
+                                                   .max_attempts = a.max_attempts,
+                                                   .label = copies[c].label,
+                                                   .log = stdout};
             if (a.concurrent)
                 pthread_create(&th[c], NULL, deliver_thread, &copies[c]);
             else
@@ -280,7 +288,6 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             else
                 unacked++;
         }
-        po_sim_request_free(&req);
     }
     curl_global_cleanup();
     po_sim_identity_free(&id);

@@ -37,6 +37,10 @@ struct po_server_cfg {
      * waits for the first request's answer before 409 (default 2000 ms;
      * negative: do not wait). */
     int idem_wait_ms;
+    /* Tests only: the clock callbacks' timestamps are checked against
+     * (unix seconds; NULL: the real one). */
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
     /* Tests only: called inside the transaction of every /v1 POST effect. */
     void (*api_hook)(void *ctx, const char *route);
     void *api_hook_ctx;

@@ -41,6 +41,8 @@ struct po_server {
     struct po_http_ctx http; /* what the handlers see */
     unsigned char master[PO_MASTER_KEY_LEN];
     size_t body_max;
+    int64_t (*clock)(void *ctx); /* tests: NULL, the real one */
+    void *clock_ctx;
     atomic_ulong next_id;
     unsigned long id_base;
     atomic_int active;    /* event threads inside dispatch() */
@@ -336,16 +338,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     q->started = true;
     if (capture(q, c))
         return MHD_NO;
-    q->h.req = (struct po_hreq){.method = method,
-                                .path = url,
-                                .header = header_of,
-                                .arg = arg_of,
-                                .ctx = q,
-                                .body = q->body.data ? q->body.data : "",
-                                .body_len = q->body.len,
-                                .body_too_large = q->body.too_large,
-                                .request_id = q->id,
-                                .now_unix = (int64_t)time(NULL)};
+    q->h.req =
+        (struct po_hreq){.method = method,
+                         .path = url,
+                         .header = header_of,
+                         .arg = arg_of,
+                         .ctx = q,
+                         .body = q->body.data ? q->body.data : "",
+                         .body_len = q->body.len,
+                         .body_too_large = q->body.too_large,
+                         .request_id = q->id,
+                         .now_unix = srv->clock ? srv->clock(srv->clock_ctx) : (int64_t)time(NULL)};
     q->h.ctx = &srv->http;
     q->h.complete = complete;
     if (!dispatch(srv, &q->h))
@@ -586,6 +589,8 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (!srv)
         return PO_ERR_NOMEM;
     srv->body_max = body_max;
+    srv->clock = cfg->clock;
+    srv->clock_ctx = cfg->clock_ctx;
     srv->http.idem_wait_ms = cfg->idem_wait_ms < 0 ? 0
                              : cfg->idem_wait_ms   ? cfg->idem_wait_ms
                                                    : 2000;

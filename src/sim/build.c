@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 void po_sim_request_free(struct po_sim_request *r)
 {
@@ -45,15 +46,47 @@ static void random_token(char *out, size_t n)
     out[n] = '\0';
 }
 
+/* What WeChat Pay writes as a notification's summary. */
+static const char *wx_summary(const char *event_type)
+{
+    static const char *const map[][2] = {{"TRANSACTION.SUCCESS", "支付成功"},
+                                         {"REFUND.SUCCESS", "退款成功"},
+                                         {"REFUND.ABNORMAL", "退款异常"},
+                                         {"REFUND.CLOSED", "退款关闭"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i][0], event_type) == 0)
+            return map[i][1];
+    return "通知";
+}
+
 po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
                         const unsigned char *apiv3_key, size_t apiv3_key_len,
                         const char *event_type, const char *resource_json, int64_t ts,
                         struct po_sim_request *out)
 {
+    return po_sim_wechatpay_event(key, serial, apiv3_key, apiv3_key_len, event_type, NULL,
+                                  resource_json, ts, out);
+}
+
+po_err po_sim_wechatpay_event(const struct po_privkey *key, const char *serial,
+                              const unsigned char *apiv3_key, size_t apiv3_key_len,
+                              const char *event_type, const struct po_sim_wx_envelope *env,
+                              const char *resource_json, int64_t ts, struct po_sim_request *out)
+{
     memset(out, 0, sizeof *out);
-    char nonce[13], id[37];
+    char nonce[13], id[40], created[40];
     random_token(nonce, 12);
-    random_token(id, 36);
+    /* "EV-" and 19 digits, as WeChat's notification ids look. */
+    unsigned char rnd[19];
+    PO_ASSERT(po_random(rnd, sizeof rnd) == PO_OK);
+    memcpy(id, "EV-", 3);
+    for (int i = 0; i < 19; i++)
+        id[3 + i] = (char)('0' + rnd[i] % 10);
+    id[22] = '\0';
+    time_t bj = (time_t)(ts + 8 * 3600);
+    struct tm tm;
+    gmtime_r(&bj, &tm);
+    (void)strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%S+08:00", &tm);
     const char *aad = strncmp(event_type, "REFUND", 6) == 0 ? "refund" : "transaction";
     unsigned char *ct = NULL;
     size_t ct_len = 0;
@@ -66,11 +99,13 @@ po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
     rc = po_b64_encode(ct, ct_len, &ct_b64);
     if (rc)
         goto out;
-    json_t *body = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id, "create_time",
-        "2026-12-02T10:00:00+08:00", "resource_type", "encrypt-resource", "event_type", event_type,
-        "summary", "payonce simulator", "resource", "original_type", aad, "algorithm",
-        "AEAD_AES_256_GCM", "ciphertext", ct_b64, "associated_data", aad, "nonce", nonce);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id",
+                             env && env->id ? env->id : id, "create_time",
+                             env && env->create_time ? env->create_time : created, "resource_type",
+                             "encrypt-resource", "event_type", event_type, "summary",
+                             env && env->summary ? env->summary : wx_summary(event_type),
+                             "resource", "original_type", aad, "algorithm", "AEAD_AES_256_GCM",
+                             "ciphertext", ct_b64, "associated_data", aad, "nonce", nonce);
     out->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!out->body) {
@@ -146,19 +181,20 @@ static int kv_cmp(const void *a, const void *b)
     return strcmp(((const struct kv *)a)->k, ((const struct kv *)b)->k);
 }
 
-/* Alipay's sign content over n pairs: sorted by key, empty values and
- * `sign` left out, `sign_type` too unless with_type (a gateway request
+/* Alipay's sign content over n pairs: sorted by key, `sign` left out,
+ * empty values too unless keep_empty (the Node SDK's way), `sign_type` too
+ * unless with_type (a gateway request
  * signs it, a notification does not). Written independently of
  * src/channel/form.c so that each checks the other. */
 static char *alipay_content(const char *const *keys, const char *const *values, int n,
-                            bool with_type)
+                            bool with_type, bool keep_empty)
 {
     PO_ASSERT(n >= 0 && n < 64);
     struct kv kv[64];
     int m = 0;
     size_t total = 1;
     for (int i = 0; i < n; i++) {
-        if (!*values[i] || strcmp(keys[i], "sign") == 0 ||
+        if ((!*values[i] && !keep_empty) || strcmp(keys[i], "sign") == 0 ||
             (!with_type && strcmp(keys[i], "sign_type") == 0))
             continue;
         kv[m++] = (struct kv){keys[i], values[i]};
@@ -177,9 +213,16 @@ static char *alipay_content(const char *const *keys, const char *const *values, 
 po_err po_sim_alipay(const struct po_privkey *key, const char *const *keys,
                      const char *const *values, int n, struct po_sim_request *out)
 {
+    return po_sim_alipay_sdk(key, keys, values, n, false, out);
+}
+
+po_err po_sim_alipay_sdk(const struct po_privkey *key, const char *const *keys,
+                         const char *const *values, int n, bool keep_empty,
+                         struct po_sim_request *out)
+{
     memset(out, 0, sizeof *out);
     PO_ASSERT(n > 0 && n < 60);
-    char *content = alipay_content(keys, values, n, false), *sig = NULL;
+    char *content = alipay_content(keys, values, n, false, keep_empty), *sig = NULL;
     if (!content)
         return PO_ERR_NOMEM;
     po_err rc = po_rsa_sha256_sign_b64(key, content, strlen(content), &sig);
@@ -220,7 +263,7 @@ bool po_sim_alipay_verify(const struct po_pubkey *key, const char *const *keys,
     }
     if (!sign || !type || strcmp(type, "RSA2") != 0)
         return false;
-    char *content = alipay_content(keys, values, n, true);
+    char *content = alipay_content(keys, values, n, true, false);
     unsigned char *raw = NULL;
     size_t raw_len = 0;
     bool ok = content && po_b64_decode(sign, strlen(sign), &raw, &raw_len) == PO_OK &&
@@ -260,7 +303,8 @@ po_err po_sim_stripe(const unsigned char *secret, size_t secret_len, const char 
     }
     memcpy(out->body, payload, len + 1);
     out->body_len = len;
-    out->content_type = "application/json";
+    out->content_type = "application/json; charset=utf-8";
+    po_sim_set_header(out, "User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)");
     memcpy(msg, tsbuf, tl);
     msg[tl] = '.';
     memcpy(msg + tl + 1, payload, len);

@@ -1,7 +1,10 @@
 /*
  * deliver.c — at-least-once delivery on the channels' real retry schedules
  * (see sim.h). A channel resends when the ack is not its success, when no
- * answer comes within its deadline, and when it cannot connect.
+ * answer comes within its deadline, and when it cannot connect; and it
+ * signs every delivery when it sends it, so each attempt is built anew at
+ * the attempt's time (a resend of the first attempt's bytes would be
+ * refused as stale after five minutes).
  */
 #include "sim.h"
 
@@ -28,7 +31,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
 }
 
 /* One POST; returns the HTTP status, or 0 with *what describing why not. */
-static long post_once(const struct po_sim_delivery *d, char *body, size_t cap, const char **what)
+static long post_once(const struct po_sim_delivery *d, const struct po_sim_request *req, char *body,
+                      size_t cap, const char **what)
 {
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
@@ -41,17 +45,17 @@ static long post_once(const struct po_sim_delivery *d, char *body, size_t cap, c
         return 0;
     }
     (void)snprintf(line, sizeof line, "Content-Type: %s",
-                   d->req->content_type ? d->req->content_type : "application/json");
+                   req->content_type ? req->content_type : "application/json");
     h = curl_slist_append(h, line);
-    for (int i = 0; i < d->req->nheaders; i++) {
-        (void)snprintf(line, sizeof line, "%s: %s", d->req->name[i], d->req->value[i]);
+    for (int i = 0; i < req->nheaders; i++) {
+        (void)snprintf(line, sizeof line, "%s: %s", req->name[i], req->value[i]);
         h = curl_slist_append(h, line);
     }
     h = curl_slist_append(h, "Expect:");
     curl_easy_setopt(c, CURLOPT_URL, d->url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, d->req->body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)d->req->body_len);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(d->deadline_ms > 0 ? d->deadline_ms : 5000));
@@ -91,7 +95,15 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
             nanosleep(&ts, NULL);
         }
         const char *what = "";
-        long status = post_once(d, out->last_body, sizeof out->last_body, &what);
+        int64_t now = d->clock ? d->clock(d->clock_ctx) : (int64_t)time(NULL);
+        struct po_sim_request req;
+        long status = 0;
+        if (po_sim_notice_build(d->notice, now, &req) == PO_OK) {
+            status = post_once(d, &req, out->last_body, sizeof out->last_body, &what);
+            po_sim_request_free(&req);
+        } else {
+            what = "the notification could not be built";
+        }
         out->attempts++;
         out->last_status = status;
         out->acked = status && po_sim_is_ack(d->channel, status, out->last_body);

@@ -129,17 +129,19 @@ static void *notify_refund(void *arg)
     j->r.txn = j->txn;
     j->r.out_refund_no = j->out_refund_no;
     j->r.refund_id = j->refund_id;
-    struct po_sim_request req;
-    if (po_sim_refund_request(&j->s->id, &j->r, (int64_t)time(NULL), &req) == PO_OK) {
-        /* While stopping, one last attempt only. */
-        struct po_sim_delivery d = {
-            j->url,           j->r.channel, &req,
-            srv->time_factor, 5000,         atomic_load(&srv->stopping) ? 1 : 0,
-            j->out_refund_no, stdout};
-        struct po_sim_result res;
-        po_sim_deliver(&d, &res);
-        po_sim_request_free(&req);
-    }
+    j->r.refunded_at = (int64_t)time(NULL);
+    struct po_sim_notice notice = {&j->s->id, NULL, &j->r};
+    /* While stopping, one last attempt only. */
+    struct po_sim_delivery d = {.url = j->url,
+                                .channel = j->r.channel,
+                                .notice = &notice,
+                                .time_factor = srv->time_factor,
+                                .deadline_ms = 5000,
+                                .max_attempts = atomic_load(&srv->stopping) ? 1 : 0,
+                                .label = j->out_refund_no,
+                                .log = stdout};
+    struct po_sim_result res;
+    po_sim_deliver(&d, &res);
     free(j);
     atomic_fetch_sub(&srv->jobs, 1);
     return NULL;

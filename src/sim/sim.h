@@ -27,7 +27,20 @@ const char *po_sim_get_header(const struct po_sim_request *r, const char *name);
 
 /* A WeChat Pay v3 callback: resource_json is encrypted with apiv3_key
  * (random 12-character nonce), wrapped in the notification body, and the
- * whole is signed with key under serial at timestamp ts. */
+ * whole is signed with key under serial at timestamp ts (fresh nonce).
+ * The envelope's id, create_time and summary: as given in env, or (NULL
+ * members, or po_sim_wechatpay) a new "EV-…" id, ts in Beijing time and
+ * the summary WeChat writes for event_type. */
+struct po_sim_wx_envelope {
+    const char *id;          /* "EV-2018022511223320873" */
+    const char *create_time; /* "2015-05-20T13:29:35+08:00" */
+    const char *summary;     /* "支付成功" */
+};
+po_err po_sim_wechatpay_event(const struct po_privkey *key, const char *serial,
+                              const unsigned char *apiv3_key, size_t apiv3_key_len,
+                              const char *event_type, const struct po_sim_wx_envelope *env,
+                              const char *resource_json, int64_t ts,
+                              struct po_sim_request *out) PO_MUST_CHECK;
 po_err po_sim_wechatpay(const struct po_privkey *key, const char *serial,
                         const unsigned char *apiv3_key, size_t apiv3_key_len,
                         const char *event_type, const char *resource_json, int64_t ts,
@@ -39,9 +52,14 @@ po_err po_sim_wechatpay_sign(const struct po_privkey *key, const char *serial, c
                              size_t len, int64_t ts, struct po_sim_request *out) PO_MUST_CHECK;
 
 /* An Alipay notification from n key/value pairs (sign and sign_type are
- * added), form-encoded, signed with key. */
+ * added), form-encoded, signed with key. The sign content leaves empty
+ * values out, as Alipay's gateway and Java SDK do; po_sim_alipay_sdk with
+ * keep_empty signs them as "k=", as its Node SDK does. */
 po_err po_sim_alipay(const struct po_privkey *key, const char *const *keys,
                      const char *const *values, int n, struct po_sim_request *out) PO_MUST_CHECK;
+po_err po_sim_alipay_sdk(const struct po_privkey *key, const char *const *keys,
+                         const char *const *values, int n, bool keep_empty,
+                         struct po_sim_request *out) PO_MUST_CHECK;
 /* An Alipay gateway request's pairs (sign and sign_type among them) carry
  * a valid RSA2 signature by the holder of key's private half. */
 bool po_sim_alipay_verify(const struct po_pubkey *key, const char *const *keys,
@@ -91,8 +109,13 @@ struct po_sim_payment {
     const char *txn; /* the channel's transaction id */
     int64_t amount;  /* minor units */
     const char *currency;
+    int64_t paid_at; /* when the payer paid (unix s); 0: now */
 };
-/* The channel's payment-success notification, signed, at time now. */
+/* The channel's payment-success notification as it sends it at time now:
+ * signed now (WeChat's timestamp and nonce, Stripe's t=, Alipay's
+ * notify_time), while its event id and the payment's own times are those
+ * of the payment, the same in every retry. Times in the fields are Beijing
+ * time where the channel writes them so. */
 po_err po_sim_payment_request(const struct po_sim_identity *id, const struct po_sim_payment *p,
                               int64_t now, struct po_sim_request *out) PO_MUST_CHECK;
 
@@ -103,6 +126,7 @@ struct po_sim_refund {
     int64_t amount, total; /* alipay: amount is refund_fee, the trade's refunded
                               total so far (TRADE_CLOSED when it is total) */
     const char *status;    /* SUCCESS | CLOSED | ABNORMAL */
+    int64_t refunded_at;   /* when the channel settled it (unix s); 0: now */
 };
 po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_sim_refund *r,
                              int64_t now, struct po_sim_request *out) PO_MUST_CHECK;
@@ -140,16 +164,31 @@ void po_sim_server_stop(struct po_sim_server *s);
  */
 const int *po_sim_schedule(const char *channel, int *out_n);
 
+/* What a delivery sends: the notification of one payment (or refund),
+ * built and signed anew for every attempt, at that attempt's time — as the
+ * channels do, so a retry long after the first attempt is not stale. */
+struct po_sim_notice {
+    const struct po_sim_identity *id;
+    const struct po_sim_payment *payment; /* or */
+    const struct po_sim_refund *refund;
+};
+po_err po_sim_notice_build(const struct po_sim_notice *n, int64_t now,
+                           struct po_sim_request *out) PO_MUST_CHECK;
+
 /* One notification to deliver until it is acknowledged. */
 struct po_sim_delivery {
     const char *url;     /* the tenant's notify URL */
     const char *channel; /* decides the schedule and what counts as an ack */
-    const struct po_sim_request *req;
+    const struct po_sim_notice *notice;
     double time_factor; /* >= 1: the schedule runs this many times faster */
     int deadline_ms;    /* per attempt (the channels' 5 s) */
     int max_attempts;   /* 0: the whole schedule */
     const char *label;  /* for the log lines */
     FILE *log;          /* one line per attempt, or NULL */
+    /* The channel's clock for signing (unix s); NULL: the real one. Tests
+     * run the schedule faster and let the signed time move as fast. */
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
 };
 
 struct po_sim_result {

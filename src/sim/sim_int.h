@@ -19,7 +19,7 @@ struct po_sim_channel {
     int nschedule;
     /* Is (status, body) this channel's "stop sending"? */
     bool (*is_ack)(long status, const char *body);
-    const char *txn_prefix; /* how its transaction ids start */
+    void (*new_txn)(char *out, size_t cap); /* a transaction id shaped like its */
     po_err (*payment)(const struct po_sim_identity *id, const struct po_sim_payment *p, int64_t now,
                       struct po_sim_request *out);
     po_err (*refund)(const struct po_sim_identity *id, const struct po_sim_refund *r, int64_t now,

@@ -133,3 +133,18 @@ void t_serve_stop(pid_t pid)
     waitpid(pid, &status, 0);
     T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "payonce serve child exit %d", status);
 }
+
+int t_env_finish(const char *dir, const char *url, const char *name)
+{
+    struct po_store *s = t_open(url);
+    T_CHECK(t_verify(s) == 0, "ledger invariants");
+    po_store_close(s);
+    t_db_drop(url);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (t_failures == 0 && system(cmd)) { /* lint-ok */
+    }
+    printf("# %s: %d checks\n%d passed, %d failed\n", name, t_passes + t_failures, t_passes,
+           t_failures);
+    return t_failures ? 1 : 0;
+}

@@ -33,6 +33,12 @@ pid_t t_serve(const char *dir, const char *bin, const char *url, const char *con
 /* Stops it (SIGTERM) and counts a check that it exited 0. */
 void t_serve_stop(pid_t pid);
 
+/* The end of an end-to-end test: one check that the ledger of url verifies,
+ * the database dropped, dir removed when every check passed, the figure
+ * line "# <name>: N checks" and the counts printed. Returns the exit
+ * status. */
+int t_env_finish(const char *dir, const char *url, const char *name);
+
 /* A libcurl write callback that collects a response body into a fixed,
  * NUL-terminated buffer (what does not fit is dropped). */
 struct t_body {

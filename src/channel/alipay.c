@@ -49,8 +49,9 @@ static bool verify(const struct po_channel_account *a, const struct po_form *f,
         has_empty |= f->p[i].val_len == 0;
     po_err rc = PO_ERR_INVALID;
     for (int keep = 0; rc == PO_ERR_INVALID && keep <= (has_empty ? 1 : 0); keep++) {
-        char *content = po_alipay_sign_content(f, true, keep == 1);
-        rc = content ? po_rsa_sha256_verify(a->alipay_key, content, strlen(content), raw, raw_len)
+        size_t len = 0;
+        char *content = po_alipay_sign_content(f, true, keep == 1, &len);
+        rc = content ? po_rsa_sha256_verify(a->alipay_key, content, len, raw, raw_len)
                      : PO_ERR_NOMEM;
         free(content);
     }

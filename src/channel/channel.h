@@ -322,6 +322,7 @@ struct po_form {
     int n;
     struct po_form_param p[PO_FORM_PARAMS_MAX];
 };
+/* False for anything malformed, including a NUL in a key or a value. */
 bool po_form_parse(const char *body, size_t len, struct po_form *f);
 const char *po_form_get(const struct po_form *f, const char *key);
 /* Appends key=val; PO_ERR_INVALID for a repeated key or a full form. */
@@ -334,8 +335,10 @@ char *po_form_encode(const struct po_form *f, size_t *out_len);
  * Empty values are left out (Alipay's Java SDK and gateway) unless
  * keep_empty (its Node SDK keeps them as "k="); the two official SDKs
  * disagree, so a notification is accepted under either.
+ * Its length is *out_len: signing and checking use it, never strlen().
  * po_alipay_sign_form appends `sign` made with key (empty values left out). */
-char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_empty);
+char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_empty,
+                             size_t *out_len);
 po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f,
                            bool notify) PO_MUST_CHECK;
 

@@ -64,7 +64,11 @@ bool po_form_parse(const char *body, size_t len, struct po_form *f)
             p->key = pct_decode(body + i, (size_t)(eq - (body + i)), &klen);
             p->val = pct_decode(eq + 1, (size_t)(body + end - (eq + 1)), &p->val_len);
             f->n++;
-            if (!p->key || !p->val || klen != strlen(p->key) || !po_id_valid(p->key, 64))
+            /* A NUL in a key or value is refused: nothing after it could be
+             * told apart by C string handling, so nothing after it may be
+             * trusted (the signature covers explicit lengths regardless). */
+            if (!p->key || !p->val || klen != strlen(p->key) || !po_id_valid(p->key, 64) ||
+                memchr(p->val, '\0', p->val_len))
                 return false;
             for (int k = 0; k < f->n - 1; k++)
                 if (strcmp(f->p[k].key, p->key) == 0)
@@ -105,7 +109,7 @@ static int param_cmp(const void *a, const void *b)
     return strcmp(((const struct po_form_param *)a)->key, ((const struct po_form_param *)b)->key);
 }
 
-char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_empty)
+char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_empty, size_t *out_len)
 {
     struct po_form_param sorted[PO_FORM_PARAMS_MAX];
     size_t total = 1;
@@ -134,15 +138,17 @@ char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_emp
         j += sorted[i].val_len;
     }
     s[j] = '\0';
+    *out_len = j;
     return s;
 }
 
 po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f, bool notify)
 {
-    char *content = po_alipay_sign_content(f, notify, false), *sig = NULL;
+    size_t len = 0;
+    char *content = po_alipay_sign_content(f, notify, false, &len), *sig = NULL;
     if (!content)
         return PO_ERR_NOMEM;
-    po_err rc = po_rsa_sha256_sign_b64(key, content, strlen(content), &sig);
+    po_err rc = po_rsa_sha256_sign_b64(key, content, len, &sig);
     free(content);
     if (!rc)
         rc = po_form_add(f, "sign", sig);

@@ -268,6 +268,21 @@ static void alipay_vector(void **state)
     body = form_from(params, "total_amount", "1000.00");
     assert_string_equal(po_reason_name(parse_form(&a, body).reason), "bad_signature");
     free(body);
+    /* A NUL after the last signed value, then a field of the attacker's
+     * that sorts after it: a check over strlen() of the sign content
+     * would authenticate only the genuine prefix. Refused before any
+     * signature check. */
+    body = form_from(params, NULL, NULL);
+    char *ver = strstr(body, "version=");
+    assert_non_null(ver);
+    size_t vend = (size_t)(ver - body) + strcspn(ver, "&");
+    char forged[16384];
+    (void)snprintf(forged, sizeof forged, "%.*s%%00&zz_total_amount=999999.00%s", (int)vend, body,
+                   body + vend);
+    struct po_notify_result nul = parse_form(&a, forged);
+    assert_int_equal(nul.status, PO_NOTIFY_REJECT);
+    assert_string_equal(po_reason_name(nul.reason), "malformed_body");
+    free(body);
     /* rsaCheckV1 leaves sign_type out: a string that keeps it must fail. */
     const char *sign = S(params, "sign");
     unsigned char *raw = NULL;

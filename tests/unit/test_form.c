@@ -52,6 +52,7 @@ static void refusals(void **state)
         "a=%4",     /* a cut escape */
         "k%20ey=1", /* a key that is not a plain name */
         "k%00=1",   /* NUL in a key */
+        "k=1%002",  /* NUL in a value: bytes after it would escape C string handling */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct po_form f;
@@ -97,9 +98,13 @@ static void sign_content(void **state)
     (void)state;
     struct po_form f;
     assert_true(parse("trade_no=T1&sign=SIG&app_id=2021&sign_type=RSA2&empty=&buyer_id=2088", &f));
-    char *notify = po_alipay_sign_content(&f, true, false);
-    char *request = po_alipay_sign_content(&f, false, false);
-    char *node = po_alipay_sign_content(&f, true, true);
+    size_t ln = 0, lr = 0, lk = 0;
+    char *notify = po_alipay_sign_content(&f, true, false, &ln);
+    char *request = po_alipay_sign_content(&f, false, false, &lr);
+    char *node = po_alipay_sign_content(&f, true, true, &lk);
+    assert_int_equal(ln, strlen(notify));
+    assert_int_equal(lr, strlen(request));
+    assert_int_equal(lk, strlen(node));
     assert_string_equal(notify, "app_id=2021&buyer_id=2088&trade_no=T1");
     assert_string_equal(request, "app_id=2021&buyer_id=2088&sign_type=RSA2&trade_no=T1");
     assert_string_equal(node, "app_id=2021&buyer_id=2088&empty=&trade_no=T1");

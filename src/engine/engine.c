@@ -599,11 +599,12 @@ static po_err sp(struct ev_ctx *c, const char *sql)
 
 /* After a unique violation: is the twin's processed record really there?
  * If not, the violation was something else and the event must be retried,
- * never acked as a duplicate (that would lose a payment). */
-static po_err conflict_is_duplicate(struct ev_ctx *c, bool *out_dup)
+ * never acked as a duplicate (that would lose a payment). When it is, it
+ * must be the same business event (*out_same): a twin naming another order
+ * or amount is a conflict, exactly as at layer 1. */
+static po_err conflict_is_duplicate(struct ev_ctx *c, bool *out_dup, bool *out_same)
 {
-    bool same = true;
-    return layer1_seen(c, out_dup, &same);
+    return layer1_seen(c, out_dup, out_same);
 }
 
 /* A failure of the event's own statement: roll the event back to its
@@ -638,8 +639,8 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
         rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
         if (rc)
             return rc;
-        bool dup = false;
-        rc = conflict_is_duplicate(c, &dup);
+        bool dup = false, same = true;
+        rc = conflict_is_duplicate(c, &dup, &same);
         if (!rc && !dup) {
             po_log(PO_LOG_WARN, "tenant %s: unexpected constraint violation for %s: %s",
                    c->ev->tenant, c->key, c->err);
@@ -647,10 +648,12 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
         }
         if (rc)
             return event_failed(c, rc, o);
-        set_outcome(o, PO_OUT_DUPLICATE, 3, PO_R_NONE);
-        return sp(c, "RELEASE SAVEPOINT po_event");
-    }
-    if (rc)
+        if (same) {
+            set_outcome(o, PO_OUT_DUPLICATE, 3, PO_R_NONE);
+            return sp(c, "RELEASE SAVEPOINT po_event");
+        }
+        (void)reject(o, PO_R_CONFLICTING_DUPLICATE);
+    } else if (rc)
         return event_failed(c, rc, o);
     if (o->kind == PO_OUT_REJECTED) {
         /* Nothing of a rejected event stays but its alert. */

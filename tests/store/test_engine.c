@@ -269,6 +269,32 @@ static void same_key_other_order_is_a_conflict(void **state)
     assert_one_credit(S, 100);
 }
 
+/* The same conflict when the twin commits after our layer-1 lookup (layer 1
+ * off stands for that window): the unique violation at layer 3 must compare
+ * the twin, and a different order is a conflict with its alert, never a
+ * `duplicate` layer 3 that leaves ORD-B's payment unexplained. */
+static void layer3_conflict_compares_the_twin(void **state)
+{
+    struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1};
+    t_seed_order(S, "ORD-A", 100);
+    t_seed_order(S, "ORD-B", 100);
+    struct po_event a = t_pay_event("ORD-A", "4200000001", 100);
+    struct po_event b = t_pay_event("ORD-B", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
+    struct po_outcome o = t_apply(S, &cfg, &b);
+    assert_outcome(o, PO_OUT_REJECTED, 0);
+    assert_string_equal(po_reason_name(o.reason), "conflicting_duplicate");
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE reason ="
+                                  " 'conflicting_duplicate' AND out_trade_no = 'ORD-B'"),
+                     1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING' AND"
+                                  " out_trade_no = 'ORD-B'"),
+                     1);
+    /* The same event again is still a duplicate. */
+    assert_outcome(t_apply(S, &cfg, &a), PO_OUT_DUPLICATE, 2);
+    assert_one_credit(S, 100);
+}
+
 /* ---- business rejections ---- */
 
 static void rejections_alert_and_change_nothing(void **state)
@@ -669,6 +695,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pitfall_reconciliation_replay_is_duplicate,
                                         t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(pitfall_key_deterministic_in_storage, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(layer3_conflict_compares_the_twin, t_fx_setup_seeded,
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(same_key_other_order_is_a_conflict, t_fx_setup_seeded,
                                         t_fx_teardown),

@@ -125,6 +125,11 @@ enum po_notify_status {
     PO_NOTIFY_IGNORE,   /* verified; nothing to apply (e.g. a status we do not act on) */
     PO_NOTIFY_MISMATCH, /* verified, but for another merchant/app: alert, ack success */
     PO_NOTIFY_REJECT,   /* verification failed: ack FAIL, nothing recorded */
+    PO_NOTIFY_UNMAPPED, /* verified, but it cannot be mapped to an event (no order
+                         * number, an unknown currency, …): recorded once as an
+                         * alert keyed by the channel's event id, ack success, so
+                         * the channel neither retries it for days nor disables
+                         * the endpoint */
 };
 
 struct po_notify_result {

@@ -25,6 +25,9 @@ void po_notify_mismatch(struct po_notify_result *out, enum po_reason reason, con
     PO_PRINTF(3, 4);
 /* Marks *out as verified with nothing to apply. */
 void po_notify_ignore(struct po_notify_result *out, const char *fmt, ...) PO_PRINTF(2, 3);
+/* Verified, but the event cannot be mapped (out->ev carries the tenant,
+ * channel, type and the channel's own event id as its key). */
+void po_notify_unmapped(struct po_notify_result *out, const char *fmt, ...) PO_PRINTF(2, 3);
 /* ts (decimal Unix seconds) within the account's window of now; rejects
  * with bad_timestamp / stale_timestamp / future_timestamp otherwise. */
 bool po_notify_window_ok(const struct po_channel_account *a, const char *ts, int64_t now,

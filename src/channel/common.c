@@ -36,6 +36,14 @@ void po_notify_mismatch(struct po_notify_result *out, enum po_reason reason, con
     va_end(ap);
 }
 
+void po_notify_unmapped(struct po_notify_result *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_result(out, PO_NOTIFY_UNMAPPED, PO_R_UNMAPPABLE_EVENT, fmt, ap);
+    va_end(ap);
+}
+
 void po_notify_ignore(struct po_notify_result *out, const char *fmt, ...)
 {
     va_list ap;

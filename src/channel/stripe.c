@@ -9,18 +9,20 @@
  * Events (data.object):
  *   payment_intent.succeeded  PAY_SUCCESS    id, amount_received, currency,
  *                                            metadata.out_trade_no
- *   charge.refunded           REFUND_SUCCESS id, amount_refunded (the charge's
- *                                            refunded total: cumulative), currency,
- *                                            metadata.out_trade_no, metadata.out_refund_no
  *   refund.created / refund.updated / charge.refund.updated  (a Refund object:
  *                                            id re_…, amount, currency, status,
  *                                            metadata.out_trade_no / out_refund_no)
  *       status succeeded          REFUND_SUCCESS
  *       status failed / canceled  REFUND_CLOSED
  *       pending / requires_action ignored (not final)
- * Keyed by the object id. The same refund seen as charge.refunded and as
- * refund.updated has two keys; the refund's state guard makes the second a
- * duplicate. Others are verified and ignored.
+ * Keyed by the object id (pi_…, re_…). charge.refunded is verified and
+ * ignored: a Charge names the charge, so two partial refunds of one charge
+ * would share a key and the second would look like a conflicting duplicate.
+ * Other types are verified and ignored. A verified event of a type we act
+ * on that cannot be mapped (no metadata.out_trade_no, a currency payonce
+ * does not know, no amount) is acknowledged and recorded once as an
+ * unmappable_event alert keyed by Stripe's event id (evt_…); only a bad
+ * signature or a malformed request is a 4xx.
  */
 #include "channel_int.h"
 
@@ -102,6 +104,18 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
     return match;
 }
 
+/* Verified but not mappable: keyed by Stripe's event id, so each such event
+ * is recorded once however often Stripe resends it. */
+static void unmapped(struct po_notify_result *out, const char *evt_id, const char *why)
+{
+    struct po_event *ev = &out->ev;
+    char *key = po_event_is_refund(ev->type) ? ev->channel_refund_id : ev->channel_txn_id;
+    size_t cap =
+        po_event_is_refund(ev->type) ? sizeof ev->channel_refund_id : sizeof ev->channel_txn_id;
+    PO_ASSERT(po_set_field(key, cap, evt_id));
+    po_notify_unmapped(out, "Stripe event %s: %s", evt_id, why);
+}
+
 static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
                     struct po_notify_result *out)
 {
@@ -110,67 +124,81 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
         return nomem ? PO_ERR_NOMEM : PO_OK;
     json_error_t jerr;
     json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    const char *type = po_json_str(root, "type");
+    const char *type = po_json_str(root, "type"), *evt_id = po_json_str(root, "id");
     json_t *obj = json_object_get(json_object_get(root, "data"), "object");
     json_t *meta = json_object_get(obj, "metadata");
     struct po_event *ev = &out->ev;
-    if (!type || !json_is_object(obj)) {
-        po_notify_reject(out, PO_R_MALFORMED_BODY, "type or data.object missing");
+    if (!type || !json_is_object(obj) || !evt_id || !po_id_valid(evt_id, PO_TXN_ID_MAX)) {
+        po_notify_reject(out, PO_R_MALFORMED_BODY, "id, type or data.object missing");
         goto out;
     }
     po_notify_event_init(a, out);
     bool pay = strcmp(type, "payment_intent.succeeded") == 0;
-    bool charge = strcmp(type, "charge.refunded") == 0;
     bool robj = strcmp(type, "refund.created") == 0 || strcmp(type, "refund.updated") == 0 ||
                 strcmp(type, "charge.refund.updated") == 0;
+    if (strcmp(type, "charge.refunded") == 0) {
+        /* A Charge names the charge, not the refund: two partial refunds of
+         * one charge would share its key. Refunds come from the Refund
+         * events (docs/operations.md lists what to subscribe to). */
+        po_notify_ignore(out, "charge.refunded: refunds are applied from refund.* events");
+        goto out;
+    }
+    if (!pay && !robj) {
+        po_notify_ignore(out, "event type %.40s: nothing to apply", type);
+        goto out;
+    }
     const char *rstatus = robj ? po_json_str(obj, "status") : NULL;
     if (robj && rstatus &&
         (strcmp(rstatus, "pending") == 0 || strcmp(rstatus, "requires_action") == 0)) {
         po_notify_ignore(out, "refund %.20s: not final", rstatus);
         goto out;
     }
+    bool succeeded = rstatus && strcmp(rstatus, "succeeded") == 0;
+    ev->type = pay ? PO_EV_PAY_SUCCESS : succeeded ? PO_EV_REFUND_SUCCESS : PO_EV_REFUND_CLOSED;
+    /* From here the event is Stripe's own and verified: what cannot be
+     * mapped is acknowledged and recorded, never answered 4xx (Stripe would
+     * retry it for days and may disable the endpoint). */
     if (robj && (!rstatus || (strcmp(rstatus, "succeeded") != 0 && strcmp(rstatus, "failed") != 0 &&
                               strcmp(rstatus, "canceled") != 0))) {
-        po_notify_reject(out, PO_R_MALFORMED_BODY, "refund status missing or unknown");
+        unmapped(out, evt_id, "refund status missing or unknown");
         goto out;
     }
-    if (!pay && !charge && !robj) {
-        po_notify_ignore(out, "event type %.40s: nothing to apply", type);
+    json_t *amt = json_object_get(obj, pay ? "amount_received" : "amount");
+    const char *cur = po_json_str(obj, "currency"), *id = po_json_str(obj, "id");
+    if (json_is_integer(amt) && po_amount_valid(json_integer_value(amt)))
+        ev->amount_minor = json_integer_value(amt);
+    if (cur && strlen(cur) == 3) {
+        for (int i = 0; i < 3; i++)
+            ev->currency[i] = (char)toupper((unsigned char)cur[i]);
+        ev->currency[3] = '\0';
+    }
+    (void)po_set_field(ev->out_trade_no, sizeof ev->out_trade_no,
+                       po_json_str(meta, "out_trade_no"));
+    if (!ev->amount_minor || !po_currency_valid(ev->currency) || !id || !ev->out_trade_no[0]) {
+        char why[128];
+        (void)snprintf(why, sizeof why, "%s missing or not usable",
+                       !ev->out_trade_no[0] ? "metadata.out_trade_no"
+                       : !id                ? "data.object.id"
+                       : !ev->amount_minor  ? "the amount"
+                                            : "the currency");
+        if (!po_currency_valid(ev->currency))
+            ev->currency[0] = '\0';
+        unmapped(out, evt_id, why);
         goto out;
     }
-    json_t *amt = json_object_get(obj, pay      ? "amount_received"
-                                       : charge ? "amount_refunded"
-                                                : "amount");
-    const char *cur = po_json_str(obj, "currency");
-    const char *id = po_json_str(obj, "id");
-    if (!json_is_integer(amt) || !cur || strlen(cur) != 3 || !id ||
-        !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no,
-                      po_json_str(meta, "out_trade_no"))) {
-        po_notify_reject(out, PO_R_MALFORMED_BODY,
-                         "id, amount, currency or metadata.out_trade_no missing");
+    bool id_ok = pay ? po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, id)
+                     : po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, id);
+    if (!id_ok || (!pay && !po_set_field(ev->out_refund_no, sizeof ev->out_refund_no,
+                                         po_json_str(meta, "out_refund_no")))) {
+        unmapped(out, evt_id, id_ok ? "metadata.out_refund_no missing" : "data.object.id too long");
         goto out;
-    }
-    ev->amount_minor = json_integer_value(amt);
-    for (int i = 0; i < 3; i++)
-        ev->currency[i] = (char)toupper((unsigned char)cur[i]);
-    ev->currency[3] = '\0';
-    if (pay) {
-        ev->type = PO_EV_PAY_SUCCESS;
-        (void)po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, id);
-    } else {
-        ev->type = charge || strcmp(rstatus, "succeeded") == 0 ? PO_EV_REFUND_SUCCESS
-                                                               : PO_EV_REFUND_CLOSED;
-        ev->amount_is_cumulative = charge; /* amount_refunded: the charge's total */
-        (void)po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, id);
-        if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no,
-                          po_json_str(meta, "out_refund_no"))) {
-            po_notify_reject(out, PO_R_MALFORMED_BODY, "metadata.out_refund_no missing");
-            goto out;
-        }
     }
     char verr[PO_ERRBUF_MAX];
-    if (po_event_validate(ev, verr, sizeof verr))
-        po_notify_reject(out, PO_R_MALFORMED_BODY, "%s", verr);
+    if (po_event_validate(ev, verr, sizeof verr)) {
+        ev->channel_txn_id[0] = ev->channel_refund_id[0] = '\0';
+        ev->out_trade_no[0] = '\0';
+        unmapped(out, evt_id, verr);
+    }
 out:
     json_decref(root);
     return PO_OK;

@@ -155,7 +155,8 @@ enum po_reason_class {
     X(POOL_EXHAUSTED, "pool_exhausted", RETRY, 503)                                                \
     /* alerts raised outside the callback path */                                                  \
     X(MISSING_FROM_BILL, "missing_from_bill", ALERT, 0)                                            \
-    X(REFUND_REJECTED_BY_CHANNEL, "refund_rejected_by_channel", ALERT, 0)
+    X(REFUND_REJECTED_BY_CHANNEL, "refund_rejected_by_channel", ALERT, 0)                          \
+    X(UNMAPPABLE_EVENT, "unmappable_event", ALERT, 0)
 
 enum po_reason {
 #define X(id, name, cls, status) PO_R_##id,

@@ -175,6 +175,17 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
     case PO_NOTIFY_IGNORE:
         decide(cb, PO_OUT_IGNORED, PO_R_NONE);
         return false;
+    case PO_NOTIFY_UNMAPPED:
+        /* Verified, but nothing payonce can apply: one alert keyed by the
+         * channel's event id (a resend finds it there), and success, so the
+         * channel stops resending. */
+        if (!s)
+            return to_worker(cb);
+        if (po_engine_alert(s, &res->ev, res->reason, res->detail))
+            decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
+        else
+            decide(cb, PO_OUT_IGNORED, res->reason);
+        return false;
     case PO_NOTIFY_MISMATCH: {
         /* Verified, but for another merchant or app: an alert, never a
          * credit, and the channel stops resending. */

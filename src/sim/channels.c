@@ -258,11 +258,12 @@ static po_err stripe_refund(const struct po_sim_identity *id, const struct po_si
                             int64_t now, struct po_sim_request *out)
 {
     int64_t at = r->refunded_at ? r->refunded_at : now;
-    return stripe(id, "charge.refunded", r->refund_id, at,
-                  json_pack("{s:s, s:s, s:I, s:s, s:{s:s, s:s}}", "id", r->refund_id, "object",
-                            "charge", "amount_refunded", (json_int_t)r->amount, "currency", "cny",
-                            "metadata", "out_trade_no", r->out_trade_no, "out_refund_no",
-                            r->out_refund_no),
+    /* The Refund object (re_…) itself: its own id, amount and status. */
+    return stripe(id, "refund.updated", r->refund_id, at,
+                  json_pack("{s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s}}", "id", r->refund_id, "object",
+                            "refund", "amount", (json_int_t)r->amount, "currency", "cny", "status",
+                            "succeeded", "metadata", "out_trade_no", r->out_trade_no,
+                            "out_refund_no", r->out_refund_no),
                   now, out);
 }
 

@@ -2,7 +2,7 @@
  * identity.c — the simulated channel's keys and ids, and the notifications
  * it sends (see sim.h). Formats follow the channels' documentation: WeChat
  * Pay v3 TRANSACTION.SUCCESS / REFUND.* resources, Alipay trade_status_sync
- * forms, Stripe payment_intent.succeeded / charge.refunded events.
+ * forms, Stripe payment_intent.succeeded / refund.updated events.
  */
 #include "sim.h"
 

@@ -435,19 +435,24 @@ static void build_stripe(json_t *cs, const char *out_trade_no, struct po_sim_req
     const char *type = jstr(ev, "type", "payment_intent.succeeded");
     bool refund = strcmp(type, "charge.refunded") == 0;
     bool robj = json_object_get(ev, "status") != NULL; /* a Refund object */
-    json_t *meta = json_pack("{s:s}", "out_trade_no", out_trade_no);
+    json_t *meta = json_object();
+    if (!json_is_true(json_object_get(ev, "omit_out_trade_no")))
+        json_object_set_new(meta, "out_trade_no", json_string(out_trade_no));
     if (json_object_get(ev, "out_refund_no"))
         json_object_set_new(meta, "out_refund_no", json_string(jstr(ev, "out_refund_no", "")));
-    json_t *payload = json_pack(
-        "{s:s, s:s, s:s, s:{s:{s:s, s:s, s:I, s:s, s:o}}}", "id", "evt_payonce_test", "object",
-        "event", "type", type, "data", "object", "id", jstr(ev, "id", ""), "object",
-        robj     ? "refund"
-        : refund ? "charge"
-                 : "payment_intent",
-        robj     ? "amount"
-        : refund ? "amount_refunded"
-                 : "amount_received",
-        (json_int_t)jint(ev, "amount", 0), "currency", "cny", "metadata", meta);
+    char evt[96];
+    snprintf(evt, sizeof evt, "evt_%s", jstr(ev, "id", ""));
+    json_t *payload =
+        json_pack("{s:s, s:s, s:s, s:{s:{s:s, s:s, s:I, s:s, s:o}}}", "id", evt, "object", "event",
+                  "type", type, "data", "object", "id", jstr(ev, "id", ""), "object",
+                  robj     ? "refund"
+                  : refund ? "charge"
+                           : "payment_intent",
+                  robj     ? "amount"
+                  : refund ? "amount_refunded"
+                           : "amount_received",
+                  (json_int_t)jint(ev, "amount", 0), "currency", jstr(ev, "currency", "cny"),
+                  "metadata", meta);
     if (robj)
         json_object_set_new(json_object_get(json_object_get(payload, "data"), "object"), "status",
                             json_string(jstr(ev, "status", "")));
@@ -490,6 +495,21 @@ static void seed(json_t *order, const char *channel)
         if (t_apply(s, NULL, &ev).kind != PO_OUT_APPLIED)
             die("seed payment");
     }
+    /* Refunds that already succeeded (each with its channel refund id). */
+    size_t i;
+    json_t *done;
+    json_array_foreach(json_object_get(order, "refunds_done"), i, done)
+    {
+        const char *rno = jstr(done, "out_refund_no", "");
+        int64_t ramount = jint(done, "amount", 0);
+        if (po_refund_create(s, "t1", no, rno, ramount, err, sizeof err))
+            die(err);
+        struct po_event ev =
+            t_refund_event(PO_EV_REFUND_SUCCESS, no, rno, jstr(done, "refund_id", ""), ramount);
+        memcpy(ev.channel, channel, strlen(channel) + 1);
+        if (t_apply(s, NULL, &ev).kind != PO_OUT_APPLIED)
+            die("seed refund");
+    }
     json_t *rf = json_object_get(order, "refund");
     if (rf && po_refund_create(s, "t1", no, jstr(rf, "out_refund_no", ""), jint(rf, "amount", 0),
                                err, sizeof err))
@@ -530,10 +550,10 @@ static void run_case(const char *channel, json_t *cs)
                                             "mutate",     "offset",     "body",   "header",
                                             "deliveries", "concurrent", "latin1", "expect"};
     static const char *const expect_keys[] = {
-        "status", "body",   "body_contains", "credits",  "refunds",
-        "shares", "alerts", "refunded",      "reserved", "order_status"};
-    static const char *const order_keys[] = {"out_trade_no", "amount", "tenant", "paid_by",
-                                             "refund"};
+        "status", "body",     "body_contains", "credits",      "refunds", "shares",
+        "alerts", "refunded", "reserved",      "order_status", "unmapped"};
+    static const char *const order_keys[] = {"out_trade_no", "amount", "tenant",
+                                             "paid_by",      "refund", "refunds_done"};
     known_members(channel, name, "case", cs, case_keys, PO_NELEM(case_keys));
     known_members(channel, name, "expect", ex, expect_keys, PO_NELEM(expect_keys));
     known_members(channel, name, "order", order, order_keys, PO_NELEM(order_keys));
@@ -602,6 +622,17 @@ static void run_case(const char *channel, json_t *cs)
                  " out_trade_no = ?",
                  st);
         CHECK(count_for(sql, no) == 1, "%s/%s: order not %s", channel, name, st);
+    }
+    json_t *um = json_object_get(ex, "unmapped");
+    if (um) {
+        /* Verified but unmappable: alerts keyed by the channel's event id. */
+        char like[128];
+        snprintf(like, sizeof like, "%%:evt_%s:%%", jstr(json_object_get(cs, "event"), "id", ""));
+        int64_t got = count_for("SELECT COUNT(*) FROM alert WHERE reason = 'unmappable_event'"
+                                " AND idem_key LIKE ?",
+                                like);
+        CHECK(got == json_integer_value(um), "%s/%s: unmapped %lld, expected %lld", channel, name,
+              (long long)got, (long long)json_integer_value(um));
     }
     int retried = 0;
     for (int i = 0; i < n; i++)

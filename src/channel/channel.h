@@ -37,6 +37,10 @@ struct po_channel_account {
     /* wechatpay */
     char mchid[PO_ID_MAX + 1];
     char appid[PO_ID_MAX + 1];
+    /* service-provider mode: the tenant is this sub-merchant of the
+     * provider named by mchid ("" = a direct merchant) */
+    char sub_mchid[PO_ID_MAX + 1];
+    char sub_appid[PO_ID_MAX + 1];
     unsigned char apiv3_key[32];
     size_t apiv3_key_len;
     int nkeys;

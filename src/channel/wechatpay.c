@@ -12,7 +12,8 @@
  *   AEAD_AES_256_GCM with the APIv3 key   unsupported_algorithm, decrypt_failed
  *   resource JSON and its fields     malformed_resource
  * then mchid/appid against the tenant's account (MISMATCH) and the event.
- * Direct merchants carry mchid/appid; service providers sp_mchid/sp_appid.
+ * Direct merchants carry mchid/appid; service providers sp_mchid/sp_appid
+ * plus sub_mchid, which must be the tenant's configured --sub-mchid.
  */
 #include "channel_int.h"
 
@@ -134,26 +135,34 @@ static po_err decrypt_resource(const struct po_channel_account *a, json_t *body,
     return PO_OK;
 }
 
-/* mchid/appid of the resource against the account; false = MISMATCH set. */
+/* mchid/appid of the resource against the account; false = MISMATCH set.
+ * A service provider's callback (sp_mchid) names the provider and the
+ * sub-merchant: both must be the tenant's, or tenants sharing a provider's
+ * credentials would credit each other's orders. A tenant configured as a
+ * sub-merchant takes only such callbacks. */
 static bool account_matches(const struct po_channel_account *a, json_t *r,
                             struct po_notify_result *out)
 {
-    const char *mchid = po_json_str(r, "sp_mchid");
-    const char *appid = po_json_str(r, "sp_appid");
-    if (!mchid)
-        mchid = po_json_str(r, "mchid");
-    if (!appid)
-        appid = po_json_str(r, "appid");
+    const char *sp = po_json_str(r, "sp_mchid");
+    const char *mchid = sp ? sp : po_json_str(r, "mchid");
+    const char *appid = po_json_str(r, sp ? "sp_appid" : "appid");
+    const char *sub = po_json_str(r, "sub_mchid"), *sub_appid = po_json_str(r, "sub_appid");
     enum po_reason reason = PO_R_NONE;
     if (!mchid || strcmp(mchid, a->mchid) != 0)
         reason = PO_R_MCHID_MISMATCH;
     else if (a->appid[0] && appid && strcmp(appid, a->appid) != 0)
         reason = PO_R_APPID_MISMATCH;
+    else if (sp ? !a->sub_mchid[0] || !sub || strcmp(sub, a->sub_mchid) != 0 : a->sub_mchid[0])
+        reason = PO_R_SUB_MCHID_MISMATCH;
+    else if (sp && a->sub_appid[0] && sub_appid && strcmp(sub_appid, a->sub_appid) != 0)
+        reason = PO_R_APPID_MISMATCH;
     if (reason == PO_R_NONE)
         return true;
-    po_notify_mismatch(out, reason, "callback for mchid %.32s appid %.32s, tenant has %.32s %.32s",
-                       mchid ? mchid : "-", appid ? appid : "-", a->mchid,
-                       a->appid[0] ? a->appid : "-");
+    po_notify_mismatch(out, reason,
+                       "callback for mchid %.32s sub_mchid %.32s appid %.32s, tenant has %.32s"
+                       " %.32s %.32s",
+                       mchid ? mchid : "-", sp && sub ? sub : "-", appid ? appid : "-", a->mchid,
+                       a->sub_mchid[0] ? a->sub_mchid : "-", a->appid[0] ? a->appid : "-");
     return false;
 }
 
@@ -365,13 +374,21 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
                             size_t errcap)
 {
     const char *mchid = in->opt(in->ctx, "mchid"), *appid = in->opt(in->ctx, "appid");
+    const char *sub = in->opt(in->ctx, "sub-mchid"), *sub_appid = in->opt(in->ctx, "sub-appid");
     const char *keyfile = in->opt(in->ctx, "apiv3-key-file");
     if (!mchid || !keyfile) {
         po_errf(err, errcap, "--mchid and --apiv3-key-file are required");
         return PO_ERR_INVALID;
     }
-    if (!po_id_valid(mchid, PO_ID_MAX) || (appid && !po_id_valid(appid, PO_ID_MAX))) {
-        po_errf(err, errcap, "--mchid/--appid: 1-64 characters of [A-Za-z0-9_-]");
+    if (!po_id_valid(mchid, PO_ID_MAX) || (appid && !po_id_valid(appid, PO_ID_MAX)) ||
+        (sub && !po_id_valid(sub, PO_ID_MAX)) ||
+        (sub_appid && !po_id_valid(sub_appid, PO_ID_MAX))) {
+        po_errf(err, errcap,
+                "--mchid/--appid/--sub-mchid/--sub-appid: 1-64 characters of [A-Za-z0-9_-]");
+        return PO_ERR_INVALID;
+    }
+    if (sub_appid && !sub) {
+        po_errf(err, errcap, "--sub-appid needs --sub-mchid");
         return PO_ERR_INVALID;
     }
     size_t klen = 0;
@@ -401,6 +418,10 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
     json_object_set_new(cfg, "mchid", json_string(mchid));
     if (appid)
         json_object_set_new(cfg, "appid", json_string(appid));
+    if (sub)
+        json_object_set_new(cfg, "sub_mchid", json_string(sub));
+    if (sub_appid)
+        json_object_set_new(cfg, "sub_appid", json_string(sub_appid));
     json_object_set_new(cfg, "apiv3_key", sk);
     json_object_set_new(cfg, "keys", keys);
     return PO_OK;
@@ -414,6 +435,8 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
         return PO_ERR_INVALID;
     }
     (void)po_set_field(a->appid, sizeof a->appid, po_json_str(root, "appid"));
+    (void)po_set_field(a->sub_mchid, sizeof a->sub_mchid, po_json_str(root, "sub_mchid"));
+    (void)po_set_field(a->sub_appid, sizeof a->sub_appid, po_json_str(root, "sub_appid"));
     po_err rc =
         po_account_unseal(a, "apiv3_key", po_json_str(root, "apiv3_key"), master, a->apiv3_key,
                           sizeof a->apiv3_key, &a->apiv3_key_len, err, errcap);
@@ -457,6 +480,8 @@ static void ack(bool success, unsigned fail_status, const char *msg, struct po_a
 static const struct po_channel_option options[] = {
     {"mchid", "the merchant id (商户号), required"},
     {"appid", "the app id the callbacks must name"},
+    {"sub-mchid", "service-provider mode: this tenant's sub-merchant id (callbacks must name it)"},
+    {"sub-appid", "service-provider mode: the sub-merchant's app id, when callbacks carry one"},
     {"apiv3-key-file", "the 32-byte APIv3 key (sealed), required"},
     {"platform-cert-file", "a platform certificate PEM (repeatable; serial read from it)"},
     {"platform-public-key-file", "a platform public key PEM (repeatable, with --public-key-id)"},

@@ -130,6 +130,7 @@ enum po_reason_class {
     /* verified, but for another merchant or app (adapters) */                                     \
     X(MCHID_MISMATCH, "mchid_mismatch", REJECT, 0)                                                 \
     X(APPID_MISMATCH, "appid_mismatch", REJECT, 0)                                                 \
+    X(SUB_MCHID_MISMATCH, "sub_mchid_mismatch", REJECT, 0)                                         \
     X(APP_ID_MISMATCH, "app_id_mismatch", REJECT, 0)                                               \
     X(SELLER_ID_MISMATCH, "seller_id_mismatch", REJECT, 0)                                         \
     /* business checks (engine) */                                                                 \

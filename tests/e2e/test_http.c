@@ -141,6 +141,13 @@ static void setup_tenants(void)
     run("channel set --tenant t2 --channel wechatpay --master-key-file master.key --mchid "
         "1900000002 --apiv3-key-file apiv3-t2.key --platform-public-key-file t2.pub.pem"
         " --public-key-id PUB_KEY_ID_T2");
+    /* t3: a sub-merchant of t1's provider account, sharing its keys. */
+    run("tenant add --tenant t3");
+    run("merchant add --tenant t3 --merchant m1");
+    run("channel set --tenant t3 --channel wechatpay --master-key-file master.key --mchid " T1_MCHID
+        " --appid " T1_APPID " --sub-mchid 1900000777 --apiv3-key-file apiv3.key"
+        " --platform-cert-file %s/vectors/wechatpay_test_platform_cert.pem",
+        PO_TEST_DATA_DIR);
     run("channel set --tenant t1 --channel alipay --master-key-file master.key "
         "--app-id " ALIPAY_APP_ID " --seller-id " ALIPAY_SELLER
         " --alipay-public-key-file alipay.pub.pem");
@@ -321,7 +328,7 @@ static void build_wechatpay(json_t *cs, const char *out_trade_no, struct po_sim_
         /* A service provider's sub-merchant: sp_* name the provider. */
         json_object_set_new(res, "sp_mchid", json_string(jstr(ev, "mchid", T1_MCHID)));
         json_object_set_new(res, "sp_appid", json_string(T1_APPID));
-        json_object_set_new(res, "sub_mchid", json_string("1900000777"));
+        json_object_set_new(res, "sub_mchid", json_string(jstr(ev, "sub_mchid", "1900000777")));
         json_object_set_new(res, "sub_appid", json_string("wxsubmerchantapp01"));
         json_object_del(res, "mchid");
         json_object_del(res, "appid");

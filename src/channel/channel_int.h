@@ -39,7 +39,6 @@ void po_notify_event_init(const struct po_channel_account *a, struct po_notify_r
 const char *po_json_str(json_t *obj, const char *name);
 /* Bounded copy of a possibly-NULL string; false when NULL or too long. */
 bool po_set_field(char *dst, size_t cap, const char *src);
-bool po_utf8_valid(const char *s, size_t len);
 /* A channel's error code, bounded to 40 characters of [A-Za-z0-9_.-]
  * ("HTTP_<status>" when there is none). */
 void po_channel_clean_code(const char *code, long status, char *out, size_t cap);

@@ -208,6 +208,88 @@ void po_clock_iso_at(int64_t unix_s, char *buf, size_t cap)
                    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
+/* The length of the well-formed UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t len)
+{
+    unsigned c = p[0], min;
+    size_t n;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0) {
+        n = 1;
+        min = 0x80;
+        c &= 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        n = 2;
+        min = 0x800;
+        c &= 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        n = 3;
+        min = 0x10000;
+        c &= 0x07;
+    } else {
+        return 0;
+    }
+    if (n >= len) /* the sequence is cut off */
+        return 0;
+    for (size_t k = 1; k <= n; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+        c = (c << 6) | (p[k] & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    return n + 1;
+}
+
+bool po_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0, n; i < len; i += n)
+        if (!(n = utf8_seq(p + i, len - i)))
+            return false;
+    return true;
+}
+
+size_t po_json_escape(const char *s, size_t len, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t j = 0;
+    PO_ASSERT(cap > 0);
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq(p + i, len - i);
+        char tmp[8];
+        size_t tl = 0;
+        if (n == 1 && (p[i] == '"' || p[i] == '\\')) {
+            tmp[tl++] = '\\';
+            tmp[tl++] = (char)p[i];
+        } else if (n == 1 && (p[i] < 0x20 || p[i] == 0x7f)) {
+            memcpy(tmp, "\\u00", 4);
+            tl = 4;
+            tmp[tl++] = hex[p[i] >> 4];
+            tmp[tl++] = hex[p[i] & 15];
+        } else if (n == 0) {
+            /* not UTF-8: shown as the text \xNN, so the line stays JSON */
+            memcpy(tmp, "\\\\x", 3);
+            tl = 3;
+            tmp[tl++] = hex[p[i] >> 4];
+            tmp[tl++] = hex[p[i] & 15];
+            n = 1;
+        } else {
+            memcpy(tmp, p + i, n);
+            tl = n;
+        }
+        if (j + tl >= cap)
+            break;
+        memcpy(out + j, tmp, tl);
+        j += tl;
+        i += n;
+    }
+    out[j] = '\0';
+    return j;
+}
+
 static enum po_log_level log_level = PO_LOG_INFO;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -228,19 +310,7 @@ void po_log(enum po_log_level lvl, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    size_t j = 0;
-    for (size_t i = 0; msg[i] && j + 7 < sizeof esc; i++) {
-        unsigned char c = (unsigned char)msg[i];
-        if (c == '"' || c == '\\') {
-            esc[j++] = '\\';
-            esc[j++] = (char)c;
-        } else if (c < 0x20) {
-            j += (size_t)snprintf(esc + j, sizeof esc - j, "\\u%04x", c);
-        } else {
-            esc[j++] = (char)c;
-        }
-    }
-    esc[j] = '\0';
+    (void)po_json_escape(msg, strlen(msg), esc, sizeof esc);
     po_clock_now_iso(ts, sizeof ts);
     pthread_mutex_lock(&log_mu);
     fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", ts, names[lvl], esc);

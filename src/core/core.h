@@ -94,6 +94,17 @@ void po_log_set_level(enum po_log_level lvl);
 /* The message is escaped; callers must never pass secrets. */
 void po_log(enum po_log_level lvl, const char *fmt, ...) PO_PRINTF(2, 3);
 
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF). */
+bool po_utf8_valid(const char *s, size_t len);
+
+/* s[0..len) as the inside of a JSON string, NUL-terminated in out (cap > 0),
+ * cut at a whole escape when it does not fit: quotes, backslashes and
+ * control characters escaped, bytes that are not UTF-8 written as the text
+ * \xNN. Whatever a client sends, the log line stays valid JSON. Returns
+ * the length written. */
+size_t po_json_escape(const char *s, size_t len, char *out, size_t cap);
+
 /* Writes one pre-rendered JSON object as a log line (the caller includes
  * ts and level). */
 void po_log_line(const char *json);

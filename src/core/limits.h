@@ -74,6 +74,8 @@
 #define PO_API_RESP_MAX 16384            /* a channel API's answer */
 #define PO_API_TIMEOUT_S 10              /* a channel API call, in all */
 #define PO_API_CONNECT_TIMEOUT_S 5
+/* libmicrohttpd messages logged per second at most (the rest counted) */
+#define PO_HTTP_LIB_LOG_PER_S 5
 
 /* ---- the tenant API ---- */
 #define PO_APIKEY_ID_LEN 16

@@ -347,21 +347,16 @@ static bool authenticate(struct po_api_call *c)
     return true;
 }
 
-/* One JSON access-log line per API request. */
-static void log_line(const struct po_api_call *c, uint64_t micros)
+/* The API request's access-log line: the route and code are ours, the
+ * tenant a checked identifier (or ""). */
+static void log_line(const struct po_api_call *c, unsigned status, uint64_t micros)
 {
-    char ts[PO_TIME_MAX];
-    po_clock_now_iso(ts, sizeof ts);
-    json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:b, s:f}", "ts", ts,
-                             "level", "info", "msg", "api", "request_id", c->req->request_id,
-                             "method", c->req->method, "route", c->route ? c->route->name : "",
-                             "tenant", c->tenant, "status", (int)c->status, "code", c->code,
-                             "replayed", c->replayed, "ms", (double)micros / 1000.0);
-    char *s = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
-    if (s)
-        po_log_line(s);
-    free(s);
-    json_decref(line);
+    char extra[256];
+    (void)snprintf(
+        extra, sizeof extra, ",\"route\":\"%s\",\"tenant\":\"%s\",\"code\":\"%s\",\"replayed\":%s",
+        c->route ? c->route->name : "", po_id_valid(c->tenant, PO_ID_MAX) ? c->tenant : "", c->code,
+        c->replayed ? "true" : "false");
+    po_access_line(c->req, "api", status, micros, extra);
 }
 
 static void dispatch(struct po_api_call *c, const char *allow)
@@ -420,7 +415,7 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
         po_hresp_header(out, "Allow", c.allow);
     if (out->status == 401)
         po_hresp_header(out, "WWW-Authenticate", "Bearer realm=\"payonce\"");
-    log_line(&c, po_now_us() - start);
+    log_line(&c, out->status, po_now_us() - start);
     po_metrics_api(c.route, out->status, c.replayed);
     json_decref(c.in);
     json_decref(c.resp);

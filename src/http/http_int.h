@@ -80,12 +80,19 @@ struct po_hcall {
     const char *allow;            /* 405: the path's methods */
     char allow_buf[64];
     uint64_t start_us;
+    bool logged; /* the handler wrote this request's access-log line */
     void (*complete)(struct po_hcall *h);
     /* Set by a handler that returned pending: called on the event thread
      * after complete(), to make resp there (not on the completing thread). */
     void (*finish)(struct po_hcall *h);
     struct po_callback cb; /* a channel callback's state */
 };
+
+/* One JSON access-log line (access.c): ts, level, msg, request_id and the
+ * escaped method and path, status, ms, then extra (",\"k\":v…" of values
+ * the caller has checked or escaped; may be NULL). */
+void po_access_line(const struct po_hreq *req, const char *msg, unsigned status, uint64_t micros,
+                    const char *extra);
 
 /* ---- the route table (routes.c) ---- */
 

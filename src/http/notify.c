@@ -10,27 +10,22 @@
 #include <string.h>
 #include <time.h>
 
-/* One JSON access-log line per callback. Written directly, not through a
- * JSON library (it is on every callback's path): every value is either
- * ours (request id, channel, outcome and reason names) or an identifier
- * already checked against [A-Za-z0-9_-.:|*] (tenant, out_trade_no), so
- * none needs escaping; anything else is left out. */
+/* The callback's access-log line: every added value is either ours
+ * (channel, outcome and reason names) or an identifier already checked
+ * against [A-Za-z0-9_-.:|*] (tenant, out_trade_no). */
 static void log_line(const struct po_hreq *req, const char *channel, const char *tenant,
                      const struct po_callback_decision *d, unsigned status, uint64_t micros)
 {
-    char ts[PO_TIME_MAX], no[PO_ID_MAX + 24] = "", line[640];
-    po_clock_now_iso(ts, sizeof ts);
+    char no[PO_ID_MAX + 24] = "", extra[512];
     if (po_id_valid(d->out_trade_no, PO_ID_MAX))
         (void)snprintf(no, sizeof no, ",\"out_trade_no\":\"%s\"", d->out_trade_no);
-    int n = snprintf(line, sizeof line,
-                     "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"callback\",\"request_id\":\"%s\","
-                     "\"channel\":\"%s\",\"tenant\":\"%s\",\"outcome\":\"%s\",\"layer\":%d,"
-                     "\"reason\":\"%s\",\"status\":%u,\"ms\":%.3f%s}",
-                     ts, req->request_id, channel, po_id_valid(tenant, PO_ID_MAX) ? tenant : "-",
-                     po_outcome_name(d->outcome.kind), d->outcome.layer,
-                     po_reason_name(d->outcome.reason), status, (double)micros / 1000.0, no);
-    if (n > 0 && (size_t)n < sizeof line)
-        po_log_line(line);
+    (void)snprintf(extra, sizeof extra,
+                   ",\"channel\":\"%s\",\"tenant\":\"%s\",\"outcome\":\"%s\",\"layer\":%d,"
+                   "\"reason\":\"%s\"%s",
+                   channel, po_id_valid(tenant, PO_ID_MAX) ? tenant : "-",
+                   po_outcome_name(d->outcome.kind), d->outcome.layer,
+                   po_reason_name(d->outcome.reason), no);
+    po_access_line(req, "callback", status, micros, extra);
 }
 
 /* The decision as the channel's ack, counted and logged. */
@@ -54,6 +49,7 @@ static void answer(struct po_hcall *h)
     po_metrics_callback(cb->ch->name, d->outcome.kind, d->outcome.layer, micros);
     log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", d,
              ack.status, micros);
+    h->logged = true;
 }
 
 /* The decision came after the batch committed (another thread): the

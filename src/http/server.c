@@ -51,6 +51,7 @@ struct po_server {
     atomic_int conns;     /* open connections */
     int max_conns;
     atomic_uint_fast64_t refused, refused_logged_s;
+    atomic_uint_fast64_t lib_log_s, lib_log_n, lib_log_dropped; /* mhd_log's rate */
     /* the housekeeping thread: sweeps the account cache every second */
     pthread_t keeper;
     bool keeper_started, keeper_stop;
@@ -210,6 +211,7 @@ static void api_job(void *arg)
 {
     struct po_hcall *h = arg;
     po_api_handle(h->ctx, h->route, h->allow, &h->req, &h->resp);
+    h->logged = true;
     h->complete(h);
 }
 
@@ -301,6 +303,15 @@ static void complete(struct po_hcall *h)
         MHD_resume_connection(q->conn);
 }
 
+/* Sends the request's answer, with its access-log line when the handler
+ * wrote none (health, metrics, 404, 405, 503 while stopping, …). */
+static enum MHD_Result answer(struct MHD_Connection *c, struct req *q)
+{
+    if (!q->h.logged)
+        po_access_line(&q->h.req, "http", q->h.resp.status, po_now_us() - q->h.start_us, NULL);
+    return send_answer(c, &q->h.resp);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls)
@@ -333,7 +344,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (q->h.finish)
             q->h.finish(&q->h);
         atomic_fetch_sub(&srv->pending, 1);
-        return send_answer(c, &q->h.resp);
+        return answer(c, q);
     }
     q->started = true;
     if (capture(q, c))
@@ -352,7 +363,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     q->h.ctx = &srv->http;
     q->h.complete = complete;
     if (!dispatch(srv, &q->h))
-        return send_answer(c, &q->h.resp);
+        return answer(c, q);
     /* Pending: suspend until complete(). Whichever of the two comes second
      * resumes, so a completion that raced ahead is not lost. */
     atomic_fetch_add(&srv->pending, 1);
@@ -445,15 +456,30 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
     atomic_fetch_add(&srv->conns, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
-/* libmicrohttpd's own messages, routed into the JSON log. */
+/* libmicrohttpd's own messages, routed into the JSON log: at most
+ * PO_HTTP_LIB_LOG_PER_S a second (a flood of refused or broken
+ * connections must not flood the log); what was left out is counted in
+ * the next line written. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    struct po_server *srv = cls;
+    uint64_t now = (uint64_t)time(NULL), win = atomic_load(&srv->lib_log_s);
+    if (now != win && atomic_compare_exchange_strong(&srv->lib_log_s, &win, now))
+        atomic_store(&srv->lib_log_n, 0);
+    if (atomic_fetch_add(&srv->lib_log_n, 1) >= PO_HTTP_LIB_LOG_PER_S) {
+        atomic_fetch_add(&srv->lib_log_dropped, 1);
+        return;
+    }
     char msg[512];
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
-    po_log(PO_LOG_WARN, "http: %s", msg);
+    uint64_t dropped = atomic_exchange(&srv->lib_log_dropped, 0);
+    if (dropped)
+        po_log(PO_LOG_WARN, "http: %s (%llu similar messages left out)", msg,
+               (unsigned long long)dropped);
+    else
+        po_log(PO_LOG_WARN, "http: %s", msg);
 }
 
 /* The housekeeping thread: every PO_ACCOUNT_SWEEP_S, drops cached channel

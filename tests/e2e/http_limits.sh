@@ -2,7 +2,8 @@
 # http_limits.sh PAYONCE — payonce serve's limits, with clear answers:
 # header memory (431), body size (413), connection count (refused beyond
 # --max-connections), per-connection idle timeout (--request-timeout frees
-# the slots again). Backend-independent: SQLite.
+# the slots again); every request's access-log line whatever the bytes of its
+# path; libmicrohttpd's own messages rate-limited. Backend-independent: SQLite.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh" "$1" sqlite http_limits
 "$BIN" migrate >/dev/null || exit 1
@@ -22,6 +23,34 @@ check "beyond --max-connections: refused" "$(curl -s -m 2 -o /dev/null -w '%{htt
 # After --request-timeout the idle connections are closed and the slots free.
 sleep 2.5
 check "after --request-timeout: served again" "$(curl -s -m 2 -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/healthz)" 200
+# A second server with room for many connections.
+"$BIN" serve --listen 127.0.0.1:0 --insecure-dev --max-connections 512 \
+  > server2.out 2> server2.log & bg_pids+=($!)
+for _ in $(seq 1 100); do grep -q "listening on port" server2.out && break; sleep 0.05; done
+port2=$(sed -n 's/^listening on port //p' server2.out)
+# A path that is not UTF-8 (with a quote and a control character) still
+# gets its access-log line, escaped, and every line stays valid JSON.
+check "invalid UTF-8 path: 404" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port2/x%ff%fe%22%01y")" 404
+check "invalid UTF-8 path: logged, escaped" "$(grep -c '"path":"/x\\\\xff\\\\xfe\\"\\u0001y"' server2.log)" 1
+# libmicrohttpd's own messages are rate-limited: 150 broken requests in
+# about a second write at most a handful of lines.
+for _ in $(seq 1 150); do
+  ( exec 5<>/dev/tcp/127.0.0.1/$port2 && printf 'BROKEN \x01 request\r\n\r\n' >&5 && sleep 0.2 ) 2>/dev/null &
+done
+wait_bg() { for p in $(jobs -p); do case " ${bg_pids[*]} " in *" $p "*) ;; *) wait "$p" 2>/dev/null;; esac; done; }
+wait_bg
+sleep 0.5
+lib=$(grep -c '"msg":"http: ' server2.log)
+check "libmicrohttpd messages rate-limited (<= 20 lines for 150 broken requests)" "$(( lib <= 20 ))" 1
+sleep 1.1
+check "what was left out is counted" "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $big" http://127.0.0.1:$port2/healthz; grep -c 'similar messages left out' server2.log)" "4311"
+check "every log line is JSON" "$(python3 -c '
+import json,sys
+bad=0
+for l in open("server.log", encoding="utf-8", errors="strict").readlines() + open("server2.log", encoding="utf-8", errors="strict").readlines():
+    try: json.loads(l)
+    except Exception: bad+=1
+print(bad)')" 0
 check "the refusals were logged" "$(grep -c 'connection limit\|too big' server.log | awk '{print ($1 >= 2)}')" 1
 fig "# http-limits: header 431, body 413, connection limit refuses, idle timeout frees"
 echo "$passes passed, $fails failed"

@@ -75,10 +75,36 @@ static void validation(void **state)
     assert_false(po_time_valid("2026-12-02 10:00"));
 }
 
+/* Whatever bytes a client sends, the log line stays JSON. */
+static void json_escape_any_bytes(void **state)
+{
+    (void)state;
+    char out[64];
+    const char in[] = "/a\"b\\c\x01\xff\xe6\x94\xaf\xc0\xaf\xed\xa0\x80z";
+    size_t n = po_json_escape(in, sizeof in - 1, out, sizeof out);
+    assert_string_equal(out, "/a\\\"b\\\\c\\u0001\\\\xff\xe6\x94\xaf\\\\xc0\\\\xaf"
+                             "\\\\xed\\\\xa0\\\\x80z");
+    assert_int_equal(n, strlen(out));
+    assert_true(po_utf8_valid(out, n));
+    /* Cut at a whole escape, never inside one. */
+    char small[16];
+    n = po_json_escape("ab\xff", 3, small, 6);
+    assert_string_equal(small, "ab");
+    n = po_json_escape("ab\xff", 3, small, sizeof small);
+    assert_string_equal(small, "ab\\\\xff");
+    /* A NUL inside the given length is escaped, not an end. */
+    n = po_json_escape("a\0b", 3, small, sizeof small);
+    assert_string_equal(small, "a\\u0000b");
+    assert_false(po_utf8_valid("\xc0\xaf", 2)); /* overlong */
+    assert_false(po_utf8_valid("\xe6\x94", 2)); /* cut */
+    assert_true(po_utf8_valid("\xf0\x9f\x98\x80", 4));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_i64_is_strict),
+        cmocka_unit_test(json_escape_any_bytes),
         cmocka_unit_test(bounded_copies),
         cmocka_unit_test(validation),
     };

@@ -669,6 +669,99 @@ static void verify_detects_refund_reservation_drift(void **state)
     assert_int_equal(t_verify(S), 0);
 }
 
+/* ---- verify's own mutation test ---- */
+
+struct seen {
+    char checks[1024];
+};
+static void seen_check(void *ctx, const struct po_violation *v)
+{
+    struct seen *f = ctx;
+    size_t n = strlen(f->checks);
+    snprintf(f->checks + n, sizeof f->checks - n, " %s ", v->check);
+}
+
+/* Every invariant `payonce verify` claims is broken once, on a state that
+ * has each kind of row (a payment, a refund that succeeded, one pending, an
+ * order unpaid); verify must name it, and be clean again once it is put
+ * back. A check that can never fire would show here. */
+static void verify_names_every_broken_invariant(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    t_seed_order(S, "ORD-2", 100);
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
+    t_seed_refund(S, "ORD-1", "R-1", 30);
+    struct po_event rf = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "5030000001", 30);
+    assert_outcome(t_apply(S, NULL, &rf), PO_OUT_APPLIED, 0);
+    t_seed_refund(S, "ORD-1", "R-2", 20);
+    assert_int_equal(t_verify(S), 0);
+#define PAYKEY "'wechatpay:4200000001:PAY_SUCCESS'"
+    static const struct {
+        const char *check, *breaks, *restores;
+    } cases[] = {
+        {"journal_unbalanced",
+         "UPDATE posting SET amount = amount + 1 WHERE idem_key = " PAYKEY " AND amount > 0",
+         "UPDATE posting SET amount = amount - 1 WHERE idem_key = " PAYKEY " AND amount > 0"},
+        {"balance_mismatch",
+         "UPDATE account_balance SET balance = balance + 1 WHERE account = 'merchant_payable:m1'",
+         "UPDATE account_balance SET balance = balance - 1 WHERE account = 'merchant_payable:m1'"},
+        {"paid_order_journals", "UPDATE pay_order SET status = 'PAID' WHERE out_trade_no = 'ORD-2'",
+         "UPDATE pay_order SET status = 'PAYING' WHERE out_trade_no = 'ORD-2'"},
+        /* the finding: a PAID order's amount raised by one */
+        {"payment_amount", "UPDATE pay_order SET amount = amount + 1 WHERE out_trade_no = 'ORD-1'",
+         "UPDATE pay_order SET amount = amount - 1 WHERE out_trade_no = 'ORD-1'"},
+        {"payment_amount", "UPDATE posting SET currency = 'USD' WHERE idem_key = " PAYKEY,
+         "UPDATE posting SET currency = 'CNY' WHERE idem_key = " PAYKEY},
+        {"unpaid_order_has_payment",
+         "UPDATE pay_order SET status = 'CLOSED' WHERE out_trade_no = 'ORD-1'",
+         "UPDATE pay_order SET status = 'PAID' WHERE out_trade_no = 'ORD-1'"},
+        {"applied_without_journal",
+         "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source, outcome,"
+         " out_trade_no, amount, currency, first_seen_at) VALUES ('t1', 'wechatpay:X:PAY_SUCCESS',"
+         " 'wechatpay', 'PAY_SUCCESS', 'callback', 'applied', 'ORD-2', 100, 'CNY',"
+         " '2026-12-02T00:00:00.000Z')",
+         "DELETE FROM notify_log WHERE idem_key = 'wechatpay:X:PAY_SUCCESS'"},
+        {"journal_without_record",
+         "UPDATE notify_log SET idem_key = idem_key || '.moved' WHERE idem_key = " PAYKEY,
+         "UPDATE notify_log SET idem_key = " PAYKEY " WHERE idem_key = " PAYKEY " || '.moved'"},
+        {"refund_totals",
+         "UPDATE pay_order SET refunded_amount = refunded_amount - 1 WHERE out_trade_no = 'ORD-1'",
+         "UPDATE pay_order SET refunded_amount = refunded_amount + 1 WHERE out_trade_no = 'ORD-1'"},
+        {"refund_reserved",
+         "UPDATE pay_order SET refund_reserved = refund_reserved + 1 WHERE out_trade_no = 'ORD-1'",
+         "UPDATE pay_order SET refund_reserved = refund_reserved - 1 WHERE out_trade_no = 'ORD-1'"},
+        {"refund_journals", "UPDATE refund SET status = 'SUCCESS' WHERE out_refund_no = 'R-2'",
+         "UPDATE refund SET status = 'PROCESSING' WHERE out_refund_no = 'R-2'"},
+        {"refund_amount", "UPDATE refund SET amount = amount + 1 WHERE out_refund_no = 'R-1'",
+         "UPDATE refund SET amount = amount - 1 WHERE out_refund_no = 'R-1'"},
+    };
+    for (size_t i = 0; i < PO_NELEM(cases); i++) {
+        exec_ok(S, cases[i].breaks);
+        struct seen f = {""};
+        int n = 0;
+        char err[PO_ERRBUF_MAX] = "", want[64];
+        assert_int_equal(po_ledger_verify(S, seen_check, &f, &n, err, sizeof err), PO_OK);
+        snprintf(want, sizeof want, " %s ", cases[i].check);
+        if (!strstr(f.checks, want))
+            fail_msg("broken %s: verify named only [%s]", cases[i].check, f.checks);
+        exec_ok(S, cases[i].restores);
+        if (t_verify(S) != 0)
+            fail_msg("%s not restored", cases[i].check);
+    }
+    /* duplicate_key: the schema itself refuses a second record or journal
+     * of one key; verify checks it too, for a database restored by hand. */
+    char err[PO_ERRBUF_MAX] = "";
+    assert_int_not_equal(
+        po_store_exec_tx(S,
+                         "INSERT INTO journal (tenant_id, idem_key, kind, out_trade_no, currency,"
+                         " created_at) VALUES ('t1', " PAYKEY ", 'PAY', 'ORD-1', 'CNY', 'x')",
+                         NULL, 0, NULL, err, sizeof err),
+        PO_OK);
+    assert_int_equal(t_verify(S), 0);
+#undef PAYKEY
+}
+
 int main(int argc, char **argv)
 {
     t_fx_backend = t_backend(argc, argv);
@@ -709,6 +802,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(second_payment_of_paid_order_goes_to_suspense,
                                         t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(refund_success_posts_reversal_once, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(verify_names_every_broken_invariant, t_fx_setup_seeded,
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(refund_closed_releases_reservation, t_fx_setup_seeded,
                                         t_fx_teardown),

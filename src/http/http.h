@@ -33,6 +33,14 @@ struct po_server_cfg {
     int batch_wait_us;
     size_t body_max;       /* callback body bytes (default 64 KiB) */
     int request_timeout_s; /* idle connection / request timeout (default 10) */
+    /* Absolute deadlines (the guard): a request's head must be complete
+     * within header_timeout_s of the connection's opening or of its
+     * previous answer, its body within body_timeout_s of its head (default
+     * 10 and 10); beyond them the connection is closed. */
+    int header_timeout_s, body_timeout_s;
+    /* Connections from one client address (default 256; negative: no cap,
+     * e.g. behind a reverse proxy whose address every connection has). */
+    int max_connections_per_ip;
     /* Tenant API: how long a request whose Idempotency-Key is in flight
      * waits for the first request's answer before 409 (default 2000 ms;
      * negative: do not wait). */

@@ -13,10 +13,12 @@
  * /readyz and account loads run on the worker pool, also with the
  * connection suspended. So an idle keep-alive connection costs a socket
  * and a little memory, not a thread.
- * Limits: body (Content-Length checked up front and bytes counted as they
- * arrive; 413), header memory (per-connection memory limit; MHD answers 431/
- * closes), connections (refused beyond the limit), idle time per connection,
- * the worker and committer queues (beyond them: 503 / retry at once).
+ * Limits: body (a Content-Length over it answered 413 at once, unread; bytes
+ * counted as they arrive, 413 the moment they pass it), header memory
+ * (per-connection memory limit; MHD answers 431/closes), connections
+ * (refused beyond the limit, and beyond the per-address cap), absolute
+ * deadlines for a request's head and body (the guard), idle time per
+ * connection, the worker and committer queues (503 / retry at once).
  */
 #include "http_int.h"
 
@@ -52,6 +54,11 @@ struct po_server {
     int max_conns;
     atomic_uint_fast64_t refused, refused_logged_s;
     atomic_uint_fast64_t lib_log_s, lib_log_n, lib_log_dropped; /* mhd_log's rate */
+    /* every open connection, for the head and body deadlines (guard) */
+    pthread_mutex_t track_mu;
+    struct track *tracked;
+    int64_t head_us, body_us;
+    atomic_uint_fast64_t deadline_closed, deadline_logged_s;
     /* the housekeeping thread: sweeps the account cache every second */
     pthread_t keeper;
     bool keeper_started, keeper_stop;
@@ -60,6 +67,74 @@ struct po_server {
 };
 
 enum { ST_RUNNING, ST_SUSPENDED, ST_DONE };
+
+/* ---- the guard: absolute deadlines for a request's head and body ----
+ *
+ * libmicrohttpd's timeout is an idle timeout: a client that sends one byte
+ * every few seconds resets it forever. Every connection is tracked here
+ * with its phase and when the phase began; the keeper thread closes
+ * (shutdown(2), which libmicrohttpd then sees as the peer's close) any
+ * connection whose request head is not complete within --header-timeout
+ * of its opening or of its previous answer, or whose body is not complete
+ * within --body-timeout of its head. A connection whose request is with
+ * its handler is never touched: the request's own deadline governs it. */
+enum { PH_HEAD, PH_BODY, PH_HANDLER };
+
+struct track {
+    struct track *prev, *next;
+    int fd;
+    struct sockaddr_storage peer; /* to tell a reused descriptor apart */
+    socklen_t peer_len;
+    atomic_int phase;
+    _Atomic int64_t since_us;
+};
+
+static void track_phase(struct MHD_Connection *c, int phase)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct track *t = i ? i->socket_context : NULL;
+    if (!t)
+        return;
+    atomic_store(&t->since_us, (int64_t)po_now_us());
+    atomic_store(&t->phase, phase);
+}
+
+static bool same_peer(const struct track *t)
+{
+    struct sockaddr_storage now;
+    socklen_t len = sizeof now;
+    return getpeername(t->fd, (struct sockaddr *)&now, &len) == 0 && len == t->peer_len &&
+           memcmp(&now, &t->peer, len) == 0;
+}
+
+/* Closes the connections past their deadline; keeper thread, once a second. */
+static void guard_sweep(struct po_server *srv)
+{
+    int64_t now = (int64_t)po_now_us();
+    uint64_t closed = 0;
+    pthread_mutex_lock(&srv->track_mu);
+    for (struct track *t = srv->tracked; t; t = t->next) {
+        int ph = atomic_load(&t->phase);
+        int64_t age = now - atomic_load(&t->since_us);
+        if ((ph == PH_HEAD && age > srv->head_us) || (ph == PH_BODY && age > srv->body_us)) {
+            if (same_peer(t) && shutdown(t->fd, SHUT_RDWR) == 0)
+                closed++;
+            atomic_store(&t->phase, PH_HANDLER); /* once */
+        }
+    }
+    pthread_mutex_unlock(&srv->track_mu);
+    if (!closed)
+        return;
+    uint64_t n = atomic_fetch_add(&srv->deadline_closed, closed) + closed;
+    uint64_t t = (uint64_t)time(NULL), last = atomic_load(&srv->deadline_logged_s);
+    if (t != last && atomic_compare_exchange_strong(&srv->deadline_logged_s, &last, t))
+        po_log(PO_LOG_WARN,
+               "http: closed %llu connection(s) that did not send their request in time"
+               " (header %lld s, body %lld s; %llu so far)",
+               (unsigned long long)closed, (long long)(srv->head_us / 1000000),
+               (long long)(srv->body_us / 1000000), (unsigned long long)n);
+}
 
 /* A header or query argument, copied off the connection. */
 struct kv {
@@ -333,12 +408,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cl && (po_parse_i64(cl, 0, INT64_MAX, &n) || (uint64_t)n > srv->body_max))
             q->body.too_large = true;
         *req_cls = q;
-        return MHD_YES;
-    }
-    if (*upload_data_size) {
+        track_phase(c, PH_BODY);
+        /* A declared body over the limit is answered 413 now, unread (the
+         * connection is closed after the answer). */
+        if (!q->body.too_large)
+            return MHD_YES;
+    } else if (*upload_data_size) {
         size_t n = *upload_data_size;
-        *upload_data_size = 0; /* past the limit: keep reading, then answer 413 */
-        return po_body_append(&q->body, upload_data, n, srv->body_max) ? MHD_NO : MHD_YES;
+        *upload_data_size = 0;
+        if (q->started)
+            return MHD_YES; /* answered already (413): the rest is dropped */
+        if (po_body_append(&q->body, upload_data, n, srv->body_max))
+            return MHD_NO;
+        if (!q->body.too_large)
+            return MHD_YES;
+        /* past the limit while arriving (chunked): answered 413 now */
     }
     if (q->started) { /* resumed: the answer is final */
         if (q->h.finish)
@@ -347,6 +431,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return answer(c, q);
     }
     q->started = true;
+    track_phase(c, PH_HANDLER);
     if (capture(q, c))
         return MHD_NO;
     q->h.req =
@@ -377,9 +462,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)c;
     (void)toe;
     struct req *q = *req_cls;
+    if (q)
+        track_phase(c, PH_HEAD); /* keep-alive: the next request's head */
     if (q) {
         free(q->h.resp.body);
         po_body_free(&q->body);
@@ -450,10 +536,42 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)c;
-    (void)socket_ctx;
     struct po_server *srv = cls;
-    atomic_fetch_add(&srv->conns, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
+    atomic_fetch_add(&srv->conns, started ? 1 : -1);
+    struct track *t = *socket_ctx;
+    if (started) {
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        t = i ? calloc(1, sizeof *t) : NULL;
+        if (!t)
+            return; /* untracked: the idle timeout still applies */
+        t->fd = i->connect_fd;
+        t->peer_len = sizeof t->peer;
+        if (getpeername(t->fd, (struct sockaddr *)&t->peer, &t->peer_len) != 0)
+            t->peer_len = 0;
+        atomic_store(&t->since_us, (int64_t)po_now_us());
+        pthread_mutex_lock(&srv->track_mu);
+        t->next = srv->tracked;
+        if (t->next)
+            t->next->prev = t;
+        srv->tracked = t;
+        pthread_mutex_unlock(&srv->track_mu);
+        *socket_ctx = t;
+        return;
+    }
+    if (!t)
+        return;
+    pthread_mutex_lock(&srv->track_mu);
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        srv->tracked = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    pthread_mutex_unlock(&srv->track_mu);
+    free(t);
+    *socket_ctx = NULL;
 }
 
 /* libmicrohttpd's own messages, routed into the JSON log: at most
@@ -482,19 +600,27 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         po_log(PO_LOG_WARN, "http: %s", msg);
 }
 
-/* The housekeeping thread: every PO_ACCOUNT_SWEEP_S, drops cached channel
- * accounts that changed or went away, so memory follows the store (the
- * committer's guard already keeps a changed account from crediting). */
+/* The housekeeping thread: every second, closes connections past their
+ * head or body deadline (the guard); every PO_ACCOUNT_SWEEP_S, drops cached
+ * channel accounts that changed or went away, so memory follows the store
+ * (the committer's guard already keeps a changed account from crediting). */
 static void *keeper_main(void *arg)
 {
     struct po_server *srv = arg;
+    int ticks = 0;
     pthread_mutex_lock(&srv->keeper_mu);
     while (!srv->keeper_stop) {
-        struct timespec until = po_deadline_us(PO_ACCOUNT_SWEEP_S * INT64_C(1000000));
+        struct timespec until = po_deadline_us(INT64_C(1000000));
         (void)pthread_cond_timedwait(&srv->keeper_cv, &srv->keeper_mu, &until);
         if (srv->keeper_stop)
             break;
         pthread_mutex_unlock(&srv->keeper_mu);
+        guard_sweep(srv);
+        if (++ticks < PO_ACCOUNT_SWEEP_S) {
+            pthread_mutex_lock(&srv->keeper_mu);
+            continue;
+        }
+        ticks = 0;
         struct po_store *st = NULL;
         char err[PO_ERRBUF_MAX] = "";
         if (po_store_pool_acquire(srv->http.pool, 1000, &st, err, sizeof err) == PO_OK) {
@@ -510,6 +636,7 @@ static void *keeper_main(void *arg)
 
 static po_err start_keeper(struct po_server *srv)
 {
+    pthread_mutex_init(&srv->track_mu, NULL);
     pthread_mutex_init(&srv->keeper_mu, NULL);
     po_cond_init(&srv->keeper_cv);
     srv->keeper_started = pthread_create(&srv->keeper, NULL, keeper_main, srv) == 0;
@@ -558,6 +685,7 @@ static void teardown(struct po_server *s)
         pthread_join(s->keeper, NULL);
         pthread_mutex_destroy(&s->keeper_mu);
         pthread_cond_destroy(&s->keeper_cv);
+        /* (track_mu is destroyed once the daemon is gone, below) */
     }
     /* Queued jobs run (they may hand work to the committer); then the
      * committer answers everything it holds; then the answers go out. */
@@ -569,6 +697,8 @@ static void teardown(struct po_server *s)
     }
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    if (s->keeper_started)
+        pthread_mutex_destroy(&s->track_mu);
     po_workers_free(s->http.cb.workers);
     po_accounts_close(s->http.cb.accounts);
     po_idem_local_close(s->http.idem_local);
@@ -606,15 +736,23 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         .guard = po_accounts_guard,
     };
     size_t body_max = cfg->body_max ? cfg->body_max : PO_BODY_MAX;
+    int per_ip = cfg->max_connections_per_ip < 0 ? 0
+                 : cfg->max_connections_per_ip   ? cfg->max_connections_per_ip
+                                                 : 256;
     if (body_max > 1024 * 1024 || threads < 1 || threads > 64 || max_conn < 1 ||
-        max_conn > 100000) {
-        po_errf(err, errcap, "body limit at most 1 MiB, 1-64 threads, 1-100000 connections");
+        max_conn > 100000 || cfg->header_timeout_s < 0 || cfg->header_timeout_s > 300 ||
+        cfg->body_timeout_s < 0 || cfg->body_timeout_s > 300) {
+        po_errf(err, errcap,
+                "body limit at most 1 MiB, 1-64 threads, 1-100000 connections, header and"
+                " body timeouts 1-300 s");
         return PO_ERR_INVALID;
     }
     struct po_server *srv = calloc(1, sizeof *srv);
     if (!srv)
         return PO_ERR_NOMEM;
     srv->body_max = body_max;
+    srv->head_us = (cfg->header_timeout_s ? cfg->header_timeout_s : 10) * INT64_C(1000000);
+    srv->body_us = (cfg->body_timeout_s ? cfg->body_timeout_s : 10) * INT64_C(1000000);
     srv->clock = cfg->clock;
     srv->clock_ctx = cfg->clock_ctx;
     srv->http.idem_wait_ms = cfg->idem_wait_ms < 0 ? 0
@@ -667,6 +805,7 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)(cfg->request_timeout_s ? cfg->request_timeout_s : 10),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(per_ip < max_conn ? per_ip : 0),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     if (!srv->daemon) {
         po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)", cfg->listen);

@@ -43,7 +43,7 @@ sleep 0.5
 lib=$(grep -c '"msg":"http: ' server2.log)
 check "libmicrohttpd messages rate-limited (<= 20 lines for 150 broken requests)" "$(( lib <= 20 ))" 1
 sleep 1.1
-check "what was left out is counted" "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $big" http://127.0.0.1:$port2/healthz; grep -c 'similar messages left out' server2.log)" "4311"
+check "what was left out is counted" "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $big" http://127.0.0.1:$port2/healthz; grep -c 'similar messages left out' server2.log | awk '{print ($1 >= 1)}')" "4311"
 check "every log line is JSON" "$(python3 -c '
 import json,sys
 bad=0

@@ -4,6 +4,9 @@
 #                             port, as a non-root user; prints the URL and
 #                             writes it to DIR/url
 #   scripts/pg.sh stop DIR    stops it and removes DIR
+#   scripts/pg.sh crash DIR   stops it at once (-m immediate: no shutdown
+#                             checkpoint, as a crash), keeping DIR
+#   scripts/pg.sh restart DIR starts it again on the same port (recovery)
 # As root the server runs as the 'postgres' user (created by the Debian
 # package). The cluster is for tests only: trust auth on 127.0.0.1, fsync
 # off (durability is not what these tests measure; SQLite's tests keep
@@ -44,8 +47,14 @@ start)
     tail -n 5 "$dir/server.log" >&2 || true
   done
   echo "pg.sh: could not start PostgreSQL" >&2; exit 1 ;;
+crash)
+  as_pg "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null ;;
+restart)
+  port=$(sed -n 's#.*:\([0-9]*\)/postgres$#\1#p' "$dir/url")
+  as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=200 -c fsync=off -c full_page_writes=off" >/dev/null ;;
 stop)
   [ -d "$dir/data" ] && as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$dir" ;;
-*) echo "usage: pg.sh start|stop DIR" >&2; exit 2 ;;
+*) echo "usage: pg.sh start|stop|crash|restart DIR" >&2; exit 2 ;;
 esac

@@ -21,7 +21,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     bool have = false;
     int64_t pool = 0, conns = 0, body = 0, timeout = 0, qint = 0, qage = 0, retention = 0,
             wait_ms = 0, refund_s = 0, threads = 0, workers = 0, committers = 0, batch_max = 0,
-            batch_wait = 0, head_s = 0, body_s = 0, per_ip = 0;
+            batch_wait = 0, head_s = 0, body_s = 0, per_ip = 0, deadline_ms = 0;
     int ret = load_master_key(o, master, &have);
     if (!ret)
         ret = int_opt(o, "pool-size", 1, 64, 8, &pool);
@@ -37,6 +37,8 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         ret = int_opt(o, "body-timeout", 1, 300, 10, &body_s);
     if (!ret) /* 0: no cap (behind a reverse proxy) */
         ret = int_opt(o, "max-connections-per-ip", 0, 100000, 256, &per_ip);
+    if (!ret)
+        ret = int_opt(o, "callback-deadline-ms", 500, 30000, 4000, &deadline_ms);
     if (!ret)
         ret = int_opt(o, "query-interval", 0, 86400, 60, &qint);
     if (!ret)
@@ -80,6 +82,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         .header_timeout_s = (int)head_s,
         .body_timeout_s = (int)body_s,
         .max_connections_per_ip = per_ip ? (int)per_ip : -1,
+        .callback_deadline_ms = (int)deadline_ms,
         .idem_wait_ms = wait_ms ? (int)wait_ms : -1,
         .threads = (int)threads,
         .workers = (int)workers,

@@ -238,7 +238,8 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             orders[j] = t;
         }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int attempts = 0, acked = 0, refused = 0, unacked = 0, lost = 0;
+    int attempts = 0, acked = 0, refused = 0, unacked = 0, lost = 0, answered_fail = 0,
+        no_answer = 0;
     for (int i = 0; i < n && !ret; i++) {
         struct sim_order *so = &orders[i];
         if (!a.forged)
@@ -287,6 +288,11 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
                 refused++;
             else
                 unacked++;
+            /* how the last attempt ended: a FAIL (5xx) answer, or none */
+            if (!copies[c].r.acked && copies[c].r.last_status >= 500)
+                answered_fail++;
+            else if (!copies[c].r.acked && copies[c].r.last_status == 0)
+                no_answer++;
         }
     }
     curl_global_cleanup();
@@ -295,8 +301,9 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         return ret;
     bool ok = a.forged ? acked == 0 && unacked == 0 : unacked == 0;
     json_t *sum =
-        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "notifications", n, "attempts", attempts,
-                  "acked", acked, "refused", refused, "unacked", unacked, "lost", lost, "ok", ok);
+        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "notifications", n, "attempts",
+                  attempts, "acked", acked, "refused", refused, "unacked", unacked, "answered_fail",
+                  answered_fail, "no_answer", no_answer, "lost", lost, "ok", ok);
     char *js = sum ? json_dumps(sum, JSON_COMPACT) : NULL;
     printf("sim: %s\n", js ? js : "{}");
     free(js);

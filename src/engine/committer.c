@@ -7,7 +7,10 @@
  *  - an item is answered (done() called) exactly once, after the batch that
  *    held it committed or failed; never before COMMIT returned;
  *  - a queue never holds more than queue_max items; submit refuses beyond;
- *  - items with the same routing key go to the same worker, in order.
+ *  - items with the same routing key go to the same worker, in order;
+ *  - an item with a deadline is answered retry once it passes, by the
+ *    watchdog thread if the worker is still waiting for the database; the
+ *    worker then never touches it again (watch[] / abandoned[] under mu).
  */
 #include "engine.h"
 
@@ -33,7 +36,14 @@ struct worker {
     struct po_event ev[PO_BATCH_MAX];
     struct po_outcome out[PO_BATCH_MAX];
     struct po_engine_work work[PO_BATCH_MAX];
-    struct po_commit_item *ev_item[PO_BATCH_MAX], *work_item[PO_BATCH_MAX];
+    int ev_of[PO_BATCH_MAX], work_of[PO_BATCH_MAX]; /* their item's index */
+    struct po_guard_token tok[PO_BATCH_MAX];
+    int tok_of[PO_BATCH_MAX];
+    /* the batch in items[0..nwatch) (mu): the watchdog answers those past
+     * their deadline and marks them abandoned; so does run() for those it
+     * answers before the engine */
+    int nwatch;
+    bool abandoned[PO_BATCH_MAX];
 };
 
 struct po_committer {
@@ -42,9 +52,93 @@ struct po_committer {
     atomic_bool announcing; /* po_committer_expect is in use */
     int nworkers;
     struct worker w[PO_COMMITTER_WORKERS_MAX];
-    atomic_ulong batches, items, failures;
+    atomic_ulong batches, items, failures, expired;
     atomic_ulong hist[9];
+    /* the watchdog: answers items past their deadline every tick */
+    pthread_t watchdog;
+    bool watchdog_started, watchdog_stop;
+    pthread_mutex_t wd_mu;
+    pthread_cond_t wd_cv;
 };
+
+#define WATCHDOG_TICK_US 50000
+
+static bool expired(const struct po_commit_item *it, uint64_t now)
+{
+    return it->deadline_us && now >= it->deadline_us;
+}
+
+/* Answers items retry: past their deadline, or refused by the guard (no
+ * lock held; each item is ours to answer). */
+static void answer_retry(struct po_committer *c, struct po_commit_item *list, enum po_reason why)
+{
+    while (list) {
+        struct po_commit_item *it = list;
+        list = it->next;
+        it->next = NULL;
+        it->out = (struct po_outcome){PO_OUT_RETRY, 0, why};
+        it->work.rc = PO_ERR_TRANSIENT;
+        if (why == PO_R_DEADLINE_EXCEEDED)
+            atomic_fetch_add(&c->expired, 1);
+        it->done(it);
+    }
+}
+
+/* Takes the expired items out of w's queue and its batch in flight onto
+ * *list (called locked). */
+static void collect_expired(struct worker *w, uint64_t now, struct po_commit_item **list)
+{
+    struct po_commit_item *prev = NULL, *it = w->head;
+    while (it) {
+        struct po_commit_item *next = it->next;
+        if (expired(it, now)) {
+            if (prev)
+                prev->next = next;
+            else
+                w->head = next;
+            if (w->tail == it)
+                w->tail = prev;
+            w->queued--;
+            it->next = *list;
+            *list = it;
+        } else {
+            prev = it;
+        }
+        it = next;
+    }
+    for (int i = 0; i < w->nwatch; i++) {
+        struct po_commit_item *e = w->items[i];
+        if (!w->abandoned[i] && expired(e, now)) {
+            w->abandoned[i] = true;
+            e->next = *list;
+            *list = e;
+        }
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct po_committer *c = arg;
+    pthread_mutex_lock(&c->wd_mu);
+    while (!c->watchdog_stop) {
+        struct timespec until = po_deadline_us(WATCHDOG_TICK_US);
+        (void)pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &until);
+        if (c->watchdog_stop)
+            break;
+        pthread_mutex_unlock(&c->wd_mu);
+        uint64_t now = po_now_us();
+        for (int i = 0; i < c->nworkers; i++) {
+            struct po_commit_item *list = NULL;
+            pthread_mutex_lock(&c->w[i].mu);
+            collect_expired(&c->w[i], now, &list);
+            pthread_mutex_unlock(&c->w[i].mu);
+            answer_retry(c, list, PO_R_DEADLINE_EXCEEDED);
+        }
+        pthread_mutex_lock(&c->wd_mu);
+    }
+    pthread_mutex_unlock(&c->wd_mu);
+    return NULL;
+}
 
 static uint64_t route_hash(const struct po_commit_item *it)
 {
@@ -86,67 +180,85 @@ static void count_batch(struct po_committer *c, int n, bool failed)
         atomic_fetch_add(&c->failures, 1);
 }
 
-/* The items whose guard says they may be applied; the others (stale,
- * or all of them when the guard cannot answer) are answered retry. */
-static int guard(struct worker *w, int n)
-{
-    const struct po_committer_cfg *cfg = &w->c->cfg;
-    struct po_commit_item *g[PO_BATCH_MAX];
-    size_t ng = 0;
-    for (int i = 0; i < n; i++) {
-        w->items[i]->stale = false;
-        if (w->items[i]->guard)
-            g[ng++] = w->items[i];
-    }
-    if (!cfg->guard || ng == 0)
-        return n;
-    bool failed = cfg->guard(w->s, g, ng, cfg->guard_ctx) != PO_OK;
-    int kept = 0;
-    for (int i = 0; i < n; i++) {
-        struct po_commit_item *it = w->items[i];
-        if (!failed && !it->stale) {
-            w->items[kept++] = it;
-            continue;
-        }
-        it->out = (struct po_outcome){PO_OUT_RETRY, 0, PO_R_STORE_UNAVAILABLE};
-        it->work.rc = PO_ERR_TRANSIENT;
-        it->done(it);
-    }
-    return kept;
-}
-
-/* Applies one batch and answers each of its items. */
+/*
+ * Applies one batch (w->items[0..n)) and answers each of its items.
+ *
+ * From the moment the batch begins the watchdog may answer any of its items
+ * whose deadline passes (abandoned[i]); the worker then never touches that
+ * item again. So everything read from an item is read under mu: the guard
+ * works on copies of the items' tokens, the engine on copies of their events
+ * and works, and the answers go only to items not abandoned.
+ */
 static void run(struct worker *w, int n)
 {
-    int ne = 0, nw = 0;
-    n = guard(w, n);
-    if (n == 0)
-        return;
+    struct po_committer *c = w->c;
+    const struct po_committer_cfg *cfg = &c->cfg;
+    int ng = 0, ne = 0, nw = 0, nans = 0;
+    struct po_commit_item *refused = NULL, *answer[PO_BATCH_MAX];
+    pthread_mutex_lock(&w->mu);
     for (int i = 0; i < n; i++) {
         struct po_commit_item *it = w->items[i];
-        if (it->work.fn) {
-            w->work[nw] = it->work;
-            w->work_item[nw++] = it;
-        } else {
-            w->ev[ne] = it->ev;
-            w->ev_item[ne++] = it;
+        w->abandoned[i] = false;
+        it->stale = false;
+        if (cfg->guard && it->has_guard) {
+            w->tok[ng] = it->guard;
+            w->tok[ng].stale = false;
+            w->tok_of[ng++] = i;
         }
     }
-    PO_ASSERT(po_engine_apply_mixed(w->s, w->c->cfg.engine, w->ev, (size_t)ne, w->out, w->work,
-                                    (size_t)nw) == PO_OK);
-    bool failed = false;
-    for (int i = 0; i < ne; i++) {
-        w->ev_item[i]->out = w->out[i];
-        failed |= w->out[i].kind == PO_OUT_RETRY;
+    w->nwatch = n; /* the watchdog watches the whole batch from here */
+    pthread_mutex_unlock(&w->mu);
+    /* The guard: those verified with a replaced account are answered retry
+     * (stale: their caller verifies again), all of them if it cannot say. */
+    bool unguarded = ng > 0 && cfg->guard(w->s, w->tok, (size_t)ng, cfg->guard_ctx) != PO_OK;
+    pthread_mutex_lock(&w->mu);
+    for (int k = 0; k < ng; k++)
+        if (w->tok[k].stale && !w->abandoned[w->tok_of[k]])
+            w->items[w->tok_of[k]]->stale = true;
+    for (int i = 0; i < n; i++) {
+        struct po_commit_item *it = w->items[i];
+        if (w->abandoned[i])
+            continue;
+        if (unguarded || it->stale) {
+            w->abandoned[i] = true; /* answered now, by us */
+            it->next = refused;
+            refused = it;
+        } else if (it->work.fn) {
+            w->work[nw] = it->work;
+            w->work_of[nw++] = i;
+        } else {
+            w->ev[ne] = it->ev;
+            w->ev_of[ne++] = i;
+        }
     }
-    for (int i = 0; i < nw; i++)
-        w->work_item[i]->work.rc = w->work[i].rc;
-    count_batch(w->c, n, failed);
+    pthread_mutex_unlock(&w->mu);
+    answer_retry(c, refused, PO_R_STORE_UNAVAILABLE);
+    if (ne + nw > 0)
+        PO_ASSERT(po_engine_apply_mixed(w->s, cfg->engine, w->ev, (size_t)ne, w->out, w->work,
+                                        (size_t)nw) == PO_OK);
+    bool failed = false;
+    pthread_mutex_lock(&w->mu);
+    for (int j = 0; j < ne; j++) {
+        failed |= w->out[j].kind == PO_OUT_RETRY;
+        if (w->abandoned[w->ev_of[j]])
+            continue; /* answered at its deadline: no longer ours */
+        struct po_commit_item *it = w->items[w->ev_of[j]];
+        it->out = w->out[j];
+        answer[nans++] = it;
+    }
+    for (int j = 0; j < nw; j++) {
+        struct po_commit_item *it = w->items[w->work_of[j]];
+        PO_ASSERT(!w->abandoned[w->work_of[j]]); /* works have no deadline */
+        it->work.rc = w->work[j].rc;
+        answer[nans++] = it;
+    }
+    w->nwatch = 0;
+    pthread_mutex_unlock(&w->mu);
+    if (ne + nw > 0)
+        count_batch(c, ne + nw, failed);
     /* Answer only now: the batch has committed (or is all retry). */
-    for (int i = 0; i < ne; i++)
-        w->ev_item[i]->done(w->ev_item[i]);
-    for (int i = 0; i < nw; i++)
-        w->work_item[i]->done(w->work_item[i]);
+    for (int k = 0; k < nans; k++)
+        answer[k]->done(answer[k]);
 }
 
 static void *worker_main(void *arg)
@@ -199,6 +311,15 @@ static void stop_workers(struct po_committer *c, int started)
         pthread_mutex_unlock(&w->mu);
         pthread_join(w->thread, NULL);
     }
+    /* The watchdog answered what passed its deadline while they drained. */
+    if (c->watchdog_started) {
+        pthread_mutex_lock(&c->wd_mu);
+        c->watchdog_stop = true;
+        pthread_cond_signal(&c->wd_cv);
+        pthread_mutex_unlock(&c->wd_mu);
+        pthread_join(c->watchdog, NULL);
+        c->watchdog_started = false;
+    }
     for (int i = 0; i < c->nworkers; i++) {
         po_store_close(c->w[i].s);
         pthread_mutex_destroy(&c->w[i].mu);
@@ -242,8 +363,16 @@ po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committe
             rc = PO_ERR_INTERNAL;
             break;
         }
+    pthread_mutex_init(&c->wd_mu, NULL);
+    po_cond_init(&c->wd_cv);
+    if (!rc && !(c->watchdog_started = pthread_create(&c->watchdog, NULL, watchdog_main, c) == 0)) {
+        po_errf(err, errcap, "committer: cannot start the watchdog thread");
+        rc = PO_ERR_INTERNAL;
+    }
     if (rc) {
         stop_workers(c, started);
+        pthread_mutex_destroy(&c->wd_mu);
+        pthread_cond_destroy(&c->wd_cv);
         free(c);
         return rc;
     }
@@ -325,6 +454,7 @@ void po_committer_stats(struct po_committer *c, struct po_committer_stats *out)
     out->batches = atomic_load(&c->batches);
     out->items = atomic_load(&c->items);
     out->commit_failures = atomic_load(&c->failures);
+    out->deadline_exceeded = atomic_load(&c->expired);
     for (int i = 0; i < 9; i++)
         out->size_hist[i] = atomic_load(&c->hist[i]);
     for (int i = 0; i < c->nworkers; i++) {
@@ -339,5 +469,7 @@ void po_committer_stop(struct po_committer *c)
     if (!c)
         return;
     stop_workers(c, c->nworkers);
+    pthread_mutex_destroy(&c->wd_mu);
+    pthread_cond_destroy(&c->wd_cv);
     free(c);
 }

@@ -90,6 +90,15 @@ po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg
  * workers, processes and nodes comes from layers 2 and 3 alone.
  */
 struct po_commit_item;
+/* What the committer's guard checks of one item: the channel account that
+ * verified it, and the version it had. */
+struct po_guard_token {
+    char tenant[PO_ID_MAX + 1];
+    char channel[PO_CHANNEL_MAX];
+    int64_t version;
+    bool stale; /* out */
+};
+
 struct po_committer_cfg {
     const char *db_url;
     int workers;       /* 1..PO_COMMITTER_WORKERS_MAX (SQLite: 1) */
@@ -98,13 +107,14 @@ struct po_committer_cfg {
     int queue_max;     /* items waiting per worker; beyond: PO_ERR_LIMIT */
     /*
      * Optional: called on the worker's connection before each batch's
-     * transaction with the batch's items that carry a guard; it sets
+     * transaction with the tokens of the batch's items that carry one
+     * (copies: an item may be answered at its deadline meanwhile); it sets
      * stale on those that must not be applied (the channel account that
      * verified them changed since). A stale item is answered at once, not
      * applied, out retry with stale set: its caller verifies again. An
      * error answers the whole batch retry.
      */
-    po_err (*guard)(struct po_store *s, struct po_commit_item *const *items, size_t n, void *ctx);
+    po_err (*guard)(struct po_store *s, struct po_guard_token *t, size_t n, void *ctx);
     void *guard_ctx;
     /* Tests: the engine's switches, and a fault hook on every connection. */
     const struct po_engine_cfg *engine;
@@ -117,7 +127,15 @@ struct po_commit_item {
     struct po_event ev;
     struct po_engine_work work;
     char route[PO_ID_MAX * 2 + 2]; /* routing key; "" routes by the event's tenant and order */
-    const void *guard;             /* for cfg.guard; NULL: none */
+    bool has_guard;                /* guard is set, for cfg.guard */
+    struct po_guard_token guard;
+    /* An event's deadline (po_now_us() clock; 0: none — works never have
+     * one). Past it the item is answered retry (deadline_exceeded) at once,
+     * whether it is still queued or in a batch the database has not
+     * finished: its caller's answer (the channel's FAIL) never waits for a
+     * database that does not answer. A batch that still commits later
+     * commits it too; the channel's retry is then a duplicate. */
+    uint64_t deadline_us;
     /* out, valid in done() */
     struct po_outcome out;
     bool stale; /* refused by cfg.guard */
@@ -145,8 +163,9 @@ void po_committer_apply(struct po_committer *c, struct po_commit_item *it);
 /* What the committer has done, for the metrics. */
 struct po_committer_stats {
     uint64_t batches, items, commit_failures;
-    uint64_t size_hist[9]; /* batch sizes 1, 2-3, 4-7, … 128-255, 256 */
-    int queued;            /* now */
+    uint64_t deadline_exceeded; /* items answered retry at their deadline */
+    uint64_t size_hist[9];      /* batch sizes 1, 2-3, 4-7, … 128-255, 256 */
+    int queued;                 /* now */
 };
 void po_committer_stats(struct po_committer *c, struct po_committer_stats *out);
 /* Stops taking items, answers every queued one, joins the workers. */

@@ -41,6 +41,10 @@ struct po_server_cfg {
     /* Connections from one client address (default 256; negative: no cap,
      * e.g. behind a reverse proxy whose address every connection has). */
     int max_connections_per_ip;
+    /* A callback's budget from its arrival (default 4000 ms): an event the
+     * database has not committed by then is answered FAIL (5xx, reason
+     * deadline_exceeded). Below the channels' 5 s. */
+    int callback_deadline_ms;
     /* Tenant API: how long a request whose Idempotency-Key is in flight
      * waits for the first request's answer before 409 (default 2000 ms;
      * negative: do not wait). */

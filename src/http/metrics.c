@@ -9,6 +9,7 @@
  *   payonce_api_requests_total{route,code,replayed}
  *   payonce_committer_batches_total, payonce_committer_items_total,
  *   payonce_committer_batch_size (histogram), payonce_committer_commit_failures_total,
+ *   payonce_committer_deadline_exceeded_total,
  *   payonce_committer_queued
  */
 #include "http_int.h"
@@ -151,6 +152,12 @@ static void render_committer(struct out *o, const struct po_committer_stats *st)
         " transaction did not commit).\n# TYPE payonce_committer_commit_failures_total"
         " counter\npayonce_committer_commit_failures_total %llu\n",
         (unsigned long long)st->commit_failures);
+    put(o,
+        "# HELP payonce_committer_deadline_exceeded_total Callbacks answered FAIL at their"
+        " deadline because the database had not committed them.\n# TYPE"
+        " payonce_committer_deadline_exceeded_total counter\n"
+        "payonce_committer_deadline_exceeded_total %llu\n",
+        (unsigned long long)st->deadline_exceeded);
     put(o, "# HELP payonce_committer_batch_size Items per batch.\n"
            "# TYPE payonce_committer_batch_size histogram\n");
     unsigned long long cum = 0;

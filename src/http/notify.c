@@ -79,6 +79,7 @@ bool po_notify_start(struct po_hcall *h)
                                      .now_unix = req->now_unix};
     cb->body_too_large = req->body_too_large;
     cb->request_id = req->request_id;
+    cb->arrived_us = h->start_us;
     cb->done = decided;
     cb->user = h;
     h->finish = answer;

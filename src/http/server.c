@@ -769,6 +769,7 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         srv->id_base = (unsigned long)rnd[0] << 24 | (unsigned long)rnd[1] << 16 |
                        (unsigned long)rnd[2] << 8 | rnd[3];
     struct po_callback_ctx *cb = &srv->http.cb;
+    cb->deadline_ms = cfg->callback_deadline_ms ? cfg->callback_deadline_ms : 4000;
     rc = po_store_pool_open(cfg->db_url, cfg->pool_size ? cfg->pool_size : 8, &srv->http.pool, err,
                             errcap);
     cb->pool = srv->http.pool;

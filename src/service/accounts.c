@@ -262,18 +262,24 @@ po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dro
     return PO_OK;
 }
 
-po_err po_accounts_guard(struct po_store *s, struct po_commit_item *const *items, size_t n,
-                         void *ctx)
+void po_accounts_token(const struct po_account_ref *r, struct po_guard_token *out)
+{
+    memset(out, 0, sizeof *out);
+    PO_ASSERT(po_strcpy(out->tenant, sizeof out->tenant, r->tenant) == PO_OK);
+    PO_ASSERT(po_strcpy(out->channel, sizeof out->channel, r->channel) == PO_OK);
+    out->version = r->version;
+}
+
+po_err po_accounts_guard(struct po_store *s, struct po_guard_token *t, size_t n, void *ctx)
 {
     (void)ctx;
     PO_ASSERT(n <= PO_BATCH_MAX);
     struct po_param cells[PO_BATCH_MAX * 4];
     for (size_t i = 0; i < n; i++) {
-        const struct po_account_ref *r = items[i]->guard;
         cells[4 * i] = PO_I64((int64_t)i);
-        cells[4 * i + 1] = PO_TEXT(r->tenant);
-        cells[4 * i + 2] = PO_TEXT(r->channel);
-        cells[4 * i + 3] = PO_I64(r->version);
+        cells[4 * i + 1] = PO_TEXT(t[i].tenant);
+        cells[4 * i + 2] = PO_TEXT(t[i].channel);
+        cells[4 * i + 3] = PO_I64(t[i].version);
     }
     struct po_rowset rs = {4, (int)n, cells};
     struct po_rows rows;
@@ -290,7 +296,7 @@ po_err po_accounts_guard(struct po_store *s, struct po_commit_item *const *items
     for (int k = 0; k < rows.nrows; k++) {
         int64_t i = -1;
         if (po_rows_i64(&rows, k, 0, &i) == PO_OK && i >= 0 && (size_t)i < n)
-            items[i]->stale = true;
+            t[i].stale = true;
     }
     po_rows_free(&rows);
     return PO_OK;

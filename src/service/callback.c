@@ -88,7 +88,10 @@ static bool submit(struct po_callback *cb)
     cb->item.ev = cb->res.ev;
     cb->item.done = committed;
     cb->item.user = cb;
-    cb->item.guard = cb->acct;
+    po_accounts_token(cb->acct, &cb->item.guard);
+    cb->item.has_guard = true;
+    if (cb->ctx->deadline_ms > 0 && cb->arrived_us)
+        cb->item.deadline_us = cb->arrived_us + (uint64_t)cb->ctx->deadline_ms * 1000;
     if (po_committer_submit(cb->ctx->committer, &cb->item) == PO_OK)
         return true;
     po_log(PO_LOG_WARN, "request %s: the committer's queue is full", cb->request_id);

@@ -64,10 +64,13 @@ po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *t
  * account is gone. */
 po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref *r,
                            struct po_account_ref **out, char *err, size_t errcap) PO_MUST_CHECK;
-/* The committer's guard (po_committer_cfg.guard): items whose guard is
- * the account reference that verified them are stale when the stored
- * version differs or the account is gone. One read for the batch. */
-po_err po_accounts_guard(struct po_store *s, struct po_commit_item *const *items, size_t n,
+/* The token of the account reference that verified an event, for the
+ * committer's guard. */
+void po_accounts_token(const struct po_account_ref *r, struct po_guard_token *out);
+/* The committer's guard (po_committer_cfg.guard): a token is stale when
+ * its account's stored version differs or the account is gone. One read
+ * for the batch. */
+po_err po_accounts_guard(struct po_store *s, struct po_guard_token *t, size_t n,
                          void *ctx) PO_MUST_CHECK;
 /* Drops every entry whose stored version changed or whose row is gone. */
 po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dropped) PO_MUST_CHECK;
@@ -93,6 +96,10 @@ struct po_callback_ctx {
     struct po_accounts *accounts;
     struct po_committer *committer;
     struct po_workers *workers;
+    /* A callback's budget from its arrival (ms; 0: none): past it, an event
+     * still waiting for the database is answered retry (FAIL), so the
+     * channel's deadline (WeChat: 5 s) is always met. */
+    int deadline_ms;
 };
 
 /* What payonce decided about one callback: the outcome, the reason, and
@@ -112,6 +119,7 @@ struct po_callback {
     struct po_notify_req req;
     bool body_too_large;
     const char *request_id;
+    uint64_t arrived_us;                  /* po_now_us() when it arrived */
     void (*done)(struct po_callback *cb); /* a decision that came later */
     void *user;
     /* out */

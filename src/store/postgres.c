@@ -20,13 +20,16 @@
  */
 #include "store_int.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct pg_store {
-    struct po_store base; /* must be first */
-    PGconn *conn;
+    struct po_store base;       /* must be first */
+    PGconn *conn;               /* NULL: abandoned; the next reconnect opens one */
+    char *url;                  /* to open a new session after abandoning one */
     struct po_stmt_cache cache; /* named prepared statements "po_<id>" */
 };
 
@@ -47,6 +50,13 @@ static bool sqlstate_transient(const char *ss)
 
 static po_err map_result(struct pg_store *ps, PGresult *res, char *err, size_t errcap)
 {
+    if (!ps->conn) {
+        po_errf(err, errcap,
+                "postgres: no answer within %d ms (a silent network path?); the session was"
+                " closed and the next transaction opens a new one",
+                PO_PG_CLIENT_WAIT_MS);
+        return PO_ERR_TRANSIENT;
+    }
     const char *ss = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
     const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(ps->conn);
     po_errf(err, errcap, "postgres: %s%s%s", ss ? ss : "", ss ? " " : "", msg ? msg : "");
@@ -68,23 +78,99 @@ static void pg_notice(void *arg, const char *message)
     po_log(PO_LOG_DEBUG, "postgres notice: %s", message);
 }
 
+/*
+ * The result of what was just sent (sent: PQsend*'s return), like PQexec:
+ * the first error, else the last result. A gateway (keyed) connection
+ * waits at most PO_PG_CLIENT_WAIT_MS: on a path that went silent after the
+ * request was acknowledged, neither the server's statement_timeout nor TCP's
+ * timers end the wait. Past it the session is abandoned (closed, conn NULL)
+ * and NULL returned; the next transaction opens a new session.
+ */
+static PGresult *await_result(struct pg_store *ps, int sent)
+{
+    if (!sent)
+        return NULL;
+    bool bounded = ps->base.keyed;
+    uint64_t deadline = po_now_us() + (uint64_t)PO_PG_CLIENT_WAIT_MS * 1000;
+    PGresult *keep = NULL, *r;
+    for (;;) {
+        while (PQisBusy(ps->conn)) {
+            int wait_ms = -1;
+            if (bounded) {
+                uint64_t now = po_now_us();
+                if (now >= deadline) {
+                    po_log(PO_LOG_WARN,
+                           "postgres: no answer within %d ms; abandoning the session (backend %d)",
+                           PO_PG_CLIENT_WAIT_MS, PQbackendPID(ps->conn));
+                    PQclear(keep);
+                    PQfinish(ps->conn);
+                    ps->conn = NULL;
+                    return NULL;
+                }
+                wait_ms = (int)((deadline - now + 999) / 1000);
+            }
+            struct pollfd p = {.fd = PQsocket(ps->conn), .events = POLLIN};
+            int k = poll(&p, 1, wait_ms);
+            if ((k < 0 && errno != EINTR) || (k > 0 && !PQconsumeInput(ps->conn)))
+                break; /* broken: PQgetResult reports it */
+        }
+        r = PQgetResult(ps->conn);
+        if (!r)
+            break;
+        if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+            PQclear(r);
+        } else {
+            PQclear(keep);
+            keep = r;
+        }
+        if (PQstatus(ps->conn) == CONNECTION_BAD)
+            break;
+    }
+    return keep;
+}
+
+static PGresult *run_simple(struct pg_store *ps, const char *sql)
+{
+    return ps->conn ? await_result(ps, PQsendQuery(ps->conn, sql)) : NULL;
+}
+
+/* A new session. Bounded waits on a network path that stops answering
+ * (no RST): the connection attempt, unacknowledged data
+ * (tcp_user_timeout) and an idle connection (keepalives) all fail within a
+ * few seconds. Given before the URL, so the operator's URL may override
+ * any of them. */
+static PGconn *connect_pg(const char *url)
+{
+    static const char *const keys[] = {
+        "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
+    const char *vals[] = {PO_PG_CONNECT_TIMEOUT_S,   "1", "2", "1", "2",
+                          PO_PG_TCP_USER_TIMEOUT_MS, url, NULL};
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (c && PQstatus(c) == CONNECTION_OK) {
+        PQsetNoticeProcessor(c, pg_notice, NULL);
+        PQclear(PQexec(c, "SET client_min_messages = warning"));
+    }
+    return c;
+}
+
 static po_err pg_open(const char *url, struct po_store **out, char *err, size_t errcap)
 {
     struct pg_store *ps = calloc(1, sizeof *ps);
-    if (!ps)
+    if (!ps || !(ps->url = strdup(url))) {
+        free(ps);
         return PO_ERR_NOMEM;
-    ps->conn = PQconnectdb(url);
+    }
+    ps->conn = connect_pg(url);
     if (!ps->conn || PQstatus(ps->conn) != CONNECTION_OK) {
         /* libpq's message names host and port, never the password. */
         po_errf(err, errcap, "postgres: cannot connect: %s",
                 ps->conn ? PQerrorMessage(ps->conn) : "out of memory");
         PQfinish(ps->conn);
+        free(ps->url);
         free(ps);
         return PO_ERR_TRANSIENT;
     }
-    PQsetNoticeProcessor(ps->conn, pg_notice, NULL);
-    PGresult *res = PQexec(ps->conn, "SET client_min_messages = warning");
-    PQclear(res);
     *out = &ps->base;
     return PO_OK;
 }
@@ -99,7 +185,7 @@ static void pg_evict(void *ctx, struct po_stmt_entry *e)
     if (!ps)
         return;
     (void)snprintf(q, sizeof q, "DEALLOCATE po_%d", e->id);
-    PQclear(PQexec(ps->conn, q));
+    PQclear(run_simple(ps, q));
 }
 
 static void pg_close(struct po_store *s)
@@ -107,32 +193,35 @@ static void pg_close(struct po_store *s)
     struct pg_store *ps = as_pg(s);
     po_stmt_cache_clear(&ps->cache, NULL, NULL);
     PQfinish(ps->conn);
+    free(ps->url);
     free(ps);
 }
 
 static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
 {
     struct pg_store *ps = as_pg(s);
-    if (PQstatus(ps->conn) == CONNECTION_OK)
+    if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK)
         return PO_OK;
     /* A new session: nothing it knows was prepared. */
     po_stmt_cache_clear(&ps->cache, NULL, NULL);
-    PQreset(ps->conn);
-    if (PQstatus(ps->conn) != CONNECTION_OK) {
-        po_errf(err, errcap, "postgres: reconnect failed: %s", PQerrorMessage(ps->conn));
+    PQfinish(ps->conn);
+    ps->conn = connect_pg(ps->url);
+    if (!ps->conn || PQstatus(ps->conn) != CONNECTION_OK) {
+        po_errf(err, errcap, "postgres: reconnect failed: %s",
+                ps->conn ? PQerrorMessage(ps->conn) : "out of memory");
+        PQfinish(ps->conn);
+        ps->conn = NULL;
         return PO_ERR_TRANSIENT;
     }
-    PGresult *res = PQexec(ps->conn, "SET client_min_messages = warning");
-    PQclear(res);
     if (s->keyed)
-        PQclear(PQexec(ps->conn, s->ops->keyed_sql));
+        PQclear(run_simple(ps, s->ops->keyed_sql));
     return PO_OK;
 }
 
 static po_err pg_simple(struct po_store *s, const char *sql, char *err, size_t errcap)
 {
     struct pg_store *ps = as_pg(s);
-    PGresult *res = PQexec(ps->conn, sql);
+    PGresult *res = run_simple(ps, sql);
     po_err rc = PO_OK;
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
@@ -183,7 +272,9 @@ static po_err statement(struct pg_store *ps, const char *sql, struct po_stmt_ent
     }
     char name[32];
     (void)snprintf(name, sizeof name, "po_%d", e->id);
-    PGresult *res = PQprepare(ps->conn, name, text, shape->nphysical, NULL);
+    PGresult *res =
+        ps->conn ? await_result(ps, PQsendPrepare(ps->conn, name, text, shape->nphysical, NULL))
+                 : NULL;
     if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
         rc = map_result(ps, res, err, errcap);
         PQclear(res);
@@ -266,9 +357,13 @@ static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param
     if (e) {
         char name[32];
         (void)snprintf(name, sizeof name, "po_%d", e->id);
-        res = PQexecPrepared(ps->conn, name, shape->nphysical, values, NULL, NULL, 0);
+        res = ps->conn ? await_result(ps, PQsendQueryPrepared(ps->conn, name, shape->nphysical,
+                                                              values, NULL, NULL, 0))
+                       : NULL;
     } else {
-        res = PQexecParams(ps->conn, text, shape->nphysical, NULL, values, NULL, NULL, 0);
+        res = ps->conn ? await_result(ps, PQsendQueryParams(ps->conn, text, shape->nphysical, NULL,
+                                                            values, NULL, NULL, 0))
+                       : NULL;
     }
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -340,6 +435,7 @@ const struct po_store_ops po_store_postgres = {
      * for each batch's own row count) costs planning time on every
      * execution and picks the same keyed path. */
     .keyed_sql =
-        "SET enable_seqscan = off; SET jit = off; SET plan_cache_mode = force_generic_plan",
+        "SET enable_seqscan = off; SET jit = off; SET plan_cache_mode = force_generic_plan;"
+        " SET statement_timeout = '" PO_PG_STATEMENT_TIMEOUT "'",
     .backend_pid = pg_backend_pid,
 };

@@ -80,6 +80,11 @@
 #define PO_API_RESP_MAX 16384            /* a channel API's answer */
 #define PO_API_TIMEOUT_S 10              /* a channel API call, in all */
 #define PO_API_CONNECT_TIMEOUT_S 5
+/* Per-tenant shares (bulkheads): refund submissions with a channel's API at
+ * once, per tenant and in all; callbacks in flight per tenant. */
+#define PO_OUTBOUND_PER_TENANT 2
+#define PO_OUTBOUND_MAX 16
+#define PO_CALLBACKS_PER_TENANT 1024
 /* libmicrohttpd messages logged per second at most (the rest counted) */
 #define PO_HTTP_LIB_LOG_PER_S 5
 

@@ -227,6 +227,46 @@ static po_err post_work(struct po_store *s, void *ctx)
     return rc;
 }
 
+/* Hands the refund just committed to its channel's refund API: no
+ * database connection is held across the call (it may take the API's whole
+ * timeout), and at most the outbound bulkhead's share of this tenant's
+ * refunds are with a channel at once; one that finds no room stays
+ * pending, and the background job submits it later. */
+static void submit_refund(struct po_api_call *c)
+{
+    struct po_refund_job *job = calloc(1, sizeof *job);
+    bool found = false;
+    po_err rc = job && po_api_acquire(c) ? po_refund_prepare(c->s, c->ctx->master_key, c->tenant,
+                                                             c->submit_refund, job, &found)
+                                         : PO_ERR_TRANSIENT;
+    release_conn(c);
+    if (!rc && found && job->callable) {
+        if (po_bulkhead_enter(c->ctx->outbound_bulkhead, c->tenant)) {
+            rc = po_refund_call(job);
+            po_bulkhead_leave(c->ctx->outbound_bulkhead, c->tenant);
+        } else {
+            job->callable = false;
+            (void)snprintf(job->ans.code, sizeof job->ans.code, "outbound_busy");
+            po_log(PO_LOG_WARN,
+                   "request %s: refund %s left pending: this tenant's refund submissions in"
+                   " flight are at their limit",
+                   c->req->request_id, c->submit_refund);
+        }
+    }
+    if (!rc && found && po_api_acquire(c)) {
+        char state[16] = "";
+        rc = po_refund_record(c->s, job, state, sizeof state);
+    } else if (!rc && found) {
+        rc = PO_ERR_TRANSIENT;
+    }
+    if (rc)
+        po_log(PO_LOG_WARN, "request %s: refund %s stays pending submission", c->req->request_id,
+               c->submit_refund);
+    if (job)
+        po_refund_job_free(job);
+    free(job);
+}
+
 /* Runs the effect through the committer; PO_ERR_CONFLICT when the key was
  * taken over or stored first by a twin (the work rolled back). */
 static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, const char *token)
@@ -311,13 +351,8 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
             po_log(PO_LOG_WARN, "request %s: Idempotency-Key not released; it frees after %d s",
                    c->req->request_id, PO_IDEM_LOCK_S);
     }
-    if (c->submit_refund[0] && po_api_acquire(c)) {
-        char state[16] = "";
-        if (po_refund_submit(c->s, c->ctx->master_key, c->tenant, c->submit_refund, state,
-                             sizeof state))
-            po_log(PO_LOG_WARN, "request %s: refund %s stays pending submission",
-                   c->req->request_id, c->submit_refund);
-    }
+    if (c->submit_refund[0])
+        submit_refund(c);
 }
 
 /* ---- authentication and dispatch ---- */
@@ -367,6 +402,14 @@ static void dispatch(struct po_api_call *c, const char *allow)
     }
     if (!authenticate(c))
         return;
+    /* The tenant's share of the workers: beyond it, 503 at once. */
+    if (!po_bulkhead_enter(c->ctx->api_bulkhead, c->tenant)) {
+        po_api_fail(c, 503, "tenant_busy",
+                    "too many requests of this tenant in flight; retry shortly", NULL);
+        c->retry_after = 1;
+        return;
+    }
+    c->in_bulkhead = true;
     if (!c->route) {
         c->allow = allow;
         po_api_fail(c, 405, "method_not_allowed", "method not allowed on this route", NULL);
@@ -395,6 +438,8 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
     struct po_api_call c = {.ctx = ctx, .req = req, .route = route};
     dispatch(&c, allow);
     release_conn(&c);
+    if (c.in_bulkhead)
+        po_bulkhead_leave(ctx->api_bulkhead, c.tenant);
     char *body = c.resp ? json_dumps(c.resp, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!body)
         po_api_fail(&c, 500, "internal", "out of memory", NULL);

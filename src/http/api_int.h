@@ -22,6 +22,7 @@ struct po_api_call {
     unsigned status;
     char code[48]; /* machine-readable code of an error answer */
     bool replayed;
+    bool in_bulkhead;     /* holds a slot of ctx->api_bulkhead */
     unsigned retry_after; /* seconds; 0 = none */
     const char *allow;    /* 405: allowed methods */
     /* after commit: a refund to hand to the channel */

@@ -58,6 +58,9 @@ struct po_http_ctx {
     int idem_wait_ms;
     struct po_callback_ctx cb; /* accounts, committer, workers (and pool) */
     struct po_idem_local *idem_local;
+    /* Per-tenant shares (NULL: none): tenant API requests on the workers,
+     * refund submissions with a channel's API, callbacks in flight. */
+    struct po_bulkhead *api_bulkhead, *outbound_bulkhead, *callback_bulkhead;
     void (*api_hook)(void *ctx, const char *route);
     void *api_hook_ctx;
 };
@@ -80,7 +83,8 @@ struct po_hcall {
     const char *allow;            /* 405: the path's methods */
     char allow_buf[64];
     uint64_t start_us;
-    bool logged; /* the handler wrote this request's access-log line */
+    bool logged;      /* the handler wrote this request's access-log line */
+    bool in_bulkhead; /* a callback holding a slot of ctx->callback_bulkhead */
     void (*complete)(struct po_hcall *h);
     /* Set by a handler that returned pending: called on the event thread
      * after complete(), to make resp there (not on the completing thread). */

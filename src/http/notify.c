@@ -50,6 +50,8 @@ static void answer(struct po_hcall *h)
     log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", d,
              ack.status, micros);
     h->logged = true;
+    if (h->in_bulkhead)
+        po_bulkhead_leave(h->ctx->callback_bulkhead, cb->tenant);
 }
 
 /* The decision came after the batch committed (another thread): the
@@ -83,6 +85,16 @@ bool po_notify_start(struct po_hcall *h)
     cb->done = decided;
     cb->user = h;
     h->finish = answer;
+    /* The tenant's share of callbacks in flight: beyond it, FAIL at once
+     * (the channel retries), so one tenant's burst cannot fill the queues
+     * every tenant's callbacks wait in. */
+    if (!(h->in_bulkhead = po_bulkhead_enter(h->ctx->callback_bulkhead, cb->tenant))) {
+        cb->decision =
+            (struct po_callback_decision){.outcome = {PO_OUT_RETRY, 0, PO_R_POOL_EXHAUSTED},
+                                          .fail_status = po_reason_status(PO_R_POOL_EXHAUSTED)};
+        answer(h);
+        return false;
+    }
     if (po_callback_start(&h->ctx->cb, cb))
         return true;
     answer(h);

@@ -702,6 +702,9 @@ static void teardown(struct po_server *s)
     po_workers_free(s->http.cb.workers);
     po_accounts_close(s->http.cb.accounts);
     po_idem_local_close(s->http.idem_local);
+    po_bulkhead_close(s->http.api_bulkhead);
+    po_bulkhead_close(s->http.outbound_bulkhead);
+    po_bulkhead_close(s->http.callback_bulkhead);
     po_store_pool_close(s->http.pool);
     po_secure_zero(s->master, sizeof s->master);
     free(s);
@@ -777,10 +780,15 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         po_store_pool_keyed_only(srv->http.pool);
     if (!rc && (rc = po_accounts_open(srv->http.master_key, &cb->accounts)) != PO_OK)
         po_errf(err, errcap, "out of memory");
+    int workers = cfg->workers ? cfg->workers : 64;
+    if (!rc &&
+        (po_bulkhead_open(workers / 2 > 0 ? workers / 2 : 1, workers, &srv->http.api_bulkhead) ||
+         po_bulkhead_open(PO_OUTBOUND_PER_TENANT, PO_OUTBOUND_MAX, &srv->http.outbound_bulkhead) ||
+         po_bulkhead_open(PO_CALLBACKS_PER_TENANT, INT32_MAX / 2, &srv->http.callback_bulkhead)))
+        po_errf(err, errcap, "out of memory"), rc = PO_ERR_NOMEM;
     if (!rc && (rc = po_idem_local_open(&srv->http.idem_local)) != PO_OK)
         po_errf(err, errcap, "out of memory");
-    if (!rc &&
-        (rc = po_workers_start(cfg->workers ? cfg->workers : 64, 8192, &cb->workers)) != PO_OK)
+    if (!rc && (rc = po_workers_start(workers, 8192, &cb->workers)) != PO_OK)
         po_errf(err, errcap, "workers: 1..%d threads", PO_WORKERS_MAX);
     if (!rc)
         rc = po_committer_start(&ccfg, &cb->committer, err, errcap);

@@ -21,16 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-struct pending {
-    char out_trade_no[PO_ID_MAX + 1];
-    char currency[4];
-    char channel[PO_CHANNEL_MAX];
-    int64_t amount, total;
-};
-
 /* The refund if it is still PROCESSING and pending submission. */
 static po_err load_pending(struct po_store *s, const char *tenant, const char *out_refund_no,
-                           struct pending *out, bool *found)
+                           struct po_refund_pending *out, bool *found)
 {
     struct po_rows r;
     po_err rc =
@@ -54,7 +47,7 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
 }
 
 static po_err record(struct po_store *s, const char *tenant, const char *out_refund_no,
-                     const struct pending *p, const char *decision, const char *error)
+                     const struct po_refund_pending *p, const char *decision, const char *error)
 {
     char now[PO_TIME_MAX], err[PO_ERRBUF_MAX];
     int64_t changes = 0;
@@ -114,45 +107,84 @@ static const char *const DECISIONS[] = {
     [PO_REFUND_REJECTED] = "rejected",
 };
 
+po_err po_refund_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
+                         const char *out_refund_no, struct po_refund_job *job, bool *found)
+{
+    memset(job, 0, sizeof *job);
+    job->ans.decision = PO_REFUND_PENDING;
+    if (po_strcpy(job->tenant, sizeof job->tenant, tenant) ||
+        po_strcpy(job->out_refund_no, sizeof job->out_refund_no, out_refund_no))
+        return PO_ERR_INVALID;
+    po_err rc = load_pending(s, tenant, out_refund_no, &job->p, found);
+    if (rc || !*found)
+        return rc;
+    char err[PO_ERRBUF_MAX] = "";
+    job->ch = po_channel_find(job->p.channel);
+    if (!job->ch || !job->ch->refund_submit) {
+        /* stays pending, visible: the order's channel has no refund API */
+        (void)snprintf(job->ans.code, sizeof job->ans.code, "no_refund_api");
+    } else if ((rc = po_account_fetch(s, master, tenant, job->p.channel, &job->acct, err,
+                                      sizeof err))) {
+        po_log(PO_LOG_WARN, "tenant %s: refund %s cannot be submitted: %s account: %s", tenant,
+               out_refund_no, job->p.channel, err);
+        (void)snprintf(job->ans.code, sizeof job->ans.code, "no_channel_account");
+        rc = PO_OK;
+    } else {
+        job->callable = true;
+    }
+    return rc;
+}
+
+po_err po_refund_call(struct po_refund_job *job)
+{
+    if (!job->callable)
+        return PO_OK;
+    struct po_refund_request req = {job->p.out_trade_no, job->out_refund_no, job->p.amount,
+                                    job->p.total, job->p.currency};
+    po_err rc = job->ch->refund_submit(&job->acct, &req, &job->ans);
+    job->callable = false;
+    if (rc)
+        return rc;
+    po_log(job->ans.decision == PO_REFUND_SUBMITTED ? PO_LOG_INFO : PO_LOG_WARN,
+           "tenant %s: refund %s submitted to %s: HTTP %ld -> %s %s", job->tenant,
+           job->out_refund_no, job->p.channel, job->ans.http_status, DECISIONS[job->ans.decision],
+           job->ans.code);
+    return PO_OK;
+}
+
+po_err po_refund_record(struct po_store *s, const struct po_refund_job *job, char *state,
+                        size_t cap)
+{
+    if (state && cap)
+        state[0] = '\0';
+    po_err rc = record(s, job->tenant, job->out_refund_no, &job->p, DECISIONS[job->ans.decision],
+                       job->ans.code);
+    if (!rc && state && po_strcpy(state, cap, DECISIONS[job->ans.decision]))
+        state[0] = '\0';
+    return rc;
+}
+
+void po_refund_job_free(struct po_refund_job *job)
+{
+    po_channel_account_free(&job->acct);
+}
+
 po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
                         const char *out_refund_no, char *state, size_t cap)
 {
-    struct pending p;
+    struct po_refund_job *job = calloc(1, sizeof *job);
     bool found = false;
     if (state && cap)
         state[0] = '\0';
-    po_err rc = load_pending(s, tenant, out_refund_no, &p, &found);
-    if (rc || !found)
-        return rc;
-    const struct po_channel_ops *ch = po_channel_find(p.channel);
-    struct po_channel_account *acct = calloc(1, sizeof *acct);
-    struct po_refund_answer ans = {.decision = PO_REFUND_PENDING};
-    char err[PO_ERRBUF_MAX] = "";
-    if (!acct)
+    if (!job)
         return PO_ERR_NOMEM;
-    if (!ch || !ch->refund_submit) {
-        /* stays pending, visible: the order's channel has no refund API */
-        (void)snprintf(ans.code, sizeof ans.code, "no_refund_api");
-    } else if ((rc = po_account_fetch(s, master, tenant, p.channel, acct, err, sizeof err))) {
-        po_log(PO_LOG_WARN, "tenant %s: refund %s cannot be submitted: %s account: %s", tenant,
-               out_refund_no, p.channel, err);
-        (void)snprintf(ans.code, sizeof ans.code, "no_channel_account");
-    } else {
-        struct po_refund_request req = {p.out_trade_no, out_refund_no, p.amount, p.total,
-                                        p.currency};
-        rc = ch->refund_submit(acct, &req, &ans);
-        po_channel_account_free(acct);
-        if (rc)
-            goto out;
-        po_log(ans.decision == PO_REFUND_SUBMITTED ? PO_LOG_INFO : PO_LOG_WARN,
-               "tenant %s: refund %s submitted to %s: HTTP %ld -> %s %s", tenant, out_refund_no,
-               p.channel, ans.http_status, DECISIONS[ans.decision], ans.code);
-    }
-    rc = record(s, tenant, out_refund_no, &p, DECISIONS[ans.decision], ans.code);
-    if (!rc && state && po_strcpy(state, cap, DECISIONS[ans.decision]))
-        state[0] = '\0';
-out:
-    free(acct);
+    po_err rc = po_refund_prepare(s, master, tenant, out_refund_no, job, &found);
+    if (!rc && found)
+        rc = po_refund_call(job);
+    if (!rc && found)
+        rc = po_refund_record(s, job, state, cap);
+    po_refund_job_free(job);
+    free(job);
     return rc;
 }
 

@@ -255,7 +255,47 @@ void po_idem_local_leave(struct po_idem_local *l, const struct po_idem_req *q);
 /* Deletes stored responses older than retention_s. */
 po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted) PO_MUST_CHECK;
 
+/* ---- bounded work in flight (bulkhead.c) ---- */
+
+/* At most per_tenant slots per tenant and total in all. */
+struct po_bulkhead;
+po_err po_bulkhead_open(int per_tenant, int total, struct po_bulkhead **out) PO_MUST_CHECK;
+void po_bulkhead_close(struct po_bulkhead *b);
+/* Takes a slot for tenant; false (nothing taken) over a limit. A NULL
+ * bulkhead always admits. */
+bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant);
+void po_bulkhead_leave(struct po_bulkhead *b, const char *tenant);
+uint64_t po_bulkhead_refused(struct po_bulkhead *b);
+
 /* ---- refund submission (refund_submit.c) ---- */
+
+/* One submission in three steps, so that no database connection is held
+ * across the channel's API call: prepare (a connection: the refund and the
+ * channel account), call (no connection; may take the channel API's whole
+ * timeout), record (a connection: the decision). */
+struct po_refund_pending {
+    char out_trade_no[PO_ID_MAX + 1];
+    char currency[4];
+    char channel[PO_CHANNEL_MAX];
+    int64_t amount, total;
+};
+struct po_refund_job {
+    char tenant[PO_ID_MAX + 1];
+    char out_refund_no[PO_ID_MAX + 1];
+    struct po_refund_pending p;
+    const struct po_channel_ops *ch;
+    struct po_channel_account acct;
+    bool callable; /* the channel has a refund API and the account loaded */
+    struct po_refund_answer ans;
+};
+/* *found false: not pending (nothing to do). */
+po_err po_refund_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
+                         const char *out_refund_no, struct po_refund_job *job,
+                         bool *found) PO_MUST_CHECK;
+po_err po_refund_call(struct po_refund_job *job) PO_MUST_CHECK;
+po_err po_refund_record(struct po_store *s, const struct po_refund_job *job, char *state,
+                        size_t cap) PO_MUST_CHECK;
+void po_refund_job_free(struct po_refund_job *job);
 
 /* Submits one refund still pending submission to its channel's refund API
  * and records the decision; *state (may be NULL) receives submitted,

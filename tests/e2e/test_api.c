@@ -39,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -915,6 +917,106 @@ static void test_refund_submission(void)
     po_sim_identity_free(&stranger);
 }
 
+/* Issue 11, finding 2: a channel refund API that accepts connections and
+ * never answers. Ten concurrent refund requests of tenant t2 must not take
+ * the pool's connections (8) from everyone else: t1's reads and callbacks
+ * are served meanwhile, at once; at most PO_OUTBOUND_PER_TENANT of t2's
+ * refunds wait for the channel, the others stay pending (outbound_busy)
+ * for the retry job. Before the fix each request held its pool connection
+ * for the channel's 10 s timeout, and t1 got 503 after 2 s. */
+struct silent_refund {
+    char body[160], idem[32];
+    struct resp r;
+};
+static void *silent_refund_one(void *arg)
+{
+    struct silent_refund *a = arg;
+    api("POST", gw_port, "/v1/refunds", key2, a->idem, a->body, &a->r);
+    return NULL;
+}
+
+static void test_silent_channel(void)
+{
+    int bh = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    if (bh < 0 || bind(bh, (struct sockaddr *)&sa, sizeof sa) || listen(bh, 64) ||
+        getsockname(bh, (struct sockaddr *)&sa, &sl))
+        die("black hole listener");
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+    t2_channel(base, "sim", id.merchant_serial); /* accepts, never answers */
+    enum { N = 10 };
+    struct silent_refund a[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        struct resp r;
+        char order[160];
+        snprintf(order, sizeof order,
+                 "{\"merchant\":\"m1\",\"out_trade_no\":\"SL-%d\",\"amount\":500,"
+                 "\"channel\":\"wechatpay\"}",
+                 i);
+        api("POST", gw_port, "/v1/orders", key2, NULL, order, &r);
+        T_CHECK(r.status == 201, "silent: order %d: %ld %s", i, r.status, r.body);
+        run("sim pay --dir sim --order SL-%d:500 --txn 42000000000000000000000095%02d"
+            " --notify-url http://127.0.0.1:%u/notify/wechatpay/t2",
+            i, i, gw_port);
+        snprintf(a[i].body, sizeof a[i].body,
+                 "{\"out_trade_no\":\"SL-%d\",\"out_refund_no\":\"SLR-%d\",\"amount\":100}", i, i);
+        snprintf(a[i].idem, sizeof a[i].idem, "silent-%d", i);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_create(&th[i], NULL, silent_refund_one, &a[i]);
+    struct timespec pause = {0, 300000000L};
+    nanosleep(&pause, NULL);
+    /* Meanwhile, tenant t1: a read and a callback, each at once. */
+    uint64_t t0 = po_now_us();
+    struct resp r;
+    api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
+    uint64_t read_ms = (po_now_us() - t0) / 1000;
+    T_CHECK(r.status == 200 && read_ms < 1500, "silent: t1's read %ld after %llu ms", r.status,
+            (unsigned long long)read_ms);
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"SL-T1\",\"amount\":700,"
+        "\"channel\":\"wechatpay\"}",
+        &r);
+    T_CHECK(r.status == 201, "silent: t1 order %ld %s", r.status, r.body);
+    t0 = po_now_us();
+    sim_pay("SL-T1:700");
+    uint64_t pay_ms = (po_now_us() - t0) / 1000;
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ? AND"
+               " status = 'PAID'",
+               "SL-T1") == 1 &&
+                pay_ms < 2000,
+            "silent: t1's callback credited after %llu ms", (unsigned long long)pay_ms);
+    int busy = 0, no_answer = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        T_CHECK(a[i].r.status == 201, "silent refund %d: %ld %s", i, a[i].r.status, a[i].r.body);
+        char path[64];
+        snprintf(path, sizeof path, "/v1/refunds/SLR-%d", i);
+        api("GET", gw_port, path, key2, NULL, NULL, &r);
+        busy += strstr(r.body, "\"error\":\"outbound_busy\",\"state\":\"pending\"") != NULL;
+        no_answer += strstr(r.body, "\"error\":\"no_answer\",\"state\":\"pending\"") != NULL;
+    }
+    T_CHECK(no_answer <= PO_OUTBOUND_PER_TENANT && busy + no_answer == N,
+            "silent: %d waited for the channel (at most %d), %d left pending", no_answer,
+            PO_OUTBOUND_PER_TENANT, busy);
+    t_figure("# api[%s] silent refund API: %d concurrent t2 refunds (%d waited for the channel,"
+             " %d pending); meanwhile t1 read in %llu ms, t1 callback credited in %llu ms",
+             backend, N, no_answer, busy, (unsigned long long)read_ms, (unsigned long long)pay_ms);
+    close(bh);
+    char sim_base[64];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    t2_channel(sim_base, "sim", id.merchant_serial);
+    /* The channel is back: the retry job's work submits all ten. */
+    struct po_store *s = t_open(url);
+    int n = 0;
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == N,
+            "silent: %d of %d resubmitted", n, N);
+    po_store_close(s);
+}
+
 /* Tenant t1's Alipay account: the gateway URL and the app key directory
  * (sim: the key the simulator knows; other: a stranger's). */
 static void t1_alipay(const char *gateway, const char *keydir)
@@ -1195,6 +1297,7 @@ int main(int argc, char **argv)
     test_close();
     test_refunds();
     test_refund_submission();
+    test_silent_channel();
     test_alipay_refunds();
     test_journal_paging();
     test_reaper();

@@ -47,6 +47,7 @@ struct po_channel_account {
     struct {
         char serial[PO_SERIAL_MAX + 1]; /* certificate serial (hex) or PUB_KEY_ID_… */
         struct po_pubkey *key;
+        int64_t not_after; /* a certificate's end of validity (Unix s); 0: a bare key */
     } keys[PO_CHANNEL_KEYS_MAX];
     /* channel APIs (refunds, active query): base URL, and the merchant's API
      * key that signs requests (WECHATPAY2-SHA256-RSA2048 / RSA2) */

@@ -17,6 +17,8 @@
  */
 #include "channel_int.h"
 
+#include <stdatomic.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +29,30 @@ static const char *hdr(const struct po_notify_req *req, const char *name)
     return v && *v && strlen(v) <= PO_HEADER_VALUE_MAX ? v : NULL;
 }
 
-static const struct po_pubkey *key_for(const struct po_channel_account *a, const char *serial)
+static int key_for(const struct po_channel_account *a, const char *serial)
 {
     for (int i = 0; i < a->nkeys; i++)
         /* Certificate serials are hex: compare case-insensitively. */
         if (strcasecmp(a->keys[i].serial, serial) == 0)
-            return a->keys[i].key;
-    return NULL;
+            return i;
+    return -1;
+}
+
+/* An expired platform certificate fails every callback signed with it:
+ * said loudly (at most once a minute), not only as each refusal's reason. */
+static void expired_loudly(const struct po_channel_account *a, int k)
+{
+    static _Atomic int64_t last;
+    int64_t now = (int64_t)time(NULL), prev = last;
+    if (now - prev < 60 || !atomic_compare_exchange_strong(&last, &prev, now))
+        return;
+    char at[PO_TIME_MAX];
+    po_clock_iso_at(a->keys[k].not_after, at, sizeof at);
+    po_log(PO_LOG_ERROR,
+           "tenant %s: WeChat Pay platform certificate %s expired at %s: every callback signed"
+           " with it is refused (certificate_expired). Configure its successor: payonce channel"
+           " set --platform-cert-file NEW.pem (or the platform public key)",
+           a->tenant, a->keys[k].serial, at);
 }
 
 po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_notify_req *req,
@@ -58,11 +77,19 @@ po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_n
     }
     if (!po_notify_window_ok(a, ts, req->now_unix, out))
         return PO_OK;
-    const struct po_pubkey *key = key_for(a, serial);
-    if (!key) {
+    int k = key_for(a, serial);
+    if (k < 0) {
         po_notify_reject(out, PO_R_UNKNOWN_SERIAL, "no verification key with serial %.64s", serial);
         return PO_OK;
     }
+    if (a->keys[k].not_after && req->now_unix > a->keys[k].not_after) {
+        expired_loudly(a, k);
+        po_notify_reject(out, PO_R_CERTIFICATE_EXPIRED,
+                         "platform certificate %.64s expired %lld s ago", serial,
+                         (long long)(req->now_unix - a->keys[k].not_after));
+        return PO_OK;
+    }
+    const struct po_pubkey *key = a->keys[k].key;
     unsigned char *raw = NULL;
     size_t raw_len = 0;
     if (po_b64_decode(sig, strlen(sig), &raw, &raw_len)) {
@@ -331,13 +358,29 @@ static po_err add_key(const struct po_account_input *in, json_t *keys, const cha
                 path);
         goto out;
     }
+    int64_t nb = 0, na = 0, now = (int64_t)time(NULL);
+    if (!pub_key_id && po_cert_validity(pem, len, &nb, &na) == PO_OK) {
+        char when[PO_TIME_MAX];
+        po_clock_iso_at(na < now ? na : nb, when, sizeof when);
+        if (na < now || nb > now) {
+            po_errf(err, errcap, "%s: the certificate %s %s", path,
+                    na < now ? "expired at" : "is not valid before", when);
+            goto out;
+        }
+    }
     rc = po_pubkey_to_pem(k, &out);
     if (rc)
         goto out;
-    json_array_append_new(keys, json_pack("{s:s, s:s}", "serial", serial, "public_key_pem", out));
+    json_t *entry = json_pack("{s:s, s:s}", "serial", serial, "public_key_pem", out);
+    if (na)
+        json_object_set_new(entry, "not_after", json_integer(na));
+    json_array_append_new(keys, entry);
     if (in->note) {
-        char line[PO_SERIAL_MAX + 300];
-        (void)snprintf(line, sizeof line, "verification key %s from %s", serial, path);
+        char line[PO_SERIAL_MAX + 300], until[PO_TIME_MAX] = "";
+        if (na)
+            po_clock_iso_at(na, until, sizeof until);
+        (void)snprintf(line, sizeof line, "verification key %s from %s%s%s%s", serial, path,
+                       na ? " (valid until " : "", until, na ? ")" : "");
         in->note(in->ctx, line);
     }
 out:
@@ -458,6 +501,10 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
             po_errf(err, errcap, "verification key %zu is invalid", i);
             return PO_ERR_INVALID;
         }
+        json_t *na = json_object_get(k, "not_after");
+        a->keys[a->nkeys].not_after = json_is_integer(na) ? json_integer_value(na) : 0;
+        if (a->keys[a->nkeys].not_after && a->keys[a->nkeys].not_after < (int64_t)time(NULL))
+            expired_loudly(a, a->nkeys);
         a->nkeys++;
     }
     if (a->nkeys == 0) {

@@ -47,7 +47,7 @@ static const char usage_text[] =
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 4096]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
     "                  [--header-timeout 10] [--body-timeout 10] [--max-connections-per-ip 256]\n"
-    "                  [--callback-deadline-ms 4000]\n"
+    "                  [--callback-deadline-ms 4000] [--ops-listen HOST:PORT]\n"
     "                  [--threads CORES] [--workers 64] [--committers 2]\n"
     "                  [--batch-max 128] [--batch-wait-us 200]   throughput (docs/performance.md)\n"
     "                  [--query-interval 60] [--query-min-age 300]   active order query\n"
@@ -507,7 +507,7 @@ static const struct command commands[] = {
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
      " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval threads"
      " workers committers batch-max batch-wait-us header-timeout body-timeout"
-     " max-connections-per-ip callback-deadline-ms",
+     " max-connections-per-ip callback-deadline-ms ops-listen",
      "", "insecure-dev", cmd_serve},
     {"bench", NULL, "orders connections committers batch-max batch-wait-us plan-rows out only", "",
      "", cmd_bench, true},

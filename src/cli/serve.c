@@ -73,6 +73,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
                             " unsealed. Never run this in production.");
     struct po_server_cfg cfg = {
         .listen = opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8080",
+        .ops_listen = opt(o, "ops-listen"),
         .db_url = db_url(o),
         .master_key = have ? master : NULL,
         .pool_size = (int)pool,
@@ -117,6 +118,8 @@ int cmd_serve(struct po_store *s, const struct opts *o)
            cfg.listen, po_server_port(srv), sqlite ? "sqlite" : "postgres",
            sqlite ? 1 : (int)committers, (int)batch_max, (int)batch_wait);
     printf("listening on port %u\n", po_server_port(srv));
+    if (cfg.ops_listen)
+        printf("operations on port %u\n", po_server_ops_port(srv));
     fflush(stdout);
     int sig = 0;
     sigwait(&stop, &sig);

@@ -291,8 +291,36 @@ po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem, char *
     return PO_OK;
 }
 
+po_err po_cert_validity(const char *pem, size_t len, int64_t *not_before, int64_t *not_after)
+{
+    if (!memmem(pem, len, "BEGIN CERTIFICATE", 17))
+        return PO_ERR_NOT_FOUND;
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    X509 *cert = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    struct tm b, a;
+    po_err rc = cert && ASN1_TIME_to_tm(X509_get0_notBefore(cert), &b) == 1 &&
+                        ASN1_TIME_to_tm(X509_get0_notAfter(cert), &a) == 1
+                    ? PO_OK
+                    : PO_ERR_INVALID;
+    if (!rc) {
+        *not_before = (int64_t)timegm(&b);
+        *not_after = (int64_t)timegm(&a);
+    }
+    X509_free(cert);
+    BIO_free(bio);
+    return rc;
+}
+
 po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, const char *cn,
                            char **out_pem)
+{
+    int64_t now = (int64_t)time(NULL);
+    return po_cert_self_signed_valid(k, serial_hex, cn, now - 3600, now + INT64_C(5) * 365 * 86400,
+                                     out_pem);
+}
+
+po_err po_cert_self_signed_valid(const struct po_privkey *k, const char *serial_hex, const char *cn,
+                                 int64_t not_before, int64_t not_after, char **out_pem)
 {
     po_err rc = PO_ERR_INTERNAL;
     X509 *x = X509_new();
@@ -301,8 +329,9 @@ po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, c
     if (!x || !BN_hex2bn(&bn, serial_hex) || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)))
         goto out;
     X509_NAME *name = X509_get_subject_name(x);
-    if (X509_set_version(x, 2) != 1 || !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
-        !X509_gmtime_adj(X509_getm_notAfter(x), 5L * 365 * 24 * 3600) ||
+    if (X509_set_version(x, 2) != 1 ||
+        !X509_time_adj_ex(X509_getm_notBefore(x), 0, 0, &(time_t){(time_t)not_before}) ||
+        !X509_time_adj_ex(X509_getm_notAfter(x), 0, 0, &(time_t){(time_t)not_after}) ||
         X509_set_pubkey(x, k->pkey) != 1 ||
         X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
                                    0) != 1 ||

@@ -40,6 +40,14 @@ po_err po_privkey_generate(struct po_privkey **out) PO_MUST_CHECK;
 po_err po_privkey_to_pem(const struct po_privkey *k, char **out_priv_pem,
                          char **out_pub_pem) PO_MUST_CHECK;
 void po_privkey_free(struct po_privkey *k);
+/* A PEM certificate's validity period (Unix seconds); PO_ERR_NOT_FOUND
+ * when pem is not a certificate (a bare public key has none). */
+po_err po_cert_validity(const char *pem, size_t len, int64_t *not_before,
+                        int64_t *not_after) PO_MUST_CHECK;
+/* The same with an explicit validity period (tests: expired certificates). */
+po_err po_cert_self_signed_valid(const struct po_privkey *k, const char *serial_hex, const char *cn,
+                                 int64_t not_before, int64_t not_after,
+                                 char **out_pem) PO_MUST_CHECK;
 /* A self-signed X.509 certificate (SHA256withRSA, 5 years) for key, with the
  * given serial (hex) and common name, as PEM. For simulated platform keys. */
 po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, const char *cn,

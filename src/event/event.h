@@ -117,6 +117,7 @@ enum po_reason_class {
     X(STALE_TIMESTAMP, "stale_timestamp", VERIFY, 401)                                             \
     X(FUTURE_TIMESTAMP, "future_timestamp", VERIFY, 401)                                           \
     X(UNKNOWN_SERIAL, "unknown_serial", VERIFY, 401)                                               \
+    X(CERTIFICATE_EXPIRED, "certificate_expired", VERIFY, 401)                                     \
     X(BAD_SIGNATURE, "bad_signature", VERIFY, 401)                                                 \
     X(MISSING_SIGNATURE, "missing_signature", VERIFY, 401)                                         \
     X(UNSUPPORTED_ALGORITHM, "unsupported_algorithm", VERIFY, 401)                                 \

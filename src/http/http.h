@@ -18,6 +18,9 @@
 
 struct po_server_cfg {
     const char *listen; /* "HOST:PORT" (IPv4, [IPv6] or localhost); port 0 = any */
+    /* Optional second listener for operations only (/healthz, /readyz,
+     * /metrics); when given, /metrics is no longer served on listen. */
+    const char *ops_listen;
     const char *db_url;
     const unsigned char *master_key; /* NULL only in insecure development mode */
     int pool_size;                   /* connections for reads (default 8) */
@@ -63,6 +66,8 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
                        size_t errcap) PO_MUST_CHECK;
 /* The bound port (useful with port 0). */
 unsigned po_server_port(const struct po_server *s);
+/* The operations listener's port (0 without one). */
+unsigned po_server_ops_port(const struct po_server *s);
 /* What the server's committer has done (metrics, benchmarks). */
 struct po_committer_stats;
 void po_server_committer_stats(struct po_server *s, struct po_committer_stats *out);

@@ -85,6 +85,7 @@ struct po_hcall {
     uint64_t start_us;
     bool logged;      /* the handler wrote this request's access-log line */
     bool in_bulkhead; /* a callback holding a slot of ctx->callback_bulkhead */
+    bool ops;         /* arrived on the operations listener */
     void (*complete)(struct po_hcall *h);
     /* Set by a handler that returned pending: called on the event thread
      * after complete(), to make resp there (not on the completing thread). */

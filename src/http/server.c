@@ -40,7 +40,8 @@
 
 struct po_server {
     struct MHD_Daemon *daemon;
-    struct po_http_ctx http; /* what the handlers see */
+    struct MHD_Daemon *ops_daemon; /* --ops-listen: health, readiness, metrics */
+    struct po_http_ctx http;       /* what the handlers see */
     unsigned char master[PO_MASTER_KEY_LEN];
     size_t body_max;
     int64_t (*clock)(void *ctx); /* tests: NULL, the real one */
@@ -315,6 +316,15 @@ static bool route(struct po_server *srv, struct po_hcall *h)
     char allow[64];
     enum po_route_match m =
         po_route_find(req->method, req->path, &rt, req->params, allow, sizeof allow);
+    /* With an operations listener, /metrics is served there only, and
+     * only health, readiness and metrics are served there. */
+    bool ops_route = m == PO_ROUTE_FOUND && (rt->kind == PO_RK_HEALTH || rt->kind == PO_RK_READY ||
+                                             rt->kind == PO_RK_METRICS);
+    if ((h->ops && !ops_route) ||
+        (!h->ops && srv->ops_daemon && m == PO_ROUTE_FOUND && rt->kind == PO_RK_METRICS)) {
+        po_hresp_set(&h->resp, 404, "application/json", "{\"error\":\"not_found\"}");
+        return false;
+    }
     if (strncmp(req->path, "/v1/", 4) == 0) {
         h->route = m == PO_ROUTE_FOUND ? rt : NULL;
         h->allow = m == PO_ROUTE_NO_METHOD ? h->allow_buf : NULL;
@@ -387,17 +397,16 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req *q)
     return send_answer(c, &q->h.resp);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **req_cls)
+static enum MHD_Result handle(struct po_server *srv, bool ops, struct MHD_Connection *c,
+                              const char *url, const char *method, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls)
 {
-    (void)version;
-    struct po_server *srv = cls;
     struct req *q = *req_cls;
     if (!q) {
         q = calloc(1, sizeof *q);
         if (!q)
             return MHD_NO;
+        q->h.ops = ops;
         q->srv = srv;
         q->conn = c;
         q->h.start_us = po_now_us();
@@ -456,6 +465,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (atomic_exchange(&q->state, ST_SUSPENDED) == ST_DONE)
         MHD_resume_connection(c);
     return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
+{
+    (void)version;
+    return handle(cls, false, c, url, method, upload_data, upload_data_size, req_cls);
+}
+
+/* The operations listener (--ops-listen): health, readiness and metrics. */
+static enum MHD_Result on_ops_request(void *cls, struct MHD_Connection *c, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **req_cls)
+{
+    (void)version;
+    return handle(cls, true, c, url, method, upload_data, upload_data_size, req_cls);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -695,6 +722,8 @@ static void teardown(struct po_server *s)
         struct timespec ms = {0, 1000000L};
         nanosleep(&ms, NULL);
     }
+    if (s->ops_daemon)
+        MHD_stop_daemon(s->ops_daemon);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
     if (s->keeper_started)
@@ -821,8 +850,38 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         teardown(srv);
         return PO_ERR_IO;
     }
+    if (cfg->ops_listen) {
+        struct sockaddr_storage oaddr;
+        socklen_t olen = 0;
+        rc = parse_listen(cfg->ops_listen, &oaddr, &olen, err, errcap);
+        unsigned oflags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                          MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                          (oaddr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+        srv->ops_daemon =
+            rc ? NULL
+               : MHD_start_daemon(oflags, 0, NULL, NULL, on_ops_request, srv,
+                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_SOCK_ADDR,
+                                  (struct sockaddr *)&oaddr, MHD_OPTION_CONNECTION_LIMIT, 64u,
+                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
+                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+        if (!srv->ops_daemon) {
+            if (!rc)
+                po_errf(err, errcap, "cannot listen on %s (--ops-listen)", cfg->ops_listen);
+            teardown(srv);
+            return rc ? rc : PO_ERR_IO;
+        }
+    }
     *out = srv;
     return PO_OK;
+}
+
+unsigned po_server_ops_port(const struct po_server *s)
+{
+    const union MHD_DaemonInfo *i =
+        s->ops_daemon ? MHD_get_daemon_info(s->ops_daemon, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+    return i ? i->port : 0;
 }
 
 unsigned po_server_port(const struct po_server *s)

@@ -24,10 +24,20 @@ check "beyond --max-connections: refused" "$(curl -s -m 2 -o /dev/null -w '%{htt
 sleep 2.5
 check "after --request-timeout: served again" "$(curl -s -m 2 -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/healthz)" 200
 # A second server with room for many connections.
-"$BIN" serve --listen 127.0.0.1:0 --insecure-dev --max-connections 512 \
+"$BIN" serve --listen 127.0.0.1:0 --insecure-dev --max-connections 512 --ops-listen 127.0.0.1:0 \
   > server2.out 2> server2.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "listening on port" server2.out && break; sleep 0.05; done
+for _ in $(seq 1 100); do grep -q "operations on port" server2.out && break; sleep 0.05; done
 port2=$(sed -n 's/^listening on port //p' server2.out)
+ops=$(sed -n 's/^operations on port //p' server2.out)
+# --ops-listen: metrics only there; health on both; nothing else there.
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+check "ops listener: /metrics" "$(code http://127.0.0.1:$ops/metrics)" 200
+check "ops listener: /healthz" "$(code http://127.0.0.1:$ops/healthz)" 200
+check "ops listener: no callbacks" "$(code -X POST -d '{}' http://127.0.0.1:$ops/notify/wechatpay/t1)" 404
+check "ops listener: no tenant API" "$(code http://127.0.0.1:$ops/v1/orders/x)" 404
+check "main listener: no /metrics when --ops-listen is given" "$(code http://127.0.0.1:$port2/metrics)" 404
+check "main listener: /healthz" "$(code http://127.0.0.1:$port2/healthz)" 200
+check "first server (no --ops-listen): /metrics" "$(code http://127.0.0.1:$port/metrics)" 200
 # A path that is not UTF-8 (with a quote and a control character) still
 # gets its access-log line, escaped, and every line stays valid JSON.
 check "invalid UTF-8 path: 404" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port2/x%ff%fe%22%01y")" 404

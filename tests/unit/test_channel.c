@@ -379,6 +379,14 @@ static void simulator_signs_like_wechatpay(void **state)
         fail_msg("status %d reason %s %s", r.status, po_reason_name(r.reason), r.detail);
     assert_string_equal(r.ev.out_trade_no, "ORD-9");
     assert_int_equal(r.ev.amount_minor, 990);
+    /* The platform certificate's validity (as channel set stores it): the
+     * last second it is valid verifies, the next is refused by name. */
+    a.keys[0].not_after = 1800000000;
+    assert_int_equal(parse_wechat(&a, h, req.body, 1800000000).status, PO_NOTIFY_EVENT);
+    a.keys[0].not_after = 1800000000 - 1;
+    r = parse_wechat(&a, h, req.body, 1800000000);
+    assert_int_equal(r.status, PO_NOTIFY_REJECT);
+    assert_string_equal(po_reason_name(r.reason), "certificate_expired");
     json_decref(h);
     po_sim_request_free(&req);
     po_privkey_free(key);

@@ -385,10 +385,54 @@ static void alipay_empty_values_both_constructions(void **state)
     }
 }
 
+/* channel set records a platform certificate's validity and refuses one
+ * that expired (or is not valid yet), naming the date. */
+static void platform_certificate_validity(void **state)
+{
+    (void)state;
+    int64_t now = (int64_t)time(NULL);
+    assert_true(wx.keys[0].not_after > now + INT64_C(4) * 365 * 86400);
+    char err[256] = "", path[160], apiv3[160];
+    struct po_privkey *k = NULL;
+    char *pem = NULL;
+    assert_int_equal(po_privkey_generate(&k), PO_OK);
+    struct {
+        int64_t nb, na;
+        const char *says;
+    } cases[] = {{now - 86400 * 30, now - 86400, "expired at"},
+                 {now + 86400, now + 86400 * 30, "is not valid before"}};
+    snprintf(apiv3, sizeof apiv3, "%s/apiv3.key", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(
+            po_cert_self_signed_valid(k, "5EED01", "expired", cases[i].nb, cases[i].na, &pem),
+            PO_OK);
+        snprintf(path, sizeof path, "%s/cert-%zu.pem", dir, i);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(pem, f);
+        fclose(f);
+        free(pem);
+        struct opts w = {{"mchid", "appid", "apiv3-key-file", "platform-cert-file"},
+                         {id.mchid, id.appid, apiv3, path},
+                         4};
+        struct po_account_input in = {.tenant = "t1", .opt = opt1, .opt_all = optn, .ctx = &w};
+        char *doc = NULL;
+        assert_int_not_equal(
+            po_channel_account_build(po_channel_find("wechatpay"), &in, &doc, err, sizeof err),
+            PO_OK);
+        assert_null(doc);
+        if (!strstr(err, cases[i].says))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i].says);
+        unlink(path);
+    }
+    po_privkey_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_attempt_signed_anew),
+        cmocka_unit_test(platform_certificate_validity),
         cmocka_unit_test(stripe_event_ids_and_envelope),
         cmocka_unit_test(wechat_envelope_and_times),
         cmocka_unit_test(alipay_fields_and_times),

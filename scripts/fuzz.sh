@@ -11,10 +11,11 @@ CC=clang cmake -S . -B build-fuzz -DPO_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DPO_WER
 cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
 mkdir -p build-fuzz/crashes
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-for t in wechatpay alipay stripe http api; do
+for t in wechatpay alipay stripe http api bill form; do
   work=$(mktemp -d)
   cp tests/fuzz/corpus/$t/* "$work/"
-  if ! build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -max_len=8192 -timeout=10 \
+  maxlen=8192; [ "$t" = bill ] && maxlen=20000 # a real bill is ~15 KB
+  if ! build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -max_len=$maxlen -timeout=10 \
       -artifact_prefix=build-fuzz/crashes/$t- "$work" >build-fuzz/fuzz_$t.log 2>&1; then
     tail -n 40 build-fuzz/fuzz_$t.log
     echo "fuzz: $t FAILED (input in build-fuzz/crashes/)"

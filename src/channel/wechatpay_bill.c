@@ -233,6 +233,12 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
         } else {
             r->amount = c.total >= 0 ? total : settle;
         }
+        /* Found by fuzzing: a row of nothing (0.00) balanced by its summary
+         * was handed out as a payment of zero. */
+        if (!po_amount_valid(r->amount) || !r->txn[0] || !r->out_trade_no[0] ||
+            strlen(r->currency) != 3)
+            BAD("line %d: a row needs a positive amount, 微信订单号, 商户订单号 and a currency",
+                lineno);
         sum_settle += settle, sum_refund += refund, sum_fee += r->fee_milli, sum_total += total;
         sum_requested += requested;
         if (!b.period_start[0] || strcmp(day, b.period_start) < 0)

@@ -154,6 +154,20 @@ static void damaged_bills_are_refused(void **state)
         assert_int_equal(b.nrows, 0); /* nothing handed out */
         free(bad);
     }
+    /* Found by fuzz_bill: a payment of 0.00 whose summary agrees (the
+     * order total lowered by the same 0.03) was handed out as a payment
+     * of zero. Refused, by line. */
+    size_t len;
+    char *zero = variant("`39.00%,`0.03,`0.00,`", "`39.00%,`0.00,`0.00,`", true, &len);
+    char *p = strstr(zero, ",`0.08,`0.47,`0.14");
+    assert_non_null(p);
+    memcpy(p, ",`0.08,`0.44,`0.14", strlen(",`0.08,`0.44,`0.14"));
+    struct po_bill zb;
+    char zerr[PO_ERRBUF_MAX] = "";
+    assert_int_not_equal(parse(zero, len, &zb, zerr), PO_OK);
+    if (!strstr(zerr, "positive amount"))
+        fail_msg("a payment of zero: '%s'", zerr);
+    free(zero);
     /* Truncated anywhere before the summary row ends: refused. */
     for (size_t cut = 0; cut < vector_len - 1; cut += vector_len / 40) {
         struct po_bill b;

@@ -42,6 +42,7 @@ static const char usage_text[] =
     "  sim pay         [--dir DIR] --notify-url URL --order NO:AMOUNT [--order ...]\n"
     "                  [--channel C] [--copies N] [--concurrent] [--reorder] [--lose]\n"
     "                  [--forge] [--tamper-amount MINOR] [--time-factor F] [--max-attempts K]\n"
+    "                  [--pace-ms MS]   (between orders)\n"
     "  sim serve       [--dir DIR] [--listen 127.0.0.1:8090] [--time-factor F]\n"
     "                  [--refund-delay-ms MS]   the channel's query, bill and refund APIs\n"
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 4096]\n"
@@ -514,7 +515,7 @@ static const struct command commands[] = {
     {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
-     " deadline-ms",
+     " deadline-ms pace-ms",
      "order", "concurrent reorder lose forge", cmd_sim_pay, true},
     {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true},
     {"recon", "import", "tenant channel file master-key-file", "tenant channel", "force json",

@@ -169,11 +169,12 @@ struct sim_pay_args {
     bool concurrent, forged;
     double factor;
     int max_attempts, deadline_ms;
+    int pace_ms; /* between orders: load spread over time (tests) */
 };
 
 static int pay_args(const struct opts *o, struct sim_pay_args *a)
 {
-    int64_t copies = 1, attempts = 0, deadline = 5000, factor = 1;
+    int64_t copies = 1, attempts = 0, deadline = 5000, factor = 1, pace = 0;
     a->channel = opt(o, "channel") ? opt(o, "channel") : "wechatpay";
     a->currency = opt(o, "currency") ? opt(o, "currency") : "CNY";
     a->url = opt(o, "notify-url");
@@ -186,10 +187,11 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
     if ((opt(o, "copies") && po_parse_i64(opt(o, "copies"), 1, PO_SIM_COPIES_MAX, &copies)) ||
         (opt(o, "max-attempts") && po_parse_i64(opt(o, "max-attempts"), 1, 100, &attempts)) ||
         (opt(o, "deadline-ms") && po_parse_i64(opt(o, "deadline-ms"), 100, 60000, &deadline)) ||
-        (opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor))) {
+        (opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor)) ||
+        (opt(o, "pace-ms") && po_parse_i64(opt(o, "pace-ms"), 0, 60000, &pace))) {
         fprintf(stderr,
                 "payonce: --copies 1-%d, --max-attempts 1-100, --deadline-ms"
-                " 100-60000, --time-factor 1-1000000\n",
+                " 100-60000, --time-factor 1-1000000, --pace-ms 0-60000\n",
                 PO_SIM_COPIES_MAX);
         return EXIT_USAGE;
     }
@@ -201,6 +203,7 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
     a->max_attempts = a->forged ? 1 : (int)attempts; /* a forger does not retry */
     a->deadline_ms = (int)deadline;
     a->factor = (double)factor;
+    a->pace_ms = (int)pace;
     return 0;
 }
 
@@ -242,6 +245,10 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         no_answer = 0;
     for (int i = 0; i < n && !ret; i++) {
         struct sim_order *so = &orders[i];
+        if (i && a.pace_ms) {
+            struct timespec ts = {a.pace_ms / 1000, (long)(a.pace_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         if (!a.forged)
             record(sim_dir(o), a.channel, so, a.currency, flag(o, "lose"));
         if (flag(o, "lose")) {

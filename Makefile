@@ -2,7 +2,7 @@
 #   make demo   builds and runs the end-to-end demonstration on SQLite
 #   make test   the whole test suite (sanitizers, both stores, races, faults)
 # Both install the Debian packages they need first (scripts/deps.sh).
-.PHONY: all build deps demo test lint bench clean
+.PHONY: all build deps demo test lint bench soak clean
 
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in `make test` (PO_WERROR=ON); a user's `make` with a
@@ -30,6 +30,10 @@ lint:
 
 bench: build
 	@bench/run.sh
+
+# The reliability suite's long versions (hours): scripts/soak.sh.
+soak:
+	@scripts/soak.sh
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# soak.sh — the long versions of the reliability suite (`make soak`), on the
+# release build, against a throwaway PostgreSQL and SQLite:
+#   kill -9 under load      PAYONCE_KILLS (default 100) kills per store
+#   seeded histories        PAYONCE_SEEDS (default 100000) on SQLite,
+#                           PAYONCE_PG_SEEDS (default 20000) on PostgreSQL
+#   fuzzing                 PAYONCE_FUZZ_SECONDS (default 600) per target
+# Hours, not minutes: not part of `make test`. Prints the figures at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/deps.sh
+pgdir=$(mktemp -d /tmp/payonce-soak-pg.XXXXXX)
+cleanup() { "$root/scripts/pg.sh" stop "$pgdir" || true; }
+trap cleanup EXIT
+PAYONCE_TEST_PG=$(scripts/pg.sh start "$pgdir")
+export PAYONCE_TEST_PG PAYONCE_REQUIRE_PG=1
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
+export PAYONCE_FIGURES=$root/build/soak-figures.txt; rm -f "$PAYONCE_FIGURES"
+export PAYONCE_KILLS=${PAYONCE_KILLS:-100}
+for b in sqlite postgres; do tests/e2e/kill9.sh build/payonce "$b"; done
+PAYONCE_SEEDS=${PAYONCE_SEEDS:-100000} build/tests/test_history sqlite
+PAYONCE_SEEDS=${PAYONCE_PG_SEEDS:-20000} build/tests/test_history postgres
+scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-600}" | tee -a "$PAYONCE_FIGURES"
+echo "== soak figures"
+cat "$PAYONCE_FIGURES"

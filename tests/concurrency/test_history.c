@@ -316,7 +316,9 @@ static void step_refund_request(int o)
         return;
     int64_t amount = 1 + pick((int)m.amount[o]);
     struct refund *r = &m.rf[o][m.nrf[o]];
-    snprintf(r->no, sizeof r->no, "%s-R%d", m.no[o], m.nrf[o]);
+    char rno[sizeof r->no];
+    snprintf(rno, sizeof rno, "%s-R%d", m.no[o], m.nrf[o]);
+    PO_ASSERT(po_strcpy(r->no, sizeof r->no, rno) == PO_OK);
     char err[PO_ERRBUF_MAX] = "";
     po_err rc = po_refund_create(S, m.tenant, m.no[o], r->no, amount, err, sizeof err);
     bool ok = m.st[o] == PAID && m.reserved[o] + amount <= m.amount[o];
@@ -520,7 +522,7 @@ int main(int argc, char **argv)
     t_db_drop(url);
     t_figure("# history[%s] %ld seeds x %ld steps: %ld steps, %ld applied, %ld duplicates,"
              " %ld rejected, %ld suspense, %ld retries (crashes %ld), %ld bursts of 3, %ld refunds;"
-             " %d failed",
+             " %d failed\n",
              backend, ran, steps, tally.steps, tally.applied, tally.duplicates, tally.rejected,
              tally.suspense, tally.retries, tally.crashes, tally.bursts, tally.refunds, failed);
     printf("%ld seeds, %d failed\n", ran, failed);

@@ -558,6 +558,87 @@ static void test_bad_input(void)
     T_CHECK(r.status == 201, "bad-then-good 2: %ld %s", r.status, r.body);
 }
 
+/* Issue 11's hostile-input table for the tenant API: every route with
+ * truncated, malformed, deeply nested, non-UTF-8, oversized-number, SQL
+ * metacharacter and cross-tenant inputs gets a clear 4xx with an error code,
+ * and no row changes (fingerprint before and after). */
+static void test_hostile_table(void)
+{
+    static char deep[20010];
+    memset(deep, '[', 10000);
+    memset(deep + 10000, ']', 10000);
+    deep[20000] = '\0';
+    static const struct {
+        const char *method, *path, *body;
+        int key; /* 1: t1's key, 2: t2's (another tenant) */
+        long status;
+    } cases[] = {
+        /* POST /v1/refunds */
+        {"POST", "/v1/refunds", "{\"out_trade_no\":\"C-1\",\"out_refund_no\":", 1, 400},
+        {"POST", "/v1/refunds", NULL /* deep */, 1, 400},
+        {"POST", "/v1/refunds",
+         "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"H-1\",\"amount\":1,\"amount\":2}", 1, 400},
+        {"POST", "/v1/refunds",
+         "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"H-1\",\"amount\":1e30}", 1, 400},
+        {"POST", "/v1/refunds",
+         "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"H-1\",\"amount\":-9223372036854775808}", 1,
+         400},
+        {"POST", "/v1/refunds",
+         "{\"out_trade_no\":\"x'; DROP TABLE pay_order;--\",\"out_refund_no\":\"H-1\","
+         "\"amount\":1}",
+         1, 400},
+        {"POST", "/v1/refunds",
+         "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"H-\xff\xfe\",\"amount\":1}", 1, 400},
+        {"POST", "/v1/refunds", "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"H-1\",\"amount\":1}",
+         2, 404}, /* another tenant's order */
+        /* POST /v1/orders */
+        {"POST", "/v1/orders", NULL /* deep */, 1, 400},
+        {"POST", "/v1/orders", "{\"merchant\":\"m1\",\"out_trade_no\":\"H-\xc0\xaf\",\"amount\":1}",
+         1, 400},
+        {"POST", "/v1/orders", "{\"merchant\":\"m1\",\"out_trade_no\":\"1 OR 1=1\",\"amount\":1}",
+         1, 400},
+        {"POST", "/v1/orders",
+         "{\"merchant\":{\"a\":[1,{}]},\"out_trade_no\":\"H-2\",\"amount\":1}", 1, 400},
+        /* POST /v1/orders/{id}/close */
+        {"POST", "/v1/orders/C-1/close", NULL, 2, 404}, /* another tenant's order */
+        {"POST", "/v1/orders/x%27%3B%20DROP%20TABLE%20pay_order%3B--/close", NULL, 1, 404},
+        {"POST", "/v1/orders/%ff%fe/close", NULL, 1, 404},
+        /* GET routes */
+        {"GET", "/v1/orders/C-1", NULL, 2, 404},
+        {"GET", "/v1/orders/%27%20OR%20%271%27%3D%271", NULL, 1, 404},
+        {"GET", "/v1/orders/%ff", NULL, 1, 404},
+        {"GET", "/v1/refunds/%27--", NULL, 1, 404},
+        {"GET", "/v1/journal?limit=-1", NULL, 1, 400},
+        {"GET", "/v1/journal?limit=99999999999999999999999", NULL, 1, 400},
+        {"GET", "/v1/journal?cursor=%ff%fe", NULL, 1, 400},
+        {"GET", "/v1/alerts?limit=abc", NULL, 1, 400},
+        {"GET", "/v1/balances", NULL, 0, 401},
+    };
+    char before[256], after[256];
+    fingerprint(before, sizeof before);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct resp r;
+        const char *body =
+            cases[i].body ? cases[i].body
+            : strcmp(cases[i].method, "POST") == 0 && strstr(cases[i].path, "close") == NULL ? deep
+                                                                                             : NULL;
+        api(cases[i].method, i % 2 ? child_port : gw_port, cases[i].path,
+            cases[i].key == 1   ? key1
+            : cases[i].key == 2 ? key2
+                                : NULL,
+            NULL, body, &r);
+        char code[64];
+        T_CHECK(r.status == cases[i].status && jcode(&r, code, sizeof code)[0],
+                "hostile %zu (%s %s): %ld %s, expected %ld with an error code", i, cases[i].method,
+                cases[i].path, r.status, r.body, cases[i].status);
+    }
+    fingerprint(after, sizeof after);
+    T_CHECK(strcmp(before, after) == 0, "hostile input changed rows: %s -> %s", before, after);
+    t_figure("# api[%s] hostile-input table: %zu requests over every route -> clear 4xx each,"
+             " rows unchanged\n",
+             backend, sizeof cases / sizeof cases[0]);
+}
+
 static void sim_pay(const char *order)
 {
     run("sim pay --dir sim --order %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t1", order,
@@ -1003,7 +1084,7 @@ static void test_silent_channel(void)
             "silent: %d waited for the channel (at most %d), %d left pending", no_answer,
             PO_OUTBOUND_PER_TENANT, busy);
     t_figure("# api[%s] silent refund API: %d concurrent t2 refunds (%d waited for the channel,"
-             " %d pending); meanwhile t1 read in %llu ms, t1 callback credited in %llu ms",
+             " %d pending); meanwhile t1 read in %llu ms, t1 callback credited in %llu ms\n",
              backend, N, no_answer, busy, (unsigned long long)read_ms, (unsigned long long)pay_ms);
     close(bh);
     char sim_base[64];
@@ -1294,6 +1375,7 @@ int main(int argc, char **argv)
     test_in_flight();
     test_transient();
     test_bad_input();
+    test_hostile_table();
     test_close();
     test_refunds();
     test_refund_submission();

@@ -91,7 +91,7 @@ int main(int argc, char **argv)
             "every payment credited once");
     T_CHECK(t_verify(s) == 0, "verify");
     t_figure("# disk-full[sqlite]: %d payments fit, the next answered retry with nothing stored;"
-             " with room again all %d credited once, verify clean",
+             " with room again all %d credited once, verify clean\n",
              applied, ORDERS);
     po_store_close(s);
     t_db_drop(url);

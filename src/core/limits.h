@@ -65,6 +65,7 @@
 #define PO_PG_TCP_USER_TIMEOUT_MS "3000"
 #define PO_PG_STATEMENT_TIMEOUT "3s"
 #define PO_PG_CLIENT_WAIT_MS 5000 /* a gateway connection's wait for any answer */
+#define PO_PG_CLIENT_WAIT_TEXT "5000 ms"
 
 /* ---- channels ---- */
 #define PO_BODY_MAX (64 * 1024)          /* callback and API request body bytes */

@@ -244,12 +244,27 @@ static void worker_job(void *arg)
     const struct po_callback_ctx *ctx = cb->ctx;
     struct po_store *s = NULL;
     char err[PO_ERRBUF_MAX] = "";
-    if (po_store_pool_acquire(ctx->pool, PO_POOL_WAIT_MS, &s, err, sizeof err)) {
+    /* The callback's deadline bounds its database work here too: the wait
+     * for a connection, and every answer it waits for on it. */
+    uint64_t deadline = ctx->deadline_ms > 0 && cb->arrived_us
+                            ? cb->arrived_us + (uint64_t)ctx->deadline_ms * 1000
+                            : 0,
+             now = po_now_us();
+    int wait_ms = PO_POOL_WAIT_MS;
+    if (deadline && deadline <= now) {
+        decide(cb, PO_OUT_RETRY, PO_R_DEADLINE_EXCEEDED);
+        finish(cb);
+        return;
+    }
+    if (deadline && (deadline - now) / 1000 < (uint64_t)wait_ms)
+        wait_ms = (int)((deadline - now) / 1000);
+    if (po_store_pool_acquire(ctx->pool, wait_ms, &s, err, sizeof err)) {
         po_log(PO_LOG_WARN, "request %s: %s", cb->request_id, err);
         decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
         finish(cb);
         return;
     }
+    po_store_set_deadline(s, deadline);
     bool pending = false;
     if (!cb->acct) {
         po_err rc = po_accounts_load(ctx->accounts, s, cb->tenant, cb->ch->name, &cb->acct, err,
@@ -281,6 +296,7 @@ static void worker_job(void *arg)
     }
     pending = after_verify(cb, s);
 out:
+    po_store_set_deadline(s, 0);
     po_store_pool_release(ctx->pool, s);
     if (!pending)
         finish(cb);

@@ -90,8 +90,10 @@ static PGresult *await_result(struct pg_store *ps, int sent)
 {
     if (!sent)
         return NULL;
-    bool bounded = ps->base.keyed;
+    bool bounded = ps->base.keyed || ps->base.deadline_us;
     uint64_t deadline = po_now_us() + (uint64_t)PO_PG_CLIENT_WAIT_MS * 1000;
+    if (ps->base.deadline_us && ps->base.deadline_us < deadline)
+        deadline = ps->base.deadline_us; /* the caller's budget ends first */
     PGresult *keep = NULL, *r;
     for (;;) {
         while (PQisBusy(ps->conn)) {
@@ -100,8 +102,11 @@ static PGresult *await_result(struct pg_store *ps, int sent)
                 uint64_t now = po_now_us();
                 if (now >= deadline) {
                     po_log(PO_LOG_WARN,
-                           "postgres: no answer within %d ms; abandoning the session (backend %d)",
-                           PO_PG_CLIENT_WAIT_MS, PQbackendPID(ps->conn));
+                           "postgres: no answer within %s; abandoning the session (backend %d)",
+                           ps->base.deadline_us && ps->base.deadline_us <= now
+                               ? "the request's deadline"
+                               : "the client wait (" PO_PG_CLIENT_WAIT_TEXT ")",
+                           PQbackendPID(ps->conn));
                     PQclear(keep);
                     PQfinish(ps->conn);
                     ps->conn = NULL;

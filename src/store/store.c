@@ -59,6 +59,11 @@ const char *po_store_backend(const struct po_store *s)
     return s->ops->name;
 }
 
+void po_store_set_deadline(struct po_store *s, uint64_t deadline_us)
+{
+    s->deadline_us = deadline_us;
+}
+
 void po_store_set_fault_hook(struct po_store *s, po_store_fault_fn fn, void *ctx)
 {
     s->fault_fn = fn;

@@ -118,6 +118,13 @@ po_err po_store_schema_version(struct po_store *s, int *out_version) PO_MUST_CHE
 typedef po_err (*po_store_fault_fn)(void *ctx, int stmt_index, const char *sql);
 void po_store_set_fault_hook(struct po_store *s, po_store_fault_fn fn, void *ctx);
 
+/* A deadline (po_now_us() clock; 0: none) for what this connection waits
+ * for: on PostgreSQL a statement's answer that has not come by then ends
+ * the wait (the session is abandoned, PO_ERR_TRANSIENT; the next
+ * transaction opens a new one). A callback's database work before the
+ * committer runs under its deadline this way. */
+void po_store_set_deadline(struct po_store *s, uint64_t deadline_us);
+
 /* The connection will run keyed statements only (lookups and writes by
  * primary or unique key: the gateway's committers and pool): on
  * PostgreSQL its plans take the index even while a table is still small,

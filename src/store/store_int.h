@@ -39,6 +39,7 @@ struct po_store {
     int stmt_index; /* statements issued in the current transaction */
     po_store_fault_fn fault_fn;
     void *fault_ctx;
+    uint64_t deadline_us; /* po_store_set_deadline; 0: none */
 };
 
 extern const struct po_store_ops po_store_sqlite;

@@ -30,6 +30,12 @@ export PAYONCE_DB="postgresql://postgres@127.0.0.1:$(cat proxy.port)/postgres"
 "$BIN" sim keys --dir sim --tenant t1 --mode pubkey > keys.out || exit 1
 grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure.err || { cat configure.err; exit 1; }
 for i in $(seq 1 8); do "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "F-$i" --amount $((200 + i)) >/dev/null || exit 1; done
+# t2: a tenant whose channel account is not loaded yet when the path goes
+# silent (its first callback needs the database before the committer).
+"$BIN" tenant add --tenant t2 >/dev/null && "$BIN" merchant add --tenant t2 --merchant m1 >/dev/null || exit 1
+"$BIN" sim keys --dir sim2 --tenant t2 --mode pubkey > keys2.out || exit 1
+grep -A20 '^Configure' keys2.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure2.err || { cat configure2.err; exit 1; }
+"$BIN" order create --tenant t2 --merchant m1 --out-trade-no G-1 --amount 333 >/dev/null || exit 1
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --callback-deadline-ms 3000 > server.out 2> server.log & bg_pids+=($!)
 for _ in $(seq 1 100); do grep -q "listening on port" server.out && break; sleep 0.05; done
 port=$(sed -n 's/^listening on port //p' server.out)
@@ -56,6 +62,10 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 check "silent path: none acked" "$(summary silent.out acked)" 0
 check "silent path: every callback answered FAIL (5xx) within the 5 s deadline" "$(summary silent.out answered_fail)" 6
 check "silent path: no callback left without an answer" "$(summary silent.out no_answer)" 0
+"$BIN" sim pay --dir sim2 --notify-url "http://127.0.0.1:$port/notify/wechatpay/t2" --channel wechatpay \
+  --order G-1:333 --max-attempts 1 --deadline-ms 5000 > silent2.out 2>&1
+check "silent path: a tenant's first callback (its account to load) answered FAIL in time" \
+  "$(summary silent2.out answered_fail)/$(summary silent2.out no_answer)" 1/0
 
 # 3. the path comes back; the channel retries
 kill -USR2 $proxy
@@ -64,6 +74,9 @@ pay back.out 10 F-2 F-3 F-4 F-5 F-6 F-7
 check "path back: every retry acked" "$(summary back.out acked)" 6
 paid=0; for i in 2 3 4 5 6 7; do [ "$(status F-$i)" = PAID ] && paid=$((paid+1)); done
 check "path back: all six paid" "$paid" 6
+"$BIN" sim pay --dir sim2 --notify-url "http://127.0.0.1:$port/notify/wechatpay/t2" --channel wechatpay \
+  --order G-1:333 --max-attempts 10 --time-factor 1000 > back2.out 2>&1
+check "path back: t2's payment credited" "$("$BIN" order show --tenant t2 --out-trade-no G-1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" PAID
 
 # 4. PostgreSQL crashes and restarts
 pgsh crash "$pgdir"

@@ -25,30 +25,6 @@
 
 /* ---- the channel account, as `channel set` builds it ---- */
 
-struct acct_opts {
-    const char *names[8], *values[8];
-    int n;
-};
-
-static const char *acct_opt(void *ctx, const char *name)
-{
-    const struct acct_opts *o = ctx;
-    for (int i = 0; i < o->n; i++)
-        if (strcmp(o->names[i], name) == 0)
-            return o->values[i];
-    return NULL;
-}
-
-static int acct_opt_all(void *ctx, const char *name, const char **vals, int max)
-{
-    const struct acct_opts *o = ctx;
-    int k = 0;
-    for (int i = 0; i < o->n && k < max; i++)
-        if (strcmp(o->names[i], name) == 0)
-            vals[k++] = o->values[i];
-    return k;
-}
-
 static po_err set_account(struct po_bench_fx *fx, char *err, size_t errcap)
 {
     char apiv3[300], pub[300], window[] = "3600";
@@ -56,15 +32,11 @@ static po_err set_account(struct po_bench_fx *fx, char *err, size_t errcap)
     (void)snprintf(pub, sizeof pub, "%s/sim/wechatpay_platform_pub.pem", fx->dir);
     /* A window of an hour: callbacks signed before the run stay valid
      * through every scenario (the default is 300 s). */
-    struct acct_opts o = {{"mchid", "appid", "apiv3-key-file", "platform-public-key-file",
-                           "public-key-id", "timestamp-window"},
-                          {fx->id->mchid, fx->id->appid, apiv3, pub, fx->id->serial, window},
-                          6};
-    struct po_account_input in = {.tenant = TENANT,
-                                  .master = fx->master,
-                                  .opt = acct_opt,
-                                  .opt_all = acct_opt_all,
-                                  .ctx = &o};
+    struct po_account_opts o = {{"mchid", "appid", "apiv3-key-file", "platform-public-key-file",
+                                 "public-key-id", "timestamp-window"},
+                                {fx->id->mchid, fx->id->appid, apiv3, pub, fx->id->serial, window},
+                                6};
+    struct po_account_input in = po_account_input_table(TENANT, fx->master, &o);
     char *doc = NULL;
     po_err rc = po_channel_account_build(po_channel_find("wechatpay"), &in, &doc, err, errcap);
     if (!rc)

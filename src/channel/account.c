@@ -14,6 +14,7 @@
  */
 #include "channel_int.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,35 @@ out:
     json_decref(root);
     free(a);
     return rc;
+}
+
+static const char *table_opt(void *ctx, const char *name)
+{
+    const struct po_account_opts *t = ctx;
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->names[i], name) == 0)
+            return t->values[i];
+    return NULL;
+}
+
+static int table_opt_all(void *ctx, const char *name, const char **vals, int max)
+{
+    const struct po_account_opts *t = ctx;
+    int k = 0;
+    for (int i = 0; i < t->n && k < max; i++)
+        if (strcmp(t->names[i], name) == 0)
+            vals[k++] = t->values[i];
+    return k;
+}
+
+struct po_account_input po_account_input_table(const char *tenant, const unsigned char *master,
+                                               const struct po_account_opts *t)
+{
+    return (struct po_account_input){.tenant = tenant,
+                                     .master = master,
+                                     .opt = table_opt,
+                                     .opt_all = table_opt_all,
+                                     .ctx = (void *)(uintptr_t)t};
 }
 
 po_err po_channel_account_build(const struct po_channel_ops *ops, const struct po_account_input *in,

@@ -85,6 +85,16 @@ struct po_account_input {
     void *ctx;
 };
 
+/* A fixed table of options (benchmarks, tests): name i has value i, a
+ * repeated name repeats the option. */
+struct po_account_opts {
+    const char *names[8], *values[8];
+    int n;
+};
+/* An input reading its options from t (which must outlive it). */
+struct po_account_input po_account_input_table(const char *tenant, const unsigned char *master,
+                                               const struct po_account_opts *t);
+
 /* One option of `channel set --channel NAME`. */
 struct po_channel_option {
     const char *name; /* without the leading "--" */

@@ -28,6 +28,10 @@ bool flag(const struct opts *o, const char *name);
  * EXIT_USAGE after saying what is wrong. */
 int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
             int64_t *out);
+/* The committer's options shared by serve and bench: --committers (2),
+ * --batch-max (128), --batch-wait-us (200); 0 or EXIT_USAGE. */
+int committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
+                   int64_t *batch_wait);
 /* The option's value, or NULL after printing that it is required. */
 const char *need(const struct opts *o, const char *name);
 /* Prints an error with its code and returns EXIT_FAIL. */

@@ -160,6 +160,17 @@ int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, in
     return 0;
 }
 
+int committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
+                   int64_t *batch_wait)
+{
+    int ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 2, committers);
+    if (!ret)
+        ret = int_opt(o, "batch-max", 1, PO_BATCH_MAX, 128, batch_max);
+    if (!ret)
+        ret = int_opt(o, "batch-wait-us", 0, PO_BATCH_WAIT_US_MAX, 200, batch_wait);
+    return ret;
+}
+
 /* Returns the named option or prints which one is missing. */
 const char *need(const struct opts *o, const char *name)
 {

@@ -55,11 +55,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     if (!ret)
         ret = int_opt(o, "workers", 1, PO_WORKERS_MAX, 64, &workers);
     if (!ret)
-        ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 2, &committers);
-    if (!ret)
-        ret = int_opt(o, "batch-max", 1, PO_BATCH_MAX, 128, &batch_max);
-    if (!ret)
-        ret = int_opt(o, "batch-wait-us", 0, PO_BATCH_WAIT_US_MAX, 200, &batch_wait);
+        ret = committer_opts(o, &committers, &batch_max, &batch_wait);
     if (ret)
         return ret;
     if (!have && !flag(o, "insecure-dev")) {

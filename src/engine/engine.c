@@ -597,16 +597,6 @@ static po_err sp(struct ev_ctx *c, const char *sql)
     return change(c, sql, PO_NO_PARAMS, NULL);
 }
 
-/* After a unique violation: is the twin's processed record really there?
- * If not, the violation was something else and the event must be retried,
- * never acked as a duplicate (that would lose a payment). When it is, it
- * must be the same business event (*out_same): a twin naming another order
- * or amount is a conflict, exactly as at layer 1. */
-static po_err conflict_is_duplicate(struct ev_ctx *c, bool *out_dup, bool *out_same)
-{
-    return layer1_seen(c, out_dup, out_same);
-}
-
 /* A failure of the event's own statement: roll the event back to its
  * savepoint and answer it `retry`; the batch goes on. Returns non-OK when
  * even that fails (the transaction is lost). */
@@ -639,8 +629,12 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
         rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
         if (rc)
             return rc;
+        /* Is the twin's processed record really there? If not, the
+         * violation was something else: retry, never a duplicate (that
+         * would lose a payment). If it is, it must be the same business
+         * event: another order or amount is a conflict, as at layer 1. */
         bool dup = false, same = true;
-        rc = conflict_is_duplicate(c, &dup, &same);
+        rc = layer1_seen(c, &dup, &same);
         if (!rc && !dup) {
             po_log(PO_LOG_WARN, "tenant %s: unexpected constraint violation for %s: %s",
                    c->ev->tenant, c->key, c->err);

@@ -90,11 +90,16 @@ struct track {
     _Atomic int64_t since_us;
 };
 
-static void track_phase(struct MHD_Connection *c, int phase)
+/* The connection's entry (NULL when it could not be tracked). */
+static struct track *track_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *i =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    struct track *t = i ? i->socket_context : NULL;
+    return i ? i->socket_context : NULL;
+}
+
+static void track_phase(struct track *t, int phase)
+{
     if (!t)
         return;
     atomic_store(&t->since_us, (int64_t)po_now_us());
@@ -148,9 +153,10 @@ struct req {
     struct po_server *srv;
     struct MHD_Connection *conn;
     struct po_body body;
-    bool started;     /* handed to its handler */
-    atomic_int state; /* ST_*: suspension vs. completion, see on_request */
-    struct kv *kv;    /* headers and arguments (one allocation) */
+    struct track *track; /* the connection's deadline entry (guard) */
+    bool started;        /* handed to its handler */
+    atomic_int state;    /* ST_*: suspension vs. completion, see on_request */
+    struct kv *kv;       /* headers and arguments (one allocation) */
     size_t nkv;
     char id[24];
     struct po_hcall h;
@@ -417,7 +423,8 @@ static enum MHD_Result handle(struct po_server *srv, bool ops, struct MHD_Connec
         if (cl && (po_parse_i64(cl, 0, INT64_MAX, &n) || (uint64_t)n > srv->body_max))
             q->body.too_large = true;
         *req_cls = q;
-        track_phase(c, PH_BODY);
+        q->track = track_of(c); /* lives as long as the connection */
+        track_phase(q->track, PH_BODY);
         /* A declared body over the limit is answered 413 now, unread (the
          * connection is closed after the answer). */
         if (!q->body.too_large)
@@ -440,7 +447,7 @@ static enum MHD_Result handle(struct po_server *srv, bool ops, struct MHD_Connec
         return answer(c, q);
     }
     q->started = true;
-    track_phase(c, PH_HANDLER);
+    track_phase(q->track, PH_HANDLER);
     if (capture(q, c))
         return MHD_NO;
     q->h.req =
@@ -489,11 +496,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
+    (void)c;
     (void)toe;
     struct req *q = *req_cls;
-    if (q)
-        track_phase(c, PH_HEAD); /* keep-alive: the next request's head */
     if (q) {
+        track_phase(q->track, PH_HEAD); /* keep-alive: the next request's head */
         free(q->h.resp.body);
         po_body_free(&q->body);
         free(q->kv);

@@ -150,6 +150,17 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
     return verify(cb);
 }
 
+/* Records the verification result's alert, then decides kind (the ack is
+ * success); retry when the alert cannot be stored. Worker thread only. */
+static void alert_then(struct po_callback *cb, struct po_store *s, enum po_outcome_kind kind)
+{
+    const struct po_notify_result *res = &cb->res;
+    if (po_engine_alert(s, &res->ev, res->reason, res->detail))
+        decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
+    else
+        decide(cb, kind, res->reason);
+}
+
 /*
  * What comes after verification. s is a store connection on a worker
  * thread, or NULL on an event thread (then anything that needs the
@@ -184,10 +195,7 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
          * channel stops resending. */
         if (!s)
             return to_worker(cb);
-        if (po_engine_alert(s, &res->ev, res->reason, res->detail))
-            decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
-        else
-            decide(cb, PO_OUT_IGNORED, res->reason);
+        alert_then(cb, s, PO_OUT_IGNORED);
         return false;
     case PO_NOTIFY_MISMATCH: {
         /* Verified, but for another merchant or app: an alert, never a
@@ -201,10 +209,7 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
             return to_worker(cb);
         PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
                             res->ev.out_trade_no) == PO_OK);
-        if (po_engine_alert(s, &res->ev, res->reason, res->detail))
-            decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
-        else
-            decide(cb, PO_OUT_REJECTED, res->reason);
+        alert_then(cb, s, PO_OUT_REJECTED);
         return false;
     }
     case PO_NOTIFY_EVENT:

@@ -246,17 +246,17 @@ static void pitfall_key_deterministic_in_storage(void **state)
     assert_int_equal(count_key(S, "journal", "wechatpay:4200000001:PAY_SUCCESS"), 1);
 }
 
-/* A key already recorded for another order is not a duplicate: the bill or
- * a channel naming one transaction for two orders gets an alert, and the
- * first order's credit stands untouched. */
-static void same_key_other_order_is_a_conflict(void **state)
+/* ORD-A paid by txn 4200000001, then ORD-B's payment naming the same txn
+ * applied with cfg: rejected conflicting_duplicate with its alert, ORD-B
+ * still PAYING. Returns ORD-A's event. */
+static struct po_event conflict_on_b(void **state, const struct po_engine_cfg *cfg)
 {
     t_seed_order(S, "ORD-A", 100);
     t_seed_order(S, "ORD-B", 100);
     struct po_event a = t_pay_event("ORD-A", "4200000001", 100);
     struct po_event b = t_pay_event("ORD-B", "4200000001", 100);
     assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
-    struct po_outcome o = t_apply(S, NULL, &b);
+    struct po_outcome o = t_apply(S, cfg, &b);
     assert_outcome(o, PO_OUT_REJECTED, 0);
     assert_string_equal(po_reason_name(o.reason), "conflicting_duplicate");
     assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE reason ="
@@ -265,6 +265,15 @@ static void same_key_other_order_is_a_conflict(void **state)
     assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING' AND"
                                   " out_trade_no = 'ORD-B'"),
                      1);
+    return a;
+}
+
+/* A key already recorded for another order is not a duplicate: the bill or
+ * a channel naming one transaction for two orders gets an alert, and the
+ * first order's credit stands untouched. */
+static void same_key_other_order_is_a_conflict(void **state)
+{
+    struct po_event a = conflict_on_b(state, NULL);
     assert_outcome(t_apply(S, NULL, &a), PO_OUT_DUPLICATE, 1);
     assert_one_credit(S, 100);
 }
@@ -276,20 +285,7 @@ static void same_key_other_order_is_a_conflict(void **state)
 static void layer3_conflict_compares_the_twin(void **state)
 {
     struct po_engine_cfg cfg = {.disabled_layers = PO_ENGINE_NO_LAYER1};
-    t_seed_order(S, "ORD-A", 100);
-    t_seed_order(S, "ORD-B", 100);
-    struct po_event a = t_pay_event("ORD-A", "4200000001", 100);
-    struct po_event b = t_pay_event("ORD-B", "4200000001", 100);
-    assert_outcome(t_apply(S, NULL, &a), PO_OUT_APPLIED, 0);
-    struct po_outcome o = t_apply(S, &cfg, &b);
-    assert_outcome(o, PO_OUT_REJECTED, 0);
-    assert_string_equal(po_reason_name(o.reason), "conflicting_duplicate");
-    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE reason ="
-                                  " 'conflicting_duplicate' AND out_trade_no = 'ORD-B'"),
-                     1);
-    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING' AND"
-                                  " out_trade_no = 'ORD-B'"),
-                     1);
+    struct po_event a = conflict_on_b(state, &cfg);
     /* The same event again is still a duplicate. */
     assert_outcome(t_apply(S, &cfg, &a), PO_OUT_DUPLICATE, 2);
     assert_one_credit(S, 100);
@@ -671,16 +667,6 @@ static void verify_detects_refund_reservation_drift(void **state)
 
 /* ---- verify's own mutation test ---- */
 
-struct seen {
-    char checks[1024];
-};
-static void seen_check(void *ctx, const struct po_violation *v)
-{
-    struct seen *f = ctx;
-    size_t n = strlen(f->checks);
-    snprintf(f->checks + n, sizeof f->checks - n, " %s ", v->check);
-}
-
 /* Every invariant `payonce verify` claims is broken once, on a state that
  * has each kind of row (a payment, a refund that succeeded, one pending, an
  * order unpaid); verify must name it, and be clean again once it is put
@@ -738,10 +724,10 @@ static void verify_names_every_broken_invariant(void **state)
     };
     for (size_t i = 0; i < PO_NELEM(cases); i++) {
         exec_ok(S, cases[i].breaks);
-        struct seen f = {""};
+        struct t_checks f = {""};
         int n = 0;
         char err[PO_ERRBUF_MAX] = "", want[64];
-        assert_int_equal(po_ledger_verify(S, seen_check, &f, &n, err, sizeof err), PO_OK);
+        assert_int_equal(po_ledger_verify(S, t_collect_check, &f, &n, err, sizeof err), PO_OK);
         snprintf(want, sizeof want, " %s ", cases[i].check);
         if (!strstr(f.checks, want))
             fail_msg("broken %s: verify named only [%s]", cases[i].check, f.checks);

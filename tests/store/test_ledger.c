@@ -69,16 +69,6 @@ static void deltas_accumulate_and_are_bounded(void **state)
     assert_int_equal(full.n, PO_LEDGER_DELTAS_MAX);
 }
 
-struct found {
-    char checks[512];
-};
-static void collect(void *ctx, const struct po_violation *v)
-{
-    struct found *f = ctx;
-    size_t n = strlen(f->checks);
-    snprintf(f->checks + n, sizeof f->checks - n, "%s ", v->check);
-}
-
 /* Counts the statements of a transaction that touch account_balance. */
 struct counter {
     int balance_writes;
@@ -126,9 +116,9 @@ static void post_then_flush(void **state)
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM posting", NULL, 0), 104);
     /* The ledger's own invariants hold (these journals have no processed
      * records: that is the engine's invariant, not the ledger's). */
-    struct found f = {""};
+    struct t_checks f = {""};
     int n = 0;
-    assert_int_equal(po_ledger_verify(S, collect, &f, &n, err, sizeof err), PO_OK);
+    assert_int_equal(po_ledger_verify(S, t_collect_check, &f, &n, err, sizeof err), PO_OK);
     assert_null(strstr(f.checks, "journal_unbalanced"));
     assert_null(strstr(f.checks, "balance_mismatch"));
 }
@@ -164,9 +154,9 @@ static void verify_names_what_is_broken(void **state)
     assert_int_equal(po_store_exec_tx(S, "UPDATE posting SET amount = amount + 1 WHERE line_no = 1",
                                       NULL, 0, NULL, err, sizeof err),
                      PO_OK);
-    struct found f = {""};
+    struct t_checks f = {""};
     int n = 0;
-    assert_int_equal(po_ledger_verify(S, collect, &f, &n, err, sizeof err), PO_OK);
+    assert_int_equal(po_ledger_verify(S, t_collect_check, &f, &n, err, sizeof err), PO_OK);
     assert_non_null(strstr(f.checks, "journal_unbalanced"));
     assert_non_null(strstr(f.checks, "balance_mismatch"));
     assert_true(n >= 2);

@@ -213,6 +213,13 @@ static void print_violation(void *ctx, const struct po_violation *v)
     fprintf(stderr, "VIOLATION %s: %s\n", v->check, v->detail);
 }
 
+void t_collect_check(void *ctx, const struct po_violation *v)
+{
+    struct t_checks *f = ctx;
+    size_t n = strlen(f->checks);
+    snprintf(f->checks + n, sizeof f->checks - n, " %s ", v->check);
+}
+
 int t_verify(struct po_store *s)
 {
     int n = -1;

@@ -63,6 +63,12 @@ struct po_event t_share_event(const char *out_trade_no, const char *share_id, co
 int64_t t_count(struct po_store *s, const char *sql, const struct po_param *p, int n);
 /* Cached balance of an account in CNY (0 when absent). */
 int64_t t_balance(struct po_store *s, const char *account);
+/* The names of the invariants po_ledger_verify reported (its report
+ * callback; ctx a struct t_checks), each as " name ". */
+struct t_checks {
+    char checks[1024];
+};
+void t_collect_check(void *ctx, const struct po_violation *v);
 /* Number of broken invariants found by po_ledger_verify (printed). */
 int t_verify(struct po_store *s);
 /* Applies one event with cfg and returns its outcome. */

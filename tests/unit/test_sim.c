@@ -40,33 +40,9 @@ static struct po_channel_account wx, ali, st;
 
 /* ---- accounts as `channel set` builds them ---- */
 
-struct opts {
-    const char *k[8], *v[8];
-    int n;
-};
-
-static const char *opt1(void *ctx, const char *name)
+static void account(const char *channel, struct po_account_opts *o, struct po_channel_account *out)
 {
-    const struct opts *o = ctx;
-    for (int i = 0; i < o->n; i++)
-        if (strcmp(o->k[i], name) == 0)
-            return o->v[i];
-    return NULL;
-}
-
-static int optn(void *ctx, const char *name, const char **vals, int max)
-{
-    const struct opts *o = ctx;
-    int k = 0;
-    for (int i = 0; i < o->n && k < max; i++)
-        if (strcmp(o->k[i], name) == 0)
-            vals[k++] = o->v[i];
-    return k;
-}
-
-static void account(const char *channel, struct opts *o, struct po_channel_account *out)
-{
-    struct po_account_input in = {.tenant = "t1", .opt = opt1, .opt_all = optn, .ctx = o};
+    struct po_account_input in = po_account_input_table("t1", NULL, o);
     char *doc = NULL, err[256] = "";
     if (po_channel_account_build(po_channel_find(channel), &in, &doc, err, sizeof err) ||
         po_channel_account_load("t1", channel, doc, NULL, out, err, sizeof err))
@@ -84,16 +60,16 @@ static int setup(void **state)
         fail_msg("identity: %s", err);
     snprintf(f1, sizeof f1, "%s/apiv3.key", dir);
     snprintf(f2, sizeof f2, "%s/wechatpay_platform_cert.pem", dir);
-    struct opts w = {{"mchid", "appid", "apiv3-key-file", "platform-cert-file"},
-                     {id.mchid, id.appid, f1, f2},
-                     4};
+    struct po_account_opts w = {{"mchid", "appid", "apiv3-key-file", "platform-cert-file"},
+                                {id.mchid, id.appid, f1, f2},
+                                4};
     account("wechatpay", &w, &wx);
     snprintf(f3, sizeof f3, "%s/alipay_public_key.pem", dir);
-    struct opts a = {
+    struct po_account_opts a = {
         {"app-id", "seller-id", "alipay-public-key-file"}, {id.app_id, id.seller_id, f3}, 3};
     account("alipay", &a, &ali);
     snprintf(f1, sizeof f1, "%s/stripe_webhook_secret", dir);
-    struct opts s = {{"webhook-secret-file"}, {f1}, 1};
+    struct po_account_opts s = {{"webhook-secret-file"}, {f1}, 1};
     account("stripe", &s, &st);
     return 0;
 }
@@ -412,10 +388,10 @@ static void platform_certificate_validity(void **state)
         fputs(pem, f);
         fclose(f);
         free(pem);
-        struct opts w = {{"mchid", "appid", "apiv3-key-file", "platform-cert-file"},
-                         {id.mchid, id.appid, apiv3, path},
-                         4};
-        struct po_account_input in = {.tenant = "t1", .opt = opt1, .opt_all = optn, .ctx = &w};
+        struct po_account_opts w = {{"mchid", "appid", "apiv3-key-file", "platform-cert-file"},
+                                    {id.mchid, id.appid, apiv3, path},
+                                    4};
+        struct po_account_input in = po_account_input_table("t1", NULL, &w);
         char *doc = NULL;
         assert_int_not_equal(
             po_channel_account_build(po_channel_find("wechatpay"), &in, &doc, err, sizeof err),

@@ -11,7 +11,7 @@ CC=clang cmake -S . -B build-fuzz -DPO_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DPO_WER
 cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
 mkdir -p build-fuzz/crashes
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-for t in wechatpay alipay stripe http api bill form; do
+for t in wechatpay alipay stripe http api bill form json; do
   work=$(mktemp -d)
   cp tests/fuzz/corpus/$t/* "$work/"
   maxlen=8192; [ "$t" = bill ] && maxlen=20000 # a real bill is ~15 KB

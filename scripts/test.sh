@@ -4,8 +4,9 @@
 #   2. AddressSanitizer + UBSan build; every test on SQLite and PostgreSQL
 #   3. ThreadSanitizer build; the thread races on both backends
 #   4. the libFuzzer targets, each for a bounded time (PAYONCE_FUZZ_SECONDS)
-#   5. the release build (`make build`, -O2: what `make demo` uses) and the
-#      demo with it, then the demo again with the ASan binary
+#   5. the release build (`make build`, -O2: what `make demo` uses), the
+#      allocation-failure sweeps in it (they replace malloc, which the
+#      sanitizers own), the demo with it, then the demo again under ASan
 # A throwaway PostgreSQL 15 is started for the run (scripts/pg.sh) and
 # stopped on exit, whatever happens.
 set -euo pipefail
@@ -47,6 +48,10 @@ scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-15}"
 
 echo "== release build (make build) and the demo with it, as 'make demo' runs it"
 make build PO_WERROR=ON
+echo "== allocation failures (the k-th allocation fails, every k; release build)"
+export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
+ctest --test-dir build -L alloc --output-on-failure
+cat "$PAYONCE_FIGURES"
 scripts/demo.sh
 echo "== the demo again under AddressSanitizer"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }

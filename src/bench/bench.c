@@ -796,7 +796,7 @@ int po_bench_run(const struct po_bench_cfg *cfg)
            json_string_value(json_object_get(machine, "memory")), have_fsync ? f50 : -1,
            have_fsync ? f99 : -1);
     if (settings && R.pg) {
-        char *s = json_dumps(settings, JSON_COMPACT | JSON_SORT_KEYS);
+        char *s = po_json_dumps(settings, JSON_COMPACT | JSON_SORT_KEYS);
         printf("# store settings: %s\n", s ? s : "?");
         free(s);
     }
@@ -860,7 +860,7 @@ int po_bench_run(const struct po_bench_cfg *cfg)
         printf("exactly once: %s; ledger verify: %d violations\n",
                exact ? "every payment credited once" : "NO", violations);
         if (scans) {
-            char *s = json_dumps(scans, JSON_COMPACT | JSON_SORT_KEYS);
+            char *s = po_json_dumps(scans, JSON_COMPACT | JSON_SORT_KEYS);
             printf("scans during the scenarios (%lld rows of another tenant loaded): %s%s\n",
                    (long long)cfg->plan_rows, s ? s : "?",
                    seq_on_big ? "  <- SEQUENTIAL SCANS on a big table: a plan went wrong" : "");

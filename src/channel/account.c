@@ -205,11 +205,14 @@ po_err po_channel_account_load(const char *tenant, const char *channel, const ch
 {
     const struct po_channel_ops *ops = po_channel_find(channel);
     struct po_channel_account *a = calloc(1, sizeof *a);
-    json_error_t jerr;
     po_err rc = PO_ERR_INVALID;
     if (!a)
         return PO_ERR_NOMEM;
-    json_t *root = json_loads(json, 0, &jerr);
+    json_t *root = NULL;
+    if (po_json_parse(json, strlen(json), &root, NULL, 0) == PO_ERR_NOMEM) {
+        free(a);
+        return PO_ERR_NOMEM;
+    }
     if (!ops) {
         po_errf(err, errcap, "no channel %s", channel);
         goto out;
@@ -282,7 +285,7 @@ po_err po_channel_account_build(const struct po_channel_ops *ops, const struct p
         json_object_set_new(cfg, "window_s", json_integer(window));
         rc = ops->account_build(in, cfg, err, errcap);
     }
-    char *doc = rc ? NULL : json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+    char *doc = rc ? NULL : po_json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(cfg);
     if (!rc && !doc)
         rc = PO_ERR_NOMEM;

@@ -23,23 +23,29 @@
 #include <string.h>
 #include <strings.h>
 
-static bool verify(const struct po_channel_account *a, const struct po_form *f,
-                   struct po_notify_result *out)
+/* *ok when f carries Alipay's signature; PO_ERR_NOMEM when memory ran out
+ * (the notification is answered retry, not refused). */
+static po_err verify(const struct po_channel_account *a, const struct po_form *f,
+                     struct po_notify_result *out, bool *ok)
 {
+    *ok = false;
     const char *sign = po_form_get(f, "sign"), *type = po_form_get(f, "sign_type");
     if (!sign || !*sign) {
         po_notify_reject(out, PO_R_MISSING_SIGNATURE, "sign is missing");
-        return false;
+        return PO_OK;
     }
     if (!type || strcmp(type, "RSA2") != 0) {
         po_notify_reject(out, PO_R_UNSUPPORTED_SIGNATURE_TYPE, "only sign_type RSA2 is accepted");
-        return false;
+        return PO_OK;
     }
     unsigned char *raw = NULL;
     size_t raw_len = 0;
-    if (po_b64_decode(sign, strlen(sign), &raw, &raw_len)) {
+    po_err rc = po_b64_decode(sign, strlen(sign), &raw, &raw_len);
+    if (rc == PO_ERR_NOMEM)
+        return rc;
+    if (rc) {
         po_notify_reject(out, PO_R_BAD_SIGNATURE, "sign is not base64");
-        return false;
+        return PO_OK;
     }
     /* Empty values left out (the Java SDK, Alipay's gateway) or, when there
      * are any, kept (the Node SDK): both are Alipay's own signature over
@@ -47,7 +53,7 @@ static bool verify(const struct po_channel_account *a, const struct po_form *f,
     bool has_empty = false;
     for (int i = 0; i < f->n; i++)
         has_empty |= f->p[i].val_len == 0;
-    po_err rc = PO_ERR_INVALID;
+    rc = PO_ERR_INVALID;
     for (int keep = 0; rc == PO_ERR_INVALID && keep <= (has_empty ? 1 : 0); keep++) {
         size_t len = 0;
         char *content = po_alipay_sign_content(f, true, keep == 1, &len);
@@ -56,12 +62,13 @@ static bool verify(const struct po_channel_account *a, const struct po_form *f,
         free(content);
     }
     free(raw);
-    if (rc) {
+    if (rc && rc != PO_ERR_INVALID) /* not checked: retry */
+        return rc;
+    if (rc)
         po_notify_reject(out, PO_R_BAD_SIGNATURE,
                          "sign does not verify with the Alipay public key");
-        return false;
-    }
-    return true;
+    *ok = rc == PO_OK;
+    return PO_OK;
 }
 
 static bool charset_ok(const struct po_form *f, struct po_notify_result *out)
@@ -93,11 +100,14 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     struct po_form *f = calloc(1, sizeof *f);
     if (!f)
         return PO_ERR_NOMEM;
-    if (!po_form_parse(req->body, req->body_len, f)) {
+    bool ok = false;
+    po_err rc = po_form_parse(req->body, req->body_len, f);
+    if (rc == PO_ERR_INVALID) {
+        rc = PO_OK;
         po_notify_reject(out, PO_R_MALFORMED_BODY, "body is not a well-formed form");
         goto out;
     }
-    if (!charset_ok(f, out) || !verify(a, f, out))
+    if (rc || !charset_ok(f, out) || (rc = verify(a, f, out, &ok)) || !ok)
         goto out;
     struct po_event *ev = &out->ev;
     const char *app_id = po_form_get(f, "app_id"), *seller = po_form_get(f, "seller_id");
@@ -156,7 +166,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
 out:
     po_form_free(f);
     free(f);
-    return PO_OK;
+    return rc;
 }
 
 /* ---- the account ---- */

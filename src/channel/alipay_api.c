@@ -120,11 +120,15 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
     (void)snprintf(node + n, sizeof node - n, "_response");
     const char *text = NULL;
     size_t tlen = 0;
-    json_t *root = json_loadb(r->body, r->len, 0, NULL), *out = NULL;
+    json_t *root = NULL, *out = NULL;
+    char jerr[PO_ERRBUF_MAX];
+    po_err prc = po_json_parse(r->body, r->len, &root, jerr, sizeof jerr);
     const char *sign = po_json_str(root, "sign"), *why = NULL;
     unsigned char *raw = NULL;
     size_t raw_len = 0;
-    if (!json_is_object(root))
+    if (prc == PO_ERR_NOMEM)
+        why = "out_of_memory";
+    else if (!json_is_object(root))
         why = "not_json";
     else if (!member_text(r->body, r->len, node, &text, &tlen) &&
              !member_text(r->body, r->len, "error_response", &text, &tlen))
@@ -133,8 +137,8 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
         why = "unsigned";
     else if (po_rsa_sha256_verify(a->alipay_key, text, tlen, raw, raw_len))
         why = "bad_signature";
-    else if (!(out = json_loadb(text, tlen, 0, NULL)))
-        why = "not_json";
+    else if ((prc = po_json_parse(text, tlen, &out, jerr, sizeof jerr)))
+        why = prc == PO_ERR_NOMEM ? "out_of_memory" : "not_json";
     free(raw);
     json_decref(root);
     if (why && reason && po_strcpy(reason, cap, why))
@@ -161,7 +165,7 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
                    (long long)(r->amount % 100));
     json_t *biz = json_pack("{s:s, s:s, s:s}", "out_trade_no", r->out_trade_no, "refund_amount",
                             yuan, "out_request_no", r->out_refund_no);
-    char *text = biz ? json_dumps(biz, JSON_COMPACT) : NULL;
+    char *text = biz ? po_json_dumps(biz, JSON_COMPACT) : NULL;
     json_decref(biz);
     struct po_api_resp *resp = text ? malloc(sizeof *resp) : NULL;
     po_err rc = resp ? po_alipay_call(a, ALIPAY_REFUND, text, resp) : PO_ERR_NOMEM;

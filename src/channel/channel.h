@@ -330,6 +330,18 @@ po_err po_event_from_json(const char *json, size_t len, struct po_event *out, ch
 
 /* ---- helpers shared with the rest of payonce ---- */
 
+/* JSON from outside (json.c): strict RFC 8259, an object or an array at
+ * the top, duplicate keys, invalid UTF-8 and \u0000 refused, nesting up to
+ * PO_JSON_DEPTH_MAX. *out (caller json_decrefs) is written on success.
+ * PO_ERR_INVALID / PO_ERR_LIMIT: malformed, err says where and why;
+ * PO_ERR_NOMEM: an allocation failed (retry later, not the sender's fault).
+ * Use it, never json_loads, for JSON from outside and from the store. */
+po_err po_json_parse(const char *text, size_t len, json_t **out, char *err,
+                     size_t errcap) PO_MUST_CHECK;
+/* json_dumps that returns NULL, never wrong text, when memory ran out
+ * (heap text, caller frees). Use it, never json_dumps. */
+char *po_json_dumps(const json_t *v, size_t flags);
+
 /* application/x-www-form-urlencoded (form.c): Alipay's notifications and
  * its gateway's requests. Keys are unique and plain; po_form_free releases
  * a form after a failed parse too. */
@@ -342,8 +354,9 @@ struct po_form {
     int n;
     struct po_form_param p[PO_FORM_PARAMS_MAX];
 };
-/* False for anything malformed, including a NUL in a key or a value. */
-bool po_form_parse(const char *body, size_t len, struct po_form *f);
+/* PO_ERR_INVALID for anything malformed, including a NUL in a key or a
+ * value; PO_ERR_NOMEM when memory ran out. */
+po_err po_form_parse(const char *body, size_t len, struct po_form *f) PO_MUST_CHECK;
 const char *po_form_get(const struct po_form *f, const char *key);
 /* Appends key=val; PO_ERR_INVALID for a repeated key or a full form. */
 po_err po_form_add(struct po_form *f, const char *key, const char *val) PO_MUST_CHECK;

@@ -17,6 +17,11 @@ extern const struct po_channel_ops po_channel_stripe;
 
 /* ---- verification results (common.c) ---- */
 /* Marks *out as a verification failure (a VERIFY reason) with a detail. */
+/* The JSON object of a verified notification's text: *doc, or NULL with
+ * the notification rejected (reason, naming `what`); PO_ERR_NOMEM only
+ * when memory ran out (the callback is answered retry). */
+po_err po_notify_json(const char *text, size_t len, struct po_notify_result *out,
+                      enum po_reason reason, const char *what, json_t **doc) PO_MUST_CHECK;
 void po_notify_reject(struct po_notify_result *out, enum po_reason reason, const char *fmt, ...)
     PO_PRINTF(3, 4);
 /* Marks *out as verified but for another merchant/app (a REJECT reason:

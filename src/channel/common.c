@@ -27,6 +27,24 @@ void po_notify_reject(struct po_notify_result *out, enum po_reason reason, const
     va_end(ap);
 }
 
+po_err po_notify_json(const char *text, size_t len, struct po_notify_result *out,
+                      enum po_reason reason, const char *what, json_t **doc)
+{
+    char err[PO_ERRBUF_MAX];
+    *doc = NULL;
+    po_err rc = po_json_parse(text, len, doc, err, sizeof err);
+    if (rc == PO_ERR_NOMEM)
+        return rc;
+    if (rc == PO_OK && !json_is_object(*doc)) {
+        json_decref(*doc);
+        *doc = NULL;
+        (void)snprintf(err, sizeof err, "not an object");
+    }
+    if (!*doc)
+        po_notify_reject(out, reason, "%s is not a JSON object: %s", what, err);
+    return PO_OK;
+}
+
 void po_notify_mismatch(struct po_notify_result *out, enum po_reason reason, const char *fmt, ...)
 {
     PO_ASSERT(po_reason_class(reason) == PO_RC_REJECT);

@@ -64,16 +64,17 @@ po_err po_event_from_json(const char *json, size_t len, struct po_event *out, ch
     };
     po_err rc = PO_ERR_INVALID;
     struct po_event ev;
-    json_error_t jerr;
     memset(&ev, 0, sizeof ev);
     if (len > PO_EVENT_FILE_MAX) {
         po_errf(err, errcap, "event larger than %d bytes", PO_EVENT_FILE_MAX);
         return PO_ERR_LIMIT;
     }
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        po_errf(err, errcap, "malformed JSON at line %d: %s", jerr.line, jerr.text);
-        return PO_ERR_INVALID;
+    json_t *root = NULL;
+    char jerr[PO_ERRBUF_MAX];
+    po_err prc = po_json_parse(json, len, &root, jerr, sizeof jerr);
+    if (prc) {
+        po_errf(err, errcap, "malformed JSON: %s", jerr);
+        return prc == PO_ERR_NOMEM ? prc : PO_ERR_INVALID;
     }
     if (!json_is_object(root)) {
         po_errf(err, errcap, "event must be a JSON object");

@@ -19,13 +19,13 @@ void po_form_free(struct po_form *f)
     f->n = 0;
 }
 
-/* Percent-decodes s[0..len) ('+' is a space) into a new string. */
-static char *pct_decode(const char *s, size_t len, size_t *out_len)
+/* Percent-decodes s[0..len) ('+' is a space) into a new string *out. */
+static po_err pct_decode(const char *s, size_t len, char **out, size_t *out_len)
 {
     char *d = malloc(len + 1);
     size_t j = 0;
     if (!d)
-        return NULL;
+        return PO_ERR_NOMEM;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '+') {
             d[j++] = ' ';
@@ -34,7 +34,7 @@ static char *pct_decode(const char *s, size_t len, size_t *out_len)
             int lo = i + 2 < len ? po_hexval(s[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 free(d);
-                return NULL;
+                return PO_ERR_INVALID;
             }
             d[j++] = (char)(hi * 16 + lo);
             i += 2;
@@ -44,10 +44,11 @@ static char *pct_decode(const char *s, size_t len, size_t *out_len)
     }
     d[j] = '\0';
     *out_len = j;
-    return d;
+    *out = d;
+    return PO_OK;
 }
 
-bool po_form_parse(const char *body, size_t len, struct po_form *f)
+po_err po_form_parse(const char *body, size_t len, struct po_form *f)
 {
     size_t i = 0;
     f->n = 0;
@@ -58,25 +59,27 @@ bool po_form_parse(const char *body, size_t len, struct po_form *f)
         if (end > i) {
             const char *eq = memchr(body + i, '=', end - i);
             if (!eq || eq == body + i || f->n >= PO_FORM_PARAMS_MAX)
-                return false;
+                return PO_ERR_INVALID;
             size_t klen = 0;
-            struct po_form_param *p = &f->p[f->n];
-            p->key = pct_decode(body + i, (size_t)(eq - (body + i)), &klen);
-            p->val = pct_decode(eq + 1, (size_t)(body + end - (eq + 1)), &p->val_len);
-            f->n++;
+            struct po_form_param *p = &f->p[f->n++];
+            po_err rc = pct_decode(body + i, (size_t)(eq - (body + i)), &p->key, &klen);
+            if (!rc)
+                rc = pct_decode(eq + 1, (size_t)(body + end - (eq + 1)), &p->val, &p->val_len);
+            if (rc)
+                return rc;
             /* A NUL in a key or value is refused: nothing after it could be
              * told apart by C string handling, so nothing after it may be
              * trusted (the signature covers explicit lengths regardless). */
-            if (!p->key || !p->val || klen != strlen(p->key) || !po_id_valid(p->key, 64) ||
+            if (klen != strlen(p->key) || !po_id_valid(p->key, 64) ||
                 memchr(p->val, '\0', p->val_len))
-                return false;
+                return PO_ERR_INVALID;
             for (int k = 0; k < f->n - 1; k++)
                 if (strcmp(f->p[k].key, p->key) == 0)
-                    return false;
+                    return PO_ERR_INVALID;
         }
         i = end + 1;
     }
-    return f->n > 0;
+    return f->n > 0 ? PO_OK : PO_ERR_INVALID;
 }
 
 const char *po_form_get(const struct po_form *f, const char *key)

@@ -94,7 +94,11 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
     bool match = false;
     for (int s = 0; s < a->nsecrets; s++) {
         unsigned char mac[32];
-        po_hmac_sha256(a->secrets[s].v, a->secrets[s].len, msg, tl + 1 + req->body_len, mac);
+        if (po_hmac_sha256(a->secrets[s].v, a->secrets[s].len, msg, tl + 1 + req->body_len, mac)) {
+            free(msg);
+            *nomem = true;
+            return false;
+        }
         for (int i = 0; i < nv1; i++)
             match |= po_ct_equal(mac, v1[i], 32); /* no early exit */
     }
@@ -122,8 +126,11 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     bool nomem = false;
     if (!verify(a, req, out, &nomem))
         return nomem ? PO_ERR_NOMEM : PO_OK;
-    json_error_t jerr;
-    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = NULL;
+    po_err rc =
+        po_notify_json(req->body, req->body_len, out, PO_R_MALFORMED_BODY, "the body", &root);
+    if (rc || !root)
+        return rc;
     const char *type = po_json_str(root, "type"), *evt_id = po_json_str(root, "id");
     json_t *obj = json_object_get(json_object_get(root, "data"), "object");
     json_t *meta = json_object_get(obj, "metadata");

@@ -92,7 +92,10 @@ po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_n
     const struct po_pubkey *key = a->keys[k].key;
     unsigned char *raw = NULL;
     size_t raw_len = 0;
-    if (po_b64_decode(sig, strlen(sig), &raw, &raw_len)) {
+    po_err brc = po_b64_decode(sig, strlen(sig), &raw, &raw_len);
+    if (brc == PO_ERR_NOMEM)
+        return brc;
+    if (brc) {
         po_notify_reject(out, PO_R_BAD_SIGNATURE, "signature is not base64");
         return PO_OK;
     }
@@ -108,7 +111,7 @@ po_err po_wechatpay_verify(const struct po_channel_account *a, const struct po_n
     po_err rc = po_rsa_sha256_verify(key, msg, mlen, raw, raw_len);
     free(msg);
     free(raw);
-    if (rc == PO_ERR_NOMEM)
+    if (rc && rc != PO_ERR_INVALID) /* not checked: retry */
         return rc;
     if (rc) {
         po_notify_reject(out, PO_R_BAD_SIGNATURE, "signature does not verify with key %.64s",
@@ -136,30 +139,28 @@ static po_err decrypt_resource(const struct po_channel_account *a, json_t *body,
     }
     unsigned char *raw = NULL, *plain = NULL;
     size_t raw_len = 0, plain_len = 0;
-    if (po_b64_decode(ct, strlen(ct), &raw, &raw_len)) {
+    po_err rc = po_b64_decode(ct, strlen(ct), &raw, &raw_len);
+    if (rc == PO_ERR_NOMEM)
+        return rc;
+    if (rc) {
         po_notify_reject(out, PO_R_MALFORMED_BODY, "resource.ciphertext is not base64");
         return PO_OK;
     }
-    po_err rc = po_aes_gcm_decrypt(a->apiv3_key, a->apiv3_key_len, (const unsigned char *)nonce,
-                                   strlen(nonce), (const unsigned char *)(aad ? aad : ""),
-                                   aad ? strlen(aad) : 0, raw, raw_len, &plain, &plain_len);
+    rc = po_aes_gcm_decrypt(a->apiv3_key, a->apiv3_key_len, (const unsigned char *)nonce,
+                            strlen(nonce), (const unsigned char *)(aad ? aad : ""),
+                            aad ? strlen(aad) : 0, raw, raw_len, &plain, &plain_len);
     free(raw);
-    if (rc == PO_ERR_NOMEM)
+    if (rc && rc != PO_ERR_INVALID) /* not checked: retry */
         return rc;
     if (rc) {
         po_notify_reject(out, PO_R_DECRYPT_FAILED,
                          "resource does not decrypt with the tenant's APIv3 key");
         return PO_OK;
     }
-    json_error_t jerr;
-    *out_plain = json_loadb((const char *)plain, plain_len, JSON_REJECT_DUPLICATES, &jerr);
+    rc = po_notify_json((const char *)plain, plain_len, out, PO_R_MALFORMED_RESOURCE,
+                        "the decrypted resource", out_plain);
     free(plain);
-    if (!json_is_object(*out_plain)) {
-        json_decref(*out_plain);
-        *out_plain = NULL;
-        po_notify_reject(out, PO_R_MALFORMED_RESOURCE, "decrypted resource is not a JSON object");
-    }
-    return PO_OK;
+    return rc;
 }
 
 /* mchid/appid of the resource against the account; false = MISMATCH set.
@@ -286,10 +287,11 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     po_err rc = po_wechatpay_verify(a, req, out, &ok);
     if (rc || !ok)
         return rc;
-    json_error_t jerr;
-    body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    rc = po_notify_json(req->body, req->body_len, out, PO_R_MALFORMED_BODY, "the body", &body);
     const char *etype = po_json_str(body, "event_type");
-    if (!json_is_object(body) || !etype) {
+    if (rc || !body)
+        goto out;
+    if (!etype) {
         po_notify_reject(out, PO_R_MALFORMED_BODY, "body is not a callback JSON object");
         goto out;
     }

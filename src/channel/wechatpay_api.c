@@ -100,7 +100,7 @@ static char *refund_body(const struct po_channel_account *a, const struct po_ref
                   (json_int_t)r->total, "currency", r->currency);
     if (j && a->notify_url[0])
         json_object_set_new(j, "notify_url", json_string(a->notify_url));
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *body = j ? po_json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return body;
 }
@@ -123,7 +123,9 @@ po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
     free(body);
     out->http_status = resp->status;
     bool is_signed = resp->status && po_wechatpay_resp_signed(a, resp, why, sizeof why);
-    json_t *j = is_signed ? json_loads(resp->body, 0, NULL) : NULL;
+    json_t *j = NULL;
+    if (is_signed && po_json_parse(resp->body, resp->len, &j, NULL, 0) != PO_OK)
+        j = NULL; /* no code: the decision rests on the status alone */
     const char *code = po_json_str(j, "code");
     if (is_signed && resp->status >= 200 && resp->status < 300) {
         out->decision = PO_REFUND_SUBMITTED;
@@ -170,8 +172,14 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
         free(r);
         return PO_OK;
     }
-    json_t *j = json_loads(r->body, 0, NULL);
+    json_t *j = NULL;
+    po_err prc = po_json_parse(r->body, r->len, &j, NULL, 0);
     free(r);
+    if (prc) { /* a signed answer that does not parse says nothing */
+        (void)snprintf(out->why, sizeof out->why, "%s",
+                       prc == PO_ERR_NOMEM ? "out_of_memory" : "not_json");
+        return PO_OK;
+    }
     const char *state = po_json_str(j, "trade_state"), *mchid = po_json_str(j, "mchid");
     json_t *amt = json_object_get(j, "amount");
     struct po_event *ev = &out->ev;

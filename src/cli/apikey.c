@@ -43,7 +43,7 @@ int cmd_apikey_list(struct po_store *s, const struct opts *o)
     if (rc)
         return fail(rc, "cannot read the API keys");
     if (flag(o, "json")) {
-        char *out = json_dumps(list, JSON_COMPACT);
+        char *out = po_json_dumps(list, JSON_COMPACT);
         puts(out ? out : "[]");
         free(out);
     } else {

@@ -80,7 +80,7 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
     }
     if (flag(o, "json")) {
         json_t *j = po_recon_report_json(&r);
-        char *doc = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        char *doc = j ? po_json_dumps(j, JSON_COMPACT) : NULL;
         printf("%s\n", doc ? doc : "{}");
         free(doc);
         json_decref(j);
@@ -152,7 +152,7 @@ int cmd_recon_runs(struct po_store *s, const struct opts *o)
         return fail(rc, "cannot read the reconciliation runs");
     if (flag(o, "json")) {
         json_t *doc = json_pack("{s:s, s:o}", "tenant", tenant, "runs", list);
-        char *js = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        char *js = doc ? po_json_dumps(doc, JSON_COMPACT) : NULL;
         printf("%s\n", js ? js : "{}");
         free(js);
         json_decref(doc);

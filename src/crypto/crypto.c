@@ -5,6 +5,7 @@
 
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
@@ -355,16 +356,38 @@ void po_privkey_free(struct po_privkey *k)
     free(k);
 }
 
+/* Why an OpenSSL operation failed, from this thread's error queue (which
+ * it empties): PO_ERR_NOMEM when an allocation failed; PO_ERR_INVALID when
+ * the library `judge` refused the input (for a signature: the RSA layer
+ * found it wrong); PO_ERR_INTERNAL when the check could not be made at all
+ * (OpenSSL 3.0 under memory pressure also fails with "initialization
+ * error", "not able to copy ctx" or "digest not allowed", no malloc reason
+ * given: such a failure must be a retry, not a "bad signature"). */
+static po_err openssl_failure(int judge)
+{
+    po_err rc = PO_ERR_INTERNAL;
+    for (unsigned long e; (e = ERR_get_error()) != 0;)
+        if (ERR_GET_REASON(e) == ERR_R_MALLOC_FAILURE)
+            rc = PO_ERR_NOMEM;
+        else if (rc == PO_ERR_INTERNAL && judge && ERR_GET_LIB(e) == judge)
+            rc = PO_ERR_INVALID;
+    return rc;
+}
+
 po_err po_rsa_sha256_verify(const struct po_pubkey *k, const void *msg, size_t len,
                             const unsigned char *sig, size_t sig_len)
 {
     struct thread_ctx *t = thread_ctx();
     if (!t)
         return PO_ERR_NOMEM;
-    int ok = EVP_DigestVerifyInit(t->md, NULL, sha256(), NULL, k->pkey) == 1 &&
-             EVP_DigestVerify(t->md, sig, sig_len, msg, len) == 1;
+    ERR_clear_error();
+    po_err rc = PO_OK;
+    if (EVP_DigestVerifyInit(t->md, NULL, sha256(), NULL, k->pkey) != 1)
+        rc = openssl_failure(0);
+    else if (EVP_DigestVerify(t->md, sig, sig_len, msg, len) != 1)
+        rc = openssl_failure(ERR_LIB_RSA);
     (void)EVP_MD_CTX_reset(t->md);
-    return ok ? PO_OK : PO_ERR_INVALID;
+    return rc;
 }
 
 po_err po_rsa_sha256_sign_b64(const struct po_privkey *k, const void *msg, size_t len,
@@ -421,14 +444,21 @@ po_err po_aes_gcm_decrypt(const unsigned char *key, size_t key_len, const unsign
         rc = PO_ERR_NOMEM;
         goto out;
     }
+    ERR_clear_error();
     if (EVP_DecryptInit_ex(ctx, cipher, NULL, NULL, NULL) != 1 ||
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)nonce_len, NULL) != 1 ||
         EVP_DecryptInit_ex(ctx, NULL, NULL, key, nonce) != 1 ||
         (aad_len && EVP_DecryptUpdate(ctx, NULL, &len1, aad, (int)aad_len) != 1) ||
         EVP_DecryptUpdate(ctx, pt, &len1, ct, (int)n) != 1 ||
-        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, GCM_TAG_LEN, tag) != 1 ||
-        EVP_DecryptFinal_ex(ctx, pt + len1, &len2) != 1)
+        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, GCM_TAG_LEN, tag) != 1) {
+        rc = openssl_failure(0);
         goto out;
+    }
+    if (EVP_DecryptFinal_ex(ctx, pt + len1, &len2) != 1) {
+        /* A tag that does not match fails here without an error queued. */
+        rc = ERR_peek_error() ? openssl_failure(0) : PO_ERR_INVALID;
+        goto out;
+    }
     pt[len1 + len2] = '\0';
     *out_len = (size_t)(len1 + len2);
     *out = pt;
@@ -479,30 +509,37 @@ out:
     return rc;
 }
 
-void po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
-                    unsigned char out[32])
+po_err po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
+                      unsigned char out[32])
 {
     unsigned int n = 32;
-    PO_ASSERT(HMAC(sha256(), key, (int)key_len, msg, len, out, &n) != NULL && n == 32);
+    if (!HMAC(sha256(), key, (int)key_len, msg, len, out, &n))
+        return PO_ERR_NOMEM; /* the only way HMAC fails with valid arguments */
+    PO_ASSERT(n == 32);
+    return PO_OK;
 }
 
-void po_sha256_hex(const void *msg, size_t len, char out[65])
+static po_err digest_hex(const EVP_MD *md, const void *msg, size_t len, char *out, unsigned size)
 {
-    unsigned char d[32];
+    unsigned char d[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
-    PO_ASSERT(EVP_Digest(msg, len, d, &n, sha256(), NULL) == 1 && n == 32);
-    for (int i = 0; i < 32; i++)
+    if (EVP_Digest(msg, len, d, &n, md, NULL) != 1)
+        return PO_ERR_NOMEM;
+    PO_ASSERT(n == size);
+    for (unsigned i = 0; i < n; i++)
         (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
+    return PO_OK;
 }
 
-void po_sha1_hex(const void *msg, size_t len, char out[41])
+po_err po_sha256_hex(const void *msg, size_t len, char out[65])
 {
-    unsigned char d[20];
-    unsigned int n = 0;
+    return digest_hex(sha256(), msg, len, out, 32);
+}
+
+po_err po_sha1_hex(const void *msg, size_t len, char out[41])
+{
     pthread_once(&algs_once, algs_init);
-    PO_ASSERT(EVP_Digest(msg, len, d, &n, md_sha1, NULL) == 1 && n == 20);
-    for (int i = 0; i < 20; i++)
-        (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
+    return digest_hex(md_sha1, msg, len, out, 20);
 }
 
 void po_secure_zero(void *p, size_t len)

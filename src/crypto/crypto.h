@@ -54,6 +54,8 @@ po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, c
                            char **out_pem) PO_MUST_CHECK;
 
 /* SHA256withRSA over msg. PO_OK only for a valid signature. */
+/* PO_ERR_INVALID: the signature is wrong; PO_ERR_NOMEM / PO_ERR_INTERNAL:
+ * it could not be checked (answer retry, not "bad signature"). */
 po_err po_rsa_sha256_verify(const struct po_pubkey *k, const void *msg, size_t len,
                             const unsigned char *sig, size_t sig_len) PO_MUST_CHECK;
 /* Signs msg; *out_b64 is the base64 signature. */
@@ -72,11 +74,12 @@ po_err po_aes_gcm_encrypt(const unsigned char *key, size_t key_len, const unsign
                           const unsigned char *pt, size_t pt_len, unsigned char **out,
                           size_t *out_len) PO_MUST_CHECK;
 
-void po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
-                    unsigned char out[32]);
-void po_sha256_hex(const void *msg, size_t len, char out[65]);
+/* Digests; PO_ERR_NOMEM when OpenSSL could not allocate (out unset). */
+po_err po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
+                      unsigned char out[32]) PO_MUST_CHECK;
+po_err po_sha256_hex(const void *msg, size_t len, char out[65]) PO_MUST_CHECK;
 /* SHA-1, only because WeChat Pay's bill API names its hash_type SHA1. */
-void po_sha1_hex(const void *msg, size_t len, char out[41]);
+po_err po_sha1_hex(const void *msg, size_t len, char out[41]) PO_MUST_CHECK;
 bool po_ct_equal(const void *a, const void *b, size_t len);
 /* Wipes a secret from memory in a way the compiler may not elide. */
 void po_secure_zero(void *p, size_t len);

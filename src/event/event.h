@@ -154,6 +154,7 @@ enum po_reason_class {
     X(STORE_UNAVAILABLE, "store_unavailable", RETRY, 500)                                          \
     X(STORE_ERROR, "store_error", RETRY, 500)                                                      \
     X(NOMEM, "nomem", RETRY, 500)                                                                  \
+    X(CRYPTO_ERROR, "crypto_error", RETRY, 500)                                                    \
     X(POOL_EXHAUSTED, "pool_exhausted", RETRY, 503)                                                \
     X(DEADLINE_EXCEEDED, "deadline_exceeded", RETRY, 503)                                          \
     /* alerts raised outside the callback path */                                                  \

@@ -46,6 +46,12 @@ void po_api_unavailable(struct po_api_call *c)
     c->retry_after = 1;
 }
 
+void po_api_out_of_memory(struct po_api_call *c)
+{
+    po_api_fail(c, 503, "out_of_memory", "the gateway is short of memory; retry", NULL);
+    c->retry_after = 1;
+}
+
 po_err po_api_business(struct po_api_call *c, po_err rc, const char *code, const char *err)
 {
     switch (rc) {
@@ -109,13 +115,12 @@ static bool idem_key_valid(const char *k)
  * no whitespace): the same request however it is formatted. */
 static void request_hash(struct po_api_call *c, char out[65])
 {
-    char *canon = json_dumps(c->in, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *canon = po_json_dumps(c->in, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     char *msg = NULL;
     /* The route's path as the client sent it (after "/v1/"), as before. */
-    if (canon && po_fmt_alloc(&msg, "POST /v1/%s\n%s", c->req->path + 4, canon) == PO_OK)
-        po_sha256_hex(msg, strlen(msg), out);
-    else
-        out[0] = '\0';
+    if (!canon || po_fmt_alloc(&msg, "POST /v1/%s\n%s", c->req->path + 4, canon) ||
+        po_sha256_hex(msg, strlen(msg), out))
+        out[0] = '\0'; /* out of memory: the caller answers 503 */
     free(msg);
     free(canon);
 }
@@ -155,14 +160,16 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
                        c->req->request_id, c->tenant, q->route);
             return true;
         case PO_IDEM_REPLAY: {
-            json_error_t jerr;
             json_decref(c->resp);
-            c->resp = json_loads(cl->body, 0, &jerr);
+            c->resp = NULL;
+            po_err prc = po_json_parse(cl->body, strlen(cl->body), &c->resp, NULL, 0);
             c->status = cl->status;
             c->replayed = true;
             free(cl->body);
             cl->body = NULL;
-            if (!c->resp)
+            if (prc == PO_ERR_NOMEM)
+                po_api_out_of_memory(c);
+            else if (prc)
                 po_api_fail(c, 500, "internal", "stored response unreadable", NULL);
             return false;
         }
@@ -202,7 +209,7 @@ static po_err effect(void *ctx, unsigned *status)
 static char *render(void *ctx)
 {
     struct po_api_call *c = ctx;
-    return json_dumps(c->resp, JSON_COMPACT | JSON_SORT_KEYS);
+    return po_json_dumps(c->resp, JSON_COMPACT | JSON_SORT_KEYS);
 }
 
 /* One POST's work in the committer's batch (its own savepoint there). */
@@ -440,7 +447,7 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
     release_conn(&c);
     if (c.in_bulkhead)
         po_bulkhead_leave(ctx->api_bulkhead, c.tenant);
-    char *body = c.resp ? json_dumps(c.resp, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *body = c.resp ? po_json_dumps(c.resp, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!body)
         po_api_fail(&c, 500, "internal", "out of memory", NULL);
     memset(out, 0, sizeof *out);

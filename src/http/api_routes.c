@@ -26,16 +26,20 @@
 static bool parse_body(struct po_api_call *c, const char *const *allowed, int n, bool may_be_empty)
 {
     const struct po_hreq *q = c->req;
-    if (may_be_empty && q->body_len == 0) {
-        c->in = json_object();
-        return true;
+    char jerr[PO_ERRBUF_MAX] = "";
+    po_err rc = PO_OK;
+    if (may_be_empty && q->body_len == 0)
+        rc = (c->in = json_object()) ? PO_OK : PO_ERR_NOMEM;
+    else
+        rc = po_json_parse(q->body, q->body_len, &c->in, jerr, sizeof jerr);
+    if (rc == PO_ERR_NOMEM) {
+        po_api_out_of_memory(c);
+        return false;
     }
-    json_error_t jerr;
-    c->in = json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!json_is_object(c->in)) {
-        char msg[200];
+    if (rc || !json_is_object(c->in)) {
+        char msg[300];
         (void)snprintf(msg, sizeof msg, "the body must be one JSON object: %s",
-                       c->in ? "not an object" : jerr.text);
+                       rc ? jerr : "not an object");
         po_api_fail(c, 400, "malformed_json", msg, NULL);
         return false;
     }

@@ -185,8 +185,9 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, struct po_hresp *a)
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, a->body ? a->body : (void *)(uintptr_t) "",
                                         a->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!r) {
+    if (!r) { /* out of memory: the connection is closed without an answer */
         free(a->body);
+        a->body = NULL; /* on_completed frees it otherwise (test_alloc) */
         return MHD_NO;
     }
     a->body = NULL; /* owned by the response now */

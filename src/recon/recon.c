@@ -237,7 +237,10 @@ static po_err find_run(struct po_store *s, const char *tenant, struct po_recon_r
         return rc;
     *found = rows.nrows == 1;
     if (*found) {
-        json_t *j = json_loads(po_rows_get(&rows, 0, 0), 0, NULL);
+        const char *text = po_rows_get(&rows, 0, 0);
+        json_t *j = NULL;
+        if (po_json_parse(text, strlen(text), &j, NULL, 0))
+            j = NULL;
         report_from_json(j, out);
         json_decref(j);
     }
@@ -263,7 +266,8 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
                 names);
         return PO_ERR_INVALID;
     }
-    po_sha256_hex(data, len, r.file_sha256);
+    if ((rc = po_sha256_hex(data, len, r.file_sha256)))
+        return rc;
     bool found = false;
     if (!force) {
         if ((rc = find_run(s, tenant, &r, &found, err, errcap)))
@@ -338,7 +342,7 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
         goto out;
     json_t *rj = po_recon_report_json(&r);
     json_object_del(rj, "already_imported"); /* a property of an import, not of the run */
-    char *doc = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
+    char *doc = rj ? po_json_dumps(rj, JSON_COMPACT) : NULL;
     json_decref(rj);
     char now[PO_TIME_MAX];
     now_iso(now, sizeof now);
@@ -381,7 +385,10 @@ po_err po_recon_runs(struct po_store *s, const char *tenant, json_t **out)
         return rc;
     json_t *list = json_array();
     for (int i = 0; i < r.nrows; i++) {
-        json_t *rep = json_loads(po_rows_get(&r, i, 6), 0, NULL);
+        const char *text = po_rows_get(&r, i, 6);
+        json_t *rep = NULL;
+        if (po_json_parse(text, strlen(text), &rep, NULL, 0))
+            rep = NULL;
         if (!json_is_object(rep)) {
             json_decref(rep);
             rep = json_object();

@@ -37,7 +37,8 @@ po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIK
     memset(rnd, 0, sizeof rnd);
     PO_ASSERT(po_fmt(full, sizeof full, "po_%s_%s", id, secret) == PO_OK);
     memset(secret, 0, sizeof secret);
-    po_sha256_hex(full, strlen(full), hash);
+    if ((rc = po_sha256_hex(full, strlen(full), hash)))
+        return rc;
     char now[PO_TIME_MAX];
     po_clock_now_iso(now, sizeof now);
     rc = po_store_begin(s, err, errcap);
@@ -104,7 +105,8 @@ po_err po_apikey_auth(struct po_store *s, const char *key, char tenant[PO_ID_MAX
     char id[KEY_ID_HEX + 1], hash[65];
     memcpy(id, key + 3, KEY_ID_HEX);
     id[KEY_ID_HEX] = '\0';
-    po_sha256_hex(key, PO_APIKEY_LEN, hash);
+    if (po_sha256_hex(key, PO_APIKEY_LEN, hash))
+        return PO_ERR_TRANSIENT; /* out of memory: 503, not 401 */
     struct po_rows r;
     struct po_param p[] = {PO_TEXT(id)};
     po_err rc = po_store_exec(s,

@@ -295,8 +295,9 @@ static void worker_job(void *arg)
             goto out;
         }
     }
-    if (!cb->verified && verify(cb)) {
-        decide(cb, PO_OUT_RETRY, PO_R_NOMEM);
+    po_err vrc = cb->verified ? PO_OK : verify(cb);
+    if (vrc) {
+        decide(cb, PO_OUT_RETRY, vrc == PO_ERR_NOMEM ? PO_R_NOMEM : PO_R_CRYPTO_ERROR);
         goto out;
     }
     pending = after_verify(cb, s);
@@ -325,8 +326,9 @@ static bool start(const struct po_callback_ctx *ctx, struct po_callback *cb)
     cb->acct = po_accounts_get(ctx->accounts, cb->tenant, cb->ch->name);
     if (!cb->acct)
         return to_worker(cb); /* not cached yet: loading reads the database */
-    if (verify(cb)) {
-        decide(cb, PO_OUT_RETRY, PO_R_NOMEM);
+    po_err rc = verify(cb);
+    if (rc) {
+        decide(cb, PO_OUT_RETRY, rc == PO_ERR_NOMEM ? PO_R_NOMEM : PO_R_CRYPTO_ERROR);
         settle(cb);
         return false;
     }

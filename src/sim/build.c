@@ -309,8 +309,12 @@ po_err po_sim_stripe(const unsigned char *secret, size_t secret_len, const char 
     msg[tl] = '.';
     memcpy(msg + tl + 1, payload, len);
     unsigned char mac[32];
-    po_hmac_sha256(secret, secret_len, msg, tl + 1 + len, mac);
+    po_err rc = po_hmac_sha256(secret, secret_len, msg, tl + 1 + len, mac);
     free(msg);
+    if (rc) {
+        po_sim_request_free(out);
+        return rc;
+    }
     char header[128];
     size_t j = (size_t)snprintf(header, sizeof header, "t=%s,v1=", tsbuf);
     for (int i = 0; i < 32; i++)

@@ -79,7 +79,7 @@ static void digits_of(const char *seed, const char *salt, int n, char *out)
 {
     char msg[256], h[65];
     (void)snprintf(msg, sizeof msg, "%s|%s", seed, salt);
-    po_sha256_hex(msg, strlen(msg), h);
+    PO_ASSERT(po_sha256_hex(msg, strlen(msg), h) == PO_OK); /* the simulator's own ids */
     for (int i = 0; i < n; i++) {
         int v = po_hexval(h[i % 64]) + (i >= 64 ? 3 : 0);
         out[i] = (char)('0' + v % 10);
@@ -116,7 +116,7 @@ static po_err stripe(const struct po_sim_identity *id, const char *type, const c
     char h[65], evt[40];
     char msg[160];
     (void)snprintf(msg, sizeof msg, "%s|%s", seed, type);
-    po_sha256_hex(msg, strlen(msg), h);
+    PO_ASSERT(po_sha256_hex(msg, strlen(msg), h) == PO_OK);
     (void)snprintf(evt, sizeof evt, "evt_%.24s", h);
     json_t *event = json_pack("{s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:{s:n, s:n}, s:{s:o}}", "id",
                               evt, "object", "event", "api_version", "2024-06-20", "type", type,

@@ -183,8 +183,10 @@ static int trade_bill(struct po_sim_server *s, struct sim_call *c)
     if (!bill)
         return sim_error(c, 500, "SYSTEM_ERROR", "bill too large");
     char hash[41], url[256];
-    po_sha1_hex(bill, strlen(bill), hash);
+    po_err rc = po_sha1_hex(bill, strlen(bill), hash);
     free(bill);
+    if (rc)
+        return sim_error(c, 500, "SYSTEM_ERROR", "out of memory");
     const char *host = c->header(c->ctx, "Host");
     (void)snprintf(url, sizeof url, "http://%s/v3/billdownload/file?token=%s_%s",
                    host ? host : "127.0.0.1", date, type);

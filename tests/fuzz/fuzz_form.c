@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > PO_BODY_MAX)
         return 0;
     struct po_form f = {0}, g = {0};
-    if (!po_form_parse((const char *)data, size, &f)) {
+    if (po_form_parse((const char *)data, size, &f) != PO_OK) {
         po_form_free(&f);
         return 0;
     }
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     size_t len = 0, clen = 0;
     char *enc = po_form_encode(&f, &len);
-    if (!enc || !po_form_parse(enc, len, &g) || g.n != f.n)
+    if (!enc || po_form_parse(enc, len, &g) != PO_OK || g.n != f.n)
         abort();
     for (int i = 0; i < f.n; i++)
         if (strcmp(po_form_get(&g, f.p[i].key), f.p[i].val) != 0)

@@ -291,8 +291,8 @@ static void alipay_fields_and_times(void **state)
     struct po_sim_payment p = {NULL, "A-1", txn, 10, "CNY", t0};
     struct po_sim_request a = build("alipay", &p, t0), again = build("alipay", &p, t0 + 240);
     struct po_form f, g;
-    assert_true(po_form_parse(a.body, a.body_len, &f));
-    assert_true(po_form_parse(again.body, again.body_len, &g));
+    assert_int_equal(po_form_parse(a.body, a.body_len, &f), PO_OK);
+    assert_int_equal(po_form_parse(again.body, again.body_len, &g), PO_OK);
     json_t *v = vector("alipay_notify_trade_success.json");
     json_t *vp = json_object_get(v, "params");
     /* Only fields the real notification has; and the optional ones it sends. */

@@ -290,10 +290,36 @@ static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, con
     return it.work.rc;
 }
 
+/* The body is read as JSON whatever Content-Type says, but a body that
+ * declares itself as something else (a form upload, XML, text) is not
+ * what its sender thinks it is sending: refused. No Content-Type, JSON
+ * (application/json, application/...+json) and
+ * application/x-www-form-urlencoded — what `curl -d` sends unless told
+ * otherwise, as the examples in docs/api.md do — are read as JSON. */
+static bool media_type_ok(const char *ct)
+{
+    if (!ct)
+        return true;
+    size_t n = strcspn(ct, ";");
+    while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    static const char *const ok[] = {"application/json", "application/x-www-form-urlencoded"};
+    for (int i = 0; i < PO_NELEM(ok); i++)
+        if (n == strlen(ok[i]) && strncasecmp(ct, ok[i], n) == 0)
+            return true;
+    return n > 17 && strncasecmp(ct, "application/", 12) == 0 &&
+           strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
 static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
 {
     if (c->req->body_too_large) {
         po_api_fail(c, 413, "body_too_large", "the body is larger than the limit", NULL);
+        return;
+    }
+    if (!media_type_ok(c->req->header(c->req->ctx, "Content-Type"))) {
+        po_api_fail(c, 415, "unsupported_media_type",
+                    "the body is JSON: send it with Content-Type: application/json", NULL);
         return;
     }
     if (!rt->validate(c))

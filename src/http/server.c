@@ -146,6 +146,7 @@ static void guard_sweep(struct po_server *srv)
 struct kv {
     enum MHD_ValueKind kind;
     const char *k, *v;
+    size_t vlen; /* a NUL inside the value makes it longer than strlen(v) */
 };
 
 /* Per-request state across libmicrohttpd's access-handler calls. */
@@ -228,28 +229,33 @@ struct kv_copy {
     char *at;
 };
 
-static enum MHD_Result kv_size(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+static enum MHD_Result kv_size(void *cls, enum MHD_ValueKind kind, const char *k, size_t klen,
+                               const char *v, size_t vlen)
 {
     (void)kind;
+    (void)k;
     struct kv_copy *cp = cls;
     cp->q->nkv++;
-    cp->bytes += strlen(k) + 1 + (v ? strlen(v) + 1 : 0);
+    cp->bytes += klen + 1 + (v ? vlen + 1 : 0);
     return MHD_YES;
 }
 
-static enum MHD_Result kv_copy(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+static enum MHD_Result kv_copy(void *cls, enum MHD_ValueKind kind, const char *k, size_t klen,
+                               const char *v, size_t vlen)
 {
     struct kv_copy *cp = cls;
     struct kv *e = &cp->q->kv[cp->q->nkv++];
-    size_t kl = strlen(k) + 1;
     e->kind = kind;
-    e->k = memcpy(cp->at, k, kl);
-    cp->at += kl;
+    e->k = memcpy(cp->at, k, klen);
+    cp->at[klen] = '\0';
+    cp->at += klen + 1;
     e->v = NULL;
+    e->vlen = 0;
     if (v) {
-        size_t vl = strlen(v) + 1;
-        e->v = memcpy(cp->at, v, vl);
-        cp->at += vl;
+        e->v = memcpy(cp->at, v, vlen);
+        cp->at[vlen] = '\0';
+        cp->at += vlen + 1;
+        e->vlen = vlen;
     }
     return MHD_YES;
 }
@@ -262,16 +268,58 @@ static po_err capture(struct req *q, struct MHD_Connection *c)
     const enum MHD_ValueKind kinds = MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND;
     struct kv_copy cp = {q, 0, NULL};
     q->nkv = 0;
-    (void)MHD_get_connection_values(c, kinds, kv_size, &cp);
+    (void)MHD_get_connection_values_n(c, kinds, kv_size, &cp);
     size_t n = q->nkv;
     q->kv = malloc(n * sizeof *q->kv + cp.bytes + 1);
     if (!q->kv)
         return PO_ERR_NOMEM;
     cp.at = (char *)(q->kv + n);
     q->nkv = 0;
-    (void)MHD_get_connection_values(c, kinds, kv_copy, &cp);
+    (void)MHD_get_connection_values_n(c, kinds, kv_copy, &cp);
     PO_ASSERT(q->nkv == n);
     return PO_OK;
+}
+
+/* Headers that may appear once: with two copies, which one payonce reads
+ * and which one a proxy or the channel's SDK meant may differ (another
+ * tenant's key, another signature), so such a request is refused. So is
+ * a body framed both by Content-Length and by Transfer-Encoding (request
+ * smuggling between a proxy and payonce). Returns the error code (NULL:
+ * none) and says why into why. */
+static const char *bad_header(const struct req *q, char *why, size_t cap)
+{
+    static const char *const once[] = {
+        "Authorization",       "Idempotency-Key",          "Content-Type",
+        "Content-Length",      "Transfer-Encoding",        "Host",
+        "Wechatpay-Signature", "Wechatpay-Serial",         "Wechatpay-Timestamp",
+        "Wechatpay-Nonce",     "Wechatpay-Signature-Type", "Stripe-Signature"};
+    for (int i = 0; i < PO_NELEM(once); i++) {
+        int seen = 0;
+        for (size_t k = 0; k < q->nkv; k++)
+            seen += q->kv[k].kind == MHD_HEADER_KIND && strcasecmp(q->kv[k].k, once[i]) == 0;
+        if (seen > 1) {
+            (void)snprintf(why, cap, "%s is given %d times", once[i], seen);
+            return "ambiguous_header";
+        }
+    }
+    /* RFC 9110 5.5: CR, LF and NUL are never part of a field value (the
+     * HTTP library lets a bare CR and a NUL through); nor other controls. */
+    for (size_t k = 0; k < q->nkv; k++)
+        for (const unsigned char *v = (const unsigned char *)q->kv[k].v;
+             q->kv[k].kind == MHD_HEADER_KIND &&
+             v < (const unsigned char *)q->kv[k].v + q->kv[k].vlen;
+             v++)
+            if ((*v < 0x20 && *v != '\t') || *v == 0x7f) {
+                (void)snprintf(why, cap, "the value of %.40s holds a control character",
+                               q->kv[k].k);
+                return "invalid_header";
+            }
+    if (lookup(q, MHD_HEADER_KIND, "Content-Length") &&
+        lookup(q, MHD_HEADER_KIND, "Transfer-Encoding")) {
+        (void)snprintf(why, cap, "Content-Length and Transfer-Encoding both frame the body");
+        return "ambiguous_header";
+    }
+    return NULL;
 }
 
 static void readyz_job(void *arg)
@@ -464,6 +512,14 @@ static enum MHD_Result handle(struct po_server *srv, bool ops, struct MHD_Connec
                          .now_unix = srv->clock ? srv->clock(srv->clock_ctx) : (int64_t)time(NULL)};
     q->h.ctx = &srv->http;
     q->h.complete = complete;
+    char why[96], body[200];
+    const char *bad = bad_header(q, why, sizeof why);
+    if (bad) {
+        (void)snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", bad,
+                       why);
+        po_hresp_set(&q->h.resp, 400, "application/json", body);
+        return answer(c, q);
+    }
     if (!dispatch(srv, &q->h))
         return answer(c, q);
     /* Pending: suspend until complete(). Whichever of the two comes second

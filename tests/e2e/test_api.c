@@ -83,6 +83,9 @@ static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
     return len;
 }
 
+/* The Content-Type header api() sends (the hostile table changes it). */
+static const char *api_content_type = "Content-Type: application/json";
+
 /* One request; auth is the whole header value after "Bearer " (NULL: none). */
 static void api(const char *method, unsigned port, const char *path, const char *key,
                 const char *idem, const char *body, struct resp *r)
@@ -91,7 +94,7 @@ static void api(const char *method, unsigned port, const char *path, const char 
     char u[512], h1[256], h2[320];
     snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
     CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    struct curl_slist *h = curl_slist_append(NULL, api_content_type);
     if (key) {
         snprintf(h1, sizeof h1, "Authorization: Bearer %s", key);
         h = curl_slist_append(h, h1);
@@ -562,6 +565,79 @@ static void test_bad_input(void)
  * truncated, malformed, deeply nested, non-UTF-8, oversized-number, SQL
  * metacharacter and cross-tenant inputs gets a clear 4xx with an error code,
  * and no row changes (fingerprint before and after). */
+/* Requests no client library sends: two copies of a header that must be
+ * unique (another tenant's key, another Idempotency-Key, another
+ * signature), a body framed twice (request smuggling), CR, LF and NUL
+ * inside header values, a folded header, CR LF smuggled into the path.
+ * Each is a clear 4xx (with payonce's error code when payonce answers;
+ * the HTTP library refuses what is not HTTP before payonce sees it) and no
+ * answer carries a header the request injected. Returns how many. */
+static int hostile_raw(void)
+{
+    static const char body[] = "{\"merchant\":\"m1\",\"out_trade_no\":\"RAW-1\",\"amount\":1}";
+    static const struct {
+        const char *head; /* up to Content-Length; K1, K2: t1's and t2's keys */
+        unsigned status;
+        const char *code; /* payonce's error code (NULL: the HTTP library answers) */
+    } cases[] = {
+        {"POST /v1/orders HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer K1\r\n"
+         "Authorization: Bearer K2\r\nContent-Type: application/json",
+         400, "ambiguous_header"},
+        {"POST /v1/orders HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer K1\r\n"
+         "Idempotency-Key: a\r\nIdempotency-Key: b",
+         400, "ambiguous_header"},
+        {"POST /v1/orders HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer K1\r\n"
+         "Transfer-Encoding: chunked",
+         400, NULL},
+        {"POST /notify/wechatpay/t1 HTTP/1.1\r\nHost: h\r\n"
+         "Wechatpay-Signature: x\r\nWechatpay-Signature: y",
+         400, "ambiguous_header"},
+        {"POST /v1/orders HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer K1\rX-Injected: 1", 400,
+         "invalid_header"},
+        /* folded into the key (the library joins the lines): no such key */
+        {"POST /v1/orders HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer K1\r\n X-Other: K2", 401,
+         NULL},
+        {"GET /v1/orders/C-1\r\nX-Injected:%201 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer K1",
+         400, NULL},
+    };
+    int sent = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char req[1024], ans[8192] = "";
+        int n = 0;
+        for (const char *h = cases[i].head; *h;) /* K1, K2: the two tenants' keys */
+            if (h[0] == 'K' && (h[1] == '1' || h[1] == '2')) {
+                n += snprintf(req + n, sizeof req - (size_t)n, "%s", h[1] == '1' ? key1 : key2);
+                h += 2;
+            } else {
+                req[n++] = *h++;
+            }
+        n += snprintf(req + n, sizeof req - (size_t)n, "\r\nContent-Length: %zu\r\n\r\n%s",
+                      sizeof body - 1, body);
+        int fd = t_dial(i % 2 ? child_port : gw_port);
+        unsigned st = t_exchange(fd, req, (size_t)n, ans, sizeof ans);
+        close(fd);
+        sent++;
+        char *end = strstr(ans, "\r\n\r\n");
+        const char *inj = strcasestr(ans, "X-Injected");
+        char code[48];
+        (void)snprintf(code, sizeof code, "\"%s\"", cases[i].code ? cases[i].code : "");
+        T_CHECK(st == cases[i].status && (!inj || (end && inj > end)) &&
+                    (!cases[i].code || (end && strstr(end, code))),
+                "raw hostile %zu: %u (want %u %s, nothing injected): %.300s", i, st,
+                cases[i].status, code, ans);
+    }
+    /* A NUL inside a header value (it cannot be written in a format):
+     * libmicrohttpd keeps the value up to the NUL, so nothing after it
+     * reaches payonce — here not another tenant's key. */
+    static const char nul[] =
+        "GET /v1/balances HTTP/1.1\r\nHost: h\r\nX-A: a\0Authorization: x\r\n\r\n";
+    int fd = t_dial(gw_port);
+    unsigned st = t_exchange(fd, nul, sizeof nul - 1, NULL, 0);
+    close(fd);
+    T_CHECK(st == 401, "raw hostile NUL in a header: %u, want 401 (no key)", st);
+    return sent + 1;
+}
+
 static void test_hostile_table(void)
 {
     static char deep[20010];
@@ -572,6 +648,7 @@ static void test_hostile_table(void)
         const char *method, *path, *body;
         int key; /* 1: t1's key, 2: t2's (another tenant) */
         long status;
+        const char *ctype; /* NULL: application/json */
     } cases[] = {
         /* POST /v1/refunds */
         {"POST", "/v1/refunds", "{\"out_trade_no\":\"C-1\",\"out_refund_no\":", 1, 400},
@@ -613,6 +690,16 @@ static void test_hostile_table(void)
         {"GET", "/v1/journal?cursor=%ff%fe", NULL, 1, 400},
         {"GET", "/v1/alerts?limit=abc", NULL, 1, 400},
         {"GET", "/v1/balances", NULL, 0, 401},
+        /* wrong content types: a valid JSON body declared as something else */
+        {"POST", "/v1/orders", "{\"merchant\":\"m1\",\"out_trade_no\":\"H-3\",\"amount\":1}", 1,
+         415, "Content-Type: text/plain"},
+        {"POST", "/v1/orders", "{\"merchant\":\"m1\",\"out_trade_no\":\"H-3\",\"amount\":1}", 1,
+         415, "Content-Type: multipart/form-data; boundary=x"},
+        {"POST", "/v1/refunds", "{\"out_trade_no\":\"C-1\",\"out_refund_no\":\"H-1\",\"amount\":1}",
+         1, 415, "Content-Type: application/xml"},
+        /* curl -d's default type is read as JSON: a form body is malformed */
+        {"POST", "/v1/orders", "merchant=m1&out_trade_no=H-3&amount=1", 1, 400,
+         "Content-Type: application/x-www-form-urlencoded"},
     };
     char before[256], after[256];
     fingerprint(before, sizeof before);
@@ -622,21 +709,25 @@ static void test_hostile_table(void)
             cases[i].body ? cases[i].body
             : strcmp(cases[i].method, "POST") == 0 && strstr(cases[i].path, "close") == NULL ? deep
                                                                                              : NULL;
+        api_content_type = cases[i].ctype ? cases[i].ctype : "Content-Type: application/json";
         api(cases[i].method, i % 2 ? child_port : gw_port, cases[i].path,
             cases[i].key == 1   ? key1
             : cases[i].key == 2 ? key2
                                 : NULL,
             NULL, body, &r);
+        api_content_type = "Content-Type: application/json";
         char code[64];
         T_CHECK(r.status == cases[i].status && jcode(&r, code, sizeof code)[0],
                 "hostile %zu (%s %s): %ld %s, expected %ld with an error code", i, cases[i].method,
                 cases[i].path, r.status, r.body, cases[i].status);
     }
+    int raw = hostile_raw();
     fingerprint(after, sizeof after);
     T_CHECK(strcmp(before, after) == 0, "hostile input changed rows: %s -> %s", before, after);
-    t_figure("# api[%s] hostile-input table: %zu requests over every route -> clear 4xx each,"
-             " rows unchanged\n",
-             backend, sizeof cases / sizeof cases[0]);
+    t_figure("# api[%s] hostile-input table: %zu requests over every route and %d raw ones"
+             " (ambiguous headers, smuggling, header injection) -> clear 4xx each, rows"
+             " unchanged\n",
+             backend, sizeof cases / sizeof cases[0], raw);
 }
 
 static void sim_pay(const char *order)

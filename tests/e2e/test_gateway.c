@@ -44,55 +44,10 @@ static void die(const char *m)
 
 #define run(...) t_cli(dir, bin, url, NULL, 0, __VA_ARGS__)
 
-/* ---- raw HTTP/1.1 on one keep-alive connection ---- */
-
-static int dial(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {10, 0};
-    int one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) ||
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) ||
-        connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        die("connect");
-    return fd;
-}
-
-/* Sends req and reads one response; its status, or 0 when the connection
- * gave none (closed, timed out). */
-static unsigned exchange(int fd, const char *req, size_t len)
-{
-    if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
-        return 0;
-    char buf[8192];
-    size_t have = 0;
-    for (;;) {
-        ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
-        if (k <= 0)
-            return 0;
-        have += (size_t)k;
-        buf[have] = '\0';
-        char *end = strstr(buf, "\r\n\r\n");
-        if (!end)
-            continue;
-        unsigned status = 0;
-        size_t clen = 0;
-        char *cl = strstr(buf, "\r\nContent-Length:");
-        if (cl && cl < end)
-            clen = strtoul(cl + 17, NULL, 10);
-        if (sscanf(buf, "HTTP/1.1 %u", &status) != 1)
-            return 0;
-        if (have >= (size_t)(end + 4 - buf) + clen)
-            return status;
-    }
-}
-
 static unsigned healthz(int fd)
 {
     static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    return exchange(fd, req, sizeof req - 1);
+    return t_exchange(fd, req, sizeof req - 1, NULL, 0);
 }
 
 /* A WeChat Pay payment callback for order no, made with identity id, as
@@ -130,8 +85,8 @@ static unsigned deliver(unsigned port, const struct po_sim_identity *id, const c
 {
     size_t len = 0;
     char *req = callback(id, no, amount, &len);
-    int fd = dial(port);
-    unsigned st = exchange(fd, req, len);
+    int fd = t_dial(port);
+    unsigned st = t_exchange(fd, req, len, NULL, 0);
     close(fd);
     free(req);
     return st;
@@ -225,7 +180,7 @@ static void test_idle(const struct po_sim_identity *id)
     static int fds[IDLE_CONNS];
     int before = threads_now(), served = 0;
     for (int i = 0; i < IDLE_CONNS; i++) {
-        fds[i] = dial(gw_port);
+        fds[i] = t_dial(gw_port);
         served += healthz(fds[i]) == 200; /* now idle, kept alive */
     }
     T_CHECK(served == IDLE_CONNS, "%d of %d connections served before going idle", served,

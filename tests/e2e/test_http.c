@@ -393,7 +393,7 @@ static void build_alipay(json_t *cs, const char *out_trade_no, struct po_sim_req
     KV("version", "1.0");
     KV("app_id", jstr(ev, "app_id", ALIPAY_APP_ID));
     KV("seller_id", ALIPAY_SELLER);
-    KV("out_trade_no", out_trade_no);
+    KV("out_trade_no", jstr(ev, "out_trade_no", out_trade_no));
     KV("trade_no", jstr(ev, "trade_no", ""));
     KV("trade_status", jstr(ev, "trade_status", "TRADE_SUCCESS"));
     KV("total_amount", jstr(ev, "total_amount", "0.01"));
@@ -463,7 +463,8 @@ static void build_stripe(json_t *cs, const char *out_trade_no, struct po_sim_req
     if (robj)
         json_object_set_new(json_object_get(json_object_get(payload, "data"), "object"), "status",
                             json_string(jstr(ev, "status", "")));
-    char *p = json_dumps(payload, JSON_COMPACT);
+    char *p = strcmp(mut, "raw_body") == 0 ? strdup(jstr(cs, "body", "")) /* signed as is */
+                                           : json_dumps(payload, JSON_COMPACT);
     json_decref(payload);
     int64_t ts =
         (int64_t)time(NULL) + (strcmp(mut, "timestamp_offset") == 0 ? jint(cs, "offset", 0) : 0);

@@ -3,7 +3,12 @@
  */
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,4 +286,48 @@ int t_fx_teardown(void **state)
     po_store_close(f->s);
     t_db_drop(f->url);
     return 0;
+}
+
+int t_dial(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {10, 0};
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) ||
+        connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        DIE("connect to port %u failed", port);
+    return fd;
+}
+
+unsigned t_exchange(int fd, const char *req, size_t len, char *out, size_t cap)
+{
+    if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+        return 0;
+    char buf[8192];
+    size_t have = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+        if (k <= 0)
+            return 0;
+        have += (size_t)k;
+        buf[have] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        if (!end)
+            continue;
+        unsigned status = 0;
+        size_t clen = 0;
+        char *cl = strcasestr(buf, "\r\nContent-Length:");
+        if (cl && cl < end)
+            clen = strtoul(cl + 17, NULL, 10);
+        if (sscanf(buf, "HTTP/1.1 %u", &status) != 1)
+            return 0;
+        if (have >= (size_t)(end + 4 - buf) + clen || have == sizeof buf - 1) {
+            if (out)
+                (void)snprintf(out, cap, "%s", buf);
+            return status;
+        }
+    }
 }

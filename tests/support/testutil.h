@@ -89,6 +89,14 @@ int t_fx_teardown(void **state);
 #define T_S (((struct t_fx *)*state)->s)
 #define T_URL (((struct t_fx *)*state)->url)
 
+/* Raw HTTP/1.1 on loopback, for requests no client library would send:
+ * a connection to port (10 s receive timeout; aborts the test when it
+ * cannot connect), and one request sent on it with its answer read (whole,
+ * into out when not NULL: cap bytes, NUL-terminated). The answer's status,
+ * or 0 when the connection gave none (closed, timed out). */
+int t_dial(unsigned port);
+unsigned t_exchange(int fd, const char *req, size_t len, char *out, size_t cap);
+
 /* Prints a result line ("# ...") and appends it to $PAYONCE_FIGURES when
  * set, so the test driver can show the figures of passing tests. */
 void t_figure(const char *fmt, ...) PO_PRINTF(1, 2);

@@ -153,6 +153,14 @@ static void setup_tenants(void)
         " --alipay-public-key-file alipay.pub.pem");
     run("channel set --tenant t1 --channel stripe --master-key-file master.key"
         " --webhook-secret-file stripe.secret");
+    /* t2's own Alipay key and Stripe secret: t1's callbacks sent to t2's
+     * URLs must not verify there (cross-tenant cases). */
+    write_file("stripe-t2.secret", "whsec_t2_other\n", 15);
+    run("channel set --tenant t2 --channel alipay --master-key-file master.key "
+        "--app-id 2021000000000002 --seller-id 2088000000000002"
+        " --alipay-public-key-file t2.pub.pem");
+    run("channel set --tenant t2 --channel stripe --master-key-file master.key"
+        " --webhook-secret-file stripe-t2.secret");
 }
 
 /* ---- HTTP ---- */

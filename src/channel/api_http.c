@@ -82,3 +82,50 @@ po_err po_api_request(const char *url, const char *const *headers, int nheaders,
     curl_easy_cleanup(c);
     return PO_OK;
 }
+
+/* The body of the answer is read and dropped (its size does not matter). */
+static size_t drop_body(char *d, size_t sz, size_t n, void *ctx)
+{
+    (void)d;
+    (void)ctx;
+    return sz * n;
+}
+
+po_err po_http_post(const char *url, const char *const *headers, int nheaders, const char *body,
+                    long timeout_ms, long *status, char *err, size_t errcap)
+{
+    *status = 0;
+    CURL *c = curl_easy_init();
+    if (!c)
+        return PO_ERR_NOMEM;
+    struct curl_slist *h = NULL;
+    for (int i = 0; i < nheaders; i++)
+        if (headers[i]) {
+            struct curl_slist *n = curl_slist_append(h, headers[i]);
+            if (!n) {
+                curl_slist_free_all(h);
+                curl_easy_cleanup(c);
+                return PO_ERR_NOMEM;
+            }
+            h = n;
+        }
+    char cerr[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drop_body);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 5000 ? timeout_ms : 5000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    else
+        po_errf(err, errcap, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return PO_OK;
+}

@@ -243,6 +243,13 @@ struct po_query_answer {
     struct po_event ev;      /* PAID; validated */
 };
 
+/* One POST of body to url (http or https; redirects not followed) within
+ * timeout_ms: *status is the answer's HTTP status, or 0 with err saying
+ * why there was none (refused, timed out, TLS). The answer's body is read
+ * and dropped. PO_ERR_NOMEM only when nothing could be sent. */
+po_err po_http_post(const char *url, const char *const *headers, int nheaders, const char *body,
+                    long timeout_ms, long *status, char *err, size_t errcap) PO_MUST_CHECK;
+
 /* ---- bills ---- */
 
 enum po_bill_kind { PO_BILL_PAY, PO_BILL_REFUND };
@@ -341,6 +348,10 @@ po_err po_json_parse(const char *text, size_t len, json_t **out, char *err,
 /* json_dumps that returns NULL, never wrong text, when memory ran out
  * (heap text, caller frees). Use it, never json_dumps. */
 char *po_json_dumps(const json_t *v, size_t flags);
+/* Appends item (taken) to list; when either is NULL or memory runs out,
+ * both are released and NULL returned — so a listing built row by row is
+ * either whole or NULL (out of memory). */
+json_t *po_json_append(json_t *list, json_t *item);
 
 /* application/x-www-form-urlencoded (form.c): Alipay's notifications and
  * its gateway's requests. Keys are unique and plain; po_form_free releases

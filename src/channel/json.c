@@ -395,3 +395,13 @@ po_err po_json_parse(const char *text, size_t len, json_t **out, char *err, size
     }
     return j.rc;
 }
+
+json_t *po_json_append(json_t *list, json_t *item)
+{
+    if (list && item && json_array_append_new(list, item) == 0)
+        return list;
+    if (!list)
+        json_decref(item);
+    json_decref(list);
+    return NULL;
+}

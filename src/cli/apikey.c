@@ -36,28 +36,21 @@ int cmd_apikey_revoke(struct po_store *s, const struct opts *o)
     return 0;
 }
 
+static void apikey_line(json_t *k)
+{
+    const char *rev = json_string_value(json_object_get(k, "revoked_at"));
+    printf("%-18s created %s%s%s\n", json_string_value(json_object_get(k, "key_id")),
+           json_string_value(json_object_get(k, "created_at")), rev ? "  revoked " : "",
+           rev ? rev : "");
+}
+
 int cmd_apikey_list(struct po_store *s, const struct opts *o)
 {
     json_t *list = NULL;
     po_err rc = po_view_apikeys(s, opt(o, "tenant"), &list);
     if (rc)
         return fail(rc, "cannot read the API keys");
-    if (flag(o, "json")) {
-        char *out = po_json_dumps(list, JSON_COMPACT);
-        puts(out ? out : "[]");
-        free(out);
-    } else {
-        size_t i;
-        json_t *k;
-        json_array_foreach(list, i, k)
-        {
-            const char *rev = json_string_value(json_object_get(k, "revoked_at"));
-            printf("%-18s created %s%s%s\n", json_string_value(json_object_get(k, "key_id")),
-                   json_string_value(json_object_get(k, "created_at")), rev ? "  revoked " : "",
-                   rev ? rev : "");
-        }
-    }
-    json_decref(list);
+    print_list(o, list, apikey_line);
     return 0;
 }
 

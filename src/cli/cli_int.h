@@ -36,6 +36,10 @@ int committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max
 const char *need(const struct opts *o, const char *name);
 /* Prints an error with its code and returns EXIT_FAIL. */
 int fail(po_err rc, const char *err);
+/* A listing: with --json one JSON array on stdout, otherwise line() for
+ * each element. Takes list (json_decref'd here). */
+struct json_t;
+void print_list(const struct opts *o, struct json_t *list, void (*line)(struct json_t *item));
 int open_store(const struct opts *o, struct po_store **out);
 /* --db, else PAYONCE_DB, else sqlite:./payonce.db */
 const char *db_url(const struct opts *o);
@@ -56,6 +60,12 @@ int cmd_recon_import(struct po_store *s, const struct opts *o);
 int cmd_recon_query(struct po_store *s, const struct opts *o);
 int cmd_recon_runs(struct po_store *s, const struct opts *o);
 int cmd_apikey_create(struct po_store *s, const struct opts *o);
+int cmd_webhook_add(struct po_store *s, const struct opts *o);
+int cmd_webhook_list(struct po_store *s, const struct opts *o);
+int cmd_webhook_remove(struct po_store *s, const struct opts *o);
+int cmd_webhook_rotate(struct po_store *s, const struct opts *o);
+int cmd_webhook_redrive(struct po_store *s, const struct opts *o);
+int cmd_webhook_attempts(struct po_store *s, const struct opts *o);
 int cmd_apikey_revoke(struct po_store *s, const struct opts *o);
 int cmd_apikey_list(struct po_store *s, const struct opts *o);
 int cmd_idempotency_reap(struct po_store *s, const struct opts *o);

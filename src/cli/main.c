@@ -54,6 +54,11 @@ static const char usage_text[] =
     "                  [--query-interval 60] [--query-min-age 300]   active order query\n"
     "                  [--idempotency-retention 604800] [--idempotency-wait-ms 2000]\n"
     "                  [--refund-retry-interval 30]   tenant API (docs/api.md)\n"
+    "                  [--webhook-senders 8] [--webhook-timeout-ms 10000]\n"
+    "                  [--webhook-retry-base-ms 30000] [--webhook-retry-cap-ms 21600000]\n"
+    "                  [--webhook-max-age-s 259200] [--webhook-alert-after-s 3600]\n"
+    "                  [--webhook-per-endpoint 2] [--webhook-per-tenant 4]\n"
+    "                  [--webhook-poll-ms 200]   tenant webhooks (docs/webhooks.md)\n"
     "  bench           [--db postgresql://EMPTY-DB] [--orders 10000] [--connections 16]\n"
     "                  [--committers 2] [--batch-max 128] [--batch-wait-us 200]\n"
     "                  [--plan-rows 1000000] [--out DIR] [--only RUN,...]\n"
@@ -61,6 +66,12 @@ static const char usage_text[] =
     "  apikey create   --tenant ID                prints a new tenant API key (once)\n"
     "  apikey revoke   --tenant ID --key-id ID\n"
     "  apikey list     --tenant ID [--json]\n"
+    "  webhook add     --tenant ID --url URL [--events T1,T2|*]   prints the signing secret\n"
+    "  webhook list    --tenant ID [--json]\n"
+    "  webhook remove  --tenant ID --endpoint ID\n"
+    "  webhook rotate-secret --tenant ID --endpoint ID            prints the new secret\n"
+    "  webhook redrive --tenant ID (--event ID | --endpoint ID [--since TIME])\n"
+    "  webhook attempts --tenant ID --event ID [--json]\n"
     "  idempotency reap [--retention SECONDS]     delete old stored API responses\n"
     "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
     "  verify          [--json]                   exit 0 only if every invariant holds\n"
@@ -212,6 +223,20 @@ int open_store(const struct opts *o, struct po_store **out)
         return EXIT_FAIL;
     }
     return 0;
+}
+
+void print_list(const struct opts *o, json_t *list, void (*line)(json_t *item))
+{
+    if (flag(o, "json")) {
+        char *out = po_json_dumps(list, JSON_COMPACT);
+        puts(out ? out : "[]");
+        free(out);
+    } else {
+        size_t i;
+        json_t *item;
+        json_array_foreach(list, i, item) line(item);
+    }
+    json_decref(list);
 }
 
 int fail(po_err rc, const char *err)
@@ -519,7 +544,9 @@ static const struct command commands[] = {
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
      " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval threads"
      " workers committers batch-max batch-wait-us header-timeout body-timeout"
-     " max-connections-per-ip callback-deadline-ms ops-listen",
+     " max-connections-per-ip callback-deadline-ms ops-listen webhook-senders"
+     " webhook-per-endpoint webhook-per-tenant webhook-timeout-ms webhook-retry-base-ms"
+     " webhook-retry-cap-ms webhook-max-age-s webhook-alert-after-s webhook-poll-ms",
      "", "insecure-dev", cmd_serve},
     {"bench", NULL, "orders connections committers batch-max batch-wait-us plan-rows out only", "",
      "", cmd_bench, true},
@@ -538,6 +565,14 @@ static const struct command commands[] = {
     {"apikey", "revoke", "tenant key-id", "tenant key-id", "", cmd_apikey_revoke},
     {"apikey", "list", "tenant", "tenant", "json", cmd_apikey_list},
     {"idempotency", "reap", "retention", "", "", cmd_idempotency_reap},
+    {"webhook", "add", "tenant url events master-key-file", "tenant url", "insecure-dev",
+     cmd_webhook_add},
+    {"webhook", "list", "tenant", "tenant", "json", cmd_webhook_list},
+    {"webhook", "remove", "tenant endpoint", "tenant endpoint", "", cmd_webhook_remove},
+    {"webhook", "rotate-secret", "tenant endpoint master-key-file", "tenant endpoint",
+     "insecure-dev", cmd_webhook_rotate},
+    {"webhook", "redrive", "tenant event endpoint since", "tenant", "", cmd_webhook_redrive},
+    {"webhook", "attempts", "tenant event", "tenant event", "json", cmd_webhook_attempts},
 };
 
 int main(int argc, char **argv)

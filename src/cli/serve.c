@@ -14,6 +14,42 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The delivery worker's options (docs/webhooks.md); --webhook-senders 0
+ * runs none in this process. */
+static int webhook_opts(const struct opts *o, struct po_webhooks_cfg *w)
+{
+    int64_t senders = 0, per_ep = 0, per_tenant = 0, timeout = 0, base = 0, cap = 0, age = 0,
+            alert = 0, poll = 0;
+    int ret = int_opt(o, "webhook-senders", 0, 32, 8, &senders);
+    if (!ret)
+        ret = int_opt(o, "webhook-per-endpoint", 1, 32, 2, &per_ep);
+    if (!ret)
+        ret = int_opt(o, "webhook-per-tenant", 1, 32, 4, &per_tenant);
+    if (!ret)
+        ret = int_opt(o, "webhook-timeout-ms", 100, 60000, 10000, &timeout);
+    if (!ret)
+        ret = int_opt(o, "webhook-retry-base-ms", 10, INT64_C(3600000), 30000, &base);
+    if (!ret)
+        ret = int_opt(o, "webhook-retry-cap-ms", 10, INT64_C(86400000), INT64_C(21600000), &cap);
+    if (!ret)
+        ret = int_opt(o, "webhook-max-age-s", 1, INT64_C(30) * 86400, 3 * 86400, &age);
+    if (!ret)
+        ret = int_opt(o, "webhook-alert-after-s", 0, INT64_C(30) * 86400, 3600, &alert);
+    if (!ret)
+        ret = int_opt(o, "webhook-poll-ms", 10, 60000, 200, &poll);
+    *w = (struct po_webhooks_cfg){.insecure_dev = flag(o, "insecure-dev"),
+                                  .senders = (int)senders,
+                                  .per_endpoint = (int)per_ep,
+                                  .per_tenant = (int)per_tenant,
+                                  .timeout_ms = (long)timeout,
+                                  .retry_base_ms = base,
+                                  .retry_cap_ms = cap,
+                                  .max_age_s = age,
+                                  .alert_after_s = alert,
+                                  .poll_ms = (int)poll};
+    return ret;
+}
+
 int cmd_serve(struct po_store *s, const struct opts *o)
 {
     (void)s; /* the schema was checked; the server opens its own pool */
@@ -56,6 +92,9 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         ret = int_opt(o, "workers", 1, PO_WORKERS_MAX, 64, &workers);
     if (!ret)
         ret = committer_opts(o, &committers, &batch_max, &batch_wait);
+    struct po_webhooks_cfg wcfg;
+    if (!ret)
+        ret = webhook_opts(o, &wcfg);
     if (ret)
         return ret;
     if (!have && !flag(o, "insecure-dev")) {
@@ -86,6 +125,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         .committers = (int)committers,
         .batch_max = (int)batch_max,
         .batch_wait_us = batch_wait ? (int)batch_wait : -1,
+        .webhooks = wcfg.senders ? &wcfg : NULL,
     };
     /* Block the stop signals before the server's threads exist, so that
      * only sigwait below receives them. */

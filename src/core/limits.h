@@ -13,18 +13,22 @@
 #include <stdint.h>
 
 /* ---- identifiers and text ---- */
-#define PO_ID_MAX 64         /* tenant, merchant, out_trade_no, refund no, receiver */
-#define PO_TXN_ID_MAX 64     /* channel transaction / refund / share ids */
-#define PO_CHANNEL_MAX 16    /* a channel's name, NUL included */
-#define PO_KEY_MAX 256       /* derived idempotency key */
-#define PO_NAME_MAX 128      /* tenant display name */
-#define PO_TIME_MAX 40       /* RFC 3339 timestamp text */
-#define PO_REASON_MAX 64     /* outcome reason code */
-#define PO_ERRBUF_MAX 256    /* caller-supplied error detail buffers */
-#define PO_SERIAL_MAX 64     /* certificate serial (hex) or PUB_KEY_ID_… */
-#define PO_ACCOUNT_MAX 96    /* ledger account name */
-#define PO_DETAIL_MAX 256    /* alert detail text */
-#define PO_JSON_DEPTH_MAX 64 /* nesting of JSON from outside (objects and arrays) */
+#define PO_ID_MAX 64               /* tenant, merchant, out_trade_no, refund no, receiver */
+#define PO_TXN_ID_MAX 64           /* channel transaction / refund / share ids */
+#define PO_CHANNEL_MAX 16          /* a channel's name, NUL included */
+#define PO_KEY_MAX 256             /* derived idempotency key */
+#define PO_NAME_MAX 128            /* tenant display name */
+#define PO_TIME_MAX 40             /* RFC 3339 timestamp text */
+#define PO_REASON_MAX 64           /* outcome reason code */
+#define PO_ERRBUF_MAX 256          /* caller-supplied error detail buffers */
+#define PO_SERIAL_MAX 64           /* certificate serial (hex) or PUB_KEY_ID_… */
+#define PO_ACCOUNT_MAX 96          /* ledger account name */
+#define PO_DETAIL_MAX 256          /* alert detail text */
+#define PO_JSON_DEPTH_MAX 64       /* nesting of JSON from outside (objects and arrays) */
+#define PO_EVENT_ID_MAX 40         /* an outbox event id "evt_" + 32 hex, NUL included */
+#define PO_OUTBOX_PAYLOAD_MAX 2048 /* one event's data.object, JSON text */
+#define PO_URL_MAX 512             /* a webhook endpoint's URL */
+#define PO_WEBHOOK_SECRET_MAX 80   /* "whsec_" + 64 hex, NUL included */
 
 /* ---- money ---- */
 #define PO_AMOUNT_MAX INT64_C(100000000000000) /* 10^14 minor units: 1 trillion yuan */

@@ -4,6 +4,7 @@
 #include "admin.h"
 #include "engine.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool exists(struct po_store *s, const char *sql, const struct po_param *p, int n, po_err *rc)
@@ -224,7 +225,16 @@ po_err po_order_close(struct po_store *s, const char *tenant, const char *out_tr
         return rc;
     if (changes == 1) {
         *out_closed_now = true;
-        return PO_OK;
+        char key[PO_ID_MAX + 16];
+        struct po_outbox_json j;
+        (void)snprintf(key, sizeof key, "order:%s:CLOSED", out_trade_no);
+        po_outbox_json_init(&j);
+        po_outbox_json_str(&j, "object", "order");
+        po_outbox_json_str(&j, "out_trade_no", out_trade_no);
+        po_outbox_json_str(&j, "status", "CLOSED");
+        po_outbox_json_str(&j, "closed_at", now);
+        return po_outbox_put(s, tenant, key, "order.closed", out_trade_no, po_outbox_json_end(&j),
+                             now, err, errcap);
     }
     struct po_rows r;
     rc = po_store_exec(s, "SELECT status FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",

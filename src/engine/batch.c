@@ -12,6 +12,7 @@
  *       transition (layer 2's referee, per row)
  *   W2  one INSERT of their processed records (layer 3: the unique key)
  *   W3  the journals and postings, two statements (ledger)
+ *   W4  their outbox rows (payment.credited), one statement
  *
  * Everything else — refunds, profit sharing, rejections (with their
  * alerts), the losers of W1 (duplicates of layer 2 and illegal
@@ -38,6 +39,7 @@ struct fast {
     int i; /* its index in the batch */
     char key[PO_KEY_MAX];
     char merchant[PO_ID_MAX + 1]; /* from W1 */
+    int64_t seq;                  /* its event's place in the order (W1) */
     bool candidate, won;
 };
 
@@ -211,15 +213,17 @@ static po_err transition(struct batch *b, int *out_won)
         b->s,
         po_engine_layer_on(b->cfg, PO_ENGINE_NO_LAYER2)
             ? "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
-              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ? FROM"
-              " ?{v: t text, o text, txn text, ch text} WHERE pay_order.tenant_id = v.t AND"
-              " pay_order.out_trade_no = v.o AND pay_order.status = 'PAYING'"
-              " RETURNING pay_order.tenant_id, pay_order.out_trade_no, pay_order.merchant_id"
+              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
+              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
+              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o AND"
+              " pay_order.status = 'PAYING' RETURNING pay_order.tenant_id,"
+              " pay_order.out_trade_no, pay_order.merchant_id, pay_order.event_seq"
             : "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
-              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ? FROM"
-              " ?{v: t text, o text, txn text, ch text} WHERE pay_order.tenant_id = v.t AND"
-              " pay_order.out_trade_no = v.o"
-              " RETURNING pay_order.tenant_id, pay_order.out_trade_no, pay_order.merchant_id",
+              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
+              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
+              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o"
+              " RETURNING pay_order.tenant_id, pay_order.out_trade_no, pay_order.merchant_id,"
+              " pay_order.event_seq",
         PO_PARAMS(PO_TEXT(b->now), PO_TEXT(b->now), PO_ROWS(&rs)), &r, NULL, b->err, sizeof b->err);
     free(cells);
     if (rc)
@@ -227,7 +231,8 @@ static po_err transition(struct batch *b, int *out_won)
     for (int row = 0; row < r.nrows && !rc; row++) {
         struct fast *f = find(b, po_rows_get(&r, row, 0), po_rows_get(&r, row, 1));
         if (!f || !f->candidate || f->won ||
-            po_strcpy(f->merchant, sizeof f->merchant, po_rows_get(&r, row, 2)))
+            po_strcpy(f->merchant, sizeof f->merchant, po_rows_get(&r, row, 2)) ||
+            po_rows_i64(&r, row, 3, &f->seq))
             rc = PO_ERR_STORE; /* a row we did not ask for: never trust it */
         else
             f->won = true, (*out_won)++;
@@ -289,9 +294,11 @@ static po_err record_and_post(struct batch *b, int won)
 {
     struct po_param *cells = malloc((size_t)won * 7 * sizeof *cells);
     struct po_journal *j = malloc((size_t)won * sizeof *j);
+    struct po_outbox_row *ob = malloc((size_t)won * sizeof *ob);
+    struct po_outbox_json *pl = malloc((size_t)won * sizeof *pl);
     po_err rc = PO_OK;
     int k = 0;
-    if (!cells || !j) {
+    if (!cells || !j || !ob || !pl) {
         rc = PO_ERR_NOMEM;
         goto out;
     }
@@ -323,24 +330,35 @@ static po_err record_and_post(struct batch *b, int won)
                           f->merchant);
         jj->lines[0].amount_minor = e->amount_minor;
         jj->lines[1].amount_minor = -e->amount_minor;
+        po_engine_event_payload(e, f->merchant, PO_R_NONE, &pl[k - 1]);
+        ob[k - 1] = (struct po_outbox_row){e->tenant,       f->key, "payment.credited",
+                                           e->out_trade_no, f->seq, po_outbox_json_end(&pl[k - 1])};
+        if (!ob[k - 1].payload)
+            rc = PO_ERR_LIMIT;
     }
     PO_ASSERT(k == won);
     struct po_rowset rs = {7, won, cells};
-    rc = po_store_exec(b->s,
-                       "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
-                       " outcome, reason, out_trade_no, amount, currency, first_seen_at) SELECT"
-                       " v.t, v.k, v.ch, 'PAY_SUCCESS', v.src, 'applied', NULL, v.o, v.amount,"
-                       " v.cur, ? FROM ?{v: t text, k text, ch text, src text, o text,"
-                       " amount int, cur text}",
-                       PO_PARAMS(PO_TEXT(b->now), PO_ROWS(&rs)), NULL, NULL, b->err, sizeof b->err);
+    if (!rc)
+        rc = po_store_exec(
+            b->s,
+            "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
+            " outcome, reason, out_trade_no, amount, currency, first_seen_at) SELECT"
+            " v.t, v.k, v.ch, 'PAY_SUCCESS', v.src, 'applied', NULL, v.o, v.amount,"
+            " v.cur, ? FROM ?{v: t text, k text, ch text, src text, o text,"
+            " amount int, cur text}",
+            PO_PARAMS(PO_TEXT(b->now), PO_ROWS(&rs)), NULL, NULL, b->err, sizeof b->err);
     if (!rc)
         rc = po_ledger_post_batch(b->s, j, won, &b->deltas, b->err, sizeof b->err);
+    if (!rc)
+        rc = po_outbox_insert(b->s, ob, won, b->now, b->err, sizeof b->err);
     for (int x = 0; !rc && x < b->nf; x++)
         if (b->f[x].won)
             po_engine_outcome(&b->out[b->f[x].i], PO_OUT_APPLIED, 0, PO_R_NONE);
 out:
     free(cells);
     free(j);
+    free(ob);
+    free(pl);
     return rc;
 }
 

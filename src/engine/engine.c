@@ -191,12 +191,25 @@ static po_err alert(struct ev_ctx *c, enum po_reason reason_code)
         PO_TEXT(c->now),
     };
     po_log(PO_LOG_WARN, "tenant %s: alert %s for %s: %s", ev->tenant, reason, c->key, c->detail);
-    return change(c,
-                  "INSERT INTO alert (tenant_id, alert_key, reason, idem_key, event_type, source,"
-                  " out_trade_no, amount, currency, detail, created_at)"
-                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                  " ON CONFLICT (tenant_id, alert_key) DO NOTHING",
-                  p, PO_NELEM(p), NULL);
+    int64_t added = 0;
+    rc = change(c,
+                "INSERT INTO alert (tenant_id, alert_key, reason, idem_key, event_type, source,"
+                " out_trade_no, amount, currency, detail, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (tenant_id, alert_key) DO NOTHING",
+                p, PO_NELEM(p), &added);
+    if (rc || added == 0) /* an alert already raised is not raised again */
+        return rc;
+    struct po_outbox_alert_fields a = {ev->tenant,
+                                       akey,
+                                       reason,
+                                       po_event_type_name(ev->type),
+                                       po_source_name(ev->source),
+                                       ev->out_trade_no,
+                                       ev->amount_minor,
+                                       ev->currency,
+                                       c->detail};
+    return po_outbox_alert(c->s, &a, c->now, c->err, sizeof c->err);
 }
 
 static void two_lines(struct po_journal *j, const char *debit, const char *credit, int64_t amount)
@@ -224,6 +237,43 @@ static po_err post(struct ev_ctx *c, const char *kind, const char *debit, const 
     return po_ledger_post(c->s, &j, c->deltas, c->err, sizeof c->err);
 }
 
+void po_engine_event_payload(const struct po_event *ev, const char *merchant, enum po_reason reason,
+                             struct po_outbox_json *j)
+{
+    bool refund = ev->out_refund_no[0] != '\0', share = ev->type == PO_EV_PROFIT_SHARE_RESULT;
+    po_outbox_json_init(j);
+    po_outbox_json_str(j, "object", refund ? "refund" : share ? "profit_share" : "payment");
+    po_outbox_json_str(j, "out_trade_no", ev->out_trade_no);
+    if (refund) {
+        po_outbox_json_str(j, "out_refund_no", ev->out_refund_no);
+        po_outbox_json_str(j, "channel_refund_id", ev->channel_refund_id);
+    }
+    if (share)
+        po_outbox_json_str(j, "receiver", ev->receiver);
+    po_outbox_json_str(j, "merchant", merchant);
+    po_outbox_json_str(j, "channel", ev->channel);
+    po_outbox_json_str(j, "channel_txn_id", ev->channel_txn_id);
+    po_outbox_json_i64(j, "amount", ev->amount_minor);
+    po_outbox_json_str(j, "currency", ev->currency);
+    po_outbox_json_str(j, "source", po_source_name(ev->source));
+    po_outbox_json_str(j, "occurred_at", ev->occurred_at);
+    if (reason != PO_R_NONE)
+        po_outbox_json_str(j, "reason", po_reason_name(reason));
+}
+
+/* The outbox row of this event's effect, in its savepoint. */
+static po_err emit(struct ev_ctx *c, const char *type, const char *merchant, enum po_reason reason)
+{
+    struct po_outbox_json *j = malloc(sizeof *j);
+    if (!j)
+        return PO_ERR_NOMEM;
+    po_engine_event_payload(c->ev, merchant, reason, j);
+    po_err rc = po_outbox_put(c->s, c->ev->tenant, c->key, type, c->ev->out_trade_no,
+                              po_outbox_json_end(j), c->now, c->err, sizeof c->err);
+    free(j);
+    return rc;
+}
+
 void po_engine_account(char *buf, size_t cap, const char *prefix, const char *id)
 {
     PO_ASSERT(po_fmt(buf, cap, "%s:%s", prefix, id) == PO_OK);
@@ -242,6 +292,8 @@ static po_err suspense(struct ev_ctx *c, struct po_outcome *o, enum po_reason re
     if (!rc)
         rc =
             post(c, "SUSPENSE", money_in ? clearing : "suspense", money_in ? "suspense" : clearing);
+    if (!rc)
+        rc = emit(c, money_in ? "payment.suspense" : "refund.suspense", NULL, reason);
     if (!rc)
         rc = alert(c, reason);
     if (!rc)
@@ -398,6 +450,8 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
     account(payable, sizeof payable, "merchant_payable", ord.merchant);
     rc = post(c, "PAY", clearing, payable);
     if (!rc)
+        rc = emit(c, "payment.credited", ord.merchant, PO_R_NONE);
+    if (!rc)
         set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
     return rc;
 }
@@ -548,6 +602,12 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
     }
 done:
     if (!rc)
+        rc = emit(c,
+                  ev->type == PO_EV_REFUND_SUCCESS  ? "refund.succeeded"
+                  : ev->type == PO_EV_REFUND_CLOSED ? "refund.closed"
+                                                    : "refund.abnormal",
+                  rf.merchant, PO_R_NONE);
+    if (!rc)
         set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
     return rc;
 }
@@ -575,6 +635,8 @@ static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
     account(payable, sizeof payable, "merchant_payable", ord.merchant);
     account(receiver, sizeof receiver, "profit_share", ev->receiver);
     rc = post(c, "PROFIT_SHARE", payable, receiver);
+    if (!rc)
+        rc = emit(c, "profit_share.recorded", ord.merchant, PO_R_NONE);
     if (!rc)
         set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
     return rc;

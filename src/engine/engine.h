@@ -16,7 +16,8 @@
  * together or not at all. Outcomes are final only after COMMIT returned;
  * any transient failure turns every event of the batch into `retry`.
  *
- * The engine includes no database, crypto or HTTP header.
+ * The engine includes no database, OpenSSL or HTTP header (outbox event ids
+ * are SHA-256 through src/crypto).
  */
 #ifndef PO_ENGINE_H
 #define PO_ENGINE_H
@@ -170,5 +171,60 @@ struct po_committer_stats {
 void po_committer_stats(struct po_committer *c, struct po_committer_stats *out);
 /* Stops taking items, answers every queued one, joins the workers. */
 void po_committer_stop(struct po_committer *c);
+
+/* ---- the transactional outbox (outbox.c, docs/webhooks.md) ----
+ * Every effect a tenant cares about writes one outbox_event row in the
+ * transaction that made it. Types: */
+#define PO_OUTBOX_TYPES                                                                            \
+    "payment.credited", "payment.suspense", "refund.succeeded", "refund.closed",                   \
+        "refund.abnormal", "refund.suspense", "profit_share.recorded", "order.closed",             \
+        "alert.raised"
+bool po_outbox_type_valid(const char *type);
+
+/* "evt_" + 32 hex digits of SHA-256(tenant, key, type): the same fact, the
+ * same id. */
+po_err po_outbox_event_id(const char *tenant, const char *key, const char *type,
+                          char out[PO_EVENT_ID_MAX]) PO_MUST_CHECK;
+
+/* An event's data.object: a flat JSON object built member by member. */
+struct po_outbox_json {
+    char text[PO_OUTBOX_PAYLOAD_MAX];
+    size_t len;
+    bool overflow;
+};
+void po_outbox_json_init(struct po_outbox_json *j);
+void po_outbox_json_str(struct po_outbox_json *j, const char *name, const char *value);
+void po_outbox_json_i64(struct po_outbox_json *j, const char *name, int64_t value);
+/* The text, or NULL when it did not fit. */
+const char *po_outbox_json_end(struct po_outbox_json *j);
+
+struct po_outbox_row {
+    const char *tenant;
+    const char *key; /* the effect's idempotency key (an alert's key) */
+    const char *type;
+    const char *object_id; /* the order's out_trade_no (events of one order are ordered) */
+    int64_t seq;           /* its place among the order's events (0: no order) */
+    const char *payload;
+};
+/* Inserts rows (ON CONFLICT DO NOTHING), inside the caller's transaction. */
+po_err po_outbox_insert(struct po_store *s, const struct po_outbox_row *rows, int n,
+                        const char *now, char *err, size_t errcap) PO_MUST_CHECK;
+/* The next place among out_trade_no's events (bumps pay_order.event_seq,
+ * under the order's row lock); 0 when there is no such order. */
+po_err po_outbox_next_seq(struct po_store *s, const char *tenant, const char *out_trade_no,
+                          int64_t *out, char *err, size_t errcap) PO_MUST_CHECK;
+/* alert.raised for an alert just inserted (not for one already there). */
+struct po_outbox_alert_fields {
+    const char *tenant, *alert_key, *reason, *event_type, *source, *out_trade_no;
+    int64_t amount;
+    const char *currency, *detail;
+};
+po_err po_outbox_alert(struct po_store *s, const struct po_outbox_alert_fields *a, const char *now,
+                       char *err, size_t errcap) PO_MUST_CHECK;
+/* One event: its place in its order, then its row. payload NULL (did not
+ * fit) is PO_ERR_LIMIT. */
+po_err po_outbox_put(struct po_store *s, const char *tenant, const char *key, const char *type,
+                     const char *out_trade_no, const char *payload, const char *now, char *err,
+                     size_t errcap) PO_MUST_CHECK;
 
 #endif

@@ -51,6 +51,9 @@ enum po_reason po_engine_order_check(const struct po_event *ev, const char *merc
 bool po_engine_layer_on(const struct po_engine_cfg *cfg, unsigned layer_bit);
 void po_engine_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer,
                        enum po_reason reason);
+/* An event's data.object for the outbox (merchant may be NULL). */
+void po_engine_event_payload(const struct po_event *ev, const char *merchant, enum po_reason reason,
+                             struct po_outbox_json *j);
 /* "prefix:id", the ledger's account names. */
 void po_engine_account(char *buf, size_t cap, const char *prefix, const char *id);
 

@@ -160,7 +160,9 @@ enum po_reason_class {
     /* alerts raised outside the callback path */                                                  \
     X(MISSING_FROM_BILL, "missing_from_bill", ALERT, 0)                                            \
     X(REFUND_REJECTED_BY_CHANNEL, "refund_rejected_by_channel", ALERT, 0)                          \
-    X(UNMAPPABLE_EVENT, "unmappable_event", ALERT, 0)
+    X(UNMAPPABLE_EVENT, "unmappable_event", ALERT, 0)                                              \
+    X(WEBHOOK_DEAD_LETTER, "webhook_dead_letter", ALERT, 0)                                        \
+    X(WEBHOOK_FAILING, "webhook_failing", ALERT, 0)
 
 enum po_reason {
 #define X(id, name, cls, status) PO_R_##id,

@@ -16,6 +16,7 @@
 
 #include "../core/core.h"
 
+struct po_webhooks_cfg;
 struct po_server_cfg {
     const char *listen; /* "HOST:PORT" (IPv4, [IPv6] or localhost); port 0 = any */
     /* Optional second listener for operations only (/healthz, /readyz,
@@ -52,6 +53,9 @@ struct po_server_cfg {
      * waits for the first request's answer before 409 (default 2000 ms;
      * negative: do not wait). */
     int idem_wait_ms;
+    /* Tenant webhooks (docs/webhooks.md): the delivery worker's settings,
+     * its db_url and master filled in from here; NULL: no worker. */
+    const struct po_webhooks_cfg *webhooks;
     /* Tests only: the clock callbacks' timestamps are checked against
      * (unix seconds; NULL: the real one). */
     int64_t (*clock)(void *ctx);

@@ -175,6 +175,7 @@ void po_metrics_http(unsigned status);
 void po_metrics_api(const struct po_route *route, unsigned status, bool replayed);
 /* Renders everything in Prometheus text format into a heap string, with
  * the committer's figures when given. */
-char *po_metrics_render(const struct po_committer_stats *committer);
+char *po_metrics_render(const struct po_committer_stats *committer,
+                        const struct po_webhooks_stats *webhooks);
 
 #endif

@@ -177,11 +177,32 @@ static void render_committer(struct out *o, const struct po_committer_stats *st)
         st->queued);
 }
 
-char *po_metrics_render(const struct po_committer_stats *committer)
+/* The tenant webhooks: how far behind delivery is, and how it goes. */
+static void render_webhooks(struct out *o, const struct po_webhooks_stats *w)
+{
+    put(o,
+        "# HELP payonce_webhook_deliveries_total Webhook delivery attempts by result.\n"
+        "# TYPE payonce_webhook_deliveries_total counter\n"
+        "payonce_webhook_deliveries_total{result=\"delivered\"} %llu\n"
+        "payonce_webhook_deliveries_total{result=\"failed\"} %llu\n"
+        "payonce_webhook_deliveries_total{result=\"dead\"} %llu\n"
+        "# HELP payonce_webhook_outbox_depth Deliveries not yet made (pending).\n"
+        "# TYPE payonce_webhook_outbox_depth gauge\npayonce_webhook_outbox_depth %lld\n"
+        "# HELP payonce_webhook_oldest_pending_seconds Age of the oldest pending delivery.\n"
+        "# TYPE payonce_webhook_oldest_pending_seconds gauge\n"
+        "payonce_webhook_oldest_pending_seconds %.3f\n",
+        (unsigned long long)w->delivered, (unsigned long long)w->failed,
+        (unsigned long long)w->dead, (long long)w->depth, (double)w->oldest_age_ms / 1000.0);
+}
+
+char *po_metrics_render(const struct po_committer_stats *committer,
+                        const struct po_webhooks_stats *webhooks)
 {
     struct out o = {0};
     if (committer)
         render_committer(&o, committer);
+    if (webhooks)
+        render_webhooks(&o, webhooks);
     put(&o, "# HELP payonce_callbacks_total Callbacks answered, by channel, outcome and the"
             " layer that caught a duplicate.\n# TYPE payonce_callbacks_total counter\n");
     for (size_t c = 0; c < (size_t)nchannels(); c++)

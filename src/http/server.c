@@ -60,6 +60,7 @@ struct po_server {
     struct track *tracked;
     int64_t head_us, body_us;
     atomic_uint_fast64_t deadline_closed, deadline_logged_s;
+    struct po_webhooks *webhooks; /* the delivery worker, or NULL */
     /* the housekeeping thread: sweeps the account cache every second */
     pthread_t keeper;
     bool keeper_started, keeper_stop;
@@ -407,8 +408,10 @@ static bool route(struct po_server *srv, struct po_hcall *h)
         return to_workers(srv, h, readyz_job);
     case PO_RK_METRICS: {
         struct po_committer_stats st;
+        struct po_webhooks_stats ws;
         po_committer_stats(srv->http.cb.committer, &st);
-        char *m_text = po_metrics_render(&st);
+        po_webhooks_stats(srv->webhooks, &ws);
+        char *m_text = po_metrics_render(&st, srv->webhooks ? &ws : NULL);
         po_hresp_set(&h->resp, m_text ? 200 : 500, "text/plain; version=0.0.4",
                      m_text ? m_text : "");
         free(m_text);
@@ -778,6 +781,7 @@ static void teardown(struct po_server *s)
         pthread_cond_destroy(&s->keeper_cv);
         /* (track_mu is destroyed once the daemon is gone, below) */
     }
+    po_webhooks_stop(s->webhooks);
     /* Queued jobs run (they may hand work to the committer); then the
      * committer answers everything it holds; then the answers go out. */
     po_workers_stop(s->http.cb.workers);
@@ -935,6 +939,16 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
                 po_errf(err, errcap, "cannot listen on %s (--ops-listen)", cfg->ops_listen);
             teardown(srv);
             return rc ? rc : PO_ERR_IO;
+        }
+    }
+    if (cfg->webhooks) {
+        struct po_webhooks_cfg wc = *cfg->webhooks;
+        wc.db_url = cfg->db_url;
+        wc.master = cfg->master_key ? srv->master : NULL;
+        rc = po_webhooks_start(&wc, &srv->webhooks, err, errcap);
+        if (rc) {
+            teardown(srv);
+            return rc;
         }
     }
     *out = srv;

@@ -46,6 +46,36 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
     return rc;
 }
 
+/* The tenant's events of a refund the channel refused: refund.closed and
+ * alert.raised, in the transaction that closed it. */
+static po_err rejected_events(struct po_store *s, const char *tenant, const char *out_refund_no,
+                              const char *key, const char *akey, const struct po_refund_pending *p,
+                              const char *detail, const char *error, const char *now, char *err,
+                              size_t errcap)
+{
+    struct po_outbox_json *j = malloc(sizeof *j);
+    if (!j)
+        return PO_ERR_NOMEM;
+    po_outbox_json_init(j);
+    po_outbox_json_str(j, "object", "refund");
+    po_outbox_json_str(j, "out_trade_no", p->out_trade_no);
+    po_outbox_json_str(j, "out_refund_no", out_refund_no);
+    po_outbox_json_i64(j, "amount", p->amount);
+    po_outbox_json_str(j, "currency", p->currency);
+    po_outbox_json_str(j, "status", "CLOSED");
+    po_outbox_json_str(j, "reason", "refund_rejected_by_channel");
+    po_outbox_json_str(j, "channel_error", error);
+    po_err rc = po_outbox_put(s, tenant, key, "refund.closed", p->out_trade_no,
+                              po_outbox_json_end(j), now, err, errcap);
+    free(j);
+    struct po_outbox_alert_fields a = {tenant,          akey,        "refund_rejected_by_channel",
+                                       "REFUND_SUBMIT", "api",       p->out_trade_no,
+                                       p->amount,       p->currency, detail};
+    if (!rc)
+        rc = po_outbox_alert(s, &a, now, err, errcap);
+    return rc;
+}
+
 static po_err record(struct po_store *s, const char *tenant, const char *out_refund_no,
                      const struct po_refund_pending *p, const char *decision, const char *error)
 {
@@ -83,7 +113,10 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
                                " event_type, source, out_trade_no, amount, currency, detail,"
                                " created_at) VALUES (?, ?, 'refund_rejected_by_channel', ?,"
                                " 'REFUND_SUBMIT', 'api', ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                               a, PO_NELEM(a), NULL, NULL, err, sizeof err);
+                               a, PO_NELEM(a), NULL, &changes, err, sizeof err);
+        if (!rc && changes == 1)
+            rc = rejected_events(s, tenant, out_refund_no, key, akey, p, detail, error, now, err,
+                                 sizeof err);
     } else {
         struct po_param u[] = {PO_TEXT(decision), PO_TEXT(error), PO_TEXT(now), PO_TEXT(tenant),
                                PO_TEXT(out_refund_no)};

@@ -341,4 +341,60 @@ po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out) PO_MUS
 /* Stops and joins it (a round in progress finishes first). */
 void po_jobs_stop(struct po_jobs *j);
 
+/* ---- tenant webhooks (webhook.c, docs/webhooks.md) ---- */
+
+/* https:// (or http:// to loopback with insecure_dev), bounded, ASCII. */
+bool po_webhook_url_ok(const char *url, bool insecure_dev, char *err, size_t errcap);
+/* "*" or a comma-separated list of outbox event types. */
+bool po_webhook_events_ok(const char *events, char *err, size_t errcap);
+
+struct po_webhook_new {
+    char id[PO_ID_MAX + 1];             /* we_ + 16 hex */
+    char secret[PO_WEBHOOK_SECRET_MAX]; /* whsec_…, shown once */
+};
+/* A new endpoint of tenant for events (NULL: all); its secret is sealed
+ * with master (stored plain only without one, in insecure development). */
+po_err po_webhook_add(struct po_store *s, const unsigned char *master, const char *tenant,
+                      const char *url, const char *events, bool insecure_dev,
+                      struct po_webhook_new *out, char *err, size_t errcap) PO_MUST_CHECK;
+/* The tenant's endpoints (no secrets), with pending and dead counts. */
+po_err po_webhook_list(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
+po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
+                         size_t errcap) PO_MUST_CHECK;
+/* A new secret for the endpoint (the old one stops at once). */
+po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const char *tenant,
+                         const char *id, char secret[PO_WEBHOOK_SECRET_MAX], char *err,
+                         size_t errcap) PO_MUST_CHECK;
+/* Dead deliveries of the tenant back to pending: one event (event_id), or
+ * an endpoint's (endpoint_id) created at or after since (NULL: all). */
+po_err po_webhook_redrive(struct po_store *s, const char *tenant, const char *event_id,
+                          const char *endpoint_id, const char *since, int64_t *out_count, char *err,
+                          size_t errcap) PO_MUST_CHECK;
+/* Every attempt at delivering event_id, per endpoint. */
+po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *event_id,
+                           json_t **out) PO_MUST_CHECK;
+/* Payonce-Signature: "t=<t>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>". */
+po_err po_webhook_sign(const char *secret, int64_t t, const char *body, char *header,
+                       size_t cap) PO_MUST_CHECK;
+
+struct po_webhooks_cfg {
+    const char *db_url;
+    const unsigned char *master;  /* NULL in insecure development mode */
+    bool insecure_dev;            /* http:// endpoints (loopback) are sent to */
+    int senders;                  /* concurrent deliveries (default 8) */
+    int per_endpoint, per_tenant; /* in flight at once */
+    long timeout_ms;              /* one attempt */
+    int64_t retry_base_ms, retry_cap_ms, max_age_s, alert_after_s;
+    int poll_ms; /* how often due deliveries are looked for */
+};
+struct po_webhooks_stats {
+    uint64_t delivered, failed, dead;
+    int64_t depth, oldest_age_ms;
+};
+struct po_webhooks;
+po_err po_webhooks_start(const struct po_webhooks_cfg *cfg, struct po_webhooks **out, char *err,
+                         size_t errcap) PO_MUST_CHECK;
+void po_webhooks_stop(struct po_webhooks *w);
+void po_webhooks_stats(struct po_webhooks *w, struct po_webhooks_stats *out);
+
 #endif

@@ -13,6 +13,9 @@
  *
  * Real faults: on PostgreSQL the backend is terminated before statement k
  * (pg_terminate_backend); on SQLite another connection holds the write lock.
+ * The fingerprint includes the outbox (issue 12): the tenant event of an
+ * effect commits with it or not at all, and after every round each
+ * journal and each alert has exactly one outbox event.
  */
 #include "../support/testutil.h"
 
@@ -70,6 +73,8 @@ static void fingerprint(struct po_store *s, char *out, size_t cap)
         "SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'",
         "SELECT COALESCE(SUM(refunded_amount * 7 + refund_reserved), 0) FROM pay_order",
         "SELECT COUNT(*) FROM refund WHERE status <> 'PROCESSING'",
+        "SELECT COUNT(*) FROM outbox_event",
+        "SELECT COALESCE(SUM(event_seq), 0) FROM pay_order",
     };
     size_t j = 0;
     out[0] = '\0';
@@ -182,6 +187,16 @@ static int sweep(struct po_store *s, const struct scenario *sc, po_err kind, boo
         assert_int_equal(o.layer, sc->expect_layer);
         o = t_apply(s, NULL, &ev);
         assert_true(o.kind == PO_OUT_DUPLICATE || o.kind == PO_OUT_REJECTED);
+        /* The outbox and the effects commit together: here every journal
+         * and every alert has its tenant event, and nothing else has one. */
+        int64_t events = t_count(s, "SELECT COUNT(*) FROM outbox_event", NULL, 0),
+                effects = t_count(s,
+                                  "SELECT (SELECT COUNT(*) FROM journal) + (SELECT COUNT(*) FROM"
+                                  " alert)",
+                                  NULL, 0);
+        if (events != effects)
+            fail_msg("%s: fault at %d: %lld outbox events for %lld journals and alerts", sc->name,
+                     k, (long long)events, (long long)effects);
     }
     PQfinish(admin);
     assert_true(k >= 3); /* BEGIN, SAVEPOINT, ..., COMMIT were all reached */

@@ -1,0 +1,150 @@
+/*
+ * webhook.c — `payonce webhook add|list|remove|rotate-secret|redrive|
+ * attempts` (docs/webhooks.md). add and rotate-secret print the signing
+ * secret alone on stdout: it is shown once and stored sealed with the
+ * master key.
+ */
+#include "cli_int.h"
+
+#include "../service/service.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The master key, or NULL with --insecure-dev (secrets stored plain). */
+static int master_of(const struct opts *o, unsigned char key[32], const unsigned char **out)
+{
+    bool have = false;
+    if (load_master_key(o, key, &have))
+        return EXIT_USAGE;
+    if (!have && !flag(o, "insecure-dev")) {
+        fprintf(stderr, "payonce: the endpoint's secret is sealed with the master key: give"
+                        " --master-key-file or PAYONCE_MASTER_KEY_FILE (or --insecure-dev)\n");
+        return EXIT_USAGE;
+    }
+    *out = have ? key : NULL;
+    return 0;
+}
+
+/* The secret alone on stdout (shown once), then wiped; what it is on stderr. */
+static void print_secret(char *secret, size_t cap, const char *what, const char *endpoint,
+                         const char *tenant)
+{
+    printf("%s\n", secret);
+    fflush(stdout);
+    po_secure_zero(secret, cap);
+    fprintf(stderr, "payonce: endpoint %s of tenant %s: %s (above), shown only now\n", endpoint,
+            tenant, what);
+}
+
+int cmd_webhook_add(struct po_store *s, const struct opts *o)
+{
+    unsigned char key[32];
+    const unsigned char *master = NULL;
+    int x = master_of(o, key, &master);
+    if (x)
+        return x;
+    struct po_webhook_new n;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_webhook_add(s, master, opt(o, "tenant"), opt(o, "url"), opt(o, "events"),
+                               flag(o, "insecure-dev"), &n, err, sizeof err);
+    po_secure_zero(key, sizeof key);
+    if (rc)
+        return fail(rc, err);
+    print_secret(n.secret, sizeof n.secret, "added; its signing secret", n.id, opt(o, "tenant"));
+    return 0;
+}
+
+static void endpoint_line(json_t *e)
+{
+    const char *failing = json_string_value(json_object_get(e, "failing_since"));
+    printf("%s  %s  events %s  pending %lld  dead %lld%s%s\n",
+           json_string_value(json_object_get(e, "id")),
+           json_string_value(json_object_get(e, "url")),
+           json_string_value(json_object_get(e, "events")),
+           (long long)json_integer_value(json_object_get(e, "pending")),
+           (long long)json_integer_value(json_object_get(e, "dead")),
+           failing ? "  failing since " : "", failing ? failing : "");
+}
+
+int cmd_webhook_list(struct po_store *s, const struct opts *o)
+{
+    json_t *list = NULL;
+    po_err rc = po_webhook_list(s, opt(o, "tenant"), &list);
+    if (rc)
+        return fail(rc, "cannot read the endpoints");
+    print_list(o, list, endpoint_line);
+    return 0;
+}
+
+int cmd_webhook_remove(struct po_store *s, const struct opts *o)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_webhook_remove(s, opt(o, "tenant"), opt(o, "endpoint"), err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("endpoint %s of tenant %s removed\n", opt(o, "endpoint"), opt(o, "tenant"));
+    return 0;
+}
+
+int cmd_webhook_rotate(struct po_store *s, const struct opts *o)
+{
+    unsigned char key[32];
+    const unsigned char *master = NULL;
+    int x = master_of(o, key, &master);
+    if (x)
+        return x;
+    char secret[PO_WEBHOOK_SECRET_MAX], err[PO_ERRBUF_MAX] = "";
+    po_err rc =
+        po_webhook_rotate(s, master, opt(o, "tenant"), opt(o, "endpoint"), secret, err, sizeof err);
+    po_secure_zero(key, sizeof key);
+    if (rc)
+        return fail(rc, err);
+    print_secret(secret, sizeof secret, "a new signing secret", opt(o, "endpoint"),
+                 opt(o, "tenant"));
+    return 0;
+}
+
+int cmd_webhook_redrive(struct po_store *s, const struct opts *o)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    int64_t n = 0;
+    const char *since = opt(o, "since");
+    if (since && !po_time_valid(since)) {
+        fprintf(stderr, "payonce: --since: an RFC 3339 time (2026-12-03T00:00:00Z)\n");
+        return EXIT_USAGE;
+    }
+    po_err rc = po_webhook_redrive(s, opt(o, "tenant"), opt(o, "event"), opt(o, "endpoint"), since,
+                                   &n, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("%lld dead deliveries of tenant %s sent again\n", (long long)n, opt(o, "tenant"));
+    return 0;
+}
+
+static void attempt_line(json_t *a)
+{
+    json_t *st = json_object_get(a, "status");
+    const char *error = json_string_value(json_object_get(a, "error"));
+    printf("%s  #%lld  %s  %s%lld  %lld ms  %s\n",
+           json_string_value(json_object_get(a, "endpoint")),
+           (long long)json_integer_value(json_object_get(a, "attempt")),
+           json_string_value(json_object_get(a, "at")), st ? "HTTP " : "no answer ",
+           (long long)json_integer_value(st),
+           (long long)json_integer_value(json_object_get(a, "latency_ms")),
+           json_string_value(json_object_get(a, "state")));
+    if (error)
+        printf("    %s\n", error);
+}
+
+int cmd_webhook_attempts(struct po_store *s, const struct opts *o)
+{
+    json_t *list = NULL;
+    po_err rc = po_webhook_attempts(s, opt(o, "tenant"), opt(o, "event"), &list);
+    if (rc)
+        return fail(rc, "cannot read the attempts");
+    print_list(o, list, attempt_line);
+    return 0;
+}

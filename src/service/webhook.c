@@ -1,0 +1,910 @@
+/*
+ * webhook.c — tenant events delivered to the tenants' own endpoints
+ * (issue 12, docs/webhooks.md).
+ *
+ * The engine writes outbox_event rows in the transactions that make the
+ * effects. Here:
+ *   endpoints  add / list / remove / rotate-secret; the signing secret is
+ *              sealed with the master key like channel secrets
+ *   fan-out    each new event becomes one webhook_delivery per endpoint of
+ *              its tenant whose filter takes its type
+ *   claim      due deliveries whose earlier events of the same order (same
+ *              endpoint) are settled, at most `per_endpoint` in flight per
+ *              endpoint and `per_tenant` per tenant; on PostgreSQL with FOR
+ *              UPDATE SKIP LOCKED and a claim token with an expiry, so two
+ *              gateways never send the same attempt at once
+ *   deliver    a POST signed like Stripe's webhooks (t=…,v1=HMAC-SHA256 of
+ *              "t.body"), no database connection held across it; 2xx is
+ *              delivered, anything else or no answer is retried with
+ *              exponential backoff and jitter until max_age, then dead
+ *              (with an alert); redrive puts dead ones back
+ * Every attempt is recorded (webhook_attempt) with its status and latency.
+ */
+#include "service.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SECRET_HEX 64 /* 32 random bytes */
+#define CLAIM_MAX 64  /* due deliveries looked at per round */
+
+/* ---- time as the store keeps it: ISO 8601 UTC with milliseconds ---- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void iso_ms(int64_t ms, char *buf, size_t cap)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+/* Seconds since the epoch of a stored time (0 when it does not parse). */
+static int64_t unix_of(const char *iso)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (!iso || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                       &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (int64_t)timegm(&tm);
+}
+
+/* ---- endpoints ---- */
+
+static void aad_of(const char *tenant, const char *id, char *out, size_t cap)
+{
+    (void)snprintf(out, cap, "%s/webhook/%s", tenant, id);
+}
+
+/* A new secret (whsec_ + 64 hex) and its stored form. */
+static po_err new_secret(const unsigned char *master, const char *tenant, const char *id,
+                         char secret[PO_WEBHOOK_SECRET_MAX], char **stored)
+{
+    unsigned char rnd[SECRET_HEX / 2];
+    po_err rc = po_random(rnd, sizeof rnd);
+    if (rc)
+        return rc;
+    int n = snprintf(secret, PO_WEBHOOK_SECRET_MAX, "whsec_");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        n += snprintf(secret + n, PO_WEBHOOK_SECRET_MAX - (size_t)n, "%02x", rnd[i]);
+    po_secure_zero(rnd, sizeof rnd);
+    if (!master) /* insecure development mode: said loudly by serve */
+        return po_fmt_alloc(stored, "plain:%s", secret);
+    char aad[160];
+    aad_of(tenant, id, aad, sizeof aad);
+    return po_seal(master, aad, (const unsigned char *)secret, strlen(secret), stored);
+}
+
+static po_err open_secret(const unsigned char *master, const char *tenant, const char *id,
+                          const char *stored, char out[PO_WEBHOOK_SECRET_MAX])
+{
+    if (strncmp(stored, "plain:", 6) == 0)
+        return po_strcpy(out, PO_WEBHOOK_SECRET_MAX, stored + 6);
+    if (!master)
+        return PO_ERR_INVALID;
+    char aad[160];
+    unsigned char *plain = NULL;
+    size_t len = 0;
+    aad_of(tenant, id, aad, sizeof aad);
+    po_err rc = po_unseal(master, aad, stored, &plain, &len);
+    if (rc)
+        return rc;
+    rc = len < PO_WEBHOOK_SECRET_MAX ? PO_OK : PO_ERR_LIMIT;
+    if (!rc) {
+        memcpy(out, plain, len);
+        out[len] = '\0';
+    }
+    po_secure_zero(plain, len);
+    free(plain);
+    return rc;
+}
+
+bool po_webhook_url_ok(const char *url, bool insecure_dev, char *err, size_t errcap)
+{
+    size_t n = url ? strlen(url) : 0;
+    if (n == 0 || n > PO_URL_MAX) {
+        po_errf(err, errcap, "the URL must be 1..%d characters", PO_URL_MAX);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)url[i] <= ' ' || (unsigned char)url[i] >= 0x7f) {
+            po_errf(err, errcap, "the URL holds a space or a control or non-ASCII character");
+            return false;
+        }
+    if (strncmp(url, "https://", 8) == 0 && n > 8)
+        return true;
+    static const char *const loopback[] = {"http://127.0.0.1", "http://localhost", "http://[::1]"};
+    for (int i = 0; i < PO_NELEM(loopback); i++) {
+        size_t l = strlen(loopback[i]);
+        if (strncmp(url, loopback[i], l) == 0 && (url[l] == ':' || url[l] == '/' || !url[l])) {
+            if (insecure_dev)
+                return true;
+            po_errf(err, errcap, "http:// (to loopback) only with --insecure-dev; use https://");
+            return false;
+        }
+    }
+    po_errf(err, errcap,
+            "the URL must be https:// (http:// only to loopback, with --insecure-dev)");
+    return false;
+}
+
+bool po_webhook_events_ok(const char *events, char *err, size_t errcap)
+{
+    if (!events || strcmp(events, "*") == 0)
+        return true;
+    char buf[512];
+    if (po_strcpy(buf, sizeof buf, events)) {
+        po_errf(err, errcap, "--events is too long");
+        return false;
+    }
+    char *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++)
+        if (!po_outbox_type_valid(t)) {
+            po_errf(err, errcap, "unknown event type \"%.40s\" (docs/webhooks.md lists them)", t);
+            return false;
+        }
+    if (n == 0 || strstr(events, ",,") || events[0] == ',' || events[strlen(events) - 1] == ',') {
+        po_errf(err, errcap, "--events: a comma-separated list of event types, or *");
+        return false;
+    }
+    return true;
+}
+
+po_err po_webhook_add(struct po_store *s, const unsigned char *master, const char *tenant,
+                      const char *url, const char *events, bool insecure_dev,
+                      struct po_webhook_new *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    if (!po_webhook_url_ok(url, insecure_dev, err, errcap) ||
+        !po_webhook_events_ok(events, err, errcap))
+        return PO_ERR_INVALID;
+    unsigned char rnd[8];
+    po_err rc = po_random(rnd, sizeof rnd);
+    if (rc)
+        return rc;
+    int n = snprintf(out->id, sizeof out->id, "we_");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        n += snprintf(out->id + n, sizeof out->id - (size_t)n, "%02x", rnd[i]);
+    char *stored = NULL, now[PO_TIME_MAX];
+    rc = new_secret(master, tenant, out->id, out->secret, &stored);
+    if (rc)
+        return rc;
+    po_clock_now_iso(now, sizeof now);
+    int64_t added = 0;
+    rc = po_store_exec(s,
+                       "INSERT INTO webhook_endpoint (tenant_id, endpoint_id, url, events, secret,"
+                       " created_at) SELECT tenant_id, ?, ?, ?, ?, ? FROM tenant WHERE"
+                       " tenant_id = ?",
+                       PO_PARAMS(PO_TEXT(out->id), PO_TEXT(url), PO_TEXT(events ? events : "*"),
+                                 PO_TEXT(stored), PO_TEXT(now), PO_TEXT(tenant)),
+                       NULL, &added, err, errcap);
+    free(stored);
+    if (!rc && added == 0) {
+        po_errf(err, errcap, "no tenant %s", tenant);
+        rc = PO_ERR_NOT_FOUND;
+    }
+    if (rc)
+        po_secure_zero(out->secret, sizeof out->secret);
+    return rc;
+}
+
+po_err po_webhook_list(struct po_store *s, const char *tenant, json_t **out)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT endpoint_id, url, events, created_at, failing_since,"
+        " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"
+        " d.endpoint_id = w.endpoint_id AND d.state = 'pending'),"
+        " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"
+        " d.endpoint_id = w.endpoint_id AND d.state = 'dead')"
+        " FROM webhook_endpoint w WHERE tenant_id = ? AND removed_at IS NULL ORDER BY created_at,"
+        " endpoint_id",
+        PO_PARAMS(PO_TEXT(tenant)), &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *list = json_array();
+    for (int i = 0; list && i < r.nrows; i++) {
+        int64_t pending = 0, dead = 0;
+        if (po_rows_i64(&r, i, 5, &pending) || po_rows_i64(&r, i, 6, &dead))
+            pending = dead = -1;
+        const char *failing = po_rows_get(&r, i, 4);
+        json_t *e =
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}", "object", "webhook_endpoint",
+                      "id", po_rows_get(&r, i, 0), "url", po_rows_get(&r, i, 1), "events",
+                      po_rows_get(&r, i, 2), "created_at", po_rows_get(&r, i, 3), "failing_since",
+                      failing ? json_string(failing) : json_null(), "pending", (json_int_t)pending,
+                      "dead", (json_int_t)dead);
+        list = po_json_append(list, e);
+    }
+    po_rows_free(&r);
+    if (!list)
+        return PO_ERR_NOMEM;
+    *out = list;
+    return PO_OK;
+}
+
+po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
+                         size_t errcap)
+{
+    char now[PO_TIME_MAX];
+    int64_t changed = 0;
+    po_clock_now_iso(now, sizeof now);
+    po_err rc = po_store_exec(s,
+                              "UPDATE webhook_endpoint SET removed_at = ? WHERE tenant_id = ? AND"
+                              " endpoint_id = ? AND removed_at IS NULL",
+                              PO_PARAMS(PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(id)), NULL, &changed,
+                              err, errcap);
+    if (!rc && changed == 0) {
+        po_errf(err, errcap, "tenant %s has no endpoint %s", tenant, id);
+        rc = PO_ERR_NOT_FOUND;
+    }
+    return rc;
+}
+
+po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const char *tenant,
+                         const char *id, char secret[PO_WEBHOOK_SECRET_MAX], char *err,
+                         size_t errcap)
+{
+    char *stored = NULL;
+    int64_t changed = 0;
+    po_err rc = new_secret(master, tenant, id, secret, &stored);
+    if (!rc)
+        rc = po_store_exec(s,
+                           "UPDATE webhook_endpoint SET secret = ? WHERE tenant_id = ? AND"
+                           " endpoint_id = ? AND removed_at IS NULL",
+                           PO_PARAMS(PO_TEXT(stored), PO_TEXT(tenant), PO_TEXT(id)), NULL, &changed,
+                           err, errcap);
+    free(stored);
+    if (!rc && changed == 0) {
+        po_errf(err, errcap, "tenant %s has no endpoint %s", tenant, id);
+        rc = PO_ERR_NOT_FOUND;
+    }
+    if (rc)
+        po_secure_zero(secret, PO_WEBHOOK_SECRET_MAX);
+    return rc;
+}
+
+po_err po_webhook_redrive(struct po_store *s, const char *tenant, const char *event_id,
+                          const char *endpoint_id, const char *since, int64_t *out_count, char *err,
+                          size_t errcap)
+{
+    char now[PO_TIME_MAX];
+    po_clock_now_iso(now, sizeof now);
+    *out_count = 0;
+    if (!event_id && !endpoint_id) {
+        po_errf(err, errcap, "name an event (--event) or an endpoint (--endpoint)");
+        return PO_ERR_INVALID;
+    }
+    return po_store_exec(
+        s,
+        "UPDATE webhook_delivery SET state = 'pending', attempts = 0, next_at = ?,"
+        " claim_token = NULL, claimed_until = NULL, updated_at = ? WHERE"
+        " tenant_id = ? AND state = 'dead' AND (? = '' OR event_id = ?) AND"
+        " (? = '' OR endpoint_id = ?) AND created_at >= ?",
+        PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(event_id ? event_id : ""),
+                  PO_TEXT(event_id ? event_id : ""), PO_TEXT(endpoint_id ? endpoint_id : ""),
+                  PO_TEXT(endpoint_id ? endpoint_id : ""), PO_TEXT(since ? since : "")),
+        NULL, out_count, err, errcap);
+}
+
+po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *event_id,
+                           json_t **out)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT a.endpoint_id, a.attempt, a.at, a.status_code, a.latency_ms, a.error, d.state"
+        " FROM webhook_attempt a JOIN webhook_delivery d ON d.tenant_id = a.tenant_id AND"
+        " d.event_id = a.event_id AND d.endpoint_id = a.endpoint_id WHERE a.tenant_id = ? AND"
+        " a.event_id = ? ORDER BY a.endpoint_id, a.attempt",
+        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(event_id)), &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *list = json_array();
+    for (int i = 0; list && i < r.nrows; i++) {
+        int64_t attempt = 0, status = 0, latency = 0;
+        if (po_rows_i64(&r, i, 1, &attempt) || po_rows_i64(&r, i, 4, &latency))
+            attempt = latency = -1;
+        bool answered = po_rows_get(&r, i, 3) && po_rows_i64(&r, i, 3, &status) == PO_OK;
+        const char *error = po_rows_get(&r, i, 5);
+        json_t *e = json_pack(
+            "{s:s, s:I, s:s, s:o, s:I, s:o, s:s}", "endpoint", po_rows_get(&r, i, 0), "attempt",
+            (json_int_t)attempt, "at", po_rows_get(&r, i, 2), "status",
+            answered ? json_integer(status) : json_null(), "latency_ms", (json_int_t)latency,
+            "error", error ? json_string(error) : json_null(), "state", po_rows_get(&r, i, 6));
+        list = po_json_append(list, e);
+    }
+    po_rows_free(&r);
+    if (!list)
+        return PO_ERR_NOMEM;
+    *out = list;
+    return PO_OK;
+}
+
+/* ---- signing ---- */
+
+po_err po_webhook_sign(const char *secret, int64_t t, const char *body, char *header, size_t cap)
+{
+    char *msg = NULL;
+    unsigned char mac[32];
+    po_err rc = po_fmt_alloc(&msg, "%" PRId64 ".%s", t, body);
+    if (!rc)
+        rc = po_hmac_sha256(secret, strlen(secret), msg, strlen(msg), mac);
+    free(msg);
+    if (rc)
+        return rc;
+    int n = snprintf(header, cap, "t=%" PRId64 ",v1=", t);
+    for (int i = 0; i < 32 && (size_t)n < cap; i++)
+        n += snprintf(header + n, cap - (size_t)n, "%02x", mac[i]);
+    return (size_t)n < cap ? PO_OK : PO_ERR_LIMIT;
+}
+
+/* ---- the worker ---- */
+
+struct job {
+    char tenant[PO_ID_MAX + 1], event_id[PO_EVENT_ID_MAX], endpoint_id[PO_ID_MAX + 1];
+    char token[40];
+    int64_t attempts;
+};
+
+struct po_webhooks {
+    struct po_webhooks_cfg cfg;
+    struct po_store_pool *pool;
+    pthread_t claimer;
+    pthread_t *senders;
+    int nsenders;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    /* claimed, not yet sent; and what is being sent */
+    struct job queue[CLAIM_MAX];
+    int nqueue;
+    struct job inflight[CLAIM_MAX];
+    bool busy[CLAIM_MAX];
+    atomic_uint_fast64_t delivered, failed, dead;
+    atomic_int_fast64_t depth, oldest_ms;
+};
+
+/* In flight or queued for this endpoint / tenant (under mu). */
+static int held(const struct po_webhooks *w, const char *tenant, const char *endpoint)
+{
+    int n = 0;
+    for (int i = 0; i < w->nqueue; i++)
+        n += strcmp(w->queue[i].tenant, tenant) == 0 &&
+             (!endpoint || strcmp(w->queue[i].endpoint_id, endpoint) == 0);
+    for (int i = 0; i < CLAIM_MAX; i++)
+        n += w->busy[i] && strcmp(w->inflight[i].tenant, tenant) == 0 &&
+             (!endpoint || strcmp(w->inflight[i].endpoint_id, endpoint) == 0);
+    return n;
+}
+
+static po_err fan_out(struct po_store *s, const char *now, char *err, size_t errcap)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT tenant_id, event_id FROM outbox_event WHERE fanned = 0"
+                              " ORDER BY created_at LIMIT 256",
+                              PO_NO_PARAMS, &r, NULL, err, errcap);
+    if (rc || r.nrows == 0) {
+        if (!rc)
+            po_rows_free(&r);
+        return rc;
+    }
+    struct po_param *cells = malloc((size_t)r.nrows * 2 * sizeof *cells);
+    if (!cells) {
+        po_rows_free(&r);
+        return PO_ERR_NOMEM;
+    }
+    for (int i = 0; i < r.nrows; i++) {
+        cells[i * 2] = PO_TEXT(po_rows_get(&r, i, 0));
+        cells[i * 2 + 1] = PO_TEXT(po_rows_get(&r, i, 1));
+    }
+    struct po_rowset rs = {2, r.nrows, cells};
+    rc = po_store_begin(s, err, errcap);
+    if (!rc)
+        rc = po_store_exec(
+            s,
+            "INSERT INTO webhook_delivery (tenant_id, event_id, endpoint_id, object_id, obj_seq,"
+            " created_at, state, attempts, next_at, updated_at) SELECT e.tenant_id, e.event_id,"
+            " w.endpoint_id, e.object_id, e.obj_seq, e.created_at, 'pending', 0, ?, ? FROM"
+            " ?{v: t text, id text} JOIN outbox_event e ON e.tenant_id = v.t AND e.event_id ="
+            " v.id JOIN webhook_endpoint w ON w.tenant_id = e.tenant_id AND w.removed_at IS NULL"
+            " AND (w.events = '*' OR (',' || w.events || ',') LIKE ('%,' || e.type || ',%'))"
+            " WHERE true ON CONFLICT (tenant_id, event_id, endpoint_id) DO NOTHING",
+            PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_ROWS(&rs)), NULL, NULL, err, errcap);
+    if (!rc)
+        rc = po_store_exec(s,
+                           "UPDATE outbox_event SET fanned = 1 FROM ?{v: t text, id text} WHERE"
+                           " outbox_event.tenant_id = v.t AND outbox_event.event_id = v.id",
+                           PO_PARAMS(PO_ROWS(&rs)), NULL, NULL, err, errcap);
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    free(cells);
+    po_rows_free(&r);
+    return rc;
+}
+
+/* Due deliveries whose earlier events of the same order are settled
+ * (delivered or dead) for this endpoint and fanned out. */
+static const char DUE_SQL[] =
+    "SELECT d.tenant_id, d.event_id, d.endpoint_id, d.attempts FROM webhook_delivery d"
+    " WHERE d.state = 'pending' AND d.next_at <= ? AND (d.claimed_until IS NULL OR"
+    " d.claimed_until < ?) AND NOT EXISTS (SELECT 1 FROM webhook_delivery p WHERE"
+    " p.tenant_id = d.tenant_id AND p.endpoint_id = d.endpoint_id AND p.object_id ="
+    " d.object_id AND p.obj_seq > 0 AND p.obj_seq < d.obj_seq AND p.state = 'pending')"
+    " AND NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.tenant_id = d.tenant_id AND"
+    " o.object_id = d.object_id AND o.fanned = 0 AND o.obj_seq > 0 AND o.obj_seq < d.obj_seq)"
+    " ORDER BY d.next_at LIMIT 64";
+
+static po_err claim(struct po_webhooks *w, struct po_store *s, char *err, size_t errcap)
+{
+    char now[PO_TIME_MAX], until[PO_TIME_MAX];
+    int64_t t = now_ms();
+    iso_ms(t, now, sizeof now);
+    /* A worker that dies mid-attempt (kill -9) leaves its claim to expire:
+     * twice the attempt's timeout, and a second. */
+    iso_ms(t + 2 * w->cfg.timeout_ms + 1000, until, sizeof until);
+    bool pg = strcmp(po_store_backend(s), "postgres") == 0;
+    char sql[sizeof DUE_SQL + 32];
+    (void)snprintf(sql, sizeof sql, "%s%s", DUE_SQL, pg ? " FOR UPDATE SKIP LOCKED" : "");
+    po_err rc = po_store_begin(s, err, errcap);
+    if (rc)
+        return rc;
+    struct po_rows r;
+    rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(now), PO_TEXT(now)), &r, NULL, err, errcap);
+    if (rc) {
+        po_store_rollback(s);
+        return rc;
+    }
+    struct job took[CLAIM_MAX];
+    int ntook = 0;
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < r.nrows && w->nqueue + ntook < CLAIM_MAX; i++) {
+        struct job j;
+        memset(&j, 0, sizeof j);
+        if (po_strcpy(j.tenant, sizeof j.tenant, po_rows_get(&r, i, 0)) ||
+            po_strcpy(j.event_id, sizeof j.event_id, po_rows_get(&r, i, 1)) ||
+            po_strcpy(j.endpoint_id, sizeof j.endpoint_id, po_rows_get(&r, i, 2)) ||
+            po_rows_i64(&r, i, 3, &j.attempts))
+            continue;
+        /* Bulkheads: one endpoint, one tenant never takes every sender. */
+        int ep = held(w, j.tenant, j.endpoint_id), tn = held(w, j.tenant, NULL);
+        for (int k = 0; k < ntook; k++) {
+            ep += strcmp(took[k].tenant, j.tenant) == 0 &&
+                  strcmp(took[k].endpoint_id, j.endpoint_id) == 0;
+            tn += strcmp(took[k].tenant, j.tenant) == 0;
+        }
+        if (ep >= w->cfg.per_endpoint || tn >= w->cfg.per_tenant)
+            continue;
+        took[ntook++] = j;
+    }
+    pthread_mutex_unlock(&w->mu);
+    po_rows_free(&r);
+    for (int k = 0; !rc && k < ntook; k++) {
+        unsigned char rnd[12];
+        rc = po_random(rnd, sizeof rnd);
+        for (size_t i = 0; !rc && i < sizeof rnd; i++)
+            (void)snprintf(took[k].token + 2 * i, 3, "%02x", rnd[i]);
+        int64_t changed = 0;
+        if (!rc)
+            rc = po_store_exec(s,
+                               "UPDATE webhook_delivery SET claim_token = ?, claimed_until = ?"
+                               " WHERE tenant_id = ? AND event_id = ? AND endpoint_id = ? AND"
+                               " state = 'pending' AND (claimed_until IS NULL OR"
+                               " claimed_until < ?)",
+                               PO_PARAMS(PO_TEXT(took[k].token), PO_TEXT(until),
+                                         PO_TEXT(took[k].tenant), PO_TEXT(took[k].event_id),
+                                         PO_TEXT(took[k].endpoint_id), PO_TEXT(now)),
+                               NULL, &changed, err, errcap);
+        if (!rc && changed == 0)
+            took[k].token[0] = '\0'; /* another worker has it */
+    }
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&w->mu);
+    for (int k = 0; k < ntook; k++)
+        if (took[k].token[0] && w->nqueue < CLAIM_MAX)
+            w->queue[w->nqueue++] = took[k];
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return PO_OK;
+}
+
+/* The metrics' view of the outbox: deliveries pending, oldest one's age. */
+static void measure(struct po_webhooks *w, struct po_store *s)
+{
+    struct po_rows r;
+    if (po_store_exec(s,
+                      "SELECT COUNT(*), MIN(created_at) FROM webhook_delivery WHERE"
+                      " state = 'pending'",
+                      PO_NO_PARAMS, &r, NULL, NULL, 0))
+        return;
+    int64_t n = 0;
+    if (r.nrows == 1 && po_rows_i64(&r, 0, 0, &n) == PO_OK) {
+        const char *oldest = po_rows_get(&r, 0, 1);
+        atomic_store(&w->depth, n);
+        atomic_store(&w->oldest_ms, oldest ? now_ms() - unix_of(oldest) * 1000 : 0);
+    }
+    po_rows_free(&r);
+}
+
+static void *claimer_main(void *arg)
+{
+    struct po_webhooks *w = arg;
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    int64_t last_measure = 0;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        pthread_mutex_unlock(&w->mu);
+        char now[PO_TIME_MAX];
+        iso_ms(now_ms(), now, sizeof now);
+        po_err rc = s ? PO_OK : po_store_open(w->cfg.db_url, &s, err, sizeof err);
+        if (!rc)
+            rc = fan_out(s, now, err, sizeof err);
+        if (!rc)
+            rc = claim(w, s, err, sizeof err);
+        if (!rc && now_ms() - last_measure > 1000) {
+            measure(w, s);
+            last_measure = now_ms();
+        }
+        if (rc) {
+            po_log(PO_LOG_WARN, "webhooks: %s", err);
+            po_store_close(s); /* a fresh connection next round */
+            s = NULL;
+        }
+        pthread_mutex_lock(&w->mu);
+        struct timespec until = po_deadline_us((int64_t)w->cfg.poll_ms * 1000);
+        if (!w->stop)
+            (void)pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    }
+    pthread_mutex_unlock(&w->mu);
+    po_store_close(s);
+    return NULL;
+}
+
+/* What one attempt needs, read with a pooled connection released before
+ * the POST. */
+struct shot {
+    char url[PO_URL_MAX + 1];
+    char secret[PO_WEBHOOK_SECRET_MAX];
+    char *body;
+    int64_t created;
+};
+
+static po_err load_shot(struct po_webhooks *w, struct po_store *s, const struct job *j,
+                        struct shot *out, char *err, size_t errcap)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT e.type, e.payload, e.created_at, w.url, w.secret FROM outbox_event e JOIN"
+        " webhook_endpoint w ON w.tenant_id = e.tenant_id AND w.endpoint_id = ? WHERE"
+        " e.tenant_id = ? AND e.event_id = ?",
+        PO_PARAMS(PO_TEXT(j->endpoint_id), PO_TEXT(j->tenant), PO_TEXT(j->event_id)), &r, NULL, err,
+        errcap);
+    if (rc)
+        return rc;
+    if (r.nrows != 1) {
+        po_rows_free(&r);
+        po_errf(err, errcap, "event %s or endpoint %s is gone", j->event_id, j->endpoint_id);
+        return PO_ERR_NOT_FOUND;
+    }
+    out->created = unix_of(po_rows_get(&r, 0, 2));
+    rc = po_strcpy(out->url, sizeof out->url, po_rows_get(&r, 0, 3));
+    if (!rc)
+        rc = open_secret(w->cfg.master, j->tenant, j->endpoint_id, po_rows_get(&r, 0, 4),
+                         out->secret);
+    if (!rc)
+        rc = po_fmt_alloc(&out->body,
+                          "{\"id\":\"%s\",\"object\":\"event\",\"type\":\"%s\",\"created\":%" PRId64
+                          ",\"tenant\":\"%s\",\"data\":{\"object\":%s}}",
+                          j->event_id, po_rows_get(&r, 0, 0), out->created, j->tenant,
+                          po_rows_get(&r, 0, 1));
+    if (rc && rc != PO_ERR_NOMEM)
+        po_errf(err, errcap, "endpoint %s: its secret cannot be opened (master key?)",
+                j->endpoint_id);
+    po_rows_free(&r);
+    return rc;
+}
+
+/* The next attempt's delay: base * 2^(n-1), capped, +-20% jitter. */
+static int64_t backoff_ms(const struct po_webhooks_cfg *c, int64_t attempts)
+{
+    int64_t d = c->retry_base_ms;
+    for (int64_t i = 1; i < attempts && d < c->retry_cap_ms; i++)
+        d *= 2;
+    if (d > c->retry_cap_ms)
+        d = c->retry_cap_ms;
+    uint32_t r = 0;
+    if (po_random(&r, sizeof r) == PO_OK)
+        d = d * 8 / 10 + (int64_t)(r % (uint32_t)(d * 4 / 10 + 1));
+    return d;
+}
+
+static po_err raise(struct po_store *s, const struct job *j, const char *akey, const char *reason,
+                    const char *detail, const char *now, char *err, size_t errcap)
+{
+    int64_t added = 0;
+    po_err rc = po_store_exec(s,
+                              "INSERT INTO alert (tenant_id, alert_key, reason, idem_key,"
+                              " event_type, source, out_trade_no, amount, currency, detail,"
+                              " created_at) VALUES (?, ?, ?, ?, 'WEBHOOK', 'webhook', NULL, 0, '',"
+                              " ?, ?) ON CONFLICT (tenant_id, alert_key) DO NOTHING",
+                              PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(akey), PO_TEXT(reason),
+                                        PO_TEXT(j->event_id), PO_TEXT(detail), PO_TEXT(now)),
+                              NULL, &added, err, errcap);
+    if (rc || added == 0)
+        return rc;
+    po_log(PO_LOG_WARN, "tenant %s: alert %s: %s", j->tenant, reason, detail);
+    struct po_outbox_alert_fields a = {j->tenant, akey, reason, "WEBHOOK", "webhook",
+                                       NULL,      0,    "",     detail};
+    return po_outbox_alert(s, &a, now, err, errcap);
+}
+
+/* A dead letter's alert, and the endpoint's once it has been failing for
+ * alert_after_s. */
+static po_err failing_alert(struct po_webhooks *w, struct po_store *s, const struct job *j,
+                            bool dead, const char *error, long status, const char *now, char *err,
+                            size_t errcap)
+{
+    char akey[PO_KEY_MAX], detail[512];
+    po_err rc = PO_OK;
+    if (dead) {
+        (void)snprintf(akey, sizeof akey, "webhook_dead|%s|%s", j->endpoint_id, j->event_id);
+        (void)snprintf(detail, sizeof detail,
+                       "event %s to endpoint %s is dead after %" PRId64
+                       " attempts (last: %ld %.80s); payonce webhook redrive sends it again",
+                       j->event_id, j->endpoint_id, j->attempts + 1, status, error ? error : "");
+        rc = raise(s, j, akey, po_reason_name(PO_R_WEBHOOK_DEAD_LETTER), detail, now, err, errcap);
+    }
+    struct po_rows r;
+    if (!rc)
+        rc = po_store_exec(s,
+                           "SELECT failing_since FROM webhook_endpoint WHERE tenant_id = ? AND"
+                           " endpoint_id = ?",
+                           PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(j->endpoint_id)), &r, NULL, err,
+                           errcap);
+    if (rc)
+        return rc;
+    const char *since = r.nrows == 1 ? po_rows_get(&r, 0, 0) : NULL;
+    if (since && unix_of(now) - unix_of(since) >= w->cfg.alert_after_s) {
+        (void)snprintf(akey, sizeof akey, "webhook_failing|%s|%s", j->endpoint_id, since);
+        (void)snprintf(detail, sizeof detail,
+                       "endpoint %s has failed every delivery since %s (last: %ld %.80s)",
+                       j->endpoint_id, since, status, error ? error : "");
+        rc = raise(s, j, akey, po_reason_name(PO_R_WEBHOOK_FAILING), detail, now, err, errcap);
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* The attempt's result, if this worker still holds the claim. */
+static po_err record(struct po_webhooks *w, struct po_store *s, const struct job *j,
+                     int64_t created, long status, int64_t latency, const char *error,
+                     bool *out_dead, char *err, size_t errcap)
+{
+    bool ok = status >= 200 && status < 300;
+    int64_t t = now_ms(), attempt = j->attempts + 1;
+    bool dead = !ok && t - created * 1000 >= (int64_t)w->cfg.max_age_s * 1000;
+    char now[PO_TIME_MAX], next[PO_TIME_MAX];
+    iso_ms(t, now, sizeof now);
+    iso_ms(t + backoff_ms(&w->cfg, attempt), next, sizeof next);
+    *out_dead = false;
+    po_err rc = po_store_begin(s, err, errcap);
+    int64_t changed = 0;
+    if (!rc)
+        rc = po_store_exec(
+            s,
+            "UPDATE webhook_delivery SET state = ?, attempts = ?, next_at = ?,"
+            " last_status = ?, last_error = ?, claim_token = NULL,"
+            " claimed_until = NULL, updated_at = ? WHERE tenant_id = ? AND"
+            " event_id = ? AND endpoint_id = ? AND claim_token = ?",
+            PO_PARAMS(PO_TEXT(ok     ? "delivered"
+                              : dead ? "dead"
+                                     : "pending"),
+                      PO_I64(attempt), PO_TEXT(next), status ? PO_I64(status) : PO_NULLP,
+                      error && *error ? PO_TEXT(error) : PO_NULLP, PO_TEXT(now), PO_TEXT(j->tenant),
+                      PO_TEXT(j->event_id), PO_TEXT(j->endpoint_id), PO_TEXT(j->token)),
+            NULL, &changed, err, errcap);
+    if (!rc && changed == 1)
+        rc = po_store_exec(s,
+                           "INSERT INTO webhook_attempt (tenant_id, event_id, endpoint_id,"
+                           " attempt, at, status_code, latency_ms, error) VALUES (?, ?, ?, ?, ?,"
+                           " ?, ?, ?) ON CONFLICT DO NOTHING",
+                           PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(j->event_id),
+                                     PO_TEXT(j->endpoint_id), PO_I64(attempt), PO_TEXT(now),
+                                     status ? PO_I64(status) : PO_NULLP, PO_I64(latency),
+                                     error && *error ? PO_TEXT(error) : PO_NULLP),
+                           NULL, NULL, err, errcap);
+    /* The endpoint's failing streak: its start, and an alert once it has
+     * lasted alert_after_s. */
+    if (!rc && changed == 1 && ok)
+        rc = po_store_exec(s,
+                           "UPDATE webhook_endpoint SET failing_since = NULL WHERE tenant_id = ?"
+                           " AND endpoint_id = ?",
+                           PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(j->endpoint_id)), NULL, NULL, err,
+                           errcap);
+    else if (!rc && changed == 1)
+        rc = po_store_exec(s,
+                           "UPDATE webhook_endpoint SET failing_since = COALESCE(failing_since, ?)"
+                           " WHERE tenant_id = ? AND endpoint_id = ?",
+                           PO_PARAMS(PO_TEXT(now), PO_TEXT(j->tenant), PO_TEXT(j->endpoint_id)),
+                           NULL, NULL, err, errcap);
+    if (!rc && changed == 1 && !ok)
+        rc = failing_alert(w, s, j, dead, error, status, now, err, errcap);
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    *out_dead = !rc && dead && changed == 1;
+    return rc;
+}
+
+static void send_one(struct po_webhooks *w, const struct job *j)
+{
+    char err[PO_ERRBUF_MAX] = "", herr[PO_ERRBUF_MAX] = "";
+    struct shot shot;
+    memset(&shot, 0, sizeof shot);
+    struct po_store *s = NULL;
+    po_err rc = po_store_pool_acquire(w->pool, 2000, &s, err, sizeof err);
+    if (!rc) {
+        rc = load_shot(w, s, j, &shot, err, sizeof err);
+        po_store_pool_release(w->pool, s); /* never held across the POST */
+    }
+    if (rc) {
+        po_log(PO_LOG_WARN, "webhooks: %s (the claim expires and it is tried again)", err);
+        po_secure_zero(shot.secret, sizeof shot.secret);
+        free(shot.body);
+        return;
+    }
+    long status = 0;
+    char sig[160], sighdr[200], idhdr[80];
+    int64_t t = (int64_t)time(NULL);
+    uint64_t start = po_now_us();
+    if (strncmp(shot.url, "http://", 7) == 0 && !w->cfg.insecure_dev) {
+        (void)snprintf(herr, sizeof herr, "http:// endpoints need serve --insecure-dev");
+    } else if (po_webhook_sign(shot.secret, t, shot.body, sig, sizeof sig)) {
+        (void)snprintf(herr, sizeof herr, "cannot sign (out of memory)");
+    } else {
+        (void)snprintf(sighdr, sizeof sighdr, "Payonce-Signature: %s", sig);
+        (void)snprintf(idhdr, sizeof idhdr, "Payonce-Event-Id: %s", j->event_id);
+        const char *h[] = {"Content-Type: application/json", "User-Agent: payonce-webhooks/1",
+                           sighdr, idhdr, "Expect:"};
+        if (po_http_post(shot.url, h, PO_NELEM(h), shot.body, w->cfg.timeout_ms, &status, herr,
+                         sizeof herr))
+            (void)snprintf(herr, sizeof herr, "cannot send (out of memory)");
+        else if (status && (status < 200 || status >= 300))
+            (void)snprintf(herr, sizeof herr, "HTTP %ld", status);
+    }
+    int64_t latency = (int64_t)((po_now_us() - start) / 1000);
+    po_secure_zero(shot.secret, sizeof shot.secret);
+    free(shot.body);
+    bool dead = false;
+    rc = po_store_pool_acquire(w->pool, 2000, &s, err, sizeof err);
+    if (!rc) {
+        rc = record(w, s, j, shot.created, status, latency, herr, &dead, err, sizeof err);
+        po_store_pool_release(w->pool, s);
+    }
+    if (rc)
+        po_log(PO_LOG_WARN,
+               "webhooks: the result of %s to %s is not recorded (%s); it is sent"
+               " again",
+               j->event_id, j->endpoint_id, err);
+    else if (status >= 200 && status < 300)
+        atomic_fetch_add(&w->delivered, 1);
+    else
+        atomic_fetch_add(dead ? &w->dead : &w->failed, 1);
+}
+
+static void *sender_main(void *arg)
+{
+    struct po_webhooks *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->stop && w->nqueue == 0)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->stop)
+            break;
+        int slot = 0;
+        while (slot < CLAIM_MAX && w->busy[slot])
+            slot++;
+        PO_ASSERT(slot < CLAIM_MAX); /* queued + in flight <= CLAIM_MAX */
+        w->inflight[slot] = w->queue[0];
+        w->busy[slot] = true;
+        memmove(&w->queue[0], &w->queue[1], (size_t)(--w->nqueue) * sizeof w->queue[0]);
+        pthread_mutex_unlock(&w->mu);
+        send_one(w, &w->inflight[slot]);
+        pthread_mutex_lock(&w->mu);
+        w->busy[slot] = false;
+        pthread_cond_broadcast(&w->cv); /* the claimer may take more */
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+po_err po_webhooks_start(const struct po_webhooks_cfg *cfg, struct po_webhooks **out, char *err,
+                         size_t errcap)
+{
+    struct po_webhooks *w = calloc(1, sizeof *w);
+    if (!w)
+        return PO_ERR_NOMEM;
+    w->cfg = *cfg;
+    if (w->cfg.senders <= 0)
+        w->cfg.senders = 8;
+    if (w->cfg.senders > CLAIM_MAX / 2)
+        w->cfg.senders = CLAIM_MAX / 2;
+    po_err rc = po_store_pool_open(cfg->db_url, 2, &w->pool, err, errcap);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    po_cond_init(&w->cv);
+    w->senders = calloc((size_t)w->cfg.senders, sizeof *w->senders);
+    bool ok = w->senders && pthread_create(&w->claimer, NULL, claimer_main, w) == 0;
+    for (int i = 0; ok && i < w->cfg.senders; i++, w->nsenders++)
+        ok = pthread_create(&w->senders[i], NULL, sender_main, w) == 0;
+    if (!ok) {
+        po_errf(err, errcap, "cannot start the webhook threads");
+        po_webhooks_stop(w);
+        return PO_ERR_INTERNAL;
+    }
+    *out = w;
+    return PO_OK;
+}
+
+void po_webhooks_stop(struct po_webhooks *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (w->senders) {
+        if (w->nsenders > 0 || w->claimer)
+            pthread_join(w->claimer, NULL);
+        for (int i = 0; i < w->nsenders; i++)
+            pthread_join(w->senders[i], NULL);
+    }
+    po_store_pool_close(w->pool);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->senders);
+    free(w);
+}
+
+void po_webhooks_stats(struct po_webhooks *w, struct po_webhooks_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!w)
+        return;
+    out->delivered = atomic_load(&w->delivered);
+    out->failed = atomic_load(&w->failed);
+    out->dead = atomic_load(&w->dead);
+    out->depth = atomic_load(&w->depth);
+    out->oldest_age_ms = atomic_load(&w->oldest_ms);
+}

@@ -12,6 +12,9 @@
 #   - the tenant API: a double-clicked order creates one order; a refund is
 #     submitted to the simulator's refund API and its callback posts the
 #     reversal once
+#   - the tenant's own system (`payonce sim receiver`) told by signed
+#     webhooks what was credited: one event per credited payment although
+#     each callback came three times, after refusing the first deliveries
 # It checks every expectation against the server's own log and the ledger,
 # runs `payonce verify`, prints a summary, stops everything it started, and
 # exits non-zero if anything differs.
@@ -21,10 +24,11 @@ BIN=${PAYONCE_BIN:-$PWD/build/payonce}
 [ -x "$BIN" ] || { echo "demo: $BIN not built; run 'make demo'" >&2; exit 1; }
 BIN=$(realpath "$BIN")
 work=$(mktemp -d /tmp/payonce-demo.XXXXXX)
-server_pid=; sim_pid=
+server_pid=; sim_pid=; rx_pid=
 stop_sim() { [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null; sim_pid=; }
+stop_rx() { [ -n "$rx_pid" ] && kill "$rx_pid" 2>/dev/null && wait "$rx_pid" 2>/dev/null; rx_pid=; }
 stop_server() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
-trap 'stop_server; stop_sim; rm -rf "$work"' EXIT
+trap 'stop_server; stop_sim; stop_rx; rm -rf "$work"' EXIT
 cd "$work"
 head -c 32 /dev/urandom > master.key
 export PAYONCE_DB="sqlite:$work/demo.db" PAYONCE_MASTER_KEY_FILE="$work/master.key"
@@ -44,8 +48,10 @@ sim() { # sim ARGS...: run the simulator, show its lines, count its attempts
   attempts=$((attempts + n))
   return $rc
 }
-start_server() { # start_server [PORT]
-  "$BIN" serve --listen "127.0.0.1:${1:-0}" >>server.out 2>>server.log & server_pid=$!
+start_server() { # start_server [PORT]   (webhooks to http://127.0.0.1 need --insecure-dev;
+  # their retry schedule is compressed from 30 s, 1 m, 2 m … to 0.2 s, 0.4 s …)
+  "$BIN" serve --listen "127.0.0.1:${1:-0}" --insecure-dev --webhook-retry-base-ms 200 \
+    --webhook-retry-cap-ms 1000 >>server.out 2>>server.log & server_pid=$!
   for _ in $(seq 1 100); do grep -q "listening on port" server.out 2>/dev/null && break; sleep 0.05; done
   port=$(sed -n 's/^listening on port //p' server.out | tail -n1)
   [ -n "$port" ] || { echo "demo: the server did not start"; cat server.log; exit 1; }
@@ -70,6 +76,15 @@ grep -c saved configure.out | xargs printf '   %s channel accounts configured (W
 for o in ORD-1001:1280 ORD-1002:4500 ORD-1003:990 ORD-1004:2000 ORD-1005:3600 ORD-1006:700 ORD-1007:1100; do
   "$BIN" order create --tenant $T --merchant $M --out-trade-no "${o%%:*}" --amount "${o##*:}" | sed 's/^/   /' || exit 1
 done
+# The tenant's own system: a webhook endpoint, and the receiver behind it
+# (it refuses its first two deliveries, as a system restarting would).
+rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$BIN" webhook add --tenant $T --url "http://127.0.0.1:$rport/payonce-events" \
+  --events payment.credited,refund.succeeded,alert.raised --insecure-dev > hook.secret 2> hook.out || { cat hook.out; exit 1; }
+"$BIN" sim receiver --listen "127.0.0.1:$rport" --secret-file hook.secret --record events.jsonl \
+  --fail 2 > receiver.out 2>&1 & rx_pid=$!
+for _ in $(seq 1 100); do grep -q "listening on port" receiver.out 2>/dev/null && break; sleep 0.05; done
+echo "   webhook endpoint $(grep -o 'we_[0-9a-f]*' hook.out) -> the tenant's receiver on 127.0.0.1:$rport (signing secret sealed)"
 start_server "$gport"
 echo "   payonce serve listening on 127.0.0.1:$port"
 U=http://127.0.0.1:$port/notify
@@ -137,9 +152,22 @@ for _ in $(seq 1 100); do
   [ "$(field rf.json '["status"]')" = SUCCESS ] && break; sleep 0.05
 done
 expect "RF-2001 submitted to the channel, its callback arrived" "$(field rf.json '["submission"]["state"]') $(field rf.json '["status"]')" "submitted SUCCESS"
-stop_server
 
-say "10. What the gateway answered (from its log) and what the ledger says"
+say "10. The tenant's own system was told, by signed webhooks, what was credited"
+# 8 payments credited (7 orders and ORD-2001), 1 refund, 1 alert (the tampered amount).
+for _ in $(seq 1 200); do [ "$(wc -l < events.jsonl 2>/dev/null || echo 0)" -ge 10 ] && break; sleep 0.05; done
+grep -E 'answered 500|seen before' receiver.out | head -n 3 | sed 's/^/   /'
+grep 'new: acted on' receiver.out | sed 's/^receiver: /   /'
+ev() { python3 -c "import json,sys; print(sorted(json.loads(l)['data']['object'].get('out_trade_no','') for l in open('events.jsonl') if json.loads(l)['type']=='$1'))"; }
+expect "payment.credited once for each credited payment" "$(ev payment.credited)" "['ORD-1001', 'ORD-1002', 'ORD-1003', 'ORD-1004', 'ORD-1005', 'ORD-1006', 'ORD-1007', 'ORD-2001']"
+expect "refund.succeeded for ORD-2001's refund" "$(ev refund.succeeded)" "['ORD-2001']"
+expect "alert.raised for the tampered amount" "$(ev alert.raised)" "['ORD-1004']"
+expect "every event id acted on once" "$(python3 -c "import json; ids=[json.loads(l)['id'] for l in open('events.jsonl')]; print(len(ids) == len(set(ids)))")" True
+webhook_deliveries=$(grep -c '^receiver: evt_' receiver.out)
+stop_server
+stop_rx
+
+say "11. What the gateway answered (from its log) and what the ledger says"
 python3 - server.log > outcomes.txt <<'EOF'
 import json, sys, collections
 c = collections.Counter()
@@ -157,7 +185,7 @@ n() { awk -v k="$1" '$1==k {print $2}' outcomes.txt | grep . || echo 0; }
 "$BIN" alerts --tenant $T | sed 's/^/   /'
 bal() { "$BIN" ledger balances --tenant $T --json | python3 -c "import json,sys; d=json.load(sys.stdin); print({b['account']:b['balance'] for b in d['balances']}.get('$1',0))"; }
 
-say "11. Checks"
+say "12. Checks"
 dups=$(( $(n duplicate:1) + $(n duplicate:2) + $(n duplicate:3) ))
 expect "callbacks credited (seven payments, one refund; once each)" "$(n applied)" 8
 expect "duplicates caught (two per order delivered 3 times)"    "$dups" 8
@@ -181,6 +209,8 @@ printf '   %-44s %6s\n' "deliveries sent (attempts)" "$attempts" \
   "duplicates caught by layer 2 (state)" "$(n duplicate:2)" \
   "duplicates caught by layer 3 (unique)" "$(n duplicate:3)" \
   "forgeries refused" "$(n invalid:bad_signature)" \
-  "rejected by business checks (alerts)" "$(n rejected)"
+  "rejected by business checks (alerts)" "$(n rejected)" \
+  "webhook deliveries to the tenant (2 refused)" "$webhook_deliveries" \
+  "events the tenant acted on (once each)" "$(wc -l < events.jsonl)"
 if [ "$failures" -ne 0 ]; then echo; echo "demo: $failures expectation(s) FAILED"; exit 1; fi
 echo; echo "demo: every payment credited exactly once, the lost one recovered; the ledger balances."

@@ -68,7 +68,7 @@ check_header() {
 check_header 'openssl/' 'src/crypto/'
 check_header 'sqlite3\.h' 'src/store/sqlite\.c'
 check_header 'libpq-fe\.h' 'src/store/postgres\.c'
-check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/server\.c'
+check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/listen\.h'
 check_header 'curl/' 'src/channel/api_http\.c|src/sim/|src/cli/'
 check_header 'jansson\.h' 'src/channel/|src/recon/|src/service/|src/http/|src/sim/|src/bench/|src/cli/'
 

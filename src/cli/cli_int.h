@@ -61,6 +61,7 @@ int cmd_recon_query(struct po_store *s, const struct opts *o);
 int cmd_recon_runs(struct po_store *s, const struct opts *o);
 int cmd_apikey_create(struct po_store *s, const struct opts *o);
 int cmd_webhook_add(struct po_store *s, const struct opts *o);
+int cmd_sim_receiver(struct po_store *s, const struct opts *o);
 int cmd_webhook_list(struct po_store *s, const struct opts *o);
 int cmd_webhook_remove(struct po_store *s, const struct opts *o);
 int cmd_webhook_rotate(struct po_store *s, const struct opts *o);

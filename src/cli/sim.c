@@ -351,3 +351,54 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o)
     curl_global_cleanup();
     return 0;
 }
+
+int cmd_sim_receiver(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    int64_t fail_n = 0, duration = 0;
+    if ((opt(o, "fail") && po_parse_i64(opt(o, "fail"), 0, 1000000, &fail_n)) ||
+        (opt(o, "duration-s") && po_parse_i64(opt(o, "duration-s"), 1, 86400, &duration))) {
+        fprintf(stderr, "payonce: --fail 0-1000000, --duration-s 1-86400\n");
+        return EXIT_USAGE;
+    }
+    char *secret = NULL;
+    size_t len = 0;
+    po_err rc = po_file_read(opt(o, "secret-file"), PO_KEY_FILE_MAX, &secret, &len);
+    if (rc) {
+        fprintf(stderr, "payonce: cannot read %s: %s\n", opt(o, "secret-file"), po_err_name(rc));
+        return EXIT_USAGE;
+    }
+    while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
+        secret[--len] = '\0';
+    struct po_sim_receiver_cfg cfg = {opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8091",
+                                      secret, opt(o, "record"), (int)fail_n};
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    struct po_sim_receiver *r = NULL;
+    char err[PO_ERRBUF_MAX] = "";
+    rc = po_sim_receiver_start(&cfg, &r, err, sizeof err);
+    if (rc) {
+        po_secure_zero(secret, len);
+        free(secret);
+        return fail(rc, err);
+    }
+    printf("receiver listening on port %u\n", po_sim_receiver_port(r));
+    fflush(stdout);
+    if (duration)
+        alarm((unsigned)duration);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    struct po_sim_receiver_stats st;
+    po_sim_receiver_stats(r, &st);
+    po_sim_receiver_stop(r);
+    printf("receiver: %d deliveries, %d events acted on, %d duplicates ignored, %d bad"
+           " signatures\n",
+           st.deliveries, st.events, st.duplicates, st.bad_signatures);
+    po_secure_zero(secret, len);
+    free(secret);
+    return 0;
+}

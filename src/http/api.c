@@ -311,17 +311,24 @@ static bool media_type_ok(const char *ct)
            strncasecmp(ct + n - 5, "+json", 5) == 0;
 }
 
-static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
+bool po_api_body_ok(struct po_api_call *c)
 {
     if (c->req->body_too_large) {
         po_api_fail(c, 413, "body_too_large", "the body is larger than the limit", NULL);
-        return;
+        return false;
     }
     if (!media_type_ok(c->req->header(c->req->ctx, "Content-Type"))) {
         po_api_fail(c, 415, "unsupported_media_type",
                     "the body is JSON: send it with Content-Type: application/json", NULL);
-        return;
+        return false;
     }
+    return true;
+}
+
+static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
+{
+    if (!po_api_body_ok(c))
+        return;
     if (!rt->validate(c))
         return;
     const char *key = c->req->header(c->req->ctx, "Idempotency-Key");
@@ -452,7 +459,9 @@ static void dispatch(struct po_api_call *c, const char *allow)
     if (strchr(c->route->name, '{')) {
         if (!po_id_valid(param, PO_ID_MAX)) {
             po_api_fail(c, 404,
-                        strstr(c->route->name, "refund") ? "refund_not_found" : "order_not_found",
+                        strstr(c->route->name, "refund")    ? "refund_not_found"
+                        : strstr(c->route->name, "webhook") ? "endpoint_not_found"
+                                                            : "order_not_found",
                         "no such object", NULL);
             return;
         }

@@ -30,6 +30,8 @@ struct po_api_call {
 };
 
 /* Sets an error answer {"error":{"code","message","param"?}}. */
+/* A POST body within the limit and declared as JSON (else 413 / 415 set). */
+bool po_api_body_ok(struct po_api_call *c);
 /* 503 out_of_memory with Retry-After: nothing was done, retry. */
 void po_api_out_of_memory(struct po_api_call *c);
 void po_api_fail(struct po_api_call *c, unsigned status, const char *code, const char *message,

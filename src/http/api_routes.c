@@ -376,6 +376,142 @@ static void get_journal(struct po_api_call *c)
     list_answer(c, data, &pg);
 }
 
+/* GET /v1/events?type=…&out_trade_no=…: the outbox, for a tenant that
+ * pulls (or catches up) instead of, or beside, its webhooks. */
+static void get_events(struct po_api_call *c)
+{
+    struct po_page pg;
+    struct cursor cu;
+    json_t *data = NULL;
+    if (!page_args(c, &pg, &cu))
+        return;
+    const char *type = c->req->arg(c->req->ctx, "type"),
+               *order = c->req->arg(c->req->ctx, "out_trade_no");
+    if (type && !po_outbox_type_valid(type)) {
+        po_api_fail(c, 400, "invalid_parameter", "type: an event type (docs/webhooks.md)", "type");
+        return;
+    }
+    if (order && !po_id_valid(order, PO_ID_MAX)) {
+        po_api_fail(c, 400, "invalid_parameter", "out_trade_no: an order number", "out_trade_no");
+        return;
+    }
+    if (!po_api_acquire(c) || po_view_events(c->s, c->tenant, type, order, &pg, &data)) {
+        po_api_unavailable(c);
+        return;
+    }
+    list_answer(c, data, &pg);
+}
+
+/* ---- webhook endpoints: answered directly, outside the Idempotency-Key
+ * pipeline, because their answers carry a signing secret that must never
+ * be stored in plain text (a stored answer would be). ---- */
+
+static void get_endpoints(struct po_api_call *c)
+{
+    json_t *data = NULL;
+    if (!po_api_acquire(c) || po_webhook_list(c->s, c->tenant, &data)) {
+        po_api_unavailable(c);
+        return;
+    }
+    c->resp = json_pack("{s:s, s:o}", "object", "list", "data", data);
+    c->status = 200;
+}
+
+/* The answer of a write: the endpoint, and its secret when there is one. */
+static void endpoint_answer(struct po_api_call *c, unsigned status, const char *id,
+                            const char *secret)
+{
+    json_t *list = NULL, *found = NULL;
+    size_t i;
+    json_t *e;
+    if (po_webhook_list(c->s, c->tenant, &list)) {
+        po_api_unavailable(c);
+        return;
+    }
+    json_array_foreach(list, i, e) if (strcmp(json_string_value(json_object_get(e, "id")), id) == 0)
+        found = json_incref(e);
+    json_decref(list);
+    if (found && secret)
+        json_object_set_new(found, "secret", json_string(secret));
+    c->resp = found;
+    c->status = found ? status : 500;
+}
+
+static void create_endpoint(struct po_api_call *c)
+{
+    static const char *const allowed[] = {"url", "events"};
+    if (!po_api_body_ok(c) || !parse_body(c, allowed, PO_NELEM(allowed), false))
+        return;
+    const char *u = json_string_value(json_object_get(c->in, "url")),
+               *ev = json_string_value(json_object_get(c->in, "events"));
+    char err[PO_ERRBUF_MAX] = "";
+    if (!u || (json_object_get(c->in, "events") && !ev)) {
+        po_api_fail(c, 400, "missing_parameter", "url (and events, a string) are required", "url");
+        return;
+    }
+    if (!po_webhook_url_ok(u, c->ctx->insecure_dev, err, sizeof err) ||
+        !po_webhook_events_ok(ev, err, sizeof err)) {
+        po_api_fail(c, 400, "invalid_parameter", err,
+                    po_webhook_url_ok(u, true, NULL, 0) ? "events" : "url");
+        return;
+    }
+    struct po_webhook_new n;
+    if (!po_api_acquire(c)) {
+        po_api_unavailable(c);
+        return;
+    }
+    po_err rc = po_webhook_add(c->s, c->ctx->master_key, c->tenant, u, ev, c->ctx->insecure_dev, &n,
+                               err, sizeof err);
+    if (rc) {
+        po_api_unavailable(c);
+        return;
+    }
+    endpoint_answer(c, 201, n.id, n.secret);
+    po_secure_zero(n.secret, sizeof n.secret);
+}
+
+static void remove_endpoint(struct po_api_call *c)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    if (!po_api_acquire(c)) {
+        po_api_unavailable(c);
+        return;
+    }
+    po_err rc = po_webhook_remove(c->s, c->tenant, c->no, err, sizeof err);
+    if (rc == PO_ERR_NOT_FOUND)
+        po_api_fail(c, 404, "endpoint_not_found", err, NULL);
+    else if (rc)
+        po_api_unavailable(c);
+    else {
+        c->resp =
+            json_pack("{s:s, s:s, s:b}", "object", "webhook_endpoint", "id", c->no, "removed", 1);
+        c->status = 200;
+    }
+}
+
+static void rotate_endpoint(struct po_api_call *c)
+{
+    char err[PO_ERRBUF_MAX] = "", secret[PO_WEBHOOK_SECRET_MAX];
+    if (!po_api_acquire(c)) {
+        po_api_unavailable(c);
+        return;
+    }
+    po_err rc =
+        po_webhook_rotate(c->s, c->ctx->master_key, c->tenant, c->no, secret, err, sizeof err);
+    if (rc == PO_ERR_NOT_FOUND)
+        po_api_fail(c, 404, "endpoint_not_found", err, NULL);
+    else if (rc)
+        po_api_unavailable(c);
+    else
+        endpoint_answer(c, 200, c->no, secret);
+    po_secure_zero(secret, sizeof secret);
+}
+
+const struct po_api_route po_api_events = {get_events, NULL, NULL};
+const struct po_api_route po_api_endpoints_get = {get_endpoints, NULL, NULL};
+const struct po_api_route po_api_endpoint_create = {create_endpoint, NULL, NULL};
+const struct po_api_route po_api_endpoint_remove = {remove_endpoint, NULL, NULL};
+const struct po_api_route po_api_endpoint_rotate = {rotate_endpoint, NULL, NULL};
 const struct po_api_route po_api_order_get = {get_order, NULL, NULL};
 const struct po_api_route po_api_refund_get = {get_refund, NULL, NULL};
 const struct po_api_route po_api_balances = {get_balances, NULL, NULL};

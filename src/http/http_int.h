@@ -55,6 +55,7 @@ void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 struct po_http_ctx {
     struct po_store_pool *pool;      /* reads on worker threads */
     const unsigned char *master_key; /* NULL in insecure development mode */
+    bool insecure_dev;               /* webhook endpoints may be http:// to loopback */
     int idem_wait_ms;
     struct po_callback_ctx cb; /* accounts, committer, workers (and pool) */
     struct po_idem_local *idem_local;

@@ -7,7 +7,9 @@
 #include <string.h>
 
 extern const struct po_api_route po_api_order_create, po_api_order_get, po_api_order_close,
-    po_api_refund_create, po_api_refund_get, po_api_balances, po_api_alerts, po_api_journal;
+    po_api_refund_create, po_api_refund_get, po_api_balances, po_api_alerts, po_api_journal,
+    po_api_events, po_api_endpoints_get, po_api_endpoint_create, po_api_endpoint_remove,
+    po_api_endpoint_rotate;
 
 const struct po_route po_routes[] = {
     {"POST /notify/{channel}/{tenant}", PO_RK_CALLBACK, NULL},
@@ -22,6 +24,11 @@ const struct po_route po_routes[] = {
     {"GET /v1/balances", PO_RK_API, &po_api_balances},
     {"GET /v1/alerts", PO_RK_API, &po_api_alerts},
     {"GET /v1/journal", PO_RK_API, &po_api_journal},
+    {"GET /v1/events", PO_RK_API, &po_api_events},
+    {"GET /v1/webhook_endpoints", PO_RK_API, &po_api_endpoints_get},
+    {"POST /v1/webhook_endpoints", PO_RK_API, &po_api_endpoint_create},
+    {"POST /v1/webhook_endpoints/{endpoint_id}/remove", PO_RK_API, &po_api_endpoint_remove},
+    {"POST /v1/webhook_endpoints/{endpoint_id}/rotate_secret", PO_RK_API, &po_api_endpoint_rotate},
 };
 const int po_routes_count = (int)(sizeof po_routes / sizeof po_routes[0]);
 

@@ -858,6 +858,7 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     srv->http.idem_wait_ms = cfg->idem_wait_ms < 0 ? 0
                              : cfg->idem_wait_ms   ? cfg->idem_wait_ms
                                                    : 2000;
+    srv->http.insecure_dev = cfg->webhooks && cfg->webhooks->insecure_dev;
     srv->http.api_hook = cfg->api_hook;
     srv->http.api_hook_ctx = cfg->api_hook_ctx;
     if (cfg->master_key) {

@@ -228,3 +228,45 @@ po_err po_view_journal(struct po_store *s, const char *tenant, const char *order
     *out = data;
     return PO_OK;
 }
+
+po_err po_view_events(struct po_store *s, const char *tenant, const char *type,
+                      const char *out_trade_no, struct po_page *pg, json_t **out)
+{
+    const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
+    type = type ? type : "";
+    out_trade_no = out_trade_no ? out_trade_no : "";
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT event_id, type, created_at, payload FROM outbox_event WHERE tenant_id = ? AND"
+        " (? = '' OR type = ?) AND (? = '' OR object_id = ?) AND (? = '' OR created_at > ? OR"
+        " (created_at = ? AND event_id > ?)) ORDER BY created_at, event_id LIMIT ?",
+        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(type), PO_TEXT(type), PO_TEXT(out_trade_no),
+                  PO_TEXT(out_trade_no), PO_TEXT(ts), PO_TEXT(ts), PO_TEXT(ts), PO_TEXT(key),
+                  PO_I64(pg->limit + 1)),
+        &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *data = json_array();
+    int shown = r.nrows > pg->limit ? (int)pg->limit : r.nrows;
+    for (int i = 0; data && i < shown; i++) {
+        char *text = NULL;
+        json_t *e = NULL;
+        rc = po_event_envelope(po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), po_rows_get(&r, i, 2),
+                               tenant, po_rows_get(&r, i, 3), &text);
+        if (!rc)
+            rc = po_json_parse(text, strlen(text), &e, NULL, 0);
+        free(text);
+        if (rc == PO_ERR_INVALID || rc == PO_ERR_LIMIT)
+            rc = PO_ERR_STORE; /* the outbox holds what payonce wrote */
+        data = rc ? po_json_append(data, NULL) : po_json_append(data, e);
+    }
+    pg->more = r.nrows > pg->limit;
+    if (data && pg->more)
+        page_mark(pg, po_rows_get(&r, shown - 1, 2), po_rows_get(&r, shown - 1, 0));
+    po_rows_free(&r);
+    if (!data)
+        return rc ? rc : PO_ERR_NOMEM;
+    *out = data;
+    return PO_OK;
+}

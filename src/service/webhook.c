@@ -337,6 +337,17 @@ po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *e
     return PO_OK;
 }
 
+/* ---- the event as the tenant receives it ---- */
+
+po_err po_event_envelope(const char *event_id, const char *type, const char *created_at,
+                         const char *tenant, const char *payload, char **out)
+{
+    return po_fmt_alloc(out,
+                        "{\"id\":\"%s\",\"object\":\"event\",\"type\":\"%s\",\"created\":%" PRId64
+                        ",\"tenant\":\"%s\",\"data\":{\"object\":%s}}",
+                        event_id, type, unix_of(created_at), tenant, payload);
+}
+
 /* ---- signing ---- */
 
 po_err po_webhook_sign(const char *secret, int64_t t, const char *body, char *header, size_t cap)
@@ -618,11 +629,8 @@ static po_err load_shot(struct po_webhooks *w, struct po_store *s, const struct 
         rc = open_secret(w->cfg.master, j->tenant, j->endpoint_id, po_rows_get(&r, 0, 4),
                          out->secret);
     if (!rc)
-        rc = po_fmt_alloc(&out->body,
-                          "{\"id\":\"%s\",\"object\":\"event\",\"type\":\"%s\",\"created\":%" PRId64
-                          ",\"tenant\":\"%s\",\"data\":{\"object\":%s}}",
-                          j->event_id, po_rows_get(&r, 0, 0), out->created, j->tenant,
-                          po_rows_get(&r, 0, 1));
+        rc = po_event_envelope(j->event_id, po_rows_get(&r, 0, 0), po_rows_get(&r, 0, 2), j->tenant,
+                               po_rows_get(&r, 0, 1), &out->body);
     if (rc && rc != PO_ERR_NOMEM)
         po_errf(err, errcap, "endpoint %s: its secret cannot be opened (master key?)",
                 j->endpoint_id);

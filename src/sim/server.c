@@ -6,10 +6,10 @@
  * read afresh on every request. The APIs themselves are in
  * sim_wechatpay.c and sim_alipay.c.
  */
+#include "listen.h"
 #include "sim_int.h"
 
 #include <arpa/inet.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,16 +277,33 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     *req_cls = NULL;
 }
 
+struct MHD_Daemon *po_sim_listen(const char *listen, MHD_AccessHandlerCallback handler,
+                                 MHD_RequestCompletedCallback completed, void *cls, char *err,
+                                 size_t errcap)
+{
+    const char *colon = strrchr(listen ? listen : "", ':');
+    int64_t port = 0;
+    if (!colon || po_parse_i64(colon + 1, 0, 65535, &port) ||
+        strncmp(listen, "127.0.0.1:", 10) != 0) {
+        po_errf(err, errcap, "--listen must be 127.0.0.1:PORT (the simulator stays on loopback)");
+        return NULL;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, handler, cls, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, cls, MHD_OPTION_END);
+    if (!d)
+        po_errf(err, errcap, "cannot listen on %s", listen);
+    return d;
+}
+
 po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_server **out,
                            char *err, size_t errcap)
 {
-    const char *colon = strrchr(cfg->listen ? cfg->listen : "", ':');
-    int64_t port = 0;
-    if (!colon || po_parse_i64(colon + 1, 0, 65535, &port) ||
-        strncmp(cfg->listen, "127.0.0.1:", 10) != 0) {
-        po_errf(err, errcap, "--listen must be 127.0.0.1:PORT (the simulator stays on loopback)");
-        return PO_ERR_INVALID;
-    }
     struct po_sim_server *s = calloc(1, sizeof *s);
     if (!s)
         return PO_ERR_NOMEM;
@@ -299,16 +316,8 @@ po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_se
     s->time_factor = cfg->time_factor >= 1 ? cfg->time_factor : 1;
     s->refund_delay_ms = cfg->refund_delay_ms;
     pthread_mutex_init(&s->mu, NULL);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    s->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
-        NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-        MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    s->daemon = po_sim_listen(cfg->listen, on_request, on_completed, s, err, errcap);
     if (!s->daemon) {
-        po_errf(err, errcap, "cannot listen on %s", cfg->listen);
         po_sim_identity_free(&s->id);
         free(s);
         return PO_ERR_IO;

@@ -151,6 +151,26 @@ struct po_sim_server_cfg {
     int refund_delay_ms;
 };
 struct po_sim_server;
+
+/* The tenant's receiver of payonce's webhooks (receiver.c). */
+struct po_sim_receiver_cfg {
+    const char *listen;      /* 127.0.0.1:PORT */
+    const char *secret;      /* the endpoint's signing secret (whsec_…) */
+    const char *record_path; /* new events appended as JSON lines (NULL: none) */
+    int fail_first;          /* answer 500 to the first N deliveries */
+};
+struct po_sim_receiver_stats {
+    int deliveries, events, duplicates, bad_signatures;
+};
+struct po_sim_receiver;
+po_err po_sim_receiver_start(const struct po_sim_receiver_cfg *cfg, struct po_sim_receiver **out,
+                             char *err, size_t errcap) PO_MUST_CHECK;
+unsigned po_sim_receiver_port(const struct po_sim_receiver *r);
+void po_sim_receiver_stats(struct po_sim_receiver *r, struct po_sim_receiver_stats *out);
+void po_sim_receiver_stop(struct po_sim_receiver *r);
+/* A tenant's check of Payonce-Signature (t within 300 s of now). */
+bool po_sim_webhook_verify(const char *secret, const char *header, const char *body, size_t len,
+                           int64_t now);
 po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_server **out,
                            char *err, size_t errcap) PO_MUST_CHECK;
 unsigned po_sim_server_port(const struct po_sim_server *s);

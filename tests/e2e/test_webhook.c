@@ -28,6 +28,7 @@
 #include "../support/testutil.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <openssl/crypto.h>
@@ -166,6 +167,7 @@ static enum MHD_Result on_hook(void *cls, struct MHD_Connection *c, const char *
     unsigned status = 200;
     int slot = -1;
     pthread_mutex_lock(&rx.mu);
+    int delay = rx.delay_ms;
     rx.deliveries++;
     bool ok = verify(rx.secret, sig, up->data ? up->data : "", up->len, time(NULL));
     if (!ok) {
@@ -187,8 +189,8 @@ static enum MHD_Result on_hook(void *cls, struct MHD_Connection *c, const char *
             }
     }
     pthread_mutex_unlock(&rx.mu);
-    if (status == 200 && rx.delay_ms)
-        sleep_ms(rx.delay_ms);
+    if (status == 200 && delay)
+        sleep_ms(delay);
     pthread_mutex_lock(&rx.mu);
     if (slot >= 0)
         rx.busy[slot][0] = '\0';
@@ -271,7 +273,7 @@ static struct po_webhooks_cfg hooks = {.insecure_dev = true,
                                        .timeout_ms = 500,
                                        .retry_base_ms = 40,
                                        .retry_cap_ms = 200,
-                                       .max_age_s = 2,
+                                       .max_age_s = 60, /* 2 in dead_letter */
                                        .alert_after_s = 1,
                                        .poll_ms = 20};
 
@@ -366,6 +368,24 @@ static void remove_endpoint(const char *endpoint)
     run(NULL, 0, "webhook remove --tenant t1 --endpoint %s", endpoint);
 }
 
+/* One of the receiver's counters, read while its threads run. */
+static int rx_count(const int *counter)
+{
+    pthread_mutex_lock(&rx.mu);
+    int v = *counter;
+    pthread_mutex_unlock(&rx.mu);
+    return v;
+}
+
+/* The receiver's behaviour, changed while its threads run. */
+static void rx_behave(bool always_fail, int delay_ms)
+{
+    pthread_mutex_lock(&rx.mu);
+    rx.always_fail = always_fail;
+    rx.delay_ms = delay_ms;
+    pthread_mutex_unlock(&rx.mu);
+}
+
 static void reset_rx(void)
 {
     pthread_mutex_lock(&rx.mu);
@@ -398,7 +418,7 @@ static void test_down_then_up(void)
                         " endpoint_id = ?",
                         ep);
     rx_up();
-    T_CHECK(wait_for("payment.credited", 20, 10000), "down_then_up: %d of 20 events arrived",
+    T_CHECK(wait_for("payment.credited", 20, 30000), "down_then_up: %d of 20 events arrived",
             seen_of("payment.credited", NULL));
     int per_order_ok = 0;
     for (int i = 0; i < 20; i++) {
@@ -409,8 +429,8 @@ static void test_down_then_up(void)
     T_CHECK(per_order_ok == 20, "down_then_up: %d of 20 orders have exactly one event",
             per_order_ok);
     T_CHECK(failed > 0, "down_then_up: no failed attempt recorded while the receiver was down");
-    T_CHECK(rx.bad_signatures == 0, "down_then_up: %d deliveries failed verification",
-            rx.bad_signatures);
+    int bad = rx_count(&rx.bad_signatures);
+    T_CHECK(bad == 0, "down_then_up: %d deliveries failed verification", bad);
     T_CHECK(q1("SELECT COUNT(*) FROM outbox_event WHERE type = 'payment.credited' AND object_id"
                " LIKE ?",
                "DU-%") == 20,
@@ -421,7 +441,7 @@ static void test_down_then_up(void)
     t_figure("# webhook: receiver down during 20 payments x 3 deliveries: %lld failed attempts,"
              " then all 20 events delivered (%d deliveries for 20 distinct ids), signatures"
              " verified independently\n",
-             (long long)failed, rx.deliveries);
+             (long long)failed, rx_count(&rx.deliveries));
 }
 
 /* The index of the first arrival of type for object, or -1. */
@@ -509,7 +529,9 @@ static void test_dead_letter(void)
     pthread_mutex_lock(&rx.mu);
     rx.always_fail = true;
     pthread_mutex_unlock(&rx.mu);
+    hooks.max_age_s = 2; /* three days, compressed */
     struct po_server *gw = gateway();
+    hooks.max_age_s = 60;
     order("ORD-DEAD");
     T_CHECK(post_callback(po_server_port(gw), "ORD-DEAD") == 204, "dead: payment not acked");
     event_id_of("payment.credited", "ORD-DEAD", pay_id, sizeof pay_id);
@@ -579,10 +601,9 @@ static void test_two_gateways(void)
 {
     char ep[64];
     reset_rx();
-    rx.delay_ms = 30; /* a slow receiver widens any window */
     rx_up();
     add_endpoint("payment.credited", ep, sizeof ep);
-    rx.always_fail = true; /* everything queues up first */
+    rx_behave(true, 30); /* everything queues up first; slow, to widen any window */
     struct po_server *a = gateway(), *b = gateway();
     for (int i = 0; i < 30; i++) {
         char no[32];
@@ -591,13 +612,11 @@ static void test_two_gateways(void)
         T_CHECK(post_callback(po_server_port(i % 2 ? a : b), no) == 204,
                 "two gateways: %s not acked", no);
     }
-    pthread_mutex_lock(&rx.mu);
-    rx.always_fail = false;
-    pthread_mutex_unlock(&rx.mu);
-    T_CHECK(wait_for("payment.credited", 30, 15000), "two gateways: %d of 30 delivered",
+    rx_behave(false, 30);
+    T_CHECK(wait_for("payment.credited", 30, 60000), "two gateways: %d of 30 delivered",
             seen_of("payment.credited", NULL));
-    T_CHECK(rx.overlaps == 0, "two gateways: %d deliveries of an event overlapped another",
-            rx.overlaps);
+    int overlaps = rx_count(&rx.overlaps);
+    T_CHECK(overlaps == 0, "two gateways: %d deliveries of an event overlapped another", overlaps);
     int64_t claimed_by_both =
         q1("SELECT COUNT(*) FROM (SELECT event_id FROM webhook_attempt WHERE status_code = 200"
            " AND endpoint_id = ? GROUP BY event_id HAVING COUNT(*) > 1) x",
@@ -610,7 +629,7 @@ static void test_two_gateways(void)
     remove_endpoint(ep);
     t_figure("# webhook: two gateways over one PostgreSQL: 30 events, %d deliveries, none twice,"
              " none overlapping\n",
-             rx.deliveries);
+             rx_count(&rx.deliveries));
 }
 
 /* kill -9 of `payonce serve` after the commit, before the delivery, and
@@ -637,22 +656,140 @@ static void test_kill9(void)
     waitpid(child, NULL, 0);
     /* During a delivery: the receiver holds each one 3 s; the gateway dies
      * while it waits. */
-    rx.delay_ms = 3000;
+    rx_behave(false, 3000);
     rx_up();
     child = t_serve(dir, bin, url, fast, &port);
     sleep_ms(600);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    rx.delay_ms = 0;
+    rx_behave(false, 0);
     child = t_serve(dir, bin, url, fast, &port);
-    T_CHECK(wait_for("payment.credited", 10, 15000), "kill9: %d of 10 delivered after 2 kills",
+    T_CHECK(wait_for("payment.credited", 10, 30000), "kill9: %d of 10 delivered after 2 kills",
             seen_of("payment.credited", NULL));
     t_serve_stop(child);
     rx_down();
     remove_endpoint(ep);
     t_figure("# webhook: kill -9 after commit and again mid-delivery: all 10 events delivered"
              " (%d deliveries)\n",
-             rx.deliveries);
+             rx_count(&rx.deliveries));
+}
+
+/* ---- the tenant API: /v1/webhook_endpoints and /v1/events ---- */
+
+static char apikey[128];
+
+struct answer {
+    long status;
+    char body[65536];
+};
+
+static void api(unsigned port, const char *method, const char *path, const char *body,
+                struct answer *a)
+{
+    char u[512], auth[200];
+    snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", apikey);
+    struct t_body b = {a->body, sizeof a->body, 0};
+    a->status = 0;
+    a->body[0] = '\0';
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, auth);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, u);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+static void test_api_surface(void)
+{
+    static struct answer a;
+    char path[768], body[256], ep[64] = "", secret[128] = "";
+    struct po_server *gw = gateway();
+    unsigned port = po_server_port(gw);
+    snprintf(body, sizeof body,
+             "{\"url\":\"http://127.0.0.1:%u/api-hook\",\"events\":"
+             "\"payment.credited,alert.raised\"}",
+             rx.port ? rx.port : 9);
+    api(port, "POST", "/v1/webhook_endpoints", body, &a);
+    json_t *j = json_loads(a.body, 0, NULL);
+    snprintf(ep, sizeof ep, "%s", json_string_value(json_object_get(j, "id")) ?: "");
+    snprintf(secret, sizeof secret, "%s", json_string_value(json_object_get(j, "secret")) ?: "");
+    json_decref(j);
+    T_CHECK(a.status == 201 && strncmp(ep, "we_", 3) == 0 && strncmp(secret, "whsec_", 6) == 0,
+            "api: create endpoint: %ld %s", a.status, a.body);
+    api(port, "GET", "/v1/webhook_endpoints", NULL, &a);
+    T_CHECK(a.status == 200 && strstr(a.body, ep) && !strstr(a.body, "whsec_"),
+            "api: list: %ld %.300s", a.status, a.body);
+    snprintf(path, sizeof path, "/v1/webhook_endpoints/%s/rotate_secret", ep);
+    api(port, "POST", path, NULL, &a);
+    T_CHECK(a.status == 200 && strstr(a.body, "whsec_") && !strstr(a.body, secret),
+            "api: rotate: %ld %.300s", a.status, a.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM webhook_endpoint WHERE secret LIKE ?", "%whsec_%") == 0,
+            "api: a secret is stored unsealed");
+    api(port, "POST", "/v1/webhook_endpoints", "{\"url\":\"http://10.1.2.3/hook\"}", &a);
+    T_CHECK(a.status == 400 && strstr(a.body, "https://"),
+            "api: http to a non-loopback host:"
+            " %ld %s",
+            a.status, a.body);
+    api(port, "POST", "/v1/webhook_endpoints",
+        "{\"url\":\"https://example.com/h\",\"events\":\"payment.lost\"}", &a);
+    T_CHECK(a.status == 400 && strstr(a.body, "payment.lost"), "api: unknown event type: %ld %s",
+            a.status, a.body);
+    snprintf(path, sizeof path, "/v1/webhook_endpoints/%s/remove", ep);
+    api(port, "POST", path, NULL, &a);
+    T_CHECK(a.status == 200, "api: remove: %ld %s", a.status, a.body);
+    api(port, "POST", path, NULL, &a);
+    T_CHECK(a.status == 404 && strstr(a.body, "endpoint_not_found"), "api: remove twice: %ld %s",
+            a.status, a.body);
+    /* /v1/events: every payment.credited of the outbox, paged by 7. */
+    int64_t want = q1("SELECT COUNT(*) FROM outbox_event WHERE tenant_id = 't1' AND type = ?",
+                      "payment.credited");
+    int got = 0, pages = 0;
+    char cursor[512] = "";
+    bool ok = true;
+    do {
+        snprintf(path, sizeof path, "/v1/events?type=payment.credited&limit=7%s%s",
+                 cursor[0] ? "&cursor=" : "", cursor);
+        api(port, "GET", path, NULL, &a);
+        json_t *page = json_loads(a.body, 0, NULL), *data = json_object_get(page, "data");
+        ok = ok && a.status == 200 && json_is_array(data);
+        size_t i;
+        json_t *e;
+        json_array_foreach(data, i, e)
+        {
+            ok = ok &&
+                 strcmp(json_string_value(json_object_get(e, "type")), "payment.credited") == 0 &&
+                 json_is_object(json_object_get(json_object_get(e, "data"), "object"));
+            got++;
+        }
+        const char *next = json_string_value(json_object_get(page, "next_cursor"));
+        snprintf(cursor, sizeof cursor, "%s", next ? next : "");
+        json_decref(page);
+        pages++;
+    } while (cursor[0] && ok && pages < 100);
+    T_CHECK(ok && got == want && want > 0, "api: /v1/events gave %d of %lld events (%d pages)", got,
+            (long long)want, pages);
+    api(port, "GET", "/v1/events?out_trade_no=ORD-SEQ", NULL, &a);
+    T_CHECK(a.status == 200 && strstr(a.body, "payment.credited") &&
+                strstr(a.body, "refund.succeeded") &&
+                strstr(a.body, "payment.credited") < strstr(a.body, "refund.succeeded"),
+            "api: the order's events in order: %.400s", a.body);
+    api(port, "GET", "/v1/events?type=nope", NULL, &a);
+    T_CHECK(a.status == 400, "api: /v1/events?type=nope: %ld", a.status);
+    po_server_stop(gw);
+    t_figure("# webhook: /v1/webhook_endpoints create, list (no secrets), rotate, remove;"
+             " /v1/events paged all %lld payment.credited events\n",
+             (long long)want);
 }
 
 int main(int argc, char **argv)
@@ -679,6 +816,8 @@ int main(int argc, char **argv)
     if (strcmp(backend, "postgres") == 0)
         test_two_gateways();
     test_kill9();
+    run(apikey, sizeof apikey, "apikey create --tenant t1");
+    test_api_surface();
     po_sim_identity_free(&id);
     curl_global_cleanup();
     char name[64];

@@ -404,10 +404,41 @@ static void platform_certificate_validity(void **state)
     po_privkey_free(k);
 }
 
+/* The receiver's check of Payonce-Signature, against a header made here
+ * with the HMAC primitive: genuine passes (also as the second v1 of two);
+ * a changed body, another secret, a stale or future t, a truncated v1 and
+ * garbage fail. */
+static void receiver_checks_signatures(void **state)
+{
+    (void)state;
+    const char *secret = "whsec_0123", *body = "{\"id\":\"evt_1\",\"type\":\"payment.credited\"}";
+    int64_t now = 1764749102;
+    char msg[128], hex[65], header[256], two[320];
+    unsigned char mac[32];
+    snprintf(msg, sizeof msg, "%lld.%s", (long long)now, body);
+    assert_int_equal(po_hmac_sha256(secret, strlen(secret), msg, strlen(msg), mac), PO_OK);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+    snprintf(header, sizeof header, "t=%lld,v1=%s", (long long)now, hex);
+    snprintf(two, sizeof two, "t=%lld,v1=%064d,v1=%s", (long long)now, 0, hex);
+    size_t len = strlen(body);
+    assert_true(po_sim_webhook_verify(secret, header, body, len, now));
+    assert_true(po_sim_webhook_verify(secret, two, body, len, now + 299));
+    assert_false(po_sim_webhook_verify(secret, header, "{\"id\":\"evt_2\"}", 14, now));
+    assert_false(po_sim_webhook_verify("whsec_other", header, body, len, now));
+    assert_false(po_sim_webhook_verify(secret, header, body, len, now + 301));
+    assert_false(po_sim_webhook_verify(secret, header, body, len, now - 301));
+    header[strlen(header) - 1] = '\0';
+    assert_false(po_sim_webhook_verify(secret, header, body, len, now));
+    assert_false(po_sim_webhook_verify(secret, "v1=abc", body, len, now));
+    assert_false(po_sim_webhook_verify(secret, NULL, body, len, now));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_attempt_signed_anew),
+        cmocka_unit_test(receiver_checks_signatures),
         cmocka_unit_test(platform_certificate_validity),
         cmocka_unit_test(stripe_event_ids_and_envelope),
         cmocka_unit_test(wechat_envelope_and_times),

@@ -46,7 +46,7 @@ static const char usage_text[] =
     "  sim serve       [--dir DIR] [--listen 127.0.0.1:8090] [--time-factor F]\n"
     "                  [--refund-delay-ms MS]   the channel's query, bill and refund APIs\n"
     "  sim receiver    --secret-file F [--listen 127.0.0.1:8091] [--record FILE] [--fail N]\n"
-    "                  [--duration-s S]   the tenant's webhook receiver (docs/webhooks.md)\n"
+    "                  [--down-ms MS] [--duration-s S]   the tenant's webhook receiver\n"
     "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 4096]\n"
     "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
     "                  [--header-timeout 10] [--body-timeout 10] [--max-connections-per-ip 256]\n"
@@ -558,7 +558,7 @@ static const struct command commands[] = {
      " deadline-ms pace-ms",
      "order", "concurrent reorder lose forge", cmd_sim_pay, true},
     {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true},
-    {"sim", "receiver", "listen secret-file record fail duration-s", "secret-file", "",
+    {"sim", "receiver", "listen secret-file record fail down-ms duration-s", "secret-file", "",
      cmd_sim_receiver, true},
     {"recon", "import", "tenant channel file master-key-file", "tenant channel", "force json",
      cmd_recon_import},

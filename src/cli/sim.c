@@ -355,10 +355,16 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o)
 int cmd_sim_receiver(struct po_store *s, const struct opts *o)
 {
     (void)s;
-    int64_t fail_n = 0, duration = 0;
+    int64_t fail_n = 0, duration = 0, down_ms = 0;
     if ((opt(o, "fail") && po_parse_i64(opt(o, "fail"), 0, 1000000, &fail_n)) ||
-        (opt(o, "duration-s") && po_parse_i64(opt(o, "duration-s"), 1, 86400, &duration))) {
-        fprintf(stderr, "payonce: --fail 0-1000000, --duration-s 1-86400\n");
+        (opt(o, "duration-s") && po_parse_i64(opt(o, "duration-s"), 1, 86400, &duration)) ||
+        (opt(o, "down-ms") && po_parse_i64(opt(o, "down-ms"), 0, 3600000, &down_ms))) {
+        fprintf(stderr, "payonce: --fail 0-1000000, --duration-s 1-86400, --down-ms 0-3600000\n");
+        return EXIT_USAGE;
+    }
+    if (down_ms && strcmp(opt(o, "listen") ? opt(o, "listen") : "", "127.0.0.1:0") == 0) {
+        fprintf(stderr,
+                "payonce: --down-ms needs a fixed --listen port (the sender must know it)\n");
         return EXIT_USAGE;
     }
     char *secret = NULL;
@@ -371,7 +377,7 @@ int cmd_sim_receiver(struct po_store *s, const struct opts *o)
     while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
         secret[--len] = '\0';
     struct po_sim_receiver_cfg cfg = {opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8091",
-                                      secret, opt(o, "record"), (int)fail_n};
+                                      secret, opt(o, "record"), (int)fail_n, (int)down_ms};
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -386,7 +392,7 @@ int cmd_sim_receiver(struct po_store *s, const struct opts *o)
         free(secret);
         return fail(rc, err);
     }
-    printf("receiver listening on port %u\n", po_sim_receiver_port(r));
+    printf("receiver listening on port %u\n", po_sim_receiver_port(r)); /* after --down-ms */
     fflush(stdout);
     if (duration)
         alarm((unsigned)duration);

@@ -158,6 +158,7 @@ struct po_sim_receiver_cfg {
     const char *secret;      /* the endpoint's signing secret (whsec_…) */
     const char *record_path; /* new events appended as JSON lines (NULL: none) */
     int fail_first;          /* answer 500 to the first N deliveries */
+    int down_ms;             /* listen only after this long (a receiver that is down) */
 };
 struct po_sim_receiver_stats {
     int deliveries, events, duplicates, bad_signatures;

@@ -100,6 +100,35 @@ check usage-missing 2 "$BIN" tenant add --db "sqlite:$tmp/u.db"
 check help 0 "$BIN" --help; has help "$tmp/out" "order create"
 check bad-url 1 "$BIN" verify --db "mysql://x"
 
+# payonce sim receiver, driven as payonce's webhook worker would, signed
+# here with openssl (docs/webhooks.md's shell recipe, reversed): down for
+# a while (connections refused), then --fail 1, then the event once however
+# often it comes; a tampered or stale delivery is refused.
+receiver_suite() {
+  local port secret=whsec_clitest body sig t
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  printf '%s\n' "$secret" > "$tmp/hook.secret"
+  "$BIN" sim receiver --listen "127.0.0.1:$port" --secret-file "$tmp/hook.secret" \
+    --record "$tmp/events.jsonl" --fail 1 --down-ms 700 --duration-s 20 > "$tmp/rx.out" 2>&1 &
+  local rx=$!
+  body='{"id":"evt_cli1","object":"event","type":"payment.credited","created":1,"tenant":"t1","data":{"object":{"object":"payment","out_trade_no":"O-1"}}}'
+  send() { # send BODY T [SENT_BODY] -> HTTP status (000: no connection); signs BODY, sends SENT_BODY
+    local s; s=$(printf '%s.%s' "$2" "$1" | openssl dgst -sha256 -hmac "$secret" | awk '{print $2}')
+    curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$port/events" \
+      -H "Payonce-Signature: t=$2,v1=$s" -H 'Content-Type: application/json' -d "${3:-$1}"; }
+  t=$(date +%s)
+  got=$(send "$body" "$t"); [ "$got" = 000 ] && passes=$((passes+1)) || { echo "FAIL receiver down: $got"; fails=$((fails+1)); }
+  for _ in $(seq 1 60); do grep -q "listening on port" "$tmp/rx.out" && break; sleep 0.05; done
+  got="$(send "$body" "$t") $(send "$body" "$t") $(send "$body" "$t")"
+  [ "$got" = "500 200 200" ] && passes=$((passes+1)) || { echo "FAIL receiver --fail 1, then twice: $got"; fails=$((fails+1)); }
+  got=$(send "$body" "$t" "${body/O-1/O-2}"); sig=$(send "$body" "$((t - 400))")
+  [ "$got $sig" = "400 400" ] && passes=$((passes+1)) || { echo "FAIL receiver tampered/stale: $got $sig"; fails=$((fails+1)); }
+  kill "$rx"; wait "$rx" 2>/dev/null
+  [ "$(wc -l < "$tmp/events.jsonl")" = 1 ] && passes=$((passes+1)) || { echo "FAIL receiver recorded $(wc -l < "$tmp/events.jsonl") events, expected 1"; fails=$((fails+1)); }
+  has receiver-summary "$tmp/rx.out" "5 deliveries, 1 events acted on, 1 duplicates ignored, 2 bad signatures"
+}
+receiver_suite
+
 TAMPER_SQL="UPDATE account_balance SET balance = balance + 1 WHERE account = 'merchant_payable:m1'"
 "$BIN" sim keys --dir "$tmp/sim" --tenant t1 >/dev/null || { echo "FAIL sim keys"; exit 1; }
 head -c 32 /dev/urandom > "$tmp/master.key"

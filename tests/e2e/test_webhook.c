@@ -17,6 +17,10 @@
  *                 secret, or older than five minutes, fails verification
  *   two_gateways  (PostgreSQL) two gateways over one database: no event is
  *                 being delivered twice at the same moment, all delivered
+ *   ordering_many 8 orders paid and refunded while every third delivery
+ *                 is refused: every refund's event after its payment's
+ *   bulkhead      tenant t2's endpoint accepts and never answers: t1's
+ *                 events are delivered meanwhile, t2 holds at most its share
  *   kill9         `payonce serve` killed with SIGKILL after committing
  *                 payments and before delivering them, and again in the
  *                 middle of a delivery: after a restart nothing is lost
@@ -39,6 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,6 +82,7 @@ struct receiver {
     char fail_id[64]; /* this event id is refused fail_left more times */
     int fail_left;
     int delay_ms;
+    int fail_mod; /* refuse every fail_mod-th delivery (0: none) */
     /* what arrived (deduplicated by event id, in order of first arrival) */
     char ids[SEEN_MAX][48], types[SEEN_MAX][32], objects[SEEN_MAX][72];
     int nseen, deliveries, bad_signatures;
@@ -175,6 +184,8 @@ static enum MHD_Result on_hook(void *cls, struct MHD_Connection *c, const char *
         status = 400;
     } else if (rx.always_fail) {
         status = 500;
+    } else if (rx.fail_mod && rx.deliveries % rx.fail_mod == 0) {
+        status = 502;
     } else if (rx.fail_left > 0 && strcmp(eid, rx.fail_id) == 0) {
         rx.fail_left--;
         status = 503;
@@ -291,7 +302,14 @@ static struct po_server *gateway(void)
     return gw;
 }
 
+static long post_callback_to(unsigned port, const char *tenant, const char *no);
+
 static long post_callback(unsigned port, const char *no)
+{
+    return post_callback_to(port, "t1", no);
+}
+
+static long post_callback_to(unsigned port, const char *tenant, const char *no)
 {
     static int seq;
     char txn[64];
@@ -304,7 +322,7 @@ static long post_callback(unsigned port, const char *no)
         if (po_sim_payment_request(&id, &p, (int64_t)time(NULL), &r))
             die("sim payment");
         char u[128];
-        snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/wechatpay/t1", port);
+        snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/wechatpay/%s", port, tenant);
         CURL *c = curl_easy_init();
         struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
         for (int i = 0; i < r.nheaders; i++) {
@@ -393,6 +411,7 @@ static void reset_rx(void)
     rx.always_fail = false;
     rx.fail_left = 0;
     rx.delay_ms = 0;
+    rx.fail_mod = 0;
     pthread_mutex_unlock(&rx.mu);
 }
 
@@ -478,7 +497,9 @@ static void refund_of(const char *no, const char *rno)
 {
     struct po_store *s = t_open(url);
     t_seed_refund(s, no, rno, 100);
-    struct po_event ev = t_refund_event(PO_EV_REFUND_SUCCESS, no, rno, "50300001", 100);
+    char rid[48];
+    snprintf(rid, sizeof rid, "503-%s", rno); /* the channel's refund id */
+    struct po_event ev = t_refund_event(PO_EV_REFUND_SUCCESS, no, rno, rid, 100);
     struct po_outcome o = t_apply(s, NULL, &ev);
     T_CHECK(o.kind == PO_OUT_APPLIED, "refund %s: %s", rno, po_outcome_name(o.kind));
     po_store_close(s);
@@ -666,12 +687,183 @@ static void test_kill9(void)
     child = t_serve(dir, bin, url, fast, &port);
     T_CHECK(wait_for("payment.credited", 10, 30000), "kill9: %d of 10 delivered after 2 kills",
             seen_of("payment.credited", NULL));
+    /* The deliveries cut by the kill reached the receiver and were sent
+     * again: more deliveries than events, each event acted on once. */
+    T_CHECK(rx_count(&rx.deliveries) > 10 && seen_of("payment.credited", NULL) == 10,
+            "kill9: %d deliveries for %d events", rx_count(&rx.deliveries),
+            seen_of("payment.credited", NULL));
     t_serve_stop(child);
     rx_down();
     remove_endpoint(ep);
     t_figure("# webhook: kill -9 after commit and again mid-delivery: all 10 events delivered"
              " (%d deliveries)\n",
              rx_count(&rx.deliveries));
+}
+
+/* Per-order ordering with many orders at once: every third delivery is
+ * refused, 8 orders are paid and refunded while their payments' events are
+ * still being retried; each refund's event arrives after its payment's. */
+static void test_ordering_many(void)
+{
+    char ep[64];
+    reset_rx();
+    rx_up();
+    add_endpoint("payment.credited,refund.succeeded", ep, sizeof ep);
+    pthread_mutex_lock(&rx.mu);
+    rx.fail_mod = 3;
+    pthread_mutex_unlock(&rx.mu);
+    struct po_server *gw = gateway();
+    char no[8][32], rno[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(no[i], sizeof no[i], "OM-%d", i);
+        order(no[i]);
+        T_CHECK(post_callback(po_server_port(gw), no[i]) == 204, "ordering: %s not acked", no[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        snprintf(rno, sizeof rno, "RM-%d", i);
+        refund_of(no[i], rno);
+    }
+    T_CHECK(wait_for("refund.succeeded", 8, 30000), "ordering: %d of 8 refund events arrived",
+            seen_of("refund.succeeded", NULL));
+    int in_order = 0;
+    for (int i = 0; i < 8; i++) {
+        int p = arrival("payment.credited", no[i]), r = arrival("refund.succeeded", no[i]);
+        in_order += p >= 0 && r > p;
+    }
+    T_CHECK(in_order == 8, "ordering: %d of 8 orders had their refund's event after the payment's",
+            in_order);
+    po_server_stop(gw);
+    rx_down();
+    remove_endpoint(ep);
+    t_figure("# webhook: ordering: 8 orders paid and refunded while every third delivery was"
+             " refused: each refund's event after its payment's (%d deliveries)\n",
+             rx_count(&rx.deliveries));
+}
+
+/* ---- one tenant's stalled endpoint ---- */
+
+/* A port that accepts connections and never answers; the most it held at
+ * once. */
+static struct {
+    int fd;
+    unsigned port;
+    pthread_t t;
+    atomic_int open, peak;
+    atomic_bool stop;
+} hole;
+
+static void *hole_main(void *arg)
+{
+    (void)arg;
+    int fds[256], n = 0;
+    while (!atomic_load(&hole.stop)) {
+        int c = accept(hole.fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        if (n < 256)
+            fds[n++] = c;
+        int now = atomic_fetch_add(&hole.open, 1) + 1;
+        if (now > atomic_load(&hole.peak))
+            atomic_store(&hole.peak, now);
+        /* A connection the sender closed (its timeout) no longer counts. */
+        for (int i = 0; i < n; i++) {
+            char b[512];
+            if (fds[i] >= 0 && recv(fds[i], b, sizeof b, MSG_DONTWAIT) == 0) {
+                close(fds[i]);
+                fds[i] = -1;
+                atomic_fetch_sub(&hole.open, 1);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return NULL;
+}
+
+static void hole_up(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    struct timeval tv = {0, 50000};
+    hole.fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (hole.fd < 0 || bind(hole.fd, (struct sockaddr *)&a, sizeof a) || listen(hole.fd, 64) ||
+        getsockname(hole.fd, (struct sockaddr *)&a, &len) ||
+        setsockopt(hole.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))
+        die("black hole");
+    hole.port = ntohs(a.sin_port);
+    if (pthread_create(&hole.t, NULL, hole_main, NULL))
+        die("black hole thread");
+}
+
+static void hole_down(void)
+{
+    atomic_store(&hole.stop, true);
+    pthread_join(hole.t, NULL);
+    close(hole.fd);
+}
+
+/* Tenant t2's endpoint accepts and never answers while 12 of its payments
+ * wait; tenant t1's payments are delivered meanwhile, and t2 never has
+ * more attempts in flight than its share. */
+static void test_bulkhead(void)
+{
+    char ep[64], u[128];
+    reset_rx();
+    rx_up();
+    add_endpoint("payment.credited", ep, sizeof ep);
+    hole_up();
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/hook", hole.port);
+    char secret2[128];
+    run(secret2, sizeof secret2, "webhook add --tenant t2 --url %s --insecure-dev", u);
+    struct po_webhooks_cfg keep = hooks;
+    hooks.senders = 4;
+    hooks.per_tenant = 2;
+    hooks.timeout_ms = 1500;
+    struct po_server *gw = gateway();
+    unsigned port = po_server_port(gw);
+    for (int i = 0; i < 12; i++) {
+        char no[32];
+        snprintf(no, sizeof no, "BH2-%d", i);
+        struct po_store *s = t_open(url);
+        bool created = false;
+        char err[PO_ERRBUF_MAX] = "";
+        struct po_order_spec o = {"t2", "m1", no, 100, "CNY", NULL};
+        if (po_order_create(s, &o, &created, err, sizeof err))
+            die(err);
+        po_store_close(s);
+        T_CHECK(post_callback_to(port, "t2", no) == 204, "bulkhead: t2 %s not acked", no);
+    }
+    for (int i = 0; i < 6; i++) {
+        char no[32];
+        snprintf(no, sizeof no, "BH1-%d", i);
+        order(no);
+        T_CHECK(post_callback(port, no) == 204, "bulkhead: t1 %s not acked", no);
+    }
+    int delivered = 0;
+    for (int t = 0; t < 20000 && delivered < 6; t += 50) {
+        sleep_ms(50);
+        delivered = 0;
+        for (int i = 0; i < 6; i++) {
+            char no[32];
+            snprintf(no, sizeof no, "BH1-%d", i);
+            delivered += seen_of("payment.credited", no);
+        }
+    }
+    T_CHECK(delivered == 6, "bulkhead: %d of t1's 6 events delivered while t2's endpoint hangs",
+            delivered);
+    T_CHECK(atomic_load(&hole.peak) <= 2 && atomic_load(&hole.peak) >= 1,
+            "bulkhead: t2 had %d attempts in flight at once (its share is 2)",
+            atomic_load(&hole.peak));
+    po_server_stop(gw);
+    hooks = keep;
+    hole_down();
+    rx_down();
+    remove_endpoint(ep);
+    t_figure("# webhook: one tenant's endpoint hanging with 12 events (at most %d of its attempts"
+             " in flight): the other tenant's 6 events delivered meanwhile\n",
+             atomic_load(&hole.peak));
 }
 
 /* ---- the tenant API: /v1/webhook_endpoints and /v1/events ---- */
@@ -805,6 +997,12 @@ int main(int argc, char **argv)
     t_db_create(backend, url, sizeof url);
     run(NULL, 0, "tenant add --tenant t1");
     run(NULL, 0, "merchant add --tenant t1 --merchant m1");
+    run(NULL, 0, "tenant add --tenant t2");
+    run(NULL, 0, "merchant add --tenant t2 --merchant m1");
+    run(NULL, 0,
+        "channel set --tenant t2 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
+        " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
+        id.mchid, id.appid);
     run(NULL, 0,
         "channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
         " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
@@ -812,6 +1010,8 @@ int main(int argc, char **argv)
     test_signatures();
     test_down_then_up();
     test_ordering();
+    test_ordering_many();
+    test_bulkhead();
     test_dead_letter();
     if (strcmp(backend, "postgres") == 0)
         test_two_gateways();

@@ -761,11 +761,10 @@ static int cores(void)
  * in flight be answered (see po_server_stop). */
 static void teardown(struct po_server *s)
 {
-    if (s->daemon) {
-        MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-        if (fd != MHD_INVALID_SOCKET)
-            close(fd);
-    }
+    /* No new connections; the listening socket is ours now, but the
+     * daemon's event threads may still touch it until they stop: it is
+     * closed after MHD_stop_daemon (ThreadSanitizer saw the race). */
+    MHD_socket listen_fd = s->daemon ? MHD_quiesce_daemon(s->daemon) : MHD_INVALID_SOCKET;
     atomic_store(&s->stopping, true);
     while (atomic_load(&s->active) > 0) {
         struct timespec ms = {0, 1000000L};
@@ -794,6 +793,8 @@ static void teardown(struct po_server *s)
         MHD_stop_daemon(s->ops_daemon);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    if (listen_fd != MHD_INVALID_SOCKET)
+        close(listen_fd);
     if (s->keeper_started)
         pthread_mutex_destroy(&s->track_mu);
     po_workers_free(s->http.cb.workers);

@@ -476,13 +476,18 @@ static po_err claim(struct po_webhooks *w, struct po_store *s, char *err, size_t
     bool pg = strcmp(po_store_backend(s), "postgres") == 0;
     char sql[sizeof DUE_SQL + 32];
     (void)snprintf(sql, sizeof sql, "%s%s", DUE_SQL, pg ? " FOR UPDATE SKIP LOCKED" : "");
-    po_err rc = po_store_begin(s, err, errcap);
+    /* PostgreSQL: the due rows locked (others skip them) until the claims
+     * commit. SQLite: one writer, so the look needs no transaction — an
+     * idle poll never takes the write lock from the committer; the claim's
+     * UPDATE re-checks that the row is still free. */
+    po_err rc = pg ? po_store_begin(s, err, errcap) : PO_OK;
     if (rc)
         return rc;
     struct po_rows r;
     rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(now), PO_TEXT(now)), &r, NULL, err, errcap);
     if (rc) {
-        po_store_rollback(s);
+        if (pg)
+            po_store_rollback(s);
         return rc;
     }
     struct job took[CLAIM_MAX];
@@ -509,6 +514,10 @@ static po_err claim(struct po_webhooks *w, struct po_store *s, char *err, size_t
     }
     pthread_mutex_unlock(&w->mu);
     po_rows_free(&r);
+    if (!pg && ntook == 0)
+        return PO_OK;
+    if (!pg && (rc = po_store_begin(s, err, errcap)))
+        return rc;
     for (int k = 0; !rc && k < ntook; k++) {
         unsigned char rnd[12];
         rc = po_random(rnd, sizeof rnd);

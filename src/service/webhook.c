@@ -46,8 +46,18 @@ static void iso_ms(int64_t ms, char *buf, size_t cap)
     time_t t = (time_t)(ms / 1000);
     struct tm tm;
     gmtime_r(&t, &tm);
-    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    /* strftime's fields are bounded (snprintf of the int fields made -O2
+     * warn about truncation); the milliseconds are three digits. */
+    size_t n = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+    unsigned m = (unsigned)(ms % 1000);
+    if (n > 0 && n + 6 <= cap) {
+        buf[n] = '.';
+        buf[n + 1] = (char)('0' + m / 100);
+        buf[n + 2] = (char)('0' + m / 10 % 10);
+        buf[n + 3] = (char)('0' + m % 10);
+        buf[n + 4] = 'Z';
+        buf[n + 5] = '\0';
+    }
 }
 
 /* Seconds since the epoch of a stored time (0 when it does not parse). */

@@ -159,11 +159,7 @@ static bool jstr_is(const struct resp *r, const char *field, const char *want)
 
 static int64_t q1(const char *sql, const char *arg)
 {
-    struct po_store *s = t_open(url);
-    struct po_param p[] = {PO_TEXT(arg ? arg : "")};
-    int64_t n = t_count(s, sql, p, arg ? 1 : 0);
-    po_store_close(s);
-    return n;
+    return t_count_url(url, sql, arg);
 }
 
 static void exec_sql(const char *sql)

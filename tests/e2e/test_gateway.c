@@ -50,55 +50,17 @@ static unsigned healthz(int fd)
     return t_exchange(fd, req, sizeof req - 1, NULL, 0);
 }
 
-/* A WeChat Pay payment callback for order no, made with identity id, as
- * one HTTP request (heap). */
-static char *callback(const struct po_sim_identity *id, const char *no, int64_t amount, size_t *len)
-{
-    char txn[64];
-    po_sim_new_txn("wechatpay", txn, sizeof txn);
-    struct po_sim_payment p = {"wechatpay", no, txn, amount, "CNY"};
-    struct po_sim_request r;
-    memset(&r, 0, sizeof r);
-    if (po_sim_payment_request(id, &p, (int64_t)time(NULL), &r))
-        die("sim payment");
-    char head[4096];
-    int n = snprintf(head, sizeof head,
-                     "POST /notify/wechatpay/t1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type:"
-                     " application/json\r\nContent-Length: %zu\r\n",
-                     r.body_len);
-    for (int h = 0; h < r.nheaders; h++)
-        n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n", r.name[h], r.value[h]);
-    n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
-    char *out = malloc((size_t)n + r.body_len + 1);
-    if (!out)
-        die("oom");
-    memcpy(out, head, (size_t)n);
-    memcpy(out + n, r.body, r.body_len);
-    *len = (size_t)n + r.body_len;
-    out[*len] = '\0';
-    po_sim_request_free(&r);
-    return out;
-}
-
 static unsigned deliver(unsigned port, const struct po_sim_identity *id, const char *no,
                         int64_t amount)
 {
-    size_t len = 0;
-    char *req = callback(id, no, amount, &len);
-    int fd = t_dial(port);
-    unsigned st = t_exchange(fd, req, len, NULL, 0);
-    close(fd);
-    free(req);
-    return st;
+    char txn[64];
+    po_sim_new_txn("wechatpay", txn, sizeof txn);
+    return t_sim_pay(port, id, "t1", no, txn, amount);
 }
 
 static int64_t q1(const char *sql, const char *arg)
 {
-    struct po_store *s = t_open(url);
-    struct po_param p[] = {PO_TEXT(arg)};
-    int64_t v = t_count(s, sql, p, arg ? 1 : 0);
-    po_store_close(s);
-    return v;
+    return t_count_url(url, sql, arg);
 }
 
 static bool paid(const char *no)

@@ -75,11 +75,7 @@ static void *lane_main(void *arg)
 
 static int64_t q1(const char *sql, const char *arg)
 {
-    struct po_store *s = t_open(url);
-    struct po_param p[] = {PO_TEXT(arg)};
-    int64_t v = t_count(s, sql, p, 1);
-    po_store_close(s);
-    return v;
+    return t_count_url(url, sql, arg);
 }
 
 /* Channel seconds from the first attempt to attempt k (1-based). */

@@ -315,44 +315,15 @@ static long post_callback_to(unsigned port, const char *tenant, const char *no)
     static int seq;
     char txn[64];
     snprintf(txn, sizeof txn, "42000%06d", ++seq);
-    struct po_sim_payment p = {"wechatpay", no, txn, 100, "CNY"};
     long st = 0;
-    for (int copy = 0; copy < 3; copy++) { /* the channel's at-least-once */
-        struct po_sim_request r;
-        memset(&r, 0, sizeof r);
-        if (po_sim_payment_request(&id, &p, (int64_t)time(NULL), &r))
-            die("sim payment");
-        char u[128];
-        snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/wechatpay/%s", port, tenant);
-        CURL *c = curl_easy_init();
-        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-        for (int i = 0; i < r.nheaders; i++) {
-            char line[600];
-            snprintf(line, sizeof line, "%s: %s", r.name[i], r.value[i]);
-            h = curl_slist_append(h, line);
-        }
-        curl_easy_setopt(c, CURLOPT_URL, u);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, r.body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)r.body_len);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        if (curl_easy_perform(c) == CURLE_OK)
-            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-        curl_slist_free_all(h);
-        curl_easy_cleanup(c);
-        po_sim_request_free(&r);
-    }
+    for (int copy = 0; copy < 3; copy++) /* the channel's at-least-once */
+        st = t_sim_pay(port, &id, tenant, no, txn, 100);
     return st;
 }
 
 static int64_t q1(const char *sql, const char *arg)
 {
-    struct po_store *s = t_open(url);
-    struct po_param p[] = {PO_TEXT(arg)};
-    int64_t v = t_count(s, sql, p, arg ? 1 : 0);
-    po_store_close(s);
-    return v;
+    return t_count_url(url, sql, arg);
 }
 
 static void order(const char *no)

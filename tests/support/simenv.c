@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void die(const char *what, const char *detail)
@@ -147,4 +148,53 @@ int t_env_finish(const char *dir, const char *url, const char *name)
     printf("# %s: %d checks\n%d passed, %d failed\n", name, t_passes + t_failures, t_passes,
            t_failures);
     return t_failures ? 1 : 0;
+}
+
+char *t_sim_http(const char *path, const struct po_sim_request *r, size_t *len)
+{
+    char head[8192];
+    int n = snprintf(head, sizeof head,
+                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\n",
+                     path, r->content_type ? r->content_type : "application/json", r->body_len);
+    for (int h = 0; h < r->nheaders && n > 0 && (size_t)n < sizeof head; h++)
+        n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n", r->name[h], r->value[h]);
+    if (n > 0 && (size_t)n < sizeof head)
+        n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
+    if (n <= 0 || (size_t)n >= sizeof head)
+        die("request head too long", path);
+    char *out = malloc((size_t)n + r->body_len + 1);
+    if (!out)
+        die("out of memory", path);
+    memcpy(out, head, (size_t)n);
+    memcpy(out + n, r->body, r->body_len);
+    *len = (size_t)n + r->body_len;
+    out[*len] = '\0';
+    return out;
+}
+
+unsigned t_sim_post(unsigned port, const char *path, const struct po_sim_request *r)
+{
+    size_t len = 0;
+    char *req = t_sim_http(path, r, &len);
+    int fd = t_dial(port);
+    unsigned st = t_exchange(fd, req, len, NULL, 0);
+    close(fd);
+    free(req);
+    return st;
+}
+
+unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *tenant,
+                   const char *no, const char *txn, int64_t amount)
+{
+    struct po_sim_payment p = {"wechatpay", no, txn, amount, "CNY"};
+    struct po_sim_request r;
+    memset(&r, 0, sizeof r);
+    if (po_sim_payment_request(id, &p, (int64_t)time(NULL), &r))
+        die("simulator", "cannot build a payment callback");
+    char path[128];
+    (void)snprintf(path, sizeof path, "/notify/wechatpay/%s", tenant);
+    unsigned st = t_sim_post(port, path, &r);
+    po_sim_request_free(&r);
+    return st;
 }

@@ -47,4 +47,17 @@ struct t_body {
 };
 size_t t_body_write(char *d, size_t sz, size_t n, void *ctx);
 
+/* A simulator's request as one raw HTTP/1.1 POST of path (heap,
+ * NUL-terminated; *len its length). Aborts the test on error. */
+char *t_sim_http(const char *path, const struct po_sim_request *r, size_t *len);
+
+/* Sends it to the loopback port on a new connection: the answer's status,
+ * or 0 when there was none. */
+unsigned t_sim_post(unsigned port, const char *path, const struct po_sim_request *r);
+
+/* A WeChat Pay payment callback (order no, transaction txn, amount CNY)
+ * signed now with identity id, posted to /notify/wechatpay/TENANT. */
+unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *tenant,
+                   const char *no, const char *txn, int64_t amount);
+
 #endif

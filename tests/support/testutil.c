@@ -203,6 +203,15 @@ int64_t t_count(struct po_store *s, const char *sql, const struct po_param *p, i
     return v;
 }
 
+int64_t t_count_url(const char *url, const char *sql, const char *arg)
+{
+    struct po_store *s = t_open(url);
+    struct po_param p[] = {PO_TEXT(arg)};
+    int64_t v = t_count(s, sql, p, arg ? 1 : 0);
+    po_store_close(s);
+    return v;
+}
+
 int64_t t_balance(struct po_store *s, const char *account)
 {
     struct po_param p[] = {PO_TEXT(account)};

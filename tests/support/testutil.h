@@ -61,6 +61,9 @@ struct po_event t_share_event(const char *out_trade_no, const char *share_id, co
 
 /* Runs a single-value integer query (e.g. SELECT COUNT(*)). */
 int64_t t_count(struct po_store *s, const char *sql, const struct po_param *p, int n);
+/* The same on a connection of its own to url, with one text parameter
+ * (none when arg is NULL). */
+int64_t t_count_url(const char *url, const char *sql, const char *arg);
 /* Cached balance of an account in CNY (0 when absent). */
 int64_t t_balance(struct po_store *s, const char *account);
 /* The names of the invariants po_ledger_verify reported (its report

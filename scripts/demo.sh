@@ -42,7 +42,8 @@ expect() { # expect WHAT GOT WANT
 }
 attempts=0
 sim() { # sim ARGS...: run the simulator, show its lines, count its attempts
-  "$BIN" sim pay --dir sim "$@" >sim.out 2>&1; local rc=$?
+  # (each line ends with what payonce decided: its Payonce-Outcome header)
+  "$BIN" sim pay --dir sim --time-factor 100 "$@" >sim.out 2>&1; local rc=$?
   sed 's/^/ /' sim.out | grep -v '^ sim:'
   local n; n=$(sed -n 's/^sim: //p' sim.out | python3 -c 'import json,sys; print(json.load(sys.stdin)["attempts"])' 2>/dev/null || echo 0)
   attempts=$((attempts + n))
@@ -111,7 +112,9 @@ say "7. ORD-1006: the gateway is down; WeChat retries on its schedule (15s, 15s,
 stop_server
 ( "$BIN" sim pay --dir sim --notify-url $U/wechatpay/$T --order ORD-1006:700 --time-factor 100 > sim-late.out 2>&1; echo $? > sim-late.rc ) &
 late_pid=$!
-sleep 0.5
+# back after the third refused attempt (its line is written as it happens):
+# the fourth comes 0.3 s later, so the demo reads the same on any machine
+for _ in $(seq 1 200); do grep -q 'attempt  3 ' sim-late.out 2>/dev/null && break; sleep 0.02; done
 start_server "$port"
 echo "   (gateway back on port $port)"
 wait $late_pid

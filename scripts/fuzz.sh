@@ -10,12 +10,16 @@ secs=${1:-15}
 CC=clang cmake -S . -B build-fuzz -DPO_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
 mkdir -p build-fuzz/crashes
+# The HTTP and API targets keep a database in TMPDIR; libFuzzer exits
+# without cleaning up, so they get a directory of their own, removed here.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/payonce-fuzz.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 for t in wechatpay alipay stripe http api bill form json; do
-  work=$(mktemp -d)
+  work=$(mktemp -d "$scratch/corpus-$t.XXXXXX")
   cp tests/fuzz/corpus/$t/* "$work/"
   maxlen=8192; [ "$t" = bill ] && maxlen=20000 # a real bill is ~15 KB
-  if ! build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -max_len=$maxlen -timeout=10 \
+  if ! TMPDIR=$scratch build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -max_len=$maxlen -timeout=10 \
       -artifact_prefix=build-fuzz/crashes/$t- "$work" >build-fuzz/fuzz_$t.log 2>&1; then
     tail -n 40 build-fuzz/fuzz_$t.log
     echo "fuzz: $t FAILED (input in build-fuzz/crashes/)"

@@ -6,7 +6,8 @@
 #   4. the libFuzzer targets, each for a bounded time (PAYONCE_FUZZ_SECONDS)
 #   5. the release build (`make build`, -O2: what `make demo` uses), the
 #      allocation-failure sweeps in it (they replace malloc, which the
-#      sanitizers own), the demo with it, then the demo again under ASan
+#      sanitizers own), the demo with it (its output compared with the
+#      README's sample), then the demo again under ASan
 # A throwaway PostgreSQL 15 is started for the run (scripts/pg.sh) and
 # stopped on exit, whatever happens.
 set -euo pipefail
@@ -18,8 +19,18 @@ scripts/deps.sh
 scripts/lint.sh
 
 pgdir=$(mktemp -d /tmp/payonce-pg.XXXXXX)
-cleanup() { "$root/scripts/pg.sh" stop "$pgdir" || true; }
+# Every temporary file of the run (databases, keys, logs of passing tests,
+# fuzzing scratch) goes under one TMPDIR, removed on exit — kept, and named,
+# when the run failed.
+tmp=$(mktemp -d /tmp/payonce-test.XXXXXX); chmod 755 "$tmp"
+cleanup() {
+  rc=$?
+  "$root/scripts/pg.sh" stop "$pgdir" >/dev/null || true
+  rm -rf "$pgdir"
+  if [ "$rc" -eq 0 ]; then rm -rf "$tmp"; else echo "test: failed; temporary files kept in $tmp"; fi
+}
 trap cleanup EXIT
+export TMPDIR=$tmp
 PAYONCE_TEST_PG=$(scripts/pg.sh start "$pgdir")
 export PAYONCE_TEST_PG PAYONCE_REQUIRE_PG=1
 echo "test: PostgreSQL for tests at $PAYONCE_TEST_PG"
@@ -52,7 +63,8 @@ echo "== allocation failures (the k-th allocation fails, every k; release build)
 export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build -L alloc --output-on-failure
 cat "$PAYONCE_FIGURES"
-scripts/demo.sh
+scripts/demo.sh | tee build/demo.log
+python3 tests/e2e/readme_demo.py README.md build/demo.log
 echo "== the demo again under AddressSanitizer"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }
 tail -n 1 build-asan/demo.log

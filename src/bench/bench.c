@@ -727,7 +727,7 @@ static po_err baselines(struct run *R, int n)
 
 static void make_scratch(char *dir, size_t cap)
 {
-    (void)snprintf(dir, cap, "/tmp/payonce-bench.XXXXXX");
+    (void)snprintf(dir, cap, "%s/payonce-bench.XXXXXX", po_tmp_dir());
     if (!mkdtemp(dir))
         dir[0] = '\0';
 }

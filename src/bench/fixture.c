@@ -109,14 +109,14 @@ po_err po_bench_fx_open(struct po_bench_fx *fx, const char *db_url, const char *
     if (!rc && (rc = write_master(fx)) != PO_OK)
         po_errf(err, errcap, "cannot write %s/master.key", dir);
     if (!rc)
-        rc = po_tenant_add(fx->s, TENANT, "benchmark", err, errcap);
+        rc = po_tenant_add(fx->s, TENANT, "benchmark", NULL, err, errcap);
     if (!rc)
         rc = set_account(fx, err, errcap);
     char key_id[PO_APIKEY_ID_LEN + 1];
     if (!rc)
         rc = po_apikey_create(fx->s, TENANT, fx->apikey, key_id, err, errcap);
     if (!rc)
-        rc = po_merchant_add(fx->s, TENANT, "apim", err, errcap);
+        rc = po_merchant_add(fx->s, TENANT, "apim", NULL, err, errcap);
     (void)created;
     return rc;
 }

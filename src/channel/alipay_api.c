@@ -171,7 +171,7 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
     po_err rc = resp ? po_alipay_call(a, ALIPAY_REFUND, text, resp) : PO_ERR_NOMEM;
     free(text);
     if (rc == PO_ERR_INVALID) {
-        (void)snprintf(out->code, sizeof out->code, "no_app_private_key");
+        (void)snprintf(out->code, sizeof out->code, "no_merchant_key");
         free(resp);
         return PO_OK;
     }

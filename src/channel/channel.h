@@ -188,8 +188,9 @@ struct po_api_resp {
 };
 
 /* Calls a->api_base_url + path (method GET with body NULL, or POST with a
- * JSON body), signed with the merchant's API key when one is configured.
- * Non-OK only for out-of-memory or an over-long URL. */
+ * JSON body), signed with the merchant's API key. PO_ERR_INVALID, nothing
+ * sent, when the account has no merchant key; otherwise non-OK only for
+ * out-of-memory or an over-long URL. */
 po_err po_wechatpay_call(const struct po_channel_account *a, const char *method, const char *path,
                          const char *body, struct po_api_resp *out) PO_MUST_CHECK;
 /* The response carries a valid platform signature (only such answers

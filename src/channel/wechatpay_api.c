@@ -26,14 +26,13 @@ static const char *resp_header(void *ctx, const char *name)
     return NULL;
 }
 
-/* "Authorization: WECHATPAY2-SHA256-RSA2048 …" for one request, or "" when
- * the account has no merchant key. */
+/* "Authorization: WECHATPAY2-SHA256-RSA2048 …" for one request. */
 static po_err authorization(const struct po_channel_account *a, const char *method,
                             const char *path, const char *body, char *out, size_t cap)
 {
     out[0] = '\0';
-    if (!a->merchant_key)
-        return PO_OK;
+    if (!a->merchant_key) /* never an unsigned request (issue 13 item 10) */
+        return PO_ERR_INVALID;
     char ts[24], nonce[33], *sig = NULL;
     unsigned char rnd[16];
     po_err rc = po_random(rnd, sizeof rnd);
@@ -113,6 +112,10 @@ po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
 {
     memset(out, 0, sizeof *out);
     out->decision = PO_REFUND_PENDING;
+    if (!a->merchant_key) { /* stays pending, said; nothing is sent */
+        (void)snprintf(out->code, sizeof out->code, "no_merchant_key");
+        return PO_OK;
+    }
     struct po_api_resp *resp = malloc(sizeof *resp);
     char *body = resp ? refund_body(a, r) : NULL, why[PO_REASON_MAX] = "";
     if (!body || po_wechatpay_call(a, "POST", REFUND_PATH, body, resp)) {
@@ -158,6 +161,8 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
     char path[256];
     (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", out_trade_no,
                    a->mchid);
+    if (!a->merchant_key)
+        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
     if (po_wechatpay_call(a, "GET", path, NULL, r))
         r->status = 0;
     out->http_status = r->status;

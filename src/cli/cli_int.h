@@ -7,6 +7,8 @@
 #include "../core/core.h"
 #include "../store/store.h"
 
+#include <stdio.h>
+
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
 #define EXIT_VERIFY 3
@@ -17,6 +19,7 @@ struct opts {
     int n;
     const char *name[PO_OPTS_MAX];
     const char *value[PO_OPTS_MAX]; /* NULL for flags */
+    char namebuf[PO_OPTS_MAX][48];
 };
 
 /* The last value of an option ("" for a flag), or NULL when absent. */
@@ -48,7 +51,38 @@ const char *db_url(const struct opts *o);
  * Returns 0 and sets *have (false when neither is given), or an exit code. */
 int load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 
+/* One command of the table in main.c. */
+struct cli_command {
+    const char *word1, *word2; /* word2 NULL for one-word commands */
+    const char *allowed;       /* value options; NULL: channel set's, from the registry */
+    const char *required;      /* value options that must be present */
+    const char *flags;
+    int (*run)(struct po_store *s, const struct opts *o);
+    bool no_store; /* runs without a database (s is NULL) */
+    const char *summary;
+};
+extern const struct cli_command cli_commands[];
+extern const size_t cli_ncommands;
+
+/* help.c: `payonce help [COMMAND [SUB]]` (argv after "help"), and the
+ * help of one command or of all. */
+int cli_help(int argc, char **argv);
+void cli_help_command(FILE *f, const struct cli_command *c);
+void cli_help_overview(FILE *f);
+
+/* One object by its id through a service view; prints what is wrong and
+ * returns an exit code when it cannot be read or does not exist. */
+struct json_t;
+int show_one(struct po_store *s, const char *tenant, const char *id, const char *what,
+             po_err (*view)(struct po_store *, const char *, const char *, struct json_t **),
+             struct json_t **doc);
+
 int cmd_channel_set(struct po_store *s, const struct opts *o);
+int cmd_channel_show(struct po_store *s, const struct opts *o);
+int cmd_tenant_list(struct po_store *s, const struct opts *o);
+int cmd_merchant_list(struct po_store *s, const struct opts *o);
+int cmd_order_list(struct po_store *s, const struct opts *o);
+int cmd_refund_show(struct po_store *s, const struct opts *o);
 /* `channel set`'s options, from the channel registry (space-separated). */
 void channel_set_options(char *buf, size_t cap);
 int cmd_serve(struct po_store *s, const struct opts *o);

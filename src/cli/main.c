@@ -20,74 +20,17 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli_int.h"
-
-static const char usage_text[] =
-    "usage: payonce COMMAND [options]   (every command takes --db URL)\n"
-    "  migrate                                   create/upgrade the schema\n"
-    "  tenant add      --tenant ID [--name NAME]\n"
-    "  merchant add    --tenant ID --merchant ID\n"
-    "  order create    --tenant ID --merchant ID --out-trade-no NO --amount MINOR\n"
-    "                  [--currency CNY] [--channel wechatpay|alipay|stripe]\n"
-    "  order show      --tenant ID --out-trade-no NO [--json]\n"
-    "  refund create   --tenant ID --out-trade-no NO --out-refund-no NO --amount MINOR\n"
-    "  ledger balances --tenant ID [--json]\n"
-    "  alerts          --tenant ID [--json]\n"
-    "  apply           --event FILE.json          apply one normalised event\n"
-    "  channel set     --tenant ID --channel wechatpay|alipay|stripe [channel options]\n"
-    "                  (see README: keys, certificates, secrets; sealed with the master key)\n"
-    "  sim keys        [--dir DIR] [--mode cert|pubkey] [--tenant ID]   simulator keys\n"
-    "  sim pay         [--dir DIR] --notify-url URL --order NO:AMOUNT [--order ...]\n"
-    "                  [--channel C] [--copies N] [--concurrent] [--reorder] [--lose]\n"
-    "                  [--forge] [--tamper-amount MINOR] [--time-factor F] [--max-attempts K]\n"
-    "                  [--pace-ms MS]   (between orders)\n"
-    "  sim serve       [--dir DIR] [--listen 127.0.0.1:8090] [--time-factor F]\n"
-    "                  [--refund-delay-ms MS]   the channel's query, bill and refund APIs\n"
-    "  sim receiver    --secret-file F [--listen 127.0.0.1:8091] [--record FILE] [--fail N]\n"
-    "                  [--down-ms MS] [--duration-s S]   the tenant's webhook receiver\n"
-    "  serve           [--listen 127.0.0.1:8080] [--pool-size 8] [--max-connections 4096]\n"
-    "                  [--body-max BYTES] [--request-timeout S] [--insecure-dev]\n"
-    "                  [--header-timeout 10] [--body-timeout 10] [--max-connections-per-ip 256]\n"
-    "                  [--callback-deadline-ms 4000] [--ops-listen HOST:PORT]\n"
-    "                  [--threads CORES] [--workers 64] [--committers 2]\n"
-    "                  [--batch-max 128] [--batch-wait-us 200]   throughput (docs/performance.md)\n"
-    "                  [--query-interval 60] [--query-min-age 300]   active order query\n"
-    "                  [--idempotency-retention 604800] [--idempotency-wait-ms 2000]\n"
-    "                  [--refund-retry-interval 30]   tenant API (docs/api.md)\n"
-    "                  [--webhook-senders 8] [--webhook-timeout-ms 10000]\n"
-    "                  [--webhook-retry-base-ms 30000] [--webhook-retry-cap-ms 21600000]\n"
-    "                  [--webhook-max-age-s 259200] [--webhook-alert-after-s 3600]\n"
-    "                  [--webhook-per-endpoint 2] [--webhook-per-tenant 4]\n"
-    "                  [--webhook-poll-ms 200]   tenant webhooks (docs/webhooks.md)\n"
-    "  bench           [--db postgresql://EMPTY-DB] [--orders 10000] [--connections 16]\n"
-    "                  [--committers 2] [--batch-max 128] [--batch-wait-us 200]\n"
-    "                  [--plan-rows 1000000] [--out DIR] [--only RUN,...]\n"
-    "                  throughput with its baselines (docs/performance.md)\n"
-    "  apikey create   --tenant ID                prints a new tenant API key (once)\n"
-    "  apikey revoke   --tenant ID --key-id ID\n"
-    "  apikey list     --tenant ID [--json]\n"
-    "  webhook add     --tenant ID --url URL [--events T1,T2|*]   prints the signing secret\n"
-    "  webhook list    --tenant ID [--json]\n"
-    "  webhook remove  --tenant ID --endpoint ID\n"
-    "  webhook rotate-secret --tenant ID --endpoint ID            prints the new secret\n"
-    "  webhook redrive --tenant ID (--event ID | --endpoint ID [--since TIME])\n"
-    "  webhook attempts --tenant ID --event ID [--json]\n"
-    "  idempotency reap [--retention SECONDS]     delete old stored API responses\n"
-    "master key: --master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits)\n"
-    "  verify          [--json]                   exit 0 only if every invariant holds\n"
-    "  recon import    --tenant ID --channel wechatpay FILE [--force] [--json]\n"
-    "  recon query     --tenant ID [--channel wechatpay] [--min-age 300] [--limit 1000] [--json]\n"
-    "  recon runs      --tenant ID [--json]       what was reconciled when\n"
-    "database URL: sqlite:PATH (default sqlite:./payonce.db) or postgresql://...;\n"
-    "PAYONCE_DB is used when --db is not given.\n";
 
 static int usage(const char *msg)
 {
     if (msg)
         fprintf(stderr, "payonce: %s\n", msg);
-    fputs(usage_text, stderr);
+    cli_help_overview(stderr);
     return EXIT_USAGE;
 }
 
@@ -108,13 +51,16 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
             fprintf(stderr, "payonce: unexpected argument '%s'\n", a);
             return -1;
         }
+        /* --name=value as well as --name value */
+        const char *eq = strchr(a, '=');
+        size_t namelen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         char pat[64];
-        if (po_fmt(pat, sizeof pat, " %s ", a + 2)) {
+        if (po_fmt(pat, sizeof pat, " %.*s ", (int)namelen, a + 2)) {
             fprintf(stderr, "payonce: option too long\n");
             return -1;
         }
         char all[1400], fl[128];
-        (void)snprintf(all, sizeof all, " db %s %s ", allowed, flags);
+        (void)snprintf(all, sizeof all, " db log-level %s %s ", allowed, flags);
         (void)snprintf(fl, sizeof fl, " %s ", flags);
         if (!strstr(all, pat)) {
             fprintf(stderr, "payonce: unknown option '%s'\n", a);
@@ -124,9 +70,23 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
             fprintf(stderr, "payonce: too many options\n");
             return -1;
         }
-        o->name[o->n] = a + 2;
+        if (namelen >= sizeof o->namebuf[0]) {
+            fprintf(stderr, "payonce: option too long\n");
+            return -1;
+        }
+        memcpy(o->namebuf[o->n], a + 2, namelen);
+        o->namebuf[o->n][namelen] = '\0';
+        o->name[o->n] = o->namebuf[o->n];
         if (strstr(fl, pat)) {
+            if (eq) {
+                fprintf(stderr, "payonce: option '--%s' takes no value\n", o->name[o->n]);
+                return -1;
+            }
             o->value[o->n++] = NULL;
+            continue;
+        }
+        if (eq) {
+            o->value[o->n++] = eq + 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -280,10 +240,11 @@ static int cmd_tenant_add(struct po_store *s, const struct opts *o)
     if (!t)
         return EXIT_USAGE;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_tenant_add(s, t, opt(o, "name"), err, sizeof err);
+    bool created = false;
+    po_err rc = po_tenant_add(s, t, opt(o, "name"), &created, err, sizeof err);
     if (rc)
         return fail(rc, err);
-    printf("tenant %s added\n", t);
+    printf("tenant %s %s\n", t, created ? "added" : "already exists with the same name");
     return 0;
 }
 
@@ -293,10 +254,11 @@ static int cmd_merchant_add(struct po_store *s, const struct opts *o)
     if (!t || !m)
         return EXIT_USAGE;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_merchant_add(s, t, m, err, sizeof err);
+    bool created = false;
+    po_err rc = po_merchant_add(s, t, m, &created, err, sizeof err);
     if (rc)
         return fail(rc, err);
-    printf("merchant %s added to tenant %s\n", m, t);
+    printf("merchant %s %s tenant %s\n", m, created ? "added to" : "already in", t);
     return 0;
 }
 
@@ -340,9 +302,10 @@ static int cmd_order_create(struct po_store *s, const struct opts *o)
     po_err rc = po_order_create(s, &spec, &created, err, sizeof err);
     if (rc)
         return fail(rc, err);
-    printf("order %s %s (PAYING, %lld %s)\n", spec.out_trade_no,
-           created ? "created" : "already exists with the same fields",
-           (long long)spec.amount_minor, spec.currency);
+    char amount[PO_MONEY_MAX];
+    po_money_format(spec.amount_minor, spec.currency, amount, sizeof amount);
+    printf("order %s %s (PAYING, %s)\n", spec.out_trade_no,
+           created ? "created" : "already exists with the same fields", amount);
     return 0;
 }
 
@@ -352,13 +315,9 @@ static int cmd_order_show(struct po_store *s, const struct opts *o)
     if (!t || !no)
         return EXIT_USAGE;
     json_t *doc = NULL;
-    po_err rc = po_view_order(s, t, no, &doc);
-    if (rc)
-        return fail(rc, "cannot read the order");
-    if (!doc) {
-        fprintf(stderr, "payonce: no order %s in tenant %s\n", no, t);
-        return EXIT_FAIL;
-    }
+    int ret = show_one(s, t, no, "order", po_view_order, &doc);
+    if (ret)
+        return ret;
     json_object_set_new(doc, "tenant", json_string(t));
     if (flag(o, "json"))
         return print_json(doc);
@@ -366,11 +325,14 @@ static int cmd_order_show(struct po_store *s, const struct opts *o)
         "tenant",          "out_trade_no", "merchant",       "channel", "amount",
         "currency",        "status",       "channel_txn_id", "paid_at", "refund_reserved",
         "refunded_amount", "created_at",   "updated_at"};
+    const char *cur = json_string_value(json_object_get(doc, "currency"));
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         json_t *v = json_object_get(doc, order[i]);
-        if (json_is_integer(v))
-            printf("%-15s %lld\n", order[i], (long long)json_integer_value(v));
-        else
+        char money[PO_MONEY_MAX];
+        if (json_is_integer(v)) { /* amounts, in major units for a person */
+            po_money_format((int64_t)json_integer_value(v), cur, money, sizeof money);
+            printf("%-15s %s\n", order[i], money);
+        } else
             printf("%-15s %s\n", order[i], json_is_string(v) ? json_string_value(v) : "-");
     }
     json_decref(doc);
@@ -391,7 +353,15 @@ static int cmd_refund_create(struct po_store *s, const struct opts *o)
     po_err rc = po_refund_create(s, t, no, rno, amount, err, sizeof err);
     if (rc)
         return fail(rc, err);
-    printf("refund %s of order %s recorded (PROCESSING, %lld)\n", rno, no, (long long)amount);
+    json_t *doc = NULL; /* the refund's currency is its order's */
+    char money[PO_MONEY_MAX];
+    po_money_format(amount,
+                    po_view_refund(s, t, rno, &doc) == PO_OK && doc
+                        ? json_string_value(json_object_get(doc, "currency"))
+                        : NULL,
+                    money, sizeof money);
+    json_decref(doc);
+    printf("refund %s of order %s recorded (PROCESSING, %s)\n", rno, no, money);
     return 0;
 }
 
@@ -406,13 +376,16 @@ static int cmd_balances(struct po_store *s, const struct opts *o)
         return fail(rc, "cannot read the balances");
     if (flag(o, "json"))
         return print_json(json_pack("{s:s, s:o}", "tenant", t, "balances", list));
-    printf("%-40s %-8s %20s\n", "account", "currency", "balance (minor units)");
+    printf("%-40s %24s\n", "account", "balance");
     size_t i;
     json_t *b;
     json_array_foreach(list, i, b)
-        printf("%-40s %-8s %20lld\n", json_string_value(json_object_get(b, "account")),
-               json_string_value(json_object_get(b, "currency")),
-               (long long)json_integer_value(json_object_get(b, "balance")));
+    {
+        char money[PO_MONEY_MAX];
+        po_money_format((int64_t)json_integer_value(json_object_get(b, "balance")),
+                        json_string_value(json_object_get(b, "currency")), money, sizeof money);
+        printf("%-40s %24s\n", json_string_value(json_object_get(b, "account")), money);
+    }
     printf("(debit positive: channel_clearing is money the channel holds for us;\n"
            " merchant_payable, profit_share and suspense are negative when owed)\n");
     json_decref(list);
@@ -435,11 +408,12 @@ static int cmd_alerts(struct po_store *s, const struct opts *o)
     json_t *a;
     json_array_foreach(list, i, a)
     {
-        printf("%s %-22s %s (%lld %s) %s\n", json_string_value(json_object_get(a, "created_at")),
+        char money[PO_MONEY_MAX];
+        po_money_format((int64_t)json_integer_value(json_object_get(a, "amount")),
+                        json_string_value(json_object_get(a, "currency")), money, sizeof money);
+        printf("%s %-22s %s (%s) %s\n", json_string_value(json_object_get(a, "created_at")),
                json_string_value(json_object_get(a, "reason")),
-               json_string_value(json_object_get(a, "idem_key")),
-               (long long)json_integer_value(json_object_get(a, "amount")),
-               json_string_value(json_object_get(a, "currency")),
+               json_string_value(json_object_get(a, "idem_key")), money,
                json_string_value(json_object_get(a, "detail")));
     }
     printf("%zu alert%s\n", json_array_size(list), json_array_size(list) == 1 ? "" : "s");
@@ -455,7 +429,8 @@ static int cmd_apply(struct po_store *s, const struct opts *o)
     char *buf = NULL;
     size_t len = 0;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
+    po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, PO_EVENT_FILE_MAX, &buf, &len)
+                                       : po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
     if (rc) {
         fprintf(stderr, "payonce: cannot read %s: %s%s\n", path, po_err_name(rc),
                 rc == PO_ERR_LIMIT ? " (larger than 64 KiB)" : "");
@@ -518,30 +493,40 @@ static int cmd_verify(struct po_store *s, const struct opts *o)
     return count == 0 ? 0 : EXIT_VERIFY;
 }
 
-struct command {
-    const char *word1, *word2; /* word2 NULL for one-word commands */
-    const char *allowed;       /* value options */
-    const char *required;      /* value options that must be present */
-    const char *flags;
-    int (*run)(struct po_store *s, const struct opts *o);
-    bool no_store; /* runs without a database (s is NULL) */
-};
-
-static const struct command commands[] = {
-    {"migrate", NULL, "", "", "", cmd_migrate},
-    {"tenant", "add", "tenant name", "tenant", "", cmd_tenant_add},
-    {"merchant", "add", "tenant merchant", "tenant merchant", "", cmd_merchant_add},
+const struct cli_command cli_commands[] = {
+    {"migrate", NULL, "", "", "", cmd_migrate, false,
+     "create or upgrade the schema (creates a SQLite file)"},
+    {"tenant", "add", "tenant name", "tenant", "", cmd_tenant_add, false, "add a tenant"},
+    {"tenant", "list", "", "", "json", cmd_tenant_list, false,
+     "every tenant with its merchants and channels"},
+    {"merchant", "add", "tenant merchant", "tenant merchant", "", cmd_merchant_add, false,
+     "add a merchant to a tenant"},
+    {"merchant", "list", "tenant", "tenant", "json", cmd_merchant_list, false,
+     "a tenant's merchants"},
     {"order", "create", "tenant merchant out-trade-no amount currency channel",
-     "tenant merchant out-trade-no amount", "", cmd_order_create},
-    {"order", "show", "tenant out-trade-no", "tenant out-trade-no", "json", cmd_order_show},
+     "tenant merchant out-trade-no amount", "", cmd_order_create, false,
+     "create an order (idempotent for identical fields)"},
+    {"order", "show", "tenant out-trade-no", "tenant out-trade-no", "json", cmd_order_show, false,
+     "show one order"},
+    {"order", "list", "tenant status merchant since limit after", "tenant", "json", cmd_order_list,
+     false, "a tenant's orders, oldest first, filtered and paged"},
     {"refund", "create", "tenant out-trade-no out-refund-no amount",
-     "tenant out-trade-no out-refund-no amount", "", cmd_refund_create},
-    {"ledger", "balances", "tenant", "tenant", "json", cmd_balances},
-    {"alerts", NULL, "tenant", "tenant", "json", cmd_alerts},
-    {"apply", NULL, "event", "event", "", cmd_apply},
-    {"verify", NULL, "", "", "json", cmd_verify},
+     "tenant out-trade-no out-refund-no amount", "", cmd_refund_create, false,
+     "record a refund request on a paid order"},
+    {"refund", "show", "tenant out-refund-no", "tenant out-refund-no", "json", cmd_refund_show,
+     false, "show one refund and its submission to the channel"},
+    {"ledger", "balances", "tenant", "tenant", "json", cmd_balances, false,
+     "a tenant's account balances"},
+    {"alerts", NULL, "tenant", "tenant", "json", cmd_alerts, false, "a tenant's alerts"},
+    {"apply", NULL, "event", "event", "", cmd_apply, false,
+     "apply one normalised event (what a verified callback becomes)"},
+    {"verify", NULL, "", "", "json", cmd_verify, false,
+     "check every ledger invariant (exit 3 when one is broken)"},
     /* allowed NULL: the options come from the channel registry */
-    {"channel", "set", NULL, "tenant channel", "insecure-dev", cmd_channel_set},
+    {"channel", "set", NULL, "tenant channel", "insecure-dev", cmd_channel_set, false,
+     "configure a tenant's channel account (secrets sealed)"},
+    {"channel", "show", "tenant channel", "tenant channel", "json", cmd_channel_show, false,
+     "a channel account, secrets redacted, certificates with their expiry"},
     {"serve", NULL,
      "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
      " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval threads"
@@ -549,81 +534,159 @@ static const struct command commands[] = {
      " max-connections-per-ip callback-deadline-ms ops-listen webhook-senders"
      " webhook-per-endpoint webhook-per-tenant webhook-timeout-ms webhook-retry-base-ms"
      " webhook-retry-cap-ms webhook-max-age-s webhook-alert-after-s webhook-poll-ms",
-     "", "insecure-dev", cmd_serve},
-    {"bench", NULL, "orders connections committers batch-max batch-wait-us plan-rows out only", "",
-     "", cmd_bench, true},
-    {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true},
+     "", "insecure-dev", cmd_serve, false,
+     "run the gateway: callbacks, tenant API, jobs, webhooks"},
+    {"bench", NULL, "db orders connections committers batch-max batch-wait-us plan-rows out only",
+     "", "", cmd_bench, true, "throughput with its baselines (docs/performance.md)"},
+    {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true,
+     "make the channel simulator's keys"},
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
      " deadline-ms pace-ms",
-     "order", "concurrent reorder lose forge", cmd_sim_pay, true},
-    {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true},
+     "order", "concurrent reorder lose forge", cmd_sim_pay, true,
+     "pay orders through the simulated channel (callbacks to payonce)"},
+    {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true,
+     "the simulated channel's query, bill and refund APIs"},
     {"sim", "receiver", "listen secret-file record fail down-ms duration-s", "secret-file", "",
-     cmd_sim_receiver, true},
+     cmd_sim_receiver, true, "a tenant's webhook receiver that verifies and records events"},
     {"recon", "import", "tenant channel file master-key-file", "tenant channel", "force json",
-     cmd_recon_import},
+     cmd_recon_import, false, "import a channel bill and reconcile it"},
     {"recon", "query", "tenant channel min-age limit master-key-file", "tenant", "json",
-     cmd_recon_query},
-    {"recon", "runs", "tenant", "tenant", "json", cmd_recon_runs},
-    {"apikey", "create", "tenant", "tenant", "", cmd_apikey_create},
-    {"apikey", "revoke", "tenant key-id", "tenant key-id", "", cmd_apikey_revoke},
-    {"apikey", "list", "tenant", "tenant", "json", cmd_apikey_list},
-    {"idempotency", "reap", "retention", "", "", cmd_idempotency_reap},
+     cmd_recon_query, false, "ask the channel about unpaid orders (active query)"},
+    {"recon", "runs", "tenant", "tenant", "json", cmd_recon_runs, false,
+     "what was reconciled when"},
+    {"apikey", "create", "tenant", "tenant", "", cmd_apikey_create, false,
+     "create a tenant API key (printed once)"},
+    {"apikey", "revoke", "tenant key-id", "tenant key-id", "", cmd_apikey_revoke, false,
+     "revoke a tenant API key"},
+    {"apikey", "list", "tenant", "tenant", "json", cmd_apikey_list, false, "a tenant's API keys"},
+    {"idempotency", "reap", "retention", "", "", cmd_idempotency_reap, false,
+     "delete stored API answers older than the retention"},
     {"webhook", "add", "tenant url events master-key-file", "tenant url", "insecure-dev",
-     cmd_webhook_add},
-    {"webhook", "list", "tenant", "tenant", "json", cmd_webhook_list},
-    {"webhook", "remove", "tenant endpoint", "tenant endpoint", "", cmd_webhook_remove},
+     cmd_webhook_add, false, "add a tenant webhook endpoint (prints its signing secret)"},
+    {"webhook", "list", "tenant", "tenant", "json", cmd_webhook_list, false,
+     "a tenant's webhook endpoints"},
+    {"webhook", "remove", "tenant endpoint", "tenant endpoint", "", cmd_webhook_remove, false,
+     "remove a webhook endpoint"},
     {"webhook", "rotate-secret", "tenant endpoint master-key-file", "tenant endpoint",
-     "insecure-dev", cmd_webhook_rotate},
-    {"webhook", "redrive", "tenant event endpoint since", "tenant", "", cmd_webhook_redrive},
-    {"webhook", "attempts", "tenant event", "tenant event", "json", cmd_webhook_attempts},
+     "insecure-dev", cmd_webhook_rotate, false,
+     "give an endpoint a new signing secret (prints it)"},
+    {"webhook", "redrive", "tenant event endpoint since", "tenant", "", cmd_webhook_redrive, false,
+     "send dead deliveries again (one event, or an endpoint's since TIME)"},
+    {"webhook", "attempts", "tenant event", "tenant event", "json", cmd_webhook_attempts, false,
+     "delivery attempts of one event"},
 };
+const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];
+
+/* A missing SQLite file is refused (a typo in --db must not create an
+ * empty database somewhere); only migrate creates one. */
+static int sqlite_file_exists(const char *url)
+{
+    if (strncmp(url, "sqlite:", 7) != 0)
+        return 0;
+    const char *path = url + 7;
+    struct stat st;
+    if (!*path || stat(path, &st) == 0)
+        return 0; /* no path: the store says so */
+    fprintf(stderr,
+            "payonce: no database at %s (%s); create it with 'payonce migrate --db %s',"
+            " or name the right one with --db\n",
+            path, strerror(errno), url);
+    return EXIT_FAIL;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    return false;
+}
+
+static int run_command(const struct cli_command *c, int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        cli_help_command(stdout, c);
+        return 0;
+    }
+    struct opts o;
+    char registry_opts[1024];
+    const char *allowed = c->allowed;
+    if (!allowed) {
+        channel_set_options(registry_opts, sizeof registry_opts);
+        allowed = registry_opts;
+    }
+    if (parse_opts(argc, argv, allowed, c->flags, &o)) {
+        fprintf(stderr, "'payonce %s%s%s --help' lists its options\n", c->word1,
+                c->word2 ? " " : "", c->word2 ? c->word2 : "");
+        return EXIT_USAGE;
+    }
+    if (missing_required(&o, c->required))
+        return EXIT_USAGE;
+    /* The server logs JSON lines at info; the other commands speak to a
+     * person: plain lines, errors only unless --log-level asks for more
+     * (what they found is in their own output, alerts in the database). */
+    bool server = c->run == cmd_serve;
+    enum po_log_level lvl = server ? PO_LOG_INFO : PO_LOG_ERROR;
+    if (opt(&o, "log-level") && !po_log_level_parse(opt(&o, "log-level"), &lvl)) {
+        fprintf(stderr, "payonce: --log-level: debug, info, warn or error\n");
+        return EXIT_USAGE;
+    }
+    po_log_set_json(server);
+    po_log_set_level(lvl);
+    if (c->no_store)
+        return c->run(NULL, &o);
+    int ret = c->run == cmd_migrate ? 0 : sqlite_file_exists(db_url(&o));
+    struct po_store *s = NULL;
+    if (!ret)
+        ret = open_store(&o, &s);
+    if (ret)
+        return ret;
+    /* Every command but migrate needs the schema. */
+    int version = 0;
+    if (c->run != cmd_migrate && (po_store_schema_version(s, &version) || version == 0)) {
+        fprintf(stderr, "payonce: the database has no schema; run 'payonce migrate' first\n");
+        po_store_close(s);
+        return EXIT_FAIL;
+    }
+    ret = c->run(s, &o);
+    po_store_close(s);
+    return ret;
+}
 
 int main(int argc, char **argv)
 {
     if (argc < 2)
         return usage("no command");
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
-        fputs(usage_text, stdout);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+        return cli_help(0, NULL);
+    if (strcmp(argv[1], "help") == 0)
+        return cli_help(argc - 2, argv + 2);
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("payonce %s\n", PO_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        const struct command *c = &commands[i];
+    bool group = false;
+    for (size_t i = 0; i < cli_ncommands; i++) {
+        const struct cli_command *c = &cli_commands[i];
         if (strcmp(argv[1], c->word1) != 0)
             continue;
-        int first = 2;
-        if (c->word2) {
-            if (argc < 3 || strcmp(argv[2], c->word2) != 0)
-                continue;
-            first = 3;
-        }
-        struct opts o;
-        char registry_opts[1024];
-        const char *allowed = c->allowed;
-        if (!allowed) {
-            channel_set_options(registry_opts, sizeof registry_opts);
-            allowed = registry_opts;
-        }
-        if (parse_opts(argc - first, argv + first, allowed, c->flags, &o))
-            return usage(NULL);
-        if (missing_required(&o, c->required))
-            return EXIT_USAGE;
-        if (c->no_store)
-            return c->run(NULL, &o);
-        struct po_store *s = NULL;
-        int ret = open_store(&o, &s);
-        if (ret)
-            return ret;
-        /* Every command but migrate needs the schema. */
-        int version = 0;
-        if (c->run != cmd_migrate && (po_store_schema_version(s, &version) || version == 0)) {
-            fprintf(stderr, "payonce: the database has no schema; run 'payonce migrate' first\n");
-            po_store_close(s);
-            return EXIT_FAIL;
-        }
-        ret = c->run(s, &o);
-        po_store_close(s);
-        return ret;
+        group = true;
+        if (!c->word2)
+            return run_command(c, argc - 2, argv + 2);
+        if (argc >= 3 && strcmp(argv[2], c->word2) == 0)
+            return run_command(c, argc - 3, argv + 3);
     }
-    return usage("unknown command");
+    if (group) { /* a known group: its subcommands */
+        bool asked = argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0);
+        if (!asked)
+            fprintf(stderr, "payonce: %s: %s\n", argv[1],
+                    argc >= 3 ? "unknown subcommand" : "which one?");
+        char *w[] = {argv[1]};
+        int rc = cli_help(1, w);
+        return asked ? rc : EXIT_USAGE;
+    }
+    fprintf(stderr, "payonce: unknown command '%s'\n", argv[1]);
+    cli_help_overview(stderr);
+    return EXIT_USAGE;
 }

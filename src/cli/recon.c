@@ -36,9 +36,10 @@ static int account(struct po_store *s, const struct opts *o, const char *tenant,
     return rc ? fail(rc, err) : 0;
 }
 
+/* The bills payonce reads (WeChat Pay's) are in CNY. */
 static void money(int64_t minor, char *out, size_t cap)
 {
-    (void)snprintf(out, cap, "%lld.%02lld", (long long)(minor / 100), (long long)(minor % 100));
+    po_money_format(minor, "CNY", out, cap);
 }
 
 int cmd_recon_import(struct po_store *s, const struct opts *o)
@@ -86,7 +87,7 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
         json_decref(j);
         return 0;
     }
-    char a[32], b[32], c[32];
+    char a[PO_MONEY_MAX], b[PO_MONEY_MAX], c[PO_MONEY_MAX];
     if (r.already_imported)
         printf("%s was already imported (sha256 %.16s…); nothing changed. Its report:\n", file,
                r.file_sha256);
@@ -94,9 +95,9 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
     money(r.refunds_amount, b, sizeof b);
     money(r.replayed_amount, c, sizeof c);
     printf("reconciled %s .. %s, %lld rows\n", r.period_start, r.period_end, (long long)r.rows);
-    printf("  %-44s %6lld  %12s\n", "payments in the bill", (long long)r.payments, a);
-    printf("  %-44s %6lld  %12s\n", "refunds in the bill", (long long)r.refunds, b);
-    printf("  %-44s %6lld  %12s\n", "replayed now (we had missed them)", (long long)r.replayed, c);
+    printf("  %-44s %6lld  %16s\n", "payments in the bill", (long long)r.payments, a);
+    printf("  %-44s %6lld  %16s\n", "refunds in the bill", (long long)r.refunds, b);
+    printf("  %-44s %6lld  %16s\n", "replayed now (we had missed them)", (long long)r.replayed, c);
     printf("  %-44s %6lld\n", "already applied (duplicates)", (long long)r.matched);
     printf("  %-44s %6lld\n", "mismatched or unknown to us (alerts)", (long long)r.mismatched);
     printf("  %-44s %6lld\n", "parked in suspense (alerts)", (long long)r.suspense);

@@ -199,6 +199,18 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
         fprintf(stderr, "payonce: --notify-url is required (unless --lose)\n");
         return EXIT_USAGE;
     }
+    if (!opt(o, "time-factor") && !a->forged && !flag(o, "lose") && attempts != 1) {
+        int k = 0;
+        int64_t total = 0;
+        const int *sched = po_sim_schedule(a->channel, &k);
+        for (int i = 0; i < k; i++)
+            total += sched[i];
+        fprintf(stderr,
+                "payonce: sim pay: no --time-factor: a callback that is not acked is retried on"
+                " %s's real schedule (%d more times over %.1f hours); --time-factor 1000 runs"
+                " it 1000 times faster\n",
+                a->channel, k, (double)total / 3600.0);
+    }
     a->copies = (int)copies;
     a->max_attempts = a->forged ? 1 : (int)attempts; /* a forger does not retry */
     a->deadline_ms = (int)deadline;
@@ -242,7 +254,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int attempts = 0, acked = 0, refused = 0, unacked = 0, lost = 0, answered_fail = 0,
-        no_answer = 0;
+        no_answer = 0, credited = 0, not_credited = 0;
     for (int i = 0; i < n && !ret; i++) {
         struct sim_order *so = &orders[i];
         if (i && a.pace_ms) {
@@ -287,6 +299,26 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         }
         for (int c = 0; a.concurrent && c < a.copies; c++)
             pthread_join(th[c], NULL);
+        /* Credited: payonce said applied or duplicate to some copy (its
+         * Payonce-Outcome header); an ack alone may be a suspense. */
+        bool said = false, ok_said = false;
+        const char *other = NULL;
+        for (int c = 0; c < a.copies; c++) {
+            const char *oc = copies[c].r.last_outcome;
+            if (!oc[0])
+                continue;
+            said = true;
+            if (strncmp(oc, "applied", 7) == 0 || strncmp(oc, "duplicate", 9) == 0)
+                ok_said = true;
+            else if (copies[c].r.acked)
+                other = oc;
+        }
+        if (!a.forged && said && ok_said)
+            credited++;
+        else if (!a.forged && said && other) {
+            not_credited++;
+            printf("  %-28s NOT credited: payonce said %s\n", so->out_trade_no, other);
+        }
         for (int c = 0; c < a.copies; c++) {
             attempts += copies[c].r.attempts;
             if (copies[c].r.acked)
@@ -306,11 +338,12 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
     po_sim_identity_free(&id);
     if (ret)
         return ret;
-    bool ok = a.forged ? acked == 0 && unacked == 0 : unacked == 0;
+    bool ok = a.forged ? acked == 0 && unacked == 0 : unacked == 0 && not_credited == 0;
     json_t *sum =
-        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "notifications", n, "attempts",
-                  attempts, "acked", acked, "refused", refused, "unacked", unacked, "answered_fail",
-                  answered_fail, "no_answer", no_answer, "lost", lost, "ok", ok);
+        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "notifications", n,
+                  "attempts", attempts, "acked", acked, "refused", refused, "unacked", unacked,
+                  "answered_fail", answered_fail, "no_answer", no_answer, "lost", lost, "credited",
+                  credited, "not_credited", not_credited, "ok", ok);
     char *js = sum ? json_dumps(sum, JSON_COMPACT) : NULL;
     printf("sim: %s\n", js ? js : "{}");
     free(js);

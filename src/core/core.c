@@ -5,6 +5,7 @@
 #include "core.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +151,28 @@ bool po_currency_valid(const char *s)
     return false;
 }
 
+int po_currency_exponent(const char *currency)
+{
+    /* ISO 4217 minor units of the currencies above: 2, except these */
+    static const char *const zero[] = {"JPY", "KRW", "VND"};
+    for (int i = 0; i < PO_NELEM(zero); i++)
+        if (currency && strcmp(currency, zero[i]) == 0)
+            return 0;
+    return 2;
+}
+
+void po_money_format(int64_t minor, const char *currency, char *buf, size_t cap)
+{
+    int e = po_currency_exponent(currency);
+    uint64_t mag = minor < 0 ? (uint64_t)0 - (uint64_t)minor : (uint64_t)minor;
+    const char *sign = minor < 0 ? "-" : "";
+    const char *cur = currency && *currency ? currency : "?";
+    if (e == 0)
+        (void)snprintf(buf, cap, "%s%" PRIu64 " %s", sign, mag, cur);
+    else
+        (void)snprintf(buf, cap, "%s%" PRIu64 ".%02" PRIu64 " %s", sign, mag / 100, mag % 100, cur);
+}
+
 int po_hexval(char c)
 {
     if (c >= '0' && c <= '9')
@@ -164,6 +187,11 @@ int po_hexval(char c)
 bool po_amount_valid(int64_t amount_minor)
 {
     return amount_minor > 0 && amount_minor <= PO_AMOUNT_MAX;
+}
+
+bool po_since_valid(const char *s)
+{
+    return po_time_valid(s) && !strchr(s + 10, '+') && !strchr(s + 10, '-');
 }
 
 bool po_time_valid(const char *s)
@@ -291,18 +319,34 @@ size_t po_json_escape(const char *s, size_t len, char *out, size_t cap)
 }
 
 static enum po_log_level log_level = PO_LOG_INFO;
+static bool log_json = true;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void po_log_set_level(enum po_log_level lvl)
 {
     log_level = lvl;
 }
 
+void po_log_set_json(bool json)
+{
+    log_json = json;
+}
+
+bool po_log_level_parse(const char *name, enum po_log_level *out)
+{
+    for (int i = 0; i < PO_NELEM(level_names); i++)
+        if (name && strcmp(name, level_names[i]) == 0) {
+            *out = (enum po_log_level)i;
+            return true;
+        }
+    return false;
+}
+
 void po_log(enum po_log_level lvl, const char *fmt, ...)
 {
     if (lvl < log_level)
         return;
-    static const char *const names[] = {"debug", "info", "warn", "error"};
     char msg[1024];
     char esc[2200];
     char ts[PO_TIME_MAX];
@@ -310,10 +354,19 @@ void po_log(enum po_log_level lvl, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!log_json) { /* for a terminal: no control characters */
+        for (char *p = msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
+        pthread_mutex_lock(&log_mu);
+        fprintf(stderr, "payonce: %s: %s\n", level_names[lvl], msg);
+        pthread_mutex_unlock(&log_mu);
+        return;
+    }
     (void)po_json_escape(msg, strlen(msg), esc, sizeof esc);
     po_clock_now_iso(ts, sizeof ts);
     pthread_mutex_lock(&log_mu);
-    fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", ts, names[lvl], esc);
+    fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", ts, level_names[lvl], esc);
     pthread_mutex_unlock(&log_mu);
 }
 
@@ -364,6 +417,47 @@ out_free:
 out_close:
     fclose(f);
     return rc;
+}
+
+const char *po_tmp_dir(void)
+{
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
+po_err po_stream_read(FILE *f, size_t max, char **out, size_t *out_len)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return PO_ERR_NOMEM;
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cap > max + 1) {
+                free(buf);
+                return PO_ERR_LIMIT;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return PO_ERR_NOMEM;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    if (ferror(f) || len > max) {
+        free(buf);
+        return ferror(f) ? PO_ERR_IO : PO_ERR_LIMIT;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    return PO_OK;
 }
 
 po_err po_body_append(struct po_body *b, const char *piece, size_t n, size_t max)

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "limits.h"
 
@@ -64,12 +65,22 @@ po_err po_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) PO_MU
 bool po_id_valid(const char *s, size_t max_len);
 /* An ISO 4217 code this build knows (upper case, 3 letters). */
 bool po_currency_valid(const char *s);
+/* Digits after the decimal point of a currency (ISO 4217): 0 for JPY, KRW
+ * and VND, 2 for the others payonce knows. */
+int po_currency_exponent(const char *currency);
+/* An amount in minor units as a person reads it: "12.80 CNY", "-0.01 CNY",
+ * "1000 JPY". For people only: JSON keeps integer minor units. */
+void po_money_format(int64_t minor, const char *currency, char *buf, size_t cap);
+#define PO_MONEY_MAX 40
 /* The value of a hexadecimal digit, or -1. */
 int po_hexval(char c);
 /* A positive amount in minor units not above PO_AMOUNT_MAX. */
 bool po_amount_valid(int64_t amount_minor);
 /* A plausible RFC 3339 timestamp (shape only, length-bounded). */
 bool po_time_valid(const char *s);
+/* A time to compare with stored times (UTC, compared as text): a date, or
+ * a po_time_valid time without an offset other than Z. */
+bool po_since_valid(const char *s);
 
 /* ---- clock ---- */
 /* Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" into buf (>= PO_TIME_MAX). */
@@ -88,9 +99,13 @@ void po_cond_init(pthread_cond_t *cv);
  * on a po_cond_init variable. */
 struct timespec po_deadline_us(int64_t us);
 
-/* ---- logging: one JSON object per line on stderr ---- */
+/* ---- logging: one JSON object per line on stderr (the server), or
+ * "payonce: LEVEL: message" lines (the other commands) ---- */
 enum po_log_level { PO_LOG_DEBUG, PO_LOG_INFO, PO_LOG_WARN, PO_LOG_ERROR };
 void po_log_set_level(enum po_log_level lvl);
+void po_log_set_json(bool json);
+/* "debug", "info", "warn" or "error"; false for anything else. */
+bool po_log_level_parse(const char *name, enum po_log_level *out);
 /* The message is escaped; callers must never pass secrets. */
 void po_log(enum po_log_level lvl, const char *fmt, ...) PO_PRINTF(2, 3);
 
@@ -125,5 +140,9 @@ void po_body_free(struct po_body *b);
 /* Reads a whole regular file of at most max bytes into a NUL-terminated heap
  * buffer (*out, length *out_len). PO_ERR_LIMIT if larger. */
 po_err po_file_read(const char *path, size_t max, char **out, size_t *out_len) PO_MUST_CHECK;
+/* $TMPDIR, or /tmp when it is not set: where temporary files go. */
+const char *po_tmp_dir(void);
+/* The same for a stream read to its end (standard input). */
+po_err po_stream_read(FILE *f, size_t max, char **out, size_t *out_len) PO_MUST_CHECK;
 
 #endif

@@ -18,9 +18,11 @@ static bool exists(struct po_store *s, const char *sql, const struct po_param *p
     return found;
 }
 
-po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, char *err,
-                     size_t errcap)
+po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, bool *created,
+                     char *err, size_t errcap)
 {
+    if (created)
+        *created = false;
     if (!po_id_valid(tenant, PO_ID_MAX)) {
         po_errf(err, errcap, "tenant id: 1-%d characters of [A-Za-z0-9_-.:|*]", PO_ID_MAX);
         return PO_ERR_INVALID;
@@ -36,14 +38,26 @@ po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, c
                                  "INSERT INTO tenant (tenant_id, name, created_at) VALUES"
                                  " (?, ?, ?)",
                                  p, PO_NELEM(p), NULL, err, errcap);
-    if (rc == PO_ERR_CONFLICT)
-        po_errf(err, errcap, "tenant %s already exists", tenant);
+    if (rc == PO_ERR_CONFLICT) { /* the same again is fine; another name is not */
+        struct po_param q[] = {PO_TEXT(tenant), PO_TEXT(name ? name : tenant)};
+        if (exists(s, "SELECT 1 FROM tenant WHERE tenant_id = ? AND name = ?", q, PO_NELEM(q), &rc))
+            return PO_OK;
+        if (!rc) {
+            po_errf(err, errcap, "tenant %s already exists with another name", tenant);
+            rc = PO_ERR_CONFLICT;
+        }
+        return rc;
+    }
+    if (!rc && created)
+        *created = true;
     return rc;
 }
 
-po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merchant, char *err,
-                       size_t errcap)
+po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merchant, bool *created,
+                       char *err, size_t errcap)
 {
+    if (created)
+        *created = false;
     if (!po_id_valid(tenant, PO_ID_MAX) || !po_id_valid(merchant, PO_ID_MAX)) {
         po_errf(err, errcap, "tenant and merchant ids: 1-%d characters of [A-Za-z0-9_-.:|*]",
                 PO_ID_MAX);
@@ -63,8 +77,10 @@ po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merch
                           "INSERT INTO merchant (tenant_id, merchant_id, created_at) VALUES"
                           " (?, ?, ?)",
                           p, PO_NELEM(p), NULL, err, errcap);
-    if (rc == PO_ERR_CONFLICT)
-        po_errf(err, errcap, "merchant %s already exists in tenant %s", merchant, tenant);
+    if (rc == PO_ERR_CONFLICT) /* the same merchant again: nothing to do */
+        return PO_OK;
+    if (!rc && created)
+        *created = true;
     return rc;
 }
 

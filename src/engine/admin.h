@@ -9,10 +9,13 @@
 #include "../core/core.h"
 #include "../store/store.h"
 
-po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, char *err,
-                     size_t errcap) PO_MUST_CHECK;
-po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merchant, char *err,
-                       size_t errcap) PO_MUST_CHECK;
+/* Idempotent for identical input: adding what exists with the same fields
+ * succeeds with *created false (created may be NULL); a tenant that exists
+ * with another name is PO_ERR_CONFLICT, naming it. */
+po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, bool *created,
+                     char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merchant, bool *created,
+                       char *err, size_t errcap) PO_MUST_CHECK;
 
 struct po_order_spec {
     const char *tenant;

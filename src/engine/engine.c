@@ -337,10 +337,13 @@ static bool order_mismatch(struct ev_ctx *c, struct po_outcome *o, const char *m
     case PO_R_CURRENCY_MISMATCH:
         detailf(c, "event %s, expected %s", ev->currency, currency);
         break;
-    default:
-        detailf(c, "event %lld %s, expected %lld %s", (long long)ev->amount_minor, ev->currency,
-                (long long)amount, currency);
+    default: { /* for people: major units (the alert also carries the amount) */
+        char got[PO_MONEY_MAX], want[PO_MONEY_MAX];
+        po_money_format(ev->amount_minor, ev->currency, got, sizeof got);
+        po_money_format(amount, currency, want, sizeof want);
+        detailf(c, "event %s, expected %s", got, want);
         break;
+    }
     }
     (void)reject(o, reason);
     return true;

@@ -6,6 +6,7 @@
 #include "http_int.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,11 +15,22 @@
  * (channel, outcome and reason names) or an identifier already checked
  * against [A-Za-z0-9_-.:|*] (tenant, out_trade_no). */
 static void log_line(const struct po_hreq *req, const char *channel, const char *tenant,
-                     const struct po_callback_decision *d, unsigned status, uint64_t micros)
+                     const struct po_callback *cb, unsigned status, uint64_t micros)
 {
-    char no[PO_ID_MAX + 24] = "", extra[512];
+    const struct po_callback_decision *d = &cb->decision;
+    char no[PO_ID_MAX + 24 + PO_KEY_MAX * 2 + 16] = "", extra[2048];
     if (po_id_valid(d->out_trade_no, PO_ID_MAX))
         (void)snprintf(no, sizeof no, ",\"out_trade_no\":\"%s\"", d->out_trade_no);
+    /* the idempotency key of a verified event (escaped: a mismatched
+     * event's fields were not validated) */
+    char key[PO_KEY_MAX + 1], esc[PO_KEY_MAX * 2 + 1];
+    if (cb->verified &&
+        (cb->res.status == PO_NOTIFY_EVENT || cb->res.status == PO_NOTIFY_MISMATCH) &&
+        po_event_key(&cb->res.ev, key, sizeof key) == PO_OK) {
+        size_t n = strlen(no);
+        (void)po_json_escape(key, strlen(key), esc, sizeof esc);
+        (void)snprintf(no + n, sizeof no - n, ",\"key\":\"%s\"", esc);
+    }
     (void)snprintf(extra, sizeof extra,
                    ",\"channel\":\"%s\",\"tenant\":\"%s\",\"outcome\":\"%s\",\"layer\":%d,"
                    "\"reason\":\"%s\"%s",
@@ -43,11 +55,23 @@ static void answer(struct po_hcall *h)
                        : po_reason_name(d->outcome.reason),
                    &ack);
     po_hresp_set(&h->resp, ack.status, ack.content_type, ack.body[0] ? ack.body : NULL);
+    /* What payonce decided, for people and tools (the simulator prints it);
+     * channels ignore headers they do not know. */
+    char oc[64];
+    if (d->outcome.layer)
+        (void)snprintf(oc, sizeof oc, "%s; layer=%d", po_outcome_name(d->outcome.kind),
+                       d->outcome.layer);
+    else if (d->outcome.reason != PO_R_NONE)
+        (void)snprintf(oc, sizeof oc, "%s; reason=%s", po_outcome_name(d->outcome.kind),
+                       po_reason_name(d->outcome.reason));
+    else
+        (void)snprintf(oc, sizeof oc, "%s", po_outcome_name(d->outcome.kind));
+    po_hresp_header(&h->resp, "Payonce-Outcome", oc);
     uint64_t micros = po_now_us() - h->start_us;
     if (d->outcome.kind == PO_OUT_INVALID)
         po_metrics_verify_failure(cb->ch->name, d->outcome.reason);
     po_metrics_callback(cb->ch->name, d->outcome.kind, d->outcome.layer, micros);
-    log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", d,
+    log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb,
              ack.status, micros);
     h->logged = true;
     if (h->in_bulkhead)

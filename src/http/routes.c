@@ -6,10 +6,10 @@
 
 #include <string.h>
 
-extern const struct po_api_route po_api_order_create, po_api_order_get, po_api_order_close,
-    po_api_refund_create, po_api_refund_get, po_api_balances, po_api_alerts, po_api_journal,
-    po_api_events, po_api_endpoints_get, po_api_endpoint_create, po_api_endpoint_remove,
-    po_api_endpoint_rotate;
+extern const struct po_api_route po_api_order_create, po_api_order_get, po_api_orders,
+    po_api_order_close, po_api_refund_create, po_api_refund_get, po_api_balances, po_api_alerts,
+    po_api_journal, po_api_events, po_api_endpoints_get, po_api_endpoint_create,
+    po_api_endpoint_remove, po_api_endpoint_rotate;
 
 const struct po_route po_routes[] = {
     {"POST /notify/{channel}/{tenant}", PO_RK_CALLBACK, NULL},
@@ -17,6 +17,7 @@ const struct po_route po_routes[] = {
     {"GET /readyz", PO_RK_READY, NULL},
     {"GET /metrics", PO_RK_METRICS, NULL},
     {"POST /v1/orders", PO_RK_API, &po_api_order_create},
+    {"GET /v1/orders", PO_RK_API, &po_api_orders},
     {"GET /v1/orders/{out_trade_no}", PO_RK_API, &po_api_order_get},
     {"POST /v1/orders/{out_trade_no}/close", PO_RK_API, &po_api_order_close},
     {"POST /v1/refunds", PO_RK_API, &po_api_refund_create},

@@ -29,6 +29,40 @@ po_err po_account_fetch(struct po_store *s, const unsigned char *master, const c
     return rc ? PO_ERR_STORE : PO_OK;
 }
 
+po_err po_account_doc(struct po_store *s, const char *tenant, const char *channel, json_t **doc,
+                      char *updated_at, size_t cap)
+{
+    struct po_rows r;
+    *doc = NULL;
+    po_err rc = po_store_exec(s,
+                              "SELECT config, updated_at FROM channel_account WHERE tenant_id = ?"
+                              " AND channel = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel)), &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    if (r.nrows == 1) {
+        const char *text = po_rows_get(&r, 0, 0);
+        rc = po_json_parse(text, strlen(text), doc, NULL, 0);
+        if (rc && rc != PO_ERR_NOMEM)
+            rc = PO_ERR_STORE; /* payonce wrote it */
+        if (!rc && updated_at && po_strcpy(updated_at, cap, po_rows_get(&r, 0, 1)))
+            updated_at[0] = '\0';
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+po_err po_account_has_merchant_key(struct po_store *s, const char *tenant, const char *channel,
+                                   bool *has_account, bool *has_key)
+{
+    json_t *doc = NULL;
+    po_err rc = po_account_doc(s, tenant, channel, &doc, NULL, 0);
+    *has_account = doc != NULL;
+    *has_key = json_is_string(json_object_get(doc, "merchant_private_key"));
+    json_decref(doc);
+    return rc;
+}
+
 po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
                        char *err, size_t errcap)
 {

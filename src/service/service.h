@@ -35,6 +35,15 @@
 po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
                         const char *channel, struct po_channel_account *out, char *err,
                         size_t errcap) PO_MUST_CHECK;
+/* The stored document of a tenant's account for channel, parsed (*doc
+ * NULL when there is none), and when it was last set (updated_at may be
+ * NULL). Secrets in it are sealed. */
+po_err po_account_doc(struct po_store *s, const char *tenant, const char *channel, json_t **doc,
+                      char *updated_at, size_t cap) PO_MUST_CHECK;
+/* Whether the tenant has an account for channel, and whether it holds the
+ * merchant's API key (refund submission needs it), without unsealing. */
+po_err po_account_has_merchant_key(struct po_store *s, const char *tenant, const char *channel,
+                                   bool *has_account, bool *has_key) PO_MUST_CHECK;
 /* Stores a document built by po_channel_account_build (insert or replace),
  * in its own transaction. PO_ERR_NOT_FOUND when the tenant does not exist. */
 po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
@@ -170,6 +179,24 @@ po_err po_view_journal(struct po_store *s, const char *tenant, const char *order
                        struct po_page *page, json_t **out) PO_MUST_CHECK;
 /* [{key_id, created_at, revoked_at}] */
 po_err po_view_apikeys(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
+/* A tenant's orders, oldest first, keyset-paged on (created_at,
+ * out_trade_no); each filter NULL or "" for all; since: created at or
+ * after this ISO 8601 time. */
+struct po_order_filter {
+    const char *status, *merchant, *since;
+};
+po_err po_view_orders(struct po_store *s, const char *tenant, const struct po_order_filter *f,
+                      struct po_page *pg, json_t **out) PO_MUST_CHECK;
+/* [{tenant, name, created_at, merchants, channels: [..]}] by tenant id. */
+po_err po_view_tenants(struct po_store *s, json_t **out) PO_MUST_CHECK;
+/* [{merchant, created_at}] of a tenant. */
+po_err po_view_merchants(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
+/* A tenant's channel account as an operator may see it: secrets and keys
+ * replaced by "(sealed)" / "(PEM, N bytes)", platform certificate serials
+ * with their expiry (`expired` judged at now, unix seconds). *out NULL
+ * when there is no such account. */
+po_err po_view_channel(struct po_store *s, const char *tenant, const char *channel, int64_t now,
+                       json_t **out) PO_MUST_CHECK;
 /* The channel of an order ("" when any channel may pay it); *found false
  * when there is no such order. */
 po_err po_view_order_channel(struct po_store *s, const char *tenant, const char *out_trade_no,

@@ -37,6 +37,25 @@ static json_t *row_object(const struct po_rows *r, int row, const char *object,
 
 #define NFIELDS(f) ((int)(sizeof(f) / sizeof((f)[0])))
 
+static void page_mark(struct po_page *pg, const char *ts, const char *key);
+
+/* One page of objects from a keyset query that asked for limit + 1 rows
+ * (the extra one says there are more); the page ends at the last row
+ * shown, its (created_at, key) in columns ts_col and key_col. Frees r. */
+static json_t *page_of(struct po_rows *r, struct po_page *pg, const char *object,
+                       const char *const *fields, int n, int ts_col, int key_col)
+{
+    json_t *data = json_array();
+    int shown = r->nrows > pg->limit ? (int)pg->limit : r->nrows;
+    for (int i = 0; i < shown; i++)
+        json_array_append_new(data, row_object(r, i, object, fields, n));
+    pg->more = r->nrows > pg->limit;
+    if (pg->more)
+        page_mark(pg, po_rows_get(r, shown - 1, ts_col), po_rows_get(r, shown - 1, key_col));
+    po_rows_free(r);
+    return data;
+}
+
 /* One object of the tenant by its key; *out NULL when absent. */
 static po_err one(struct po_store *s, const char *sql, const char *tenant, const char *key,
                   const char *object, const char *const *fields, int n, json_t **out)
@@ -90,6 +109,35 @@ po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_re
     return rc;
 }
 
+po_err po_view_orders(struct po_store *s, const char *tenant, const struct po_order_filter *f,
+                      struct po_page *pg, json_t **out)
+{
+    static const char *const fl[] = {"out_trade_no",     "merchant",   "channel",
+                                     "#amount",          "currency",   "status",
+                                     "channel_txn_id",   "paid_at",    "#refund_reserved",
+                                     "#refunded_amount", "created_at", "updated_at"};
+    const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
+    const char *status = f && f->status ? f->status : "",
+               *merchant = f && f->merchant ? f->merchant : "",
+               *since = f && f->since ? f->since : "";
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT out_trade_no, merchant_id, channel, amount, currency, status, channel_txn_id,"
+        " paid_at, refund_reserved, refunded_amount, created_at, updated_at FROM pay_order"
+        " WHERE tenant_id = ? AND (? = '' OR status = ?) AND (? = '' OR merchant_id = ?) AND"
+        " (? = '' OR created_at >= ?) AND (? = '' OR created_at > ? OR (created_at = ? AND"
+        " out_trade_no > ?)) ORDER BY created_at, out_trade_no LIMIT ?",
+        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(status), PO_TEXT(status), PO_TEXT(merchant),
+                  PO_TEXT(merchant), PO_TEXT(since), PO_TEXT(since), PO_TEXT(ts), PO_TEXT(ts),
+                  PO_TEXT(ts), PO_TEXT(key), PO_I64(pg->limit + 1)),
+        &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    *out = page_of(&r, pg, "order", fl, NFIELDS(fl), 10, 0);
+    return PO_OK;
+}
+
 po_err po_view_order_channel(struct po_store *s, const char *tenant, const char *out_trade_no,
                              char *channel, size_t cap, bool *found)
 {
@@ -132,6 +180,122 @@ po_err po_view_balances(struct po_store *s, const char *tenant, json_t **out)
                 tenant, NULL, f, NFIELDS(f), out);
 }
 
+po_err po_view_merchants(struct po_store *s, const char *tenant, json_t **out)
+{
+    static const char *const f[] = {"merchant", "created_at"};
+    return list(s,
+                "SELECT merchant_id, created_at FROM merchant WHERE tenant_id = ?"
+                " ORDER BY merchant_id",
+                tenant, "merchant", f, NFIELDS(f), out);
+}
+
+po_err po_view_tenants(struct po_store *s, json_t **out)
+{
+    static const char *const f[] = {"tenant", "name", "created_at", "#merchants"};
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT t.tenant_id, t.name, t.created_at, (SELECT COUNT(*) FROM"
+                              " merchant m WHERE m.tenant_id = t.tenant_id) FROM tenant t ORDER BY"
+                              " t.tenant_id",
+                              NULL, 0, &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *data = json_array();
+    for (int i = 0; i < r.nrows; i++) {
+        json_t *o = row_object(&r, i, "tenant", f, NFIELDS(f));
+        json_object_set_new(o, "channels", json_array()); /* filled below */
+        json_array_append_new(data, o);
+    }
+    po_rows_free(&r);
+    /* the channels configured, per tenant */
+    rc = po_store_exec(s,
+                       "SELECT tenant_id, channel FROM channel_account ORDER BY tenant_id, channel",
+                       NULL, 0, &r, NULL, NULL, 0);
+    if (rc) {
+        json_decref(data);
+        return rc;
+    }
+    for (size_t i = 0; i < json_array_size(data); i++) {
+        json_t *o = json_array_get(data, i);
+        const char *t = json_string_value(json_object_get(o, "tenant"));
+        for (int k = 0; k < r.nrows; k++)
+            if (t && strcmp(po_rows_get(&r, k, 0), t) == 0)
+                json_array_append_new(json_object_get(o, "channels"),
+                                      json_string(po_rows_get(&r, k, 1)));
+    }
+    po_rows_free(&r);
+    *out = data;
+    return PO_OK;
+}
+
+/* A stored channel document as an operator may see it: secrets and key
+ * material replaced by what they are; certificate serials with their
+ * expiry (ISO 8601) and whether it has passed. */
+static json_t *redacted(json_t *doc, int64_t now)
+{
+    static const char *const secrets[] = {"apiv3_key", "merchant_private_key", "webhook_secrets"};
+    json_t *out = json_object();
+    const char *name;
+    json_t *v;
+    json_object_foreach(doc, name, v)
+    {
+        bool secret = false;
+        for (int i = 0; i < NFIELDS(secrets); i++)
+            secret = secret || strcmp(name, secrets[i]) == 0;
+        if (secret) {
+            char what[64];
+            (void)snprintf(what, sizeof what, json_is_array(v) ? "(%zu sealed)" : "(sealed)",
+                           json_array_size(v));
+            json_object_set_new(out, name, json_string(what));
+        } else if (strcmp(name, "public_key_pem") == 0) {
+            char what[64];
+            (void)snprintf(what, sizeof what, "(PEM, %zu bytes)",
+                           strlen(json_string_value(v) ?: ""));
+            json_object_set_new(out, name, json_string(what));
+        } else if (strcmp(name, "keys") == 0 && json_is_array(v)) {
+            json_t *keys = json_array();
+            size_t i;
+            json_t *k;
+            json_array_foreach(v, i, k)
+            {
+                json_t *na = json_object_get(k, "not_after");
+                json_t *e =
+                    json_pack("{s:O}", "serial", json_object_get(k, "serial") ?: json_null());
+                if (json_is_integer(na)) {
+                    char at[PO_TIME_MAX];
+                    po_clock_iso_at((int64_t)json_integer_value(na), at, sizeof at);
+                    json_object_set_new(e, "not_after", json_string(at));
+                    json_object_set_new(e, "expired", json_boolean(json_integer_value(na) < now));
+                } else {
+                    json_object_set_new(e, "not_after", json_null()); /* a bare public key */
+                }
+                json_array_append_new(keys, e);
+            }
+            json_object_set_new(out, "platform_keys", keys);
+        } else {
+            json_object_set(out, name, v);
+        }
+    }
+    return out;
+}
+
+po_err po_view_channel(struct po_store *s, const char *tenant, const char *channel, int64_t now,
+                       json_t **out)
+{
+    json_t *doc = NULL;
+    char updated[PO_TIME_MAX] = "";
+    *out = NULL;
+    po_err rc = po_account_doc(s, tenant, channel, &doc, updated, sizeof updated);
+    if (!rc && doc) {
+        *out = json_pack("{s:s, s:s, s:s, s:s, s:o}", "object", "channel_account", "tenant", tenant,
+                         "channel", channel, "updated_at", updated, "config", redacted(doc, now));
+        if (!*out)
+            rc = PO_ERR_NOMEM;
+    }
+    json_decref(doc);
+    return rc;
+}
+
 po_err po_view_apikeys(struct po_store *s, const char *tenant, json_t **out)
 {
     static const char *const f[] = {"key_id", "created_at", "revoked_at"};
@@ -165,15 +329,7 @@ po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *pg
                               &r, NULL, NULL, 0);
     if (rc)
         return rc;
-    json_t *data = json_array();
-    int shown = r.nrows > pg->limit ? (int)pg->limit : r.nrows;
-    for (int i = 0; i < shown; i++)
-        json_array_append_new(data, row_object(&r, i, "alert", f, NFIELDS(f)));
-    pg->more = r.nrows > pg->limit;
-    if (pg->more)
-        page_mark(pg, po_rows_get(&r, shown - 1, 0), po_rows_get(&r, shown - 1, 9));
-    po_rows_free(&r);
-    *out = data;
+    *out = page_of(&r, pg, "alert", f, NFIELDS(f), 0, 9);
     return PO_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 struct sink {
@@ -30,9 +31,28 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     return size * n;
 }
 
+/* Keeps the Payonce-Outcome header's value (ctx: char[64]). */
+static size_t on_header(char *data, size_t size, size_t n, void *ctx)
+{
+    static const char name[] = "payonce-outcome:";
+    size_t len = size * n, nl = sizeof name - 1;
+    char *out = ctx;
+    if (len > nl && strncasecmp(data, name, nl) == 0) {
+        size_t b = nl, e = len;
+        while (b < e && (data[b] == ' ' || data[b] == '\t'))
+            b++;
+        while (e > b && (data[e - 1] == '\r' || data[e - 1] == '\n' || data[e - 1] == ' '))
+            e--;
+        size_t take = e - b < 63 ? e - b : 63;
+        memcpy(out, data + b, take);
+        out[take] = '\0';
+    }
+    return len;
+}
+
 /* One POST; returns the HTTP status, or 0 with *what describing why not. */
 static long post_once(const struct po_sim_delivery *d, const struct po_sim_request *req, char *body,
-                      size_t cap, const char **what)
+                      size_t cap, char outcome[64], const char **what)
 {
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
@@ -58,6 +78,9 @@ static long post_once(const struct po_sim_delivery *d, const struct po_sim_reque
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    outcome[0] = '\0';
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, outcome);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(d->deadline_ms > 0 ? d->deadline_ms : 5000));
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     CURLcode rc = curl_easy_perform(c);
@@ -99,7 +122,8 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
         struct po_sim_request req;
         long status = 0;
         if (po_sim_notice_build(d->notice, now, &req) == PO_OK) {
-            status = post_once(d, &req, out->last_body, sizeof out->last_body, &what);
+            status =
+                post_once(d, &req, out->last_body, sizeof out->last_body, out->last_outcome, &what);
             po_sim_request_free(&req);
         } else {
             what = "the notification could not be built";
@@ -110,15 +134,18 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
         bool last = k == n || (d->max_attempts && k + 1 >= d->max_attempts);
         const char *next = last ? "gives up" : "will retry";
         if (d->log) {
+            char said[80] = "";
+            if (out->last_outcome[0])
+                (void)snprintf(said, sizeof said, " [payonce: %s]", out->last_outcome);
             if (out->acked)
-                fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> acked\n",
-                        d->label ? d->label : "", k + 1, mono_s() - t0, status);
+                fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> acked%s\n",
+                        d->label ? d->label : "", k + 1, mono_s() - t0, status, said);
             else if (status)
                 fprintf(d->log,
                         "  %-28s attempt %2d at +%7.2fs: HTTP %ld -> not acked (%s),"
-                        " %s\n",
+                        " %s%s\n",
                         d->label ? d->label : "", k + 1, mono_s() - t0, status, out->last_body,
-                        next);
+                        next, said);
             else
                 fprintf(d->log, "  %-28s attempt %2d at +%7.2fs: %s, %s\n",
                         d->label ? d->label : "", k + 1, mono_s() - t0, what, next);

@@ -217,6 +217,9 @@ struct po_sim_result {
     bool acked;
     long last_status; /* HTTP status of the last attempt, 0 if none arrived */
     char last_body[256];
+    /* payonce's Payonce-Outcome answer header of the last attempt
+     * ("applied", "duplicate; layer=1", "rejected; reason=…"), "" if none */
+    char last_outcome[64];
 };
 
 /* Sends, and resends on FAIL, timeouts and connection errors, on the

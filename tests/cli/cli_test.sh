@@ -64,6 +64,9 @@ run_suite() { # run_suite DB_URL TAMPER_CMD...
 EOF
   check apply-1 0 "$BIN" apply --db "$db" --event "$tmp/ev.json"; json apply-1 'd=={"outcome":"applied"}'
   check apply-2 0 "$BIN" apply --db "$db" --event "$tmp/ev.json"; json apply-2 'd=={"outcome":"duplicate","layer":1}'
+  # --event - reads standard input; --db=URL as well as --db URL
+  check apply-stdin 0 sh -c "\"\$0\" apply --db=\"\$1\" --event - < \"\$2\"" "$BIN" "$db" "$tmp/ev.json"
+  json apply-stdin 'd=={"outcome":"duplicate","layer":1}'
   sed 's/"source":"callback"/"source":"reconciliation"/' "$tmp/ev.json" >"$tmp/replay.json"
   check apply-replay 0 "$BIN" apply --db "$db" --event "$tmp/replay.json"; json apply-replay 'd["outcome"]=="duplicate"'
   sed 's/"amount":100/"amount":1/; s/ORD-1/ORD-2/' "$tmp/ev.json" >"$tmp/bad.json"
@@ -84,6 +87,51 @@ EOF
   json balances '{b["account"]:b["balance"] for b in d["balances"]}=={"channel_clearing:wechatpay":100,"merchant_payable:m1":-100}'
   check alerts 0 "$BIN" alerts --db "$db" --tenant t1 --json
   json alerts 'len(d["alerts"])==1 and d["alerts"][0]["reason"]=="amount_mismatch"'
+  # amounts a person reads are in major units (issue 13 item 8); JSON keeps minor units
+  check balances-text 0 "$BIN" ledger balances --db "$db" --tenant t1
+  has balances-text "$tmp/out" "channel_clearing:wechatpay  *1.00 CNY$"; has balances-text "$tmp/out" "merchant_payable:m1  *-1.00 CNY$"
+  check alerts-text 0 "$BIN" alerts --db "$db" --tenant t1; has alerts-text "$tmp/out" "(0.01 CNY)"
+  check show-text 0 "$BIN" order show --db "$db" --tenant t1 --out-trade-no ORD-1; has show-text "$tmp/out" "^amount  *1.00 CNY$"
+
+  # listings and look-ups (issue 13 item 7); adding the same again is fine
+  check tenant-same 0 "$BIN" tenant add --db "$db" --tenant t1 --name "Tenant One"
+  has tenant-same "$tmp/out" "already exists with the same name"
+  check merchant-same 0 "$BIN" merchant add --db "$db" --tenant t1 --merchant m1; has merchant-same "$tmp/out" "already in tenant t1"
+  check tenant-list 0 "$BIN" tenant list --db "$db" --json
+  json tenant-list '[t["tenant"] for t in d]==["t1"] and d[0]["merchants"]==1 and d[0]["channels"]==["alipay"] and d[0]["name"]=="Tenant One"'
+  check tenant-list-text 0 "$BIN" tenant list --db "$db"; has tenant-list-text "$tmp/out" "^1 tenant$"
+  check merchant-list 0 "$BIN" merchant list --db "$db" --tenant t1 --json; json merchant-list '[m["merchant"] for m in d]==["m1"]'
+  check order-list 0 "$BIN" order list --db "$db" --tenant t1 --json
+  json order-list 'sorted(o["out_trade_no"] for o in d["data"])==["ORD-1","ORD-2"] and d["has_more"] is False'
+  check order-list-paid 0 "$BIN" order list --db "$db" --tenant t1 --status PAID --json
+  json order-list-paid '[o["out_trade_no"] for o in d["data"]]==["ORD-1"] and d["data"][0]["amount"]==100'
+  check order-list-merchant 0 "$BIN" order list --db "$db" --tenant t1 --merchant m9 --json; json order-list-merchant 'd["data"]==[]'
+  check order-list-since 0 "$BIN" order list --db "$db" --tenant t1 --since 2999-01-01 --json; json order-list-since 'd["data"]==[]'
+  check order-list-page1 0 "$BIN" order list --db "$db" --tenant t1 --limit 1 --json
+  json order-list-page1 'len(d["data"])==1 and d["has_more"] is True and "/" in d["next_after"]'
+  local first after
+  first=$(python3 -c "import json; print(json.load(open('$tmp/out'))['data'][0]['out_trade_no'])")
+  after=$(python3 -c "import json; print(json.load(open('$tmp/out'))['next_after'])")
+  check order-list-page2 0 "$BIN" order list --db "$db" --tenant t1 --limit 1 --after "$after" --json
+  json order-list-page2 'len(d["data"])==1 and d["data"][0]["out_trade_no"]!="'"$first"'" and d["has_more"] is False'
+  check order-list-text 0 "$BIN" order list --db "$db" --tenant t1; has order-list-text "$tmp/out" "ORD-1 *PAID *1.00 CNY"
+  has order-list-text "$tmp/out" "^2 orders$"
+  check order-list-bad 2 "$BIN" order list --db "$db" --tenant t1 --status SHIPPED
+  check order-list-bad-since 2 "$BIN" order list --db "$db" --tenant t1 --since "2026-12-01T08:00:00+08:00"
+  check refund 0 "$BIN" refund create --db "$db" --tenant t1 --out-trade-no ORD-1 --out-refund-no RF-1 --amount 50
+  has refund "$tmp/out" "(PROCESSING, 0.50 CNY)"
+  check refund-show 0 "$BIN" refund show --db "$db" --tenant t1 --out-refund-no RF-1 --json
+  json refund-show 'd["amount"]==50 and d["status"]=="PROCESSING" and d["out_trade_no"]=="ORD-1"'
+  check refund-show-text 0 "$BIN" refund show --db "$db" --tenant t1 --out-refund-no RF-1; has refund-show-text "$tmp/out" "^amount  *0.50 CNY$"
+  check refund-show-missing 1 "$BIN" refund show --db "$db" --tenant t1 --out-refund-no NOPE
+  check channel-set-wechat 0 "$BIN" channel set --db "$db" --tenant t1 --channel wechatpay --mchid 1900000109 \
+    --master-key-file "$tmp/master.key" --apiv3-key-file "$tmp/sim/apiv3.key" --platform-cert-file "$tmp/sim/wechatpay_platform_cert.pem"
+  check channel-show 0 "$BIN" channel show --db "$db" --tenant t1 --channel wechatpay --json
+  json channel-show '(c:=d["config"]) and c["apiv3_key"]=="(sealed)" and c["mchid"]=="1900000109" and len(c["platform_keys"])==1 and c["platform_keys"][0]["expired"] is False and c["platform_keys"][0]["not_after"] >= "2027"'
+  check channel-show-text 0 "$BIN" channel show --db "$db" --tenant t1 --channel alipay
+  has channel-show-text "$tmp/out" "merchant_private_key  *(sealed)"; has channel-show-text "$tmp/out" "public_key_pem  *(PEM, [0-9]* bytes)"
+  if grep -q "PRIVATE KEY\|BEGIN PUBLIC" "$tmp/out"; then echo "FAIL channel-show: key material printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
+  check channel-show-missing 1 "$BIN" channel show --db "$db" --tenant t1 --channel stripe
   check verify 0 "$BIN" verify --db "$db"
   check verify-json 0 "$BIN" verify --db "$db" --json; json verify-json 'd["ok"] is True and d["violations"]==[]'
   check env-db 0 env PAYONCE_DB="$db" "$BIN" verify
@@ -98,6 +146,42 @@ check usage-unknown 2 "$BIN" frobnicate
 check usage-option 2 "$BIN" verify --bogus 1
 check usage-missing 2 "$BIN" tenant add --db "sqlite:$tmp/u.db"
 check help 0 "$BIN" --help; has help "$tmp/out" "order create"
+
+# Every command explains itself (issue 13 item 5): --help and -h list each
+# option with what it means; none is undocumented.
+check version 0 "$BIN" --version; has version "$tmp/out" "^payonce [0-9]\+\.[0-9]\+\.[0-9]\+$"
+check help-cmd 0 "$BIN" help; cp "$tmp/out" "$tmp/commands"
+ncmd=0
+while read -r w1 w2; do
+  [ "$w1" = migrate ] || [ "$w1" = apply ] || [ "$w1" = verify ] || [ "$w1" = alerts ] || [ "$w1" = serve ] || [ "$w1" = bench ] && w2=
+  check "help-$w1-$w2" 0 "$BIN" $w1 $w2 --help
+  has "help-$w1-$w2" "$tmp/out" "^usage: payonce $w1${w2:+ $w2}"
+  has "help-$w1-$w2-h" "$tmp/out" "^  -h, --help"
+  if grep -q "(undocumented)" "$tmp/out"; then echo "FAIL help $w1 $w2: an undocumented option"; grep "(undocumented)" "$tmp/out"; fails=$((fails+1)); fi
+  check "help-h-$w1-$w2" 0 "$BIN" $w1 $w2 -h
+  ncmd=$((ncmd+1))
+done < <(sed -n 's/^  \([a-z-]*\)\( [a-z-]*\)\? .*/\1\2/p' "$tmp/commands" | awk '{print $1, ($2 ~ /^[a-z-]+$/ ? $2 : "")}')
+[ "$ncmd" -ge 30 ] && passes=$((passes+1)) || { echo "FAIL help listed $ncmd commands"; fails=$((fails+1)); }
+check help-order-create 0 "$BIN" help order create
+has help-order-create "$tmp/out" "--out-trade-no NO .*(required)"
+has help-order-create "$tmp/out" "--currency CODE"
+check help-serve 0 "$BIN" serve --help; has help-serve "$tmp/out" "--webhook-max-age-s S"
+check help-channel 0 "$BIN" help channel set; has help-channel "$tmp/out" "--apiv3-key-file"
+has help-channel "$tmp/out" "alipay options:"
+check help-group 0 "$BIN" help webhook; has help-group "$tmp/out" "webhook redrive"
+check help-unknown 2 "$BIN" help frobnicate
+check sub-unknown 2 "$BIN" order frob; has sub-unknown "$tmp/out" "order show"
+check usage-option-says 2 "$BIN" verify --bogus 1; has usage-option-says "$tmp/err" "verify --help"
+check eq-flag 2 "$BIN" verify --json=1
+
+# A typo in --db sqlite:PATH creates nothing (issue 13 item 6); migrate
+# creates the file.
+check sqlite-missing 1 "$BIN" verify --db "sqlite:$tmp/typo.db"
+has sqlite-missing "$tmp/err" "no database at $tmp/typo.db"
+[ ! -e "$tmp/typo.db" ] && passes=$((passes+1)) || { echo "FAIL sqlite-missing: the file was created"; fails=$((fails+1)); }
+check sqlite-missing-serve 1 "$BIN" serve --db "sqlite:$tmp/typo.db" --listen 127.0.0.1:0
+[ ! -e "$tmp/typo.db" ] && passes=$((passes+1)) || { echo "FAIL sqlite-missing-serve: the file was created"; fails=$((fails+1)); }
+check sqlite-migrate-creates 0 "$BIN" migrate --db "sqlite:$tmp/typo.db"
 check bad-url 1 "$BIN" verify --db "mysql://x"
 
 # payonce sim receiver, driven as payonce's webhook worker would, signed

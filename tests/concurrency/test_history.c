@@ -428,8 +428,8 @@ static void history(uint64_t seed, int steps)
     seed_failed = 0;
     rng = seed * UINT64_C(0x9E3779B97F4A7C15) + 1;
     snprintf(m.tenant, sizeof m.tenant, "h%llu", (unsigned long long)seed);
-    if (po_tenant_add(S, m.tenant, m.tenant, err, sizeof err) ||
-        po_merchant_add(S, m.tenant, "m1", err, sizeof err))
+    if (po_tenant_add(S, m.tenant, m.tenant, NULL, err, sizeof err) ||
+        po_merchant_add(S, m.tenant, "m1", NULL, err, sizeof err))
         die(err);
     for (int o = 0; o < ORDERS; o++) {
         snprintf(m.no[o], sizeof m.no[o], "H%llu-%d", (unsigned long long)seed, o);
@@ -487,7 +487,7 @@ int main(int argc, char **argv)
 {
     const char *backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
-    long seeds = strcmp(backend, "sqlite") == 0 ? 2000 : 1000, steps = 40;
+    long seeds = strcmp(backend, "sqlite") == 0 ? 1000 : 500, steps = 40;
     uint64_t only = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--seeds") == 0)

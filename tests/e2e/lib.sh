@@ -4,7 +4,7 @@
 # PAYONCE_REQUIRE_PG is set). Defines check and fig.
 #   usage: . lib.sh PAYONCE BACKEND NAME
 BIN=$(realpath "${1:?payonce binary}"); BACKEND=${2:?sqlite|postgres}
-work=$(mktemp -d "/tmp/payonce-$3.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/payonce-$3.XXXXXX")
 bg_pids=()
 e2e_cleanup() { for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; cd /; rm -rf "$work"; }
 trap e2e_cleanup EXIT

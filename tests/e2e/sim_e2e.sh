@@ -6,7 +6,9 @@
 #      gap between attempts is at least the schedule's (15s,15s,30s,3m.. / factor)
 #   3. a gateway that answers FAIL (5xx: the database is locked) for the first
 #      attempts gets the payment on a later attempt, credited once
+#   4. the official SDKs' public test key signs (docs/simulator.md's recipe)
 set -uo pipefail
+vectors=$(cd "$(dirname "$0")/../data/vectors" && pwd)
 . "$(dirname "$0")/lib.sh" "$1" "$2" sim_e2e
 server_pid=
 "$BIN" migrate >/dev/null && "$BIN" tenant add --tenant t1 >/dev/null && "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
@@ -43,11 +45,29 @@ for ch in wechatpay alipay stripe; do
   "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/$ch/t1" --channel "$ch" \
     "${args[@]}" --copies 3 --concurrent --reorder --time-factor 1000 > "burst-$ch.out" 2>&1
   check "$ch: every delivery acked" "$(summary burst-$ch.out acked)" $((3 * N))
+  # what payonce decided, per delivery (its Payonce-Outcome header)
+  check "$ch: credited (sim pay's count)" "$(summary burst-$ch.out credited)" $N
+  check "$ch: deliveries answered applied" "$(grep -c '\[payonce: applied\]' burst-$ch.out)" $N
+  check "$ch: deliveries answered duplicate" "$(grep -c '\[payonce: duplicate; layer=[123]\]' burst-$ch.out)" $((2 * N))
   check "$ch: orders paid" "$(paid_count "$ch" $N)" $N
   check "$ch: clearing balance" "$("$BIN" ledger balances --tenant t1 --json | python3 -c "import json,sys; print({b['account']:b['balance'] for b in json.load(sys.stdin)['balances']}.get('channel_clearing:$ch',0))")" $((N * 100 + N * (N + 1) / 2))
   fig "# sim-e2e[$BACKEND] $ch: $N orders x 3 concurrent deliveries -> $(paid_count "$ch" $N) credits"
 done
 check "verify after the bursts" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
+
+# 1b. An acked delivery is not a credit: a USD order paid in CNY is acked
+# (the channel must stop) but rejected, and sim pay says so and fails.
+"$BIN" order create --tenant t1 --merchant m1 --out-trade-no USD-1 --amount 100 --currency USD >/dev/null
+"$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" --order USD-1:100 \
+  --time-factor 1000 > usd.out 2>&1
+check "USD order paid in CNY: sim pay fails" "$?" 1
+check "USD order paid in CNY: acked" "$(summary usd.out acked)" 1
+check "USD order paid in CNY: not credited" "$(summary usd.out not_credited)" 1
+check "USD order paid in CNY: ok false" "$(summary usd.out ok)" False
+check "USD order paid in CNY: what payonce said" "$(grep -c 'NOT credited: payonce said rejected; reason=currency_mismatch' usd.out)" 1
+check "USD order still PAYING" "$(credits USD-1)" PAYING
+"$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" --order USD-1:100 --forge > forged.out 2>&1
+check "forged: payonce said invalid" "$(grep -c '\[payonce: invalid; reason=[a-z_]*\]' forged.out)" 1
 
 # 2. The schedule, compressed 100x, with the gateway down for the first attempts.
 "$BIN" order create --tenant t1 --merchant m1 --out-trade-no SCHED-1 --amount 500 >/dev/null
@@ -87,6 +107,21 @@ check "locked: the first attempts were answered 5xx FAIL" "$(grep -m1 -oE 'attem
 check "locked: credited once" "$(credits LOCKED-1)" PAID
 fails_seen=$(grep -cE 'HTTP 50[03] -> not acked' locked.out)
 fig "# sim-e2e[$BACKEND] database locked: $fails_seen attempts answered 5xx FAIL, attempt $(summary locked.out attempts) acked"
+
+# 4. docs/simulator.md's recipe: the simulator signs with the WeChat Pay
+# SDKs' public test key and certificate (serial D7CE59D1F522D701).
+"$BIN" tenant add --tenant t2 >/dev/null && "$BIN" merchant add --tenant t2 --merchant m1 >/dev/null
+"$BIN" sim keys --dir sim-sdk --tenant t2 >/dev/null
+cp "$vectors/wechatpay_test_private_key.pem" sim-sdk/wechatpay_platform_key.pem
+cp "$vectors/wechatpay_test_platform_cert.pem" sim-sdk/wechatpay_platform_cert.pem
+sed -i 's/"serial": "[^"]*"/"serial": "D7CE59D1F522D701"/' sim-sdk/sim.json
+"$BIN" channel set --tenant t2 --channel wechatpay --mchid 1900000109 --appid wxpayoncesimapp01 \
+  --apiv3-key-file sim-sdk/apiv3.key --platform-cert-file sim-sdk/wechatpay_platform_cert.pem >/dev/null
+"$BIN" order create --tenant t2 --merchant m1 --out-trade-no SDK-1 --amount 100 >/dev/null
+"$BIN" sim pay --dir sim-sdk --notify-url "http://127.0.0.1:$port/notify/wechatpay/t2" --order SDK-1:100 \
+  --time-factor 1000 > sdk.out 2>&1
+check "SDK test key: credited" "$(summary sdk.out credited)" 1
+check "SDK test key: the serial sent" "$(grep -c D7CE59D1F522D701 sim-sdk/sim.json)" 1
 check "verify at the end" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -749,8 +749,13 @@ static void test_close(void)
             d.body);
     api("POST", gw_port, "/v1/orders/CL-1/close", key1, "close-1", "{\"x\":1}", &d);
     T_CHECK(d.status == 400, "close with a body member: %ld", d.status);
-    /* The payer pays anyway: the money is parked in suspense, alerted. */
-    sim_pay("CL-1:300");
+    /* The payer pays anyway: the money is parked in suspense, alerted; the
+     * channel's delivery is acked, and sim pay says it was not credited. */
+    T_CHECK(t_cli_status(dir, bin, url,
+                         "sim pay --dir sim --order CL-1:300 --notify-url"
+                         " http://127.0.0.1:%u/notify/wechatpay/t1",
+                         gw_port) == 1,
+            "sim pay of a closed order: not credited, exit 1");
     api("GET", gw_port, "/v1/orders/CL-1", key1, NULL, NULL, &r);
     T_CHECK(jstr_is(&r, "status", "CLOSED"), "paid after close: %s", r.body);
     api("GET", gw_port, "/v1/alerts", key1, NULL, NULL, &r);
@@ -1083,6 +1088,43 @@ static void test_refund_submission(void)
                 1,
             "t2 refund journals");
     po_sim_identity_free(&stranger);
+    /* Issue 13 item 10: an account without the merchant's API key cannot
+     * sign a refund request. A pending refund (recorded while the channel
+     * was unreachable) stays pending, said, and nothing is sent (port 1
+     * would answer no_answer); a new refund request is refused at once
+     * and nothing is recorded. */
+    t2_channel("http://127.0.0.1:1", "sim", id.merchant_serial);
+    api("POST", gw_port, "/v1/refunds", key2, "t2-rt-3",
+        "{\"out_trade_no\":\"S-1\",\"out_refund_no\":\"RT-3\",\"amount\":100}", &r);
+    T_CHECK(r.status == 201, "t2 refund 3: %ld %s", r.status, r.body);
+    run("channel set --tenant t2 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url http://127.0.0.1:1",
+        id.mchid, id.appid);
+    s = t_open(url);
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK, "resubmission without a key");
+    po_store_close(s);
+    api("GET", gw_port, "/v1/refunds/RT-3", key2, NULL, NULL, &r);
+    T_CHECK(strstr(r.body, "\"error\":\"no_merchant_key\",\"state\":\"pending\"") != NULL,
+            "pending refund without a merchant key: %s", r.body);
+    api("POST", gw_port, "/v1/refunds", key2, "t2-rt-4",
+        "{\"out_trade_no\":\"S-1\",\"out_refund_no\":\"RT-4\",\"amount\":100}", &r);
+    T_CHECK(has_code(&r, 409, "no_merchant_key"), "no merchant key: %ld %s", r.status, r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM refund WHERE tenant_id = 't2' AND out_refund_no = ?",
+               "RT-4") == 0 &&
+                q1("SELECT refund_reserved FROM pay_order WHERE tenant_id = 't2' AND"
+                   " out_trade_no = ?",
+                   "S-1") == 400,
+            "a refused refund request recorded something");
+    /* The key configured again: the pending refund is submitted, once. */
+    t2_channel(sim_base, "sim", id.merchant_serial);
+    s = t_open(url);
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == 1,
+            "resubmission with the key again: %d submitted", n);
+    po_store_close(s);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     "RT-3", 1),
+            "RT-3 did not reach SUCCESS once the key was configured again");
 }
 
 /* Issue 11, finding 2: a channel refund API that accepts connections and
@@ -1331,55 +1373,120 @@ static void test_alipay_refunds(void)
             "AL-1: two reversals, 700 refunded");
 }
 
-static void test_journal_paging(void)
+/* GET /v1/orders (issue 13 item 7): every order of the tenant once, in
+ * pages, in creation order; filters; bad parameters are 400. */
+/* Walks a paged list route (path?limit=N…) to its end: each item to
+ * each(); false when a page is not a 200 list. *pages counts the pages. */
+static bool walk_pages(const char *route, int limit, void (*each)(json_t *item, void *ctx),
+                       void *ctx, int *pages)
 {
-    int64_t total = q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't1'", NULL);
-    char path[600] = "/v1/journal?limit=2";
-    int seen = 0, pages = 0, lines = 0;
-    bool ok = true;
+    char path[600];
+    snprintf(path, sizeof path, "%s?limit=%d", route, limit);
+    *pages = 0;
     for (;;) {
         struct resp r;
         api("GET", gw_port, path, key1, NULL, NULL, &r);
         json_t *j = json_loads(r.body, 0, NULL);
         json_t *data = json_object_get(j, "data");
         if (r.status != 200 || !json_is_array(data)) {
-            ok = false;
             json_decref(j);
-            break;
+            return false;
         }
         size_t i;
         json_t *e;
-        json_array_foreach(data, i, e)
-        {
-            seen++;
-            int64_t sum = 0;
-            size_t k;
-            json_t *p;
-            json_array_foreach(json_object_get(e, "postings"), k, p)
-            {
-                sum += json_integer_value(json_object_get(p, "amount"));
-                lines++;
-            }
-            ok = ok && sum == 0;
-        }
-        pages++;
+        json_array_foreach(data, i, e) each(e, ctx);
+        (*pages)++;
         const char *next = json_string_value(json_object_get(j, "next_cursor"));
         bool more = json_is_true(json_object_get(j, "has_more"));
         if (more && next)
-            snprintf(path, sizeof path, "/v1/journal?limit=2&cursor=%s", next);
+            snprintf(path, sizeof path, "%s?limit=%d&cursor=%s", route, limit, next);
         json_decref(j);
-        if (!more || pages > 100)
-            break;
+        if (!more || *pages > 200)
+            return true;
     }
-    T_CHECK(ok && seen == total && total >= 4 && pages == (int)((total + 1) / 2),
-            "journal paging: %d of %lld journals in %d pages", seen, (long long)total, pages);
-    T_CHECK(lines == q1("SELECT COUNT(*) FROM posting WHERE tenant_id = 't1'", NULL),
-            "journal paging: %d posting lines", lines);
+}
+
+struct journal_walk {
+    int seen, lines;
+    bool balanced;
+};
+
+static void journal_item(json_t *e, void *ctx)
+{
+    struct journal_walk *w = ctx;
+    int64_t sum = 0;
+    size_t k;
+    json_t *p;
+    w->seen++;
+    json_array_foreach(json_object_get(e, "postings"), k, p)
+    {
+        sum += json_integer_value(json_object_get(p, "amount"));
+        w->lines++;
+    }
+    w->balanced = w->balanced && sum == 0;
+}
+
+static void test_journal_paging(void)
+{
+    int64_t total = q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't1'", NULL);
+    struct journal_walk w = {0, 0, true};
+    int pages = 0;
+    bool ok = walk_pages("/v1/journal", 2, journal_item, &w, &pages) && w.balanced;
+    T_CHECK(ok && w.seen == total && total >= 4 && pages == (int)((total + 1) / 2),
+            "journal paging: %d of %lld journals in %d pages", w.seen, (long long)total, pages);
+    T_CHECK(w.lines == q1("SELECT COUNT(*) FROM posting WHERE tenant_id = 't1'", NULL),
+            "journal paging: %d posting lines", w.lines);
     struct resp r;
     api("GET", gw_port, "/v1/journal?out_trade_no=R-1", key1, NULL, NULL, &r);
     json_t *j = json_loads(r.body, 0, NULL);
     T_CHECK(json_array_size(json_object_get(j, "data")) == 3, "journal for R-1: %s", r.body);
     json_decref(j);
+}
+
+struct order_walk {
+    int seen;
+    bool ok;
+    char last[64];
+};
+
+static void order_item(json_t *o, void *ctx)
+{
+    struct order_walk *w = ctx;
+    const char *at = json_string_value(json_object_get(o, "created_at"));
+    w->ok =
+        w->ok && at && strcmp(at, w->last) >= 0 && json_is_integer(json_object_get(o, "amount"));
+    snprintf(w->last, sizeof w->last, "%s", at ? at : "");
+    w->seen++;
+}
+
+static void test_order_listing(void)
+{
+    int64_t total = q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1'", NULL);
+    struct order_walk w = {0, true, ""};
+    int pages = 0;
+    bool ok = walk_pages("/v1/orders", 3, order_item, &w, &pages) && w.ok;
+    T_CHECK(ok && w.seen == total && total >= 4, "order listing: %d of %lld orders in %d pages",
+            w.seen, (long long)total, pages);
+    struct resp r;
+    api("GET", gw_port, "/v1/orders?status=PAID&limit=100", key1, NULL, NULL, &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    T_CHECK(r.status == 200 && (int64_t)json_array_size(json_object_get(j, "data")) ==
+                                   q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND"
+                                      " status = 'PAID'",
+                                      NULL),
+            "orders?status=PAID: %s", r.body);
+    json_decref(j);
+    api("GET", gw_port, "/v1/orders?since=2999-01-01", key1, NULL, NULL, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"data\":[]"), "orders?since=future: %s", r.body);
+    api("GET", gw_port, "/v1/orders?status=SHIPPED", key1, NULL, NULL, &r);
+    T_CHECK(has_code(&r, 400, "invalid_parameter"), "orders?status=SHIPPED: %ld", r.status);
+    api("GET", gw_port, "/v1/orders?since=2026-12-01T08:00:00%2B08:00", key1, NULL, NULL, &r);
+    T_CHECK(has_code(&r, 400, "invalid_parameter"), "orders?since=+08:00: %ld", r.status);
+    api("GET", gw_port, "/v1/orders?cursor=zz", key1, NULL, NULL, &r);
+    T_CHECK(has_code(&r, 400, "invalid_parameter"), "orders?cursor=zz: %ld", r.status);
+    /* another tenant sees only its own */
+    api("GET", gw_port, "/v1/orders?limit=100", key2, NULL, NULL, &r);
+    T_CHECK(r.status == 200 && !strstr(r.body, "\"R-1\""), "t2 sees t1's orders: %s", r.body);
 }
 
 static void test_reaper(void)
@@ -1469,6 +1576,7 @@ int main(int argc, char **argv)
     test_silent_channel();
     test_alipay_refunds();
     test_journal_paging();
+    test_order_listing();
     test_reaper();
     t_serve_stop(child);
     po_sim_server_stop(sim);

@@ -759,7 +759,7 @@ int main(int argc, char **argv)
     if (!realpath(argv[2], bin))
         die("payonce binary not found");
     po_log_set_level(PO_LOG_ERROR);
-    snprintf(dir, sizeof dir, "/tmp/payonce-http-XXXXXX");
+    snprintf(dir, sizeof dir, "%s/payonce-http-XXXXXX", po_tmp_dir());
     if (!mkdtemp(dir))
         die("mkdtemp");
     t_db_create(backend, url, sizeof url);

@@ -27,13 +27,13 @@ static char key[PO_APIKEY_LEN + 1];
 static void setup(void)
 {
     char url[128], err[256], kid[PO_APIKEY_ID_LEN + 1];
-    snprintf(url, sizeof url, "sqlite:/tmp/payonce-fuzz-api-%ld.db", (long)getpid());
+    snprintf(url, sizeof url, "sqlite:%s/payonce-fuzz-api-%ld.db", po_tmp_dir(), (long)getpid());
     unlink(url + 7);
     struct po_store *s = NULL;
     bool created;
     if (po_store_open(url, &s, err, sizeof err) || po_store_migrate(s, NULL, err, sizeof err) ||
-        po_tenant_add(s, "t1", "t1", err, sizeof err) ||
-        po_merchant_add(s, "t1", "m1", err, sizeof err) ||
+        po_tenant_add(s, "t1", "t1", NULL, err, sizeof err) ||
+        po_merchant_add(s, "t1", "m1", NULL, err, sizeof err) ||
         po_apikey_create(s, "t1", key, kid, err, sizeof err))
         abort();
     struct po_order_spec o = {.tenant = "t1",

@@ -23,13 +23,13 @@ static unsigned long inputs;
 static void setup(void)
 {
     char url[128], err[256];
-    snprintf(url, sizeof url, "sqlite:/tmp/payonce-fuzz-http-%ld.db", (long)getpid());
+    snprintf(url, sizeof url, "sqlite:%s/payonce-fuzz-http-%ld.db", po_tmp_dir(), (long)getpid());
     unlink(url + 7);
     struct po_store *s = NULL;
     bool created;
     if (po_store_open(url, &s, err, sizeof err) || po_store_migrate(s, NULL, err, sizeof err) ||
-        po_tenant_add(s, "t1", "t1", err, sizeof err) ||
-        po_merchant_add(s, "t1", "m1", err, sizeof err))
+        po_tenant_add(s, "t1", "t1", NULL, err, sizeof err) ||
+        po_merchant_add(s, "t1", "m1", NULL, err, sizeof err))
         abort();
     struct po_order_spec o = {.tenant = "t1",
                               .merchant = "m1",

@@ -24,7 +24,7 @@ static void die(const char *what, const char *detail)
 void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[32],
                   struct po_sim_identity *id)
 {
-    snprintf(dir, cap, "/tmp/payonce-%s-XXXXXX", name);
+    snprintf(dir, cap, "%s/payonce-%s-XXXXXX", po_tmp_dir(), name);
     if (!mkdtemp(dir))
         die("mkdtemp", dir);
     char sd[300], mk[300], err[PO_ERRBUF_MAX] = "";
@@ -42,14 +42,10 @@ void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[
         die("sim identity", err);
 }
 
-void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
-           const char *fmt, ...)
+static int cli_run(const char *dir, const char *bin, const char *url, char *out, size_t cap,
+                   const char *args)
 {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
+    char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "cd %s && PAYONCE_MASTER_KEY_FILE=%s/master.key %s %s --db '%s' 2>>setup.log", dir,
              dir, bin, args, url);
@@ -61,11 +57,33 @@ void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t 
         line[0] = '\0';
     while (fgetc(p) != EOF) {
     }
-    if (pclose(p) != 0)
-        die("payonce failed", args);
+    int st = pclose(p);
     line[strcspn(line, "\n")] = '\0';
     if (out)
         snprintf(out, cap, "%s", line);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
+           const char *fmt, ...)
+{
+    char args[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    if (cli_run(dir, bin, url, out, cap, args) != 0)
+        die("payonce failed", args);
+}
+
+int t_cli_status(const char *dir, const char *bin, const char *url, const char *fmt, ...)
+{
+    char args[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return cli_run(dir, bin, url, NULL, 0, args);
 }
 
 size_t t_body_write(char *d, size_t sz, size_t n, void *ctx)

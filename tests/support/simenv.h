@@ -11,7 +11,7 @@
 
 #include <sys/types.h>
 
-/* Creates /tmp/payonce-NAME-XXXXXX (into dir), generates the simulator's
+/* Creates $TMPDIR/payonce-NAME-XXXXXX (into dir), generates the simulator's
  * keys (certificate mode) and a random master key, and loads the identity.
  * Aborts the test on any error. */
 void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[32],
@@ -22,6 +22,11 @@ void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[
  * (when not NULL). Aborts the test when the command fails. */
 void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
            const char *fmt, ...) PO_PRINTF(6, 7);
+
+/* The same, returning its exit status (-1 when it did not exit) instead of
+ * aborting when it is not 0. */
+int t_cli_status(const char *dir, const char *bin, const char *url, const char *fmt, ...)
+    PO_PRINTF(4, 5);
 
 /* Starts `BIN serve` on a free loopback port against url, with the master
  * key of dir, no background jobs and the extra options (NULL-terminated,

@@ -71,8 +71,7 @@ void t_db_create(const char *backend, char *url, size_t cap)
     char name[64];
     snprintf(name, sizeof name, "po_t_%ld_%d", (long)getpid(), ++seq);
     if (strcmp(backend, "sqlite") == 0) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(url, cap, "sqlite:%s/%s.db", tmp && *tmp ? tmp : "/tmp", name);
+        snprintf(url, cap, "sqlite:%s/%s.db", po_tmp_dir(), name);
     } else {
         char sql[128];
         snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
@@ -117,8 +116,8 @@ struct po_store *t_open(const char *url)
 void t_seed_tenant(struct po_store *s)
 {
     char err[PO_ERRBUF_MAX] = "";
-    if (po_tenant_add(s, "t1", "Tenant One", err, sizeof err) ||
-        po_merchant_add(s, "t1", "m1", err, sizeof err))
+    if (po_tenant_add(s, "t1", "Tenant One", NULL, err, sizeof err) ||
+        po_merchant_add(s, "t1", "m1", NULL, err, sizeof err))
         DIE("seed tenant: %s", err);
 }
 

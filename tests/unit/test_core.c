@@ -76,6 +76,39 @@ static void validation(void **state)
 }
 
 /* Whatever bytes a client sends, the log line stays JSON. */
+/* Amounts for people: the currency's exponent, the sign, no floating
+ * point anywhere (INT64_MIN included). */
+static void money_for_people(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t minor;
+        const char *cur, *want;
+    } cases[] = {
+        {1, "CNY", "0.01 CNY"},
+        {1280, "CNY", "12.80 CNY"},
+        {-1, "CNY", "-0.01 CNY"},
+        {-100, "USD", "-1.00 USD"},
+        {0, "EUR", "0.00 EUR"},
+        {1000, "JPY", "1000 JPY"},
+        {-5, "KRW", "-5 KRW"},
+        {INT64_C(100000000000000), "CNY", "1000000000000.00 CNY"},
+        {INT64_MIN, "CNY", "-92233720368547758.08 CNY"},
+        {7, NULL, "0.07 ?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[PO_MONEY_MAX];
+        po_money_format(cases[i].minor, cases[i].cur, buf, sizeof buf);
+        assert_string_equal(buf, cases[i].want);
+    }
+    assert_int_equal(po_currency_exponent("JPY"), 0);
+    assert_int_equal(po_currency_exponent("CNY"), 2);
+    assert_true(po_since_valid("2026-12-01"));
+    assert_true(po_since_valid("2026-12-01T08:00:00Z"));
+    assert_false(po_since_valid("2026-12-01T08:00:00+08:00"));
+    assert_false(po_since_valid("yesterday"));
+}
+
 static void json_escape_any_bytes(void **state)
 {
     (void)state;
@@ -103,10 +136,9 @@ static void json_escape_any_bytes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(parse_i64_is_strict),
-        cmocka_unit_test(json_escape_any_bytes),
-        cmocka_unit_test(bounded_copies),
-        cmocka_unit_test(validation),
+        cmocka_unit_test(parse_i64_is_strict), cmocka_unit_test(json_escape_any_bytes),
+        cmocka_unit_test(bounded_copies),      cmocka_unit_test(validation),
+        cmocka_unit_test(money_for_people),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

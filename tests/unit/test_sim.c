@@ -54,7 +54,7 @@ static int setup(void **state)
 {
     (void)state;
     char err[256] = "", f1[128], f2[128], f3[128];
-    snprintf(dir, sizeof dir, "/tmp/payonce-simtest-XXXXXX");
+    snprintf(dir, sizeof dir, "%s/payonce-simtest-XXXXXX", po_tmp_dir());
     if (!mkdtemp(dir) || po_sim_identity_generate(dir, "cert", err, sizeof err) ||
         po_sim_identity_load(dir, &id, err, sizeof err))
         fail_msg("identity: %s", err);

@@ -1,0 +1,271 @@
+/*
+ * help.c — what `payonce help`, `payonce COMMAND --help` and `-h` print
+ * (issue 13 item 5).
+ *
+ * The synopsis and option list of every command are made from the command
+ * table (main.c: which options it takes, which are required, which are
+ * flags) and the one table below that says what each option means, so a
+ * command cannot take an option its help does not list: test_cli's help
+ * case runs every command's --help and fails on "(undocumented)".
+ * `channel set`'s options come from the channel registry with their help.
+ */
+#include "../channel/channel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_int.h"
+
+struct optdoc {
+    const char *name, *arg, *doc; /* arg NULL: a flag */
+};
+
+static const struct optdoc optdocs[] = {
+    {"db", "URL",
+     "the database: sqlite:PATH or postgresql://… (default: PAYONCE_DB, then"
+     " sqlite:./payonce.db); --db=URL works too"},
+    {"log-level", "LEVEL",
+     "debug, info, warn or error (serve: info, as JSON lines; the other commands: error,"
+     " as plain lines)"},
+    {"master-key-file", "FILE",
+     "the 32-byte master key that seals secrets (default PAYONCE_MASTER_KEY_FILE)"},
+    {"tenant", "ID", "the tenant"},
+    {"name", "NAME", "a display name"},
+    {"merchant", "ID", "the merchant (a sub-merchant of the tenant)"},
+    {"out-trade-no", "NO", "the order number the tenant gave the channel"},
+    {"out-refund-no", "NO", "the refund number the tenant gave the channel"},
+    {"amount", "MINOR", "amount in minor units (fen, cents): 100 is 1.00 CNY"},
+    {"currency", "CODE", "ISO 4217 currency (default CNY)"},
+    {"channel", "NAME", "payment channel: wechatpay, alipay or stripe"},
+    {"json", NULL, "print one JSON document instead of text"},
+    {"event", "FILE|ID",
+     "apply: a normalised event JSON file (- reads standard input); webhook: an event id"},
+    {"insecure-dev", NULL,
+     "development only: allow http:// to loopback and an unsealed (missing) master key"},
+    {"file", "FILE", "the bill file (also accepted as the last argument)"},
+    {"force", NULL, "import a bill again even if this file was imported before"},
+    {"min-age", "SECONDS", "only orders unpaid for at least this long (default 300)"},
+    {"limit", "N", "at most N orders (recon query: default 1000; order list: a page, default 100)"},
+    {"status", "STATUS", "only orders in this status: PAYING, PAID or CLOSED"},
+    {"after", "CREATED_AT/NO", "the next page: start after this order (printed by the last page)"},
+    {"key-id", "ID", "the API key's id (from apikey list)"},
+    {"retention", "SECONDS", "keep stored API answers this long (default 604800, a week)"},
+    {"url", "URL", "the tenant's endpoint: https://… (http:// to loopback with --insecure-dev)"},
+    {"events", "T1,T2|*", "event types to send (default *; docs/webhooks.md lists them)"},
+    {"endpoint", "ID", "the webhook endpoint's id (we_…)"},
+    {"since", "TIME",
+     "webhook redrive: only dead deliveries since this time; order list: created at or after"
+     " this UTC time (2026-12-01 or 2026-12-01T08:00:00Z)"},
+    /* serve */
+    {"listen", "HOST:PORT",
+     "address to listen on (serve 127.0.0.1:8080, sim serve 127.0.0.1:8090,"
+     " sim receiver 127.0.0.1:8091; loopback by default)"},
+    {"ops-listen", "HOST:PORT", "a second listener for /healthz, /readyz and /metrics only"},
+    {"pool-size", "N", "database connections of the gateway (1..64, default 8)"},
+    {"max-connections", "N", "open HTTP connections at most (default 4096)"},
+    {"max-connections-per-ip", "N", "per client address (default 256; 0 = off behind a proxy)"},
+    {"body-max", "BYTES", "largest request body (1024..65536, default 65536)"},
+    {"request-timeout", "S", "idle keep-alive connection timeout (1..300, default 10)"},
+    {"header-timeout", "S", "a request head must be complete within (default 10)"},
+    {"body-timeout", "S", "a request body must be complete within (default 10)"},
+    {"callback-deadline-ms", "MS",
+     "a callback not committed by then is answered retry (500..30000, default 4000)"},
+    {"threads", "N", "HTTP event loops (0 = one per core, default)"},
+    {"workers", "N", "request workers (default 64)"},
+    {"committers", "N", "batch committers (default 2; SQLite always 1)"},
+    {"batch-max", "N", "callbacks per committed batch at most (default 128)"},
+    {"batch-wait-us", "US", "how long a batch waits for company (default 200)"},
+    {"query-interval", "S", "active order query every S seconds (0 = off, default 60)"},
+    {"query-min-age", "S", "query orders unpaid for at least S seconds (default 300)"},
+    {"idempotency-retention", "S", "keep stored API answers S seconds (default 604800)"},
+    {"idempotency-wait-ms", "MS",
+     "a request with a key in flight waits this long before 409 (default 2000)"},
+    {"refund-retry-interval", "S",
+     "resubmit pending refunds every S seconds (0 = off, default 30)"},
+    {"webhook-senders", "N", "webhook delivery threads (0 = no delivery, default 8)"},
+    {"webhook-per-endpoint", "N", "deliveries in flight per endpoint (default 2)"},
+    {"webhook-per-tenant", "N", "deliveries in flight per tenant (default 4)"},
+    {"webhook-timeout-ms", "MS", "a delivery without an answer by then failed (default 10000)"},
+    {"webhook-retry-base-ms", "MS", "first retry delay, doubled each time (default 30000)"},
+    {"webhook-retry-cap-ms", "MS", "longest retry delay (default 21600000, 6 hours)"},
+    {"webhook-max-age-s", "S", "retry for this long, then dead letter (default 259200, 3 days)"},
+    {"webhook-alert-after-s", "S",
+     "alert when an endpoint has failed this long (0 = off, default 3600)"},
+    {"webhook-poll-ms", "MS", "how often the worker looks for new events (default 200)"},
+    /* bench */
+    {"orders", "N", "payments per scenario (default 10000)"},
+    {"connections", "N", "keep-alive connections of the load generator (default 16)"},
+    {"plan-rows", "N", "rows of another tenant loaded first on PostgreSQL (default 1000000)"},
+    {"out", "DIR", "write the results JSON into DIR"},
+    {"only", "RUN,…", "only these scenarios"},
+    /* sim */
+    {"dir", "DIR", "the simulator's keys and state (default ./payonce-sim)"},
+    {"mode", "cert|pubkey", "platform certificate or platform public key mode (default cert)"},
+    {"notify-url", "URL", "where the channel posts callbacks (payonce's /notify/CHANNEL/TENANT)"},
+    {"order", "NO:AMOUNT", "an order to pay, amount in minor units (repeatable)"},
+    {"txn", "ID", "the channel's transaction id (one order only; default a new one)"},
+    {"copies", "N", "deliveries of each callback (the channel's at-least-once, default 1)"},
+    {"concurrent", NULL, "send the copies at the same time"},
+    {"reorder", NULL, "deliver orders out of order"},
+    {"lose", NULL, "lose the first delivery (the channel retries)"},
+    {"forge", NULL, "send a callback signed with a wrong key (must be refused)"},
+    {"tamper-amount", "MINOR", "change the amount after signing (must be refused)"},
+    {"time-factor", "F",
+     "run the channel's retry schedule F times faster (default 1: the real 24 hours)"},
+    {"max-attempts", "K", "stop retrying after K attempts"},
+    {"deadline-ms", "MS", "how long one delivery waits for an answer (default 5000)"},
+    {"pace-ms", "MS", "pause between orders"},
+    {"refund-delay-ms", "MS", "the simulated channel settles refunds after (default 0)"},
+    {"secret-file", "FILE", "the endpoint's signing secret (whsec_…)"},
+    {"record", "FILE", "append every verified event as a JSON line"},
+    {"fail", "N", "answer 500 to the first N deliveries"},
+    {"down-ms", "MS", "refuse connections for the first MS milliseconds"},
+    {"duration-s", "S", "stop after S seconds (default 3600)"},
+};
+
+static const struct optdoc *find_doc(const char *name)
+{
+    for (size_t i = 0; i < sizeof optdocs / sizeof optdocs[0]; i++)
+        if (strcmp(optdocs[i].name, name) == 0)
+            return &optdocs[i];
+    return NULL;
+}
+
+static bool in_list(const char *list, const char *name)
+{
+    char pat[64], all[1400];
+    (void)snprintf(pat, sizeof pat, " %s ", name);
+    (void)snprintf(all, sizeof all, " %s ", list ? list : "");
+    return strstr(all, pat) != NULL;
+}
+
+/* Calls fn for each space-separated word of list. */
+static void each_word(const char *list, void (*fn)(FILE *f, const char *w, const void *ctx),
+                      FILE *f, const void *ctx)
+{
+    char buf[1400];
+    if (po_strcpy(buf, sizeof buf, list ? list : ""))
+        return;
+    char *save = NULL;
+    for (char *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        fn(f, w, ctx);
+}
+
+static void synopsis_word(FILE *f, const char *w, const void *ctx)
+{
+    const struct cli_command *c = ctx;
+    const struct optdoc *d = find_doc(w);
+    bool required = in_list(c->required, w), is_flag = in_list(c->flags, w);
+    const char *arg = is_flag ? NULL : d && d->arg ? d->arg : "VALUE";
+    fprintf(f, required ? " --%s%s%s" : " [--%s%s%s]", w, arg ? " " : "", arg ? arg : "");
+}
+
+static void option_line(FILE *f, const char *w, const void *ctx)
+{
+    const struct cli_command *c = ctx;
+    const struct optdoc *d = find_doc(w);
+    bool is_flag = in_list(c->flags, w);
+    char head[64];
+    (void)snprintf(head, sizeof head, "--%s%s%s", w, is_flag ? "" : " ",
+                   is_flag       ? ""
+                   : d && d->arg ? d->arg
+                                 : "VALUE");
+    fprintf(f, "  %-28s %s%s\n", head, d ? d->doc : "(undocumented)",
+            in_list(c->required, w) ? " (required)" : "");
+}
+
+static void channel_options(FILE *f)
+{
+    for (int i = 0; po_channels[i]; i++) {
+        fprintf(f, "\n%s options:\n", po_channels[i]->name);
+        for (const struct po_channel_option *op = po_channels[i]->options; op->name; op++) {
+            char head[64];
+            (void)snprintf(head, sizeof head, "--%s VALUE", op->name);
+            fprintf(f, "  %-28s %s\n", head, op->help ? op->help : "(undocumented)");
+        }
+    }
+}
+
+void cli_help_command(FILE *f, const struct cli_command *c)
+{
+    fprintf(f, "payonce %s%s%s — %s\n\nusage: payonce %s%s%s", c->word1, c->word2 ? " " : "",
+            c->word2 ? c->word2 : "", c->summary, c->word1, c->word2 ? " " : "",
+            c->word2 ? c->word2 : "");
+    const char *allowed = c->allowed ? c->allowed : "tenant channel master-key-file";
+    each_word(c->required, synopsis_word, f, c);
+    char rest[1400];
+    size_t n = 0;
+    rest[0] = '\0';
+    /* the optional ones, in table order, then the flags */
+    char buf[1400];
+    (void)snprintf(buf, sizeof buf, "%s %s", allowed, c->flags);
+    char *save = NULL;
+    for (char *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        if (!in_list(c->required, w) && n + strlen(w) + 2 < sizeof rest)
+            n += (size_t)snprintf(rest + n, sizeof rest - n, "%s ", w);
+    each_word(rest, synopsis_word, f, c);
+    if (!c->allowed)
+        fputs(" [channel options]", f);
+    if (!c->no_store)
+        fputs(" [--db URL]", f);
+    fputs(" [--log-level LEVEL]", f);
+    fputs("\n\noptions:\n", f);
+    each_word(c->required, option_line, f, c);
+    each_word(rest, option_line, f, c);
+    if (!c->no_store)
+        option_line(f, "db", c);
+    option_line(f, "log-level", c);
+    fputs("  -h, --help                   this help\n", f);
+    if (!c->allowed)
+        channel_options(f);
+}
+
+void cli_help_overview(FILE *f)
+{
+    fprintf(f, "usage: payonce COMMAND [options]    payonce %s\n\ncommands:\n", PO_VERSION);
+    for (size_t i = 0; i < cli_ncommands; i++) {
+        const struct cli_command *c = &cli_commands[i];
+        char name[40];
+        (void)snprintf(name, sizeof name, "%s%s%s", c->word1, c->word2 ? " " : "",
+                       c->word2 ? c->word2 : "");
+        fprintf(f, "  %-26s %s\n", name, c->summary);
+    }
+    fputs("\n'payonce help COMMAND' (or 'payonce COMMAND --help') lists a command's options.\n"
+          "Every command that reads the database takes --db URL: sqlite:PATH (default\n"
+          "sqlite:./payonce.db; must exist, except for migrate) or postgresql://...;\n"
+          "PAYONCE_DB is used when --db is not given. Secrets are sealed with the master key:\n"
+          "--master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits).\n"
+          "Docs: README.md and docs/ (operations.md, api.md, webhooks.md, simulator.md).\n",
+          f);
+}
+
+int cli_help(int argc, char **argv)
+{
+    if (argc == 0) {
+        cli_help_overview(stdout);
+        return 0;
+    }
+    bool word1_known = false;
+    for (size_t i = 0; i < cli_ncommands; i++) {
+        const struct cli_command *c = &cli_commands[i];
+        if (strcmp(argv[0], c->word1) != 0)
+            continue;
+        word1_known = true;
+        if (!c->word2 || (argc > 1 && strcmp(argv[1], c->word2) == 0)) {
+            cli_help_command(stdout, c);
+            return 0;
+        }
+    }
+    if (!word1_known) {
+        fprintf(stderr, "payonce: no command '%s' ('payonce help' lists them)\n", argv[0]);
+        return EXIT_USAGE;
+    }
+    /* a group: its subcommands */
+    printf("payonce %s:\n", argv[0]);
+    for (size_t i = 0; i < cli_ncommands; i++)
+        if (strcmp(argv[0], cli_commands[i].word1) == 0)
+            printf("  %s %-22s %s\n", cli_commands[i].word1, cli_commands[i].word2,
+                   cli_commands[i].summary);
+    printf("'payonce help %s SUBCOMMAND' lists its options.\n", argv[0]);
+    return argc > 1 ? EXIT_USAGE : 0;
+}

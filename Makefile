@@ -2,7 +2,7 @@
 #   make demo   builds and runs the end-to-end demonstration on SQLite
 #   make test   the whole test suite (sanitizers, both stores, races, faults)
 # Both install the Debian packages they need first (scripts/deps.sh).
-.PHONY: all build deps demo test lint bench soak clean
+.PHONY: all build deps demo test lint bench soak clean install deb
 
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in `make test` (PO_WERROR=ON); a user's `make` with a
@@ -27,6 +27,20 @@ test:
 
 lint:
 	@scripts/lint.sh
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man page
+# (made from its own help), the systemd unit and an example configuration.
+PREFIX ?= /usr/local
+install: build
+	install -D -m 0755 build/payonce $(DESTDIR)$(PREFIX)/bin/payonce
+	scripts/manpage.sh build/payonce build/payonce.1
+	install -D -m 0644 build/payonce.1 $(DESTDIR)$(PREFIX)/share/man/man1/payonce.1
+	install -D -m 0644 contrib/payonce.conf $(DESTDIR)$(PREFIX)/share/doc/payonce/payonce.conf.example
+	install -D -m 0644 contrib/payonce.service $(DESTDIR)$(PREFIX)/share/doc/payonce/payonce.service
+
+# make deb: build/payonce_VERSION_ARCH.deb for Debian 12 (scripts/deb.sh).
+deb: build
+	@scripts/deb.sh
 
 bench: build
 	@bench/run.sh

@@ -2,11 +2,17 @@
 # deps.sh — installs the Debian packages payonce needs, only when missing.
 # Build: compiler, CMake, pkg-config and the libraries of DESIGN §7.
 # Test: cmocka, a PostgreSQL 15 server, clang (libFuzzer) and the runtime
-# for sanitizers, clang-format (scripts/lint.sh checks the house format). Runs apt-get as root; as another user it names what to install.
+# for sanitizers, clang-format (scripts/lint.sh checks the house format),
+# groff (the man page must format cleanly), adduser (the package's
+# system user) and Chromium (the dashboard's browser test). Runs apt-get as root; as another user it names what to
+# install.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
       libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev postgresql-15 clang
-      libclang-rt-14-dev clang-format python3 util-linux curl)
+      libclang-rt-14-dev clang-format python3 util-linux curl groff-base adduser chromium)
+# The dashboard's browser test runs playwright-core (npm) with the machine's
+# Node.js (20 or later); Debian's nodejs and npm only when there is none.
+command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,6 +8,8 @@
 #      allocation-failure sweeps in it (they replace malloc, which the
 #      sanitizers own), the demo with it (its output compared with the
 #      README's sample), then the demo again under ASan
+#   6. the dashboard in a real headless browser (Chromium + playwright-core)
+#   7. the Debian package (`make deb`) installed, run and purged (as root)
 # A throwaway PostgreSQL 15 is started for the run (scripts/pg.sh) and
 # stopped on exit, whatever happens.
 set -euo pipefail
@@ -39,7 +41,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
-echo "== ASan + UBSan build"
+echo "== ASan + UBSan build (a few minutes; quiet until the tests start)"
 cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
@@ -47,14 +49,14 @@ ctest --test-dir build-asan --output-on-failure
 echo "== figures (races, seed incident, fault injection)"
 cat "$PAYONCE_FIGURES"
 
-echo "== ThreadSanitizer build"
+echo "== ThreadSanitizer build (a few minutes; quiet until the tests start)"
 cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-tsan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build-tsan --output-on-failure
 cat "$PAYONCE_FIGURES"
 
-echo "== fuzz targets (libFuzzer, ASan + UBSan), ${PAYONCE_FUZZ_SECONDS:-15} s each"
+echo "== fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets, ${PAYONCE_FUZZ_SECONDS:-15} s each; a line per target"
 scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-15}"
 
 echo "== release build (make build) and the demo with it, as 'make demo' runs it"
@@ -68,6 +70,10 @@ python3 tests/e2e/readme_demo.py README.md build/demo.log
 echo "== the demo again under AddressSanitizer"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }
 tail -n 1 build-asan/demo.log
+echo "== the operator's dashboard in Debian's Chromium (playwright-core); screenshot build/dashboard.png"
+tests/e2e/dashboard_test.sh build/payonce
+echo "== the Debian package (make deb): installed with dpkg -i, migrate and serve from its config, purged"
+tests/e2e/deb_test.sh
 # Servers and simulators stop by themselves: none of this run's may be left.
 sleep 1
 left=$(pgrep -af "$root/build[a-z-]*/payonce" || true)

@@ -182,6 +182,8 @@ static struct row *add_row(struct run *R, const char *kind, const char *name)
 {
     PO_ASSERT(R->nrows < ROWS_MAX);
     struct row *r = &R->rows[R->nrows++];
+    /* progress on stderr: the tables come at the end */
+    fprintf(stderr, "bench: %s: %s ...\n", kind, name);
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->credited = -1;
@@ -837,8 +839,12 @@ int po_bench_run(const struct po_bench_cfg *cfg)
     if (!rc)
         rc = baselines(&R, n);
     int violations = -1;
-    if (!rc)
+    if (!rc) {
+        fprintf(stderr,
+                "bench: payonce verify over every row (minutes with %lld rows loaded) ...\n",
+                (long long)(R.pg ? cfg->plan_rows : 0));
         rc = po_ledger_verify(R.fx.s, NULL, NULL, &violations, R.err, sizeof R.err);
+    }
     double verify_us = rc ? -1 : verify_cost_us(&R);
     int ret = 0;
     if (rc) {

@@ -51,6 +51,40 @@ const char *db_url(const struct opts *o);
  * Returns 0 and sets *have (false when neither is given), or an exit code. */
 int load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 
+/* ---- serve's options, declared once (config.c) ---- */
+#define PO_CONFIG_DEFAULT "/etc/payonce/payonce.conf"
+enum cfg_type { CFG_INT, CFG_STR, CFG_FLAG };
+struct cfg_opt {
+    const char *name; /* the flag without "--", and the config file's key */
+    enum cfg_type type;
+    int64_t min, max, dflt; /* CFG_INT */
+    const char *sdflt;      /* CFG_STR: the default as shown */
+    const char *arg;        /* what the value is, for help */
+    const char *doc;
+    bool secret; /* shown redacted by config check */
+};
+const struct cfg_opt *cfg_find(const char *name);
+/* The value options of the table other than db and log-level, which every
+ * command takes (space-separated). */
+void cfg_names(char *buf, size_t cap);
+/* An integer option of the table, with its bounds and default. */
+int cfg_int(const struct opts *o, const char *name, int64_t *out);
+/* The option's description with its default and bounds. */
+void cfg_describe(const struct cfg_opt *c, char *buf, size_t cap);
+/* Reads a config file into o (values point into *buf, which the caller
+ * frees). A missing file is fine unless required. 0 or an exit code, after
+ * saying what is wrong with which line. */
+int cfg_load(const char *path, bool required, struct opts *o, char **buf);
+/* config check: prints the effective values; 0, or EXIT_USAGE. */
+int cfg_check(const struct opts *file, const struct opts *merged, const char *path);
+/* config doc: the Markdown of docs/configuration.md. */
+void cfg_doc(FILE *f);
+/* The config file serve was started with (NULL: none), for SIGHUP. */
+extern const char *cli_config_path;
+struct cli_command;
+/* The value options of a command whose table entry says "@serve". */
+void cli_allowed(const struct cli_command *c, char *buf, size_t cap);
+
 /* One command of the table in main.c. */
 struct cli_command {
     const char *word1, *word2; /* word2 NULL for one-word commands */
@@ -86,6 +120,8 @@ int cmd_refund_show(struct po_store *s, const struct opts *o);
 /* `channel set`'s options, from the channel registry (space-separated). */
 void channel_set_options(char *buf, size_t cap);
 int cmd_serve(struct po_store *s, const struct opts *o);
+int cmd_config_check(struct po_store *s, const struct opts *o);
+int cmd_config_doc(struct po_store *s, const struct opts *o);
 int cmd_bench(struct po_store *s, const struct opts *o);
 int cmd_sim_keys(struct po_store *s, const struct opts *o);
 int cmd_sim_pay(struct po_store *s, const struct opts *o);

@@ -27,6 +27,10 @@ static const struct optdoc optdocs[] = {
     {"log-level", "LEVEL",
      "debug, info, warn or error (serve: info, as JSON lines; the other commands: error,"
      " as plain lines)"},
+    {"config", "FILE",
+     "a config file (docs/configuration.md): serve reads all of it (default"
+     " /etc/payonce/payonce.conf when it exists), the other commands its db and master-key-file;"
+     " the environment and flags override it"},
     {"master-key-file", "FILE",
      "the 32-byte master key that seals secrets (default PAYONCE_MASTER_KEY_FILE)"},
     {"tenant", "ID", "the tenant"},
@@ -46,6 +50,10 @@ static const struct optdoc optdocs[] = {
     {"force", NULL, "import a bill again even if this file was imported before"},
     {"min-age", "SECONDS", "only orders unpaid for at least this long (default 300)"},
     {"limit", "N", "at most N orders (recon query: default 1000; order list: a page, default 100)"},
+    {"alert", "ID", "the alert's id (alerts lists it; also accepted as the last argument)"},
+    {"note", "TEXT", "why: what was found or done (required to resolve; at most 500 bytes)"},
+    {"by", "NAME", "who acts (default: $USER)"},
+    {"state", "STATE", "only alerts in this state: open, acknowledged or resolved"},
     {"status", "STATUS", "only orders in this status: PAYING, PAID or CLOSED"},
     {"after", "CREATED_AT/NO", "the next page: start after this order (printed by the last page)"},
     {"key-id", "ID", "the API key's id (from apikey list)"},
@@ -56,42 +64,8 @@ static const struct optdoc optdocs[] = {
     {"since", "TIME",
      "webhook redrive: only dead deliveries since this time; order list: created at or after"
      " this UTC time (2026-12-01 or 2026-12-01T08:00:00Z)"},
-    /* serve */
     {"listen", "HOST:PORT",
-     "address to listen on (serve 127.0.0.1:8080, sim serve 127.0.0.1:8090,"
-     " sim receiver 127.0.0.1:8091; loopback by default)"},
-    {"ops-listen", "HOST:PORT", "a second listener for /healthz, /readyz and /metrics only"},
-    {"pool-size", "N", "database connections of the gateway (1..64, default 8)"},
-    {"max-connections", "N", "open HTTP connections at most (default 4096)"},
-    {"max-connections-per-ip", "N", "per client address (default 256; 0 = off behind a proxy)"},
-    {"body-max", "BYTES", "largest request body (1024..65536, default 65536)"},
-    {"request-timeout", "S", "idle keep-alive connection timeout (1..300, default 10)"},
-    {"header-timeout", "S", "a request head must be complete within (default 10)"},
-    {"body-timeout", "S", "a request body must be complete within (default 10)"},
-    {"callback-deadline-ms", "MS",
-     "a callback not committed by then is answered retry (500..30000, default 4000)"},
-    {"threads", "N", "HTTP event loops (0 = one per core, default)"},
-    {"workers", "N", "request workers (default 64)"},
-    {"committers", "N", "batch committers (default 2; SQLite always 1)"},
-    {"batch-max", "N", "callbacks per committed batch at most (default 128)"},
-    {"batch-wait-us", "US", "how long a batch waits for company (default 200)"},
-    {"query-interval", "S", "active order query every S seconds (0 = off, default 60)"},
-    {"query-min-age", "S", "query orders unpaid for at least S seconds (default 300)"},
-    {"idempotency-retention", "S", "keep stored API answers S seconds (default 604800)"},
-    {"idempotency-wait-ms", "MS",
-     "a request with a key in flight waits this long before 409 (default 2000)"},
-    {"refund-retry-interval", "S",
-     "resubmit pending refunds every S seconds (0 = off, default 30)"},
-    {"webhook-senders", "N", "webhook delivery threads (0 = no delivery, default 8)"},
-    {"webhook-per-endpoint", "N", "deliveries in flight per endpoint (default 2)"},
-    {"webhook-per-tenant", "N", "deliveries in flight per tenant (default 4)"},
-    {"webhook-timeout-ms", "MS", "a delivery without an answer by then failed (default 10000)"},
-    {"webhook-retry-base-ms", "MS", "first retry delay, doubled each time (default 30000)"},
-    {"webhook-retry-cap-ms", "MS", "longest retry delay (default 21600000, 6 hours)"},
-    {"webhook-max-age-s", "S", "retry for this long, then dead letter (default 259200, 3 days)"},
-    {"webhook-alert-after-s", "S",
-     "alert when an endpoint has failed this long (0 = off, default 3600)"},
-    {"webhook-poll-ms", "MS", "how often the worker looks for new events (default 200)"},
+     "address to listen on (sim serve 127.0.0.1:8090, sim receiver 127.0.0.1:8091)"},
     /* bench */
     {"orders", "N", "payments per scenario (default 10000)"},
     {"connections", "N", "keep-alive connections of the load generator (default 16)"},
@@ -123,12 +97,28 @@ static const struct optdoc optdocs[] = {
     {"duration-s", "S", "stop after S seconds (default 3600)"},
 };
 
-static const struct optdoc *find_doc(const char *name)
+static bool is_serve(const struct cli_command *c)
 {
-    for (size_t i = 0; i < sizeof optdocs / sizeof optdocs[0]; i++)
-        if (strcmp(optdocs[i].name, name) == 0)
-            return &optdocs[i];
-    return NULL;
+    return c->allowed && strcmp(c->allowed, "@serve") == 0;
+}
+
+/* What an option means: serve's (and config check's) from config.c's
+ * table, with its bounds and default; the others' from optdocs, then the
+ * table (bench shares the committer's options). */
+static bool find_doc(const struct cli_command *c, const char *name, struct optdoc *out, char *buf,
+                     size_t cap)
+{
+    const struct cfg_opt *t = cfg_find(name);
+    for (size_t i = 0; !(t && is_serve(c)) && i < sizeof optdocs / sizeof optdocs[0]; i++)
+        if (strcmp(optdocs[i].name, name) == 0) {
+            *out = optdocs[i];
+            return true;
+        }
+    if (!t)
+        return false;
+    cfg_describe(t, buf, cap);
+    *out = (struct optdoc){t->name, t->type == CFG_FLAG ? NULL : t->arg, buf};
+    return true;
 }
 
 static bool in_list(const char *list, const char *name)
@@ -154,7 +144,9 @@ static void each_word(const char *list, void (*fn)(FILE *f, const char *w, const
 static void synopsis_word(FILE *f, const char *w, const void *ctx)
 {
     const struct cli_command *c = ctx;
-    const struct optdoc *d = find_doc(w);
+    struct optdoc doc;
+    char buf[400];
+    const struct optdoc *d = find_doc(c, w, &doc, buf, sizeof buf) ? &doc : NULL;
     bool required = in_list(c->required, w), is_flag = in_list(c->flags, w);
     const char *arg = is_flag ? NULL : d && d->arg ? d->arg : "VALUE";
     fprintf(f, required ? " --%s%s%s" : " [--%s%s%s]", w, arg ? " " : "", arg ? arg : "");
@@ -163,7 +155,9 @@ static void synopsis_word(FILE *f, const char *w, const void *ctx)
 static void option_line(FILE *f, const char *w, const void *ctx)
 {
     const struct cli_command *c = ctx;
-    const struct optdoc *d = find_doc(w);
+    struct optdoc doc;
+    char buf[400];
+    const struct optdoc *d = find_doc(c, w, &doc, buf, sizeof buf) ? &doc : NULL;
     bool is_flag = in_list(c->flags, w);
     char head[64];
     (void)snprintf(head, sizeof head, "--%s%s%s", w, is_flag ? "" : " ",
@@ -191,13 +185,18 @@ void cli_help_command(FILE *f, const struct cli_command *c)
     fprintf(f, "payonce %s%s%s — %s\n\nusage: payonce %s%s%s", c->word1, c->word2 ? " " : "",
             c->word2 ? c->word2 : "", c->summary, c->word1, c->word2 ? " " : "",
             c->word2 ? c->word2 : "");
+    char serve_opts[1200];
     const char *allowed = c->allowed ? c->allowed : "tenant channel master-key-file";
+    if (is_serve(c)) {
+        cli_allowed(c, serve_opts, sizeof serve_opts);
+        allowed = serve_opts;
+    }
     each_word(c->required, synopsis_word, f, c);
     char rest[1400];
     size_t n = 0;
     rest[0] = '\0';
     /* the optional ones, in table order, then the flags */
-    char buf[1400];
+    char buf[1600];
     (void)snprintf(buf, sizeof buf, "%s %s", allowed, c->flags);
     char *save = NULL;
     for (char *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
@@ -207,17 +206,27 @@ void cli_help_command(FILE *f, const struct cli_command *c)
     if (!c->allowed)
         fputs(" [channel options]", f);
     if (!c->no_store)
-        fputs(" [--db URL]", f);
+        fputs(is_serve(c) ? " [--db URL]" : " [--db URL | --config FILE]", f);
     fputs(" [--log-level LEVEL]", f);
     fputs("\n\noptions:\n", f);
     each_word(c->required, option_line, f, c);
     each_word(rest, option_line, f, c);
-    if (!c->no_store)
+    if (!c->no_store) {
         option_line(f, "db", c);
+        if (!is_serve(c))
+            option_line(f, "config", c);
+    }
     option_line(f, "log-level", c);
     fputs("  -h, --help                   this help\n", f);
     if (!c->allowed)
         channel_options(f);
+    bool also = false; /* a command that is also a group (alerts) */
+    for (size_t i = 0; !c->word2 && i < cli_ncommands; i++)
+        if (cli_commands[i].word2 && strcmp(cli_commands[i].word1, c->word1) == 0) {
+            fprintf(f, "%s  payonce %s %-16s %s\n", also ? "" : "\nalso:\n", c->word1,
+                    cli_commands[i].word2, cli_commands[i].summary);
+            also = true;
+        }
 }
 
 void cli_help_overview(FILE *f)

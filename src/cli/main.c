@@ -42,9 +42,13 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
-            /* One positional argument, where the command takes a FILE. */
-            if (strstr(allowed, "file") && !opt(o, "file") && o->n < PO_OPTS_MAX) {
-                o->name[o->n] = "file";
+            /* One positional argument, where the command takes a FILE
+             * (recon import) or an alert ID (alerts ack|resolve). */
+            const char *pos = strstr(allowed, "file")    ? "file"
+                              : strstr(allowed, "alert") ? "alert"
+                                                         : NULL;
+            if (pos && !opt(o, pos) && o->n < PO_OPTS_MAX) {
+                o->name[o->n] = pos;
                 o->value[o->n++] = a;
                 continue;
             }
@@ -59,8 +63,8 @@ static int parse_opts(int argc, char **argv, const char *allowed, const char *fl
             fprintf(stderr, "payonce: option too long\n");
             return -1;
         }
-        char all[1400], fl[128];
-        (void)snprintf(all, sizeof all, " db log-level %s %s ", allowed, flags);
+        char all[1600], fl[128];
+        (void)snprintf(all, sizeof all, " db log-level config %s %s ", allowed, flags);
         (void)snprintf(fl, sizeof fl, " %s ", flags);
         if (!strstr(all, pat)) {
             fprintf(stderr, "payonce: unknown option '%s'\n", a);
@@ -136,11 +140,11 @@ int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, in
 int committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
                    int64_t *batch_wait)
 {
-    int ret = int_opt(o, "committers", 1, PO_COMMITTER_WORKERS_MAX, 2, committers);
+    int ret = cfg_int(o, "committers", committers); /* bounds: config.c's table */
     if (!ret)
-        ret = int_opt(o, "batch-max", 1, PO_BATCH_MAX, 128, batch_max);
+        ret = cfg_int(o, "batch-max", batch_max);
     if (!ret)
-        ret = int_opt(o, "batch-wait-us", 0, PO_BATCH_WAIT_US_MAX, 200, batch_wait);
+        ret = cfg_int(o, "batch-wait-us", batch_wait);
     return ret;
 }
 
@@ -397,9 +401,14 @@ static int cmd_alerts(struct po_store *s, const struct opts *o)
     const char *t = need(o, "tenant");
     if (!t)
         return EXIT_USAGE;
+    const char *state = opt(o, "state");
+    if (state && !po_alert_state_valid(state)) {
+        fprintf(stderr, "payonce: --state: open, acknowledged or resolved\n");
+        return EXIT_USAGE;
+    }
     struct po_page pg = {.after_ts = "", .after_key = "", .limit = 1000};
     json_t *list = NULL;
-    po_err rc = po_view_alerts(s, t, &pg, &list);
+    po_err rc = po_view_alerts(s, t, state, &pg, &list);
     if (rc)
         return fail(rc, "cannot read the alerts");
     if (flag(o, "json"))
@@ -411,14 +420,52 @@ static int cmd_alerts(struct po_store *s, const struct opts *o)
         char money[PO_MONEY_MAX];
         po_money_format((int64_t)json_integer_value(json_object_get(a, "amount")),
                         json_string_value(json_object_get(a, "currency")), money, sizeof money);
-        printf("%s %-22s %s (%s) %s\n", json_string_value(json_object_get(a, "created_at")),
-               json_string_value(json_object_get(a, "reason")),
-               json_string_value(json_object_get(a, "idem_key")), money,
-               json_string_value(json_object_get(a, "detail")));
+        printf("%s %-12s %-22s %s  %s\n   id %s",
+               json_string_value(json_object_get(a, "created_at")),
+               json_string_value(json_object_get(a, "state")),
+               json_string_value(json_object_get(a, "reason")), money,
+               json_string_value(json_object_get(a, "detail")),
+               json_string_value(json_object_get(a, "id")));
+        if (json_is_string(json_object_get(a, "state_by")))
+            printf("  (%s by %s at %s%s%s)", json_string_value(json_object_get(a, "state")),
+                   json_string_value(json_object_get(a, "state_by")),
+                   json_string_value(json_object_get(a, "state_at")),
+                   json_is_string(json_object_get(a, "state_note")) ? ": " : "",
+                   json_is_string(json_object_get(a, "state_note"))
+                       ? json_string_value(json_object_get(a, "state_note"))
+                       : "");
+        printf("\n");
     }
     printf("%zu alert%s\n", json_array_size(list), json_array_size(list) == 1 ? "" : "s");
     json_decref(list);
     return 0;
+}
+
+/* alerts ack|resolve: the operator is --by, else $USER. */
+static int alert_act(struct po_store *s, const struct opts *o, enum po_alert_action action)
+{
+    const char *by = opt(o, "by") ? opt(o, "by") : getenv("USER");
+    char err[PO_ERRBUF_MAX] = "";
+    bool changed = false;
+    po_err rc = po_alert_act(s, opt(o, "tenant"), opt(o, "alert"), action, by ? by : "operator",
+                             opt(o, "note"), &changed, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    printf("alert %s %s\n", opt(o, "alert"),
+           !changed                 ? "was acknowledged already"
+           : action == PO_ALERT_ACK ? "acknowledged"
+                                    : "resolved");
+    return 0;
+}
+
+static int cmd_alerts_ack(struct po_store *s, const struct opts *o)
+{
+    return alert_act(s, o, PO_ALERT_ACK);
+}
+
+static int cmd_alerts_resolve(struct po_store *s, const struct opts *o)
+{
+    return alert_act(s, o, PO_ALERT_RESOLVE);
 }
 
 static int cmd_apply(struct po_store *s, const struct opts *o)
@@ -432,7 +479,7 @@ static int cmd_apply(struct po_store *s, const struct opts *o)
     po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, PO_EVENT_FILE_MAX, &buf, &len)
                                        : po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s%s\n", path, po_err_name(rc),
+        fprintf(stderr, "payonce: cannot read %s: %s%s\n", path, po_file_error(rc),
                 rc == PO_ERR_LIMIT ? " (larger than 64 KiB)" : "");
         return EXIT_FAIL;
     }
@@ -517,7 +564,11 @@ const struct cli_command cli_commands[] = {
      false, "show one refund and its submission to the channel"},
     {"ledger", "balances", "tenant", "tenant", "json", cmd_balances, false,
      "a tenant's account balances"},
-    {"alerts", NULL, "tenant", "tenant", "json", cmd_alerts, false, "a tenant's alerts"},
+    {"alerts", "ack", "tenant alert note by", "tenant alert", "", cmd_alerts_ack, false,
+     "acknowledge an alert: someone is on it"},
+    {"alerts", "resolve", "tenant alert note by", "tenant alert note", "", cmd_alerts_resolve,
+     false, "resolve an alert, saying why (docs/operations.md's runbook)"},
+    {"alerts", NULL, "tenant state", "tenant", "json", cmd_alerts, false, "a tenant's alerts"},
     {"apply", NULL, "event", "event", "", cmd_apply, false,
      "apply one normalised event (what a verified callback becomes)"},
     {"verify", NULL, "", "", "json", cmd_verify, false,
@@ -527,15 +578,13 @@ const struct cli_command cli_commands[] = {
      "configure a tenant's channel account (secrets sealed)"},
     {"channel", "show", "tenant channel", "tenant channel", "json", cmd_channel_show, false,
      "a channel account, secrets redacted, certificates with their expiry"},
-    {"serve", NULL,
-     "listen pool-size max-connections body-max request-timeout master-key-file query-interval"
-     " query-min-age idempotency-retention idempotency-wait-ms refund-retry-interval threads"
-     " workers committers batch-max batch-wait-us header-timeout body-timeout"
-     " max-connections-per-ip callback-deadline-ms ops-listen webhook-senders"
-     " webhook-per-endpoint webhook-per-tenant webhook-timeout-ms webhook-retry-base-ms"
-     " webhook-retry-cap-ms webhook-max-age-s webhook-alert-after-s webhook-poll-ms",
-     "", "insecure-dev", cmd_serve, false,
+    /* "@serve": the options of config.c's table, and --config */
+    {"serve", NULL, "@serve", "", "insecure-dev", cmd_serve, false,
      "run the gateway: callbacks, tenant API, jobs, webhooks"},
+    {"config", "check", "@serve", "", "insecure-dev", cmd_config_check, true,
+     "validate serve's configuration and print the effective values"},
+    {"config", "doc", "", "", "", cmd_config_doc, true,
+     "serve's options as Markdown (docs/configuration.md)"},
     {"bench", NULL, "db orders connections committers batch-max batch-wait-us plan-rows out only",
      "", "", cmd_bench, true, "throughput with its baselines (docs/performance.md)"},
     {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true,
@@ -603,24 +652,75 @@ static bool wants_help(int argc, char **argv)
     return false;
 }
 
+static int run_parsed(const struct cli_command *c, const struct opts *file, const struct opts *o);
+
 static int run_command(const struct cli_command *c, int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
         cli_help_command(stdout, c);
         return 0;
     }
-    struct opts o;
-    char registry_opts[1024];
+    struct opts flags, o;
+    char more_opts[1400];
     const char *allowed = c->allowed;
     if (!allowed) {
-        channel_set_options(registry_opts, sizeof registry_opts);
-        allowed = registry_opts;
+        channel_set_options(more_opts, sizeof more_opts);
+        allowed = more_opts;
+    } else if (strcmp(allowed, "@serve") == 0) {
+        cli_allowed(c, more_opts, sizeof more_opts);
+        allowed = more_opts;
     }
-    if (parse_opts(argc, argv, allowed, c->flags, &o)) {
+    if (parse_opts(argc, argv, allowed, c->flags, &flags)) {
         fprintf(stderr, "'payonce %s%s%s --help' lists its options\n", c->word1,
                 c->word2 ? " " : "", c->word2 ? c->word2 : "");
         return EXIT_USAGE;
     }
+    /* The config file first, the environment and the flags over it: serve
+     * and config check read all of it (the default file when it exists);
+     * the other commands take db and master-key-file from a file named
+     * with --config. */
+    struct opts file = {0};
+    char *filebuf = NULL;
+    o = flags;
+    bool serving = c->allowed && strcmp(c->allowed, "@serve") == 0;
+    if (serving || opt(&flags, "config")) {
+        const char *path = opt(&flags, "config");
+        int r = cfg_load(path ? path : PO_CONFIG_DEFAULT, path != NULL, &file, &filebuf);
+        if (r) {
+            free(filebuf);
+            return r;
+        }
+        cli_config_path = path ? path : filebuf ? PO_CONFIG_DEFAULT : NULL;
+        if (file.n + flags.n > PO_OPTS_MAX) {
+            free(filebuf);
+            fprintf(stderr, "payonce: too many options\n");
+            return EXIT_USAGE;
+        }
+        o.n = 0;
+        for (int i = 0; i < file.n; i++) {
+            const char *n = file.name[i];
+            if ((strcmp(n, "db") == 0 && getenv("PAYONCE_DB")) ||
+                (strcmp(n, "master-key-file") == 0 && getenv("PAYONCE_MASTER_KEY_FILE")) ||
+                (!serving && strcmp(n, "db") != 0 && strcmp(n, "master-key-file") != 0))
+                continue; /* the environment wins; other commands take only these two */
+            o.name[o.n] = n;
+            o.value[o.n++] = file.value[i];
+        }
+        for (int i = 0; i < flags.n; i++, o.n++) {
+            o.name[o.n] = flags.name[i];
+            o.value[o.n] = flags.value[i];
+        }
+    }
+    int ret = run_parsed(c, &file, &o);
+    free(filebuf);
+    return ret;
+}
+
+static int run_parsed(const struct cli_command *c, const struct opts *file, const struct opts *po)
+{
+    struct opts o = *po;
+    if (c->run == cmd_config_check)
+        return cfg_check(file, &o, cli_config_path);
     if (missing_required(&o, c->required))
         return EXIT_USAGE;
     /* The server logs JSON lines at info; the other commands speak to a

@@ -60,7 +60,7 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
     size_t len = 0;
     po_err rc = po_file_read(file, PO_BILL_MAX, &data, &len);
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s (%s)\n", file, po_err_name(rc));
+        fprintf(stderr, "payonce: cannot read %s: %s\n", file, po_file_error(rc));
         return EXIT_FAIL;
     }
     struct po_channel_account acct;

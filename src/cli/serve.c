@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The delivery worker's options (docs/webhooks.md); --webhook-senders 0
@@ -20,23 +21,23 @@ static int webhook_opts(const struct opts *o, struct po_webhooks_cfg *w)
 {
     int64_t senders = 0, per_ep = 0, per_tenant = 0, timeout = 0, base = 0, cap = 0, age = 0,
             alert = 0, poll = 0;
-    int ret = int_opt(o, "webhook-senders", 0, 32, 8, &senders);
+    int ret = cfg_int(o, "webhook-senders", &senders);
     if (!ret)
-        ret = int_opt(o, "webhook-per-endpoint", 1, 32, 2, &per_ep);
+        ret = cfg_int(o, "webhook-per-endpoint", &per_ep);
     if (!ret)
-        ret = int_opt(o, "webhook-per-tenant", 1, 32, 4, &per_tenant);
+        ret = cfg_int(o, "webhook-per-tenant", &per_tenant);
     if (!ret)
-        ret = int_opt(o, "webhook-timeout-ms", 100, 60000, 10000, &timeout);
+        ret = cfg_int(o, "webhook-timeout-ms", &timeout);
     if (!ret)
-        ret = int_opt(o, "webhook-retry-base-ms", 10, INT64_C(3600000), 30000, &base);
+        ret = cfg_int(o, "webhook-retry-base-ms", &base);
     if (!ret)
-        ret = int_opt(o, "webhook-retry-cap-ms", 10, INT64_C(86400000), INT64_C(21600000), &cap);
+        ret = cfg_int(o, "webhook-retry-cap-ms", &cap);
     if (!ret)
-        ret = int_opt(o, "webhook-max-age-s", 1, INT64_C(30) * 86400, 3 * 86400, &age);
+        ret = cfg_int(o, "webhook-max-age-s", &age);
     if (!ret)
-        ret = int_opt(o, "webhook-alert-after-s", 0, INT64_C(30) * 86400, 3600, &alert);
+        ret = cfg_int(o, "webhook-alert-after-s", &alert);
     if (!ret)
-        ret = int_opt(o, "webhook-poll-ms", 10, 60000, 200, &poll);
+        ret = cfg_int(o, "webhook-poll-ms", &poll);
     *w = (struct po_webhooks_cfg){.insecure_dev = flag(o, "insecure-dev"),
                                   .senders = (int)senders,
                                   .per_endpoint = (int)per_ep,
@@ -50,9 +51,105 @@ static int webhook_opts(const struct opts *o, struct po_webhooks_cfg *w)
     return ret;
 }
 
+/* SIGHUP: what can change without dropping a connection — the log level,
+ * from the config file (docs/configuration.md). */
+static void reload(void)
+{
+    if (!cli_config_path) {
+        po_log(PO_LOG_INFO, "SIGHUP: no config file to re-read");
+        return;
+    }
+    struct opts file;
+    char *buf = NULL;
+    if (cfg_load(cli_config_path, true, &file, &buf) == 0) {
+        enum po_log_level lvl = PO_LOG_INFO;
+        const char *v = opt(&file, "log-level");
+        if (v && !po_log_level_parse(v, &lvl))
+            po_log(PO_LOG_ERROR, "SIGHUP: %s: log-level %s is not a level; kept", cli_config_path,
+                   v);
+        else {
+            po_log_set_level(lvl);
+            po_log(PO_LOG_WARN, "SIGHUP: %s re-read; log-level %s (other options need a restart)",
+                   cli_config_path, v ? v : "info");
+        }
+    } else {
+        po_log(PO_LOG_ERROR, "SIGHUP: %s could not be re-read; nothing changed", cli_config_path);
+    }
+    free(buf);
+}
+
+/* The dashboard's token: the file's first line, 16-128 printable ASCII. */
+static int admin_token(const char *path, char *out, size_t cap)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    po_err rc = po_file_read(path, 4096, &buf, &len);
+    if (rc) {
+        fprintf(stderr, "payonce: cannot read %s: %s\n", path, po_file_error(rc));
+        return EXIT_FAIL;
+    }
+    buf[strcspn(buf, "\r\n")] = '\0';
+    size_t n = strlen(buf);
+    bool ok = n >= 16 && n <= 128 && n < cap;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = buf[i] > ' ' && buf[i] < 0x7f;
+    if (ok)
+        memcpy(out, buf, n + 1);
+    po_secure_zero(buf, len);
+    free(buf);
+    if (!ok) {
+        fprintf(stderr, "payonce: %s: the admin token must be 16-128 printable characters\n", path);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
+static void broken_account(void *ctx, const char *tenant, const char *channel, const char *why)
+{
+    (void)ctx;
+    fprintf(stderr, "payonce: tenant %s, channel %s: the account cannot be loaded: %s\n", tenant,
+            channel, why);
+}
+
+/* What would otherwise fail every request later is said at start-up
+ * (issue 13 item 3): a schema this build does not know, and channel
+ * accounts the master key does not open. */
+static int startup_checks(struct po_store *s, const unsigned char *master)
+{
+    int version = 0, latest = po_store_schema_latest();
+    if (po_store_schema_version(s, &version))
+        return fail(PO_ERR_STORE, "cannot read the schema version");
+    if (version < latest) {
+        fprintf(stderr,
+                "payonce: the database's schema is version %d; this payonce needs %d: run"
+                " 'payonce migrate' first\n",
+                version, latest);
+        return EXIT_FAIL;
+    }
+    if (version > latest) {
+        fprintf(stderr,
+                "payonce: the database's schema is version %d, newer than this payonce knows"
+                " (%d): run the payonce that migrated it\n",
+                version, latest);
+        return EXIT_FAIL;
+    }
+    int checked = 0, broken = 0;
+    po_err rc = po_account_check_all(s, master, broken_account, NULL, &checked, &broken);
+    if (rc)
+        return fail(rc, "cannot read the channel accounts");
+    if (broken) {
+        fprintf(stderr,
+                "payonce: %d of %d channel accounts cannot be loaded (above); every callback to"
+                " them would be refused. Is this the master key that sealed them"
+                " (--master-key-file, PAYONCE_MASTER_KEY_FILE)? Not starting.\n",
+                broken, checked);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
 int cmd_serve(struct po_store *s, const struct opts *o)
 {
-    (void)s; /* the schema was checked; the server opens its own pool */
     unsigned char master[32];
     bool have = false;
     int64_t pool = 0, conns = 0, body = 0, timeout = 0, qint = 0, qage = 0, retention = 0,
@@ -60,36 +157,35 @@ int cmd_serve(struct po_store *s, const struct opts *o)
             batch_wait = 0, head_s = 0, body_s = 0, per_ip = 0, deadline_ms = 0;
     int ret = load_master_key(o, master, &have);
     if (!ret)
-        ret = int_opt(o, "pool-size", 1, 64, 8, &pool);
+        ret = cfg_int(o, "pool-size", &pool);
     if (!ret)
-        ret = int_opt(o, "max-connections", 1, 100000, 4096, &conns);
+        ret = cfg_int(o, "max-connections", &conns);
     if (!ret)
-        ret = int_opt(o, "body-max", 1024, 64 * 1024, 64 * 1024, &body);
+        ret = cfg_int(o, "body-max", &body);
     if (!ret)
-        ret = int_opt(o, "request-timeout", 1, 300, 10, &timeout);
+        ret = cfg_int(o, "request-timeout", &timeout);
     if (!ret)
-        ret = int_opt(o, "header-timeout", 1, 300, 10, &head_s);
+        ret = cfg_int(o, "header-timeout", &head_s);
     if (!ret)
-        ret = int_opt(o, "body-timeout", 1, 300, 10, &body_s);
+        ret = cfg_int(o, "body-timeout", &body_s);
     if (!ret) /* 0: no cap (behind a reverse proxy) */
-        ret = int_opt(o, "max-connections-per-ip", 0, 100000, 256, &per_ip);
+        ret = cfg_int(o, "max-connections-per-ip", &per_ip);
     if (!ret)
-        ret = int_opt(o, "callback-deadline-ms", 500, 30000, 4000, &deadline_ms);
+        ret = cfg_int(o, "callback-deadline-ms", &deadline_ms);
     if (!ret)
-        ret = int_opt(o, "query-interval", 0, 86400, 60, &qint);
+        ret = cfg_int(o, "query-interval", &qint);
     if (!ret)
-        ret = int_opt(o, "query-min-age", 0, 86400 * 30, 300, &qage);
+        ret = cfg_int(o, "query-min-age", &qage);
     if (!ret)
-        ret = int_opt(o, "idempotency-retention", 60, INT64_C(3650) * 86400,
-                      PO_IDEM_RETENTION_DEFAULT_S, &retention);
+        ret = cfg_int(o, "idempotency-retention", &retention);
     if (!ret)
-        ret = int_opt(o, "idempotency-wait-ms", 0, 30000, 2000, &wait_ms);
+        ret = cfg_int(o, "idempotency-wait-ms", &wait_ms);
     if (!ret)
-        ret = int_opt(o, "refund-retry-interval", 0, 86400, 30, &refund_s);
+        ret = cfg_int(o, "refund-retry-interval", &refund_s);
     if (!ret)
-        ret = int_opt(o, "threads", 0, 64, 0, &threads); /* 0: one a core */
+        ret = cfg_int(o, "threads", &threads); /* 0: one a core */
     if (!ret)
-        ret = int_opt(o, "workers", 1, PO_WORKERS_MAX, 64, &workers);
+        ret = cfg_int(o, "workers", &workers);
     if (!ret)
         ret = committer_opts(o, &committers, &batch_max, &batch_wait);
     struct po_webhooks_cfg wcfg;
@@ -106,9 +202,18 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     if (!have)
         po_log(PO_LOG_WARN, "INSECURE DEVELOPMENT MODE: no master key; channel secrets are read"
                             " unsealed. Never run this in production.");
+    ret = startup_checks(s, have ? master : NULL);
+    char token[160] = "";
+    if (!ret && opt(o, "admin-token-file"))
+        ret = admin_token(opt(o, "admin-token-file"), token, sizeof token);
+    if (ret) {
+        po_secure_zero(master, sizeof master);
+        return ret;
+    }
     struct po_server_cfg cfg = {
         .listen = opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8080",
         .ops_listen = opt(o, "ops-listen"),
+        .admin_token = token,
         .db_url = db_url(o),
         .master_key = have ? master : NULL,
         .pool_size = (int)pool,
@@ -133,6 +238,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
     struct po_server *srv = NULL;
@@ -158,11 +264,13 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         printf("operations on port %u\n", po_server_ops_port(srv));
     fflush(stdout);
     int sig = 0;
-    sigwait(&stop, &sig);
+    while (sigwait(&stop, &sig) == 0 && sig == SIGHUP)
+        reload();
     po_log(PO_LOG_INFO, "payonce stopping (signal %d)", sig);
     po_jobs_stop(jobs);
     po_server_stop(srv);
     po_secure_zero(master, sizeof master);
+    po_secure_zero(token, sizeof token);
     curl_global_cleanup();
     return 0;
 }

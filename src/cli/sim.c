@@ -404,7 +404,7 @@ int cmd_sim_receiver(struct po_store *s, const struct opts *o)
     size_t len = 0;
     po_err rc = po_file_read(opt(o, "secret-file"), PO_KEY_FILE_MAX, &secret, &len);
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s\n", opt(o, "secret-file"), po_err_name(rc));
+        fprintf(stderr, "payonce: cannot read %s: %s\n", opt(o, "secret-file"), po_file_error(rc));
         return EXIT_USAGE;
     }
     while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))

@@ -318,14 +318,14 @@ size_t po_json_escape(const char *s, size_t len, char *out, size_t cap)
     return j;
 }
 
-static enum po_log_level log_level = PO_LOG_INFO;
+static _Atomic int log_level = PO_LOG_INFO; /* SIGHUP may change it while threads log */
 static bool log_json = true;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void po_log_set_level(enum po_log_level lvl)
 {
-    log_level = lvl;
+    log_level = (int)lvl;
 }
 
 void po_log_set_json(bool json)
@@ -345,7 +345,7 @@ bool po_log_level_parse(const char *name, enum po_log_level *out)
 
 void po_log(enum po_log_level lvl, const char *fmt, ...)
 {
-    if (lvl < log_level)
+    if ((int)lvl < log_level)
         return;
     char msg[1024];
     char esc[2200];
@@ -417,6 +417,22 @@ out_free:
 out_close:
     fclose(f);
     return rc;
+}
+
+const char *po_file_error(po_err rc)
+{
+    switch (rc) {
+    case PO_ERR_NOT_FOUND:
+        return "no such file";
+    case PO_ERR_LIMIT:
+        return "too large";
+    case PO_ERR_NOMEM:
+        return "out of memory";
+    case PO_ERR_IO:
+        return "not a readable regular file (permissions? a directory?)";
+    default:
+        return po_err_name(rc);
+    }
 }
 
 const char *po_tmp_dir(void)

@@ -142,6 +142,8 @@ void po_body_free(struct po_body *b);
 po_err po_file_read(const char *path, size_t max, char **out, size_t *out_len) PO_MUST_CHECK;
 /* $TMPDIR, or /tmp when it is not set: where temporary files go. */
 const char *po_tmp_dir(void);
+/* Why po_file_read failed, for "cannot read PATH: REASON" messages. */
+const char *po_file_error(po_err rc);
 /* The same for a stream read to its end (standard input). */
 po_err po_stream_read(FILE *f, size_t max, char **out, size_t *out_len) PO_MUST_CHECK;
 

@@ -627,7 +627,7 @@ po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN]
     size_t len = 0;
     po_err rc = po_file_read(path, 128, &buf, &len);
     if (rc) {
-        po_errf(err, errcap, "cannot read master key file %s (%s)", path, po_err_name(rc));
+        po_errf(err, errcap, "cannot read %s (the master key): %s", path, po_file_error(rc));
         return rc;
     }
     if (len == PO_MASTER_KEY_LEN) {

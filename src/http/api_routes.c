@@ -10,7 +10,7 @@
  *   POST /v1/refunds                     reserve, record PROCESSING, submit
  *   GET  /v1/refunds/{out_refund_no}
  *   GET  /v1/balances
- *   GET  /v1/alerts                      ?limit=&cursor=
+ *   GET  /v1/alerts                      ?state=&limit=&cursor=
  *   GET  /v1/journal                     ?limit=&cursor=&out_trade_no=
  */
 #include "api_int.h"
@@ -366,7 +366,12 @@ static void get_alerts(struct po_api_call *c)
     json_t *data = NULL;
     if (!page_args(c, &pg, &cu))
         return;
-    if (!po_api_acquire(c) || po_view_alerts(c->s, c->tenant, &pg, &data)) {
+    const char *state = c->req->arg(c->req->ctx, "state");
+    if (state && !po_alert_state_valid(state)) {
+        po_api_fail(c, 400, "invalid_parameter", "state: open, acknowledged or resolved", "state");
+        return;
+    }
+    if (!po_api_acquire(c) || po_view_alerts(c->s, c->tenant, state, &pg, &data)) {
         po_api_unavailable(c);
         return;
     }

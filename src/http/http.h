@@ -23,6 +23,9 @@ struct po_server_cfg {
      * /metrics); when given, /metrics is no longer served on listen. */
     const char *ops_listen;
     const char *db_url;
+    /* The operator's dashboard (/admin) answers its data only to this
+     * bearer token; NULL or "": no dashboard (404). */
+    const char *admin_token;
     const unsigned char *master_key; /* NULL only in insecure development mode */
     int pool_size;                   /* connections for reads (default 8) */
     int max_connections;             /* concurrent HTTP connections (default 4096) */

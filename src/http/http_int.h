@@ -44,11 +44,11 @@ struct po_hresp {
     char *body;
     int nheaders;
     const char *hname[PO_HRESP_HEADERS_MAX];
-    char hvalue[PO_HRESP_HEADERS_MAX][64];
+    char hvalue[PO_HRESP_HEADERS_MAX][192];
 };
 /* Sets the answer to a copy of body (NULL: no body). */
 void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type, const char *body);
-/* Adds a header; values longer than 63 bytes are refused (assert). */
+/* Adds a header; values longer than 191 bytes are refused (assert). */
 void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 
 /* What every handler may use of the server. */
@@ -56,6 +56,7 @@ struct po_http_ctx {
     struct po_store_pool *pool;      /* reads on worker threads */
     const unsigned char *master_key; /* NULL in insecure development mode */
     bool insecure_dev;               /* webhook endpoints may be http:// to loopback */
+    char admin_token[129];           /* "": no dashboard */
     int idem_wait_ms;
     struct po_callback_ctx cb; /* accounts, committer, workers (and pool) */
     struct po_idem_local *idem_local;
@@ -107,6 +108,7 @@ enum po_route_kind {
     PO_RK_HEALTH,   /* liveness */
     PO_RK_READY,    /* the store answers */
     PO_RK_METRICS,  /* Prometheus text */
+    PO_RK_ADMIN,    /* the operator's dashboard (admin.c) */
     PO_RK_API,      /* the tenant API (bearer key) */
 };
 
@@ -171,6 +173,15 @@ void po_metrics_callback(const char *channel, enum po_outcome_kind outcome, int 
                          uint64_t micros);
 /* One callback refused before the engine (reason: a VERIFY reason). */
 void po_metrics_verify_failure(const char *channel, enum po_reason reason);
+/* The last hour's callbacks by channel, outcome and layer, and the ack
+ * latency's p50 and p99 (bucket bounds, ms), for the dashboard. */
+json_t *po_metrics_last_hour(void);
+
+/* admin.c: GET /admin (the page), GET /admin/api/summary and POST
+ * /admin/api/alerts/ack (bearer admin token; on a worker through
+ * submit(ctx, h, job)). true when the answer comes later. */
+bool po_admin_start(struct po_hcall *h,
+                    bool (*submit)(void *ctx, struct po_hcall *h, void (*job)(void *)), void *ctx);
 void po_metrics_http(unsigned status);
 /* One tenant API answer (route NULL when unknown). */
 void po_metrics_api(const struct po_route *route, unsigned status, bool replayed);

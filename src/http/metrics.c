@@ -38,6 +38,39 @@ static atomic_ulong ack_count[NCH_MAX];
 static atomic_ulong http_codes[NCODE + 1];
 static atomic_ulong api[NROUTE_MAX + 1][NCODE + 1][2]; /* last route row: unknown */
 
+/* The last hour, for the dashboard: one slot a minute, reused when its
+ * minute comes round again (slot.minute says which minute it holds; a
+ * writer that finds an old minute claims the slot and clears it). Counts
+ * that race a clearing may be lost: it is a view, not the ledger. */
+#define WINDOW 60
+struct minute {
+    _Atomic long minute;
+    atomic_ulong cb[NCH_MAX][PO_OUT_COUNT][4];
+    atomic_ulong ack[NBUCKET + 1];
+};
+static struct minute window[WINDOW];
+
+static long now_minute(void)
+{
+    return (long)(po_now_us() / 60000000u);
+}
+
+static struct minute *this_minute(void)
+{
+    long m = now_minute();
+    struct minute *w = &window[m % WINDOW];
+    long seen = atomic_load(&w->minute);
+    if (seen != m && atomic_compare_exchange_strong(&w->minute, &seen, m)) {
+        for (size_t c = 0; c < NCH_MAX; c++)
+            for (size_t o = 0; o < PO_OUT_COUNT; o++)
+                for (size_t l = 0; l < 4; l++)
+                    atomic_store(&w->cb[c][o][l], 0);
+        for (size_t b = 0; b <= NBUCKET; b++)
+            atomic_store(&w->ack[b], 0);
+    }
+    return w;
+}
+
 static int nchannels(void)
 {
     int n = 0;
@@ -71,6 +104,55 @@ void po_metrics_callback(const char *channel, enum po_outcome_kind outcome, int 
     atomic_fetch_add(&ack_bucket[c][b], 1);
     atomic_fetch_add(&ack_sum_us[c], micros);
     atomic_fetch_add(&ack_count[c], 1);
+    struct minute *w = this_minute();
+    atomic_fetch_add(&w->cb[c][outcome][layer >= 0 && layer <= 3 ? layer : 0], 1);
+    atomic_fetch_add(&w->ack[b], 1);
+}
+
+/* The bucket bound (ms) under which fraction q of the acks fell. */
+static double quantile_ms(const uint64_t *n, uint64_t total, double q)
+{
+    uint64_t want = (uint64_t)((double)total * q + 0.999999), seen = 0;
+    for (size_t b = 0; b <= NBUCKET; b++) {
+        seen += n[b];
+        if (total && seen >= want)
+            return b < NBUCKET ? (double)bucket_us[b] / 1000.0 : -1;
+    }
+    return 0;
+}
+
+json_t *po_metrics_last_hour(void)
+{
+    long m = now_minute();
+    uint64_t cb[NCH_MAX][PO_OUT_COUNT][4] = {{{0}}}, ack[NBUCKET + 1] = {0}, total = 0;
+    for (size_t i = 0; i < WINDOW; i++) {
+        struct minute *w = &window[i];
+        long wm = atomic_load(&w->minute);
+        if (wm <= m - WINDOW || wm > m)
+            continue;
+        for (size_t c = 0; c < NCH_MAX; c++)
+            for (size_t o = 0; o < PO_OUT_COUNT; o++)
+                for (size_t l = 0; l < 4; l++)
+                    cb[c][o][l] += atomic_load(&w->cb[c][o][l]);
+        for (size_t b = 0; b <= NBUCKET; b++) {
+            uint64_t k = atomic_load(&w->ack[b]);
+            ack[b] += k;
+            total += k;
+        }
+    }
+    json_t *rows = json_array();
+    for (size_t c = 0; c <= (size_t)nchannels(); c++)
+        for (size_t o = 0; o < PO_OUT_COUNT; o++)
+            for (size_t l = 0; l < 4; l++)
+                if (cb[c][o][l])
+                    json_array_append_new(
+                        rows, json_pack("{s:s, s:s, s:i, s:I}", "channel", channel_label(c),
+                                        "outcome", po_outcome_name((enum po_outcome_kind)o),
+                                        "layer", (int)l, "count", (json_int_t)cb[c][o][l]));
+    /* -1: beyond the last bucket (over 5 s) */
+    return json_pack("{s:o, s:I, s:f, s:f}", "callbacks", rows, "acks", (json_int_t)total,
+                     "ack_p50_ms", quantile_ms(ack, total, 0.50), "ack_p99_ms",
+                     quantile_ms(ack, total, 0.99));
 }
 
 void po_metrics_verify_failure(const char *channel, enum po_reason reason)

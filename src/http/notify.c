@@ -91,7 +91,9 @@ bool po_notify_start(struct po_hcall *h)
     const struct po_hreq *req = &h->req;
     const struct po_channel_ops *ch = po_channel_find(req->params[0]);
     if (!ch) {
-        po_hresp_set(&h->resp, 404, "application/json", "{\"error\":\"unknown_channel\"}");
+        po_hresp_set(&h->resp, 404, "application/json",
+                     "{\"error\":{\"code\":\"unknown_channel\",\"message\":\"payonce receives"
+                     " /notify/wechatpay, /notify/alipay and /notify/stripe\"}}");
         return false;
     }
     struct po_callback *cb = &h->cb;

@@ -23,6 +23,7 @@
 #include "http_int.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -363,6 +364,11 @@ static bool to_workers(struct po_server *srv, struct po_hcall *h, void (*fn)(voi
     return false;
 }
 
+static bool to_workers_fn(void *srv, struct po_hcall *h, void (*fn)(void *))
+{
+    return to_workers(srv, h, fn);
+}
+
 /* Finds the route and starts its handler; true when the answer comes later
  * (complete()). Every request gets exactly one answer. */
 static bool route(struct po_server *srv, struct po_hcall *h)
@@ -375,10 +381,11 @@ static bool route(struct po_server *srv, struct po_hcall *h)
     /* With an operations listener, /metrics is served there only, and
      * only health, readiness and metrics are served there. */
     bool ops_route = m == PO_ROUTE_FOUND && (rt->kind == PO_RK_HEALTH || rt->kind == PO_RK_READY ||
-                                             rt->kind == PO_RK_METRICS);
+                                             rt->kind == PO_RK_METRICS || rt->kind == PO_RK_ADMIN);
     if ((h->ops && !ops_route) ||
         (!h->ops && srv->ops_daemon && m == PO_ROUTE_FOUND && rt->kind == PO_RK_METRICS)) {
-        po_hresp_set(&h->resp, 404, "application/json", "{\"error\":\"not_found\"}");
+        po_hresp_set(&h->resp, 404, "application/json",
+                     "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}");
         return false;
     }
     if (strncmp(req->path, "/v1/", 4) == 0) {
@@ -389,11 +396,14 @@ static bool route(struct po_server *srv, struct po_hcall *h)
         return to_workers(srv, h, api_job);
     }
     if (m == PO_ROUTE_NO_PATH) {
-        po_hresp_set(&h->resp, 404, "application/json", "{\"error\":\"not_found\"}");
+        po_hresp_set(&h->resp, 404, "application/json",
+                     "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}");
         return false;
     }
     if (m == PO_ROUTE_NO_METHOD) {
-        po_hresp_set(&h->resp, 405, "application/json", "{\"error\":\"method_not_allowed\"}");
+        po_hresp_set(&h->resp, 405, "application/json",
+                     "{\"error\":{\"code\":\"method_not_allowed\",\"message\":\"see the Allow"
+                     " header\"}}");
         po_hresp_header(&h->resp, "Allow", allow);
         return false;
     }
@@ -417,6 +427,8 @@ static bool route(struct po_server *srv, struct po_hcall *h)
         free(m_text);
         return false;
     }
+    case PO_RK_ADMIN:
+        return po_admin_start(h, to_workers_fn, srv);
     case PO_RK_API:
         PO_ASSERT(!"API routes start with /v1/");
         break;
@@ -813,12 +825,37 @@ void po_server_committer_stats(struct po_server *s, struct po_committer_stats *o
     po_committer_stats(s->http.cb.committer, out);
 }
 
+/* Whether the address can be listened on, with the system's reason when
+ * not (libmicrohttpd would only say "Failed to bind to port N"). Port 0
+ * and a race with another process are left to the daemon's own bind. */
+static po_err listen_probe(const struct sockaddr_storage *addr, socklen_t len, const char *what,
+                           char *err, size_t errcap)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return PO_OK;
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int rc = bind(fd, (const struct sockaddr *)addr, len), e = errno;
+    close(fd);
+    if (rc == 0)
+        return PO_OK;
+    po_errf(err, errcap, "cannot listen on %s: %s%s", what, strerror(e),
+            e == EADDRINUSE      ? " (another process listens there; choose another --listen)"
+            : e == EADDRNOTAVAIL ? " (not an address of this machine)"
+            : e == EACCES        ? " (a port below 1024 needs privileges)"
+                                 : "");
+    return PO_ERR_IO;
+}
+
 po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, char *err,
                        size_t errcap)
 {
     struct sockaddr_storage addr;
     socklen_t alen = 0;
     po_err rc = parse_listen(cfg->listen, &addr, &alen, err, errcap);
+    if (!rc)
+        rc = listen_probe(&addr, alen, cfg->listen, err, errcap);
     if (rc)
         return rc;
     bool sqlite = strncmp(cfg->db_url, "sqlite:", 7) == 0;
@@ -860,6 +897,12 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
                              : cfg->idem_wait_ms   ? cfg->idem_wait_ms
                                                    : 2000;
     srv->http.insecure_dev = cfg->webhooks && cfg->webhooks->insecure_dev;
+    if (cfg->admin_token &&
+        po_strcpy(srv->http.admin_token, sizeof srv->http.admin_token, cfg->admin_token)) {
+        po_errf(err, errcap, "the admin token is too long");
+        teardown(srv);
+        return PO_ERR_INVALID;
+    }
     srv->http.api_hook = cfg->api_hook;
     srv->http.api_hook_ctx = cfg->api_hook_ctx;
     if (cfg->master_key) {

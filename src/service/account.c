@@ -63,6 +63,40 @@ po_err po_account_has_merchant_key(struct po_store *s, const char *tenant, const
     return rc;
 }
 
+po_err po_account_check_all(struct po_store *s, const unsigned char *master,
+                            void (*report)(void *ctx, const char *tenant, const char *channel,
+                                           const char *why),
+                            void *ctx, int *checked, int *broken)
+{
+    struct po_rows r;
+    *checked = *broken = 0;
+    po_err rc = po_store_exec(s,
+                              "SELECT tenant_id, channel FROM channel_account ORDER BY tenant_id,"
+                              " channel",
+                              PO_NO_PARAMS, &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    for (int i = 0; i < r.nrows; i++) {
+        struct po_channel_account acct;
+        char err[PO_ERRBUF_MAX] = "";
+        memset(&acct, 0, sizeof acct);
+        po_err arc = po_account_fetch(s, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
+                                      &acct, err, sizeof err);
+        po_channel_account_free(&acct);
+        (*checked)++;
+        if (arc == PO_ERR_NOMEM) {
+            rc = arc;
+            break;
+        }
+        if (arc) {
+            (*broken)++;
+            report(ctx, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), err);
+        }
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
 po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
                        char *err, size_t errcap)
 {

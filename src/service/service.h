@@ -35,6 +35,14 @@
 po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
                         const char *channel, struct po_channel_account *out, char *err,
                         size_t errcap) PO_MUST_CHECK;
+/* Loads every stored channel account as the gateway will (secrets
+ * unsealed with master): report() for each that does not load, with why
+ * (a wrong master key, a damaged document). Counts into *checked and
+ * *broken; non-OK only when the store cannot be read. */
+po_err po_account_check_all(struct po_store *s, const unsigned char *master,
+                            void (*report)(void *ctx, const char *tenant, const char *channel,
+                                           const char *why),
+                            void *ctx, int *checked, int *broken) PO_MUST_CHECK;
 /* The stored document of a tenant's account for channel, parsed (*doc
  * NULL when there is none), and when it was last set (updated_at may be
  * NULL). Secrets in it are sealed. */
@@ -172,8 +180,11 @@ struct po_page {
     char last_ts[PO_TIME_MAX];                     /* out */
     char last_key[PO_KEY_MAX + PO_REASON_MAX + 2]; /* out */
 };
-po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *page,
-                      json_t **out) PO_MUST_CHECK;
+/* A tenant's alerts, oldest first; state NULL or "" for every state,
+ * else open, acknowledged or resolved. Each has its id (the alert key),
+ * its kind (reason) and its state with who set it, when and why. */
+po_err po_view_alerts(struct po_store *s, const char *tenant, const char *state,
+                      struct po_page *page, json_t **out) PO_MUST_CHECK;
 /* Journals with their postings; order_filter NULL or "" for all. */
 po_err po_view_journal(struct po_store *s, const char *tenant, const char *order_filter,
                        struct po_page *page, json_t **out) PO_MUST_CHECK;
@@ -187,6 +198,10 @@ struct po_order_filter {
 };
 po_err po_view_orders(struct po_store *s, const char *tenant, const struct po_order_filter *f,
                       struct po_page *pg, json_t **out) PO_MUST_CHECK;
+/* What the operator's dashboard shows from the database, every tenant:
+ * alerts not resolved (newest 100), the last 10 reconciliation runs,
+ * merchants' balances, the webhook deliveries' state. */
+po_err po_view_dashboard(struct po_store *s, json_t **out) PO_MUST_CHECK;
 /* [{tenant, name, created_at, merchants, channels: [..]}] by tenant id. */
 po_err po_view_tenants(struct po_store *s, json_t **out) PO_MUST_CHECK;
 /* [{merchant, created_at}] of a tenant. */
@@ -201,6 +216,21 @@ po_err po_view_channel(struct po_store *s, const char *tenant, const char *chann
  * when there is no such order. */
 po_err po_view_order_channel(struct po_store *s, const char *tenant, const char *out_trade_no,
                              char *channel, size_t cap, bool *found) PO_MUST_CHECK;
+
+/* ---- the alerts workflow (alerts.c) ---- */
+
+enum po_alert_action { PO_ALERT_ACK, PO_ALERT_RESOLVE };
+/* Moves a tenant's alert: open -> acknowledged -> resolved (or open ->
+ * resolved), recording who (actor, 1-64 printable characters) and why
+ * (note, at most 500 bytes of text; required to resolve) on the alert and
+ * in its audit trail, in one transaction. Acknowledging an acknowledged
+ * alert again is a no-op (*changed false); anything else out of order is
+ * PO_ERR_CONFLICT naming the state; an unknown id PO_ERR_NOT_FOUND. */
+po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id,
+                    enum po_alert_action action, const char *actor, const char *note, bool *changed,
+                    char *err, size_t errcap) PO_MUST_CHECK;
+/* Whether a state name is one an alert can be in. */
+bool po_alert_state_valid(const char *state);
 
 /* ---- tenant API keys (apikey.c) ---- */
 

@@ -171,6 +171,68 @@ static po_err list(struct po_store *s, const char *sql, const char *tenant, cons
     return PO_OK;
 }
 
+/* Every row of a query without parameters, as objects. */
+static po_err all_rows(struct po_store *s, const char *sql, const char *const *fields, int n,
+                       json_t **out)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s, sql, PO_NO_PARAMS, &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    json_t *data = json_array();
+    for (int i = 0; i < r.nrows; i++)
+        json_array_append_new(data, row_object(&r, i, NULL, fields, n));
+    po_rows_free(&r);
+    *out = data;
+    return PO_OK;
+}
+
+po_err po_view_dashboard(struct po_store *s, json_t **out)
+{
+    static const char *const fa[] = {"tenant",  "id",       "reason", "out_trade_no",
+                                     "#amount", "currency", "detail", "created_at",
+                                     "state",   "state_by"};
+    static const char *const fr[] = {"tenant",     "channel", "period_start",
+                                     "period_end", "#rows",   "imported_at"};
+    static const char *const fb[] = {"tenant", "account", "currency", "#balance"};
+    static const char *const fw[] = {"#endpoints", "#pending", "#dead", "oldest_pending"};
+    json_t *alerts = NULL, *runs = NULL, *bal = NULL, *hooks = NULL;
+    po_err rc = all_rows(s,
+                         "SELECT tenant_id, alert_key, reason, out_trade_no, amount, currency,"
+                         " detail, created_at, state, state_by FROM alert WHERE state IN ('open',"
+                         " 'acknowledged') ORDER BY created_at DESC, alert_key LIMIT 100",
+                         fa, NFIELDS(fa), &alerts);
+    if (!rc)
+        rc = all_rows(s,
+                      "SELECT tenant_id, channel, period_start, period_end, rows_total,"
+                      " imported_at FROM recon_run ORDER BY imported_at DESC LIMIT 10",
+                      fr, NFIELDS(fr), &runs);
+    if (!rc)
+        rc = all_rows(s,
+                      "SELECT tenant_id, account, currency, balance FROM account_balance WHERE"
+                      " account LIKE 'merchant_payable:%' ORDER BY tenant_id, account, currency"
+                      " LIMIT 200",
+                      fb, NFIELDS(fb), &bal);
+    if (!rc)
+        rc = all_rows(s,
+                      "SELECT (SELECT COUNT(*) FROM webhook_endpoint WHERE removed_at IS NULL),"
+                      " (SELECT COUNT(*) FROM webhook_delivery WHERE state = 'pending'),"
+                      " (SELECT COUNT(*) FROM webhook_delivery WHERE state = 'dead'),"
+                      " (SELECT MIN(created_at) FROM webhook_delivery WHERE state = 'pending')",
+                      fw, NFIELDS(fw), &hooks);
+    if (!rc) {
+        *out = json_pack("{s:o, s:o, s:o, s:O}", "alerts", alerts, "recon_runs", runs,
+                         "merchant_balances", bal, "webhooks", json_array_get(hooks, 0));
+        json_decref(hooks);
+        return *out ? PO_OK : PO_ERR_NOMEM;
+    }
+    json_decref(alerts);
+    json_decref(runs);
+    json_decref(bal);
+    json_decref(hooks);
+    return rc;
+}
+
 po_err po_view_balances(struct po_store *s, const char *tenant, json_t **out)
 {
     static const char *const f[] = {"account", "currency", "#balance", "updated_at"};
@@ -312,21 +374,25 @@ static void page_mark(struct po_page *pg, const char *ts, const char *key)
         pg->more = false; /* cannot happen: both come from bounded columns */
 }
 
-po_err po_view_alerts(struct po_store *s, const char *tenant, struct po_page *pg, json_t **out)
+po_err po_view_alerts(struct po_store *s, const char *tenant, const char *state, struct po_page *pg,
+                      json_t **out)
 {
-    static const char *const f[] = {"created_at", "reason",   "out_trade_no",
-                                    "#amount",    "currency", "source",
-                                    "event_type", "idem_key", "detail"};
+    static const char *const f[] = {
+        "created_at", "reason", "out_trade_no", "#amount", "currency", "source",     "event_type",
+        "idem_key",   "detail", "id",           "state",   "state_by", "state_note", "state_at"};
     struct po_rows r;
     const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
-    po_err rc = po_store_exec(s,
-                              "SELECT created_at, reason, out_trade_no, amount, currency, source,"
-                              " event_type, idem_key, detail, alert_key FROM alert WHERE"
-                              " tenant_id = ? AND (? = '' OR created_at > ? OR (created_at = ?"
-                              " AND alert_key > ?)) ORDER BY created_at, alert_key LIMIT ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(ts), PO_TEXT(ts), PO_TEXT(ts),
-                                        PO_TEXT(key), PO_I64(pg->limit + 1)),
-                              &r, NULL, NULL, 0);
+    const char *st = state ? state : "";
+    po_err rc =
+        po_store_exec(s,
+                      "SELECT created_at, reason, out_trade_no, amount, currency, source,"
+                      " event_type, idem_key, detail, alert_key, state, state_by,"
+                      " state_note, state_at FROM alert WHERE tenant_id = ? AND (? = ''"
+                      " OR state = ?) AND (? = '' OR created_at > ? OR (created_at = ?"
+                      " AND alert_key > ?)) ORDER BY created_at, alert_key LIMIT ?",
+                      PO_PARAMS(PO_TEXT(tenant), PO_TEXT(st), PO_TEXT(st), PO_TEXT(ts), PO_TEXT(ts),
+                                PO_TEXT(ts), PO_TEXT(key), PO_I64(pg->limit + 1)),
+                      &r, NULL, NULL, 0);
     if (rc)
         return rc;
     *out = page_of(&r, pg, "alert", f, NFIELDS(f), 0, 9);

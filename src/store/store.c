@@ -263,6 +263,11 @@ void po_rows_free(struct po_rows *r)
 
 /* ---- migrations ---- */
 
+int po_store_schema_latest(void)
+{
+    return po_migrations_count ? po_migrations[po_migrations_count - 1].version : 0;
+}
+
 po_err po_store_schema_version(struct po_store *s, int *out_version)
 {
     struct po_rows r;

@@ -106,6 +106,8 @@ po_err po_store_migrate(struct po_store *s, int *out_applied, char *err,
                         size_t errcap) PO_MUST_CHECK;
 /* The highest applied schema version (0 when none). */
 po_err po_store_schema_version(struct po_store *s, int *out_version) PO_MUST_CHECK;
+/* The version the migrations of this build bring a database to. */
+int po_store_schema_latest(void);
 
 /*
  * Fault injection (tests). The hook runs before every statement of a

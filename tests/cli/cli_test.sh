@@ -76,6 +76,11 @@ EOF
   echo '{"tenant":"t1"' >"$tmp/broken.json"
   check apply-malformed 1 "$BIN" apply --db "$db" --event "$tmp/broken.json"; has apply-malformed "$tmp/err" "malformed JSON"
   check apply-missing 1 "$BIN" apply --db "$db" --event "$tmp/nope.json"
+  has apply-missing "$tmp/err" "cannot read $tmp/nope.json: no such file"
+  check recon-missing 1 "$BIN" recon import --db "$db" --tenant t1 --channel wechatpay "$tmp/nope.csv"
+  has recon-missing "$tmp/err" "cannot read $tmp/nope.csv: no such file"
+  check recon-alipay 2 "$BIN" recon import --db "$db" --tenant t1 --channel alipay "$tmp/nope.csv"
+  has recon-alipay "$tmp/err" "payonce reads the bills of wechatpay"
   head -c 70000 /dev/zero | tr '\0' ' ' >"$tmp/huge.json"
   check apply-huge 1 "$BIN" apply --db "$db" --event "$tmp/huge.json"; has apply-huge "$tmp/err" "64 KiB"
 
@@ -87,10 +92,31 @@ EOF
   json balances '{b["account"]:b["balance"] for b in d["balances"]}=={"channel_clearing:wechatpay":100,"merchant_payable:m1":-100}'
   check alerts 0 "$BIN" alerts --db "$db" --tenant t1 --json
   json alerts 'len(d["alerts"])==1 and d["alerts"][0]["reason"]=="amount_mismatch"'
+  # the alerts workflow (issue 13 item 9): open -> acknowledged -> resolved, with who and why
+  local aid; aid=$(python3 -c "import json; print(json.load(open('$tmp/out'))['alerts'][0]['id'])")
+  json alerts-open-first 'd["alerts"][0]["state"]=="open" and d["alerts"][0]["id"].endswith("|amount_mismatch")'
+  check alert-resolve-no-note 2 "$BIN" alerts resolve --db "$db" --tenant t1 "$aid"
+  check alert-ack 0 "$BIN" alerts ack --db "$db" --tenant t1 "$aid" --by alice --note "looking at the channel's record"
+  has alert-ack "$tmp/out" "acknowledged$"
+  check alert-ack-again 0 "$BIN" alerts ack --db "$db" --tenant t1 --alert "$aid" --by alice; has alert-ack-again "$tmp/out" "was acknowledged already"
+  check alerts-state-open 0 "$BIN" alerts --db "$db" --tenant t1 --state open --json; json alerts-state-open 'd["alerts"]==[]'
+  check alerts-state-acked 0 "$BIN" alerts --db "$db" --tenant t1 --state acknowledged --json
+  json alerts-state-acked 'len(d["alerts"])==1 and d["alerts"][0]["state_by"]=="alice"'
+  check alert-note-newline 1 "$BIN" alerts resolve --db "$db" --tenant t1 --alert "$aid" --note "$(printf 'two\nlines')"
+  check alert-resolve 0 "$BIN" alerts resolve --db "$db" --tenant t1 --alert "$aid" --by bob --note "a tampered callback; the genuine one credited"
+  check alert-resolve-again 1 "$BIN" alerts resolve --db "$db" --tenant t1 --alert "$aid" --by bob --note again
+  has alert-resolve-again "$tmp/err" "the alert is resolved already (by bob at"
+  check alert-ack-resolved 1 "$BIN" alerts ack --db "$db" --tenant t1 --alert "$aid"
+  check alert-unknown 1 "$BIN" alerts ack --db "$db" --tenant t1 --alert nope; has alert-unknown "$tmp/err" "no alert nope"
+  check alerts-state-bad 2 "$BIN" alerts --db "$db" --tenant t1 --state closed
+  check alerts-resolved-text 0 "$BIN" alerts --db "$db" --tenant t1
+  has alerts-resolved-text "$tmp/out" "(resolved by bob at .*: a tampered callback; the genuine one credited)"
+  check alerts-help 0 "$BIN" alerts --help; has alerts-help "$tmp/out" "payonce alerts resolve"
+  check alerts-json 0 "$BIN" alerts --db "$db" --tenant t1 --json
   # amounts a person reads are in major units (issue 13 item 8); JSON keeps minor units
   check balances-text 0 "$BIN" ledger balances --db "$db" --tenant t1
   has balances-text "$tmp/out" "channel_clearing:wechatpay  *1.00 CNY$"; has balances-text "$tmp/out" "merchant_payable:m1  *-1.00 CNY$"
-  check alerts-text 0 "$BIN" alerts --db "$db" --tenant t1; has alerts-text "$tmp/out" "(0.01 CNY)"
+  check alerts-text 0 "$BIN" alerts --db "$db" --tenant t1; has alerts-text "$tmp/out" "resolved *amount_mismatch *0.01 CNY  event 0.01 CNY, expected 2.00 CNY"
   check show-text 0 "$BIN" order show --db "$db" --tenant t1 --out-trade-no ORD-1; has show-text "$tmp/out" "^amount  *1.00 CNY$"
 
   # listings and look-ups (issue 13 item 7); adding the same again is fine
@@ -132,6 +158,10 @@ EOF
   has channel-show-text "$tmp/out" "merchant_private_key  *(sealed)"; has channel-show-text "$tmp/out" "public_key_pem  *(PEM, [0-9]* bytes)"
   if grep -q "PRIVATE KEY\|BEGIN PUBLIC" "$tmp/out"; then echo "FAIL channel-show: key material printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
   check channel-show-missing 1 "$BIN" channel show --db "$db" --tenant t1 --channel stripe
+  # start-up checks (issue 13 item 3): another master key opens no account
+  check serve-wrong-key 1 timeout 10 "$BIN" serve --db "$db" --master-key-file "$tmp/other.key" --listen 127.0.0.1:0
+  has serve-wrong-key "$tmp/err" "tenant t1, channel alipay: the account cannot be loaded"
+  has serve-wrong-key "$tmp/err" "2 of 2 channel accounts cannot be loaded"
   check verify 0 "$BIN" verify --db "$db"
   check verify-json 0 "$BIN" verify --db "$db" --json; json verify-json 'd["ok"] is True and d["violations"]==[]'
   check env-db 0 env PAYONCE_DB="$db" "$BIN" verify
@@ -153,14 +183,13 @@ check version 0 "$BIN" --version; has version "$tmp/out" "^payonce [0-9]\+\.[0-9
 check help-cmd 0 "$BIN" help; cp "$tmp/out" "$tmp/commands"
 ncmd=0
 while read -r w1 w2; do
-  [ "$w1" = migrate ] || [ "$w1" = apply ] || [ "$w1" = verify ] || [ "$w1" = alerts ] || [ "$w1" = serve ] || [ "$w1" = bench ] && w2=
   check "help-$w1-$w2" 0 "$BIN" $w1 $w2 --help
   has "help-$w1-$w2" "$tmp/out" "^usage: payonce $w1${w2:+ $w2}"
   has "help-$w1-$w2-h" "$tmp/out" "^  -h, --help"
   if grep -q "(undocumented)" "$tmp/out"; then echo "FAIL help $w1 $w2: an undocumented option"; grep "(undocumented)" "$tmp/out"; fails=$((fails+1)); fi
   check "help-h-$w1-$w2" 0 "$BIN" $w1 $w2 -h
   ncmd=$((ncmd+1))
-done < <(sed -n 's/^  \([a-z-]*\)\( [a-z-]*\)\? .*/\1\2/p' "$tmp/commands" | awk '{print $1, ($2 ~ /^[a-z-]+$/ ? $2 : "")}')
+done < <(grep '^  [a-z]' "$tmp/commands" | cut -c3-28)
 [ "$ncmd" -ge 30 ] && passes=$((passes+1)) || { echo "FAIL help listed $ncmd commands"; fails=$((fails+1)); }
 check help-order-create 0 "$BIN" help order create
 has help-order-create "$tmp/out" "--out-trade-no NO .*(required)"
@@ -216,6 +245,47 @@ receiver_suite
 TAMPER_SQL="UPDATE account_balance SET balance = balance + 1 WHERE account = 'merchant_payable:m1'"
 "$BIN" sim keys --dir "$tmp/sim" --tenant t1 >/dev/null || { echo "FAIL sim keys"; exit 1; }
 head -c 32 /dev/urandom > "$tmp/master.key"
+head -c 32 /dev/urandom > "$tmp/other.key"
+
+# serve says at start what would fail later: a listen address in use, a
+# schema older than this build's
+"$BIN" migrate --db "sqlite:$tmp/s.db" >/dev/null
+python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(20)' > "$tmp/port" &
+holder=$!
+for _ in $(seq 1 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+check serve-port-in-use 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/s.db" --insecure-dev --listen "127.0.0.1:$(cat "$tmp/port")"
+has serve-port-in-use "$tmp/err" "cannot listen on 127.0.0.1:[0-9]*: Address already in use"
+kill "$holder"; wait "$holder" 2>/dev/null
+# serve's configuration (issue 13 item 2): one table, a file, flags over it,
+# config check, config doc = docs/configuration.md, SIGHUP re-reads log-level
+check config-doc 0 "$BIN" config doc
+if diff -u "$(dirname "$0")/../../docs/configuration.md" "$tmp/out" > "$tmp/doc.diff"; then passes=$((passes+1)); else
+  echo "FAIL config-doc: docs/configuration.md differs from 'payonce config doc' (regenerate it)"; cat "$tmp/doc.diff"; fails=$((fails+1)); fi
+printf '%s\n' "# a test" "db = postgresql://u:s3cret@127.0.0.1:1/x" "pool-size = 4" "insecure-dev = true" > "$tmp/a.conf"
+check config-check 0 "$BIN" config check --config "$tmp/a.conf" --pool-size 6
+has config-check "$tmp/out" "^pool-size  *= 6  *# command line$"; has config-check "$tmp/out" "^db  *= postgresql://u:\*\*\*@127.0.0.1:1/x  *# file$"
+has config-check "$tmp/out" "^batch-max  *= 128  *# default$"
+if grep -q s3cret "$tmp/out" "$tmp/err"; then echo "FAIL config-check: the password was printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
+printf 'pool-size = 999\n' > "$tmp/b.conf"
+check config-bound 2 "$BIN" config check --config "$tmp/b.conf" --insecure-dev; has config-bound "$tmp/err" "pool-size must be an integer in 1..64"
+printf 'listen = 127.0.0.1:0\nnope = 1\n' > "$tmp/c.conf"
+check config-unknown 1 "$BIN" serve --config "$tmp/c.conf"; has config-unknown "$tmp/err" "c.conf:2: unknown option 'nope'"
+printf 'pool-size = 2\npool-size = 3\n' > "$tmp/d.conf"
+check config-twice 1 "$BIN" config check --config "$tmp/d.conf"; has config-twice "$tmp/err" "d.conf:2: pool-size is set twice"
+check config-missing 1 "$BIN" serve --config "$tmp/none.conf"; has config-missing "$tmp/err" "cannot read $tmp/none.conf: no such file"
+"$BIN" migrate --db "sqlite:$tmp/h.db" >/dev/null
+printf '%s\n' "db = sqlite:$tmp/h.db" "listen = 127.0.0.1:8" "insecure-dev = true" "log-level = info" > "$tmp/h.conf"
+"$BIN" serve --config "$tmp/h.conf" --listen 127.0.0.1:0 > "$tmp/h.out" 2> "$tmp/h.err" &
+srv=$!
+for _ in $(seq 1 100); do grep -q "listening on port" "$tmp/h.out" && break; sleep 0.05; done
+has config-serve "$tmp/h.out" "listening on port [1-9]"   # the flag's port 0, not the file's 8
+sed -i 's/log-level = info/log-level = debug/' "$tmp/h.conf"
+kill -HUP "$srv"; sleep 0.5
+has config-sighup "$tmp/h.err" "SIGHUP: $tmp/h.conf re-read; log-level debug"
+kill -TERM "$srv"; wait "$srv"; check config-sigterm 0 test "$?" -eq 0
+python3 -c "import sqlite3; c=sqlite3.connect('$tmp/s.db'); c.execute('DELETE FROM schema_version WHERE version = (SELECT MAX(version) FROM schema_version)'); c.commit()"
+check serve-old-schema 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/s.db" --insecure-dev --listen 127.0.0.1:0
+has serve-old-schema "$tmp/err" "run 'payonce migrate' first"
 run_suite "sqlite:$tmp/cli.db" python3 -c "import sqlite3; c=sqlite3.connect('$tmp/cli.db'); c.execute(\"$TAMPER_SQL\"); c.commit()"
 if [ -n "${PAYONCE_TEST_PG:-}" ]; then
   dbname="po_cli_$$"

@@ -12,6 +12,8 @@ args=(--orders 300 --out "$work/results" --plan-rows 2000)
 [ "$BACKEND" = postgres ] && args+=(--db "$PAYONCE_DB")
 "$BIN" bench "${args[@]}" > report.txt 2> bench.err
 check "bench exits 0" "$?" 0
+check "progress on stderr: each scenario as it starts" "$(grep -c '^bench: payonce: unique merchants \.\.\.$' bench.err)" 1
+check "progress on stderr: the final verify" "$(grep -c '^bench: payonce verify over every row' bench.err)" 1
 json=$(ls results/*.json 2>/dev/null | head -n1)
 check "a JSON result is written" "$([ -n "$json" ] && echo yes)" yes
 python3 - "$json" "$BACKEND" > verdict.txt 2>&1 <<'PY'

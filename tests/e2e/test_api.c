@@ -762,6 +762,51 @@ static void test_close(void)
     T_CHECK(r.status == 200 && strstr(r.body, "\"out_trade_no\":\"CL-1\"") &&
                 strstr(r.body, "\"reason\":\"paid_after_close\""),
             "alert for the payment after close: %s", r.body);
+    /* The alerts workflow (issue 13 item 9) seen through the API: the
+     * alert acknowledged and then resolved by an operator, each move in
+     * the audit trail, and ?state= filtering. */
+    char aid[PO_KEY_MAX + 64] = "";
+    {
+        json_t *j = json_loads(r.body, 0, NULL);
+        size_t i;
+        json_t *a;
+        json_array_foreach(
+            json_object_get(j, "data"), i,
+            a) if (strcmp(json_string_value(json_object_get(a, "out_trade_no")) ?: "", "CL-1") == 0)
+            snprintf(aid, sizeof aid, "%s", json_string_value(json_object_get(a, "id")) ?: "");
+        json_decref(j);
+    }
+    struct po_store *s = t_open(url);
+    bool changed = false;
+    char err[PO_ERRBUF_MAX] = "";
+    T_CHECK(po_alert_act(s, "t1", aid, PO_ALERT_ACK, "ops", "on it", &changed, err, sizeof err) ==
+                    PO_OK &&
+                changed,
+            "acknowledge %s: %s", aid, err);
+    api("GET", gw_port, "/v1/alerts?state=acknowledged", key1, NULL, NULL, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"out_trade_no\":\"CL-1\"") &&
+                strstr(r.body, "\"state_by\":\"ops\""),
+            "alerts?state=acknowledged: %s", r.body);
+    api("GET", gw_port, "/v1/alerts?state=open", key1, NULL, NULL, &r);
+    T_CHECK(r.status == 200 && !strstr(r.body, "\"out_trade_no\":\"CL-1\""),
+            "alerts?state=open: %s", r.body);
+    T_CHECK(po_alert_act(s, "t1", aid, PO_ALERT_RESOLVE, "ops", "refunded the payer in the channel",
+                         &changed, err, sizeof err) == PO_OK &&
+                changed,
+            "resolve: %s", err);
+    T_CHECK(po_alert_act(s, "t2", aid, PO_ALERT_RESOLVE, "ops", "another tenant's", &changed, err,
+                         sizeof err) == PO_ERR_NOT_FOUND,
+            "t2 resolved t1's alert");
+    po_store_close(s);
+    T_CHECK(q1("SELECT COUNT(*) FROM alert_action WHERE tenant_id = 't1' AND alert_key = ?", aid) ==
+                2,
+            "the audit trail of %s", aid);
+    api("GET", gw_port, "/v1/alerts?state=resolved", key1, NULL, NULL, &r);
+    T_CHECK(r.status == 200 &&
+                strstr(r.body, "\"state_note\":\"refunded the payer in the channel\""),
+            "alerts?state=resolved: %s", r.body);
+    api("GET", gw_port, "/v1/alerts?state=closed", key1, NULL, NULL, &r);
+    T_CHECK(has_code(&r, 400, "invalid_parameter"), "alerts?state=closed: %ld", r.status);
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
     T_CHECK(strstr(r.body, "{\"account\":\"suspense\",\"balance\":-300,\"currency\":\"CNY\""),
             "suspense balance: %s", r.body);

@@ -699,6 +699,71 @@ static void store_outage(void)
     json_decref(cs);
 }
 
+#define ADMIN_TOKEN "test-admin-token-0123456789"
+
+/* One request to the dashboard's routes (token NULL: none). */
+static void admin_call(const char *method, const char *path, const char *token, const char *body,
+                       struct reply *r)
+{
+    CURL *c = curl_easy_init();
+    char u[256], auth[128];
+    struct curl_slist *h = NULL;
+    memset(r, 0, sizeof *r);
+    snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, u);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+/* The dashboard's data (issue 13 item 11; the page itself is tested in a
+ * browser by dashboard_test.sh): the token guards it, the summary has this
+ * run's callbacks and alerts, an alert can be acknowledged. */
+static void check_admin(void)
+{
+    struct reply r;
+    admin_call("GET", "/admin", NULL, NULL, &r);
+    CHECK(r.status == 200 && strstr(r.body, "Acknowledge"), "GET /admin: %ld", r.status);
+    admin_call("GET", "/admin/api/summary", NULL, NULL, &r);
+    CHECK(r.status == 401, "summary without the token: %ld", r.status);
+    admin_call("GET", "/admin/api/summary", "test-admin-token-0123456788", NULL, &r);
+    CHECK(r.status == 401, "summary with another token: %ld", r.status);
+    admin_call("GET", "/admin/api/summary", ADMIN_TOKEN, NULL, &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_t *alert = json_array_get(json_object_get(j, "alerts"), 0);
+    CHECK(r.status == 200 && strstr(r.body, "\"outcome\":\"applied\"") &&
+              strstr(r.body, "\"merchant_balances\"") && alert,
+          "summary: %ld %.300s", r.status, r.body);
+    char body[1024];
+    snprintf(body, sizeof body, "{\"tenant\":\"%s\",\"id\":\"%s\",\"note\":\"seen\"}",
+             json_string_value(json_object_get(alert, "tenant")) ?: "",
+             json_string_value(json_object_get(alert, "id")) ?: "");
+    json_decref(j);
+    admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, body, &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"changed\":true"), "ack: %ld %s", r.status, r.body);
+    admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, body, &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"changed\":false"), "ack again: %ld %s", r.status,
+          r.body);
+    admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, "{\"tenant\":\"t1\",\"id\":\"nope\"}",
+               &r);
+    CHECK(r.status == 404, "ack of no alert: %ld", r.status);
+    admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, "[1", &r);
+    CHECK(r.status == 400, "ack of broken JSON: %ld", r.status);
+    admin_call("POST", "/admin/api/alerts/ack", NULL, body, &r);
+    CHECK(r.status == 401, "ack without the token: %ld", r.status);
+}
+
 static void check_endpoints(void)
 {
     struct {
@@ -778,8 +843,11 @@ int main(int argc, char **argv)
     char err[PO_ERRBUF_MAX] = "";
     if (po_master_key_load(mkpath, master, err, sizeof err))
         die(err);
-    struct po_server_cfg cfg = {
-        .listen = "127.0.0.1:0", .db_url = url, .master_key = master, .pool_size = 8};
+    struct po_server_cfg cfg = {.listen = "127.0.0.1:0",
+                                .db_url = url,
+                                .master_key = master,
+                                .pool_size = 8,
+                                .admin_token = ADMIN_TOKEN};
     struct po_server *srv = NULL;
     if (po_server_start(&cfg, &srv, err, sizeof err))
         die(err);
@@ -799,6 +867,7 @@ int main(int argc, char **argv)
     }
     store_outage();
     check_endpoints();
+    check_admin();
     po_server_stop(srv);
     fflush(stderr);
     dup2(saved_stderr, 2);

@@ -72,8 +72,12 @@ static void parameters_and_methods(void **state)
     assert_string_equal(allow, "POST");
     assert_int_equal(find("DELETE", "/v1/orders/A-1", &rt, params, allow), PO_ROUTE_NO_METHOD);
     assert_string_equal(allow, "GET");
-    assert_int_equal(find("GET", "/v1/orders", &rt, params, allow), PO_ROUTE_NO_METHOD);
-    assert_string_equal(allow, "POST");
+    assert_int_equal(find("DELETE", "/v1/orders", &rt, params, allow), PO_ROUTE_NO_METHOD);
+    assert_string_equal(allow, "POST, GET");
+    assert_int_equal(find("GET", "/v1/orders", &rt, params, allow), PO_ROUTE_FOUND);
+    assert_string_equal(rt->name, "GET /v1/orders");
+    assert_int_equal(find("POST", "/v1/alerts", &rt, params, allow), PO_ROUTE_NO_METHOD);
+    assert_string_equal(allow, "GET");
     assert_int_equal(find("POST", "/v1/orders/A-1/close", &rt, params, allow), PO_ROUTE_FOUND);
     assert_string_equal(rt->name, "POST /v1/orders/{out_trade_no}/close");
     assert_string_equal(params[0], "A-1");

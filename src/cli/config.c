@@ -164,7 +164,11 @@ int cfg_load(const char *path, bool required, struct opts *o, char **buf)
         return EXIT_FAIL;
     }
     int line = 0;
-    for (char *save = NULL, *l = strtok_r(*buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+    /* line by line, blank ones counted (strtok would skip them) */
+    for (char *l = *buf, *next = NULL; l; l = next) {
+        next = strchr(l, '\n');
+        if (next)
+            *next++ = '\0';
         line++;
         char *hash = strchr(l, '#');
         if (hash)

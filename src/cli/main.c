@@ -468,6 +468,26 @@ static int cmd_alerts_resolve(struct po_store *s, const struct opts *o)
     return alert_act(s, o, PO_ALERT_RESOLVE);
 }
 
+/* alerts replay: the refused payment through the engine again (after the
+ * cause was fixed, e.g. the order created); audited; resolves when credited. */
+static int cmd_alerts_replay(struct po_store *s, const struct opts *o)
+{
+    const char *by = opt(o, "by") ? opt(o, "by") : getenv("USER");
+    char err[PO_ERRBUF_MAX] = "", js[256];
+    struct po_outcome out;
+    bool resolved = false;
+    po_err rc = po_alert_replay(s, opt(o, "tenant"), opt(o, "alert"), by ? by : "operator",
+                                opt(o, "note"), &out, &resolved, err, sizeof err);
+    if (rc)
+        return fail(rc, err);
+    if (po_outcome_to_json(&out, js, sizeof js))
+        js[0] = '\0';
+    printf("replayed alert %s: %s; %s\n", opt(o, "alert"), js,
+           resolved ? "credited, the alert is resolved"
+                    : "not credited, the alert stays (fix the cause and replay again)");
+    return resolved ? 0 : EXIT_FAIL;
+}
+
 static int cmd_apply(struct po_store *s, const struct opts *o)
 {
     const char *path = need(o, "event");
@@ -568,6 +588,8 @@ const struct cli_command cli_commands[] = {
      "acknowledge an alert: someone is on it"},
     {"alerts", "resolve", "tenant alert note by", "tenant alert note", "", cmd_alerts_resolve,
      false, "resolve an alert, saying why (docs/operations.md's runbook)"},
+    {"alerts", "replay", "tenant alert note by", "tenant alert note", "", cmd_alerts_replay, false,
+     "a refused payment's alert: the payment through the engine again, audited"},
     {"alerts", NULL, "tenant state", "tenant", "json", cmd_alerts, false, "a tenant's alerts"},
     {"apply", NULL, "event", "event", "", cmd_apply, false,
      "apply one normalised event (what a verified callback becomes)"},

@@ -229,6 +229,16 @@ enum po_alert_action { PO_ALERT_ACK, PO_ALERT_RESOLVE };
 po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id,
                     enum po_alert_action action, const char *actor, const char *note, bool *changed,
                     char *err, size_t errcap) PO_MUST_CHECK;
+/* The audited operator action of a refused payment's alert (reasons
+ * unknown_order, amount_mismatch, currency_mismatch, channel_mismatch):
+ * the payment rebuilt from the alert goes through the engine's own entry
+ * with its own idempotency key (po_engine_apply), so it is credited at
+ * most once whoever replays it; the replay and its outcome are appended to
+ * the audit trail, and an applied (or already credited) payment resolves
+ * the alert. out: the engine's outcome. Never edits money directly. */
+po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert_id,
+                       const char *actor, const char *note, struct po_outcome *out, bool *resolved,
+                       char *err, size_t errcap) PO_MUST_CHECK;
 /* Whether a state name is one an alert can be in. */
 bool po_alert_state_valid(const char *state);
 

@@ -162,6 +162,23 @@ EOF
   check serve-wrong-key 1 timeout 10 "$BIN" serve --db "$db" --master-key-file "$tmp/other.key" --listen 127.0.0.1:0
   has serve-wrong-key "$tmp/err" "tenant t1, channel alipay: the account cannot be loaded"
   has serve-wrong-key "$tmp/err" "2 of 2 channel accounts cannot be loaded"
+  # alerts replay (issue 13 item 9): a refused payment goes through the
+  # engine again with its own key, audited; it resolves the alert only when credited
+  sed 's/ORD-1/ORD-9/; s/0000000001/0000000009/; s/"amount":100/"amount":300/' "$tmp/ev.json" > "$tmp/ev9.json"
+  check apply-unknown 0 "$BIN" apply --db "$db" --event "$tmp/ev9.json"; json apply-unknown 'd=={"outcome":"rejected","reason":"unknown_order"}'
+  check alerts-unknown 0 "$BIN" alerts --db "$db" --tenant t1 --state open --json
+  local rid; rid=$(python3 -c "import json; print([a['id'] for a in json.load(open('$tmp/out'))['alerts'] if a['reason']=='unknown_order'][0])")
+  check replay-no-note 2 "$BIN" alerts replay --db "$db" --tenant t1 "$rid"
+  check replay-too-early 1 "$BIN" alerts replay --db "$db" --tenant t1 "$rid" --note "before the order exists" --by carol
+  has replay-too-early "$tmp/out" "not credited, the alert stays"
+  check replay-order 0 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no ORD-9 --amount 300
+  check replay 0 "$BIN" alerts replay --db "$db" --tenant t1 "$rid" --note "the order was created late" --by carol
+  has replay "$tmp/out" '"outcome":"applied"'; has replay "$tmp/out" "credited, the alert is resolved"
+  check replay-paid 0 "$BIN" order show --db "$db" --tenant t1 --out-trade-no ORD-9 --json; json replay-paid 'd["status"]=="PAID" and d["amount"]==300'
+  check replay-again 1 "$BIN" alerts replay --db "$db" --tenant t1 "$rid" --note again; has replay-again "$tmp/err" "resolved already"
+  check replay-then-callback 0 "$BIN" apply --db "$db" --event "$tmp/ev9.json"; json replay-then-callback 'd=={"outcome":"duplicate","layer":1}'
+  check replay-resolved-json 0 "$BIN" alerts --db "$db" --tenant t1 --state resolved --json
+  json replay-resolved-json 'any(a["id"]=="'"$rid"'" and a["state_by"]=="carol" and a["state_note"].startswith("replayed: applied") for a in d["alerts"])'
   check verify 0 "$BIN" verify --db "$db"
   check verify-json 0 "$BIN" verify --db "$db" --json; json verify-json 'd["ok"] is True and d["violations"]==[]'
   check env-db 0 env PAYONCE_DB="$db" "$BIN" verify
@@ -268,8 +285,8 @@ has config-check "$tmp/out" "^batch-max  *= 128  *# default$"
 if grep -q s3cret "$tmp/out" "$tmp/err"; then echo "FAIL config-check: the password was printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
 printf 'pool-size = 999\n' > "$tmp/b.conf"
 check config-bound 2 "$BIN" config check --config "$tmp/b.conf" --insecure-dev; has config-bound "$tmp/err" "pool-size must be an integer in 1..64"
-printf 'listen = 127.0.0.1:0\nnope = 1\n' > "$tmp/c.conf"
-check config-unknown 1 "$BIN" serve --config "$tmp/c.conf"; has config-unknown "$tmp/err" "c.conf:2: unknown option 'nope'"
+printf 'listen = 127.0.0.1:0\n\n# comment\n\nnope = 1\n' > "$tmp/c.conf"
+check config-unknown 1 "$BIN" serve --config "$tmp/c.conf"; has config-unknown "$tmp/err" "c.conf:5: unknown option 'nope'"
 printf 'pool-size = 2\npool-size = 3\n' > "$tmp/d.conf"
 check config-twice 1 "$BIN" config check --config "$tmp/d.conf"; has config-twice "$tmp/err" "d.conf:2: pool-size is set twice"
 check config-missing 1 "$BIN" serve --config "$tmp/none.conf"; has config-missing "$tmp/err" "cannot read $tmp/none.conf: no such file"

@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS alert_action (
     tenant_id  TEXT NOT NULL,
     alert_key  TEXT NOT NULL,
     seq        INTEGER NOT NULL,
-    action     TEXT NOT NULL CHECK (action IN ('acknowledge', 'resolve')),
+    action     TEXT NOT NULL CHECK (action IN ('acknowledge', 'resolve', 'replay')),
     actor      TEXT NOT NULL,
     note       TEXT,
     at         TEXT NOT NULL,

@@ -31,6 +31,21 @@ static bool text_ok(const char *s, size_t max)
     return true;
 }
 
+/* One move of the audit trail (inside the caller's transaction). */
+static po_err audit(struct po_store *s, const char *tenant, const char *alert_id,
+                    const char *action, const char *actor, const char *note, const char *now,
+                    char *err, size_t errcap)
+{
+    return po_store_exec(s,
+                         "INSERT INTO alert_action (tenant_id, alert_key, seq, action, actor,"
+                         " note, at) SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM"
+                         " alert_action WHERE tenant_id = ? AND alert_key = ?",
+                         PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id), PO_TEXT(action),
+                                   PO_TEXT(actor), PO_TEXT(note && *note ? note : NULL),
+                                   PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(alert_id)),
+                         NULL, NULL, err, errcap);
+}
+
 po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id,
                     enum po_alert_action action, const char *actor, const char *note, bool *changed,
                     char *err, size_t errcap)
@@ -69,14 +84,7 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
                                  PO_TEXT(tenant), PO_TEXT(alert_id)),
                        NULL, &moved, err, errcap);
     if (!rc && moved == 1)
-        rc = po_store_exec(s,
-                           "INSERT INTO alert_action (tenant_id, alert_key, seq, action, actor,"
-                           " note, at) SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM"
-                           " alert_action WHERE tenant_id = ? AND alert_key = ?",
-                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id), PO_TEXT(verb),
-                                     PO_TEXT(actor), PO_TEXT(note && *note ? note : NULL),
-                                     PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(alert_id)),
-                           NULL, NULL, err, errcap);
+        rc = audit(s, tenant, alert_id, verb, actor, note, now, err, errcap);
     if (!rc && moved == 0) { /* why not: no such alert, or its state */
         struct po_rows r;
         rc = po_store_exec(s,
@@ -202,14 +210,7 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
     po_clock_now_iso(now, sizeof now);
     rc = po_store_begin(s, err, errcap);
     if (!rc)
-        rc = po_store_exec(s,
-                           "INSERT INTO alert_action (tenant_id, alert_key, seq, action, actor,"
-                           " note, at) SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, 'replay', ?, ?, ?"
-                           " FROM alert_action WHERE tenant_id = ? AND alert_key = ?",
-                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id), PO_TEXT(actor),
-                                     PO_TEXT(said), PO_TEXT(now), PO_TEXT(tenant),
-                                     PO_TEXT(alert_id)),
-                           NULL, NULL, err, errcap);
+        rc = audit(s, tenant, alert_id, "replay", actor, said, now, err, errcap);
     if (!rc)
         rc = po_store_commit(s, err, errcap);
     else

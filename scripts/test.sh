@@ -56,8 +56,8 @@ export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build-tsan --output-on-failure
 cat "$PAYONCE_FIGURES"
 
-echo "== fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets, ${PAYONCE_FUZZ_SECONDS:-15} s each; a line per target"
-scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-15}"
+echo "== fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets, ${PAYONCE_FUZZ_SECONDS:-10} s each; a line per target"
+scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-10}"
 
 echo "== release build (make build) and the demo with it, as 'make demo' runs it"
 make build PO_WERROR=ON

@@ -487,7 +487,7 @@ int main(int argc, char **argv)
 {
     const char *backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
-    long seeds = strcmp(backend, "sqlite") == 0 ? 600 : 250, steps = 40;
+    long seeds = strcmp(backend, "sqlite") == 0 ? 600 : 150, steps = 40;
     uint64_t only = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--seeds") == 0)

@@ -4,12 +4,12 @@
 # every 80 ms each), each 3 times at
 # once, re-signing every attempt and retrying on the channel's schedule
 # (compressed), while the gateway is SIGKILLed at random moments and
-# restarted on the same port, PAYONCE_KILLS times (default 10; `make soak`:
+# restarted on the same port, PAYONCE_KILLS times (default 6; `make soak`:
 # 100). Afterwards every payment is credited exactly once and nothing else,
 # every delivery was finally acknowledged, and `payonce verify` is clean.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh" "$1" "$2" kill9
-KILLS=${PAYONCE_KILLS:-10}
+KILLS=${PAYONCE_KILLS:-6}
 N=${PAYONCE_KILL_ORDERS:-160}
 "$BIN" migrate >/dev/null && "$BIN" tenant add --tenant t1 >/dev/null &&
   "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || exit 1

@@ -163,8 +163,11 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
     char yuan[32], why[PO_REASON_MAX] = "";
     (void)snprintf(yuan, sizeof yuan, "%lld.%02lld", (long long)(r->amount / 100),
                    (long long)(r->amount % 100));
-    json_t *biz = json_pack("{s:s, s:s, s:s}", "out_trade_no", r->out_trade_no, "refund_amount",
-                            yuan, "out_request_no", r->out_refund_no);
+    /* trade_no names a suspense payment (not the order's) exactly. */
+    bool by_txn = r->txn_id && r->txn_id[0];
+    json_t *biz = json_pack("{s:s, s:s, s:s}", by_txn ? "trade_no" : "out_trade_no",
+                            by_txn ? r->txn_id : r->out_trade_no, "refund_amount", yuan,
+                            "out_request_no", r->out_refund_no);
     char *text = biz ? po_json_dumps(biz, JSON_COMPACT) : NULL;
     json_decref(biz);
     struct po_api_resp *resp = text ? malloc(sizeof *resp) : NULL;

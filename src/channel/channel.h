@@ -214,8 +214,12 @@ struct po_refund_request {
     const char *out_trade_no;
     const char *out_refund_no;
     int64_t amount; /* this refund, minor units */
-    int64_t total;  /* the order's amount */
+    int64_t total;  /* the amount of the payment refunded (the order's) */
     const char *currency;
+    /* "" or NULL: the order's payment, named by out_trade_no. Else the
+     * channel transaction refunded (a payment parked in suspense: a second
+     * payment of the order, or one after it was closed), named by its id. */
+    const char *txn_id;
 };
 
 enum po_refund_decision {

@@ -93,10 +93,13 @@ bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct p
 /* The refund request body WeChat Pay expects. */
 static char *refund_body(const struct po_channel_account *a, const struct po_refund_request *r)
 {
-    json_t *j =
-        json_pack("{s:s, s:s, s:{s:I, s:I, s:s}}", "out_trade_no", r->out_trade_no, "out_refund_no",
-                  r->out_refund_no, "amount", "refund", (json_int_t)r->amount, "total",
-                  (json_int_t)r->total, "currency", r->currency);
+    /* transaction_id or out_trade_no, one of the two: a suspense payment
+     * (not the order's) is named by its transaction. */
+    bool by_txn = r->txn_id && r->txn_id[0];
+    json_t *j = json_pack(
+        "{s:s, s:s, s:{s:I, s:I, s:s}}", by_txn ? "transaction_id" : "out_trade_no",
+        by_txn ? r->txn_id : r->out_trade_no, "out_refund_no", r->out_refund_no, "amount", "refund",
+        (json_int_t)r->amount, "total", (json_int_t)r->total, "currency", r->currency);
     if (j && a->notify_url[0])
         json_object_set_new(j, "notify_url", json_string(a->notify_url));
     char *body = j ? po_json_dumps(j, JSON_COMPACT) : NULL;

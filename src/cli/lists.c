@@ -191,6 +191,9 @@ int cmd_refund_show(struct po_store *s, const struct opts *o)
            json_is_string(json_object_get(sub, "error")) ? ", last error " : "",
            json_is_string(json_object_get(sub, "error")) ? str(sub, "error") : "", "created_at",
            str(doc, "created_at"), "updated_at", str(doc, "updated_at"));
+    if (json_is_string(json_object_get(doc, "suspense_key")))
+        printf("%-18s %s (transaction %s, parked in suspense; not the order's payment)\n",
+               "returns", str(doc, "suspense_key"), str(doc, "txn_id"));
     json_decref(doc);
     return 0;
 }

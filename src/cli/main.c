@@ -488,6 +488,44 @@ static int cmd_alerts_replay(struct po_store *s, const struct opts *o)
     return resolved ? 0 : EXIT_FAIL;
 }
 
+/* alerts refund: a payment parked in suspense back to the payer, through
+ * the channel's refund and the engine; audited; payonce resolves the alert
+ * when the channel's success is applied. */
+static int cmd_alerts_refund(struct po_store *s, const struct opts *o)
+{
+    const char *by = opt(o, "by") ? opt(o, "by") : getenv("USER");
+    unsigned char master[32];
+    bool have = false;
+    int ret = load_master_key(o, master, &have);
+    if (ret)
+        return ret;
+    char err[PO_ERRBUF_MAX] = "", money[PO_MONEY_MAX];
+    struct po_suspense_refund r;
+    po_err rc = po_alert_refund(s, have ? master : NULL, opt(o, "tenant"), opt(o, "alert"),
+                                opt(o, "out-refund-no"), by ? by : "operator", opt(o, "note"), &r,
+                                err, sizeof err);
+    po_secure_zero(master, sizeof master);
+    if (rc)
+        return fail(rc, err);
+    po_money_format(r.amount, r.currency, money, sizeof money);
+    printf("refund %s of %s (%s transaction %s) %s: %s, submission %s%s%s\n", r.out_refund_no,
+           money, r.channel, r.txn_id, r.created ? "requested" : "was requested already", r.status,
+           r.submit_state, r.submit_error[0] ? ", last error " : "", r.submit_error);
+    if (strcmp(r.status, "SUCCESS") == 0)
+        printf("the channel refunded it: the money left suspense, the alert is resolved\n");
+    else if (strcmp(r.submit_state, "manual") == 0)
+        printf("%s has no refund API: refund it in the channel's merchant platform with refund"
+               " number %s; its notification clears the suspense\n",
+               r.channel, r.out_refund_no);
+    else if (strcmp(r.status, "CLOSED") == 0)
+        printf("the refund is closed: see the refund_rejected_by_channel alert, fix the cause and"
+               " request again with a new number\n");
+    else
+        printf("the channel's refund notification (or the next bill) moves the money out of"
+               " suspense and resolves the alert; 'payonce refund show' follows it\n");
+    return strcmp(r.status, "CLOSED") == 0 ? EXIT_FAIL : 0;
+}
+
 static int cmd_apply(struct po_store *s, const struct opts *o)
 {
     const char *path = need(o, "event");
@@ -590,6 +628,9 @@ const struct cli_command cli_commands[] = {
      false, "resolve an alert, saying why (docs/operations.md's runbook)"},
     {"alerts", "replay", "tenant alert note by", "tenant alert note", "", cmd_alerts_replay, false,
      "a refused payment's alert: the payment through the engine again, audited"},
+    {"alerts", "refund", "tenant alert out-refund-no note by master-key-file",
+     "tenant alert out-refund-no note", "", cmd_alerts_refund, false,
+     "a suspense payment's alert: refund that payment to the payer, audited"},
     {"alerts", NULL, "tenant state", "tenant", "json", cmd_alerts, false, "a tenant's alerts"},
     {"apply", NULL, "event", "event", "", cmd_apply, false,
      "apply one normalised event (what a verified callback becomes)"},

@@ -87,4 +87,26 @@ po_err po_order_release_refund(struct po_store *s, const char *tenant, const cha
 po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,
                        const char *channel_txn_id, char *out_trade_no, size_t cap) PO_MUST_CHECK;
 
+/* ---- the alerts' audit trail (alert_action), inside the caller's
+ * transaction: the operator's moves (service/alerts.c) and the engine's own
+ * (a suspense payment refunded). ---- */
+
+/* Appends one move to an alert's trail (the alert must exist). action:
+ * acknowledge, resolve, replay, refund, refunded. */
+po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_id,
+                      const char *action, const char *actor, const char *note, const char *now,
+                      char *err, size_t errcap) PO_MUST_CHECK;
+
+/* The alerts a suspense payment raised (paid_after_close, duplicate_payment:
+ * their keys are suspense_key|reason), when a refund returned its money:
+ * each gets a 'refunded' move by "payonce" with note, and is resolved if it
+ * was not already. */
+po_err po_alert_settle_refunded(struct po_store *s, const char *tenant, const char *suspense_key,
+                                const char *note, const char *now, char *err,
+                                size_t errcap) PO_MUST_CHECK;
+
+/* The reasons whose money the engine parked in suspense on the way in (a
+ * payment): what a suspense refund can return. */
+bool po_alert_reason_refundable(const char *reason);
+
 #endif

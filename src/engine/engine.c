@@ -268,6 +268,8 @@ static po_err emit(struct ev_ctx *c, const char *type, const char *merchant, enu
     if (!j)
         return PO_ERR_NOMEM;
     po_engine_event_payload(c->ev, merchant, reason, j);
+    if (c->suspense_key[0])
+        po_outbox_json_str(j, "suspense_key", c->suspense_key);
     po_err rc = po_outbox_put(c->s, c->ev->tenant, c->key, type, c->ev->out_trade_no,
                               po_outbox_json_end(j), c->now, c->err, sizeof c->err);
     free(j);
@@ -478,6 +480,7 @@ struct refund_row {
     char status[16];
     char channel[PO_CHANNEL_MAX];
     char merchant[PO_ID_MAX + 1];
+    char suspense_key[PO_KEY_MAX]; /* "" unless it refunds a suspense payment */
 };
 
 static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
@@ -486,7 +489,8 @@ static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
     struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->ev->out_refund_no)};
     po_err rc = query(c,
                       "SELECT r.out_trade_no, r.amount, r.currency, r.status,"
-                      " COALESCE(r.channel, o.channel, ''), o.merchant_id FROM refund r"
+                      " COALESCE(r.channel, o.channel, ''), o.merchant_id,"
+                      " COALESCE(r.suspense_key, '') FROM refund r"
                       " JOIN pay_order o ON o.tenant_id = r.tenant_id AND"
                       " o.out_trade_no = r.out_trade_no WHERE r.tenant_id = ? AND"
                       " r.out_refund_no = ?",
@@ -500,7 +504,8 @@ static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
                     po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 2)) ||
                     po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 3)) ||
                     po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 4)) ||
-                    po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 5))))
+                    po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 5)) ||
+                    po_strcpy(out->suspense_key, sizeof out->suspense_key, po_rows_get(&r, 0, 6))))
             rc = PO_ERR_STORE;
     }
     po_rows_free(&r);
@@ -552,6 +557,8 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
         c->resolved.amount_is_cumulative = false;
         c->ev = ev = &c->resolved;
     }
+    bool from_suspense = rf.suspense_key[0] != '\0';
+    memcpy(c->suspense_key, rf.suspense_key, sizeof c->suspense_key);
     if (order_mismatch(c, o, rf.merchant, rf.amount, rf.currency, rf.channel, true))
         return PO_OK;
     rc = layer1(c, o, &dup);
@@ -589,24 +596,37 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
     rc = record(c, "applied", PO_R_NONE);
     if (rc || ev->type == PO_EV_REFUND_ABNORMAL)
         goto done;
-    rc = refund_order_update(c, ev->type == PO_EV_REFUND_SUCCESS, &changes);
-    if (rc)
-        return rc;
-    if (changes == 0) {
-        detailf(c, "refund %s of %lld would exceed what order %s reserved for refunds",
-                ev->out_refund_no, (long long)ev->amount_minor, ev->out_trade_no);
-        return reject(o, PO_R_REFUND_EXCEEDS_RESERVED);
+    if (!from_suspense) { /* a suspense refund reserved nothing on the order */
+        rc = refund_order_update(c, ev->type == PO_EV_REFUND_SUCCESS, &changes);
+        if (rc)
+            return rc;
+        if (changes == 0) {
+            detailf(c, "refund %s of %lld would exceed what order %s reserved for refunds",
+                    ev->out_refund_no, (long long)ev->amount_minor, ev->out_trade_no);
+            return reject(o, PO_R_REFUND_EXCEEDS_RESERVED);
+        }
     }
     if (ev->type == PO_EV_REFUND_SUCCESS) {
+        /* The money goes back to the payer from where it was: the
+         * merchant's payable, or the suspense account that parked it. */
         char clearing[PO_ACCOUNT_MAX], payable[PO_ACCOUNT_MAX];
         account(clearing, sizeof clearing, "channel_clearing", ev->channel);
         account(payable, sizeof payable, "merchant_payable", rf.merchant);
-        rc = post(c, "REFUND", payable, clearing);
+        rc = post(c, "REFUND", from_suspense ? "suspense" : payable, clearing);
+        if (!rc && from_suspense) {
+            char note[PO_ID_MAX + PO_TXN_ID_MAX + 96];
+            (void)snprintf(note, sizeof note,
+                           "refunded: %s (channel refund %s); the money left suspense",
+                           ev->out_refund_no, ev->channel_refund_id);
+            rc = po_alert_settle_refunded(c->s, ev->tenant, rf.suspense_key, note, c->now, c->err,
+                                          sizeof c->err);
+        }
     }
 done:
     if (!rc)
         rc = emit(c,
-                  ev->type == PO_EV_REFUND_SUCCESS  ? "refund.succeeded"
+                  ev->type == PO_EV_REFUND_SUCCESS
+                      ? (from_suspense ? "suspense.refunded" : "refund.succeeded")
                   : ev->type == PO_EV_REFUND_CLOSED ? "refund.closed"
                                                     : "refund.abnormal",
                   rf.merchant, PO_R_NONE);
@@ -689,6 +709,7 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
         return rc;
     po_ledger_batch_reset(c->deltas);
     c->detail[0] = '\0';
+    c->suspense_key[0] = '\0';
     rc = apply_one(c, o);
     if (rc == PO_ERR_CONFLICT) {
         rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");

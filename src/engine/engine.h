@@ -177,8 +177,8 @@ void po_committer_stop(struct po_committer *c);
  * transaction that made it. Types: */
 #define PO_OUTBOX_TYPES                                                                            \
     "payment.credited", "payment.suspense", "refund.succeeded", "refund.closed",                   \
-        "refund.abnormal", "refund.suspense", "profit_share.recorded", "order.closed",             \
-        "alert.raised"
+        "refund.abnormal", "refund.suspense", "suspense.refunded", "profit_share.recorded",        \
+        "order.closed", "alert.raised"
 bool po_outbox_type_valid(const char *type);
 
 /* "evt_" + 32 hex digits of SHA-256(tenant, key, type): the same fact, the

@@ -24,6 +24,9 @@ struct ev_ctx {
      * set-based attempt (rolled back): a twin's record found now was caught
      * by layer 3. */
     bool conflicted;
+    /* A refund of a payment parked in suspense: that payment's key (its
+     * events carry it as suspense_key). "" otherwise. */
+    char suspense_key[PO_KEY_MAX];
 };
 
 /* Prepares c for event ev of a batch whose transaction time is now. */

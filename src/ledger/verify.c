@@ -76,13 +76,13 @@ static const struct check checks[] = {
     {"refund_totals", "an order's refunded amount is the sum of its successful refunds",
      "SELECT o.tenant_id, o.out_trade_no, 'refunded ' || o.refunded_amount || ' refunds ' ||"
      " COALESCE(SUM(r.amount), 0) FROM pay_order o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
-     " AND r.out_trade_no = o.out_trade_no AND r.status = 'SUCCESS'"
+     " AND r.out_trade_no = o.out_trade_no AND r.status = 'SUCCESS' AND r.suspense_key IS NULL"
      " GROUP BY o.tenant_id, o.out_trade_no, o.refunded_amount"
      " HAVING o.refunded_amount <> COALESCE(SUM(r.amount), 0)"},
     {"refund_reserved", "an order's reserved refund amount is the sum of its refunds not closed",
      "SELECT o.tenant_id, o.out_trade_no, 'reserved ' || o.refund_reserved || ' refunds ' ||"
      " COALESCE(SUM(r.amount), 0) FROM pay_order o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
-     " AND r.out_trade_no = o.out_trade_no AND r.status <> 'CLOSED'"
+     " AND r.out_trade_no = o.out_trade_no AND r.status <> 'CLOSED' AND r.suspense_key IS NULL"
      " GROUP BY o.tenant_id, o.out_trade_no, o.refund_reserved"
      " HAVING o.refund_reserved <> COALESCE(SUM(r.amount), 0)"},
     {"refund_journals", "every successful refund has exactly one refund journal",
@@ -97,6 +97,28 @@ static const struct check checks[] = {
      " JOIN " POSITIVE_LINES " p ON p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key"
      " WHERE r.status = 'SUCCESS' AND (p.s <> r.amount OR p.cmin <> r.currency"
      " OR p.cmax <> r.currency)"},
+    /* A suspense journal has one positive line (the clearing account's, for
+     * a payment parked there): what it parked. */
+    {"suspense_refunds",
+     "a refund of a suspense payment returns exactly what that payment parked, at most once",
+     "SELECT r.tenant_id, r.out_refund_no, 'returns ' || r.amount || ' ' || r.currency ||"
+     " ' of ' || r.suspense_key || ', which parked ' || COALESCE(p.amount || ' ' || p.currency,"
+     " 'nothing') FROM refund r LEFT JOIN journal j ON j.tenant_id = r.tenant_id AND"
+     " j.idem_key = r.suspense_key AND j.kind = 'SUSPENSE' LEFT JOIN posting p ON"
+     " p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key AND p.amount > 0"
+     " WHERE r.suspense_key IS NOT NULL AND (p.amount IS NULL OR p.amount <> r.amount"
+     " OR p.currency <> r.currency)"
+     " UNION ALL SELECT tenant_id, suspense_key, COUNT(*) || ' successful refunds' FROM refund"
+     " WHERE suspense_key IS NOT NULL AND status = 'SUCCESS' GROUP BY tenant_id, suspense_key"
+     " HAVING COUNT(*) > 1"},
+    {"refund_source",
+     "a refund's journal takes the money from the merchant's payable, or from suspense for a"
+     " refund of a suspense payment",
+     "SELECT r.tenant_id, r.out_refund_no, 'debits ' || p.account FROM refund r JOIN journal j"
+     " ON j.tenant_id = r.tenant_id AND j.out_refund_no = r.out_refund_no AND j.kind = 'REFUND'"
+     " JOIN posting p ON p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key AND p.amount > 0"
+     " WHERE (r.suspense_key IS NULL AND p.account = 'suspense') OR"
+     " (r.suspense_key IS NOT NULL AND p.account <> 'suspense')"},
 };
 
 po_err po_ledger_verify(struct po_store *s, void (*report)(void *ctx, const struct po_violation *v),

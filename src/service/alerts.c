@@ -8,6 +8,8 @@
  */
 #include "service.h"
 
+#include "../engine/admin.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -29,21 +31,6 @@ static bool text_ok(const char *s, size_t max)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
             return false;
     return true;
-}
-
-/* One move of the audit trail (inside the caller's transaction). */
-static po_err audit(struct po_store *s, const char *tenant, const char *alert_id,
-                    const char *action, const char *actor, const char *note, const char *now,
-                    char *err, size_t errcap)
-{
-    return po_store_exec(s,
-                         "INSERT INTO alert_action (tenant_id, alert_key, seq, action, actor,"
-                         " note, at) SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM"
-                         " alert_action WHERE tenant_id = ? AND alert_key = ?",
-                         PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id), PO_TEXT(action),
-                                   PO_TEXT(actor), PO_TEXT(note && *note ? note : NULL),
-                                   PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(alert_id)),
-                         NULL, NULL, err, errcap);
 }
 
 po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id,
@@ -84,7 +71,7 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
                                  PO_TEXT(tenant), PO_TEXT(alert_id)),
                        NULL, &moved, err, errcap);
     if (!rc && moved == 1)
-        rc = audit(s, tenant, alert_id, verb, actor, note, now, err, errcap);
+        rc = po_alert_audit(s, tenant, alert_id, verb, actor, note, now, err, errcap);
     if (!rc && moved == 0) { /* why not: no such alert, or its state */
         struct po_rows r;
         rc = po_store_exec(s,
@@ -118,6 +105,17 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
     return rc;
 }
 
+/* An action that moves money names who and why. */
+static bool money_action_ok(const char *what, const char *actor, const char *note, char *err,
+                            size_t errcap)
+{
+    if (actor && text_ok(actor, ACTOR_MAX) && note && text_ok(note, NOTE_MAX))
+        return true;
+    po_errf(err, errcap, "a %s needs who (1-%d characters) and a note (one line, at most %d bytes)",
+            what, ACTOR_MAX, NOTE_MAX);
+    return false;
+}
+
 /* ---- replay: the alert's payment through the engine, with its own key ---- */
 
 /* The reasons whose alert holds every field the engine checked, so the
@@ -133,22 +131,34 @@ static bool replayable(const char *reason)
     return false;
 }
 
+/* A payment's key, <channel>:<txn>:PAY_SUCCESS, split into its channel and
+ * transaction id. */
+static po_err key_payment(const char *key, char channel[PO_CHANNEL_MAX],
+                          char txn[PO_TXN_ID_MAX + 1])
+{
+    const char *first = strchr(key, ':'), *last = strrchr(key, ':');
+    if (!first || last == first || strcmp(last + 1, "PAY_SUCCESS") != 0 ||
+        (size_t)(first - key) >= PO_CHANNEL_MAX || (size_t)(last - first - 1) > PO_TXN_ID_MAX)
+        return PO_ERR_INVALID;
+    memcpy(channel, key, (size_t)(first - key));
+    channel[first - key] = '\0';
+    memcpy(txn, first + 1, (size_t)(last - first - 1));
+    txn[last - first - 1] = '\0';
+    return PO_OK;
+}
+
 /* The payment event of a PAY_SUCCESS alert: channel and transaction id
- * from its key (<channel>:<txn>:PAY_SUCCESS), the rest from the alert. */
+ * from its key, the rest from the alert. */
 static po_err event_of(const struct po_rows *r, const char *tenant, struct po_event *ev)
 {
-    const char *key = po_rows_get(r, 0, 1), *first = strchr(key, ':'), *last = strrchr(key, ':');
     int64_t amount = 0;
     memset(ev, 0, sizeof *ev);
-    if (!first || last == first || strcmp(last + 1, "PAY_SUCCESS") != 0 ||
-        (size_t)(first - key) >= sizeof ev->channel ||
-        (size_t)(last - first - 1) >= sizeof ev->channel_txn_id || po_rows_i64(r, 0, 4, &amount) ||
+    if (key_payment(po_rows_get(r, 0, 1), ev->channel, ev->channel_txn_id) ||
+        po_rows_i64(r, 0, 4, &amount) ||
         po_strcpy(ev->out_trade_no, sizeof ev->out_trade_no, po_rows_get(r, 0, 3)) ||
         po_strcpy(ev->currency, sizeof ev->currency, po_rows_get(r, 0, 5)) ||
         po_strcpy(ev->tenant, sizeof ev->tenant, tenant))
         return PO_ERR_INVALID;
-    memcpy(ev->channel, key, (size_t)(first - key));
-    memcpy(ev->channel_txn_id, first + 1, (size_t)(last - first - 1));
     ev->type = PO_EV_PAY_SUCCESS;
     ev->amount_minor = amount;
     ev->source = PO_SRC_RECONCILIATION; /* a replay, as reconciliation's */
@@ -162,11 +172,8 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
 {
     *resolved = false;
     memset(out, 0, sizeof *out);
-    if (!actor || !text_ok(actor, ACTOR_MAX) || !note || !text_ok(note, NOTE_MAX)) {
-        po_errf(err, errcap, "a replay needs who (1-%d characters) and a note (one line)",
-                ACTOR_MAX);
+    if (!money_action_ok("replay", actor, note, err, errcap))
         return PO_ERR_INVALID;
-    }
     struct po_rows r;
     po_err rc = po_store_exec(s,
                               "SELECT reason, idem_key, event_type, out_trade_no, amount,"
@@ -210,7 +217,7 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
     po_clock_now_iso(now, sizeof now);
     rc = po_store_begin(s, err, errcap);
     if (!rc)
-        rc = audit(s, tenant, alert_id, "replay", actor, said, now, err, errcap);
+        rc = po_alert_audit(s, tenant, alert_id, "replay", actor, said, now, err, errcap);
     if (!rc)
         rc = po_store_commit(s, err, errcap);
     else
@@ -226,4 +233,202 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
         *resolved = rc == PO_OK;
     }
     return rc;
+}
+
+/* ---- refund: a payment parked in suspense, back to the payer ---- */
+
+/* The refund as it stands, into out; *found false when there is none. */
+static po_err refund_state(struct po_store *s, const char *tenant, const char *out_refund_no,
+                           struct po_suspense_refund *out, char *suspense_key, size_t keycap,
+                           bool *found, char *err, size_t errcap)
+{
+    struct po_rows r;
+    po_err rc =
+        po_store_exec(s,
+                      "SELECT COALESCE(suspense_key, ''), out_trade_no, status,"
+                      " submit_state, COALESCE(submit_error, '') FROM refund WHERE"
+                      " tenant_id = ? AND out_refund_no = ?",
+                      PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_refund_no)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    if (*found && (po_strcpy(suspense_key, keycap, po_rows_get(&r, 0, 0)) ||
+                   po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 2)) ||
+                   po_strcpy(out->submit_state, sizeof out->submit_state, po_rows_get(&r, 0, 3))))
+        rc = PO_ERR_STORE;
+    if (*found && !rc) {
+        (void)snprintf(out->submit_error, sizeof out->submit_error, "%s", po_rows_get(&r, 0, 4));
+        if (!suspense_key[0])
+            po_errf(err, errcap,
+                    "refund %s exists for order %s (not a refund of this suspense payment):"
+                    " choose another number",
+                    out_refund_no, po_rows_get(&r, 0, 1));
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* The suspense payment behind a refundable alert, into out. */
+static po_err suspense_payment(struct po_store *s, const char *tenant, const char *alert_id,
+                               struct po_suspense_refund *out, char *key, size_t keycap, char *err,
+                               size_t errcap)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT a.reason, a.idem_key, a.state, COALESCE(a.state_by, ''), COALESCE(n.outcome, ''),"
+        " n.amount, n.currency, COALESCE(n.out_trade_no, '') FROM alert a LEFT JOIN notify_log n"
+        " ON n.tenant_id = a.tenant_id AND n.idem_key = a.idem_key WHERE a.tenant_id = ? AND"
+        " a.alert_key = ?",
+        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    if (r.nrows == 0) {
+        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
+        rc = PO_ERR_NOT_FOUND;
+    } else if (!po_alert_reason_refundable(po_rows_get(&r, 0, 0))) {
+        po_errf(err, errcap,
+                "a %s alert holds no money in suspense; only paid_after_close and"
+                " duplicate_payment payments are refunded this way (docs/operations.md)",
+                po_rows_get(&r, 0, 0));
+        rc = PO_ERR_INVALID;
+    } else if (strcmp(po_rows_get(&r, 0, 4), "suspense") != 0 ||
+               po_strcpy(key, keycap, po_rows_get(&r, 0, 1)) ||
+               key_payment(key, out->channel, out->txn_id) || po_rows_i64(&r, 0, 5, &out->amount) ||
+               po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 6)) ||
+               po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 7))) {
+        po_errf(err, errcap, "the alert's payment is not recorded in suspense");
+        rc = PO_ERR_INVALID;
+    } else if (strcmp(po_rows_get(&r, 0, 2), "resolved") == 0) {
+        po_errf(err, errcap,
+                "the alert was resolved by %s; a resolved alert is not refunded (the money"
+                " may have been returned another way: see its note)",
+                po_rows_get(&r, 0, 3));
+        rc = PO_ERR_CONFLICT;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* The refund already returning this payment, if any (not closed). */
+static po_err live_refund(struct po_store *s, const char *tenant, const char *key, char *err,
+                          size_t errcap)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT out_refund_no, status FROM refund WHERE tenant_id = ? AND"
+                              " suspense_key = ? AND status <> 'CLOSED'",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(key)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    if (r.nrows > 0) {
+        po_errf(err, errcap, "refund %s (%s) already returns this payment", po_rows_get(&r, 0, 0),
+                po_rows_get(&r, 0, 1));
+        rc = PO_ERR_CONFLICT;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* One attempt, in one transaction: checks, the refund, the audit, the ack. */
+static po_err refund_once(struct po_store *s, const char *tenant, const char *alert_id,
+                          const char *out_refund_no, const char *actor, const char *note,
+                          struct po_suspense_refund *out, char *err, size_t errcap)
+{
+    char key[PO_KEY_MAX] = "", theirs[PO_KEY_MAX] = "", now[PO_TIME_MAX];
+    bool found = false;
+    po_clock_now_iso(now, sizeof now);
+    po_err rc = po_store_begin(s, err, errcap);
+    if (rc)
+        return rc;
+    rc = suspense_payment(s, tenant, alert_id, out, key, sizeof key, err, errcap);
+    /* Resolved: refused below, unless this number already is its refund. */
+    bool resolved = rc == PO_ERR_CONFLICT;
+    po_err why = rc;
+    if (!rc || resolved)
+        rc =
+            refund_state(s, tenant, out_refund_no, out, theirs, sizeof theirs, &found, err, errcap);
+    if (!rc && found) {
+        po_store_rollback(s);
+        if (strcmp(theirs, key) == 0)
+            return PO_OK; /* the same refund again */
+        if (theirs[0])
+            po_errf(err, errcap, "refund %s returns another payment (%s)", out_refund_no, theirs);
+        return PO_ERR_CONFLICT;
+    }
+    if (!rc && resolved)
+        rc = why; /* err still says why (refund_state wrote nothing) */
+    if (!rc)
+        rc = live_refund(s, tenant, key, err, errcap);
+    const struct po_channel_ops *ch = rc ? NULL : po_channel_find(out->channel);
+    const char *submit = ch && ch->refund_submit ? "pending" : "manual";
+    if (!rc)
+        rc = po_store_exec(
+            s,
+            "INSERT INTO refund (tenant_id, out_refund_no, out_trade_no, channel, amount,"
+            " currency, status, submit_state, suspense_key, txn_id, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'PROCESSING', ?, ?, ?, ?, ?)",
+            PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_refund_no), PO_TEXT(out->out_trade_no),
+                      PO_TEXT(out->channel), PO_I64(out->amount), PO_TEXT(out->currency),
+                      PO_TEXT(submit), PO_TEXT(key), PO_TEXT(out->txn_id), PO_TEXT(now),
+                      PO_TEXT(now)),
+            NULL, NULL, err, errcap);
+    char said[NOTE_MAX + 160], money[PO_MONEY_MAX];
+    po_money_format(out->amount, out->currency, money, sizeof money);
+    (void)snprintf(said, sizeof said, "refund %s of %s (%s %s) requested; %s", out_refund_no, money,
+                   out->channel, out->txn_id, note);
+    said[NOTE_MAX] = '\0';
+    if (!rc)
+        rc = po_alert_audit(s, tenant, alert_id, "refund", actor, said, now, err, errcap);
+    if (!rc)
+        rc = po_store_exec(s,
+                           "UPDATE alert SET state = 'acknowledged', state_by = ?,"
+                           " state_note = ?, state_at = ? WHERE tenant_id = ? AND"
+                           " alert_key = ? AND state = 'open'",
+                           PO_PARAMS(PO_TEXT(actor), PO_TEXT(said), PO_TEXT(now), PO_TEXT(tenant),
+                                     PO_TEXT(alert_id)),
+                           NULL, NULL, err, errcap);
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    if (!rc) {
+        out->created = true;
+        (void)snprintf(out->status, sizeof out->status, "PROCESSING");
+        (void)snprintf(out->submit_state, sizeof out->submit_state, "%s", submit);
+        po_log(PO_LOG_INFO, "tenant %s: alert %s: %s (by %s)", tenant, alert_id, said, actor);
+    }
+    return rc;
+}
+
+po_err po_alert_refund(struct po_store *s, const unsigned char *master, const char *tenant,
+                       const char *alert_id, const char *out_refund_no, const char *actor,
+                       const char *note, struct po_suspense_refund *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    if (!money_action_ok("refund", actor, note, err, errcap))
+        return PO_ERR_INVALID;
+    if (!out_refund_no || !po_id_valid(out_refund_no, PO_ID_MAX)) {
+        po_errf(err, errcap, "refund number: 1-%d characters of [A-Za-z0-9_-.:|*]", PO_ID_MAX);
+        return PO_ERR_INVALID;
+    }
+    (void)snprintf(out->out_refund_no, sizeof out->out_refund_no, "%s", out_refund_no);
+    /* A twin request committing between our checks and our INSERT makes the
+     * INSERT fail on the unique indexes: look again, once. */
+    po_err rc = refund_once(s, tenant, alert_id, out_refund_no, actor, note, out, err, errcap);
+    if (rc == PO_ERR_CONFLICT)
+        rc = refund_once(s, tenant, alert_id, out_refund_no, actor, note, out, err, errcap);
+    if (rc || !master || strcmp(out->submit_state, "pending") != 0)
+        return rc;
+    char state[16];
+    rc = po_refund_submit(s, master, tenant, out_refund_no, state, sizeof state);
+    if (rc) {
+        po_errf(err, errcap,
+                "refund %s is recorded but its submission failed (%s); serve submits it again",
+                out_refund_no, po_err_name(rc));
+        return rc;
+    }
+    char key[PO_KEY_MAX];
+    bool found = false;
+    return refund_state(s, tenant, out_refund_no, out, key, sizeof key, &found, err, errcap);
 }

@@ -29,7 +29,9 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
     po_err rc =
         po_store_exec(s,
                       "SELECT r.out_trade_no, r.currency, COALESCE(r.channel, o.channel,"
-                      " ''), r.amount, o.amount FROM refund r JOIN pay_order o ON"
+                      " ''), r.amount, CASE WHEN r.suspense_key IS NULL THEN o.amount ELSE"
+                      " r.amount END, COALESCE(r.txn_id, ''), CASE WHEN r.suspense_key IS"
+                      " NULL THEN 0 ELSE 1 END FROM refund r JOIN pay_order o ON"
                       " o.tenant_id = r.tenant_id AND o.out_trade_no = r.out_trade_no"
                       " WHERE r.tenant_id = ? AND r.out_refund_no = ? AND"
                       " r.status = 'PROCESSING' AND r.submit_state = 'pending'",
@@ -40,8 +42,13 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
     if (*found && (po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 0)) ||
                    po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 1)) ||
                    po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 2)) ||
-                   po_rows_i64(&r, 0, 3, &out->amount) || po_rows_i64(&r, 0, 4, &out->total)))
+                   po_rows_i64(&r, 0, 3, &out->amount) || po_rows_i64(&r, 0, 4, &out->total) ||
+                   po_strcpy(out->txn_id, sizeof out->txn_id, po_rows_get(&r, 0, 5))))
         rc = PO_ERR_STORE;
+    int64_t suspense = 0;
+    if (*found && !rc && po_rows_i64(&r, 0, 6, &suspense))
+        rc = PO_ERR_STORE;
+    out->suspense = suspense != 0;
     po_rows_free(&r);
     return rc;
 }
@@ -96,7 +103,7 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
                            " updated_at = ? WHERE tenant_id = ? AND out_refund_no = ? AND"
                            " status = 'PROCESSING' AND submit_state = 'pending'",
                            u, PO_NELEM(u), NULL, &changes, err, sizeof err);
-        if (!rc && changes == 1)
+        if (!rc && changes == 1 && !p->suspense) /* a suspense refund reserved nothing */
             rc = po_order_release_refund(s, tenant, p->out_trade_no, p->amount, now, &changes, err,
                                          sizeof err);
         char key[PO_ID_MAX + 16], akey[PO_ID_MAX + 48], detail[200];
@@ -173,7 +180,7 @@ po_err po_refund_call(struct po_refund_job *job)
     if (!job->callable)
         return PO_OK;
     struct po_refund_request req = {job->p.out_trade_no, job->out_refund_no, job->p.amount,
-                                    job->p.total, job->p.currency};
+                                    job->p.total,        job->p.currency,    job->p.txn_id};
     po_err rc = job->ch->refund_submit(&job->acct, &req, &job->ans);
     job->callable = false;
     if (rc)

@@ -239,6 +239,39 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
 po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,
                        char *err, size_t errcap) PO_MUST_CHECK;
+/* The refund an operator asked for to return a payment parked in suspense
+ * (po_alert_refund), as it stands after the call. */
+struct po_suspense_refund {
+    char out_refund_no[PO_ID_MAX + 1];
+    char out_trade_no[PO_ID_MAX + 1];
+    char channel[PO_CHANNEL_MAX];
+    char txn_id[PO_TXN_ID_MAX + 1];
+    int64_t amount;
+    char currency[4];
+    char status[16];       /* PROCESSING, SUCCESS, CLOSED, ABNORMAL */
+    char submit_state[16]; /* pending, submitted, rejected, manual */
+    char submit_error[64];
+    bool created; /* false: this number already returned this payment */
+};
+/* The audited operator action of a suspense alert (paid_after_close,
+ * duplicate_payment: a payment whose money the engine parked in suspense):
+ * records a refund of exactly that payment (its channel transaction, its
+ * amount) as out_refund_no, reserving nothing on the order, appends
+ * 'refund' to the audit trail and acknowledges the alert, in one
+ * transaction; then, when master is given and the channel has a refund
+ * API, submits it (else it waits for serve's jobs, or — no refund API —
+ * for the channel's notification of a refund made there with that
+ * number). The money moves only when the channel's success comes through
+ * the engine (callback, query, reconciliation) with the refund's own key:
+ * suspense -> clearing, and the alert is resolved by payonce. At most one
+ * refund per suspense payment is live (a closed one may be followed by
+ * another number); the same number again is the same refund (*created
+ * false). A refused alert, a resolved one, or a number used by another
+ * refund is PO_ERR_INVALID / PO_ERR_CONFLICT with why in err. */
+po_err po_alert_refund(struct po_store *s, const unsigned char *master, const char *tenant,
+                       const char *alert_id, const char *out_refund_no, const char *actor,
+                       const char *note, struct po_suspense_refund *out, char *err,
+                       size_t errcap) PO_MUST_CHECK;
 /* Whether a state name is one an alert can be in. */
 bool po_alert_state_valid(const char *state);
 
@@ -345,6 +378,10 @@ struct po_refund_pending {
     char currency[4];
     char channel[PO_CHANNEL_MAX];
     int64_t amount, total;
+    /* A refund of a suspense payment: the transaction refunded (the
+     * request names it, not the order) and whether it reserved nothing. */
+    char txn_id[PO_TXN_ID_MAX + 1];
+    bool suspense;
 };
 struct po_refund_job {
     char tenant[PO_ID_MAX + 1];

@@ -85,16 +85,23 @@ po_err po_view_order(struct po_store *s, const char *tenant, const char *out_tra
 po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,
                       json_t **out)
 {
-    static const char *const f[] = {"out_refund_no",     "out_trade_no",     "channel",
-                                    "#amount",           "currency",         "status",
-                                    "channel_refund_id", "created_at",       "updated_at",
-                                    "submit_state",      "#submit_attempts", "submit_error"};
+    static const char *const f[] = {
+        "out_refund_no",    "out_trade_no",      "channel",      "#amount",    "currency",
+        "status",           "channel_refund_id", "created_at",   "updated_at", "submit_state",
+        "#submit_attempts", "submit_error",      "suspense_key", "txn_id"};
     json_t *r = NULL;
     po_err rc = one(s,
                     "SELECT out_refund_no, out_trade_no, channel, amount, currency, status,"
                     " channel_refund_id, created_at, updated_at, submit_state, submit_attempts,"
-                    " submit_error FROM refund WHERE tenant_id = ? AND out_refund_no = ?",
+                    " submit_error, suspense_key, txn_id FROM refund WHERE tenant_id = ? AND"
+                    " out_refund_no = ?",
                     tenant, out_refund_no, "refund", f, NFIELDS(f), &r);
+    if (!rc && r && json_is_null(json_object_get(r, "suspense_key"))) {
+        /* an order's refund; a refund of a payment parked in suspense
+         * names that payment (its key) and its transaction */
+        json_object_del(r, "suspense_key");
+        json_object_del(r, "txn_id");
+    }
     if (!rc && r) {
         /* The submission to the channel, grouped. */
         json_t *sub = json_pack("{s:O, s:O, s:O}", "state", json_object_get(r, "submit_state"),

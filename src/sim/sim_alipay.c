@@ -140,6 +140,7 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     int ret;
     json_t *biz = json_loads(sim_form_get(&f, "biz_content"), 0, NULL);
     const char *out_trade_no = js(biz, "out_trade_no"), *out_request_no = js(biz, "out_request_no");
+    const char *trade_no = js(biz, "trade_no"); /* either names the trade */
     const char *notify_url = sim_form_get(&f, "notify_url");
     int64_t want = sim_fen(js(biz, "refund_amount"));
     if (strcmp(sim_form_get(&f, "method"), "alipay.trade.refund") != 0) {
@@ -148,21 +149,26 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         ret = alipay_error(s, c, node, "40002", "isv.invalid-app-id", "无效的AppID参数");
     } else if (!po_sim_alipay_verify(s->id.merchant_pub, keys, vals, f.n)) {
         ret = alipay_error(s, c, node, "40002", "isv.invalid-signature", "验签出错");
-    } else if (!po_id_valid(out_trade_no, 64) || !po_id_valid(out_request_no, 64) || want <= 0 ||
-               strlen(notify_url) >= 500) {
+    } else if ((*trade_no ? !po_id_valid(trade_no, 64) : !po_id_valid(out_trade_no, 64)) ||
+               !po_id_valid(out_request_no, 64) || want <= 0 || strlen(notify_url) >= 500) {
         ret = alipay_error(s, c, node, "40002", "isv.missing-parameter",
-                           "out_trade_no, out_request_no, refund_amount");
+                           "out_trade_no or trade_no, out_request_no, refund_amount");
     } else {
         pthread_mutex_lock(&s->mu);
         json_t *payments = read_jsonl(s->dir, "payments.jsonl");
         json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
-        json_t *p = find_payment(payments, "alipay", "out_trade_no", out_trade_no), *r;
+        json_t *p = *trade_no ? find_payment(payments, "alipay", "txn", trade_no)
+                              : find_payment(payments, "alipay", "out_trade_no", out_trade_no),
+               *r;
         json_t *existing = NULL;
         json_int_t already = 0;
         size_t i;
+        char order[65];
+        (void)snprintf(order, sizeof order, "%s", p ? js(p, "out_trade_no") : out_trade_no);
+        out_trade_no = order;
         json_array_foreach(refunds, i, r)
         {
-            if (!refund_of(r, "alipay") || strcmp(js(r, "out_trade_no"), out_trade_no) != 0)
+            if (!refund_of(r, "alipay") || !p || strcmp(js(r, "txn"), js(p, "txn")) != 0)
                 continue;
             already += ji(r, "amount");
             if (strcmp(js(r, "out_refund_no"), out_request_no) == 0)

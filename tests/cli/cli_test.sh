@@ -179,6 +179,46 @@ EOF
   check replay-then-callback 0 "$BIN" apply --db "$db" --event "$tmp/ev9.json"; json replay-then-callback 'd=={"outcome":"duplicate","layer":1}'
   check replay-resolved-json 0 "$BIN" alerts --db "$db" --tenant t1 --state resolved --json
   json replay-resolved-json 'any(a["id"]=="'"$rid"'" and a["state_by"]=="carol" and a["state_note"].startswith("replayed: applied") for a in d["alerts"])'
+  # alerts refund (issue 13 item 9): ORD-1 paid a second time is parked in
+  # suspense; four operators (processes) at once ask for it to be refunded
+  # under four numbers: one refund, of that transaction, submitted for real
+  # (this account has no merchant key: it stays pending, nothing is sent);
+  # the channel's success, three times at once, clears suspense once.
+  sed 's/0000000001"/0000000002"/' "$tmp/ev.json" > "$tmp/ev2.json"
+  check apply-twice 0 "$BIN" apply --db "$db" --event "$tmp/ev2.json"; json apply-twice 'd=={"outcome":"suspense","reason":"duplicate_payment"}'
+  local sid="wechatpay:4200001234202612020000000002:PAY_SUCCESS|duplicate_payment"
+  check srefund-not-suspense 1 "$BIN" alerts refund --db "$db" --tenant t1 --alert "$rid" --out-refund-no SR-0 --note x
+  has srefund-not-suspense "$tmp/err" "holds no money in suspense"
+  check srefund-no-number 2 "$BIN" alerts refund --db "$db" --tenant t1 --alert "$sid" --note x
+  for i in 1 2 3 4; do
+    "$BIN" alerts refund --db "$db" --tenant t1 --alert "$sid" --out-refund-no "SR-$i" --note "paid twice" --by dave \
+      --master-key-file "$tmp/master.key" >"$tmp/sr$i.out" 2>&1 &
+  done
+  wait
+  cat "$tmp"/sr[1-4].out > "$tmp/srall"
+  if [ "$(grep -c 'requested: PROCESSING, submission pending, last error no_merchant_key' "$tmp/srall")" = 1 ] &&
+     [ "$(grep -c 'already returns this payment' "$tmp/srall")" = 3 ]; then passes=$((passes+1)); else
+    echo "FAIL srefund-race: not one refund of four"; sed 's/^/  | /' "$tmp/srall"; fails=$((fails+1)); fi
+  local sno; sno=$(grep -l 'requested:' "$tmp"/sr[1-4].out | head -1 | sed 's/.*sr\([0-9]\)\.out/SR-\1/')
+  check srefund-show 0 "$BIN" refund show --db "$db" --tenant t1 --out-refund-no "$sno" --json
+  json srefund-show 'd["suspense_key"]=="wechatpay:4200001234202612020000000002:PAY_SUCCESS" and d["txn_id"]=="4200001234202612020000000002" and d["amount"]==100 and d["submission"]["state"]=="pending" and d["submission"]["error"]=="no_merchant_key"'
+  check srefund-show-text 0 "$BIN" refund show --db "$db" --tenant t1 --out-refund-no "$sno"; has srefund-show-text "$tmp/out" "parked in suspense"
+  check srefund-same 0 "$BIN" alerts refund --db "$db" --tenant t1 --alert "$sid" --out-refund-no "$sno" --note again; has srefund-same "$tmp/out" "was requested already"
+  check srefund-acked 0 "$BIN" alerts --db "$db" --tenant t1 --state acknowledged --json
+  json srefund-acked 'any(a["id"]=="'"$sid"'" and a["state_by"]=="dave" for a in d["alerts"])'
+  printf '%s\n' '{"tenant":"t1","channel":"wechatpay","type":"REFUND_SUCCESS","channel_refund_id":"50300000000000000000000777",' \
+    ' "out_trade_no":"ORD-1","out_refund_no":"'"$sno"'","amount":100,"currency":"CNY","source":"callback",' \
+    ' "occurred_at":"2026-12-03T10:00:00+08:00"}' > "$tmp/srok.json"
+  for i in 1 2 3; do "$BIN" apply --db "$db" --event "$tmp/srok.json" >"$tmp/ok$i.out" 2>&1 & done
+  wait
+  cat "$tmp"/ok[1-3].out > "$tmp/okall"
+  if [ "$(grep -c '"outcome":"applied"' "$tmp/okall")" = 1 ] && [ "$(grep -c '"outcome":"duplicate"' "$tmp/okall")" = 2 ]; then
+    passes=$((passes+1)); else echo "FAIL srefund-apply-3x: not applied once"; sed 's/^/  | /' "$tmp/okall"; fails=$((fails+1)); fi
+  check srefund-balances 0 "$BIN" ledger balances --db "$db" --tenant t1 --json
+  json srefund-balances '(b:={b["account"]:b["balance"] for b in d["balances"]}) and b.get("suspense",0)==0 and b["channel_clearing:wechatpay"]==-b["merchant_payable:m1"]'
+  check srefund-resolved 0 "$BIN" alerts --db "$db" --tenant t1 --state resolved --json
+  json srefund-resolved 'any(a["id"]=="'"$sid"'" and a["state_by"]=="payonce" and a["state_note"].startswith("refunded: '"$sno"'") for a in d["alerts"])'
+  check srefund-after 1 "$BIN" alerts refund --db "$db" --tenant t1 --alert "$sid" --out-refund-no SR-9 --note again; has srefund-after "$tmp/err" "resolved by payonce"
   check verify 0 "$BIN" verify --db "$db"
   check verify-json 0 "$BIN" verify --db "$db" --json; json verify-json 'd["ok"] is True and d["violations"]==[]'
   check env-db 0 env PAYONCE_DB="$db" "$BIN" verify

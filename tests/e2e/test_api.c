@@ -1418,6 +1418,183 @@ static void test_alipay_refunds(void)
             "AL-1: two reversals, 700 refunded");
 }
 
+/* Issue 13 item 9: money parked in suspense back to the payer. The
+ * operator's action (po_alert_refund, what `payonce alerts refund` runs)
+ * submits a refund of exactly the suspense payment to the (simulated)
+ * channel, naming its transaction; the channel's notification moves the
+ * money suspense -> clearing through the engine and resolves the alert.
+ * Four operators at once with four numbers: one refund. */
+struct srefund_racer {
+    pthread_barrier_t *go;
+    const char *alert;
+    char no[32];
+    po_err rc;
+    bool created;
+};
+
+static void *srefund_one(void *arg)
+{
+    struct srefund_racer *a = arg;
+    struct po_store *s = t_open(url);
+    struct po_suspense_refund r;
+    char err[PO_ERRBUF_MAX] = "";
+    pthread_barrier_wait(a->go);
+    a->rc = po_alert_refund(s, mkey, "t1", a->alert, a->no, "ops", "the payer paid twice", &r, err,
+                            sizeof err);
+    a->created = a->rc == PO_OK && r.created;
+    po_store_close(s);
+    return NULL;
+}
+
+/* The simulator's refund record for out_refund_no names transaction txn. */
+static bool sim_refunded_txn(const char *out_refund_no, const char *txn)
+{
+    char path[512], *lines = NULL, want[160];
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sim/refunds.jsonl", dir);
+    snprintf(want, sizeof want, "\"txn\":\"%s\",\"out_refund_no\":\"%s\"", txn, out_refund_no);
+    if (po_file_read(path, 1 << 20, &lines, &len))
+        return false;
+    bool found = strstr(lines, want) != NULL;
+    free(lines);
+    return found;
+}
+
+static int64_t t1_balance(const char *account)
+{
+    return q1("SELECT COALESCE(SUM(balance), 0) FROM account_balance WHERE tenant_id = 't1' AND"
+              " account = ?",
+              account);
+}
+
+static void test_suspense_refunds(void)
+{
+    char gateway[80];
+    snprintf(gateway, sizeof gateway, "http://127.0.0.1:%u/gateway.do", sim_port);
+    t1_alipay(gateway, "sim");
+    struct resp r;
+    int64_t suspense0 = t1_balance("suspense");
+    /* WeChat Pay: SP-1 paid twice. */
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"SP-1\",\"amount\":800,\"channel\":\"wechatpay\"}",
+        &r);
+    T_CHECK(r.status == 201, "SP-1: %ld %s", r.status, r.body);
+    const char *txn2 = "4200000000000000000000009102";
+    sim_pay("SP-1:800 --txn 4200000000000000000000009101");
+    T_CHECK(t_cli_status(dir, bin, url,
+                         "sim pay --dir sim --order SP-1:800 --txn %s --notify-url"
+                         " http://127.0.0.1:%u/notify/wechatpay/t1",
+                         txn2, gw_port) == 1,
+            "the second payment of SP-1 is not credited");
+    T_CHECK(t1_balance("suspense") == suspense0 - 800, "SP-1's second payment in suspense");
+    char alert[160];
+    snprintf(alert, sizeof alert, "wechatpay:%s:PAY_SUCCESS|duplicate_payment", txn2);
+    int before = sim_refunds();
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 4);
+    struct srefund_racer rr[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        rr[i] = (struct srefund_racer){&go, alert, "", PO_OK, false};
+        snprintf(rr[i].no, sizeof rr[i].no, "SRF-%d", i + 1);
+        if (pthread_create(&th[i], NULL, srefund_one, &rr[i]))
+            die("pthread_create");
+    }
+    int created = 0, refused = 0;
+    const char *winner = NULL;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        if (rr[i].created)
+            created++, winner = rr[i].no;
+        else if (rr[i].rc == PO_ERR_CONFLICT)
+            refused++;
+    }
+    pthread_barrier_destroy(&go);
+    T_CHECK(created == 1 && refused == 3, "four operators at once: %d refunds, %d refused", created,
+            refused);
+    if (!winner)
+        return;
+    T_CHECK(sim_refunds() == before + 1, "the channel got %d refunds", sim_refunds() - before);
+    T_CHECK(sim_refunded_txn(winner, txn2), "%s did not name the second payment %s", winner, txn2);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     winner, 1),
+            "%s did not reach SUCCESS", winner);
+    T_CHECK(t1_balance("suspense") == suspense0, "SP-1's suspense not cleared: %lld",
+            (long long)(t1_balance("suspense") - suspense0));
+    T_CHECK(q1("SELECT refund_reserved + refunded_amount FROM pay_order WHERE tenant_id = 't1'"
+               " AND out_trade_no = ?",
+               "SP-1") == 0,
+            "the order's own refunds untouched");
+    T_CHECK(q1("SELECT COUNT(*) FROM alert WHERE tenant_id = 't1' AND alert_key = ? AND"
+               " state = 'resolved' AND state_by = 'payonce'",
+               alert) == 1,
+            "the alert resolved by payonce");
+    T_CHECK(q1("SELECT COUNT(*) FROM alert_action WHERE tenant_id = 't1' AND alert_key = ?",
+               alert) == 2,
+            "audit: refund, refunded");
+    T_CHECK(q1("SELECT COUNT(*) FROM outbox_event WHERE tenant_id = 't1' AND type = ?",
+               "suspense.refunded") == 1,
+            "one suspense.refunded event");
+    char path[64], key[120];
+    snprintf(path, sizeof path, "/v1/refunds/%s", winner);
+    snprintf(key, sizeof key, "wechatpay:%s:PAY_SUCCESS", txn2);
+    api("GET", gw_port, path, key1, NULL, NULL, &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "suspense_key", key) &&
+                strstr(r.body, "\"txn_id\":\"4200000000000000000000009102\"") &&
+                jstr_is(&r, "status", "SUCCESS"),
+            "GET %s: %s", path, r.body);
+    /* The channel's notification three more times at once: one reversal. */
+    char refund_id[64] = "";
+    T_CHECK(sim_refund_id(winner, refund_id, sizeof refund_id), "no refund id for %s", winner);
+    struct po_sim_refund rf = {"wechatpay", "SP-1", txn2, winner, refund_id, 800, 800, "SUCCESS"};
+    long st[3];
+    refund_cb_3x(&rf, st);
+    T_CHECK(st[0] == 204 && st[1] == 204 && st[2] == 204, "redelivered: %ld %ld %ld", st[0], st[1],
+            st[2]);
+    T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
+               winner) == 1 &&
+                t1_balance("suspense") == suspense0,
+            "one reversal out of suspense");
+
+    /* Alipay: AP-1 closed, then paid: paid_after_close, refunded by trade_no. */
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"AP-1\",\"amount\":600,\"channel\":\"alipay\"}",
+        &r);
+    api("POST", gw_port, "/v1/orders/AP-1/close", key1, NULL, NULL, &r);
+    T_CHECK(jstr_is(&r, "status", "CLOSED"), "AP-1 closed: %s", r.body);
+    const char *atxn = "2026120322001400000000009201";
+    T_CHECK(t_cli_status(dir, bin, url,
+                         "sim pay --dir sim --channel alipay --order AP-1:600 --txn %s"
+                         " --notify-url http://127.0.0.1:%u/notify/alipay/t1",
+                         atxn, gw_port) == 1,
+            "AP-1 paid after close: not credited");
+    snprintf(alert, sizeof alert, "alipay:%s:PAY_SUCCESS|paid_after_close", atxn);
+    struct po_store *s = t_open(url);
+    struct po_suspense_refund sr;
+    char err[PO_ERRBUF_MAX] = "";
+    T_CHECK(po_alert_refund(s, mkey, "t1", alert, "SRA-1", "ops", "paid a closed order", &sr, err,
+                            sizeof err) == PO_OK &&
+                sr.created && strcmp(sr.submit_state, "submitted") == 0,
+            "alipay suspense refund: %s (%s)", err, sr.submit_state);
+    po_store_close(s);
+    T_CHECK(sim_refunded_txn("SRA-1", atxn), "SRA-1 did not name trade %s", atxn);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     "SRA-1", 1),
+            "SRA-1 did not reach SUCCESS");
+    T_CHECK(t1_balance("suspense") == suspense0, "AP-1's suspense not cleared");
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ? AND"
+               " status = 'CLOSED' AND refunded_amount = 0",
+               "AP-1") == 1,
+            "AP-1 stays closed, nothing refunded on it");
+    T_CHECK(q1("SELECT COUNT(*) FROM alert WHERE tenant_id = 't1' AND alert_key = ? AND"
+               " state = 'resolved'",
+               alert) == 1,
+            "AP-1's alert resolved");
+    s = t_open(url);
+    T_CHECK(t_verify(s) == 0, "verify after suspense refunds");
+    po_store_close(s);
+}
+
 /* GET /v1/orders (issue 13 item 7): every order of the tenant once, in
  * pages, in creation order; filters; bad parameters are 400. */
 /* Walks a paged list route (path?limit=N…) to its end: each item to
@@ -1620,6 +1797,7 @@ int main(int argc, char **argv)
     test_refund_submission();
     test_silent_channel();
     test_alipay_refunds();
+    test_suspense_refunds();
     test_journal_paging();
     test_order_listing();
     test_reaper();

@@ -4,6 +4,7 @@
  * every outcome, refunds, profit sharing, batches, and verify catching
  * broken invariants. Each test gets a fresh database.
  */
+#include "../../src/service/service.h"
 #include "../support/testutil.h"
 
 #include <setjmp.h>
@@ -47,6 +48,13 @@ static void assert_one_credit(struct po_store *s, int64_t amount)
     assert_int_equal(t_balance(s, "channel_clearing:wechatpay"), amount);
     assert_int_equal(t_balance(s, "merchant_payable:m1"), -amount);
     assert_int_equal(t_verify(s), 0);
+}
+
+static void exec_ok(struct po_store *s, const char *sql)
+{
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_store_exec(s, sql, NULL, 0, NULL, NULL, err, sizeof err))
+        fail_msg("%s: %s", sql, err);
 }
 
 /* ---- the happy path and layer 1 ---- */
@@ -381,6 +389,221 @@ static void second_payment_of_paid_order_goes_to_suspense(void **state)
     assert_int_equal(t_verify(S), 0);
 }
 
+/* ---- a payment parked in suspense, refunded (issue 13 item 9) ---- */
+
+#define DUP_KEY "wechatpay:4200000002:PAY_SUCCESS"
+#define DUP_ALERT DUP_KEY "|duplicate_payment"
+
+/* ORD-1 paid (4200000001), then paid again (4200000002): 100 in suspense. */
+static void paid_twice(struct po_store *s)
+{
+    t_seed_order(s, "ORD-1", 100);
+    struct po_event a = t_pay_event("ORD-1", "4200000001", 100);
+    struct po_event b = t_pay_event("ORD-1", "4200000002", 100);
+    assert_outcome(t_apply(s, NULL, &a), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(s, NULL, &b), PO_OUT_SUSPENSE, 0);
+}
+
+/* The operator's action; its return, and r. */
+#define srefund(...) srefund_in(S, __VA_ARGS__)
+#define assert_audit(...) assert_audit_in(S, __VA_ARGS__)
+static po_err srefund_in(struct po_store *s, const char *alert, const char *no,
+                         struct po_suspense_refund *r, char *err)
+{
+    err[0] = '\0';
+    return po_alert_refund(s, NULL, "t1", alert, no, "ops", "the payer paid twice", r, err,
+                           PO_ERRBUF_MAX);
+}
+
+static void assert_audit_in(struct po_store *s, const char *alert, const char *actions)
+{
+    char got[256] = "";
+    struct po_rows r;
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_param p[] = {PO_TEXT(alert)};
+    assert_int_equal(po_store_exec(s,
+                                   "SELECT action FROM alert_action WHERE tenant_id = 't1' AND"
+                                   " alert_key = ? ORDER BY seq",
+                                   p, 1, &r, NULL, err, sizeof err),
+                     PO_OK);
+    for (int i = 0; i < r.nrows; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "",
+                 po_rows_get(&r, i, 0));
+    po_rows_free(&r);
+    assert_string_equal(got, actions);
+}
+
+static void suspense_refund_returns_the_money_once(void **state)
+{
+    paid_twice(S);
+    struct po_suspense_refund r;
+    char err[PO_ERRBUF_MAX];
+    assert_int_equal(srefund(DUP_ALERT, "SR-1", &r, err), PO_OK);
+    assert_true(r.created);
+    assert_string_equal(r.channel, "wechatpay");
+    assert_string_equal(r.txn_id, "4200000002");
+    assert_int_equal(r.amount, 100);
+    assert_string_equal(r.status, "PROCESSING");
+    assert_string_equal(r.submit_state, "pending"); /* no master key here: serve submits it */
+    /* Recorded, audited, acknowledged; no money moved, nothing reserved. */
+    assert_int_equal(t_balance(S, "suspense"), -100);
+    assert_int_equal(count_all(S, "SELECT refund_reserved + refunded_amount FROM pay_order"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund WHERE suspense_key = '" DUP_KEY
+                                  "' AND txn_id = '4200000002' AND amount = 100"),
+                     1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE state = 'acknowledged' AND"
+                                  " state_by = 'ops'"),
+                     1);
+    assert_audit(DUP_ALERT, "refund");
+    assert_int_equal(t_verify(S), 0);
+    /* The same number again is the same refund; another is refused while
+     * SR-1 is live; the order's own refunds cannot take the number. */
+    assert_int_equal(srefund(DUP_ALERT, "SR-1", &r, err), PO_OK);
+    assert_false(r.created);
+    assert_int_equal(srefund(DUP_ALERT, "SR-2", &r, err), PO_ERR_CONFLICT);
+    assert_non_null(strstr(err, "SR-1"));
+    assert_int_equal(po_refund_create(S, "t1", "ORD-1", "SR-1", 100, err, sizeof err),
+                     PO_ERR_CONFLICT);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund"), 1);
+    assert_audit(DUP_ALERT, "refund");
+
+    /* The channel's success, through the engine with the refund's key. */
+    struct po_event ok = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "SR-1", "5030000009", 100);
+    assert_outcome(t_apply(S, NULL, &ok), PO_OUT_APPLIED, 0);
+    assert_outcome(t_apply(S, NULL, &ok), PO_OUT_DUPLICATE, 1);
+    assert_int_equal(t_balance(S, "suspense"), 0);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 100);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -100); /* the merchant keeps its sale */
+    assert_int_equal(count_all(S, "SELECT refund_reserved + refunded_amount FROM pay_order"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'"), 1);
+    assert_int_equal(
+        count_all(S,
+                  "SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = 'SR-1'"),
+        1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE alert_key = '" DUP_ALERT
+                                  "' AND state = 'resolved' AND state_by = 'payonce'"),
+                     1);
+    assert_audit(DUP_ALERT, "refund refunded");
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM outbox_event WHERE type ="
+                                  " 'suspense.refunded'"),
+                     1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM outbox_event WHERE type ="
+                                  " 'refund.succeeded'"),
+                     0);
+    assert_int_equal(t_verify(S), 0);
+    /* Resolved now: a new number is refused, the old one still answers. */
+    assert_int_equal(srefund(DUP_ALERT, "SR-3", &r, err), PO_ERR_CONFLICT);
+    assert_non_null(strstr(err, "resolved"));
+    assert_int_equal(srefund(DUP_ALERT, "SR-1", &r, err), PO_OK);
+    assert_false(r.created);
+    assert_string_equal(r.status, "SUCCESS");
+}
+
+static void suspense_refund_closed_then_another(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    exec_ok(S, "UPDATE pay_order SET status = 'CLOSED' WHERE out_trade_no = 'ORD-1'");
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_SUSPENSE, 0);
+    const char *alert = "wechatpay:4200000001:PAY_SUCCESS|paid_after_close";
+    struct po_suspense_refund r;
+    char err[PO_ERRBUF_MAX];
+    assert_int_equal(srefund(alert, "SR-1", &r, err), PO_OK);
+    /* Closed by the channel: nothing to release, the money stays parked. */
+    struct po_event closed =
+        t_refund_event(PO_EV_REFUND_CLOSED, "ORD-1", "SR-1", "5030000001", 100);
+    assert_outcome(t_apply(S, NULL, &closed), PO_OUT_APPLIED, 0);
+    assert_int_equal(t_balance(S, "suspense"), -100);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE state = 'acknowledged'"), 1);
+    assert_int_equal(t_verify(S), 0);
+    /* A closed refund does not block another number. */
+    assert_int_equal(srefund(alert, "SR-2", &r, err), PO_OK);
+    assert_true(r.created);
+    struct po_event ok = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "SR-2", "5030000002", 100);
+    assert_outcome(t_apply(S, NULL, &ok), PO_OUT_APPLIED, 0);
+    assert_int_equal(t_balance(S, "suspense"), 0);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'CLOSED'"), 1);
+    assert_audit(alert, "refund refund refunded");
+    assert_int_equal(t_verify(S), 0);
+}
+
+static void suspense_refund_refusals(void **state)
+{
+    paid_twice(S);
+    t_seed_order(S, "ORD-2", 100);
+    t_seed_refund(S, "ORD-1", "R-1", 30);
+    struct po_event unknown = t_pay_event("ORD-9", "4200000009", 100);
+    assert_outcome(t_apply(S, NULL, &unknown), PO_OUT_REJECTED, 0);
+    struct po_suspense_refund r;
+    char err[PO_ERRBUF_MAX];
+    /* No money in suspense behind an unknown_order alert. */
+    assert_int_equal(srefund("wechatpay:4200000009:PAY_SUCCESS|unknown_order", "SR-1", &r, err),
+                     PO_ERR_INVALID);
+    assert_non_null(strstr(err, "holds no money in suspense"));
+    assert_int_equal(srefund("wechatpay:nope:PAY_SUCCESS|duplicate_payment", "SR-1", &r, err),
+                     PO_ERR_NOT_FOUND);
+    assert_int_equal(srefund(DUP_ALERT, "bad number!", &r, err), PO_ERR_INVALID);
+    assert_int_equal(
+        po_alert_refund(S, NULL, "t1", DUP_ALERT, "SR-1", "ops", "", &r, err, sizeof err),
+        PO_ERR_INVALID); /* a note is required */
+    /* The order's refund's number. */
+    assert_int_equal(srefund(DUP_ALERT, "R-1", &r, err), PO_ERR_CONFLICT);
+    assert_non_null(strstr(err, "exists for order ORD-1"));
+    /* Another tenant cannot see the alert. */
+    assert_int_equal(
+        po_alert_refund(S, NULL, "t2", DUP_ALERT, "SR-1", "ops", "x", &r, err, sizeof err),
+        PO_ERR_NOT_FOUND);
+    /* A resolved alert is not refunded. */
+    bool changed = false;
+    assert_int_equal(po_alert_act(S, "t1", DUP_ALERT, PO_ALERT_RESOLVE, "ops",
+                                  "refunded in the merchant platform", &changed, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(srefund(DUP_ALERT, "SR-1", &r, err), PO_ERR_CONFLICT);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund WHERE suspense_key IS NOT NULL"), 0);
+    assert_int_equal(t_balance(S, "suspense"), -100);
+    assert_int_equal(t_verify(S), 0);
+}
+
+/* A store failure anywhere in the refund's application (here: resolving
+ * its alert, the last statement) rolls all of it back: retry, nothing
+ * moved; the retry applies it once. */
+static bool fail_alert_update;
+static po_err fail_on_alert(void *ctx, int idx, const char *sql)
+{
+    (void)ctx;
+    (void)idx;
+    return fail_alert_update && strncmp(sql, "UPDATE alert SET state = 'resolved'", 35) == 0
+               ? PO_ERR_TRANSIENT
+               : PO_OK;
+}
+
+static void suspense_refund_store_fault_moves_nothing(void **state)
+{
+    paid_twice(S);
+    struct po_suspense_refund r;
+    char err[PO_ERRBUF_MAX];
+    assert_int_equal(srefund(DUP_ALERT, "SR-1", &r, err), PO_OK);
+    struct po_event ok = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "SR-1", "5030000009", 100);
+    fail_alert_update = true;
+    po_store_set_fault_hook(S, fail_on_alert, NULL);
+    struct po_outcome o = t_apply(S, NULL, &ok);
+    po_store_set_fault_hook(S, NULL, NULL);
+    fail_alert_update = false;
+    assert_outcome(o, PO_OUT_RETRY, 0);
+    assert_int_equal(t_balance(S, "suspense"), -100);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund WHERE status = 'PROCESSING'"), 1);
+    assert_int_equal(count_key(S, "notify_log", "wechatpay:5030000009:REFUND_SUCCESS"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE state = 'acknowledged'"), 1);
+    assert_audit(DUP_ALERT, "refund");
+    assert_int_equal(t_verify(S), 0);
+    assert_outcome(t_apply(S, NULL, &ok), PO_OUT_APPLIED, 0);
+    assert_int_equal(t_balance(S, "suspense"), 0);
+    assert_audit(DUP_ALERT, "refund refunded");
+    assert_int_equal(t_verify(S), 0);
+}
+
 /* ---- refunds ---- */
 
 static void refund_success_posts_reversal_once(void **state)
@@ -614,13 +837,6 @@ static void batch_large_mixed(void **state)
 
 /* ---- verify must be able to fail ---- */
 
-static void exec_ok(struct po_store *s, const char *sql)
-{
-    char err[PO_ERRBUF_MAX] = "";
-    if (po_store_exec(s, sql, NULL, 0, NULL, NULL, err, sizeof err))
-        fail_msg("%s: %s", sql, err);
-}
-
 static void verify_detects_broken_invariants(void **state)
 {
     t_seed_order(S, "ORD-1", 100);
@@ -681,6 +897,15 @@ static void verify_names_every_broken_invariant(void **state)
     struct po_event rf = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "5030000001", 30);
     assert_outcome(t_apply(S, NULL, &rf), PO_OUT_APPLIED, 0);
     t_seed_refund(S, "ORD-1", "R-2", 20);
+    /* a second payment of ORD-1, parked in suspense and refunded (SR-1) */
+    struct po_event twice = t_pay_event("ORD-1", "4200000003", 100);
+    assert_outcome(t_apply(S, NULL, &twice), PO_OUT_SUSPENSE, 0);
+    struct po_suspense_refund sr;
+    char serr[PO_ERRBUF_MAX];
+    assert_int_equal(
+        srefund("wechatpay:4200000003:PAY_SUCCESS|duplicate_payment", "SR-1", &sr, serr), PO_OK);
+    struct po_event back = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "SR-1", "5030000003", 100);
+    assert_outcome(t_apply(S, NULL, &back), PO_OUT_APPLIED, 0);
     assert_int_equal(t_verify(S), 0);
 #define PAYKEY "'wechatpay:4200000001:PAY_SUCCESS'"
     static const struct {
@@ -721,6 +946,21 @@ static void verify_names_every_broken_invariant(void **state)
          "UPDATE refund SET status = 'PROCESSING' WHERE out_refund_no = 'R-2'"},
         {"refund_amount", "UPDATE refund SET amount = amount + 1 WHERE out_refund_no = 'R-1'",
          "UPDATE refund SET amount = amount - 1 WHERE out_refund_no = 'R-1'"},
+        /* SR-1 pointing at a payment that parked nothing */
+        {"suspense_refunds",
+         "UPDATE refund SET suspense_key = " PAYKEY " WHERE out_refund_no = 'SR-1'",
+         "UPDATE refund SET suspense_key = 'wechatpay:4200000003:PAY_SUCCESS' WHERE"
+         " out_refund_no = 'SR-1'"},
+        /* SR-1 taken for an order's refund: it debited suspense */
+        {"refund_source", "UPDATE refund SET suspense_key = NULL WHERE out_refund_no = 'SR-1'",
+         "UPDATE refund SET suspense_key = 'wechatpay:4200000003:PAY_SUCCESS' WHERE"
+         " out_refund_no = 'SR-1'"},
+        /* R-1 (an order's refund) posted as if from suspense */
+        {"refund_source",
+         "UPDATE posting SET account = 'suspense' WHERE idem_key ="
+         " 'wechatpay:5030000001:REFUND_SUCCESS' AND amount > 0",
+         "UPDATE posting SET account = 'merchant_payable:m1' WHERE idem_key ="
+         " 'wechatpay:5030000001:REFUND_SUCCESS' AND amount > 0"},
     };
     for (size_t i = 0; i < PO_NELEM(cases); i++) {
         exec_ok(S, cases[i].breaks);
@@ -786,6 +1026,13 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(paid_after_close_goes_to_suspense, t_fx_setup_seeded,
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(second_payment_of_paid_order_goes_to_suspense,
+                                        t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(suspense_refund_returns_the_money_once, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(suspense_refund_closed_then_another, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(suspense_refund_refusals, t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(suspense_refund_store_fault_moves_nothing,
                                         t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(refund_success_posts_reversal_once, t_fx_setup_seeded,
                                         t_fx_teardown),

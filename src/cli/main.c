@@ -468,24 +468,44 @@ static int cmd_alerts_resolve(struct po_store *s, const struct opts *o)
     return alert_act(s, o, PO_ALERT_RESOLVE);
 }
 
-/* alerts replay: the refused payment through the engine again (after the
- * cause was fixed, e.g. the order created); audited; resolves when credited. */
-static int cmd_alerts_replay(struct po_store *s, const struct opts *o)
+typedef po_err (*alert_engine_fn)(struct po_store *s, const char *tenant, const char *alert_id,
+                                  const char *actor, const char *note, struct po_outcome *out,
+                                  bool *resolved, char *err, size_t errcap);
+
+/* An alert's event through the engine, audited (replay, accept): prints the
+ * outcome and whether the alert is resolved (exit 1 when it is not). */
+static int alert_engine(struct po_store *s, const struct opts *o, alert_engine_fn act,
+                        const char *verb, const char *yes, const char *no)
 {
     const char *by = opt(o, "by") ? opt(o, "by") : getenv("USER");
     char err[PO_ERRBUF_MAX] = "", js[256];
     struct po_outcome out;
     bool resolved = false;
-    po_err rc = po_alert_replay(s, opt(o, "tenant"), opt(o, "alert"), by ? by : "operator",
-                                opt(o, "note"), &out, &resolved, err, sizeof err);
+    po_err rc = act(s, opt(o, "tenant"), opt(o, "alert"), by ? by : "operator", opt(o, "note"),
+                    &out, &resolved, err, sizeof err);
     if (rc)
         return fail(rc, err);
     if (po_outcome_to_json(&out, js, sizeof js))
         js[0] = '\0';
-    printf("replayed alert %s: %s; %s\n", opt(o, "alert"), js,
-           resolved ? "credited, the alert is resolved"
-                    : "not credited, the alert stays (fix the cause and replay again)");
+    printf("%s alert %s: %s; %s\n", verb, opt(o, "alert"), js, resolved ? yes : no);
     return resolved ? 0 : EXIT_FAIL;
+}
+
+/* alerts replay: the refused payment through the engine again (after the
+ * cause was fixed, e.g. the order created); audited; resolves when credited. */
+static int cmd_alerts_replay(struct po_store *s, const struct opts *o)
+{
+    return alert_engine(s, o, po_alert_replay, "replayed", "credited, the alert is resolved",
+                        "not credited, the alert stays (fix the cause and replay again)");
+}
+
+/* alerts accept: a refund the channel made after payonce had closed it,
+ * taken as the order's through the engine; audited; resolves when applied. */
+static int cmd_alerts_accept(struct po_store *s, const struct opts *o)
+{
+    return alert_engine(s, o, po_alert_accept, "accepted",
+                        "the refund is the order's, the money left suspense, the alert is resolved",
+                        "not applied, the alert stays (docs/operations.md)");
 }
 
 /* alerts refund: a payment parked in suspense back to the payer, through
@@ -628,6 +648,8 @@ const struct cli_command cli_commands[] = {
      false, "resolve an alert, saying why (docs/operations.md's runbook)"},
     {"alerts", "replay", "tenant alert note by", "tenant alert note", "", cmd_alerts_replay, false,
      "a refused payment's alert: the payment through the engine again, audited"},
+    {"alerts", "accept", "tenant alert note by", "tenant alert note", "", cmd_alerts_accept, false,
+     "a refund_after_close alert: the channel's refund taken as the order's, audited"},
     {"alerts", "refund", "tenant alert out-refund-no note by master-key-file",
      "tenant alert out-refund-no note", "", cmd_alerts_refund, false,
      "a suspense payment's alert: refund that payment to the payer, audited"},

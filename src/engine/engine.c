@@ -530,6 +530,70 @@ static po_err refund_order_update(struct ev_ctx *c, bool success, int64_t *chang
                   p, PO_NELEM(p), changes);
 }
 
+/* An operator's acceptance (po_alert_accept) of a refund success that
+ * arrived after payonce had closed the refund (refund_after_close: the money
+ * left the channel and was parked in suspense). The refund becomes the
+ * order's after all: CLOSED -> SUCCESS (guarded), reserved and refunded on
+ * the order (guarded: never beyond what was paid), and the amount moves
+ * from suspense to the merchant's payable — with the net effect of an
+ * ordinary refund. Its own key (the success's + "|accepted"): once. */
+static po_err apply_accept(struct ev_ctx *c, struct po_outcome *o)
+{
+    const struct po_event *ev = c->ev;
+    struct refund_row rf;
+    bool found = false, dup = false;
+    int64_t changes = 0;
+    po_err rc = load_refund(c, &rf, &found);
+    if (rc)
+        return rc;
+    if (!found || strcmp(rf.out_trade_no, ev->out_trade_no) != 0 || rf.suspense_key[0]) {
+        detailf(c, "refund %s of order %s cannot be accepted", ev->out_refund_no, ev->out_trade_no);
+        return reject(o, found ? PO_R_ORDER_MISMATCH : PO_R_UNKNOWN_REFUND);
+    }
+    if (order_mismatch(c, o, rf.merchant, rf.amount, rf.currency, rf.channel, true))
+        return PO_OK;
+    rc = layer1(c, o, &dup);
+    if (rc || dup)
+        return rc;
+    rc = change(c,
+                "UPDATE refund SET status = 'SUCCESS', channel_refund_id = ?, updated_at = ?"
+                " WHERE tenant_id = ? AND out_refund_no = ? AND status = 'CLOSED'",
+                PO_PARAMS(PO_TEXT(ev->channel_refund_id), PO_TEXT(c->now), PO_TEXT(ev->tenant),
+                          PO_TEXT(ev->out_refund_no)),
+                &changes);
+    if (rc)
+        return rc;
+    if (changes == 0) {
+        detailf(c, "refund %s is %s, not CLOSED", ev->out_refund_no, rf.status);
+        return reject(o, PO_R_STALE_REFUND_STATUS);
+    }
+    rc = record(c, "applied", PO_R_NONE);
+    if (!rc)
+        rc = change(c,
+                    "UPDATE pay_order SET refund_reserved = refund_reserved + ?,"
+                    " refunded_amount = refunded_amount + ?, updated_at = ? WHERE tenant_id = ?"
+                    " AND out_trade_no = ? AND status = 'PAID' AND refund_reserved + ? <= amount",
+                    PO_PARAMS(PO_I64(ev->amount_minor), PO_I64(ev->amount_minor), PO_TEXT(c->now),
+                              PO_TEXT(ev->tenant), PO_TEXT(ev->out_trade_no),
+                              PO_I64(ev->amount_minor)),
+                    &changes);
+    if (rc)
+        return rc;
+    if (changes == 0) {
+        detailf(c, "order %s cannot take refund %s back: it would refund more than was paid",
+                ev->out_trade_no, ev->out_refund_no);
+        return reject(o, PO_R_REFUND_EXCEEDS_RESERVED);
+    }
+    char payable[PO_ACCOUNT_MAX];
+    account(payable, sizeof payable, "merchant_payable", rf.merchant);
+    rc = post(c, "REFUND", payable, "suspense");
+    if (!rc)
+        rc = emit(c, "refund.succeeded", rf.merchant, PO_R_NONE);
+    if (!rc)
+        set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
+    return rc;
+}
+
 static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
 {
     const struct po_event *ev = c->ev;
@@ -673,7 +737,7 @@ static po_err apply_one(struct ev_ctx *c, struct po_outcome *o)
     case PO_EV_PROFIT_SHARE_RESULT:
         return apply_profit_share(c, o);
     default:
-        return apply_refund(c, o);
+        return c->ev->accept_after_close ? apply_accept(c, o) : apply_refund(c, o);
     }
 }
 

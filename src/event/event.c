@@ -40,7 +40,8 @@ po_err po_event_key(const struct po_event *ev, char *out, size_t cap)
     if (ev->type == PO_EV_PAY_SUCCESS)
         return po_fmt(out, cap, "%s:%s:%s", ev->channel, ev->channel_txn_id, t);
     if (po_event_is_refund(ev->type))
-        return po_fmt(out, cap, "%s:%s:%s", ev->channel, ev->channel_refund_id, t);
+        return po_fmt(out, cap, "%s:%s:%s%s", ev->channel, ev->channel_refund_id, t,
+                      ev->accept_after_close ? "|accepted" : "");
     return po_fmt(out, cap, "%s:%s:%s:%s", ev->channel, ev->channel_txn_id, ev->receiver, t);
 }
 

@@ -67,6 +67,11 @@ struct po_event {
     char currency[4];
     enum po_source source;
     char occurred_at[PO_TIME_MAX];
+    /* Set only by the operator's action on a refund_after_close alert
+     * (po_alert_accept; no channel, bill or event file can set it): the
+     * refund success that arrived after payonce had closed the refund is
+     * accepted as the order's refund. Its key is the success's + "|accepted". */
+    bool accept_after_close;
 };
 
 /* ---- outcomes: X(ID, name, ack_success) ----

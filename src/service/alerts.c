@@ -131,13 +131,13 @@ static bool replayable(const char *reason)
     return false;
 }
 
-/* A payment's key, <channel>:<txn>:PAY_SUCCESS, split into its channel and
- * transaction id. */
-static po_err key_payment(const char *key, char channel[PO_CHANNEL_MAX],
-                          char txn[PO_TXN_ID_MAX + 1])
+/* An event's key, <channel>:<id>:<type>, split into its channel and the
+ * channel's id (a payment's transaction, a refund's refund id). */
+static po_err key_split(const char *key, const char *type, char channel[PO_CHANNEL_MAX],
+                        char txn[PO_TXN_ID_MAX + 1])
 {
     const char *first = strchr(key, ':'), *last = strrchr(key, ':');
-    if (!first || last == first || strcmp(last + 1, "PAY_SUCCESS") != 0 ||
+    if (!first || last == first || strcmp(last + 1, type) != 0 ||
         (size_t)(first - key) >= PO_CHANNEL_MAX || (size_t)(last - first - 1) > PO_TXN_ID_MAX)
         return PO_ERR_INVALID;
     memcpy(channel, key, (size_t)(first - key));
@@ -153,7 +153,7 @@ static po_err event_of(const struct po_rows *r, const char *tenant, struct po_ev
 {
     int64_t amount = 0;
     memset(ev, 0, sizeof *ev);
-    if (key_payment(po_rows_get(r, 0, 1), ev->channel, ev->channel_txn_id) ||
+    if (key_split(po_rows_get(r, 0, 1), "PAY_SUCCESS", ev->channel, ev->channel_txn_id) ||
         po_rows_i64(r, 0, 4, &amount) ||
         po_strcpy(ev->out_trade_no, sizeof ev->out_trade_no, po_rows_get(r, 0, 3)) ||
         po_strcpy(ev->currency, sizeof ev->currency, po_rows_get(r, 0, 5)) ||
@@ -164,6 +164,45 @@ static po_err event_of(const struct po_rows *r, const char *tenant, struct po_ev
     ev->source = PO_SRC_RECONCILIATION; /* a replay, as reconciliation's */
     po_clock_now_iso(ev->occurred_at, sizeof ev->occurred_at);
     return PO_OK;
+}
+
+/* An alert's event through the engine's own entry (po_engine_apply, with
+ * the event's own key), the move and its outcome appended to the audit
+ * trail as action; applied (now, or by an earlier call: a duplicate)
+ * resolves the alert, "<done>: <outcome>; <note>". */
+static po_err apply_audited(struct po_store *s, const char *tenant, const char *alert_id,
+                            const char *action, const char *done, const char *actor,
+                            const char *note, const struct po_event *ev, struct po_outcome *out,
+                            bool *resolved, char *err, size_t errcap)
+{
+    po_err rc = po_engine_apply(s, NULL, ev, out);
+    if (rc || out->kind == PO_OUT_RETRY) {
+        po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
+                po_reason_name(out->reason));
+        return rc ? rc : PO_ERR_TRANSIENT;
+    }
+    char said[NOTE_MAX + 96], now[PO_TIME_MAX];
+    (void)snprintf(said, sizeof said, "%s: %s%s%s; %s", done, po_outcome_name(out->kind),
+                   out->reason != PO_R_NONE ? " " : "",
+                   out->reason != PO_R_NONE ? po_reason_name(out->reason) : "", note);
+    po_clock_now_iso(now, sizeof now);
+    rc = po_store_begin(s, err, errcap);
+    if (!rc)
+        rc = po_alert_audit(s, tenant, alert_id, action, actor, said, now, err, errcap);
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    if (rc)
+        return rc;
+    if (out->kind == PO_OUT_APPLIED || out->kind == PO_OUT_DUPLICATE) {
+        bool changed = false;
+        said[NOTE_MAX] = '\0';
+        rc =
+            po_alert_act(s, tenant, alert_id, PO_ALERT_RESOLVE, actor, said, &changed, err, errcap);
+        *resolved = rc == PO_OK;
+    }
+    return rc;
 }
 
 po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert_id,
@@ -204,35 +243,8 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
         return rc;
     /* The engine's own entry, with the payment's own key: applied once at
      * most, whoever replays it and however often. */
-    rc = po_engine_apply(s, NULL, &ev, out);
-    if (rc || out->kind == PO_OUT_RETRY) {
-        po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
-                po_reason_name(out->reason));
-        return rc ? rc : PO_ERR_TRANSIENT;
-    }
-    char said[NOTE_MAX + 96], now[PO_TIME_MAX];
-    (void)snprintf(said, sizeof said, "replayed: %s%s%s; %s", po_outcome_name(out->kind),
-                   out->reason != PO_R_NONE ? " " : "",
-                   out->reason != PO_R_NONE ? po_reason_name(out->reason) : "", note);
-    po_clock_now_iso(now, sizeof now);
-    rc = po_store_begin(s, err, errcap);
-    if (!rc)
-        rc = po_alert_audit(s, tenant, alert_id, "replay", actor, said, now, err, errcap);
-    if (!rc)
-        rc = po_store_commit(s, err, errcap);
-    else
-        po_store_rollback(s);
-    if (rc)
-        return rc;
-    /* Credited (now, or by an earlier replay): the alert is resolved. */
-    if (out->kind == PO_OUT_APPLIED || out->kind == PO_OUT_DUPLICATE) {
-        bool changed = false;
-        said[NOTE_MAX] = '\0';
-        rc =
-            po_alert_act(s, tenant, alert_id, PO_ALERT_RESOLVE, actor, said, &changed, err, errcap);
-        *resolved = rc == PO_OK;
-    }
-    return rc;
+    return apply_audited(s, tenant, alert_id, "replay", "replayed", actor, note, &ev, out, resolved,
+                         err, errcap);
 }
 
 /* ---- refund: a payment parked in suspense, back to the payer ---- */
@@ -294,7 +306,8 @@ static po_err suspense_payment(struct po_store *s, const char *tenant, const cha
         rc = PO_ERR_INVALID;
     } else if (strcmp(po_rows_get(&r, 0, 4), "suspense") != 0 ||
                po_strcpy(key, keycap, po_rows_get(&r, 0, 1)) ||
-               key_payment(key, out->channel, out->txn_id) || po_rows_i64(&r, 0, 5, &out->amount) ||
+               key_split(key, "PAY_SUCCESS", out->channel, out->txn_id) ||
+               po_rows_i64(&r, 0, 5, &out->amount) ||
                po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 6)) ||
                po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 7))) {
         po_errf(err, errcap, "the alert's payment is not recorded in suspense");
@@ -431,4 +444,82 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
     char key[PO_KEY_MAX];
     bool found = false;
     return refund_state(s, tenant, out_refund_no, out, key, sizeof key, &found, err, errcap);
+}
+
+/* ---- accept: a refund the channel made after payonce closed it ---- */
+
+static po_err source_of(const char *name, enum po_source *out)
+{
+    for (int i = 0; i < PO_SRC_COUNT; i++)
+        if (strcmp(po_source_name((enum po_source)i), name) == 0) {
+            *out = (enum po_source)i;
+            return PO_OK;
+        }
+    return PO_ERR_INVALID;
+}
+
+po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert_id,
+                       const char *actor, const char *note, struct po_outcome *out, bool *resolved,
+                       char *err, size_t errcap)
+{
+    *resolved = false;
+    memset(out, 0, sizeof *out);
+    if (!money_action_ok("acceptance", actor, note, err, errcap))
+        return PO_ERR_INVALID;
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT a.reason, a.idem_key, a.state, COALESCE(n.outcome, ''), n.source, a.amount,"
+        " a.currency, a.out_trade_no, COALESCE(j.out_refund_no, ''),"
+        " COALESCE(rf.suspense_key, '') FROM alert a LEFT JOIN notify_log n ON"
+        " n.tenant_id = a.tenant_id AND n.idem_key = a.idem_key LEFT JOIN journal j ON"
+        " j.tenant_id = a.tenant_id AND j.idem_key = a.idem_key AND j.kind = 'SUSPENSE'"
+        " LEFT JOIN refund rf ON rf.tenant_id = j.tenant_id AND rf.out_refund_no ="
+        " j.out_refund_no WHERE a.tenant_id = ? AND a.alert_key = ?",
+        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    struct po_event ev;
+    memset(&ev, 0, sizeof ev);
+    int64_t amount = 0;
+    if (r.nrows == 0) {
+        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
+        rc = PO_ERR_NOT_FOUND;
+    } else if (strcmp(po_rows_get(&r, 0, 0), "refund_after_close") != 0) {
+        po_errf(err, errcap,
+                "a %s alert cannot be accepted (only a refund_after_close: a refund the"
+                " channel made after payonce had closed it; docs/operations.md)",
+                po_rows_get(&r, 0, 0));
+        rc = PO_ERR_INVALID;
+    } else if (strcmp(po_rows_get(&r, 0, 2), "resolved") == 0) {
+        po_errf(err, errcap, "the alert is resolved already");
+        rc = PO_ERR_CONFLICT;
+    } else if (po_rows_get(&r, 0, 9)[0]) {
+        po_errf(err, errcap,
+                "refund %s returned a payment parked in suspense: the channel paid it out, so"
+                " that payment's money has left suspense; resolve both alerts saying so",
+                po_rows_get(&r, 0, 8));
+        rc = PO_ERR_INVALID;
+    } else if (strcmp(po_rows_get(&r, 0, 3), "suspense") != 0 ||
+               key_split(po_rows_get(&r, 0, 1), "REFUND_SUCCESS", ev.channel,
+                         ev.channel_refund_id) ||
+               source_of(po_rows_get(&r, 0, 4), &ev.source) || po_rows_i64(&r, 0, 5, &amount) ||
+               po_strcpy(ev.currency, sizeof ev.currency, po_rows_get(&r, 0, 6)) ||
+               po_strcpy(ev.out_trade_no, sizeof ev.out_trade_no, po_rows_get(&r, 0, 7)) ||
+               po_strcpy(ev.out_refund_no, sizeof ev.out_refund_no, po_rows_get(&r, 0, 8)) ||
+               !ev.out_refund_no[0] || po_strcpy(ev.tenant, sizeof ev.tenant, tenant)) {
+        po_errf(err, errcap, "the alert's refund is not recorded in suspense");
+        rc = PO_ERR_INVALID;
+    }
+    po_rows_free(&r);
+    if (rc)
+        return rc;
+    ev.type = PO_EV_REFUND_SUCCESS;
+    ev.amount_minor = amount;
+    ev.accept_after_close = true;
+    po_clock_now_iso(ev.occurred_at, sizeof ev.occurred_at);
+    /* The engine's own entry, with the acceptance's own key (the
+     * success's + "|accepted"): once, whoever accepts it and however often. */
+    return apply_audited(s, tenant, alert_id, "accept", "accepted", actor, note, &ev, out, resolved,
+                         err, errcap);
 }

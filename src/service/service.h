@@ -239,6 +239,18 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
 po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,
                        char *err, size_t errcap) PO_MUST_CHECK;
+/* The audited operator action of a refund_after_close alert: the channel
+ * refunded the payer after payonce had closed the refund (the money left,
+ * parked in suspense). Accepting it makes the refund the order's after all,
+ * through the engine's own entry with the acceptance's own key (the
+ * success's + "|accepted"): the refund SUCCESS, reserved and refunded on the
+ * order (rejected, refund_exceeds_reserved, if that would refund more than
+ * was paid), the amount moved from suspense to the merchant's payable — at
+ * most once, whoever accepts it. Audited as 'accept'; applied (or already)
+ * resolves the alert. out: the engine's outcome. */
+po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert_id,
+                       const char *actor, const char *note, struct po_outcome *out, bool *resolved,
+                       char *err, size_t errcap) PO_MUST_CHECK;
 /* The refund an operator asked for to return a payment parked in suspense
  * (po_alert_refund), as it stands after the call. */
 struct po_suspense_refund {

@@ -219,6 +219,24 @@ EOF
   check srefund-resolved 0 "$BIN" alerts --db "$db" --tenant t1 --state resolved --json
   json srefund-resolved 'any(a["id"]=="'"$sid"'" and a["state_by"]=="payonce" and a["state_note"].startswith("refunded: '"$sno"'") for a in d["alerts"])'
   check srefund-after 1 "$BIN" alerts refund --db "$db" --tenant t1 --alert "$sid" --out-refund-no SR-9 --note again; has srefund-after "$tmp/err" "resolved by payonce"
+  # alerts accept (issue 13 item 9): RF-1 closed, then the channel says it
+  # succeeded after all (refund_after_close, parked in suspense); three
+  # operators (processes) accept it at once: the refund becomes the order's once
+  local rok='{"tenant":"t1","channel":"wechatpay","channel_refund_id":"50300000000000000000000888","out_trade_no":"ORD-1","out_refund_no":"RF-1","amount":50,"currency":"CNY","source":"callback","occurred_at":"2026-12-03T11:00:00+08:00"'
+  printf '%s,"type":"REFUND_CLOSED"}\n' "$rok" > "$tmp/rclosed.json"; printf '%s,"type":"REFUND_SUCCESS"}\n' "$rok" > "$tmp/rlate.json"
+  check late-closed 0 "$BIN" apply --db "$db" --event "$tmp/rclosed.json"; json late-closed 'd=={"outcome":"applied"}'
+  check late-success 0 "$BIN" apply --db "$db" --event "$tmp/rlate.json"; json late-success 'd=={"outcome":"suspense","reason":"refund_after_close"}'
+  local lid="wechatpay:50300000000000000000000888:REFUND_SUCCESS|refund_after_close"
+  check accept-wrong-kind 1 "$BIN" alerts accept --db "$db" --tenant t1 --alert "$sid" --note x; has accept-wrong-kind "$tmp/err" "cannot be accepted"
+  local okn=0
+  for i in 1 2 3; do "$BIN" alerts accept --db "$db" --tenant t1 --alert "$lid" --note "the channel confirms the refund" --by erin >"$tmp/acc$i.out" 2>&1 & done
+  for j in $(jobs -p); do wait "$j" && okn=$((okn+1)); done
+  if [ "$okn" = 1 ] && grep -q "the refund is the order's" "$tmp"/acc[1-3].out; then passes=$((passes+1)); else
+    echo "FAIL accept-race: $okn of 3 succeeded"; cat "$tmp"/acc[1-3].out | sed 's/^/  | /'; fails=$((fails+1)); fi
+  check accept-order 0 "$BIN" order show --db "$db" --tenant t1 --out-trade-no ORD-1 --json; json accept-order 'd["refunded_amount"]==50'
+  check accept-refund 0 "$BIN" refund show --db "$db" --tenant t1 --out-refund-no RF-1 --json; json accept-refund 'd["status"]=="SUCCESS"'
+  check accept-balances 0 "$BIN" ledger balances --db "$db" --tenant t1 --json
+  json accept-balances '(b:={b["account"]:b["balance"] for b in d["balances"]}) and b.get("suspense",0)==0 and b["channel_clearing:wechatpay"]==-b["merchant_payable:m1"]'
   check verify 0 "$BIN" verify --db "$db"
   check verify-json 0 "$BIN" verify --db "$db" --json; json verify-json 'd["ok"] is True and d["violations"]==[]'
   check env-db 0 env PAYONCE_DB="$db" "$BIN" verify

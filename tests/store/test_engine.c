@@ -604,6 +604,92 @@ static void suspense_refund_store_fault_moves_nothing(void **state)
     assert_int_equal(t_verify(S), 0);
 }
 
+/* A refund the channel made after payonce had closed it (refund_after_close,
+ * parked in suspense), accepted by an operator as the order's. */
+#define LATE_ALERT "wechatpay:5030000001:REFUND_SUCCESS|refund_after_close"
+
+static void refund_closed_then_succeeded(struct po_store *s, int64_t amount)
+{
+    t_seed_order(s, "ORD-1", 100);
+    struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
+    assert_outcome(t_apply(s, NULL, &pay), PO_OUT_APPLIED, 0);
+    t_seed_refund(s, "ORD-1", "R-1", amount);
+    struct po_event closed =
+        t_refund_event(PO_EV_REFUND_CLOSED, "ORD-1", "R-1", "5030000001", amount);
+    assert_outcome(t_apply(s, NULL, &closed), PO_OUT_APPLIED, 0);
+}
+
+static void refund_after_close_accepted_once(void **state)
+{
+    refund_closed_then_succeeded(S, 30);
+    struct po_event late = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "5030000001", 30);
+    assert_outcome(t_apply(S, NULL, &late), PO_OUT_SUSPENSE, 0);
+    assert_int_equal(t_balance(S, "suspense"), 30);
+    struct po_outcome o;
+    bool resolved = false;
+    char err[PO_ERRBUF_MAX] = "";
+    assert_int_equal(po_alert_accept(S, "t1", LATE_ALERT, "ops", "the channel confirms it", &o,
+                                     &resolved, err, sizeof err),
+                     PO_OK);
+    assert_outcome(o, PO_OUT_APPLIED, 0);
+    assert_true(resolved);
+    /* The net effect of an ordinary refund of 30. */
+    assert_int_equal(t_balance(S, "suspense"), 0);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 70);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -70);
+    assert_int_equal(count_all(S, "SELECT refunded_amount * 1000 + refund_reserved FROM pay_order"),
+                     30030);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund WHERE status = 'SUCCESS'"), 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE alert_key = '" LATE_ALERT
+                                  "' AND state = 'resolved' AND state_by = 'ops'"),
+                     1);
+    assert_audit(LATE_ALERT, "accept resolve");
+    assert_int_equal(
+        count_all(S, "SELECT COUNT(*) FROM outbox_event WHERE type = 'refund.succeeded'"), 1);
+    assert_int_equal(t_verify(S), 0);
+    /* Once: the alert is resolved, and the acceptance itself is a duplicate. */
+    assert_int_equal(
+        po_alert_accept(S, "t1", LATE_ALERT, "ops", "again", &o, &resolved, err, sizeof err),
+        PO_ERR_CONFLICT);
+    struct po_event again = late;
+    again.accept_after_close = true;
+    assert_outcome(t_apply(S, NULL, &again), PO_OUT_DUPLICATE, 1);
+    assert_int_equal(t_balance(S, "suspense"), 0);
+    assert_int_equal(t_verify(S), 0);
+}
+
+static void refund_after_close_accept_never_refunds_more_than_paid(void **state)
+{
+    refund_closed_then_succeeded(S, 100);
+    t_seed_refund(S, "ORD-1", "R-2", 80); /* the released amount, taken again */
+    struct po_event late = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "R-1", "5030000001", 100);
+    assert_outcome(t_apply(S, NULL, &late), PO_OUT_SUSPENSE, 0);
+    struct po_outcome o;
+    bool resolved = true;
+    char err[PO_ERRBUF_MAX] = "";
+    assert_int_equal(po_alert_accept(S, "t1", LATE_ALERT, "ops", "the channel confirms it", &o,
+                                     &resolved, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(o.kind, PO_OUT_REJECTED);
+    assert_string_equal(po_reason_name(o.reason), "refund_exceeds_reserved");
+    assert_false(resolved);
+    /* Nothing moved: still parked, R-1 still closed, R-2's reservation alone. */
+    assert_int_equal(t_balance(S, "suspense"), 100);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM refund WHERE status = 'CLOSED'"), 1);
+    assert_int_equal(count_all(S, "SELECT refund_reserved FROM pay_order"), 80);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE alert_key = '" LATE_ALERT
+                                  "' AND state = 'open'"),
+                     1);
+    assert_audit(LATE_ALERT, "accept");
+    /* Only a refund_after_close alert is accepted. */
+    struct po_event unknown = t_pay_event("ORD-9", "4200000009", 100);
+    assert_outcome(t_apply(S, NULL, &unknown), PO_OUT_REJECTED, 0);
+    assert_int_equal(po_alert_accept(S, "t1", "wechatpay:4200000009:PAY_SUCCESS|unknown_order",
+                                     "ops", "x", &o, &resolved, err, sizeof err),
+                     PO_ERR_INVALID);
+    assert_int_equal(t_verify(S), 0);
+}
+
 /* ---- refunds ---- */
 
 static void refund_success_posts_reversal_once(void **state)
@@ -1033,6 +1119,10 @@ int main(int argc, char **argv)
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(suspense_refund_refusals, t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(suspense_refund_store_fault_moves_nothing,
+                                        t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(refund_after_close_accepted_once, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(refund_after_close_accept_never_refunds_more_than_paid,
                                         t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(refund_success_posts_reversal_once, t_fx_setup_seeded,
                                         t_fx_teardown),

@@ -500,7 +500,10 @@ po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_
                          NULL, NULL, err, errcap);
 }
 
-static const char *const REFUNDABLE[] = {"paid_after_close", "duplicate_payment"};
+/* paid_after_close, duplicate_payment: parked by the engine on the way in;
+ * the mismatches: refused, parked when an operator refunds them. */
+static const char *const REFUNDABLE[] = {"paid_after_close", "duplicate_payment", "amount_mismatch",
+                                         "currency_mismatch", "channel_mismatch"};
 
 bool po_alert_reason_refundable(const char *reason)
 {

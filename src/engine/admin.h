@@ -97,16 +97,19 @@ po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_
                       const char *action, const char *actor, const char *note, const char *now,
                       char *err, size_t errcap) PO_MUST_CHECK;
 
-/* The alerts a suspense payment raised (paid_after_close, duplicate_payment:
- * their keys are suspense_key|reason), when a refund returned its money:
+/* The alerts of a suspense payment (paid_after_close, duplicate_payment, or
+ * a mismatch an operator parked to refund: their keys are
+ * suspense_key|reason), when a refund returned its money:
  * each gets a 'refunded' move by "payonce" with note, and is resolved if it
  * was not already. */
 po_err po_alert_settle_refunded(struct po_store *s, const char *tenant, const char *suspense_key,
                                 const char *note, const char *now, char *err,
                                 size_t errcap) PO_MUST_CHECK;
 
-/* The reasons whose money the engine parked in suspense on the way in (a
- * payment): what a suspense refund can return. */
+/* The reasons of a payment whose money is, or can be, parked in suspense
+ * and refunded from there: paid_after_close, duplicate_payment (parked on
+ * the way in), amount/currency/channel_mismatch (refused; parked when an
+ * operator refunds them). */
 bool po_alert_reason_refundable(const char *reason);
 
 #endif

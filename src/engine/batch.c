@@ -85,7 +85,7 @@ static void pick(struct batch *b)
 {
     b->nf = 0;
     for (size_t i = 0; i < b->n; i++) {
-        b->slow[i] = b->ev[i].type != PO_EV_PAY_SUCCESS;
+        b->slow[i] = b->ev[i].type != PO_EV_PAY_SUCCESS || b->ev[i].park_in_suspense;
         if (b->slow[i])
             continue;
         struct fast *f = &b->f[b->nf++];

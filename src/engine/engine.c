@@ -405,6 +405,27 @@ static po_err checked_order(struct ev_ctx *c, struct po_outcome *o, struct order
     return PO_OK;
 }
 
+/* A refused payment an operator is refunding (park_in_suspense): recorded
+ * with its own key, the money parked in suspense for the refund to take it
+ * back from; its alert is there already. */
+static po_err park(struct ev_ctx *c, struct po_outcome *o, enum po_reason reason)
+{
+    bool dup = false;
+    char clearing[PO_ACCOUNT_MAX];
+    po_err rc = layer1(c, o, &dup);
+    if (rc || dup)
+        return rc;
+    account(clearing, sizeof clearing, "channel_clearing", c->ev->channel);
+    rc = record(c, "suspense", reason);
+    if (!rc)
+        rc = post(c, "SUSPENSE", clearing, "suspense");
+    if (!rc)
+        rc = emit(c, "payment.suspense", NULL, reason);
+    if (!rc)
+        set_outcome(o, PO_OUT_SUSPENSE, 0, reason);
+    return rc;
+}
+
 static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
 {
     const struct po_event *ev = c->ev;
@@ -412,6 +433,19 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
     bool found = false, dup = false, decided = false;
     int64_t changes = 0;
     po_err rc = checked_order(c, o, &ord, true, &decided);
+    if (!rc && decided && ev->park_in_suspense && o->reason != PO_R_UNKNOWN_ORDER)
+        return park(c, o, o->reason);
+    if (!rc && decided && o->reason != PO_R_UNKNOWN_ORDER) {
+        /* Refused again — unless an operator has since parked it to refund
+         * it (its key is recorded): then this is a redelivery. */
+        bool seen = false, same = true;
+        char why[PO_DETAIL_MAX];
+        memcpy(why, c->detail, sizeof why);
+        rc = layer1_seen(c, &seen, &same);
+        if (!rc && seen && same)
+            set_outcome(o, PO_OUT_DUPLICATE, 1, PO_R_NONE);
+        memcpy(c->detail, why, sizeof why); /* the refusal's, for its alert */
+    }
     if (rc || decided)
         return rc;
     rc = layer1(c, o, &dup);

@@ -72,6 +72,12 @@ struct po_event {
      * refund success that arrived after payonce had closed the refund is
      * accepted as the order's refund. Its key is the success's + "|accepted". */
     bool accept_after_close;
+    /* Set only by the operator's refund of a refused payment (po_alert_refund
+     * on an amount/currency/channel mismatch; nothing from outside can set
+     * it): a payment the business checks still refuse is recorded with its
+     * own key and its money parked in suspense (then refunded from there);
+     * one they now pass is credited as usual. */
+    bool park_in_suspense;
 };
 
 /* ---- outcomes: X(ID, name, ack_success) ----

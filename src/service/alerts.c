@@ -147,6 +147,17 @@ static po_err key_split(const char *key, const char *type, char channel[PO_CHANN
     return PO_OK;
 }
 
+/* A source's name back to the source. */
+static po_err source_of(const char *name, enum po_source *out)
+{
+    for (int i = 0; i < PO_SRC_COUNT; i++)
+        if (strcmp(po_source_name((enum po_source)i), name) == 0) {
+            *out = (enum po_source)i;
+            return PO_OK;
+        }
+    return PO_ERR_INVALID;
+}
+
 /* The payment event of a PAY_SUCCESS alert: channel and transaction id
  * from its key, the rest from the alert. */
 static po_err event_of(const struct po_rows *r, const char *tenant, struct po_event *ev)
@@ -300,10 +311,17 @@ static po_err suspense_payment(struct po_store *s, const char *tenant, const cha
         rc = PO_ERR_NOT_FOUND;
     } else if (!po_alert_reason_refundable(po_rows_get(&r, 0, 0))) {
         po_errf(err, errcap,
-                "a %s alert holds no money in suspense; only paid_after_close and"
-                " duplicate_payment payments are refunded this way (docs/operations.md)",
+                "a %s alert holds no money in suspense to refund; only paid_after_close,"
+                " duplicate_payment and amount, currency or channel mismatches are refunded"
+                " this way (docs/operations.md)",
                 po_rows_get(&r, 0, 0));
         rc = PO_ERR_INVALID;
+    } else if (strcmp(po_rows_get(&r, 0, 4), "applied") == 0) {
+        po_errf(err, errcap,
+                "the payment was credited to order %s: refund it as the order's"
+                " (POST /v1/refunds, refund create)",
+                po_rows_get(&r, 0, 7));
+        rc = PO_ERR_CONFLICT;
     } else if (strcmp(po_rows_get(&r, 0, 4), "suspense") != 0 ||
                po_strcpy(key, keycap, po_rows_get(&r, 0, 1)) ||
                key_split(key, "PAY_SUCCESS", out->channel, out->txn_id) ||
@@ -341,6 +359,58 @@ static po_err live_refund(struct po_store *s, const char *tenant, const char *ke
     }
     po_rows_free(&r);
     return rc;
+}
+
+/* A payment refused by the order's checks (amount, currency or channel
+ * mismatch) has no money on the books yet: before it is refunded, the
+ * engine records it with its own key and parks its money in suspense
+ * (park_in_suspense). One the checks now pass is credited instead, and
+ * there is nothing to refund here. Other alerts are left to refund_once. */
+static po_err park_refused(struct po_store *s, const char *tenant, const char *alert_id, char *err,
+                           size_t errcap)
+{
+    static const char *const refused[] = {"amount_mismatch", "currency_mismatch",
+                                          "channel_mismatch"};
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT reason, idem_key, event_type, out_trade_no, amount,"
+                              " currency, state, source FROM alert WHERE tenant_id = ? AND"
+                              " alert_key = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    bool park = false;
+    struct po_event ev;
+    for (int i = 0; r.nrows == 1 && i < PO_NELEM(refused); i++)
+        park = park || strcmp(po_rows_get(&r, 0, 0), refused[i]) == 0;
+    park = park && strcmp(po_rows_get(&r, 0, 2), "PAY_SUCCESS") == 0 &&
+           strcmp(po_rows_get(&r, 0, 6), "resolved") != 0;
+    if (park && (event_of(&r, tenant, &ev) || source_of(po_rows_get(&r, 0, 7), &ev.source))) {
+        po_errf(err, errcap, "the alert's payment cannot be rebuilt from it");
+        rc = PO_ERR_INVALID;
+    }
+    po_rows_free(&r);
+    if (rc || !park)
+        return rc;
+    ev.park_in_suspense = true;
+    struct po_outcome o;
+    rc = po_engine_apply(s, NULL, &ev, &o);
+    if (!rc && o.kind == PO_OUT_RETRY) {
+        po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
+                po_reason_name(o.reason));
+        rc = PO_ERR_TRANSIENT;
+    } else if (!rc && o.kind == PO_OUT_APPLIED) {
+        po_errf(err, errcap,
+                "the payment passes order %s's checks now and was credited to it: refund it as"
+                " the order's (POST /v1/refunds, refund create) if it must go back",
+                ev.out_trade_no);
+        rc = PO_ERR_CONFLICT;
+    } else if (!rc && o.kind == PO_OUT_REJECTED) {
+        po_errf(err, errcap, "the engine refused to park the payment (%s)",
+                po_reason_name(o.reason));
+        rc = PO_ERR_INVALID;
+    }
+    return rc; /* suspense: parked now; duplicate: parked (or credited) before */
 }
 
 /* One attempt, in one transaction: checks, the refund, the audit, the ack. */
@@ -426,9 +496,12 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
         return PO_ERR_INVALID;
     }
     (void)snprintf(out->out_refund_no, sizeof out->out_refund_no, "%s", out_refund_no);
+    po_err rc = park_refused(s, tenant, alert_id, err, errcap);
+    if (rc)
+        return rc;
     /* A twin request committing between our checks and our INSERT makes the
      * INSERT fail on the unique indexes: look again, once. */
-    po_err rc = refund_once(s, tenant, alert_id, out_refund_no, actor, note, out, err, errcap);
+    rc = refund_once(s, tenant, alert_id, out_refund_no, actor, note, out, err, errcap);
     if (rc == PO_ERR_CONFLICT)
         rc = refund_once(s, tenant, alert_id, out_refund_no, actor, note, out, err, errcap);
     if (rc || !master || strcmp(out->submit_state, "pending") != 0)
@@ -447,16 +520,6 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
 }
 
 /* ---- accept: a refund the channel made after payonce closed it ---- */
-
-static po_err source_of(const char *name, enum po_source *out)
-{
-    for (int i = 0; i < PO_SRC_COUNT; i++)
-        if (strcmp(po_source_name((enum po_source)i), name) == 0) {
-            *out = (enum po_source)i;
-            return PO_OK;
-        }
-    return PO_ERR_INVALID;
-}
 
 po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,

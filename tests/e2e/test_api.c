@@ -1467,6 +1467,34 @@ static int64_t t1_balance(const char *account)
               account);
 }
 
+/* Four operators at once, numbers PREFIX-1..4, on one alert: exactly one
+ * refund is created (the winner's number, NULL if not), three refused. */
+static const char *srefund_race(const char *alert, const char *prefix, struct srefund_racer rr[4])
+{
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 4);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        rr[i] = (struct srefund_racer){&go, alert, "", PO_OK, false};
+        snprintf(rr[i].no, sizeof rr[i].no, "%s-%d", prefix, i + 1);
+        if (pthread_create(&th[i], NULL, srefund_one, &rr[i]))
+            die("pthread_create");
+    }
+    int created = 0, refused = 0;
+    const char *winner = NULL;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        if (rr[i].created)
+            created++, winner = rr[i].no;
+        else if (rr[i].rc == PO_ERR_CONFLICT)
+            refused++;
+    }
+    pthread_barrier_destroy(&go);
+    T_CHECK(created == 1 && refused == 3, "%s: four operators at once: %d refunds, %d refused",
+            prefix, created, refused);
+    return created == 1 ? winner : NULL;
+}
+
 static void test_suspense_refunds(void)
 {
     char gateway[80];
@@ -1488,30 +1516,10 @@ static void test_suspense_refunds(void)
             "the second payment of SP-1 is not credited");
     T_CHECK(t1_balance("suspense") == suspense0 - 800, "SP-1's second payment in suspense");
     char alert[160];
+    struct srefund_racer rr[4];
     snprintf(alert, sizeof alert, "wechatpay:%s:PAY_SUCCESS|duplicate_payment", txn2);
     int before = sim_refunds();
-    pthread_barrier_t go;
-    pthread_barrier_init(&go, NULL, 4);
-    struct srefund_racer rr[4];
-    pthread_t th[4];
-    for (int i = 0; i < 4; i++) {
-        rr[i] = (struct srefund_racer){&go, alert, "", PO_OK, false};
-        snprintf(rr[i].no, sizeof rr[i].no, "SRF-%d", i + 1);
-        if (pthread_create(&th[i], NULL, srefund_one, &rr[i]))
-            die("pthread_create");
-    }
-    int created = 0, refused = 0;
-    const char *winner = NULL;
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
-        if (rr[i].created)
-            created++, winner = rr[i].no;
-        else if (rr[i].rc == PO_ERR_CONFLICT)
-            refused++;
-    }
-    pthread_barrier_destroy(&go);
-    T_CHECK(created == 1 && refused == 3, "four operators at once: %d refunds, %d refused", created,
-            refused);
+    const char *winner = srefund_race(alert, "SRF", rr);
     if (!winner)
         return;
     T_CHECK(sim_refunds() == before + 1, "the channel got %d refunds", sim_refunds() - before);
@@ -1590,6 +1598,36 @@ static void test_suspense_refunds(void)
                " state = 'resolved'",
                alert) == 1,
             "AP-1's alert resolved");
+    /* A short payment (refused: amount_mismatch, no money on the books):
+     * four operators refund it at once -> parked once, refunded once; the
+     * order still takes its genuine payment. */
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"SM-1\",\"amount\":500,\"channel\":"
+        "\"wechatpay\"}",
+        &r);
+    const char *mtxn = "4200000000000000000000009301";
+    T_CHECK(t_cli_status(dir, bin, url,
+                         "sim pay --dir sim --order SM-1:450 --txn %s --notify-url"
+                         " http://127.0.0.1:%u/notify/wechatpay/t1",
+                         mtxn, gw_port) == 1,
+            "a short payment is not credited");
+    snprintf(alert, sizeof alert, "wechatpay:%s:PAY_SUCCESS|amount_mismatch", mtxn);
+    winner = srefund_race(alert, "SRM", rr);
+    T_CHECK(winner && sim_refunded_txn(winner, mtxn), "the short payment's refund names %s", mtxn);
+    T_CHECK(winner && wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND"
+                               " status = 'SUCCESS'",
+                               winner, 1),
+            "the short payment's refund did not complete");
+    T_CHECK(t1_balance("suspense") == suspense0, "the short payment left suspense");
+    T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't1' AND kind = 'SUSPENSE' AND"
+               " out_trade_no = ?",
+               "SM-1") == 1,
+            "parked once");
+    sim_pay("SM-1:500 --txn 4200000000000000000000009302");
+    T_CHECK(q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ? AND"
+               " status = 'PAID'",
+               "SM-1") == 1,
+            "SM-1 paid by its genuine payment");
     s = t_open(url);
     T_CHECK(t_verify(s) == 0, "verify after suspense refunds");
     po_store_close(s);

@@ -565,6 +565,58 @@ static void suspense_refund_refusals(void **state)
     assert_int_equal(t_verify(S), 0);
 }
 
+/* A payment refused for its amount has no money on the books: refunding it
+ * first parks it in suspense through the engine with its own key, then
+ * returns it like any suspense payment; the order stays payable. */
+static void refused_payment_parked_then_refunded(void **state)
+{
+    t_seed_order(S, "ORD-1", 100);
+    struct po_event short_pay = t_pay_event("ORD-1", "4200000007", 90);
+    assert_outcome(t_apply(S, NULL, &short_pay), PO_OUT_REJECTED, 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal"), 0);
+    const char *alert = "wechatpay:4200000007:PAY_SUCCESS|amount_mismatch";
+    struct po_suspense_refund r;
+    char err[PO_ERRBUF_MAX];
+    assert_int_equal(srefund(alert, "SR-1", &r, err), PO_OK);
+    assert_true(r.created);
+    assert_int_equal(r.amount, 90);
+    assert_string_equal(r.txn_id, "4200000007");
+    assert_int_equal(t_balance(S, "suspense"), -90);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 90);
+    assert_int_equal(count_key(S, "notify_log", "wechatpay:4200000007:PAY_SUCCESS"), 1);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM pay_order WHERE status = 'PAYING'"), 1);
+    assert_int_equal(t_verify(S), 0);
+    /* Asked again (another operator): parked once, the same refund. */
+    assert_int_equal(srefund(alert, "SR-1", &r, err), PO_OK);
+    assert_false(r.created);
+    assert_int_equal(t_balance(S, "suspense"), -90);
+    /* The channel redelivers the refused payment: now a duplicate. */
+    assert_outcome(t_apply(S, NULL, &short_pay), PO_OUT_DUPLICATE, 1);
+    struct po_event ok = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "SR-1", "5030000007", 90);
+    assert_outcome(t_apply(S, NULL, &ok), PO_OUT_APPLIED, 0);
+    assert_int_equal(t_balance(S, "suspense"), 0);
+    assert_int_equal(t_balance(S, "channel_clearing:wechatpay"), 0);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM alert WHERE state = 'resolved' AND"
+                                  " state_by = 'payonce'"),
+                     1);
+    /* The order still takes its genuine payment. */
+    struct po_event pay = t_pay_event("ORD-1", "4200000008", 100);
+    assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -100);
+    assert_int_equal(t_verify(S), 0);
+    /* A refused payment whose order now fits it is credited, not refunded
+     * (here: the currency mismatch of an order paid in the wrong currency
+     * cannot be fixed, so it is parked as well). */
+    t_seed_order(S, "ORD-2", 100);
+    struct po_event usd = t_pay_event("ORD-2", "4200000009", 100);
+    memcpy(usd.currency, "USD", 4);
+    assert_outcome(t_apply(S, NULL, &usd), PO_OUT_REJECTED, 0);
+    assert_int_equal(srefund("wechatpay:4200000009:PAY_SUCCESS|currency_mismatch", "SR-2", &r, err),
+                     PO_OK);
+    assert_string_equal(r.currency, "USD");
+    assert_int_equal(t_verify(S), 0);
+}
+
 /* A store failure anywhere in the refund's application (here: resolving
  * its alert, the last statement) rolls all of it back: retry, nothing
  * moved; the retry applies it once. */
@@ -1120,6 +1172,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(suspense_refund_refusals, t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(suspense_refund_store_fault_moves_nothing,
                                         t_fx_setup_seeded, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(refused_payment_parked_then_refunded, t_fx_setup_seeded,
+                                        t_fx_teardown),
         cmocka_unit_test_setup_teardown(refund_after_close_accepted_once, t_fx_setup_seeded,
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(refund_after_close_accept_never_refunds_more_than_paid,

@@ -37,7 +37,9 @@ static const struct optdoc optdocs[] = {
     {"name", "NAME", "a display name"},
     {"merchant", "ID", "the merchant (a sub-merchant of the tenant)"},
     {"out-trade-no", "NO", "the order number the tenant gave the channel"},
-    {"out-refund-no", "NO", "the refund number the tenant gave the channel"},
+    {"out-refund-no", "NO",
+     "the refund number, unique per tenant (alerts refund: a new one you choose; the channel"
+     " knows the refund by it)"},
     {"amount", "MINOR", "amount in minor units (fen, cents): 100 is 1.00 CNY"},
     {"currency", "CODE", "ISO 4217 currency (default CNY)"},
     {"channel", "NAME", "payment channel: wechatpay, alipay or stripe"},

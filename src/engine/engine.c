@@ -169,8 +169,10 @@ static po_err record(struct ev_ctx *c, const char *outcome, enum po_reason reaso
                   p, PO_NELEM(p), NULL);
 }
 
-/* Durable alert; a retried bad event finds its alert already there. */
-static po_err alert(struct ev_ctx *c, enum po_reason reason_code)
+/* Durable alert; a retried bad event finds its alert already there. Its
+ * log line names the event as a callback's do: tenant, channel, key and the
+ * outcome (NULL: not a callback's, e.g. reconciliation's missing_from_bill). */
+static po_err alert(struct ev_ctx *c, enum po_reason reason_code, const char *outcome)
 {
     const char *reason = po_reason_name(reason_code);
     const struct po_event *ev = c->ev;
@@ -190,7 +192,8 @@ static po_err alert(struct ev_ctx *c, enum po_reason reason_code)
         PO_TEXT(c->detail),
         PO_TEXT(c->now),
     };
-    po_log(PO_LOG_WARN, "tenant %s: alert %s for %s: %s", ev->tenant, reason, c->key, c->detail);
+    po_log(PO_LOG_WARN, "tenant %s, channel %s, key %s, outcome %s: alert %s: %s", ev->tenant,
+           ev->channel, c->key, outcome ? outcome : "-", reason, c->detail);
     int64_t added = 0;
     rc = change(c,
                 "INSERT INTO alert (tenant_id, alert_key, reason, idem_key, event_type, source,"
@@ -297,7 +300,7 @@ static po_err suspense(struct ev_ctx *c, struct po_outcome *o, enum po_reason re
     if (!rc)
         rc = emit(c, money_in ? "payment.suspense" : "refund.suspense", NULL, reason);
     if (!rc)
-        rc = alert(c, reason);
+        rc = alert(c, reason, "suspense");
     if (!rc)
         set_outcome(o, PO_OUT_SUSPENSE, 0, reason);
     return rc;
@@ -792,8 +795,10 @@ static po_err event_failed(struct ev_ctx *c, po_err why, struct po_outcome *o)
         rc = sp(c, "RELEASE SAVEPOINT po_event");
     if (rc)
         return rc;
-    po_log(PO_LOG_WARN, "tenant %s: %s not applied (%s), the rest of its batch is: %s",
-           c->ev->tenant, c->key, po_err_name(why), err);
+    po_log(PO_LOG_WARN,
+           "tenant %s, channel %s, key %s, outcome retry: not applied (%s), the rest of its"
+           " batch is: %s",
+           c->ev->tenant, c->ev->channel, c->key, po_err_name(why), err);
     set_outcome(o, PO_OUT_RETRY, 0,
                 why == PO_ERR_TRANSIENT ? PO_R_STORE_UNAVAILABLE : PO_R_STORE_ERROR);
     return PO_OK;
@@ -820,8 +825,10 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
         bool dup = false, same = true;
         rc = layer1_seen(c, &dup, &same);
         if (!rc && !dup) {
-            po_log(PO_LOG_WARN, "tenant %s: unexpected constraint violation for %s: %s",
-                   c->ev->tenant, c->key, c->err);
+            po_log(PO_LOG_WARN,
+                   "tenant %s, channel %s, key %s: unexpected constraint violation (the event"
+                   " is retried): %s",
+                   c->ev->tenant, c->ev->channel, c->key, c->err);
             rc = PO_ERR_TRANSIENT;
         }
         if (rc)
@@ -837,7 +844,7 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
         /* Nothing of a rejected event stays but its alert. */
         rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
         if (!rc)
-            rc = alert(c, o->reason);
+            rc = alert(c, o->reason, "rejected");
         if (rc)
             return event_failed(c, rc, o);
         return sp(c, "RELEASE SAVEPOINT po_event");
@@ -851,7 +858,7 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
 }
 
 po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_reason reason,
-                       const char *detail)
+                       const char *detail, const char *outcome)
 {
     struct ev_ctx *c = calloc(1, sizeof *c);
     char now[PO_TIME_MAX];
@@ -866,7 +873,7 @@ po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_re
     PO_ASSERT(rc == PO_OK);
     rc = po_store_begin(s, c->err, sizeof c->err);
     if (!rc) {
-        rc = alert(c, reason);
+        rc = alert(c, reason, outcome);
         if (rc)
             po_store_rollback(s);
         else

@@ -49,10 +49,11 @@ po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg
  * Records a durable alert for a verified event that cannot be applied for a
  * reason found before the engine (e.g. a callback for another merchant id),
  * in its own transaction. Writing the same event and reason twice leaves
- * one alert. PO_ERR_TRANSIENT: nothing recorded.
+ * one alert. PO_ERR_TRANSIENT: nothing recorded. outcome: the callback's,
+ * for the log line (NULL when the event is not a callback's).
  */
 po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_reason reason,
-                       const char *detail) PO_MUST_CHECK;
+                       const char *detail, const char *outcome) PO_MUST_CHECK;
 
 /* A batch of one. */
 po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,

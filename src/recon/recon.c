@@ -149,7 +149,7 @@ static po_err missing_from_bill(struct po_store *s, const struct po_channel_acco
                        "order %s is PAID (%s) but the bill for %s..%s lacks it", ev.out_trade_no,
                        txn, b->period_start, b->period_end);
         if (!rc)
-            rc = po_engine_alert(s, &ev, PO_R_MISSING_FROM_BILL, detail);
+            rc = po_engine_alert(s, &ev, PO_R_MISSING_FROM_BILL, detail, NULL);
         r->missing_from_bill++;
     }
     po_rows_free(&rows);

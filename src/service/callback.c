@@ -21,6 +21,7 @@
 
 #include "../engine/admin.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,14 +35,33 @@ static void decide(struct po_callback *cb, enum po_outcome_kind kind, enum po_re
     PO_ASSERT(po_outcome_acks(kind) || d->fail_status >= 400);
 }
 
+/* A log line about one callback, after its decision: like its access line
+ * it names the tenant, the channel, the event's key (once verified; "-"
+ * before, and for a key that is not printable) and the outcome. */
+static void cb_log(const struct po_callback *cb, enum po_log_level lvl, const char *fmt, ...)
+    PO_PRINTF(3, 4);
+static void cb_log(const struct po_callback *cb, enum po_log_level lvl, const char *fmt, ...)
+{
+    char msg[512], key[PO_KEY_MAX] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!cb->verified ||
+        (cb->res.status != PO_NOTIFY_EVENT && cb->res.status != PO_NOTIFY_MISMATCH) ||
+        po_event_key(&cb->res.ev, key, sizeof key) != PO_OK || !po_id_valid(key, PO_KEY_MAX))
+        (void)snprintf(key, sizeof key, "-");
+    po_log(lvl, "request %s: tenant %.64s, channel %s, key %s, outcome %s: %s", cb->request_id,
+           po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb->ch->name, key,
+           po_outcome_name(cb->decision.outcome.kind), msg);
+}
+
 /* Refused before the engine: counted and logged, nothing recorded. */
 static void refuse(struct po_callback *cb, enum po_reason reason, const char *detail)
 {
     decide(cb, PO_OUT_INVALID, reason);
     (void)snprintf(cb->decision.detail, sizeof cb->decision.detail, "%s", detail ? detail : "");
-    po_log(PO_LOG_WARN, "request %s: tenant %.64s: %s callback refused: %s (%s)", cb->request_id,
-           po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb->ch->name,
-           po_reason_name(reason), cb->decision.detail);
+    cb_log(cb, PO_LOG_WARN, "refused: %s (%s)", po_reason_name(reason), cb->decision.detail);
 }
 
 /* The decision is final: let go of the account. */
@@ -94,8 +114,8 @@ static bool submit(struct po_callback *cb)
         cb->item.deadline_us = cb->arrived_us + (uint64_t)cb->ctx->deadline_ms * 1000;
     if (po_committer_submit(cb->ctx->committer, &cb->item) == PO_OK)
         return true;
-    po_log(PO_LOG_WARN, "request %s: the committer's queue is full", cb->request_id);
     decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
+    cb_log(cb, PO_LOG_WARN, "the committer's queue is full");
     return false;
 }
 
@@ -104,8 +124,8 @@ static bool to_worker(struct po_callback *cb)
 {
     if (po_workers_submit(cb->ctx->workers, worker_job, cb) == PO_OK)
         return true;
-    po_log(PO_LOG_WARN, "request %s: the worker queue is full", cb->request_id);
     decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
+    cb_log(cb, PO_LOG_WARN, "the worker queue is full");
     return false;
 }
 
@@ -139,8 +159,8 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
         return PO_ERR_NOT_FOUND;
     }
     if (rc) {
-        po_log(PO_LOG_WARN, "request %s: %s account re-check: %s", cb->request_id, cb->ch->name,
-               err);
+        decide(cb, PO_OUT_RETRY, rc == PO_ERR_NOMEM ? PO_R_NOMEM : PO_R_STORE_UNAVAILABLE);
+        cb_log(cb, PO_LOG_WARN, "account re-check: %s", err);
         return rc;
     }
     if (!fresh)
@@ -155,7 +175,7 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
 static void alert_then(struct po_callback *cb, struct po_store *s, enum po_outcome_kind kind)
 {
     const struct po_notify_result *res = &cb->res;
-    if (po_engine_alert(s, &res->ev, res->reason, res->detail))
+    if (po_engine_alert(s, &res->ev, res->reason, res->detail, po_outcome_name(kind)))
         decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
     else
         decide(cb, kind, res->reason);
@@ -264,8 +284,8 @@ static void worker_job(void *arg)
     if (deadline && (deadline - now) / 1000 < (uint64_t)wait_ms)
         wait_ms = (int)((deadline - now) / 1000);
     if (po_store_pool_acquire(ctx->pool, wait_ms, &s, err, sizeof err)) {
-        po_log(PO_LOG_WARN, "request %s: %s", cb->request_id, err);
         decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
+        cb_log(cb, PO_LOG_WARN, "%s", err);
         finish(cb);
         return;
     }
@@ -279,10 +299,9 @@ static void worker_job(void *arg)
             goto out;
         }
         if (rc) {
-            if (rc == PO_ERR_STORE)
-                po_log(PO_LOG_ERROR, "tenant %s: %s account cannot be loaded: %s", cb->tenant,
-                       cb->ch->name, err);
             decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
+            if (rc == PO_ERR_STORE)
+                cb_log(cb, PO_LOG_ERROR, "the account cannot be loaded: %s", err);
             goto out;
         }
         cb->rechecked = true; /* just loaded: current */

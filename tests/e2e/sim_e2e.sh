@@ -68,6 +68,10 @@ check "USD order paid in CNY: what payonce said" "$(grep -c 'NOT credited: payon
 check "USD order still PAYING" "$(credits USD-1)" PAYING
 "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" --order USD-1:100 --forge > forged.out 2>&1
 check "forged: payonce said invalid" "$(grep -c '\[payonce: invalid; reason=[a-z_]*\]' forged.out)" 1
+# Every log line about a callback names its tenant, channel, key and outcome
+# (issue 13 item 4): the refusal's (no key yet) and the rejection's alert.
+check "forged: its warn line" "$(grep -c '"level":"warn".*tenant t1, channel wechatpay, key -, outcome invalid: refused: ' server.log)" 1
+check "USD: its alert line" "$(grep -c '"level":"warn".*tenant t1, channel wechatpay, key wechatpay:[0-9]*:PAY_SUCCESS, outcome rejected: alert currency_mismatch: ' server.log)" 1
 
 # 2. The schedule, compressed 100x, with the gateway down for the first attempts.
 "$BIN" order create --tenant t1 --merchant m1 --out-trade-no SCHED-1 --amount 500 >/dev/null

@@ -177,6 +177,56 @@ static po_err event_of(const struct po_rows *r, const char *tenant, struct po_ev
     return PO_OK;
 }
 
+/* A tenant's alert as the payment it stands for: the alert's reason and
+ * state, and for a PAY_SUCCESS alert the payment event rebuilt from it
+ * (payment true; its source the replay's, the alert's in source). */
+struct alert_payment {
+    char reason[PO_REASON_MAX];
+    bool resolved, payment;
+    struct po_event ev;
+    enum po_source source;
+};
+
+static po_err alert_payment(struct po_store *s, const char *tenant, const char *alert_id,
+                            struct alert_payment *a, char *err, size_t errcap)
+{
+    struct po_rows r;
+    memset(a, 0, sizeof *a);
+    po_err rc = po_store_exec(s,
+                              "SELECT reason, idem_key, event_type, out_trade_no, amount,"
+                              " currency, state, source FROM alert WHERE tenant_id = ? AND"
+                              " alert_key = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    if (r.nrows == 0) {
+        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
+        rc = PO_ERR_NOT_FOUND;
+    } else {
+        (void)snprintf(a->reason, sizeof a->reason, "%s", po_rows_get(&r, 0, 0));
+        a->resolved = strcmp(po_rows_get(&r, 0, 6), "resolved") == 0;
+        a->payment = strcmp(po_rows_get(&r, 0, 2), "PAY_SUCCESS") == 0 &&
+                     event_of(&r, tenant, &a->ev) == PO_OK &&
+                     source_of(po_rows_get(&r, 0, 7), &a->source) == PO_OK;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
+/* po_engine_apply, with a retry answered as PO_ERR_TRANSIENT (nothing
+ * changed) and said in err. */
+static po_err engine_apply(struct po_store *s, const struct po_event *ev, struct po_outcome *out,
+                           char *err, size_t errcap)
+{
+    po_err rc = po_engine_apply(s, NULL, ev, out);
+    if (rc || out->kind == PO_OUT_RETRY) {
+        po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
+                po_reason_name(out->reason));
+        return rc ? rc : PO_ERR_TRANSIENT;
+    }
+    return PO_OK;
+}
+
 /* An alert's event through the engine's own entry (po_engine_apply, with
  * the event's own key), the move and its outcome appended to the audit
  * trail as action; applied (now, or by an earlier call: a duplicate)
@@ -186,12 +236,9 @@ static po_err apply_audited(struct po_store *s, const char *tenant, const char *
                             const char *note, const struct po_event *ev, struct po_outcome *out,
                             bool *resolved, char *err, size_t errcap)
 {
-    po_err rc = po_engine_apply(s, NULL, ev, out);
-    if (rc || out->kind == PO_OUT_RETRY) {
-        po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
-                po_reason_name(out->reason));
-        return rc ? rc : PO_ERR_TRANSIENT;
-    }
+    po_err rc = engine_apply(s, ev, out, err, errcap);
+    if (rc)
+        return rc;
     char said[NOTE_MAX + 96], now[PO_TIME_MAX];
     (void)snprintf(said, sizeof said, "%s: %s%s%s; %s", done, po_outcome_name(out->kind),
                    out->reason != PO_R_NONE ? " " : "",
@@ -224,38 +271,25 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
     memset(out, 0, sizeof *out);
     if (!money_action_ok("replay", actor, note, err, errcap))
         return PO_ERR_INVALID;
-    struct po_rows r;
-    po_err rc = po_store_exec(s,
-                              "SELECT reason, idem_key, event_type, out_trade_no, amount,"
-                              " currency, state FROM alert WHERE tenant_id = ? AND alert_key = ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+    struct alert_payment a;
+    po_err rc = alert_payment(s, tenant, alert_id, &a, err, errcap);
     if (rc)
         return rc;
-    struct po_event ev;
-    if (r.nrows == 0) {
-        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
-        rc = PO_ERR_NOT_FOUND;
-    } else if (strcmp(po_rows_get(&r, 0, 6), "resolved") == 0) {
+    if (a.resolved) {
         po_errf(err, errcap, "the alert is resolved already");
-        rc = PO_ERR_CONFLICT;
-    } else if (strcmp(po_rows_get(&r, 0, 2), "PAY_SUCCESS") != 0 ||
-               !replayable(po_rows_get(&r, 0, 0))) {
+        return PO_ERR_CONFLICT;
+    }
+    if (!a.payment || !replayable(a.reason)) {
         po_errf(err, errcap,
                 "a %s alert cannot be replayed (only payments refused as unknown_order,"
                 " amount_mismatch, currency_mismatch or channel_mismatch; docs/operations.md)",
-                po_rows_get(&r, 0, 0));
-        rc = PO_ERR_INVALID;
-    } else if (event_of(&r, tenant, &ev)) {
-        po_errf(err, errcap, "the alert's payment cannot be rebuilt from it");
-        rc = PO_ERR_INVALID;
+                a.reason);
+        return PO_ERR_INVALID;
     }
-    po_rows_free(&r);
-    if (rc)
-        return rc;
     /* The engine's own entry, with the payment's own key: applied once at
      * most, whoever replays it and however often. */
-    return apply_audited(s, tenant, alert_id, "replay", "replayed", actor, note, &ev, out, resolved,
-                         err, errcap);
+    return apply_audited(s, tenant, alert_id, "replay", "replayed", actor, note, &a.ev, out,
+                         resolved, err, errcap);
 }
 
 /* ---- refund: a payment parked in suspense, back to the payer ---- */
@@ -291,11 +325,14 @@ static po_err refund_state(struct po_store *s, const char *tenant, const char *o
     return rc;
 }
 
-/* The suspense payment behind a refundable alert, into out. */
+/* The suspense payment behind a refundable alert, into out. *resolved: the
+ * alert is resolved (err says by whom), refused unless the number asked
+ * for already is its refund. */
 static po_err suspense_payment(struct po_store *s, const char *tenant, const char *alert_id,
-                               struct po_suspense_refund *out, char *key, size_t keycap, char *err,
-                               size_t errcap)
+                               struct po_suspense_refund *out, char *key, size_t keycap,
+                               bool *resolved, char *err, size_t errcap)
 {
+    *resolved = false;
     struct po_rows r;
     po_err rc = po_store_exec(
         s,
@@ -335,7 +372,7 @@ static po_err suspense_payment(struct po_store *s, const char *tenant, const cha
                 "the alert was resolved by %s; a resolved alert is not refunded (the money"
                 " may have been returned another way: see its note)",
                 po_rows_get(&r, 0, 3));
-        rc = PO_ERR_CONFLICT;
+        *resolved = true;
     }
     po_rows_free(&r);
     return rc;
@@ -369,41 +406,23 @@ static po_err live_refund(struct po_store *s, const char *tenant, const char *ke
 static po_err park_refused(struct po_store *s, const char *tenant, const char *alert_id, char *err,
                            size_t errcap)
 {
-    static const char *const refused[] = {"amount_mismatch", "currency_mismatch",
-                                          "channel_mismatch"};
-    struct po_rows r;
-    po_err rc = po_store_exec(s,
-                              "SELECT reason, idem_key, event_type, out_trade_no, amount,"
-                              " currency, state, source FROM alert WHERE tenant_id = ? AND"
-                              " alert_key = ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
-    if (rc)
+    struct alert_payment a;
+    po_err rc = alert_payment(s, tenant, alert_id, &a, err, errcap);
+    if (rc == PO_ERR_NOT_FOUND)
+        return PO_OK; /* refund_once says so */
+    /* refused by the order's checks: replayable, but for an unknown order */
+    if (rc || a.resolved || !a.payment || !replayable(a.reason) ||
+        strcmp(a.reason, "unknown_order") == 0)
         return rc;
-    bool park = false;
-    struct po_event ev;
-    for (int i = 0; r.nrows == 1 && i < PO_NELEM(refused); i++)
-        park = park || strcmp(po_rows_get(&r, 0, 0), refused[i]) == 0;
-    park = park && strcmp(po_rows_get(&r, 0, 2), "PAY_SUCCESS") == 0 &&
-           strcmp(po_rows_get(&r, 0, 6), "resolved") != 0;
-    if (park && (event_of(&r, tenant, &ev) || source_of(po_rows_get(&r, 0, 7), &ev.source))) {
-        po_errf(err, errcap, "the alert's payment cannot be rebuilt from it");
-        rc = PO_ERR_INVALID;
-    }
-    po_rows_free(&r);
-    if (rc || !park)
-        return rc;
-    ev.park_in_suspense = true;
+    a.ev.park_in_suspense = true;
+    a.ev.source = a.source;
     struct po_outcome o;
-    rc = po_engine_apply(s, NULL, &ev, &o);
-    if (!rc && o.kind == PO_OUT_RETRY) {
-        po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
-                po_reason_name(o.reason));
-        rc = PO_ERR_TRANSIENT;
-    } else if (!rc && o.kind == PO_OUT_APPLIED) {
+    rc = engine_apply(s, &a.ev, &o, err, errcap);
+    if (!rc && o.kind == PO_OUT_APPLIED) {
         po_errf(err, errcap,
                 "the payment passes order %s's checks now and was credited to it: refund it as"
                 " the order's (POST /v1/refunds, refund create) if it must go back",
-                ev.out_trade_no);
+                a.ev.out_trade_no);
         rc = PO_ERR_CONFLICT;
     } else if (!rc && o.kind == PO_OUT_REJECTED) {
         po_errf(err, errcap, "the engine refused to park the payment (%s)",
@@ -419,16 +438,13 @@ static po_err refund_once(struct po_store *s, const char *tenant, const char *al
                           struct po_suspense_refund *out, char *err, size_t errcap)
 {
     char key[PO_KEY_MAX] = "", theirs[PO_KEY_MAX] = "", now[PO_TIME_MAX];
-    bool found = false;
+    bool found = false, resolved = false;
     po_clock_now_iso(now, sizeof now);
     po_err rc = po_store_begin(s, err, errcap);
     if (rc)
         return rc;
-    rc = suspense_payment(s, tenant, alert_id, out, key, sizeof key, err, errcap);
-    /* Resolved: refused below, unless this number already is its refund. */
-    bool resolved = rc == PO_ERR_CONFLICT;
-    po_err why = rc;
-    if (!rc || resolved)
+    rc = suspense_payment(s, tenant, alert_id, out, key, sizeof key, &resolved, err, errcap);
+    if (!rc)
         rc =
             refund_state(s, tenant, out_refund_no, out, theirs, sizeof theirs, &found, err, errcap);
     if (!rc && found) {
@@ -440,7 +456,7 @@ static po_err refund_once(struct po_store *s, const char *tenant, const char *al
         return PO_ERR_CONFLICT;
     }
     if (!rc && resolved)
-        rc = why; /* err still says why (refund_state wrote nothing) */
+        rc = PO_ERR_CONFLICT; /* err still says why (refund_state wrote nothing) */
     if (!rc)
         rc = live_refund(s, tenant, key, err, errcap);
     const struct po_channel_ops *ch = rc ? NULL : po_channel_find(out->channel);

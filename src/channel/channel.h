@@ -248,12 +248,70 @@ struct po_query_answer {
     struct po_event ev;      /* PAID; validated */
 };
 
-/* One POST of body to url (http or https; redirects not followed) within
- * timeout_ms: *status is the answer's HTTP status, or 0 with err saying
- * why there was none (refused, timed out, TLS). The answer's body is read
- * and dropped. PO_ERR_NOMEM only when nothing could be sent. */
-po_err po_http_post(const char *url, const char *const *headers, int nheaders, const char *body,
-                    long timeout_ms, long *status, char *err, size_t errcap) PO_MUST_CHECK;
+/* ---- outbound requests to destinations a tenant chooses (egress.c) ---- */
+
+/* What an address is; only PUBLIC is sent to without the operator's say. */
+enum po_egress_class {
+    PO_EGRESS_PUBLIC,
+    PO_EGRESS_LOOPBACK,    /* 127/8, ::1 */
+    PO_EGRESS_PRIVATE,     /* 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, ... */
+    PO_EGRESS_LINK_LOCAL,  /* 169.254/16 (cloud metadata), fe80::/10 */
+    PO_EGRESS_MULTICAST,   /* 224/4, ff00::/8 */
+    PO_EGRESS_UNSPECIFIED, /* 0/8, :: */
+    PO_EGRESS_RESERVED,    /* 240/4, broadcast, documentation, IPv4-compatible */
+};
+/* addr: IPv6, or IPv4 as IPv4-mapped (::ffff:a.b.c.d), whose embedded
+ * IPv4 address is what is judged (also for NAT64 and 6to4 forms). */
+enum po_egress_class po_egress_classify(const unsigned char addr[16]);
+const char *po_egress_class_name(enum po_egress_class c);
+
+/* Where payonce may send: public addresses, plus loopback in development
+ * (--insecure-dev) and the operator's allow-list (webhook-allow-net). */
+struct po_egress_policy {
+    bool allow_loopback;
+    int nallow;
+    struct {
+        unsigned char addr[16];
+        int bits; /* prefix length over the 16 bytes */
+    } allow[PO_EGRESS_ALLOW_MAX];
+};
+/* cidrs: "" or a list of addresses / networks separated by commas or
+ * spaces ("10.2.0.0/16, fd00::/8"); on error *out says nothing. */
+po_err po_egress_policy_parse(const char *cidrs, bool allow_loopback, struct po_egress_policy *out,
+                              char *err, size_t errcap) PO_MUST_CHECK;
+/* Whether url is one payonce would send to, judged without resolving a
+ * name (at the time a tenant registers it): parsed by libcurl, http(s),
+ * no user:password, http only to loopback in development, a literal
+ * address (any spelling) allowed by the policy, not "localhost". The
+ * send re-checks every resolved address (po_http_post). */
+bool po_egress_url_ok(const struct po_egress_policy *p, const char *url, char *err, size_t errcap);
+
+/* The coarse class of a failed send, the only thing a tenant is shown. */
+enum po_egress_error {
+    PO_EGRESS_OK,      /* an HTTP answer came: status */
+    PO_EGRESS_REFUSED, /* the policy refused an address: nothing was connected to */
+    PO_EGRESS_BAD_URL, /* not a URL payonce sends to: nothing was connected to */
+    PO_EGRESS_DNS,
+    PO_EGRESS_CONNECT,
+    PO_EGRESS_TIMEOUT,
+    PO_EGRESS_TLS,
+    PO_EGRESS_SEND,
+};
+const char *po_egress_error_text(enum po_egress_error e);
+struct po_egress_result {
+    long status;                /* the HTTP status when error is PO_EGRESS_OK */
+    enum po_egress_error error; /* the class (shown to the tenant) */
+    char detail[256];           /* the transport's words: operators' log only */
+};
+/* One POST of body to url within timeout_ms, under policy p: the URL is
+ * parsed, its host resolved once, every address checked, and the
+ * connection pinned to the checked addresses (no second resolution, no
+ * proxy, no redirects). The answer's body is read and dropped.
+ * PO_ERR_NOMEM only when nothing could be sent; every other outcome is in
+ * *out. */
+po_err po_http_post(const struct po_egress_policy *p, const char *url, const char *const *headers,
+                    int nheaders, const char *body, long timeout_ms,
+                    struct po_egress_result *out) PO_MUST_CHECK;
 
 /* ---- bills ---- */
 

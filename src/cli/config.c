@@ -73,7 +73,16 @@ static const struct cfg_opt serve_opts[] = {
      false},
     {"webhook-per-endpoint", CFG_INT, 1, 32, 2, NULL, "N", "deliveries in flight per endpoint",
      false},
-    {"webhook-per-tenant", CFG_INT, 1, 32, 4, NULL, "N", "deliveries in flight per tenant", false},
+    {"webhook-per-tenant", CFG_INT, 1, 32, 4, NULL, "N",
+     "deliveries in flight per tenant while other tenants have deliveries due (alone: every"
+     " sender)",
+     false},
+    {"webhook-pending-max", CFG_INT, 100, INT64_C(10000000), PO_WEBHOOK_PENDING_DEFAULT, NULL, "N",
+     "a tenant's pending deliveries at most; beyond, its new events wait in the outbox", false},
+    {"webhook-allow-net", CFG_STR, 0, 0, 0, "", "CIDRS",
+     "private networks webhook endpoints may reach (on-premise receivers), e.g. 10.2.0.0/16;"
+     " loopback, private, link-local and metadata addresses are refused otherwise",
+     false},
     {"webhook-timeout-ms", CFG_INT, 100, 60000, 10000, NULL, "MS",
      "a delivery without an answer by then failed", false},
     {"webhook-retry-base-ms", CFG_INT, 10, INT64_C(3600000), 30000, NULL, "MS",

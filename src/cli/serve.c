@@ -20,8 +20,10 @@
 static int webhook_opts(const struct opts *o, struct po_webhooks_cfg *w)
 {
     int64_t senders = 0, per_ep = 0, per_tenant = 0, timeout = 0, base = 0, cap = 0, age = 0,
-            alert = 0, poll = 0;
+            alert = 0, poll = 0, pending = 0;
     int ret = cfg_int(o, "webhook-senders", &senders);
+    if (!ret)
+        ret = cfg_int(o, "webhook-pending-max", &pending);
     if (!ret)
         ret = cfg_int(o, "webhook-per-endpoint", &per_ep);
     if (!ret)
@@ -38,8 +40,8 @@ static int webhook_opts(const struct opts *o, struct po_webhooks_cfg *w)
         ret = cfg_int(o, "webhook-alert-after-s", &alert);
     if (!ret)
         ret = cfg_int(o, "webhook-poll-ms", &poll);
-    *w = (struct po_webhooks_cfg){.insecure_dev = flag(o, "insecure-dev"),
-                                  .senders = (int)senders,
+    *w = (struct po_webhooks_cfg){.senders = (int)senders,
+                                  .pending_max = pending,
                                   .per_endpoint = (int)per_ep,
                                   .per_tenant = (int)per_tenant,
                                   .timeout_ms = (long)timeout,
@@ -134,7 +136,20 @@ static int startup_checks(struct po_store *s, const unsigned char *master)
         return EXIT_FAIL;
     }
     int checked = 0, broken = 0;
-    po_err rc = po_account_check_all(s, master, broken_account, NULL, &checked, &broken);
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_webhook_check_secrets(s, master, &checked, &broken, err, sizeof err);
+    if (rc)
+        return fail(rc, "cannot read the webhook endpoints");
+    if (broken) {
+        fprintf(stderr,
+                "payonce: %s; %d of %d webhook endpoints' secrets cannot be opened: their"
+                " deliveries would stall. Is this the master key that sealed them"
+                " (--master-key-file, PAYONCE_MASTER_KEY_FILE)? Not starting.\n",
+                err, broken, checked);
+        return EXIT_FAIL;
+    }
+    checked = broken = 0;
+    rc = po_account_check_all(s, master, broken_account, NULL, &checked, &broken);
     if (rc)
         return fail(rc, "cannot read the channel accounts");
     if (broken) {
@@ -191,6 +206,13 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     struct po_webhooks_cfg wcfg;
     if (!ret)
         ret = webhook_opts(o, &wcfg);
+    struct po_egress_policy egress;
+    char eerr[PO_ERRBUF_MAX] = "";
+    if (!ret && po_egress_policy_parse(opt(o, "webhook-allow-net"), flag(o, "insecure-dev"),
+                                       &egress, eerr, sizeof eerr)) {
+        fprintf(stderr, "payonce: webhook-allow-net: %s\n", eerr);
+        ret = EXIT_USAGE;
+    }
     if (ret)
         return ret;
     if (!have && !flag(o, "insecure-dev")) {
@@ -231,6 +253,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         .batch_max = (int)batch_max,
         .batch_wait_us = batch_wait ? (int)batch_wait : -1,
         .webhooks = wcfg.senders ? &wcfg : NULL,
+        .egress = &egress,
     };
     /* Block the stop signals before the server's threads exist, so that
      * only sigwait below receives them. */

@@ -47,9 +47,17 @@ int cmd_webhook_add(struct po_store *s, const struct opts *o)
     if (x)
         return x;
     struct po_webhook_new n;
+    struct po_egress_policy egress;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_webhook_add(s, master, opt(o, "tenant"), opt(o, "url"), opt(o, "events"),
-                               flag(o, "insecure-dev"), &n, err, sizeof err);
+    po_err rc = po_egress_policy_parse(opt(o, "webhook-allow-net"), flag(o, "insecure-dev"),
+                                       &egress, err, sizeof err);
+    if (rc) {
+        po_secure_zero(key, sizeof key);
+        fprintf(stderr, "payonce: --webhook-allow-net: %s\n", err);
+        return EXIT_USAGE;
+    }
+    rc = po_webhook_add(s, master, opt(o, "tenant"), opt(o, "url"), opt(o, "events"), &egress, &n,
+                        err, sizeof err);
     po_secure_zero(key, sizeof key);
     if (rc)
         return fail(rc, err);
@@ -72,7 +80,9 @@ static void endpoint_line(json_t *e)
 int cmd_webhook_list(struct po_store *s, const struct opts *o)
 {
     json_t *list = NULL;
-    po_err rc = po_webhook_list(s, opt(o, "tenant"), &list);
+    /* Every live endpoint: a tenant has at most PO_WEBHOOK_ENDPOINTS_MAX. */
+    struct po_page pg = {.after_ts = "", .after_key = "", .limit = PO_WEBHOOK_ENDPOINTS_MAX};
+    po_err rc = po_webhook_list(s, opt(o, "tenant"), &pg, &list);
     if (rc)
         return fail(rc, "cannot read the endpoints");
     print_list(o, list, endpoint_line);

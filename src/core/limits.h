@@ -30,6 +30,11 @@
 #define PO_URL_MAX 512             /* a webhook endpoint's URL */
 #define PO_WEBHOOK_SECRET_MAX 80   /* "whsec_" + 64 hex, NUL included */
 
+/* ---- tenant webhooks and what a tenant may make payonce connect to ---- */
+#define PO_EGRESS_ALLOW_MAX 16           /* networks in the operator's egress allow-list */
+#define PO_WEBHOOK_ENDPOINTS_MAX 16      /* live endpoints of one tenant (Stripe's limit too) */
+#define PO_WEBHOOK_PENDING_DEFAULT 10000 /* a tenant's pending deliveries before fan-out waits */
+
 /* ---- money ---- */
 #define PO_AMOUNT_MAX INT64_C(100000000000000) /* 10^14 minor units: 1 trillion yuan */
 

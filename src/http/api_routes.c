@@ -461,33 +461,31 @@ static void get_events(struct po_api_call *c)
 
 static void get_endpoints(struct po_api_call *c)
 {
+    struct po_page pg;
+    struct cursor cu;
     json_t *data = NULL;
-    if (!po_api_acquire(c) || po_webhook_list(c->s, c->tenant, &data)) {
+    if (!page_args(c, &pg, &cu))
+        return;
+    if (!po_api_acquire(c) || po_webhook_list(c->s, c->tenant, &pg, &data)) {
         po_api_unavailable(c);
         return;
     }
-    c->resp = json_pack("{s:s, s:o}", "object", "list", "data", data);
-    c->status = 200;
+    list_answer(c, data, &pg);
 }
 
 /* The answer of a write: the endpoint, and its secret when there is one. */
 static void endpoint_answer(struct po_api_call *c, unsigned status, const char *id,
                             const char *secret)
 {
-    json_t *list = NULL, *found = NULL;
-    size_t i;
-    json_t *e;
-    if (po_webhook_list(c->s, c->tenant, &list)) {
+    json_t *found = NULL;
+    if (po_webhook_get(c->s, c->tenant, id, &found)) {
         po_api_unavailable(c);
         return;
     }
-    json_array_foreach(list, i, e) if (strcmp(json_string_value(json_object_get(e, "id")), id) == 0)
-        found = json_incref(e);
-    json_decref(list);
-    if (found && secret)
+    if (secret)
         json_object_set_new(found, "secret", json_string(secret));
     c->resp = found;
-    c->status = found ? status : 500;
+    c->status = status;
 }
 
 static void create_endpoint(struct po_api_call *c)
@@ -502,10 +500,12 @@ static void create_endpoint(struct po_api_call *c)
         po_api_fail(c, 400, "missing_parameter", "url (and events, a string) are required", "url");
         return;
     }
-    if (!po_webhook_url_ok(u, c->ctx->insecure_dev, err, sizeof err) ||
-        !po_webhook_events_ok(ev, err, sizeof err)) {
-        po_api_fail(c, 400, "invalid_parameter", err,
-                    po_webhook_url_ok(u, true, NULL, 0) ? "events" : "url");
+    if (!po_egress_url_ok(c->ctx->egress, u, err, sizeof err)) {
+        po_api_fail(c, 400, "invalid_parameter", err, "url");
+        return;
+    }
+    if (!po_webhook_events_ok(ev, err, sizeof err)) {
+        po_api_fail(c, 400, "invalid_parameter", err, "events");
         return;
     }
     struct po_webhook_new n;
@@ -513,13 +513,14 @@ static void create_endpoint(struct po_api_call *c)
         po_api_unavailable(c);
         return;
     }
-    po_err rc = po_webhook_add(c->s, c->ctx->master_key, c->tenant, u, ev, c->ctx->insecure_dev, &n,
-                               err, sizeof err);
-    if (rc) {
+    po_err rc = po_webhook_add(c->s, c->ctx->master_key, c->tenant, u, ev, c->ctx->egress, &n, err,
+                               sizeof err);
+    if (rc == PO_ERR_LIMIT)
+        po_api_fail(c, 409, "endpoint_limit", err, NULL);
+    else if (rc)
         po_api_unavailable(c);
-        return;
-    }
-    endpoint_answer(c, 201, n.id, n.secret);
+    else
+        endpoint_answer(c, 201, n.id, n.secret);
     po_secure_zero(n.secret, sizeof n.secret);
 }
 

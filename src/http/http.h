@@ -57,8 +57,12 @@ struct po_server_cfg {
      * negative: do not wait). */
     int idem_wait_ms;
     /* Tenant webhooks (docs/webhooks.md): the delivery worker's settings,
-     * its db_url and master filled in from here; NULL: no worker. */
+     * its db_url, master and egress filled in from here; NULL: no worker. */
     const struct po_webhooks_cfg *webhooks;
+    /* Where webhook endpoints may point (channel.h, egress.c): endpoints
+     * the API registers and every delivery are checked against it. NULL:
+     * public addresses only. */
+    const struct po_egress_policy *egress;
     /* Tests only: the clock callbacks' timestamps are checked against
      * (unix seconds; NULL: the real one). */
     int64_t (*clock)(void *ctx);

@@ -53,10 +53,10 @@ void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 
 /* What every handler may use of the server. */
 struct po_http_ctx {
-    struct po_store_pool *pool;      /* reads on worker threads */
-    const unsigned char *master_key; /* NULL in insecure development mode */
-    bool insecure_dev;               /* webhook endpoints may be http:// to loopback */
-    char admin_token[129];           /* "": no dashboard */
+    struct po_store_pool *pool;            /* reads on worker threads */
+    const unsigned char *master_key;       /* NULL in insecure development mode */
+    const struct po_egress_policy *egress; /* where webhook endpoints may point */
+    char admin_token[129];                 /* "": no dashboard */
     int idem_wait_ms;
     struct po_callback_ctx cb; /* accounts, committer, workers (and pool) */
     struct po_idem_local *idem_local;

@@ -44,6 +44,7 @@ struct po_server {
     struct MHD_Daemon *ops_daemon; /* --ops-listen: health, readiness, metrics */
     struct po_http_ctx http;       /* what the handlers see */
     unsigned char master[PO_MASTER_KEY_LEN];
+    struct po_egress_policy egress; /* cfg->egress, or public addresses only */
     size_t body_max;
     int64_t (*clock)(void *ctx); /* tests: NULL, the real one */
     void *clock_ctx;
@@ -896,7 +897,9 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     srv->http.idem_wait_ms = cfg->idem_wait_ms < 0 ? 0
                              : cfg->idem_wait_ms   ? cfg->idem_wait_ms
                                                    : 2000;
-    srv->http.insecure_dev = cfg->webhooks && cfg->webhooks->insecure_dev;
+    if (cfg->egress)
+        srv->egress = *cfg->egress;
+    srv->http.egress = &srv->egress;
     if (cfg->admin_token &&
         po_strcpy(srv->http.admin_token, sizeof srv->http.admin_token, cfg->admin_token)) {
         po_errf(err, errcap, "the admin token is too long");
@@ -990,6 +993,7 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         struct po_webhooks_cfg wc = *cfg->webhooks;
         wc.db_url = cfg->db_url;
         wc.master = cfg->master_key ? srv->master : NULL;
+        wc.egress = srv->egress;
         rc = po_webhooks_start(&wc, &srv->webhooks, err, errcap);
         if (rc) {
             teardown(srv);

@@ -459,8 +459,6 @@ void po_jobs_stop(struct po_jobs *j);
 
 /* ---- tenant webhooks (webhook.c, docs/webhooks.md) ---- */
 
-/* https:// (or http:// to loopback with insecure_dev), bounded, ASCII. */
-bool po_webhook_url_ok(const char *url, bool insecure_dev, char *err, size_t errcap);
 /* "*" or a comma-separated list of outbox event types. */
 bool po_webhook_events_ok(const char *events, char *err, size_t errcap);
 
@@ -468,15 +466,31 @@ struct po_webhook_new {
     char id[PO_ID_MAX + 1];             /* we_ + 16 hex */
     char secret[PO_WEBHOOK_SECRET_MAX]; /* whsec_…, shown once */
 };
-/* A new endpoint of tenant for events (NULL: all); its secret is sealed
- * with master (stored plain only without one, in insecure development). */
+/* A new endpoint of tenant for events (NULL: all); its URL must pass the
+ * egress policy (po_egress_url_ok: PO_ERR_INVALID); a tenant has at most
+ * PO_WEBHOOK_ENDPOINTS_MAX live ones (PO_ERR_LIMIT, nothing added). The
+ * secret is sealed with master (stored plain only without one, in
+ * insecure development). */
 po_err po_webhook_add(struct po_store *s, const unsigned char *master, const char *tenant,
-                      const char *url, const char *events, bool insecure_dev,
+                      const char *url, const char *events, const struct po_egress_policy *egress,
                       struct po_webhook_new *out, char *err, size_t errcap) PO_MUST_CHECK;
-/* The tenant's endpoints (no secrets), with pending and dead counts. */
-po_err po_webhook_list(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
+/* The tenant's live endpoints (no secrets), with pending and dead counts,
+ * keyset-paged on (created_at, id). */
+po_err po_webhook_list(struct po_store *s, const char *tenant, struct po_page *pg,
+                       json_t **out) PO_MUST_CHECK;
+/* One live endpoint as po_webhook_list shows it; PO_ERR_NOT_FOUND. */
+po_err po_webhook_get(struct po_store *s, const char *tenant, const char *id,
+                      json_t **out) PO_MUST_CHECK;
+/* Removes the endpoint: nothing more is sent to it (its pending
+ * deliveries end dead, "endpoint removed"; an attempt already in flight
+ * finishes and records nothing). */
 po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
                          size_t errcap) PO_MUST_CHECK;
+/* Opens every live endpoint's secret as a gateway with master would
+ * (a plain one is refused when master is set): *out_broken of
+ * *out_checked cannot be opened, the first named in err. */
+po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master, int *out_checked,
+                                int *out_broken, char *err, size_t errcap) PO_MUST_CHECK;
 /* A new secret for the endpoint (the old one stops at once). */
 po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const char *tenant,
                          const char *id, char secret[PO_WEBHOOK_SECRET_MAX], char *err,
@@ -504,11 +518,15 @@ po_err po_webhook_sign(const char *secret, int64_t t, const char *body, char *he
 
 struct po_webhooks_cfg {
     const char *db_url;
-    const unsigned char *master;  /* NULL in insecure development mode */
-    bool insecure_dev;            /* http:// endpoints (loopback) are sent to */
-    int senders;                  /* concurrent deliveries (default 8) */
-    int per_endpoint, per_tenant; /* in flight at once */
-    long timeout_ms;              /* one attempt */
+    const unsigned char *master;    /* NULL in insecure development mode */
+    struct po_egress_policy egress; /* where deliveries may go (channel.h) */
+    int senders;                    /* concurrent deliveries (default 8) */
+    /* In flight at once: per endpoint always; per tenant only while
+     * another tenant has deliveries due (a lone tenant may use every
+     * sender), and then at most an equal share of the senders. */
+    int per_endpoint, per_tenant;
+    int64_t pending_max; /* a tenant's pending deliveries before its fan-out waits */
+    long timeout_ms;     /* one attempt */
     int64_t retry_base_ms, retry_cap_ms, max_age_s, alert_after_s;
     int poll_ms; /* how often due deliveries are looked for */
 };

@@ -30,7 +30,14 @@
 #include <time.h>
 
 #define SECRET_HEX 64 /* 32 random bytes */
-#define CLAIM_MAX 64  /* due deliveries looked at per round */
+#define CLAIM_MAX 64  /* due deliveries looked at per round; senders at most CLAIM_MAX / 2 */
+/* Fan-out: events made into deliveries per round, and per transaction (at
+ * most FAN_TX_EVENTS x PO_WEBHOOK_ENDPOINTS_MAX rows: SQLite's one write
+ * lock is held for a few milliseconds, never for a tenant's whole backlog). */
+#define FAN_ROUND_EVENTS 256
+#define FAN_TX_EVENTS 32
+/* The last_error of the deliveries a removal ended. */
+#define PO_WEBHOOK_REMOVED "endpoint removed"
 
 /* ---- time as the store keeps it: ISO 8601 UTC with milliseconds ---- */
 
@@ -102,8 +109,11 @@ static po_err new_secret(const unsigned char *master, const char *tenant, const 
 static po_err open_secret(const unsigned char *master, const char *tenant, const char *id,
                           const char *stored, char out[PO_WEBHOOK_SECRET_MAX])
 {
+    /* A plain secret is written only without a master key (insecure
+     * development); a gateway with a key refuses one, as it refuses plain
+     * channel secrets: it would mean the row did not come from payonce. */
     if (strncmp(stored, "plain:", 6) == 0)
-        return po_strcpy(out, PO_WEBHOOK_SECRET_MAX, stored + 6);
+        return master ? PO_ERR_INVALID : po_strcpy(out, PO_WEBHOOK_SECRET_MAX, stored + 6);
     if (!master)
         return PO_ERR_INVALID;
     char aad[160];
@@ -121,35 +131,6 @@ static po_err open_secret(const unsigned char *master, const char *tenant, const
     po_secure_zero(plain, len);
     free(plain);
     return rc;
-}
-
-bool po_webhook_url_ok(const char *url, bool insecure_dev, char *err, size_t errcap)
-{
-    size_t n = url ? strlen(url) : 0;
-    if (n == 0 || n > PO_URL_MAX) {
-        po_errf(err, errcap, "the URL must be 1..%d characters", PO_URL_MAX);
-        return false;
-    }
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)url[i] <= ' ' || (unsigned char)url[i] >= 0x7f) {
-            po_errf(err, errcap, "the URL holds a space or a control or non-ASCII character");
-            return false;
-        }
-    if (strncmp(url, "https://", 8) == 0 && n > 8)
-        return true;
-    static const char *const loopback[] = {"http://127.0.0.1", "http://localhost", "http://[::1]"};
-    for (int i = 0; i < PO_NELEM(loopback); i++) {
-        size_t l = strlen(loopback[i]);
-        if (strncmp(url, loopback[i], l) == 0 && (url[l] == ':' || url[l] == '/' || !url[l])) {
-            if (insecure_dev)
-                return true;
-            po_errf(err, errcap, "http:// (to loopback) only with --insecure-dev; use https://");
-            return false;
-        }
-    }
-    po_errf(err, errcap,
-            "the URL must be https:// (http:// only to loopback, with --insecure-dev)");
-    return false;
 }
 
 bool po_webhook_events_ok(const char *events, char *err, size_t errcap)
@@ -176,12 +157,11 @@ bool po_webhook_events_ok(const char *events, char *err, size_t errcap)
 }
 
 po_err po_webhook_add(struct po_store *s, const unsigned char *master, const char *tenant,
-                      const char *url, const char *events, bool insecure_dev,
+                      const char *url, const char *events, const struct po_egress_policy *egress,
                       struct po_webhook_new *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    if (!po_webhook_url_ok(url, insecure_dev, err, errcap) ||
-        !po_webhook_events_ok(events, err, errcap))
+    if (!po_egress_url_ok(egress, url, err, errcap) || !po_webhook_events_ok(events, err, errcap))
         return PO_ERR_INVALID;
     unsigned char rnd[8];
     po_err rc = po_random(rnd, sizeof rnd);
@@ -195,52 +175,89 @@ po_err po_webhook_add(struct po_store *s, const unsigned char *master, const cha
     if (rc)
         return rc;
     po_clock_now_iso(now, sizeof now);
-    int64_t added = 0;
-    rc = po_store_exec(s,
-                       "INSERT INTO webhook_endpoint (tenant_id, endpoint_id, url, events, secret,"
-                       " created_at) SELECT tenant_id, ?, ?, ?, ?, ? FROM tenant WHERE"
-                       " tenant_id = ?",
-                       PO_PARAMS(PO_TEXT(out->id), PO_TEXT(url), PO_TEXT(events ? events : "*"),
-                                 PO_TEXT(stored), PO_TEXT(now), PO_TEXT(tenant)),
-                       NULL, &added, err, errcap);
-    free(stored);
-    if (!rc && added == 0) {
+    int64_t added = 0, tenants = 0;
+    /* The tenant's row is locked first (an UPDATE that changes nothing),
+     * so that two adds at once count each other's endpoint: the limit
+     * holds on PostgreSQL too. */
+    rc = po_store_begin(s, err, errcap);
+    if (!rc)
+        rc = po_store_exec(s, "UPDATE tenant SET tenant_id = tenant_id WHERE tenant_id = ?",
+                           PO_PARAMS(PO_TEXT(tenant)), NULL, &tenants, err, errcap);
+    if (!rc && tenants == 1)
+        rc = po_store_exec(
+            s,
+            "INSERT INTO webhook_endpoint (tenant_id, endpoint_id, url, events, secret,"
+            " created_at) SELECT tenant_id, ?, ?, ?, ?, ? FROM tenant WHERE tenant_id = ? AND"
+            " (SELECT COUNT(*) FROM webhook_endpoint WHERE tenant_id = ? AND removed_at IS"
+            " NULL) < ?",
+            PO_PARAMS(PO_TEXT(out->id), PO_TEXT(url), PO_TEXT(events ? events : "*"),
+                      PO_TEXT(stored), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(tenant),
+                      PO_I64(PO_WEBHOOK_ENDPOINTS_MAX)),
+            NULL, &added, err, errcap);
+    if (!rc && tenants == 1 && added == 0) {
+        po_errf(err, errcap,
+                "tenant %s has %d webhook endpoints, the most it may have: remove one first",
+                tenant, PO_WEBHOOK_ENDPOINTS_MAX);
+        rc = PO_ERR_LIMIT;
+    } else if (!rc && tenants == 0) {
         po_errf(err, errcap, "no tenant %s", tenant);
         rc = PO_ERR_NOT_FOUND;
     }
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    free(stored);
     if (rc)
         po_secure_zero(out->secret, sizeof out->secret);
     return rc;
 }
 
-po_err po_webhook_list(struct po_store *s, const char *tenant, json_t **out)
+/* One endpoint as the API and the CLI show it (no secret). */
+static json_t *endpoint_json(const struct po_rows *r, int i)
 {
+    int64_t pending = 0, dead = 0;
+    if (po_rows_i64(r, i, 5, &pending) || po_rows_i64(r, i, 6, &dead))
+        pending = dead = -1;
+    const char *failing = po_rows_get(r, i, 4);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}", "object", "webhook_endpoint", "id",
+                     po_rows_get(r, i, 0), "url", po_rows_get(r, i, 1), "events",
+                     po_rows_get(r, i, 2), "created_at", po_rows_get(r, i, 3), "failing_since",
+                     failing ? json_string(failing) : json_null(), "pending", (json_int_t)pending,
+                     "dead", (json_int_t)dead);
+}
+
+#define ENDPOINT_COLUMNS                                                                           \
+    "SELECT endpoint_id, url, events, created_at, failing_since,"                                  \
+    " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"                \
+    " d.state = 'pending' AND d.endpoint_id = w.endpoint_id),"                                     \
+    " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"                \
+    " d.state = 'dead' AND d.endpoint_id = w.endpoint_id)"                                         \
+    " FROM webhook_endpoint w WHERE tenant_id = ? AND removed_at IS NULL"
+
+po_err po_webhook_list(struct po_store *s, const char *tenant, struct po_page *pg, json_t **out)
+{
+    const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
     struct po_rows r;
-    po_err rc = po_store_exec(
-        s,
-        "SELECT endpoint_id, url, events, created_at, failing_since,"
-        " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"
-        " d.endpoint_id = w.endpoint_id AND d.state = 'pending'),"
-        " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"
-        " d.endpoint_id = w.endpoint_id AND d.state = 'dead')"
-        " FROM webhook_endpoint w WHERE tenant_id = ? AND removed_at IS NULL ORDER BY created_at,"
-        " endpoint_id",
-        PO_PARAMS(PO_TEXT(tenant)), &r, NULL, NULL, 0);
+    po_err rc = po_store_exec(s,
+                              ENDPOINT_COLUMNS " AND (? = '' OR created_at > ? OR (created_at = ?"
+                                               " AND endpoint_id > ?)) ORDER BY created_at,"
+                                               " endpoint_id LIMIT ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(ts), PO_TEXT(ts), PO_TEXT(ts),
+                                        PO_TEXT(key), PO_I64(pg->limit + 1)),
+                              &r, NULL, NULL, 0);
     if (rc)
         return rc;
     json_t *list = json_array();
-    for (int i = 0; list && i < r.nrows; i++) {
-        int64_t pending = 0, dead = 0;
-        if (po_rows_i64(&r, i, 5, &pending) || po_rows_i64(&r, i, 6, &dead))
-            pending = dead = -1;
-        const char *failing = po_rows_get(&r, i, 4);
-        json_t *e =
-            json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}", "object", "webhook_endpoint",
-                      "id", po_rows_get(&r, i, 0), "url", po_rows_get(&r, i, 1), "events",
-                      po_rows_get(&r, i, 2), "created_at", po_rows_get(&r, i, 3), "failing_since",
-                      failing ? json_string(failing) : json_null(), "pending", (json_int_t)pending,
-                      "dead", (json_int_t)dead);
-        list = po_json_append(list, e);
+    int shown = r.nrows > pg->limit ? (int)pg->limit : r.nrows;
+    for (int i = 0; list && i < shown; i++)
+        list = po_json_append(list, endpoint_json(&r, i));
+    pg->more = r.nrows > pg->limit;
+    if (list && pg->more) {
+        PO_ASSERT(po_strcpy(pg->last_ts, sizeof pg->last_ts, po_rows_get(&r, shown - 1, 3)) ==
+                  PO_OK);
+        PO_ASSERT(po_strcpy(pg->last_key, sizeof pg->last_key, po_rows_get(&r, shown - 1, 0)) ==
+                  PO_OK);
     }
     po_rows_free(&r);
     if (!list)
@@ -249,21 +266,55 @@ po_err po_webhook_list(struct po_store *s, const char *tenant, json_t **out)
     return PO_OK;
 }
 
+po_err po_webhook_get(struct po_store *s, const char *tenant, const char *id, json_t **out)
+{
+    struct po_rows r;
+    *out = NULL;
+    po_err rc = po_store_exec(s, ENDPOINT_COLUMNS " AND endpoint_id = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(id)), &r, NULL, NULL, 0);
+    if (rc)
+        return rc;
+    if (r.nrows == 1 && !(*out = endpoint_json(&r, 0)))
+        rc = PO_ERR_NOMEM;
+    else if (r.nrows != 1)
+        rc = PO_ERR_NOT_FOUND;
+    po_rows_free(&r);
+    return rc;
+}
+
 po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
                          size_t errcap)
 {
     char now[PO_TIME_MAX];
     int64_t changed = 0;
     po_clock_now_iso(now, sizeof now);
-    po_err rc = po_store_exec(s,
-                              "UPDATE webhook_endpoint SET removed_at = ? WHERE tenant_id = ? AND"
-                              " endpoint_id = ? AND removed_at IS NULL",
-                              PO_PARAMS(PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(id)), NULL, &changed,
-                              err, errcap);
+    /* Its undelivered events stop at once: their deliveries end as dead
+     * letters that name the removal (their claims dropped, so an attempt
+     * already in flight records nothing), and the claim and the send both
+     * refuse a removed endpoint. Redrive does not bring them back. */
+    po_err rc = po_store_begin(s, err, errcap);
+    if (!rc)
+        rc = po_store_exec(s,
+                           "UPDATE webhook_endpoint SET removed_at = ? WHERE tenant_id = ? AND"
+                           " endpoint_id = ? AND removed_at IS NULL",
+                           PO_PARAMS(PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(id)), NULL, &changed,
+                           err, errcap);
+    if (!rc && changed == 1)
+        rc = po_store_exec(
+            s,
+            "UPDATE webhook_delivery SET state = 'dead', last_error = ?,"
+            " claim_token = NULL, claimed_until = NULL, updated_at = ? WHERE"
+            " tenant_id = ? AND endpoint_id = ? AND state = 'pending'",
+            PO_PARAMS(PO_TEXT(PO_WEBHOOK_REMOVED), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(id)),
+            NULL, NULL, err, errcap);
     if (!rc && changed == 0) {
         po_errf(err, errcap, "tenant %s has no endpoint %s", tenant, id);
         rc = PO_ERR_NOT_FOUND;
     }
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
     return rc;
 }
 
@@ -306,7 +357,9 @@ po_err po_webhook_redrive(struct po_store *s, const char *tenant, const char *ev
         "UPDATE webhook_delivery SET state = 'pending', attempts = 0, next_at = ?,"
         " claim_token = NULL, claimed_until = NULL, updated_at = ? WHERE"
         " tenant_id = ? AND state = 'dead' AND (? = '' OR event_id = ?) AND"
-        " (? = '' OR endpoint_id = ?) AND created_at >= ?",
+        " (? = '' OR endpoint_id = ?) AND created_at >= ? AND endpoint_id IN (SELECT"
+        " endpoint_id FROM webhook_endpoint w WHERE w.tenant_id = webhook_delivery.tenant_id AND"
+        " w.removed_at IS NULL)",
         PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(event_id ? event_id : ""),
                   PO_TEXT(event_id ? event_id : ""), PO_TEXT(endpoint_id ? endpoint_id : ""),
                   PO_TEXT(endpoint_id ? endpoint_id : ""), PO_TEXT(since ? since : "")),
@@ -347,6 +400,39 @@ po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *e
     return PO_OK;
 }
 
+po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master, int *out_checked,
+                                int *out_broken, char *err, size_t errcap)
+{
+    struct po_rows r;
+    *out_checked = *out_broken = 0;
+    po_err rc = po_store_exec(s,
+                              "SELECT tenant_id, endpoint_id, secret FROM webhook_endpoint WHERE"
+                              " removed_at IS NULL ORDER BY tenant_id, endpoint_id",
+                              PO_NO_PARAMS, &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    for (int i = 0; i < r.nrows; i++) {
+        char secret[PO_WEBHOOK_SECRET_MAX];
+        po_err o = open_secret(master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
+                               po_rows_get(&r, i, 2), secret);
+        po_secure_zero(secret, sizeof secret);
+        if (o == PO_ERR_NOMEM) {
+            rc = o;
+            break;
+        }
+        if (o && (*out_broken)++ == 0)
+            po_errf(err, errcap, "tenant %s, webhook endpoint %s: its secret %s",
+                    po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
+                    strncmp(po_rows_get(&r, i, 2), "plain:", 6) == 0
+                        ? "is stored in plain text, refused by a gateway with a master key"
+                    : master ? "does not open with this master key"
+                             : "is sealed, and there is no master key");
+        ++*out_checked;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
 /* ---- the event as the tenant receives it ---- */
 
 po_err po_event_envelope(const char *event_id, const char *type, const char *created_at,
@@ -382,6 +468,7 @@ struct job {
     char tenant[PO_ID_MAX + 1], event_id[PO_EVENT_ID_MAX], endpoint_id[PO_ID_MAX + 1];
     char token[40];
     int64_t attempts;
+    int64_t until_ms; /* the claim's expiry: the result must be recorded before */
 };
 
 struct po_webhooks {
@@ -398,6 +485,10 @@ struct po_webhooks {
     int nqueue;
     struct job inflight[CLAIM_MAX];
     bool busy[CLAIM_MAX];
+    int ninflight;
+    /* Round-robin: the next round's look starts after this tenant. */
+    char rr_tenant[PO_ID_MAX + 1];
+    int64_t backlog_warned_ms; /* the last "tenant at its pending limit" line */
     atomic_uint_fast64_t delivered, failed, dead;
     atomic_int_fast64_t depth, oldest_ms;
 };
@@ -415,95 +506,174 @@ static int held(const struct po_webhooks *w, const char *tenant, const char *end
     return n;
 }
 
-static po_err fan_out(struct po_store *s, const char *now, char *err, size_t errcap)
+/* Makes new events into deliveries, fairly across tenants: each round
+ * takes every tenant's oldest events in turn (its 1st, then everyone's
+ * 2nd, …), never more than keep the tenant's pending deliveries within
+ * pending_max (the rest wait, committed and readable at /v1/events, until
+ * its endpoints catch up), and commits in small transactions. */
+static po_err fan_out(struct po_webhooks *w, struct po_store *s, const char *now, char *err,
+                      size_t errcap)
 {
-    struct po_rows r;
+    struct po_rows r, full;
     po_err rc = po_store_exec(s,
-                              "SELECT tenant_id, event_id FROM outbox_event WHERE fanned = 0"
-                              " ORDER BY created_at LIMIT 256",
-                              PO_NO_PARAMS, &r, NULL, err, errcap);
-    if (rc || r.nrows == 0) {
-        if (!rc)
-            po_rows_free(&r);
+                              "SELECT tenant_id FROM webhook_delivery WHERE state = 'pending'"
+                              " GROUP BY tenant_id HAVING COUNT(*) >= ?",
+                              PO_PARAMS(PO_I64(w->cfg.pending_max)), &full, NULL, err, errcap);
+    if (rc)
         return rc;
+    if (full.nrows > 0 && now_ms() - w->backlog_warned_ms > 60000) {
+        w->backlog_warned_ms = now_ms();
+        po_log(PO_LOG_WARN,
+               "tenant %s: %" PRId64 " webhook deliveries pending, its limit"
+               " (webhook-pending-max): its new events wait until its endpoints catch up"
+               "%s",
+               po_rows_get(&full, 0, 0), w->cfg.pending_max,
+               full.nrows > 1 ? " (and other tenants)" : "");
     }
-    struct po_param *cells = malloc((size_t)r.nrows * 2 * sizeof *cells);
-    if (!cells) {
-        po_rows_free(&r);
-        return PO_ERR_NOMEM;
+    po_rows_free(&full);
+    /* A tenant takes at most as many events as its room below pending_max
+     * allows, counting one delivery per live endpoint. */
+    rc = po_store_exec(
+        s,
+        "SELECT x.tenant_id, x.event_id FROM (SELECT tenant_id, event_id, created_at,"
+        " ROW_NUMBER() OVER (PARTITION BY tenant_id ORDER BY created_at, event_id) AS rn FROM"
+        " outbox_event WHERE fanned = 0) x LEFT JOIN (SELECT tenant_id, COUNT(*) AS n FROM"
+        " webhook_delivery WHERE state = 'pending' GROUP BY tenant_id) p ON p.tenant_id ="
+        " x.tenant_id LEFT JOIN (SELECT tenant_id, COUNT(*) AS n FROM webhook_endpoint WHERE"
+        " removed_at IS NULL GROUP BY tenant_id) e ON e.tenant_id = x.tenant_id WHERE x.rn <= ?"
+        " AND x.rn * COALESCE(e.n, 0) <= ? - COALESCE(p.n, 0) ORDER BY x.rn, x.created_at,"
+        " x.tenant_id LIMIT ?",
+        PO_PARAMS(PO_I64(FAN_ROUND_EVENTS), PO_I64(w->cfg.pending_max), PO_I64(FAN_ROUND_EVENTS)),
+        &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    struct po_param cells[FAN_TX_EVENTS * 2];
+    for (int at = 0; !rc && at < r.nrows; at += FAN_TX_EVENTS) {
+        int n = r.nrows - at < FAN_TX_EVENTS ? r.nrows - at : FAN_TX_EVENTS;
+        for (int i = 0; i < n; i++) {
+            cells[i * 2] = PO_TEXT(po_rows_get(&r, at + i, 0));
+            cells[i * 2 + 1] = PO_TEXT(po_rows_get(&r, at + i, 1));
+        }
+        struct po_rowset rs = {2, n, cells};
+        rc = po_store_begin(s, err, errcap);
+        if (!rc)
+            rc = po_store_exec(
+                s,
+                "INSERT INTO webhook_delivery (tenant_id, event_id, endpoint_id, object_id,"
+                " obj_seq, created_at, state, attempts, next_at, updated_at) SELECT e.tenant_id,"
+                " e.event_id, w.endpoint_id, e.object_id, e.obj_seq, e.created_at, 'pending', 0,"
+                " ?, ? FROM ?{v: t text, id text} JOIN outbox_event e ON e.tenant_id = v.t AND"
+                " e.event_id = v.id JOIN webhook_endpoint w ON w.tenant_id = e.tenant_id AND"
+                " w.removed_at IS NULL AND (w.events = '*' OR (',' || w.events || ',') LIKE"
+                " ('%,' || e.type || ',%')) WHERE true ON CONFLICT (tenant_id, event_id,"
+                " endpoint_id) DO NOTHING",
+                PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_ROWS(&rs)), NULL, NULL, err, errcap);
+        if (!rc)
+            rc = po_store_exec(s,
+                               "UPDATE outbox_event SET fanned = 1 FROM ?{v: t text, id text}"
+                               " WHERE outbox_event.tenant_id = v.t AND outbox_event.event_id ="
+                               " v.id",
+                               PO_PARAMS(PO_ROWS(&rs)), NULL, NULL, err, errcap);
+        if (!rc)
+            rc = po_store_commit(s, err, errcap);
+        else
+            po_store_rollback(s);
     }
-    for (int i = 0; i < r.nrows; i++) {
-        cells[i * 2] = PO_TEXT(po_rows_get(&r, i, 0));
-        cells[i * 2 + 1] = PO_TEXT(po_rows_get(&r, i, 1));
-    }
-    struct po_rowset rs = {2, r.nrows, cells};
-    rc = po_store_begin(s, err, errcap);
-    if (!rc)
-        rc = po_store_exec(
-            s,
-            "INSERT INTO webhook_delivery (tenant_id, event_id, endpoint_id, object_id, obj_seq,"
-            " created_at, state, attempts, next_at, updated_at) SELECT e.tenant_id, e.event_id,"
-            " w.endpoint_id, e.object_id, e.obj_seq, e.created_at, 'pending', 0, ?, ? FROM"
-            " ?{v: t text, id text} JOIN outbox_event e ON e.tenant_id = v.t AND e.event_id ="
-            " v.id JOIN webhook_endpoint w ON w.tenant_id = e.tenant_id AND w.removed_at IS NULL"
-            " AND (w.events = '*' OR (',' || w.events || ',') LIKE ('%,' || e.type || ',%'))"
-            " WHERE true ON CONFLICT (tenant_id, event_id, endpoint_id) DO NOTHING",
-            PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_ROWS(&rs)), NULL, NULL, err, errcap);
-    if (!rc)
-        rc = po_store_exec(s,
-                           "UPDATE outbox_event SET fanned = 1 FROM ?{v: t text, id text} WHERE"
-                           " outbox_event.tenant_id = v.t AND outbox_event.event_id = v.id",
-                           PO_PARAMS(PO_ROWS(&rs)), NULL, NULL, err, errcap);
-    if (!rc)
-        rc = po_store_commit(s, err, errcap);
-    else
-        po_store_rollback(s);
-    free(cells);
     po_rows_free(&r);
     return rc;
 }
 
-/* Due deliveries whose earlier events of the same order are settled
- * (delivered or dead) for this endpoint and fanned out. */
+/* Due deliveries to live endpoints whose earlier events of the same order
+ * are settled (delivered or dead) for this endpoint and fanned out; at
+ * most per_endpoint of an endpoint and `?` of a tenant, and every
+ * tenant's first before anyone's second (round-robin, starting after the
+ * tenant the last round started with): one tenant's backlog, however
+ * large or old, never hides another tenant's due delivery. */
 static const char DUE_SQL[] =
-    "SELECT d.tenant_id, d.event_id, d.endpoint_id, d.attempts FROM webhook_delivery d"
+    "SELECT tenant_id, event_id, endpoint_id, attempts FROM (SELECT tenant_id, event_id,"
+    " endpoint_id, attempts, ROW_NUMBER() OVER (PARTITION BY tenant_id ORDER BY next_at,"
+    " event_id, endpoint_id) AS tn FROM (SELECT d.tenant_id, d.event_id, d.endpoint_id,"
+    " d.attempts, d.next_at, ROW_NUMBER() OVER (PARTITION BY d.tenant_id, d.endpoint_id ORDER BY"
+    " d.next_at, d.event_id) AS ep FROM webhook_delivery d JOIN webhook_endpoint w ON"
+    " w.tenant_id = d.tenant_id AND w.endpoint_id = d.endpoint_id AND w.removed_at IS NULL"
     " WHERE d.state = 'pending' AND d.next_at <= ? AND (d.claimed_until IS NULL OR"
     " d.claimed_until < ?) AND NOT EXISTS (SELECT 1 FROM webhook_delivery p WHERE"
     " p.tenant_id = d.tenant_id AND p.endpoint_id = d.endpoint_id AND p.object_id ="
     " d.object_id AND p.obj_seq > 0 AND p.obj_seq < d.obj_seq AND p.state = 'pending')"
     " AND NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.tenant_id = d.tenant_id AND"
     " o.object_id = d.object_id AND o.fanned = 0 AND o.obj_seq > 0 AND o.obj_seq < d.obj_seq)"
-    " ORDER BY d.next_at LIMIT 64";
+    ") a WHERE ep <= ?) b WHERE tn <= ? ORDER BY tn, CASE WHEN tenant_id > ? THEN 0 ELSE 1 END,"
+    " tenant_id LIMIT ?";
+
+/* How many of the senders one tenant may hold: all of them while it is
+ * the only tenant with work (work-conserving), else an equal share of
+ * the senders, at most per_tenant and at least one. */
+static int tenant_cap(const struct po_webhooks *w, int active)
+{
+    if (active <= 1)
+        return w->cfg.senders;
+    int share = w->cfg.senders / active;
+    share = share < w->cfg.per_tenant ? share : w->cfg.per_tenant;
+    return share > 0 ? share : 1;
+}
+
+static void count_tenant(const char **seen, int *n, const char *t)
+{
+    for (int k = 0; k < *n; k++)
+        if (strcmp(seen[k], t) == 0)
+            return;
+    seen[(*n)++] = t;
+}
+
+/* The distinct tenants among the due rows and the work held (under mu). */
+static int active_tenants(const struct po_webhooks *w, const struct po_rows *r)
+{
+    const char *seen[CLAIM_MAX * 3];
+    int n = 0;
+    for (int i = 0; i < r->nrows; i++)
+        count_tenant(seen, &n, po_rows_get(r, i, 0));
+    for (int i = 0; i < w->nqueue; i++)
+        count_tenant(seen, &n, w->queue[i].tenant);
+    for (int i = 0; i < CLAIM_MAX; i++)
+        if (w->busy[i])
+            count_tenant(seen, &n, w->inflight[i].tenant);
+    return n;
+}
 
 static po_err claim(struct po_webhooks *w, struct po_store *s, char *err, size_t errcap)
 {
-    char now[PO_TIME_MAX], until[PO_TIME_MAX];
+    char now[PO_TIME_MAX], until[PO_TIME_MAX], rr[PO_ID_MAX + 1];
     int64_t t = now_ms();
     iso_ms(t, now, sizeof now);
     /* A worker that dies mid-attempt (kill -9) leaves its claim to expire:
      * twice the attempt's timeout, and a second. */
-    iso_ms(t + 2 * w->cfg.timeout_ms + 1000, until, sizeof until);
-    bool pg = strcmp(po_store_backend(s), "postgres") == 0;
-    char sql[sizeof DUE_SQL + 32];
-    (void)snprintf(sql, sizeof sql, "%s%s", DUE_SQL, pg ? " FOR UPDATE SKIP LOCKED" : "");
-    /* PostgreSQL: the due rows locked (others skip them) until the claims
-     * commit. SQLite: one writer, so the look needs no transaction — an
-     * idle poll never takes the write lock from the committer; the claim's
-     * UPDATE re-checks that the row is still free. */
-    po_err rc = pg ? po_store_begin(s, err, errcap) : PO_OK;
+    int64_t until_ms = t + 2 * w->cfg.timeout_ms + 1000;
+    iso_ms(until_ms, until, sizeof until);
+    /* Only as many as there are idle senders: a claimed delivery waits in
+     * no queue behind another tenant's. */
+    pthread_mutex_lock(&w->mu);
+    int room = w->cfg.senders - w->nqueue - w->ninflight;
+    PO_ASSERT(po_strcpy(rr, sizeof rr, w->rr_tenant) == PO_OK);
+    pthread_mutex_unlock(&w->mu);
+    if (room <= 0)
+        return PO_OK;
+    /* The look needs no transaction (an idle poll never takes SQLite's
+     * write lock from the committer); the claim's UPDATE re-checks that
+     * the row is still free, so of two gateways at once only one claims
+     * it (on PostgreSQL the second UPDATE waits for the first and then
+     * finds the claim taken). */
+    struct po_rows r;
+    po_err rc = po_store_exec(s, DUE_SQL,
+                              PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_I64(w->cfg.per_endpoint),
+                                        PO_I64(w->cfg.senders), PO_TEXT(rr), PO_I64(CLAIM_MAX)),
+                              &r, NULL, err, errcap);
     if (rc)
         return rc;
-    struct po_rows r;
-    rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(now), PO_TEXT(now)), &r, NULL, err, errcap);
-    if (rc) {
-        if (pg)
-            po_store_rollback(s);
-        return rc;
-    }
     struct job took[CLAIM_MAX];
     int ntook = 0;
     pthread_mutex_lock(&w->mu);
-    for (int i = 0; i < r.nrows && w->nqueue + ntook < CLAIM_MAX; i++) {
+    int cap = tenant_cap(w, active_tenants(w, &r));
+    for (int i = 0; i < r.nrows && ntook < room; i++) {
         struct job j;
         memset(&j, 0, sizeof j);
         if (po_strcpy(j.tenant, sizeof j.tenant, po_rows_get(&r, i, 0)) ||
@@ -511,22 +681,26 @@ static po_err claim(struct po_webhooks *w, struct po_store *s, char *err, size_t
             po_strcpy(j.endpoint_id, sizeof j.endpoint_id, po_rows_get(&r, i, 2)) ||
             po_rows_i64(&r, i, 3, &j.attempts))
             continue;
-        /* Bulkheads: one endpoint, one tenant never takes every sender. */
+        j.until_ms = until_ms;
+        /* Bulkheads: one endpoint, one tenant never takes more than its
+         * share of the senders while another tenant has work. */
         int ep = held(w, j.tenant, j.endpoint_id), tn = held(w, j.tenant, NULL);
         for (int k = 0; k < ntook; k++) {
             ep += strcmp(took[k].tenant, j.tenant) == 0 &&
                   strcmp(took[k].endpoint_id, j.endpoint_id) == 0;
             tn += strcmp(took[k].tenant, j.tenant) == 0;
         }
-        if (ep >= w->cfg.per_endpoint || tn >= w->cfg.per_tenant)
+        if (ep >= w->cfg.per_endpoint || tn >= cap)
             continue;
         took[ntook++] = j;
     }
+    if (ntook > 0)
+        PO_ASSERT(po_strcpy(w->rr_tenant, sizeof w->rr_tenant, took[0].tenant) == PO_OK);
     pthread_mutex_unlock(&w->mu);
     po_rows_free(&r);
-    if (!pg && ntook == 0)
+    if (ntook == 0)
         return PO_OK;
-    if (!pg && (rc = po_store_begin(s, err, errcap)))
+    if ((rc = po_store_begin(s, err, errcap)))
         return rc;
     for (int k = 0; !rc && k < ntook; k++) {
         unsigned char rnd[12];
@@ -593,7 +767,7 @@ static void *claimer_main(void *arg)
         iso_ms(now_ms(), now, sizeof now);
         po_err rc = s ? PO_OK : po_store_open(w->cfg.db_url, &s, err, sizeof err);
         if (!rc)
-            rc = fan_out(s, now, err, sizeof err);
+            rc = fan_out(w, s, now, err, sizeof err);
         if (!rc)
             rc = claim(w, s, err, sizeof err);
         if (!rc && now_ms() - last_measure > 1000) {
@@ -631,15 +805,16 @@ static po_err load_shot(struct po_webhooks *w, struct po_store *s, const struct 
     po_err rc = po_store_exec(
         s,
         "SELECT e.type, e.payload, e.created_at, w.url, w.secret FROM outbox_event e JOIN"
-        " webhook_endpoint w ON w.tenant_id = e.tenant_id AND w.endpoint_id = ? WHERE"
-        " e.tenant_id = ? AND e.event_id = ?",
+        " webhook_endpoint w ON w.tenant_id = e.tenant_id AND w.endpoint_id = ? AND"
+        " w.removed_at IS NULL WHERE e.tenant_id = ? AND e.event_id = ?",
         PO_PARAMS(PO_TEXT(j->endpoint_id), PO_TEXT(j->tenant), PO_TEXT(j->event_id)), &r, NULL, err,
         errcap);
     if (rc)
         return rc;
     if (r.nrows != 1) {
         po_rows_free(&r);
-        po_errf(err, errcap, "event %s or endpoint %s is gone", j->event_id, j->endpoint_id);
+        po_errf(err, errcap, "event %s or endpoint %s is gone (removed?)", j->event_id,
+                j->endpoint_id);
         return PO_ERR_NOT_FOUND;
     }
     out->created = unix_of(po_rows_get(&r, 0, 2));
@@ -790,6 +965,29 @@ static po_err record(struct po_webhooks *w, struct po_store *s, const struct job
     return rc;
 }
 
+/* The result of an attempt, recorded with a pooled connection. A busy
+ * pool or a locked database is waited out for as long as the claim lasts:
+ * a result lost here would send the delivery again and hold the order's
+ * later events back until the claim expired. */
+static po_err record_result(struct po_webhooks *w, const struct job *j, int64_t created,
+                            long status, int64_t latency, const char *error, bool *out_dead,
+                            char *err, size_t errcap)
+{
+    po_err rc;
+    for (;;) {
+        struct po_store *s = NULL;
+        rc = po_store_pool_acquire(w->pool, 500, &s, err, errcap);
+        if (!rc) {
+            rc = record(w, s, j, created, status, latency, error, out_dead, err, errcap);
+            po_store_pool_release(w->pool, s);
+        }
+        if (!rc || rc == PO_ERR_NOMEM || now_ms() + 600 > j->until_ms)
+            return rc;
+        struct timespec pause = {0, 50 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
 static void send_one(struct po_webhooks *w, const struct job *j)
 {
     char err[PO_ERRBUF_MAX] = "", herr[PO_ERRBUF_MAX] = "";
@@ -802,44 +1000,48 @@ static void send_one(struct po_webhooks *w, const struct job *j)
         po_store_pool_release(w->pool, s); /* never held across the POST */
     }
     if (rc) {
-        po_log(PO_LOG_WARN, "webhooks: %s (the claim expires and it is tried again)", err);
+        po_log(PO_LOG_WARN, "tenant %s: webhooks: %s (not sent)", j->tenant, err);
         po_secure_zero(shot.secret, sizeof shot.secret);
         free(shot.body);
         return;
     }
-    long status = 0;
+    struct po_egress_result res = {0};
     char sig[160], sighdr[200], idhdr[80];
     int64_t t = (int64_t)time(NULL);
     uint64_t start = po_now_us();
-    if (strncmp(shot.url, "http://", 7) == 0 && !w->cfg.insecure_dev) {
-        (void)snprintf(herr, sizeof herr, "http:// endpoints need serve --insecure-dev");
-    } else if (po_webhook_sign(shot.secret, t, shot.body, sig, sizeof sig)) {
+    if (po_webhook_sign(shot.secret, t, shot.body, sig, sizeof sig)) {
         (void)snprintf(herr, sizeof herr, "cannot sign (out of memory)");
     } else {
         (void)snprintf(sighdr, sizeof sighdr, "Payonce-Signature: %s", sig);
         (void)snprintf(idhdr, sizeof idhdr, "Payonce-Event-Id: %s", j->event_id);
         const char *h[] = {"Content-Type: application/json", "User-Agent: payonce-webhooks/1",
                            sighdr, idhdr, "Expect:"};
-        if (po_http_post(shot.url, h, PO_NELEM(h), shot.body, w->cfg.timeout_ms, &status, herr,
-                         sizeof herr))
+        if (po_http_post(&w->cfg.egress, shot.url, h, PO_NELEM(h), shot.body, w->cfg.timeout_ms,
+                         &res))
             (void)snprintf(herr, sizeof herr, "cannot send (out of memory)");
-        else if (status && (status < 200 || status >= 300))
-            (void)snprintf(herr, sizeof herr, "HTTP %ld", status);
+        else if (res.error)
+            (void)snprintf(herr, sizeof herr, "%s", po_egress_error_text(res.error));
+        else if (res.status < 200 || res.status >= 300)
+            (void)snprintf(herr, sizeof herr, "HTTP %ld", res.status);
     }
+    /* The tenant reads only the class (herr); the transport's words are
+     * for the operator's log. */
+    if (res.error)
+        po_log(res.error == PO_EGRESS_REFUSED || res.error == PO_EGRESS_BAD_URL ? PO_LOG_WARN
+                                                                                : PO_LOG_INFO,
+               "tenant %s: webhook %s to endpoint %s: %s (%s)", j->tenant, j->event_id,
+               j->endpoint_id, po_egress_error_text(res.error), res.detail);
+    long status = res.error ? 0 : res.status;
     int64_t latency = (int64_t)((po_now_us() - start) / 1000);
     po_secure_zero(shot.secret, sizeof shot.secret);
     free(shot.body);
     bool dead = false;
-    rc = po_store_pool_acquire(w->pool, 2000, &s, err, sizeof err);
-    if (!rc) {
-        rc = record(w, s, j, shot.created, status, latency, herr, &dead, err, sizeof err);
-        po_store_pool_release(w->pool, s);
-    }
+    rc = record_result(w, j, shot.created, status, latency, herr, &dead, err, sizeof err);
     if (rc)
         po_log(PO_LOG_WARN,
-               "webhooks: the result of %s to %s is not recorded (%s); it is sent"
+               "tenant %s: webhooks: the result of %s to %s is not recorded (%s); it is sent"
                " again",
-               j->event_id, j->endpoint_id, err);
+               j->tenant, j->event_id, j->endpoint_id, err);
     else if (status >= 200 && status < 300)
         atomic_fetch_add(&w->delivered, 1);
     else
@@ -861,11 +1063,13 @@ static void *sender_main(void *arg)
         PO_ASSERT(slot < CLAIM_MAX); /* queued + in flight <= CLAIM_MAX */
         w->inflight[slot] = w->queue[0];
         w->busy[slot] = true;
+        w->ninflight++;
         memmove(&w->queue[0], &w->queue[1], (size_t)(--w->nqueue) * sizeof w->queue[0]);
         pthread_mutex_unlock(&w->mu);
         send_one(w, &w->inflight[slot]);
         pthread_mutex_lock(&w->mu);
         w->busy[slot] = false;
+        w->ninflight--;
         pthread_cond_broadcast(&w->cv); /* the claimer may take more */
     }
     pthread_mutex_unlock(&w->mu);
@@ -883,7 +1087,12 @@ po_err po_webhooks_start(const struct po_webhooks_cfg *cfg, struct po_webhooks *
         w->cfg.senders = 8;
     if (w->cfg.senders > CLAIM_MAX / 2)
         w->cfg.senders = CLAIM_MAX / 2;
-    po_err rc = po_store_pool_open(cfg->db_url, 2, &w->pool, err, errcap);
+    if (w->cfg.pending_max <= 0)
+        w->cfg.pending_max = PO_WEBHOOK_PENDING_DEFAULT;
+    /* A connection for every other sender: reads before and results after
+     * a POST are short, and a sender waits for one rather than lose a
+     * result (record_result). */
+    po_err rc = po_store_pool_open(cfg->db_url, w->cfg.senders / 2 + 1, &w->pool, err, errcap);
     if (rc) {
         free(w);
         return rc;

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -87,6 +88,7 @@ struct receiver {
     /* what arrived (deduplicated by event id, in order of first arrival) */
     char ids[SEEN_MAX][48], types[SEEN_MAX][32], objects[SEEN_MAX][72];
     int nseen, deliveries, bad_signatures;
+    int gone; /* deliveries to the path /gone (an endpoint that was removed) */
     /* deliveries of one event at the same moment (must stay 0) */
     char busy[16][48];
     int overlaps;
@@ -152,7 +154,7 @@ static enum MHD_Result on_hook(void *cls, struct MHD_Connection *c, const char *
                                const char *method, const char *version, const char *data,
                                size_t *size, void **state)
 {
-    (void)cls, (void)u, (void)method, (void)version;
+    (void)cls, (void)method, (void)version;
     struct upload *up = *state;
     if (!up) {
         *state = calloc(1, sizeof *up);
@@ -179,6 +181,7 @@ static enum MHD_Result on_hook(void *cls, struct MHD_Connection *c, const char *
     pthread_mutex_lock(&rx.mu);
     int delay = rx.delay_ms;
     rx.deliveries++;
+    rx.gone += strcmp(u, "/gone") == 0;
     bool ok = verify(rx.secret, sig, up->data ? up->data : "", up->len, time(NULL));
     if (!ok) {
         rx.bad_signatures++;
@@ -278,7 +281,7 @@ static bool wait_for(const char *type, int want, int timeout_ms)
 
 /* ---- the gateway and the channel ---- */
 
-static struct po_webhooks_cfg hooks = {.insecure_dev = true,
+static struct po_webhooks_cfg hooks = {.egress = {.allow_loopback = true},
                                        .senders = 4,
                                        .per_endpoint = 2,
                                        .per_tenant = 4,
@@ -295,7 +298,8 @@ static struct po_server *gateway(void)
                                .db_url = url,
                                .master_key = master,
                                .max_connections_per_ip = -1,
-                               .webhooks = &hooks};
+                               .webhooks = &hooks,
+                               .egress = &hooks.egress};
     struct po_server *gw = NULL;
     char err[PO_ERRBUF_MAX] = "";
     if (po_server_start(&gc, &gw, err, sizeof err))
@@ -330,6 +334,17 @@ static void order(const char *no)
 {
     struct po_store *s = t_open(url);
     t_seed_order(s, no, 100);
+    po_store_close(s);
+}
+
+static void order_for(const char *tenant, const char *no)
+{
+    struct po_store *s = t_open(url);
+    bool created = false;
+    char err[PO_ERRBUF_MAX] = "";
+    struct po_order_spec o = {tenant, "m1", no, 100, "CNY", NULL};
+    if (po_order_create(s, &o, &created, err, sizeof err))
+        die(err);
     po_store_close(s);
 }
 
@@ -379,7 +394,7 @@ static void rx_behave(bool always_fail, int delay_ms)
 static void reset_rx(void)
 {
     pthread_mutex_lock(&rx.mu);
-    rx.nseen = rx.deliveries = rx.bad_signatures = rx.overlaps = 0;
+    rx.nseen = rx.deliveries = rx.bad_signatures = rx.overlaps = rx.gone = 0;
     rx.always_fail = false;
     rx.fail_left = 0;
     rx.delay_ms = 0;
@@ -736,7 +751,7 @@ static struct {
     int fd;
     unsigned port;
     pthread_t t;
-    atomic_int open, peak;
+    atomic_int open, peak, accepted;
     atomic_bool stop;
 } hole;
 
@@ -748,6 +763,7 @@ static void *hole_main(void *arg)
         int c = accept(hole.fd, NULL, NULL);
         if (c < 0)
             continue;
+        atomic_fetch_add(&hole.accepted, 1);
         if (n < 256)
             fds[n++] = c;
         int now = atomic_fetch_add(&hole.open, 1) + 1;
@@ -766,11 +782,15 @@ static void *hole_main(void *arg)
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+    atomic_store(&hole.open, 0);
     return NULL;
 }
 
 static void hole_up(void)
 {
+    atomic_store(&hole.stop, false);
+    atomic_store(&hole.accepted, 0);
+    atomic_store(&hole.peak, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
@@ -814,13 +834,7 @@ static void test_bulkhead(void)
     for (int i = 0; i < 12; i++) {
         char no[32];
         snprintf(no, sizeof no, "BH2-%d", i);
-        struct po_store *s = t_open(url);
-        bool created = false;
-        char err[PO_ERRBUF_MAX] = "";
-        struct po_order_spec o = {"t2", "m1", no, 100, "CNY", NULL};
-        if (po_order_create(s, &o, &created, err, sizeof err))
-            die(err);
-        po_store_close(s);
+        order_for("t2", no);
         T_CHECK(post_callback_to(port, "t2", no) == 204, "bulkhead: t2 %s not acked", no);
     }
     for (int i = 0; i < 6; i++) {
@@ -839,10 +853,17 @@ static void test_bulkhead(void)
             delivered += seen_of("payment.credited", no);
         }
     }
+    int shared_peak = atomic_load(&hole.peak);
     T_CHECK(delivered == 6, "bulkhead: %d of t1's 6 events delivered while t2's endpoint hangs",
             delivered);
-    T_CHECK(atomic_load(&hole.peak) <= 2 && atomic_load(&hole.peak) >= 1,
-            "bulkhead: t2 had %d attempts in flight at once (its share is 2)",
+    T_CHECK(shared_peak <= 2 && shared_peak >= 1,
+            "bulkhead: t2 had %d attempts in flight at once while t1 had work (its share is 2)",
+            shared_peak);
+    /* Work-conserving: alone, t2 may use every sender. */
+    for (int t = 0; t < 8000 && atomic_load(&hole.peak) < 4; t += 50)
+        sleep_ms(50);
+    T_CHECK(atomic_load(&hole.peak) == 4,
+            "bulkhead: t2 alone had at most %d of the 4 senders (a lone tenant may use all)",
             atomic_load(&hole.peak));
     po_server_stop(gw);
     hooks = keep;
@@ -850,8 +871,322 @@ static void test_bulkhead(void)
     rx_down();
     remove_endpoint(ep);
     t_figure("# webhook: one tenant's endpoint hanging with 12 events (at most %d of its attempts"
-             " in flight): the other tenant's 6 events delivered meanwhile\n",
-             atomic_load(&hole.peak));
+             " in flight while the other had work, %d when alone): the other tenant's 6 events"
+             " delivered meanwhile\n",
+             shared_peak, atomic_load(&hole.peak));
+}
+
+/* ---- tenant isolation (issue 27) ---- */
+
+static int64_t now_ms_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Tenant t3 floods: 16 endpoints (the most a tenant may have; a 17th is
+ * refused) that accept and never answer, and 13 payments, all older than
+ * t1's. t1's payment is still delivered within the bound (the senders'
+ * attempt timeout plus a poll), its callbacks acked meanwhile, and t3's
+ * pending deliveries stay within webhook-pending-max (its other events
+ * wait in the outbox). Before issue 27 the claimer looked at the 64
+ * oldest due deliveries only, all t3's, and t1's was never looked at. */
+static void test_fair_flood(void)
+{
+    char ep[64], out[256];
+    reset_rx();
+    rx_up();
+    add_endpoint("payment.credited", ep, sizeof ep);
+    hole_up();
+    for (int i = 0; i < PO_WEBHOOK_ENDPOINTS_MAX; i++)
+        run(out, sizeof out, "webhook add --tenant t3 --url http://127.0.0.1:%u/h%d --insecure-dev",
+            hole.port, i);
+    int st = t_cli_status(dir, bin, url,
+                          "webhook add --tenant t3 --url http://127.0.0.1:%u/h17 --insecure-dev",
+                          hole.port);
+    T_CHECK(st != 0, "fair: a 17th endpoint of t3 was added");
+    T_CHECK(q1("SELECT COUNT(*) FROM webhook_endpoint WHERE tenant_id = ? AND removed_at IS NULL",
+               "t3") == PO_WEBHOOK_ENDPOINTS_MAX,
+            "fair: t3 has other than %d endpoints", PO_WEBHOOK_ENDPOINTS_MAX);
+    struct po_webhooks_cfg keep = hooks;
+    hooks.senders = 4;
+    hooks.per_tenant = 2;
+    hooks.timeout_ms = 1500;
+    hooks.pending_max = 160; /* 10 of t3's 13 events at a time */
+    struct po_server *gw = gateway();
+    unsigned port = po_server_port(gw);
+    for (int i = 0; i < 13; i++) {
+        char no[32];
+        snprintf(no, sizeof no, "FL3-%d", i);
+        order_for("t3", no);
+        T_CHECK(post_callback_to(port, "t3", no) == 204, "fair: t3 %s not acked", no);
+    }
+    /* t3 holds the senders before t1 has anything. */
+    for (int t = 0; t < 10000 && atomic_load(&hole.open) < 4; t += 20)
+        sleep_ms(20);
+    T_CHECK(atomic_load(&hole.open) >= 4, "fair: t3 never held the 4 senders (%d)",
+            atomic_load(&hole.open));
+    int64_t pend = q1("SELECT COUNT(*) FROM webhook_delivery WHERE tenant_id = ? AND"
+                      " state = 'pending'",
+                      "t3");
+    int64_t waiting =
+        q1("SELECT COUNT(*) FROM outbox_event WHERE tenant_id = ? AND fanned = 0", "t3");
+    T_CHECK(pend > 64 && pend <= 160 && waiting >= 13 - 10,
+            "fair: t3 has %lld deliveries pending (limit 160) and %lld events waiting",
+            (long long)pend, (long long)waiting);
+    order("FL1-1");
+    int64_t start = now_ms_wall(), worst_ack = 0;
+    T_CHECK(post_callback(port, "FL1-1") == 204, "fair: t1's callback not acked");
+    for (int i = 0; i < 5; i++) { /* t1's callbacks while t3 floods */
+        char no[32];
+        snprintf(no, sizeof no, "FL1-ack-%d", i);
+        order(no);
+        int64_t t0 = now_ms_wall();
+        T_CHECK(post_callback(port, no) == 204, "fair: t1's callback %s not acked", no);
+        worst_ack = now_ms_wall() - t0 > worst_ack ? now_ms_wall() - t0 : worst_ack;
+    }
+    while (now_ms_wall() - start < 15000 && seen_of("payment.credited", "FL1-1") == 0)
+        sleep_ms(20);
+    int64_t took = now_ms_wall() - start;
+    T_CHECK(seen_of("payment.credited", "FL1-1") == 1 && took <= 1500 + 3500,
+            "fair: t1's event delivered after %lld ms while t3 floods (bound 5000)",
+            (long long)took);
+    po_server_stop(gw);
+    hooks = keep;
+    hole_down();
+    rx_down();
+    remove_endpoint(ep);
+    t_figure("# webhook: t3 floods (16 hanging endpoints, 13 events, %lld deliveries pending at"
+             " its limit 160): t1's event delivered in %lld ms (bound: the 1500 ms attempt timeout"
+             " + 3.5 s), t1's 3x-delivered callbacks acked in at most %lld ms\n",
+             (long long)pend, (long long)took, (long long)worst_ack);
+}
+
+/* A removed endpoint gets nothing more: its pending deliveries (failing
+ * and retried every 40-200 ms) stop at once and end dead ("endpoint
+ * removed"), while a live endpoint of the same tenant receives new
+ * events. Before issue 27 they went on for up to 3 days. */
+static void test_removed_endpoint(void)
+{
+    char live[64], gone[64], u[128];
+    reset_rx();
+    rx_up();
+    add_endpoint("payment.credited", live, sizeof live);
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/gone", rx.port);
+    run(NULL, 0, "webhook add --tenant t1 --url %s --events payment.credited --insecure-dev", u);
+    snprintf(gone, sizeof gone, "%s", "");
+    struct po_store *s = t_open(url);
+    struct po_rows r;
+    if (po_store_exec(s,
+                      "SELECT endpoint_id FROM webhook_endpoint WHERE tenant_id = 't1' AND url LIKE"
+                      " '%/gone' AND removed_at IS NULL",
+                      PO_NO_PARAMS, &r, NULL, NULL, 0) ||
+        r.nrows != 1)
+        die("removed: endpoint not found");
+    snprintf(gone, sizeof gone, "%s", po_rows_get(&r, 0, 0));
+    po_rows_free(&r);
+    po_store_close(s);
+    pthread_mutex_lock(&rx.mu);
+    rx.fail_mod = 1; /* every delivery refused: they stay pending, retried */
+    pthread_mutex_unlock(&rx.mu);
+    struct po_server *gw = gateway();
+    unsigned port = po_server_port(gw);
+    for (int i = 0; i < 4; i++) {
+        char no[32];
+        snprintf(no, sizeof no, "RM-%d", i);
+        order(no);
+        T_CHECK(post_callback(port, no) == 204, "removed: %s not acked", no);
+    }
+    for (int t = 0; t < 10000 && rx_count(&rx.gone) < 8; t += 20)
+        sleep_ms(20);
+    remove_endpoint(gone);
+    int at_removal = rx_count(&rx.gone);
+    pthread_mutex_lock(&rx.mu);
+    rx.fail_mod = 0;
+    pthread_mutex_unlock(&rx.mu);
+    for (int i = 0; i < 3; i++) {
+        char no[32];
+        snprintf(no, sizeof no, "RM2-%d", i);
+        order(no);
+        T_CHECK(post_callback(port, no) == 204, "removed: %s not acked", no);
+    }
+    /* The live endpoint gets RM-* (retried) and RM2-*: the worker has
+     * had every chance to send to the removed one meanwhile. */
+    T_CHECK(wait_for("payment.credited", 7, 15000), "removed: the live endpoint got %d of 7",
+            seen_of("payment.credited", NULL));
+    int after = rx_count(&rx.gone) - at_removal;
+    T_CHECK(after <= hooks.per_endpoint,
+            "removed: %d deliveries reached the removed endpoint after its removal (at most the"
+            " %d in flight then)",
+            after, hooks.per_endpoint);
+    T_CHECK(q1("SELECT COUNT(*) FROM webhook_delivery WHERE endpoint_id = ? AND state = 'pending'",
+               gone) == 0,
+            "removed: the removed endpoint still has pending deliveries");
+    T_CHECK(q1("SELECT COUNT(*) FROM webhook_delivery WHERE endpoint_id = ? AND state = 'dead'"
+               " AND last_error = 'endpoint removed'",
+               gone) >= 4,
+            "removed: the removed endpoint's deliveries are not dead as removed");
+    char out[256];
+    int st = t_cli_status(dir, bin, url, "webhook rotate-secret --tenant t1 --endpoint %s", gone);
+    T_CHECK(st != 0, "removed: a removed endpoint's secret was rotated");
+    (void)out;
+    po_server_stop(gw);
+    rx_down();
+    remove_endpoint(live);
+    t_figure("# webhook: a removed endpoint with 4 failing events retried every 40-200 ms: %d"
+             " deliveries after its removal (in flight then), its deliveries dead as removed\n",
+             after);
+}
+
+/* A URL form with PORT replaced by the loopback listener's port. */
+static void form_url(const char *form, char *out, size_t cap)
+{
+    const char *p = strstr(form, "PORT");
+    snprintf(out, cap, "%.*s%u%s", (int)(p - form), form, hole.port, p + 4);
+}
+
+/* Webhook URLs are not an SSRF primitive: every spelling of this machine
+ * is refused when the tenant registers it (400), and — registered while
+ * allowed, or a name that now resolves here — refused again at the send,
+ * before any connection: a listener on the port they name sees nothing. */
+static void test_ssrf(void)
+{
+    /* PORT: the loopback listener's. */
+    static const char *const forms[] = {
+        "https://127.0.0.1:PORT/",
+        "https://2130706433:PORT/",
+        "https://0x7f.0.0.1:PORT/",
+        "https://0177.0.0.1:PORT/",
+        "https://127.1:PORT/",
+        "https://[::ffff:127.0.0.1]:PORT/",
+        "https://[::ffff:7f00:1]:PORT/",
+        "https://[::1]:PORT/",
+        "https://0.0.0.0:PORT/",
+        "https://localhost:PORT/",
+        "https://LocalHost.:PORT/",
+        "https://a.localhost:PORT/",
+        "https://127.0.0.1:1@127.0.0.2:PORT/",
+        "http://127.0.0.1:PORT/",
+        "https://127.0.0.2:PORT/x?y=1#z",
+    };
+    hole_up();
+    /* Registration, through the API of a gateway with the default policy. */
+    struct po_webhooks_cfg keep = hooks;
+    hooks.egress = (struct po_egress_policy){0};
+    hooks.timeout_ms = 1000;
+    struct po_server *gw = gateway();
+    unsigned port = po_server_port(gw);
+    char key[128];
+    run(key, sizeof key, "apikey create --tenant t4");
+    int refused = 0;
+    for (int i = 0; i < PO_NELEM(forms); i++) {
+        char u[160], body[256], auth[200];
+        form_url(forms[i], u, sizeof u);
+        snprintf(body, sizeof body, "{\"url\":\"%s\"}", u);
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+        char answer[2048];
+        struct t_body b = {answer, sizeof answer, 0};
+        CURL *c = curl_easy_init();
+        struct curl_slist *h = curl_slist_append(NULL, auth);
+        h = curl_slist_append(h, "Content-Type: application/json");
+        char api[64];
+        snprintf(api, sizeof api, "http://127.0.0.1:%u/v1/webhook_endpoints", port);
+        curl_easy_setopt(c, CURLOPT_URL, api);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        long status = 0;
+        if (curl_easy_perform(c) == CURLE_OK)
+            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        T_CHECK(status == 400 && strstr(answer, "\"param\":\"url\""), "ssrf: %s registered: %ld %s",
+                u, status, answer);
+        refused += status == 400;
+    }
+    T_CHECK(q1("SELECT COUNT(*) FROM webhook_endpoint WHERE tenant_id = ?", "t4") == 0,
+            "ssrf: an endpoint of t4 was stored");
+    /* Stored anyway (registered under a permissive policy, then the URL
+     * as a name's new address would make it): the send refuses. */
+    /* And a name that resolves to loopback only (this machine's own name,
+     * where it does): refused after its resolution. */
+    char self[128] = "", byname[200] = "";
+    struct addrinfo *res = NULL, hints = {.ai_socktype = SOCK_STREAM};
+    bool only_loopback =
+        gethostname(self, sizeof self) == 0 && getaddrinfo(self, NULL, &hints, &res) == 0 && res;
+    for (struct addrinfo *a = res; a && only_loopback; a = a->ai_next)
+        only_loopback =
+            a->ai_family == AF_INET &&
+            (ntohl(((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+    if (res)
+        freeaddrinfo(res);
+    if (only_loopback)
+        snprintf(byname, sizeof byname, "https://%s:%u/", self, hole.port);
+    int stored = 0;
+    struct po_egress_policy loose = {.allow_loopback = true};
+    struct po_store *s = t_open(url);
+    for (int i = 0; i <= PO_NELEM(forms); i++, stored++) {
+        char u[200], err[PO_ERRBUF_MAX] = "";
+        if (i == PO_NELEM(forms) && !byname[0])
+            break;
+        if (i == PO_NELEM(forms))
+            snprintf(u, sizeof u, "%s", byname);
+        else
+            form_url(forms[i], u, sizeof u);
+        struct po_webhook_new n;
+        if (po_webhook_add(s, master, "t4", "https://127.0.0.1/", NULL, &loose, &n, err,
+                           sizeof err) ||
+            po_store_exec(s, "UPDATE webhook_endpoint SET url = ? WHERE endpoint_id = ?",
+                          PO_PARAMS(PO_TEXT(u), PO_TEXT(n.id)), NULL, NULL, NULL, 0))
+            die(err);
+    }
+    po_store_close(s);
+    order_for("t4", "SSRF-1");
+    T_CHECK(post_callback_to(port, "t4", "SSRF-1") == 204, "ssrf: t4's callback not acked");
+    int64_t tried = 0;
+    for (int t = 0; t < 20000 && tried < stored; t += 50) {
+        sleep_ms(50);
+        tried = q1("SELECT COUNT(DISTINCT a.endpoint_id) FROM webhook_attempt a WHERE"
+                   " a.tenant_id = ? AND a.status_code IS NULL AND (a.error ="
+                   " 'destination refused by payonce''s egress policy' OR a.error ="
+                   " 'the URL is not one payonce sends to')",
+                   "t4");
+    }
+    if (tried != stored) { /* which, for the failure's message */
+        struct po_store *d = t_open(url);
+        struct po_rows r;
+        if (po_store_exec(
+                d,
+                "SELECT w.url, MAX(a.status_code), MAX(a.error) FROM webhook_endpoint w LEFT JOIN"
+                " webhook_attempt a ON a.tenant_id = w.tenant_id AND a.endpoint_id ="
+                " w.endpoint_id WHERE w.tenant_id = 't4' GROUP BY w.url",
+                PO_NO_PARAMS, &r, NULL, NULL, 0) == PO_OK) {
+            for (int i = 0; i < r.nrows; i++)
+                fprintf(stderr, "ssrf: %s -> %s %s\n", po_rows_get(&r, i, 0),
+                        po_rows_get(&r, i, 1) ? po_rows_get(&r, i, 1) : "-",
+                        po_rows_get(&r, i, 2) ? po_rows_get(&r, i, 2) : "-");
+            po_rows_free(&r);
+        }
+        po_store_close(d);
+    }
+    T_CHECK(tried == stored, "ssrf: %lld of %d endpoints' attempts refused by the policy",
+            (long long)tried, stored);
+    T_CHECK(atomic_load(&hole.accepted) == 0, "ssrf: %d connections reached the loopback listener",
+            atomic_load(&hole.accepted));
+    T_CHECK(q1("SELECT COUNT(*) FROM webhook_attempt WHERE tenant_id = ? AND (error LIKE"
+               " '%Connection%' OR error LIKE '%port%' OR error LIKE '%Failed to%')",
+               "t4") == 0,
+            "ssrf: the transport's words reached the tenant's attempt record");
+    po_server_stop(gw);
+    hooks = keep;
+    hole_down();
+    t_figure("# webhook: %d URL spellings of this machine refused at registration (400) and, %d"
+             " stored anyway%s, refused at the send: %d connections reached the listener\n",
+             refused, stored, byname[0] ? " (one a name resolving to loopback)" : "",
+             atomic_load(&hole.accepted));
 }
 
 /* ---- the tenant API: /v1/webhook_endpoints and /v1/events ---- */
@@ -987,6 +1322,14 @@ int main(int argc, char **argv)
     run(NULL, 0, "merchant add --tenant t1 --merchant m1");
     run(NULL, 0, "tenant add --tenant t2");
     run(NULL, 0, "merchant add --tenant t2 --merchant m1");
+    for (int t = 3; t <= 4; t++) {
+        run(NULL, 0, "tenant add --tenant t%d", t);
+        run(NULL, 0, "merchant add --tenant t%d --merchant m1", t);
+        run(NULL, 0,
+            "channel set --tenant t%d --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
+            " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
+            t, id.mchid, id.appid);
+    }
     run(NULL, 0,
         "channel set --tenant t2 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
         " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
@@ -1000,6 +1343,9 @@ int main(int argc, char **argv)
     test_ordering();
     test_ordering_many();
     test_bulkhead();
+    test_fair_flood();
+    test_removed_endpoint();
+    test_ssrf();
     test_dead_letter();
     if (strcmp(backend, "postgres") == 0)
         test_two_gateways();

@@ -92,7 +92,10 @@
 #define PO_API_TIMEOUT_S 10              /* a channel API call, in all */
 #define PO_API_CONNECT_TIMEOUT_S 5
 /* Per-tenant shares (bulkheads): refund submissions with a channel's API at
- * once, per tenant and in all; callbacks in flight per tenant. */
+ * once, per tenant and in all; callbacks in flight per tenant. A share
+ * binds only while another tenant is active: holds a slot, or asked within
+ * PO_BULKHEAD_RECENT_MS (a lone tenant may use the whole gateway). */
+#define PO_BULKHEAD_RECENT_MS 1000
 #define PO_OUTBOUND_PER_TENANT 2
 #define PO_OUTBOUND_MAX 16
 #define PO_CALLBACKS_PER_TENANT 1024

@@ -926,10 +926,12 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (!rc && (rc = po_accounts_open(srv->http.master_key, &cb->accounts)) != PO_OK)
         po_errf(err, errcap, "out of memory");
     int workers = cfg->workers ? cfg->workers : 64;
-    if (!rc &&
-        (po_bulkhead_open(workers / 2 > 0 ? workers / 2 : 1, workers, &srv->http.api_bulkhead) ||
-         po_bulkhead_open(PO_OUTBOUND_PER_TENANT, PO_OUTBOUND_MAX, &srv->http.outbound_bulkhead) ||
-         po_bulkhead_open(PO_CALLBACKS_PER_TENANT, INT32_MAX / 2, &srv->http.callback_bulkhead)))
+    if (!rc && (po_bulkhead_open(workers / 2 > 0 ? workers / 2 : 1, workers, PO_BULKHEAD_RECENT_MS,
+                                 &srv->http.api_bulkhead) ||
+                po_bulkhead_open(PO_OUTBOUND_PER_TENANT, PO_OUTBOUND_MAX, PO_BULKHEAD_RECENT_MS,
+                                 &srv->http.outbound_bulkhead) ||
+                po_bulkhead_open(PO_CALLBACKS_PER_TENANT, INT32_MAX / 2, PO_BULKHEAD_RECENT_MS,
+                                 &srv->http.callback_bulkhead)))
         po_errf(err, errcap, "out of memory"), rc = PO_ERR_NOMEM;
     if (!rc && (rc = po_idem_local_open(&srv->http.idem_local)) != PO_OK)
         po_errf(err, errcap, "out of memory");

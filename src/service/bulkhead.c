@@ -1,16 +1,25 @@
 /*
- * bulkhead.c — bounded work in flight, per tenant and in all: one tenant's
- * burst (or a channel API that stops answering one tenant's refunds) takes
- * at most its share, so every other tenant's callbacks keep their threads,
- * connections and deadlines. A slot is taken with po_bulkhead_enter (false:
- * over a limit — the caller answers at once, never waits) and given back
- * with po_bulkhead_leave.
+ * bulkhead.c — bounded work in flight, per tenant and in all, that is
+ * work-conserving: a tenant alone may use every slot (most deployments
+ * have one tenant, or a few); the per-tenant limit bites only while
+ * another tenant is active — holds a slot now, or asked for one within
+ * the last recent_ms — so one tenant's burst (or a channel API that stops
+ * answering one tenant's refunds) takes at most its share exactly when
+ * someone else needs the rest. A slot is taken with po_bulkhead_enter
+ * (false: over a limit — the caller answers at once, never waits) and
+ * given back with po_bulkhead_leave.
+ *
+ * The bound a newcomer sees: its first request is admitted (it holds
+ * nothing, so it is under its share) as soon as it reaches the bulkhead;
+ * from then on, for recent_ms after its last request, every other tenant
+ * is held to its per-tenant share.
  */
 #include "service.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SLOTS 4096 /* tenants tracked at once (open addressing) */
 
@@ -19,22 +28,39 @@ struct slot {
     int n;
 };
 
+/* One of the two tenants that asked last, and when (monotonic ms). */
+struct seen {
+    char tenant[PO_ID_MAX + 1];
+    int64_t at_ms;
+};
+
 struct po_bulkhead {
     pthread_mutex_t mu;
     int per_tenant, total, in_flight;
+    int holders; /* tenants holding a slot now */
+    int64_t recent_ms;
+    struct seen last[2]; /* last[0] the latest; never the same tenant twice */
     uint64_t refused;
     struct slot s[SLOTS];
 };
 
-po_err po_bulkhead_open(int per_tenant, int total, struct po_bulkhead **out)
+static int64_t mono_ms(void)
 {
-    PO_ASSERT(per_tenant > 0 && total >= per_tenant);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+po_err po_bulkhead_open(int per_tenant, int total, int recent_ms, struct po_bulkhead **out)
+{
+    PO_ASSERT(per_tenant > 0 && total >= per_tenant && recent_ms >= 0);
     struct po_bulkhead *b = calloc(1, sizeof *b);
     if (!b)
         return PO_ERR_NOMEM;
     pthread_mutex_init(&b->mu, NULL);
     b->per_tenant = per_tenant;
     b->total = total;
+    b->recent_ms = recent_ms;
     *out = b;
     return PO_OK;
 }
@@ -66,16 +92,37 @@ static struct slot *find(struct po_bulkhead *b, const char *tenant)
     return empty;
 }
 
+/* Remembers that tenant asked now; true when another tenant asked within
+ * recent_ms (under mu). */
+static bool note_and_check_others(struct po_bulkhead *b, const char *tenant, int64_t now)
+{
+    if (strcmp(b->last[0].tenant, tenant) != 0) {
+        b->last[1] = b->last[0];
+        PO_ASSERT(po_strcpy(b->last[0].tenant, sizeof b->last[0].tenant, tenant) == PO_OK);
+    }
+    b->last[0].at_ms = now;
+    /* last[1] is never this tenant: it is the latest other one. */
+    return b->last[1].tenant[0] && now - b->last[1].at_ms < b->recent_ms;
+}
+
 bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant)
 {
     if (!b)
         return true;
     pthread_mutex_lock(&b->mu);
+    bool others_asked = note_and_check_others(b, tenant, mono_ms());
     struct slot *s = b->in_flight < b->total ? find(b, tenant) : NULL;
-    bool ok = s && s->n < b->per_tenant;
+    bool ok = s != NULL;
+    if (ok && s->n >= b->per_tenant) {
+        /* Over its share: only while nobody else is active. */
+        int other_holders = b->holders - (s->n > 0 ? 1 : 0);
+        ok = other_holders == 0 && !others_asked;
+    }
     if (ok) {
-        if (s->n == 0)
+        if (s->n == 0) {
             PO_ASSERT(po_strcpy(s->tenant, sizeof s->tenant, tenant) == PO_OK);
+            b->holders++;
+        }
         s->n++;
         b->in_flight++;
     } else {
@@ -94,6 +141,9 @@ void po_bulkhead_leave(struct po_bulkhead *b, const char *tenant)
     PO_ASSERT(s && s->n > 0 && strcmp(s->tenant, tenant) == 0);
     s->n--;
     b->in_flight--;
+    if (s->n == 0)
+        b->holders--;
+    PO_ASSERT(b->in_flight >= 0 && b->holders >= 0);
     pthread_mutex_unlock(&b->mu);
 }
 

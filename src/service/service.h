@@ -369,9 +369,12 @@ po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_delete
 
 /* ---- bounded work in flight (bulkhead.c) ---- */
 
-/* At most per_tenant slots per tenant and total in all. */
+/* At most total slots in all; a tenant holds more than per_tenant only
+ * while no other tenant holds a slot or asked for one within recent_ms
+ * (work-conserving: a lone tenant may use every slot). */
 struct po_bulkhead;
-po_err po_bulkhead_open(int per_tenant, int total, struct po_bulkhead **out) PO_MUST_CHECK;
+po_err po_bulkhead_open(int per_tenant, int total, int recent_ms,
+                        struct po_bulkhead **out) PO_MUST_CHECK;
 void po_bulkhead_close(struct po_bulkhead *b);
 /* Takes a slot for tenant; false (nothing taken) over a limit. A NULL
  * bulkhead always admits. */

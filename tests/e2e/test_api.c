@@ -1175,10 +1175,13 @@ static void test_refund_submission(void)
 /* Issue 11, finding 2: a channel refund API that accepts connections and
  * never answers. Ten concurrent refund requests of tenant t2 must not take
  * the pool's connections (8) from everyone else: t1's reads and callbacks
- * are served meanwhile, at once; at most PO_OUTBOUND_PER_TENANT of t2's
- * refunds wait for the channel, the others stay pending (outbound_busy)
- * for the retry job. Before the fix each request held its pool connection
- * for the channel's 10 s timeout, and t1 got 503 after 2 s. */
+ * are served meanwhile, at once. Before the fix each request held its pool
+ * connection for the channel's 10 s timeout, and t1 got 503 after 2 s.
+ * Issue 27: the outbound share is work-conserving — t2, alone in
+ * submitting refunds, may have all ten with the channel (the limit is
+ * PO_OUTBOUND_MAX); once t1 submits one too, t1's goes through and t2's
+ * next one, over its share of PO_OUTBOUND_PER_TENANT, stays pending
+ * (outbound_busy) for the retry job. */
 struct silent_refund {
     char body[160], idem[32];
     struct resp r;
@@ -1244,6 +1247,25 @@ static void test_silent_channel(void)
                "SL-T1") == 1 &&
                 pay_ms < 2000,
             "silent: t1's callback credited after %llu ms", (unsigned long long)pay_ms);
+    /* t1 submits a refund while t2's ten wait: t1's share is free. */
+    api("POST", gw_port, "/v1/refunds", key1, "silent-t1",
+        "{\"out_trade_no\":\"SL-T1\",\"out_refund_no\":\"SLR-T1\",\"amount\":100}", &r);
+    T_CHECK(r.status == 201 && !strstr(r.body, "outbound_busy"),
+            "silent: t1's refund while t2's wait: %ld %s", r.status, r.body);
+    /* ... and t2's eleventh, over its share while t1 is active, waits. */
+    api("POST", gw_port, "/v1/orders", key2, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"SL-11\",\"amount\":500,"
+        "\"channel\":\"wechatpay\"}",
+        &r);
+    run("sim pay --dir sim --order SL-11:500 --txn 4200000000000000000000009511"
+        " --notify-url http://127.0.0.1:%u/notify/wechatpay/t2",
+        gw_port);
+    api("POST", gw_port, "/v1/refunds", key2, "silent-11",
+        "{\"out_trade_no\":\"SL-11\",\"out_refund_no\":\"SLR-11\",\"amount\":100}", &r);
+    T_CHECK(r.status == 201, "silent: t2's eleventh refund: %ld %s", r.status, r.body);
+    api("GET", gw_port, "/v1/refunds/SLR-11", key2, NULL, NULL, &r);
+    T_CHECK(strstr(r.body, "\"error\":\"outbound_busy\",\"state\":\"pending\""),
+            "silent: t2's eleventh refund, over its share while t1 is active: %s", r.body);
     int busy = 0, no_answer = 0;
     for (int i = 0; i < N; i++) {
         pthread_join(th[i], NULL);
@@ -1254,9 +1276,10 @@ static void test_silent_channel(void)
         busy += strstr(r.body, "\"error\":\"outbound_busy\",\"state\":\"pending\"") != NULL;
         no_answer += strstr(r.body, "\"error\":\"no_answer\",\"state\":\"pending\"") != NULL;
     }
-    T_CHECK(no_answer <= PO_OUTBOUND_PER_TENANT && busy + no_answer == N,
-            "silent: %d waited for the channel (at most %d), %d left pending", no_answer,
-            PO_OUTBOUND_PER_TENANT, busy);
+    T_CHECK(no_answer == N && busy == 0,
+            "silent: %d of t2's %d refunds, alone, waited for the channel (all may: the limit is"
+            " %d), %d left pending",
+            no_answer, N, PO_OUTBOUND_MAX, busy);
     t_figure("# api[%s] silent refund API: %d concurrent t2 refunds (%d waited for the channel,"
              " %d pending); meanwhile t1 read in %llu ms, t1 callback credited in %llu ms\n",
              backend, N, no_answer, busy, (unsigned long long)read_ms, (unsigned long long)pay_ms);
@@ -1267,9 +1290,98 @@ static void test_silent_channel(void)
     /* The channel is back: the retry job's work submits all ten. */
     struct po_store *s = t_open(url);
     int n = 0;
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == N,
-            "silent: %d of %d resubmitted", n, N);
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == N + 1,
+            "silent: %d of %d resubmitted", n, N + 1);
     po_store_close(s);
+}
+
+/* Issue 27, finding 6: the API's per-tenant share is work-conserving. One
+ * tenant alone with 64 concurrent connections creating orders is never
+ * refused (before: only half the workers, 503 tenant_busy for the rest);
+ * with another tenant active, the flooding one is held to its share and
+ * the other's requests are all served. */
+struct flooder {
+    unsigned port;
+    const char *key;
+    char prefix[32];
+    int n, refused, failed;
+    struct resp r;
+};
+
+static void *flood_one(void *arg)
+{
+    struct flooder *f = arg;
+    struct resp *mine = &f->r;
+    for (int i = 0; i < f->n; i++) {
+        char body[192];
+        snprintf(body, sizeof body,
+                 "{\"merchant\":\"m1\",\"out_trade_no\":\"%s-%d\",\"amount\":100}", f->prefix, i);
+        api("POST", f->port, "/v1/orders", f->key, NULL, body, mine);
+        f->refused += mine->status == 503;
+        f->failed += mine->status != 201 && mine->status != 503;
+    }
+    return NULL;
+}
+
+/* threads x per orders of the key's tenant, started (flood_join ends them). */
+static void flood(const char *key, const char *tag, int threads, int per, pthread_t *th,
+                  struct flooder *f)
+{
+    for (int i = 0; i < threads; i++) {
+        f[i].port = gw_port;
+        f[i].key = key;
+        f[i].n = per;
+        f[i].refused = f[i].failed = 0;
+        snprintf(f[i].prefix, sizeof f[i].prefix, "%s-%d", tag, i);
+        pthread_create(&th[i], NULL, flood_one, &f[i]);
+    }
+}
+
+static void flood_join(int threads, pthread_t *th, struct flooder *f, int *refused, int *failed)
+{
+    *refused = *failed = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(th[i], NULL);
+        *refused += f[i].refused;
+        *failed += f[i].failed;
+    }
+}
+
+static void test_work_conserving(void)
+{
+    enum { T = 64, PER = 8 };
+    pthread_t th[T];
+    static struct flooder f[T];
+    int refused = 0, failed = 0;
+    flood(key2, "WC", T, PER, th, f);
+    flood_join(T, th, f, &refused, &failed);
+    T_CHECK(refused == 0 && failed == 0,
+            "work-conserving: t2 alone, %d connections: %d of %d refused, %d failed", T, refused,
+            T * PER, failed);
+    /* Now t2 floods while t1 reads: t1 is never refused. */
+    flood(key2, "WF", T, PER, th, f);
+    int t1_refused = 0, t1_ok = 0;
+    uint64_t worst_us = 0;
+    for (int i = 0; i < 40; i++) {
+        struct resp r;
+        uint64_t t0 = po_now_us();
+        api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
+        uint64_t us = po_now_us() - t0;
+        worst_us = us > worst_us ? us : worst_us;
+        t1_refused += r.status == 503;
+        t1_ok += r.status == 200;
+    }
+    int t2_refused = 0, t2_failed = 0;
+    flood_join(T, th, f, &t2_refused, &t2_failed);
+    T_CHECK(t1_ok == 40 && t1_refused == 0,
+            "work-conserving: t1's reads while t2 floods: %d of 40 served, %d refused", t1_ok,
+            t1_refused);
+    T_CHECK(t2_failed == 0, "work-conserving: t2's flood: %d failed other than 503", t2_failed);
+    t_figure("# api[%s] work-conserving share: t2 alone with %d connections, %d orders: %d refused;"
+             " then t2 flooding (%d of its %d refused, over its share while t1 was active) and t1"
+             " reading: 40 of 40 served, slowest %llu ms\n",
+             backend, T, T * PER, refused, t2_refused, T * PER,
+             (unsigned long long)(worst_us / 1000));
 }
 
 /* Tenant t1's Alipay account: the gateway URL and the app key directory
@@ -1834,6 +1946,7 @@ int main(int argc, char **argv)
     test_refunds();
     test_refund_submission();
     test_silent_channel();
+    test_work_conserving();
     test_alipay_refunds();
     test_suspense_refunds();
     test_journal_paging();

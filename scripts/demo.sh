@@ -30,7 +30,7 @@ stop_rx() { [ -n "$rx_pid" ] && kill "$rx_pid" 2>/dev/null && wait "$rx_pid" 2>/
 stop_server() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
 trap 'stop_server; stop_sim; stop_rx; rm -rf "$work"' EXIT
 cd "$work"
-head -c 32 /dev/urandom > master.key
+head -c 32 /dev/urandom > master.key && chmod 600 master.key
 export PAYONCE_DB="sqlite:$work/demo.db" PAYONCE_MASTER_KEY_FILE="$work/master.key"
 T=demo; M=coffee-shop; failures=0
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,10 @@ static po_err write_master(struct po_bench_fx *fx)
     FILE *f = fopen(fx->master_file, "w");
     if (!f)
         return PO_ERR_IO;
+    if (fchmod(fileno(f), 0600)) {
+        fclose(f);
+        return PO_ERR_IO;
+    }
     for (size_t i = 0; i < sizeof fx->master; i++)
         fprintf(f, "%02x", fx->master[i]);
     fputc('\n', f);

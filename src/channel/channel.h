@@ -59,7 +59,10 @@ struct po_channel_account {
     char app_id[PO_ID_MAX + 1];
     char seller_id[PO_ID_MAX + 1];
     struct po_pubkey *alipay_key;
-    /* stripe */
+    /* stripe: the account and mode its events must name, when set (a
+     * secret shared by two tenants cannot move an event across them) */
+    char stripe_account[PO_ID_MAX + 1]; /* "" = not checked; else acct_… */
+    int stripe_livemode;                /* -1 not checked, 0 test mode, 1 live */
     int nsecrets;
     struct {
         unsigned char v[PO_SECRET_MAX];

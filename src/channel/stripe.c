@@ -15,6 +15,9 @@
  *       status succeeded          REFUND_SUCCESS
  *       status failed / canceled  REFUND_CLOSED
  *       pending / requires_action ignored (not final)
+ * When the tenant set --account-id / --livemode, an event must name that
+ * account ("account") and mode ("livemode"), else it is a merchant
+ * mismatch (acknowledged, alerted, not applied).
  * Keyed by the object id (pi_…, re_…). charge.refunded is verified and
  * ignored: a Charge names the charge, so two partial refunds of one charge
  * would share a key and the second would look like a conflicting duplicate.
@@ -120,6 +123,34 @@ static void unmapped(struct po_notify_result *out, const char *evt_id, const cha
     po_notify_unmapped(out, "Stripe event %s: %s", evt_id, why);
 }
 
+/* The event's account ("account", set on Connect events) and mode
+ * ("livemode") against the tenant's, where the tenant configured them: a
+ * signature proves only that some holder of the secret sent it, and a
+ * secret two tenants share (one Stripe endpoint for both, a test key reused
+ * in live) would otherwise let one tenant's event credit the other's order
+ * of the same number. A mismatch is a business check: acknowledged, not
+ * credited, alerted (merchant_mismatch). */
+static void check_account(const struct po_channel_account *a, json_t *root,
+                          struct po_notify_result *out)
+{
+    const char *acct = po_json_str(root, "account");
+    json_t *live = json_object_get(root, "livemode");
+    bool acct_ok = !a->stripe_account[0] || (acct && strcmp(acct, a->stripe_account) == 0);
+    bool live_ok = a->stripe_livemode < 0 ||
+                   (json_is_boolean(live) && json_is_true(live) == (a->stripe_livemode == 1));
+    if (acct_ok && live_ok)
+        return;
+    po_notify_mismatch(out, PO_R_MERCHANT_MISMATCH,
+                       "Stripe event for account %.40s livemode %s, tenant has account %.40s"
+                       " livemode %s",
+                       acct ? acct : "-",
+                       json_is_boolean(live) ? (json_is_true(live) ? "true" : "false") : "-",
+                       a->stripe_account[0] ? a->stripe_account : "(any)",
+                       a->stripe_livemode < 0 ? "(any)"
+                       : a->stripe_livemode   ? "true"
+                                              : "false");
+}
+
 static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
                     struct po_notify_result *out)
 {
@@ -205,7 +236,9 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
         ev->channel_txn_id[0] = ev->channel_refund_id[0] = '\0';
         ev->out_trade_no[0] = '\0';
         unmapped(out, evt_id, verr);
+        goto out;
     }
+    check_account(a, root, out);
 out:
     json_decref(root);
     return PO_OK;
@@ -242,6 +275,19 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
         json_array_append_new(list, s);
     }
     json_object_set_new(cfg, "webhook_secrets", list);
+    const char *acct = in->opt(in->ctx, "account-id"), *live = in->opt(in->ctx, "livemode");
+    if (acct && (!po_id_valid(acct, PO_ID_MAX) || strncmp(acct, "acct_", 5) != 0)) {
+        po_errf(err, errcap, "--account-id: a Stripe account id (acct_…)");
+        return PO_ERR_INVALID;
+    }
+    if (live && strcmp(live, "true") != 0 && strcmp(live, "false") != 0) {
+        po_errf(err, errcap, "--livemode: true or false");
+        return PO_ERR_INVALID;
+    }
+    if (acct)
+        json_object_set_new(cfg, "account_id", json_string(acct));
+    if (live)
+        json_object_set_new(cfg, "livemode", json_boolean(strcmp(live, "true") == 0));
     return PO_OK;
 }
 
@@ -268,6 +314,10 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
         po_errf(err, errcap, "no webhook secret");
         return PO_ERR_INVALID;
     }
+    json_t *live = json_object_get(root, "livemode");
+    a->stripe_livemode = json_is_boolean(live) ? json_is_true(live) : -1;
+    if (!po_set_field(a->stripe_account, sizeof a->stripe_account, po_json_str(root, "account_id")))
+        a->stripe_account[0] = '\0';
     return PO_OK;
 }
 
@@ -284,6 +334,8 @@ static void ack(bool success, unsigned fail_status, const char *msg, struct po_a
 static const struct po_channel_option options[] = {
     {"webhook-secret-file", "a webhook signing secret (repeatable, for rotation; sealed)"},
     {"timestamp-window", "seconds a webhook's t= may be off (default 300)"},
+    {"account-id", "the Stripe account (acct_…) every event must name (Connect's account)"},
+    {"livemode", "true or false: every event's livemode must be this"},
     {NULL, NULL},
 };
 

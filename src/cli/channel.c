@@ -122,7 +122,7 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
     if (!have && !flag(o, "insecure-dev")) {
         fprintf(stderr, "payonce: secrets are sealed with a master key: give --master-key-file"
                         " FILE or PAYONCE_MASTER_KEY_FILE (32 random bytes, e.g.\n"
-                        "  head -c 32 /dev/urandom > master.key), or --insecure-dev\n");
+                        "  (umask 077; head -c 32 /dev/urandom > master.key)), or --insecure-dev\n");
         return EXIT_USAGE;
     }
     if (!have)

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct po_pubkey {
     EVP_PKEY *pkey;
@@ -625,6 +626,17 @@ po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN]
 {
     char *buf = NULL;
     size_t len = 0;
+    /* A key every user of the machine can read seals nothing: refused,
+     * like ssh refuses such a private key. Its group may read it (the
+     * package's 0640 root:payonce). */
+    struct stat st;
+    if (stat(path, &st) == 0 && (st.st_mode & (S_IROTH | S_IWOTH))) {
+        po_errf(err, errcap,
+                "the master key %s is readable or writable by every user (mode %04o): chmod"
+                " 600 (or 640 with the service's group) it",
+                path, (unsigned)(st.st_mode & 07777));
+        return PO_ERR_INVALID;
+    }
     po_err rc = po_file_read(path, 128, &buf, &len);
     if (rc) {
         po_errf(err, errcap, "cannot read %s (the master key): %s", path, po_file_error(rc));

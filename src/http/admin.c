@@ -197,7 +197,9 @@ bool po_admin_start(struct po_hcall *h,
         po_hresp_set(&h->resp, 200, "text/html; charset=utf-8", page);
         po_hresp_header(&h->resp, "Content-Security-Policy",
                         "default-src 'none'; script-src 'unsafe-inline'; style-src"
-                        " 'unsafe-inline'; connect-src 'self'; form-action 'none'");
+                        " 'unsafe-inline'; connect-src 'self'; form-action 'none';"
+                        " frame-ancestors 'none'");
+        po_hresp_header(&h->resp, "X-Frame-Options", "DENY"); /* browsers before CSP 2 */
         return false;
     }
     if (!authorized(h)) {

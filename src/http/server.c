@@ -379,12 +379,14 @@ static bool route(struct po_server *srv, struct po_hcall *h)
     char allow[64];
     enum po_route_match m =
         po_route_find(req->method, req->path, &rt, req->params, allow, sizeof allow);
-    /* With an operations listener, /metrics is served there only, and
-     * only health, readiness and metrics are served there. */
+    /* With an operations listener, /metrics and the operator's console
+     * (/admin) are served there only, and only they, health and
+     * readiness are served there. */
     bool ops_route = m == PO_ROUTE_FOUND && (rt->kind == PO_RK_HEALTH || rt->kind == PO_RK_READY ||
                                              rt->kind == PO_RK_METRICS || rt->kind == PO_RK_ADMIN);
     if ((h->ops && !ops_route) ||
-        (!h->ops && srv->ops_daemon && m == PO_ROUTE_FOUND && rt->kind == PO_RK_METRICS)) {
+        (!h->ops && srv->ops_daemon && m == PO_ROUTE_FOUND &&
+         (rt->kind == PO_RK_METRICS || rt->kind == PO_RK_ADMIN))) {
         po_hresp_set(&h->resp, 404, "application/json",
                      "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}");
         return false;
@@ -528,11 +530,14 @@ static enum MHD_Result handle(struct po_server *srv, bool ops, struct MHD_Connec
                          .now_unix = srv->clock ? srv->clock(srv->clock_ctx) : (int64_t)time(NULL)};
     q->h.ctx = &srv->http;
     q->h.complete = complete;
-    char why[96], body[200];
+    char why[96], safe[96 * 6], body[sizeof safe + 80];
     const char *bad = bad_header(q, why, sizeof why);
     if (bad) {
+        /* why names a header the client sent: escaped, or the body would
+         * not be JSON (a quote or backslash in the name). */
+        po_json_escape(why, strlen(why), safe, sizeof safe);
         (void)snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", bad,
-                       why);
+                       safe);
         po_hresp_set(&q->h.resp, 400, "application/json", body);
         return answer(c, q);
     }

@@ -11,10 +11,12 @@
  */
 #include "store_int.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct sqlite_store {
     struct po_store base; /* must be first */
@@ -92,6 +94,16 @@ static po_err sq_open(const char *url, struct po_store **out, char *err, size_t 
     if (!st)
         return PO_ERR_NOMEM;
     po_err rc = PO_OK;
+    /* A new database is created readable by its owner only (SQLite would
+     * make it 0644 less the umask; its -wal and -shm files copy the
+     * database file's mode): it holds sealed secrets, API key hashes and
+     * every tenant's money. ":memory:" and an existing file are left as
+     * they are. */
+    if (strcmp(path, ":memory:") != 0) {
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
     int src = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (src != SQLITE_OK) {
         rc = map_rc(st->db, src, err, errcap);

@@ -321,6 +321,7 @@ TAMPER_SQL="UPDATE account_balance SET balance = balance + 1 WHERE account = 'me
 "$BIN" sim keys --dir "$tmp/sim" --tenant t1 >/dev/null || { echo "FAIL sim keys"; exit 1; }
 head -c 32 /dev/urandom > "$tmp/master.key"
 head -c 32 /dev/urandom > "$tmp/other.key"
+chmod 600 "$tmp/master.key" "$tmp/other.key"
 
 # serve says at start what would fail later: a listen address in use, a
 # schema older than this build's
@@ -331,6 +332,24 @@ for _ in $(seq 1 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 check serve-port-in-use 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/s.db" --insecure-dev --listen "127.0.0.1:$(cat "$tmp/port")"
 has serve-port-in-use "$tmp/err" "cannot listen on 127.0.0.1:[0-9]*: Address already in use"
 kill "$holder"; wait "$holder" 2>/dev/null
+# start-up and key checks for everything sealed (issue 27 item 3): the
+# database created 0600, a master key others can read refused, webhook
+# secrets opened at start (a wrong key, or a plain secret beside a key)
+[ "$(stat -c %a "$tmp/s.db")" = 600 ] && passes=$((passes+1)) || { echo "FAIL db-mode: $(stat -c %a "$tmp/s.db")"; fails=$((fails+1)); }
+cp "$tmp/master.key" "$tmp/loose.key"; chmod 644 "$tmp/loose.key"
+check serve-loose-key 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/s.db" --master-key-file "$tmp/loose.key" --listen 127.0.0.1:0
+has serve-loose-key "$tmp/err" "readable or writable by every user (mode 0644): chmod 600"
+"$BIN" migrate --db "sqlite:$tmp/w.db" >/dev/null && "$BIN" tenant add --db "sqlite:$tmp/w.db" --tenant t1 >/dev/null
+check webhook-sealed 0 "$BIN" webhook add --db "sqlite:$tmp/w.db" --tenant t1 --url https://hooks.example/h --master-key-file "$tmp/master.key"
+check serve-webhook-wrong-key 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/w.db" --master-key-file "$tmp/other.key" --listen 127.0.0.1:0
+has serve-webhook-wrong-key "$tmp/err" "webhook endpoint we_[0-9a-f]*: its secret does not open with this master key; 1 of 1"
+"$BIN" migrate --db "sqlite:$tmp/p.db" >/dev/null && "$BIN" tenant add --db "sqlite:$tmp/p.db" --tenant t1 >/dev/null
+check webhook-plain 0 "$BIN" webhook add --db "sqlite:$tmp/p.db" --tenant t1 --url https://hooks.example/h --insecure-dev
+check serve-webhook-plain 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/p.db" --master-key-file "$tmp/master.key" --listen 127.0.0.1:0
+has serve-webhook-plain "$tmp/err" "is stored in plain text, refused by a gateway with a master key"
+check webhook-ssrf 1 "$BIN" webhook add --db "sqlite:$tmp/w.db" --tenant t1 --url https://169.254.169.254/latest --master-key-file "$tmp/master.key"
+has webhook-ssrf "$tmp/err" "the URL's address is link-local"
+check webhook-allow-net 0 "$BIN" webhook add --db "sqlite:$tmp/w.db" --tenant t1 --url https://10.2.3.4/h --webhook-allow-net 10.2.0.0/16 --master-key-file "$tmp/master.key"
 # serve's configuration (issue 13 item 2): one table, a file, flags over it,
 # config check, config doc = docs/configuration.md, SIGHUP re-reads log-level
 check config-doc 0 "$BIN" config doc

@@ -30,6 +30,16 @@ check "dpkg -i" "$rc" 0; [ "$rc" -eq 0 ] || cat "$work/install.log"
 check "binary" "$(/usr/bin/payonce --version | cut -d' ' -f1)" payonce
 check "unit" "$(test -f /lib/systemd/system/payonce.service && echo yes)" yes
 check "unit hardening" "$(grep -c '^NoNewPrivileges=yes\|^ProtectSystem=strict\|^StateDirectory=payonce\|^User=payonce' /lib/systemd/system/payonce.service)" 4
+# issue 27: the directives systemd-analyze security still flagged
+unit=/lib/systemd/system/payonce.service
+for d in '^IPAddressDeny=link-local multicast$' '^ProtectProc=invisible$' '^ProcSubset=pid$' '^RemoveIPC=yes$' \
+         '^PrivateUsers=yes$' '^SystemCallFilter=~@privileged @resources$' '^SystemCallErrorNumber=EPERM$'; do
+  check "unit: $d" "$(grep -c "$d" "$unit")" 1
+done
+if command -v systemd-analyze >/dev/null; then  # offline: no running systemd needed
+  exposure=$(systemd-analyze security --offline=true "$unit" 2>/dev/null | sed -n 's/.*Overall exposure level for .*: \([0-9.]*\).*/\1/p')
+  check "systemd-analyze security: exposure ${exposure:-?} below 1.5 (1.8 before issue 27)" "$(python3 -c "print(float('${exposure:-10}') < 1.5)")" True
+fi
 check "man page" "$(test -f /usr/share/man/man1/payonce.1.gz && echo yes)" yes
 check "man page formats cleanly" "$(zcat /usr/share/man/man1/payonce.1.gz | groff -man -Tutf8 -ww -z 2>&1 | wc -l)" 0
 check "conffile" "$(dpkg-query -W -f='${Conffiles}' payonce | grep -c /etc/payonce/payonce.conf)" 1
@@ -44,6 +54,7 @@ check "config check of the packaged config" "$?" 0
 as /usr/bin/payonce migrate --config /etc/payonce/payonce.conf > "$work/migrate.out" 2>&1
 check "migrate (as payonce, the packaged config's database)" "$?" 0
 check "the database is in the state directory" "$(stat -c %U /var/lib/payonce/payonce.db 2>/dev/null)" payonce
+check "the database is readable by its owner only" "$(stat -c %a /var/lib/payonce/payonce.db 2>/dev/null)" 600
 # serve as the unit would, ports overridden (the packaged 8080/9100 may be taken here)
 # (setpriv itself in the background, not the function: $! must be serve)
 setpriv --reuid payonce --regid payonce --init-groups -- /usr/bin/payonce serve \

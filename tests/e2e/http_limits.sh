@@ -24,8 +24,9 @@ check "beyond --max-connections: refused" "$(curl -s -m 2 -o /dev/null -w '%{htt
 sleep 2.5
 check "after --request-timeout: served again" "$(curl -s -m 2 -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/healthz)" 200
 # A second server with room for many connections.
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > admin.token
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --max-connections 512 --ops-listen 127.0.0.1:0 \
-  > server2.out 2> server2.log & bg_pids+=($!)
+  --admin-token-file admin.token > server2.out 2> server2.log & bg_pids+=($!)
 for _ in $(seq 1 100); do grep -q "operations on port" server2.out && break; sleep 0.05; done
 port2=$(sed -n 's/^listening on port //p' server2.out)
 ops=$(sed -n 's/^operations on port //p' server2.out)
@@ -38,6 +39,16 @@ check "ops listener: no tenant API" "$(code http://127.0.0.1:$ops/v1/orders/x)" 
 check "main listener: no /metrics when --ops-listen is given" "$(code http://127.0.0.1:$port2/metrics)" 404
 check "main listener: /healthz" "$(code http://127.0.0.1:$port2/healthz)" 200
 check "first server (no --ops-listen): /metrics" "$(code http://127.0.0.1:$port/metrics)" 200
+# The operator's console too is on the operations listener only (issue 27),
+# and may not be framed by another site.
+check "main listener: no /admin when --ops-listen is given" "$(code http://127.0.0.1:$port2/admin)" 404
+check "main listener: no /admin API when --ops-listen is given" "$(code -H "Authorization: Bearer $(cat admin.token)" http://127.0.0.1:$port2/admin/api/summary)" 404
+check "ops listener: /admin" "$(code http://127.0.0.1:$ops/admin)" 200
+check "ops listener: /admin API" "$(code -H "Authorization: Bearer $(cat admin.token)" http://127.0.0.1:$ops/admin/api/summary)" 200
+check "the console may not be framed" "$(curl -s -D - -o /dev/null http://127.0.0.1:$ops/admin | grep -ci "frame-ancestors 'none'")" 1
+# A refused header's name is in the 400 body escaped: the body is JSON.
+curl -s -o bad.json -H $'X-"q\\: a\x01b' http://127.0.0.1:$port2/healthz
+check "a hostile header's 400 body is JSON" "$(python3 -c 'import json; d=json.load(open("bad.json")); print(d["error"]["code"], chr(34) in d["error"]["message"])' 2>&1)" "invalid_header True"
 # A path that is not UTF-8 (with a quote and a control character) still
 # gets its access-log line, escaped, and every line stays valid JSON.
 check "invalid UTF-8 path: 404" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port2/x%ff%fe%22%01y")" 404

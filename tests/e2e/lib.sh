@@ -24,5 +24,5 @@ if [ "$BACKEND" = postgres ]; then
 else
   export PAYONCE_DB="sqlite:$work/$3.db"
 fi
-head -c 32 /dev/urandom > master.key
+head -c 32 /dev/urandom > master.key && chmod 600 master.key
 export PAYONCE_MASTER_KEY_FILE=$work/master.key

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,7 +66,8 @@ static void write_file(const char *name, const void *data, size_t len)
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, len, f) != len)
+    /* Owner-only, as payonce requires of a master key (and fits secrets). */
+    if (!f || fchmod(fileno(f), 0600) || fwrite(data, 1, len, f) != len)
         die("cannot write test file");
     fclose(f);
 }
@@ -161,6 +163,13 @@ static void setup_tenants(void)
         " --alipay-public-key-file t2.pub.pem");
     run("channel set --tenant t2 --channel stripe --master-key-file master.key"
         " --webhook-secret-file stripe-t2.secret");
+    /* t4 shares t1's Stripe secret (one endpoint secret reused) but binds
+     * its events to its account and test mode (issue 27): t1's events, and
+     * events of another account or mode, credit nothing of t4's. */
+    run("tenant add --tenant t4");
+    run("merchant add --tenant t4 --merchant m1");
+    run("channel set --tenant t4 --channel stripe --master-key-file master.key"
+        " --webhook-secret-file stripe.secret --account-id acct_T4 --livemode false");
 }
 
 /* ---- HTTP ---- */
@@ -471,6 +480,10 @@ static void build_stripe(json_t *cs, const char *out_trade_no, struct po_sim_req
     if (robj)
         json_object_set_new(json_object_get(json_object_get(payload, "data"), "object"), "status",
                             json_string(jstr(ev, "status", "")));
+    if (json_object_get(ev, "account")) /* a Connect event names its account */
+        json_object_set_new(payload, "account", json_string(jstr(ev, "account", "")));
+    if (json_object_get(ev, "livemode"))
+        json_object_set(payload, "livemode", json_object_get(ev, "livemode"));
     char *p = strcmp(mut, "raw_body") == 0 ? strdup(jstr(cs, "body", "")) /* signed as is */
                                            : json_dumps(payload, JSON_COMPACT);
     json_decref(payload);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -35,7 +36,7 @@ void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[
         die("random", "master key");
     snprintf(mk, sizeof mk, "%s/master.key", dir);
     FILE *f = fopen(mk, "wb");
-    if (!f || fwrite(master, 1, 32, f) != 32)
+    if (!f || fchmod(fileno(f), 0600) || fwrite(master, 1, 32, f) != 32)
         die("write", mk);
     fclose(f);
     if (po_sim_identity_load(sd, id, err, sizeof err))

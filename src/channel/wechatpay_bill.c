@@ -18,8 +18,16 @@
 #include <string.h>
 
 #define LINE_MAX_BYTES 8192
+/* The largest fixed-point value (and total) a bill may hold: 10^17, i.e.
+ * 10^12 yuan in fees at 1e-5, far above any day (PO_AMOUNT_MAX is 10^14
+ * minor units for one amount). */
+#define PO_BILL_FIXED_MAX INT64_C(100000000000000000)
 
-/* Exact fixed-point: s with at most `scale` decimals -> value * 10^scale. */
+/* Exact fixed-point: s with at most `scale` decimals -> value * 10^scale,
+ * refused (false) unless |value| stays within PO_BILL_FIXED_MAX after the
+ * scaling. Every step is checked before it multiplies: 16 digits scaled by
+ * 10^5 would not fit an int64 (found by fuzzing: "4200000263200000000"
+ * as a fee wrapped silently in a release build). */
 static bool fixed(const char *s, int scale, int64_t *out)
 {
     bool neg = *s == '-';
@@ -32,17 +40,30 @@ static bool fixed(const char *s, int scale, int64_t *out)
             dec = 0;
             continue;
         }
-        if (*s < '0' || *s > '9' || ++digits > 16)
+        if (*s < '0' || *s > '9' || ++digits > 18)
             return false;
         if (dec >= 0 && ++dec > scale)
             return false;
-        v = v * 10 + (*s - '0');
+        v = v * 10 + (*s - '0'); /* < 10^18: cannot overflow */
     }
     if (digits == 0 || dec == 0)
         return false;
     for (int d = dec < 0 ? 0 : dec; d < scale; d++)
-        v *= 10;
+        if (__builtin_mul_overflow(v, 10, &v))
+            return false;
+    if (v > PO_BILL_FIXED_MAX)
+        return false;
     *out = neg ? -v : v;
+    return true;
+}
+
+/* *sum += v, false (nothing changed) when it would leave the bound. */
+static bool add_bounded(int64_t *sum, int64_t v)
+{
+    int64_t t;
+    if (__builtin_add_overflow(*sum, v, &t) || t > PO_BILL_FIXED_MAX || t < -PO_BILL_FIXED_MAX)
+        return false;
+    *sum = t;
     return true;
 }
 
@@ -239,8 +260,10 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             strlen(r->currency) != 3)
             BAD("line %d: a row needs a positive amount, 微信订单号, 商户订单号 and a currency",
                 lineno);
-        sum_settle += settle, sum_refund += refund, sum_fee += r->fee_milli, sum_total += total;
-        sum_requested += requested;
+        if (!add_bounded(&sum_settle, settle) || !add_bounded(&sum_refund, refund) ||
+            !add_bounded(&sum_fee, r->fee_milli) || !add_bounded(&sum_total, total) ||
+            !add_bounded(&sum_requested, requested))
+            BAD("line %d: the bill's totals leave the bound of an amount", lineno);
         if (!b.period_start[0] || strcmp(day, b.period_start) < 0)
             memcpy(b.period_start, day, 11);
         if (strcmp(day, b.period_end) > 0)

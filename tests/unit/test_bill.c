@@ -139,6 +139,12 @@ static void damaged_bills_are_refused(void **state)
         {",`JSAPI,", ",JSAPI,", "a field without its backtick"},
         {"总交易单数", "总交易数", "no summary header"},
         {",`autotest,`,", ",`autotest,", "a missing column"},
+        /* Found by fuzzing for 150 s (issue 27): 16 digits of fee scaled
+         * by 10^5 overflowed int64 (undefined behaviour; wrapped silently
+         * in a release build). Refused before the multiplication. */
+        {",`0.01000,`39.00%", ",`4200000263200000,`39.00%", "a fee that overflows when scaled"},
+        {"`0.03,`0.00,`0,", "`9223372036854775807,`0.00,`0,", "an amount past int64"},
+        {"`0.03,`0.00,`0,", "`999999999999999.99,`0.00,`0,", "an amount past the bound"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t len;

@@ -96,13 +96,18 @@ fig "# sim-e2e[$BACKEND] schedule: $(summary sched.out attempts) attempts, gaps 
 
 # 3. FAIL (5xx) for the first attempts: the database is locked for a while.
 "$BIN" order create --tenant t1 --merchant m1 --out-trade-no LOCKED-1 --amount 800 >/dev/null
+# The helper says when it holds the lock (locked.flag); the test waits for
+# that, not for a fixed time (a loaded machine was slower than 0.5 s).
+rm -f locked.flag
 if [ "$BACKEND" = postgres ]; then
-  ( psql -q "$PAYONCE_DB" -c "BEGIN; SELECT 1 FROM pay_order WHERE out_trade_no = 'LOCKED-1' FOR UPDATE; SELECT pg_sleep(7); ROLLBACK;" >/dev/null ) &
+  ( psql -q "$PAYONCE_DB" -c "BEGIN" -c "SELECT 1 FROM pay_order WHERE out_trade_no = 'LOCKED-1' FOR UPDATE" \
+      -c '\! touch locked.flag' -c "SELECT pg_sleep(7)" -c "ROLLBACK" >/dev/null ) &
 else
-  ( python3 -c "import sqlite3,time; c=sqlite3.connect('$work/sim_e2e.db', isolation_level=None); c.execute('BEGIN IMMEDIATE'); time.sleep(7); c.execute('ROLLBACK')" ) &
+  ( python3 -c "import sqlite3,time; c=sqlite3.connect('$work/sim_e2e.db', isolation_level=None); c.execute('BEGIN IMMEDIATE'); open('locked.flag', 'w').close(); time.sleep(7); c.execute('ROLLBACK')" ) &
 fi
 lpid=$!
-sleep 0.5
+for _ in $(seq 1 200); do [ -e locked.flag ] && break; sleep 0.05; done
+check "locked: the helper holds the lock" "$(test -e locked.flag && echo yes)" yes
 "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" \
   --order LOCKED-1:800 --time-factor 100 --deadline-ms 5000 > locked.out 2>&1
 wait $lpid

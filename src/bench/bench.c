@@ -20,7 +20,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +66,7 @@ static po_err server_start(const struct po_bench_cfg *cfg, const struct po_bench
         execl(cfg->exe, cfg->exe, "serve", "--db", fx->db_url, "--listen", "127.0.0.1:0",
               "--master-key-file", fx->master_file, "--query-interval", "0",
               "--refund-retry-interval", "0", "--batch-max", bm, "--batch-wait-us", bw,
-              "--committers", cm, (char *)NULL);
+              "--committers", cm, "--max-connections-per-ip", "0", (char *)NULL);
         _exit(127);
     }
     close(pfd[1]);
@@ -158,9 +160,10 @@ struct row {
     double batch_avg;                  /* items per committed batch (0: unknown) */
     bool exact;                        /* every payment credited exactly once */
     double rate;                       /* the schedule, when rate-limited */
+    int64_t refused;                   /* 503 answers (-1: none allowed, the run fails) */
 };
 
-#define ROWS_MAX 16
+#define ROWS_MAX 24
 
 struct run {
     const struct po_bench_cfg *cfg;
@@ -187,6 +190,7 @@ static struct row *add_row(struct run *R, const char *kind, const char *name)
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->credited = -1;
+    r->refused = -1;
     (void)snprintf(r->name, sizeof r->name, "%s", name);
     return r;
 }
@@ -477,6 +481,10 @@ static void print_rows(const struct run *R)
     }
 }
 
+/* The bound of a tenant's API latency while another floods: what a
+ * payment engineer's client timeout tolerates with room to spare. */
+#define PO_BENCH_VICTIM_P99_MS 100
+
 struct target {
     const char *name;
     double value, goal;
@@ -492,8 +500,12 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                      *idle = find_row(R, "idle server, one at a time"),
                      *plain = find_row(R, "plain design"),
                      *plain_hot = find_row(R, "plain design, hot merchant"),
-                     *engine = find_row(R, "engine alone"), *b1 = find_row(R, "--batch-max 1");
-    struct target t[8];
+                     *engine = find_row(R, "engine alone"), *b1 = find_row(R, "--batch-max 1"),
+                     *va = find_row(R, "tenant A orders, alone"),
+                     *vf = find_row(R, "tenant A orders, B floods"),
+                     *w64 = find_row(R, "lone tenant API, 64 conns"),
+                     *w256 = find_row(R, "lone tenant API, 256 conns");
+    struct target t[12];
     int n = 0;
     double cu = credited_per_s(u);
     if (plain)
@@ -516,6 +528,12 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
     if (idle)
         t[n++] = (struct target){"idle single callback p50 (ms) vs batch wait", idle->p50,
                                  batch_wait_ms + 20, true};
+    if (w64 && w256) /* a refusal fails those runs: reaching here means none */
+        t[n++] = (struct target){"lone tenant, 64 and 256 connections: refusals",
+                                 (double)(w64->refused + w256->refused), 0, true};
+    if (va && vf)
+        t[n++] = (struct target){"tenant A's p99 while tenant B floods (ms)", vf->p99,
+                                 PO_BENCH_VICTIM_P99_MS, true};
     json_t *out = json_array();
     printf("\n%-56s %10s %10s %6s\n", "target", "measured", "goal", "met");
     for (int i = 0; i < n; i++) {
@@ -532,6 +550,12 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
     if (engine)
         printf("%-56s %10.2f\n", "unique merchants vs engine alone (x, information)",
                cu / credited_per_s(engine));
+    if (va && vf && va->p99 > 0)
+        printf("%-56s %10.2f\n", "that p99 vs tenant A alone (x, information)", vf->p99 / va->p99);
+    const struct row *fl = find_row(R, "tenant B flooding, 64 conns");
+    if (fl)
+        printf("%-56s %10lld of %zu\n", "B's answers 503 (over its share, information)",
+               (long long)fl->refused, fl->deliveries);
     return out;
 }
 
@@ -573,6 +597,8 @@ static json_t *rows_json(const struct run *R)
             json_object_set_new(o, "rate_limit_per_s", json_real(r->rate));
         if (o && r->batch_avg > 0)
             json_object_set_new(o, "batch_avg", json_real(r->batch_avg));
+        if (o && r->refused >= 0)
+            json_object_set_new(o, "refused", json_integer(r->refused));
         json_array_append_new(a, o);
     }
     return a;
@@ -595,8 +621,8 @@ static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char
 
 /* ---- the run ---- */
 
-const char *const po_bench_runs[] = {"unique", "redelivery", "hot",    "dup3",  "api", "half",
-                                     "idle",   "batch1",     "engine", "plain", NULL};
+const char *const po_bench_runs[] = {"unique", "redelivery", "hot",    "dup3",   "api",   "half",
+                                     "idle",   "tenants",    "batch1", "engine", "plain", NULL};
 
 /* Is key in the comma-separated list (NULL: everything is)? */
 static bool listed(const char *list, const char *key)
@@ -632,6 +658,115 @@ const char *po_bench_unknown_run(const char *only)
 
 #define RUN(key) listed(R->cfg->only, key)
 
+/* ---- tenants sharing the gateway (issue 27) ---- */
+
+/* API orders of one tenant (key), n of them over conns connections: a
+ * refusal fails the run (http_run), so a row is the proof of none. */
+static po_err api_run(struct run *R, const struct server *srv, const char *name, const char *key,
+                      const char *prefix, int n, int conns, double gap_ms)
+{
+    struct po_lg_req *reqs = NULL;
+    po_err rc = po_bench_api_requests(key, prefix, n, &reqs);
+    struct row *r = add_row(R, "payonce", name);
+    if (!rc)
+        rc = http_run(R, srv, r, reqs, (size_t)n, conns, 0, gap_ms);
+    if (!rc)
+        r->refused = 0;
+    po_bench_reqs_free(reqs, reqs ? (size_t)n : 0);
+    return rc;
+}
+
+struct flood {
+    unsigned port;
+    const char *key;
+    atomic_bool stop;
+    size_t done, refused, other; /* answers; 503; any other non-2xx */
+    unsigned other_status;
+    double wall_s, *lat_ms; /* of every round, concatenated (heap) */
+    po_err rc;
+    char err[PO_ERRBUF_MAX];
+};
+
+/* Rounds of FLOOD_ROUND fresh orders over 64 connections until stopped. */
+#define FLOOD_ROUND 2000
+static void *flood_main(void *arg)
+{
+    struct flood *f = arg;
+    for (int round = 0; !f->rc && !atomic_load(&f->stop) && round < 1000; round++) {
+        char prefix[16];
+        (void)snprintf(prefix, sizeof prefix, "FL%d", round);
+        struct po_lg_req *reqs = NULL;
+        f->rc = po_bench_api_requests(f->key, prefix, FLOOD_ROUND, &reqs);
+        if (f->rc)
+            break;
+        struct po_lg_cfg lc = {
+            .port = f->port, .conns = 64, .reqs = reqs, .nreqs = FLOOD_ROUND, .timeout_s = 600};
+        struct po_lg_result res;
+        f->rc = po_lg_run(&lc, &res, f->err, sizeof f->err);
+        po_bench_reqs_free(reqs, FLOOD_ROUND);
+        if (f->rc)
+            break;
+        double *all = realloc(f->lat_ms, (f->done + res.done) * sizeof *all);
+        if (all) {
+            memcpy(all + f->done, res.lat_ms, res.done * sizeof *all);
+            f->lat_ms = all;
+            f->done += res.done;
+        }
+        free(res.lat_ms);
+        f->wall_s += res.wall_s;
+        /* failed counts every non-2xx; only 503 (over its share) may be. */
+        f->refused += res.failed;
+        if (res.failed && res.first_bad_status != 503 && !f->other_status)
+            f->other_status = res.first_bad_status, f->other += res.failed;
+    }
+    return NULL;
+}
+
+/* One tenant alone at 64 and 256 connections (work-conserving: no
+ * refusal); then tenant A's orders one at a time, alone and while tenant
+ * B floods with 64 connections for the whole run: A is never refused and
+ * its latency is the bound the targets check; B may be refused beyond its
+ * share (503), nothing else. */
+static po_err tenant_scenarios(struct run *R, const struct server *srv, int n)
+{
+    int na = n / 2 > 500 ? n / 2 : 500, nv = 200;
+    po_err rc = api_run(R, srv, "lone tenant API, 64 conns", R->fx.apikey, "W64", na, 64, 0);
+    if (!rc)
+        rc = api_run(R, srv, "lone tenant API, 256 conns", R->fx.apikey, "W256", na, 256, 0);
+    if (!rc)
+        rc = api_run(R, srv, "tenant A orders, alone", R->fx.apikey, "VA", nv, 1, 5);
+    if (rc)
+        return rc;
+    struct flood f = {.port = srv->port, .key = R->fx.apikey2};
+    pthread_t th;
+    settle(R);
+    if (pthread_create(&th, NULL, flood_main, &f) != 0)
+        return PO_ERR_INTERNAL;
+    struct timespec lead = {0, 300 * 1000000L}; /* the flood is under way */
+    nanosleep(&lead, NULL);
+    rc = api_run(R, srv, "tenant A orders, B floods", R->fx.apikey, "VF", nv, 1, 5);
+    atomic_store(&f.stop, true);
+    pthread_join(th, NULL);
+    if (!rc && f.rc) {
+        po_errf(R->err, sizeof R->err, "the flood: %s", f.err);
+        rc = f.rc;
+    }
+    if (!rc && f.other) {
+        po_errf(R->err, sizeof R->err, "the flood: %zu answers were %u (only 503 may be)", f.other,
+                f.other_status);
+        rc = PO_ERR_INTERNAL;
+    }
+    if (!rc) {
+        struct row *r = add_row(R, "payonce", "tenant B flooding, 64 conns");
+        r->deliveries = f.done;
+        r->wall_s = f.wall_s;
+        latencies(r, f.lat_ms, f.done);
+        r->refused = (int64_t)f.refused;
+    }
+    free(f.lat_ms);
+    return rc;
+}
+
 static po_err scenarios(struct run *R, const struct server *srv, int n)
 {
     const struct po_bench_cfg *cfg = R->cfg;
@@ -657,7 +792,7 @@ static po_err scenarios(struct run *R, const struct server *srv, int n)
     if (!rc && RUN("api")) {
         struct po_lg_req *api = NULL;
         int na = n / 2;
-        rc = po_bench_api_requests(&R->fx, "A", na, &api);
+        rc = po_bench_api_requests(R->fx.apikey, "A", na, &api);
         struct row *r = add_row(R, "payonce", "API orders with Idempotency-Key");
         if (!rc)
             rc = http_run(R, srv, r, api, (size_t)na, R->conns, 0, 0);
@@ -673,6 +808,8 @@ static po_err scenarios(struct run *R, const struct server *srv, int n)
     if (!rc && RUN("idle"))
         rc = callbacks_run(R, srv, "idle server, one at a time", "I", 100, false, 1, 0, 1,
                            20 + (double)cfg->batch_wait_us / 1000, NULL);
+    if (!rc && RUN("tenants"))
+        rc = tenant_scenarios(R, srv, n);
     return rc;
 }
 

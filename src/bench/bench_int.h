@@ -67,6 +67,7 @@ struct po_bench_fx {
     char master_file[300];
     unsigned char master[32];
     char apikey[PO_APIKEY_LEN + 1];
+    char apikey2[PO_APIKEY_LEN + 1]; /* a second tenant's ("bench2"): the flood */
     struct po_sim_identity *id;
     struct po_store *s;
 };
@@ -81,8 +82,9 @@ po_err po_bench_orders(struct po_bench_fx *fx, const char *prefix, int n, bool h
  * encrypted in advance (on every core), copies times each, adjacent. */
 po_err po_bench_callbacks(struct po_bench_fx *fx, const char *prefix, int n, int copies,
                           struct po_lg_req **out) PO_MUST_CHECK;
-/* POST /v1/orders requests with fresh Idempotency-Keys for "<prefix>-<i>". */
-po_err po_bench_api_requests(struct po_bench_fx *fx, const char *prefix, int n,
+/* POST /v1/orders requests of the tenant whose key is apikey (fx->apikey
+ * or fx->apikey2), with fresh Idempotency-Keys, for "<prefix>-<i>". */
+po_err po_bench_api_requests(const char *apikey, const char *prefix, int n,
                              struct po_lg_req **out) PO_MUST_CHECK;
 void po_bench_reqs_free(struct po_lg_req *r, size_t n);
 /* Credited payments of the prefix's orders (PAY journals) and PAID orders. */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #define TENANT "bench"
+#define TENANT2 "bench2"
 
 /* ---- the channel account, as `channel set` builds it ---- */
 
@@ -122,6 +123,13 @@ po_err po_bench_fx_open(struct po_bench_fx *fx, const char *db_url, const char *
         rc = po_apikey_create(fx->s, TENANT, fx->apikey, key_id, err, errcap);
     if (!rc)
         rc = po_merchant_add(fx->s, TENANT, "apim", NULL, err, errcap);
+    /* A second tenant for the isolation scenarios: its own key and merchant. */
+    if (!rc)
+        rc = po_tenant_add(fx->s, TENANT2, "benchmark, second tenant", NULL, err, errcap);
+    if (!rc)
+        rc = po_apikey_create(fx->s, TENANT2, fx->apikey2, key_id, err, errcap);
+    if (!rc)
+        rc = po_merchant_add(fx->s, TENANT2, "apim", NULL, err, errcap);
     (void)created;
     return rc;
 }
@@ -323,8 +331,7 @@ po_err po_bench_callbacks(struct po_bench_fx *fx, const char *prefix, int n, int
     return PO_OK;
 }
 
-po_err po_bench_api_requests(struct po_bench_fx *fx, const char *prefix, int n,
-                             struct po_lg_req **out)
+po_err po_bench_api_requests(const char *apikey, const char *prefix, int n, struct po_lg_req **out)
 {
     struct po_lg_req *reqs = calloc((size_t)n, sizeof *reqs);
     if (!reqs)
@@ -333,8 +340,8 @@ po_err po_bench_api_requests(struct po_bench_fx *fx, const char *prefix, int n,
     for (int i = 0; i < n && !rc; i++) {
         char headers[256], body[256];
         (void)snprintf(headers, sizeof headers,
-                       "Authorization: Bearer %s\r\nIdempotency-Key: %s-key-%d\r\n", fx->apikey,
-                       prefix, i);
+                       "Authorization: Bearer %s\r\nIdempotency-Key: %s-key-%d\r\n", apikey, prefix,
+                       i);
         int bl = snprintf(body, sizeof body,
                           "{\"merchant\":\"apim\",\"out_trade_no\":\"%s-%d\",\"amount\":%lld,"
                           "\"currency\":\"CNY\",\"channel\":\"wechatpay\"}",

@@ -120,9 +120,10 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
     if (ret)
         return ret;
     if (!have && !flag(o, "insecure-dev")) {
-        fprintf(stderr, "payonce: secrets are sealed with a master key: give --master-key-file"
-                        " FILE or PAYONCE_MASTER_KEY_FILE (32 random bytes, e.g.\n"
-                        "  (umask 077; head -c 32 /dev/urandom > master.key)), or --insecure-dev\n");
+        fprintf(stderr,
+                "payonce: secrets are sealed with a master key: give --master-key-file"
+                " FILE or PAYONCE_MASTER_KEY_FILE (32 random bytes, e.g.\n"
+                "  (umask 077; head -c 32 /dev/urandom > master.key)), or --insecure-dev\n");
         return EXIT_USAGE;
     }
     if (!have)

@@ -384,9 +384,8 @@ static bool route(struct po_server *srv, struct po_hcall *h)
      * readiness are served there. */
     bool ops_route = m == PO_ROUTE_FOUND && (rt->kind == PO_RK_HEALTH || rt->kind == PO_RK_READY ||
                                              rt->kind == PO_RK_METRICS || rt->kind == PO_RK_ADMIN);
-    if ((h->ops && !ops_route) ||
-        (!h->ops && srv->ops_daemon && m == PO_ROUTE_FOUND &&
-         (rt->kind == PO_RK_METRICS || rt->kind == PO_RK_ADMIN))) {
+    if ((h->ops && !ops_route) || (!h->ops && srv->ops_daemon && m == PO_ROUTE_FOUND &&
+                                   (rt->kind == PO_RK_METRICS || rt->kind == PO_RK_ADMIN))) {
         po_hresp_set(&h->resp, 404, "application/json",
                      "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}");
         return false;

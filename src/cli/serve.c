@@ -169,7 +169,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     bool have = false;
     int64_t pool = 0, conns = 0, body = 0, timeout = 0, qint = 0, qage = 0, retention = 0,
             wait_ms = 0, refund_s = 0, threads = 0, workers = 0, committers = 0, batch_max = 0,
-            batch_wait = 0, head_s = 0, body_s = 0, per_ip = 0, deadline_ms = 0;
+            batch_wait = 0, head_s = 0, body_s = 0, per_ip = 0, deadline_ms = 0, api_share = 0;
     int ret = load_master_key(o, master, &have);
     if (!ret)
         ret = cfg_int(o, "pool-size", &pool);
@@ -201,6 +201,8 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         ret = cfg_int(o, "threads", &threads); /* 0: one a core */
     if (!ret)
         ret = cfg_int(o, "workers", &workers);
+    if (!ret)
+        ret = cfg_int(o, "api-per-tenant", &api_share);
     if (!ret)
         ret = committer_opts(o, &committers, &batch_max, &batch_wait);
     struct po_webhooks_cfg wcfg;
@@ -249,6 +251,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         .idem_wait_ms = wait_ms ? (int)wait_ms : -1,
         .threads = (int)threads,
         .workers = (int)workers,
+        .api_per_tenant = (int)api_share,
         .committers = (int)committers,
         .batch_max = (int)batch_max,
         .batch_wait_us = batch_wait ? (int)batch_wait : -1,

@@ -440,8 +440,26 @@ static void dispatch(struct po_api_call *c, const char *allow)
         po_api_fail(c, 404, "not_found", "no such route", NULL);
         return;
     }
+    /* The key's id (po_<key_id>_…), unauthenticated: only a hint. */
+    char key_id[PO_APIKEY_ID_LEN + 1] = "";
+    const char *h = c->req->header(c->req->ctx, "Authorization");
+    if (h && strncmp(h, "Bearer po_", 10) == 0 && strlen(h) > 10 + PO_APIKEY_ID_LEN &&
+        h[10 + PO_APIKEY_ID_LEN] == '_') {
+        memcpy(key_id, h + 10, PO_APIKEY_ID_LEN);
+        key_id[PO_APIKEY_ID_LEN] = '\0';
+    }
+    /* A tenant already over its share while others are active is refused
+     * before its key is checked (no database round trip for a flood). */
+    if (po_bulkhead_hint_over_share(c->ctx->api_bulkhead, key_id)) {
+        po_api_fail(c, 503, "tenant_busy",
+                    "too many requests of this tenant in flight; retry shortly", NULL);
+        c->retry_after = 1;
+        return;
+    }
     if (!authenticate(c))
         return;
+    if (key_id[0])
+        po_bulkhead_hint(c->ctx->api_bulkhead, key_id, c->tenant);
     /* The tenant's share of the workers: beyond it, 503 at once. */
     if (!po_bulkhead_enter(c->ctx->api_bulkhead, c->tenant)) {
         po_api_fail(c, 503, "tenant_busy",

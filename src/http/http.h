@@ -31,6 +31,10 @@ struct po_server_cfg {
     int max_connections;             /* concurrent HTTP connections (default 4096) */
     int threads;                     /* event threads (default: one a core) */
     int workers;                     /* threads for blocking work (default 64) */
+    /* Tenant API requests in flight per tenant while another tenant is
+     * active (0: half of workers; at most workers); a tenant alone may
+     * use every worker. */
+    int api_per_tenant;
     /* The committer (DESIGN §8): its threads, each with its own store
      * connection (default 2 on PostgreSQL; always 1 on SQLite), the
      * largest batch (default 128) and how long a busy committer lets a

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #define SLOTS 4096 /* tenants tracked at once (open addressing) */
+#define HINTS 1024 /* hint -> tenant entries (direct-mapped, overwritten) */
 
 struct slot {
     char tenant[PO_ID_MAX + 1];
@@ -34,8 +35,16 @@ struct seen {
     int64_t at_ms;
 };
 
+/* A credential's identifier (an API key's key_id) and the tenant it last
+ * authenticated as. */
+struct hint {
+    char key[PO_APIKEY_ID_LEN + 1];
+    char tenant[PO_ID_MAX + 1];
+};
+
 struct po_bulkhead {
     pthread_mutex_t mu;
+    struct hint hints[HINTS];
     int per_tenant, total, in_flight;
     int holders; /* tenants holding a slot now */
     int64_t recent_ms;
@@ -73,12 +82,18 @@ void po_bulkhead_close(struct po_bulkhead *b)
     free(b);
 }
 
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * UINT64_C(1099511628211);
+    return h;
+}
+
 /* The tenant's slot (an empty one to use when absent); NULL when full. */
 static struct slot *find(struct po_bulkhead *b, const char *tenant)
 {
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (const unsigned char *p = (const unsigned char *)tenant; *p; p++)
-        h = (h ^ *p) * UINT64_C(1099511628211);
+    uint64_t h = fnv(tenant);
     struct slot *empty = NULL;
     for (int k = 0; k < SLOTS; k++) {
         struct slot *s = &b->s[(h + (uint64_t)k) % SLOTS];
@@ -92,17 +107,64 @@ static struct slot *find(struct po_bulkhead *b, const char *tenant)
     return empty;
 }
 
-/* Remembers that tenant asked now; true when another tenant asked within
- * recent_ms (under mu). */
-static bool note_and_check_others(struct po_bulkhead *b, const char *tenant, int64_t now)
+/* Whether a tenant other than this one asked within recent_ms (under mu;
+ * last[0] and last[1] are never the same tenant). */
+static bool others_asked(const struct po_bulkhead *b, const char *tenant, int64_t now)
+{
+    for (int i = 0; i < 2; i++)
+        if (b->last[i].tenant[0] && strcmp(b->last[i].tenant, tenant) != 0 &&
+            now - b->last[i].at_ms < b->recent_ms)
+            return true;
+    return false;
+}
+
+/* Remembers that tenant asked now (under mu). */
+static void note(struct po_bulkhead *b, const char *tenant, int64_t now)
 {
     if (strcmp(b->last[0].tenant, tenant) != 0) {
         b->last[1] = b->last[0];
         PO_ASSERT(po_strcpy(b->last[0].tenant, sizeof b->last[0].tenant, tenant) == PO_OK);
     }
     b->last[0].at_ms = now;
-    /* last[1] is never this tenant: it is the latest other one. */
-    return b->last[1].tenant[0] && now - b->last[1].at_ms < b->recent_ms;
+}
+
+/* Over its share while another tenant is active (under mu). */
+static bool over_share(struct po_bulkhead *b, const struct slot *s, bool others_asked)
+{
+    if (s->n < b->per_tenant)
+        return false;
+    int other_holders = b->holders - (s->n > 0 ? 1 : 0);
+    return other_holders > 0 || others_asked;
+}
+
+void po_bulkhead_hint(struct po_bulkhead *b, const char *hint, const char *tenant)
+{
+    if (!b || strlen(hint) > PO_APIKEY_ID_LEN || strlen(tenant) > PO_ID_MAX)
+        return;
+    pthread_mutex_lock(&b->mu);
+    struct hint *e = &b->hints[fnv(hint) % HINTS];
+    PO_ASSERT(po_strcpy(e->key, sizeof e->key, hint) == PO_OK);
+    PO_ASSERT(po_strcpy(e->tenant, sizeof e->tenant, tenant) == PO_OK);
+    pthread_mutex_unlock(&b->mu);
+}
+
+bool po_bulkhead_hint_over_share(struct po_bulkhead *b, const char *hint)
+{
+    if (!b || !hint[0] || strlen(hint) > PO_APIKEY_ID_LEN)
+        return false;
+    pthread_mutex_lock(&b->mu);
+    const struct hint *e = &b->hints[fnv(hint) % HINTS];
+    bool over = false;
+    if (strcmp(e->key, hint) == 0) {
+        const char *t = e->tenant;
+        struct slot *s = find(b, t);
+        over = s && s->n > 0 && strcmp(s->tenant, t) == 0 &&
+               over_share(b, s, others_asked(b, t, mono_ms()));
+        if (over)
+            b->refused++;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return over;
 }
 
 bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant)
@@ -110,14 +172,11 @@ bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant)
     if (!b)
         return true;
     pthread_mutex_lock(&b->mu);
-    bool others_asked = note_and_check_others(b, tenant, mono_ms());
+    int64_t now = mono_ms();
+    note(b, tenant, now);
     struct slot *s = b->in_flight < b->total ? find(b, tenant) : NULL;
-    bool ok = s != NULL;
-    if (ok && s->n >= b->per_tenant) {
-        /* Over its share: only while nobody else is active. */
-        int other_holders = b->holders - (s->n > 0 ? 1 : 0);
-        ok = other_holders == 0 && !others_asked;
-    }
+    /* Over its share: only while nobody else is active. */
+    bool ok = s != NULL && !over_share(b, s, others_asked(b, tenant, now));
     if (ok) {
         if (s->n == 0) {
             PO_ASSERT(po_strcpy(s->tenant, sizeof s->tenant, tenant) == PO_OK);

@@ -380,6 +380,14 @@ void po_bulkhead_close(struct po_bulkhead *b);
  * bulkhead always admits. */
 bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant);
 void po_bulkhead_leave(struct po_bulkhead *b, const char *tenant);
+/* A credential's id (an API key's key_id) that authenticated as tenant;
+ * remembered so that the next request bearing it can be refused before
+ * the credential is checked, when that tenant is over its share: a flood
+ * over its share then costs no database round trip. Only a real tenant's
+ * in-flight count decides, so a forged id can never get another tenant
+ * refused. */
+void po_bulkhead_hint(struct po_bulkhead *b, const char *hint, const char *tenant);
+bool po_bulkhead_hint_over_share(struct po_bulkhead *b, const char *hint);
 uint64_t po_bulkhead_refused(struct po_bulkhead *b);
 
 /* ---- refund submission (refund_submit.c) ---- */

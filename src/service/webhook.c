@@ -515,13 +515,19 @@ static po_err fan_out(struct po_webhooks *w, struct po_store *s, const char *now
                       size_t errcap)
 {
     struct po_rows r, full;
-    po_err rc = po_store_exec(s,
-                              "SELECT tenant_id FROM webhook_delivery WHERE state = 'pending'"
-                              " GROUP BY tenant_id HAVING COUNT(*) >= ?",
-                              PO_PARAMS(PO_I64(w->cfg.pending_max)), &full, NULL, err, errcap);
+    po_err rc = PO_OK;
+    /* Which tenants are at their limit is looked up only when the warn
+     * line may be written (once a minute), not on every round. */
+    if (now_ms() - w->backlog_warned_ms > 60000)
+        rc = po_store_exec(s,
+                           "SELECT tenant_id FROM webhook_delivery WHERE state = 'pending'"
+                           " GROUP BY tenant_id HAVING COUNT(*) >= ?",
+                           PO_PARAMS(PO_I64(w->cfg.pending_max)), &full, NULL, err, errcap);
+    else
+        full.nrows = -1;
     if (rc)
         return rc;
-    if (full.nrows > 0 && now_ms() - w->backlog_warned_ms > 60000) {
+    if (full.nrows > 0) {
         w->backlog_warned_ms = now_ms();
         po_log(PO_LOG_WARN,
                "tenant %s: %" PRId64 " webhook deliveries pending, its limit"
@@ -530,7 +536,8 @@ static po_err fan_out(struct po_webhooks *w, struct po_store *s, const char *now
                po_rows_get(&full, 0, 0), w->cfg.pending_max,
                full.nrows > 1 ? " (and other tenants)" : "");
     }
-    po_rows_free(&full);
+    if (full.nrows >= 0)
+        po_rows_free(&full);
     /* A tenant takes at most as many events as its room below pending_max
      * allows, counting one delivery per live endpoint. */
     rc = po_store_exec(

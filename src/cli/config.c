@@ -55,8 +55,8 @@ static const struct cfg_opt serve_opts[] = {
     {"threads", CFG_INT, 0, 64, 0, NULL, "N", "HTTP event loops (0: one per core)", false},
     {"workers", CFG_INT, 1, PO_WORKERS_MAX, 64, NULL, "N", "request workers", false},
     {"api-per-tenant", CFG_INT, 0, PO_WORKERS_MAX, 0, NULL, "N",
-     "tenant API requests in flight per tenant while other tenants are active (0: half of"
-     " --workers; alone: every worker)",
+     "tenant API requests running per tenant while other tenants are active, the rest waiting"
+     " in its lane (0: 4 per committer thread, at most half of --workers; alone: every worker)",
      false},
     {"committers", CFG_INT, 1, PO_COMMITTER_WORKERS_MAX, 2, NULL, "N",
      "batch committers (SQLite: always 1)", false},

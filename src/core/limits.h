@@ -99,6 +99,11 @@
 #define PO_OUTBOUND_PER_TENANT 2
 #define PO_OUTBOUND_MAX 16
 #define PO_CALLBACKS_PER_TENANT 1024
+/* A tenant's contended share of the API workers by default: this many per
+ * committer thread (8 on PostgreSQL's default 2, 4 on SQLite's 1), at most
+ * half of the workers (--api-per-tenant sets it). */
+#define PO_API_SHARE_PER_COMMITTER 4
+#define PO_LANE_QUEUE_MAX 1024 /* jobs of one tenant waiting for a worker */
 /* libmicrohttpd messages logged per second at most (the rest counted) */
 #define PO_HTTP_LIB_LOG_PER_S 5
 

@@ -434,20 +434,34 @@ static void log_line(const struct po_api_call *c, unsigned status, uint64_t micr
     po_access_line(c->req, "api", status, micros, extra);
 }
 
+/* The key's id (po_<key_id>_…) from the Authorization header,
+ * unauthenticated: only a hint ("" when there is none). */
+static void key_id_of(const struct po_hreq *req, char out[PO_APIKEY_ID_LEN + 1])
+{
+    out[0] = '\0';
+    const char *h = req->header(req->ctx, "Authorization");
+    if (h && strncmp(h, "Bearer po_", 10) == 0 && strlen(h) > 10 + PO_APIKEY_ID_LEN &&
+        h[10 + PO_APIKEY_ID_LEN] == '_') {
+        memcpy(out, h + 10, PO_APIKEY_ID_LEN);
+        out[PO_APIKEY_ID_LEN] = '\0';
+    }
+}
+
+void po_api_lane(const struct po_http_ctx *ctx, const struct po_hreq *req, char *out, size_t cap)
+{
+    char key_id[PO_APIKEY_ID_LEN + 1];
+    key_id_of(req, key_id);
+    po_bulkhead_hinted(ctx->api_bulkhead, key_id, out, cap);
+}
+
 static void dispatch(struct po_api_call *c, const char *allow)
 {
     if (!c->route && !allow) {
         po_api_fail(c, 404, "not_found", "no such route", NULL);
         return;
     }
-    /* The key's id (po_<key_id>_…), unauthenticated: only a hint. */
-    char key_id[PO_APIKEY_ID_LEN + 1] = "";
-    const char *h = c->req->header(c->req->ctx, "Authorization");
-    if (h && strncmp(h, "Bearer po_", 10) == 0 && strlen(h) > 10 + PO_APIKEY_ID_LEN &&
-        h[10 + PO_APIKEY_ID_LEN] == '_') {
-        memcpy(key_id, h + 10, PO_APIKEY_ID_LEN);
-        key_id[PO_APIKEY_ID_LEN] = '\0';
-    }
+    char key_id[PO_APIKEY_ID_LEN + 1];
+    key_id_of(c->req, key_id);
     /* A tenant already over its share while others are active is refused
      * before its key is checked (no database round trip for a flood). */
     if (po_bulkhead_hint_over_share(c->ctx->api_bulkhead, key_id)) {

@@ -166,6 +166,11 @@ bool po_notify_start(struct po_hcall *h);
  * the key is checked). Never fails: errors are answers. */
 void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, const char *allow,
                    const struct po_hreq *req, struct po_hresp *out);
+/* The tenant whose worker lane a tenant API request waits in: the one its
+ * key's id last authenticated as ("" before that: the anonymous lane).
+ * Unauthenticated — a forged id only queues in that tenant's lane and is
+ * refused at authentication. */
+void po_api_lane(const struct po_http_ctx *ctx, const struct po_hreq *req, char *out, size_t cap);
 
 /* ---- metrics (metrics.c) ---- */
 /* One callback answered. */

@@ -355,10 +355,12 @@ static void unavailable(struct po_hresp *out, const char *why)
     po_hresp_header(out, "Retry-After", "1");
 }
 
-/* Runs fn(h) on the worker pool; false (answered 503) when its queue is full. */
-static bool to_workers(struct po_server *srv, struct po_hcall *h, void (*fn)(void *))
+/* Runs fn(h) on the worker pool, in tenant's lane; false (answered 503)
+ * when its queue is full. */
+static bool to_workers(struct po_server *srv, struct po_hcall *h, const char *tenant,
+                       void (*fn)(void *))
 {
-    if (po_workers_submit(srv->http.cb.workers, fn, h) == PO_OK)
+    if (po_workers_submit(srv->http.cb.workers, tenant, fn, h) == PO_OK)
         return true;
     po_log(PO_LOG_WARN, "request %s: the worker queue is full", h->req.request_id);
     unavailable(&h->resp, "{\"error\":{\"code\":\"overloaded\",\"message\":\"retry shortly\"}}");
@@ -367,7 +369,7 @@ static bool to_workers(struct po_server *srv, struct po_hcall *h, void (*fn)(voi
 
 static bool to_workers_fn(void *srv, struct po_hcall *h, void (*fn)(void *))
 {
-    return to_workers(srv, h, fn);
+    return to_workers(srv, h, NULL, fn);
 }
 
 /* Finds the route and starts its handler; true when the answer comes later
@@ -395,7 +397,9 @@ static bool route(struct po_server *srv, struct po_hcall *h)
         h->allow = m == PO_ROUTE_NO_METHOD ? h->allow_buf : NULL;
         PO_ASSERT(po_strcpy(h->allow_buf, sizeof h->allow_buf, allow) == PO_OK ||
                   m != PO_ROUTE_NO_METHOD);
-        return to_workers(srv, h, api_job);
+        char lane[PO_ID_MAX + 1];
+        po_api_lane(h->ctx, req, lane, sizeof lane);
+        return to_workers(srv, h, lane, api_job);
     }
     if (m == PO_ROUTE_NO_PATH) {
         po_hresp_set(&h->resp, 404, "application/json",
@@ -417,7 +421,7 @@ static bool route(struct po_server *srv, struct po_hcall *h)
         po_hresp_set(&h->resp, 200, "text/plain", "ok\n");
         return false;
     case PO_RK_READY:
-        return to_workers(srv, h, readyz_job);
+        return to_workers(srv, h, NULL, readyz_job);
     case PO_RK_METRICS: {
         struct po_committer_stats st;
         struct po_webhooks_stats ws;
@@ -930,12 +934,16 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     if (!rc && (rc = po_accounts_open(srv->http.master_key, &cb->accounts)) != PO_OK)
         po_errf(err, errcap, "out of memory");
     int workers = cfg->workers ? cfg->workers : 64;
-    /* The contended share: half of the workers unless configured. A
-     * smaller one protects other tenants' latency better on PostgreSQL
-     * (bench: with 8, another tenant's p99 under a flood fell from
-     * 113-173 ms to 25 ms) but refuses more of a tenant's own bursts while
-     * another tenant is active (docs/operations.md). */
-    int per_tenant = cfg->api_per_tenant > 0 ? cfg->api_per_tenant : workers / 2;
+    /* The contended share, unless configured: what the committer can
+     * take at once (PO_API_SHARE_PER_COMMITTER per committer thread), at
+     * most half of the workers. A tenant's API writes all pass the
+     * committer: more of them in flight than it takes per batch only
+     * wait in its queue, ahead of every other tenant's (Little's law). At
+     * half of 64 workers another tenant's p99 under a flood was 113-173 ms
+     * on PostgreSQL; at 8, 25 ms (bench --only tenants). */
+    int per_tenant =
+        cfg->api_per_tenant > 0 ? cfg->api_per_tenant : PO_API_SHARE_PER_COMMITTER * ccfg.workers;
+    per_tenant = per_tenant < workers / 2 || cfg->api_per_tenant > 0 ? per_tenant : workers / 2;
     per_tenant = per_tenant < 1 ? 1 : per_tenant < workers ? per_tenant : workers;
     if (!rc &&
         (po_bulkhead_open(per_tenant, workers, PO_BULKHEAD_RECENT_MS, &srv->http.api_bulkhead) ||
@@ -946,7 +954,8 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         po_errf(err, errcap, "out of memory"), rc = PO_ERR_NOMEM;
     if (!rc && (rc = po_idem_local_open(&srv->http.idem_local)) != PO_OK)
         po_errf(err, errcap, "out of memory");
-    if (!rc && (rc = po_workers_start(workers, 8192, &cb->workers)) != PO_OK)
+    if (!rc && (rc = po_workers_start(workers, 8192, per_tenant, PO_BULKHEAD_RECENT_MS,
+                                      &cb->workers)) != PO_OK)
         po_errf(err, errcap, "workers: 1..%d threads", PO_WORKERS_MAX);
     if (!rc)
         rc = po_committer_start(&ccfg, &cb->committer, err, errcap);

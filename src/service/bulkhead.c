@@ -167,6 +167,19 @@ bool po_bulkhead_hint_over_share(struct po_bulkhead *b, const char *hint)
     return over;
 }
 
+void po_bulkhead_hinted(struct po_bulkhead *b, const char *hint, char *out, size_t cap)
+{
+    PO_ASSERT(cap > 0);
+    out[0] = '\0';
+    if (!b || !hint[0] || strlen(hint) > PO_APIKEY_ID_LEN)
+        return;
+    pthread_mutex_lock(&b->mu);
+    const struct hint *e = &b->hints[fnv(hint) % HINTS];
+    if (strcmp(e->key, hint) == 0 && po_strcpy(out, cap, e->tenant) != PO_OK)
+        out[0] = '\0';
+    pthread_mutex_unlock(&b->mu);
+}
+
 bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant)
 {
     if (!b)

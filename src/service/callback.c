@@ -122,7 +122,7 @@ static bool submit(struct po_callback *cb)
 /* To the worker pool; true when done() will come from there. */
 static bool to_worker(struct po_callback *cb)
 {
-    if (po_workers_submit(cb->ctx->workers, worker_job, cb) == PO_OK)
+    if (po_workers_submit(cb->ctx->workers, cb->tenant, worker_job, cb) == PO_OK)
         return true;
     decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
     cb_log(cb, PO_LOG_WARN, "the worker queue is full");

@@ -97,9 +97,16 @@ void po_accounts_release(struct po_account_ref *r);
 /* ---- a pool of threads for blocking work (workers.c) ---- */
 
 struct po_workers;
-po_err po_workers_start(int nthreads, int queue_max, struct po_workers **out) PO_MUST_CHECK;
-/* Queues fn(ctx); PO_ERR_LIMIT when the queue is full (fn never runs). */
-po_err po_workers_submit(struct po_workers *w, void (*fn)(void *ctx), void *ctx) PO_MUST_CHECK;
+/* nthreads threads; at most queue_max jobs queued; a tenant's lane runs at
+ * most `share` jobs at once while another lane is active (has work, or a
+ * tenant's submitted within recent_ms), every thread while alone. */
+po_err po_workers_start(int nthreads, int queue_max, int share, int recent_ms,
+                        struct po_workers **out) PO_MUST_CHECK;
+/* Queues fn(ctx) in tenant's lane (NULL or "": the anonymous lane, for
+ * work of no known tenant); PO_ERR_LIMIT when the queue or the lane is
+ * full (fn never runs). */
+po_err po_workers_submit(struct po_workers *w, const char *tenant, void (*fn)(void *ctx),
+                         void *ctx) PO_MUST_CHECK;
 /* Runs what is queued, then joins the threads; submit refuses from then
  * on (PO_ERR_LIMIT). Idempotent. */
 void po_workers_stop(struct po_workers *w);
@@ -388,6 +395,9 @@ void po_bulkhead_leave(struct po_bulkhead *b, const char *tenant);
  * refused. */
 void po_bulkhead_hint(struct po_bulkhead *b, const char *hint, const char *tenant);
 bool po_bulkhead_hint_over_share(struct po_bulkhead *b, const char *hint);
+/* The tenant the credential id last authenticated as, into out (""
+ * when unknown): the lane its request waits in for a worker. */
+void po_bulkhead_hinted(struct po_bulkhead *b, const char *hint, char *out, size_t cap);
 uint64_t po_bulkhead_refused(struct po_bulkhead *b);
 
 /* ---- refund submission (refund_submit.c) ---- */

@@ -17,7 +17,8 @@ static inline void fuzz_http_ctx(const char *url, struct po_http_ctx *ctx)
         .db_url = url, .workers = 1, .batch_max = 16, .queue_max = 64, .guard = po_accounts_guard};
     memset(ctx, 0, sizeof *ctx);
     if (po_store_pool_open(url, 2, &ctx->pool, err, sizeof err) ||
-        po_accounts_open(NULL, &ctx->cb.accounts) || po_workers_start(2, 64, &ctx->cb.workers) ||
+        po_accounts_open(NULL, &ctx->cb.accounts) ||
+        po_workers_start(2, 64, 2, 1000, &ctx->cb.workers) ||
         po_committer_start(&cc, &ctx->cb.committer, err, sizeof err) ||
         po_idem_local_open(&ctx->idem_local))
         abort();

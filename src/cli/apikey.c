@@ -1,6 +1,6 @@
 /*
  * apikey.c — `payonce apikey create|revoke|list` and `payonce idempotency
- * reap`. create prints the new key alone on stdout (DESIGN §10); it is
+ * reap`. create prints the new key alone on stdout (README.md, "The command line"); it is
  * shown once and only its hash is stored.
  */
 #include "cli_int.h"
@@ -15,24 +15,24 @@
 int cmd_apikey_create(struct po_store *s, const struct opts *o)
 {
     char key[PO_APIKEY_LEN + 1], id[PO_APIKEY_ID_LEN + 1], err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_apikey_create(s, opt(o, "tenant"), key, id, err, sizeof err);
+    po_err rc = po_apikey_create(s, cli_opt(o, "tenant"), key, id, err, sizeof err);
     if (rc)
-        return fail(rc, err);
+        return cli_fail(rc, err);
     printf("%s\n", key);
     fflush(stdout);
     memset(key, 0, sizeof key);
     fprintf(stderr, "payonce: API key %s created for tenant %s; it is shown only now\n", id,
-            opt(o, "tenant"));
+            cli_opt(o, "tenant"));
     return 0;
 }
 
 int cmd_apikey_revoke(struct po_store *s, const struct opts *o)
 {
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_apikey_revoke(s, opt(o, "tenant"), opt(o, "key-id"), err, sizeof err);
+    po_err rc = po_apikey_revoke(s, cli_opt(o, "tenant"), cli_opt(o, "key-id"), err, sizeof err);
     if (rc)
-        return fail(rc, err);
-    printf("API key %s of tenant %s revoked\n", opt(o, "key-id"), opt(o, "tenant"));
+        return cli_fail(rc, err);
+    printf("API key %s of tenant %s revoked\n", cli_opt(o, "key-id"), cli_opt(o, "tenant"));
     return 0;
 }
 
@@ -47,24 +47,24 @@ static void apikey_line(json_t *k)
 int cmd_apikey_list(struct po_store *s, const struct opts *o)
 {
     json_t *list = NULL;
-    po_err rc = po_view_apikeys(s, opt(o, "tenant"), &list);
+    po_err rc = po_view_apikeys(s, cli_opt(o, "tenant"), &list);
     if (rc)
-        return fail(rc, "cannot read the API keys");
-    print_list(o, list, apikey_line);
+        return cli_fail(rc, "cannot read the API keys");
+    cli_print_list(o, list, apikey_line);
     return 0;
 }
 
 int cmd_idempotency_reap(struct po_store *s, const struct opts *o)
 {
     int64_t retention = PO_IDEM_RETENTION_DEFAULT_S, deleted = 0;
-    const char *v = opt(o, "retention");
+    const char *v = cli_opt(o, "retention");
     if (v && po_parse_i64(v, 0, INT64_C(10) * 365 * 86400, &retention)) {
         fprintf(stderr, "payonce: --retention: seconds, 0..3650 days\n");
         return EXIT_USAGE;
     }
     po_err rc = po_idem_reap(s, retention, &deleted);
     if (rc)
-        return fail(rc, "cannot delete stored Idempotency-Key responses");
+        return cli_fail(rc, "cannot delete stored Idempotency-Key responses");
     printf("%lld stored responses older than %lld s deleted\n", (long long)deleted,
            (long long)retention);
     return 0;

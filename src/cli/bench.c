@@ -15,16 +15,16 @@ int cmd_bench(struct po_store *s, const struct opts *o)
 {
     (void)s;
     int64_t orders, conns, committers, batch_max, batch_wait, plan_rows;
-    int ret = int_opt(o, "orders", 300, 1000000, 10000, &orders);
+    int ret = cli_int_opt(o, "orders", 300, 1000000, 10000, &orders);
     if (!ret)
-        ret = int_opt(o, "connections", 1, 1024, 16, &conns);
+        ret = cli_int_opt(o, "connections", 1, 1024, 16, &conns);
     if (!ret)
-        ret = committer_opts(o, &committers, &batch_max, &batch_wait);
+        ret = cli_committer_opts(o, &committers, &batch_max, &batch_wait);
     if (!ret)
-        ret = int_opt(o, "plan-rows", 0, 100000000, 1000000, &plan_rows);
+        ret = cli_int_opt(o, "plan-rows", 0, 100000000, 1000000, &plan_rows);
     if (ret)
         return ret;
-    const char *bad = po_bench_unknown_run(opt(o, "only"));
+    const char *bad = po_bench_unknown_run(cli_opt(o, "only"));
     if (bad) {
         fprintf(stderr, "payonce: bench --only: unknown run '%s' (runs:", bad);
         for (int i = 0; po_bench_runs[i]; i++)
@@ -32,7 +32,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
         fprintf(stderr, ")\n");
         return EXIT_USAGE;
     }
-    const char *db = opt(o, "db"); /* never PAYONCE_DB: only a database named here */
+    const char *db = cli_opt(o, "db"); /* never PAYONCE_DB: only a database named here */
     if (db && strncmp(db, "postgresql://", 13) != 0 && strncmp(db, "postgres://", 11) != 0) {
         fprintf(stderr, "payonce: bench --db takes an empty PostgreSQL database"
                         " (postgresql://…); without --db it uses a fresh SQLite file\n");
@@ -53,7 +53,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
                                .batch_max = (int)batch_max,
                                .batch_wait_us = (int)batch_wait,
                                .plan_rows = plan_rows,
-                               .out_dir = opt(o, "out"),
-                               .only = opt(o, "only")};
+                               .out_dir = cli_opt(o, "out"),
+                               .only = cli_opt(o, "only")};
     return po_bench_run(&cfg) == 0 ? 0 : EXIT_FAIL;
 }

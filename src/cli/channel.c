@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int load_master_key(const struct opts *o, unsigned char key[32], bool *have)
+int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
 {
-    const char *path = opt(o, "master-key-file");
+    const char *path = cli_opt(o, "master-key-file");
     if (!path || !*path)
         path = getenv("PAYONCE_MASTER_KEY_FILE");
     *have = false;
@@ -37,7 +37,7 @@ int load_master_key(const struct opts *o, unsigned char key[32], bool *have)
 
 /* The options of `channel set`: the common ones and every registered
  * channel's, from the registry (space-separated, for the option parser). */
-void channel_set_options(char *buf, size_t cap)
+void cli_channel_set_options(char *buf, size_t cap)
 {
     size_t j = 0;
     const char *common = "tenant channel master-key-file";
@@ -61,12 +61,12 @@ void channel_set_options(char *buf, size_t cap)
 
 static const char *input_opt(void *ctx, const char *name)
 {
-    return opt(ctx, name);
+    return cli_opt(ctx, name);
 }
 
 static int input_opt_all(void *ctx, const char *name, const char **vals, int max)
 {
-    return opt_all(ctx, name, vals, max);
+    return cli_opt_all(ctx, name, vals, max);
 }
 
 static void input_note(void *ctx, const char *line)
@@ -104,7 +104,7 @@ static int check_channel_options(const struct po_channel_ops *ch, const struct o
 
 int cmd_channel_set(struct po_store *s, const struct opts *o)
 {
-    const char *tenant = opt(o, "tenant"), *channel = opt(o, "channel");
+    const char *tenant = cli_opt(o, "tenant"), *channel = cli_opt(o, "channel");
     const struct po_channel_ops *ch = po_channel_find(channel);
     unsigned char master[32];
     bool have = false;
@@ -116,10 +116,10 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
     }
     int ret = check_channel_options(ch, o);
     if (!ret)
-        ret = load_master_key(o, master, &have);
+        ret = cli_load_master_key(o, master, &have);
     if (ret)
         return ret;
-    if (!have && !flag(o, "insecure-dev")) {
+    if (!have && !cli_flag(o, "insecure-dev")) {
         fprintf(stderr,
                 "payonce: secrets are sealed with a master key: give --master-key-file"
                 " FILE or PAYONCE_MASTER_KEY_FILE (32 random bytes, e.g.\n"
@@ -143,11 +143,11 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
         return rc == PO_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
     }
     if (rc)
-        return fail(rc, err);
+        return cli_fail(rc, err);
     rc = po_account_save(s, tenant, channel, doc, err, sizeof err);
     free(doc);
     if (rc)
-        return fail(rc, err);
+        return cli_fail(rc, err);
     printf("saved (secrets %s)\n", have ? "sealed with the master key" : "NOT sealed");
     return 0;
 }

@@ -22,34 +22,46 @@ struct opts {
     char namebuf[PO_OPTS_MAX][48];
 };
 
+/* ---- opts.c ---- */
+
+/* Parses "--name value" pairs and the flags listed in `flags`
+ * (space-separated) into o; every option must be in `allowed`. 0, or
+ * EXIT_USAGE after saying what is wrong. */
+int cli_parse_opts(int argc, char **argv, const char *allowed, const char *flags, struct opts *o);
+/* Reports every required option (space-separated) that is absent; true
+ * if any is. */
+bool cli_missing_required(const struct opts *o, const char *required);
+/* Prints doc (taken: json_decref'd) as one compact line; 0 or EXIT_FAIL. */
+struct json_t;
+int cli_print_json(struct json_t *doc);
 /* The last value of an option ("" for a flag), or NULL when absent. */
-const char *opt(const struct opts *o, const char *name);
+const char *cli_opt(const struct opts *o, const char *name);
 /* Every value of a repeatable option, in order; returns the count. */
-int opt_all(const struct opts *o, const char *name, const char **vals, int max);
-bool flag(const struct opts *o, const char *name);
+int cli_opt_all(const struct opts *o, const char *name, const char **vals, int max);
+bool cli_flag(const struct opts *o, const char *name);
 /* An integer option in [min, max] (dflt when absent) into *out; 0, or
  * EXIT_USAGE after saying what is wrong. */
-int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
-            int64_t *out);
+int cli_int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
+                int64_t *out);
 /* The committer's options shared by serve and bench: --committers (2),
  * --batch-max (128), --batch-wait-us (200); 0 or EXIT_USAGE. */
-int committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
-                   int64_t *batch_wait);
+int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
+                       int64_t *batch_wait);
 /* The option's value, or NULL after printing that it is required. */
-const char *need(const struct opts *o, const char *name);
+const char *cli_need(const struct opts *o, const char *name);
 /* Prints an error with its code and returns EXIT_FAIL. */
-int fail(po_err rc, const char *err);
+int cli_fail(po_err rc, const char *err);
 /* A listing: with --json one JSON array on stdout, otherwise line() for
  * each element. Takes list (json_decref'd here). */
 struct json_t;
-void print_list(const struct opts *o, struct json_t *list, void (*line)(struct json_t *item));
-int open_store(const struct opts *o, struct po_store **out);
+void cli_print_list(const struct opts *o, struct json_t *list, void (*line)(struct json_t *item));
+int cli_open_store(const struct opts *o, struct po_store **out);
 /* --db, else PAYONCE_DB, else sqlite:./payonce.db */
-const char *db_url(const struct opts *o);
+const char *cli_db_url(const struct opts *o);
 
 /* The master key from --master-key-file or PAYONCE_MASTER_KEY_FILE.
  * Returns 0 and sets *have (false when neither is given), or an exit code. */
-int load_master_key(const struct opts *o, unsigned char key[32], bool *have);
+int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 
 /* ---- serve's options, declared once (config.c) ---- */
 #define PO_CONFIG_DEFAULT "/etc/payonce/payonce.conf"
@@ -107,10 +119,27 @@ void cli_help_overview(FILE *f);
 /* One object by its id through a service view; prints what is wrong and
  * returns an exit code when it cannot be read or does not exist. */
 struct json_t;
-int show_one(struct po_store *s, const char *tenant, const char *id, const char *what,
-             po_err (*view)(struct po_store *, const char *, const char *, struct json_t **),
-             struct json_t **doc);
+int cli_show_one(struct po_store *s, const char *tenant, const char *id, const char *what,
+                 po_err (*view)(struct po_store *, const char *, const char *, struct json_t **),
+                 struct json_t **doc);
 
+/* ledger.c */
+int cmd_migrate(struct po_store *s, const struct opts *o);
+int cmd_tenant_add(struct po_store *s, const struct opts *o);
+int cmd_merchant_add(struct po_store *s, const struct opts *o);
+int cmd_order_create(struct po_store *s, const struct opts *o);
+int cmd_order_show(struct po_store *s, const struct opts *o);
+int cmd_refund_create(struct po_store *s, const struct opts *o);
+int cmd_balances(struct po_store *s, const struct opts *o);
+int cmd_apply(struct po_store *s, const struct opts *o);
+int cmd_verify(struct po_store *s, const struct opts *o);
+/* alerts.c */
+int cmd_alerts(struct po_store *s, const struct opts *o);
+int cmd_alerts_ack(struct po_store *s, const struct opts *o);
+int cmd_alerts_resolve(struct po_store *s, const struct opts *o);
+int cmd_alerts_replay(struct po_store *s, const struct opts *o);
+int cmd_alerts_accept(struct po_store *s, const struct opts *o);
+int cmd_alerts_refund(struct po_store *s, const struct opts *o);
 int cmd_channel_set(struct po_store *s, const struct opts *o);
 int cmd_channel_show(struct po_store *s, const struct opts *o);
 int cmd_tenant_list(struct po_store *s, const struct opts *o);
@@ -118,7 +147,7 @@ int cmd_merchant_list(struct po_store *s, const struct opts *o);
 int cmd_order_list(struct po_store *s, const struct opts *o);
 int cmd_refund_show(struct po_store *s, const struct opts *o);
 /* `channel set`'s options, from the channel registry (space-separated). */
-void channel_set_options(char *buf, size_t cap);
+void cli_channel_set_options(char *buf, size_t cap);
 int cmd_serve(struct po_store *s, const struct opts *o);
 int cmd_config_check(struct po_store *s, const struct opts *o);
 int cmd_config_doc(struct po_store *s, const struct opts *o);

@@ -134,7 +134,7 @@ int cfg_int(const struct opts *o, const char *name, int64_t *out)
 {
     const struct cfg_opt *c = cfg_find(name);
     PO_ASSERT(c && c->type == CFG_INT);
-    return int_opt(o, name, c->min, c->max, c->dflt, out);
+    return cli_int_opt(o, name, c->min, c->max, c->dflt, out);
 }
 
 void cfg_describe(const struct cfg_opt *c, char *buf, size_t cap)
@@ -248,12 +248,12 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
            path ? path : " (no config file)");
     for (int i = 0; i < PO_NELEM(serve_opts); i++) {
         const struct cfg_opt *c = &serve_opts[i];
-        const char *v = opt(merged, c->name);
-        const char *from = !v ? "default" : opt(file, c->name) == v ? "file" : "command line";
+        const char *v = cli_opt(merged, c->name);
+        const char *from = !v ? "default" : cli_opt(file, c->name) == v ? "file" : "command line";
         char shown[600];
         if (c->type == CFG_INT) {
             int64_t x = 0;
-            if (int_opt(merged, c->name, c->min, c->max, c->dflt, &x)) {
+            if (cli_int_opt(merged, c->name, c->min, c->max, c->dflt, &x)) {
                 bad++;
                 continue;
             }
@@ -281,8 +281,8 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
     /* what serve would refuse at once: the master key must load */
     unsigned char key[32];
     bool have = false;
-    if (!flag(merged, "insecure-dev")) {
-        if (load_master_key(merged, key, &have))
+    if (!cli_flag(merged, "insecure-dev")) {
+        if (cli_load_master_key(merged, key, &have))
             bad++;
         else if (!have) {
             fprintf(stderr, "payonce: no master key: master-key-file (or --insecure-dev)\n");

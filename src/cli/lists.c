@@ -32,7 +32,7 @@ static int print_doc(json_t *doc)
     char *text = po_json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(doc);
     if (!text)
-        return fail(PO_ERR_NOMEM, "out of memory");
+        return cli_fail(PO_ERR_NOMEM, "out of memory");
     puts(text);
     free(text);
     return 0;
@@ -56,10 +56,10 @@ int cmd_tenant_list(struct po_store *s, const struct opts *o)
     json_t *list = NULL;
     po_err rc = po_view_tenants(s, &list);
     if (rc)
-        return fail(rc, "cannot read the tenants");
+        return cli_fail(rc, "cannot read the tenants");
     size_t n = json_array_size(list);
-    bool json = flag(o, "json");
-    print_list(o, list, tenant_line);
+    bool json = cli_flag(o, "json");
+    cli_print_list(o, list, tenant_line);
     if (!json)
         printf("%zu tenant%s\n", n, n == 1 ? "" : "s");
     return 0;
@@ -73,14 +73,14 @@ static void merchant_line(json_t *m)
 int cmd_merchant_list(struct po_store *s, const struct opts *o)
 {
     json_t *list = NULL;
-    po_err rc = po_view_merchants(s, opt(o, "tenant"), &list);
+    po_err rc = po_view_merchants(s, cli_opt(o, "tenant"), &list);
     if (rc)
-        return fail(rc, "cannot read the merchants");
+        return cli_fail(rc, "cannot read the merchants");
     size_t n = json_array_size(list);
-    bool json = flag(o, "json");
-    print_list(o, list, merchant_line);
+    bool json = cli_flag(o, "json");
+    cli_print_list(o, list, merchant_line);
     if (!json)
-        printf("%zu merchant%s in tenant %s\n", n, n == 1 ? "" : "s", opt(o, "tenant"));
+        printf("%zu merchant%s in tenant %s\n", n, n == 1 ? "" : "s", cli_opt(o, "tenant"));
     return 0;
 }
 
@@ -98,7 +98,7 @@ static void order_line(json_t *d)
  * the last order shown (--after CREATED_AT/OUT_TRADE_NO, printed). */
 int cmd_order_list(struct po_store *s, const struct opts *o)
 {
-    struct po_order_filter f = {opt(o, "status"), opt(o, "merchant"), opt(o, "since")};
+    struct po_order_filter f = {cli_opt(o, "status"), cli_opt(o, "merchant"), cli_opt(o, "since")};
     if (f.status && strcmp(f.status, "PAYING") != 0 && strcmp(f.status, "PAID") != 0 &&
         strcmp(f.status, "CLOSED") != 0) {
         fprintf(stderr, "payonce: --status: PAYING, PAID or CLOSED\n");
@@ -109,11 +109,11 @@ int cmd_order_list(struct po_store *s, const struct opts *o)
         return EXIT_USAGE;
     }
     int64_t limit = 0;
-    int ret = int_opt(o, "limit", 1, 10000, 100, &limit);
+    int ret = cli_int_opt(o, "limit", 1, 10000, 100, &limit);
     if (ret)
         return ret;
     char ts[PO_TIME_MAX] = "", key[PO_ID_MAX + 1] = "";
-    const char *after = opt(o, "after");
+    const char *after = cli_opt(o, "after");
     if (after) {
         const char *slash = strchr(after, '/');
         if (!slash || (size_t)(slash - after) >= sizeof ts ||
@@ -131,10 +131,10 @@ int cmd_order_list(struct po_store *s, const struct opts *o)
     }
     struct po_page pg = {.after_ts = ts, .after_key = key, .limit = limit};
     json_t *list = NULL;
-    po_err rc = po_view_orders(s, opt(o, "tenant"), &f, &pg, &list);
+    po_err rc = po_view_orders(s, cli_opt(o, "tenant"), &f, &pg, &list);
     if (rc)
-        return fail(rc, "cannot read the orders");
-    if (flag(o, "json")) {
+        return cli_fail(rc, "cannot read the orders");
+    if (cli_flag(o, "json")) {
         json_t *doc =
             json_pack("{s:s, s:o, s:b}", "object", "list", "data", list, "has_more", pg.more);
         if (doc && pg.more) {
@@ -142,10 +142,10 @@ int cmd_order_list(struct po_store *s, const struct opts *o)
             (void)snprintf(next, sizeof next, "%s/%s", pg.last_ts, pg.last_key);
             json_object_set_new(doc, "next_after", json_string(next));
         }
-        return doc ? print_doc(doc) : fail(PO_ERR_NOMEM, "out of memory");
+        return doc ? print_doc(doc) : cli_fail(PO_ERR_NOMEM, "out of memory");
     }
     size_t n = json_array_size(list);
-    print_list(o, list, order_line);
+    cli_print_list(o, list, order_line);
     printf("%zu order%s", n, n == 1 ? "" : "s");
     if (pg.more)
         printf("; more: --after %s/%s", pg.last_ts, pg.last_key);
@@ -153,15 +153,16 @@ int cmd_order_list(struct po_store *s, const struct opts *o)
     return 0;
 }
 
-int show_one(struct po_store *s, const char *tenant, const char *id, const char *what,
-             po_err (*view)(struct po_store *, const char *, const char *, json_t **), json_t **doc)
+int cli_show_one(struct po_store *s, const char *tenant, const char *id, const char *what,
+                 po_err (*view)(struct po_store *, const char *, const char *, json_t **),
+                 json_t **doc)
 {
     *doc = NULL;
     po_err rc = view(s, tenant, id, doc);
     if (rc) {
         char msg[64];
         (void)snprintf(msg, sizeof msg, "cannot read the %s", what);
-        return fail(rc, msg);
+        return cli_fail(rc, msg);
     }
     if (!*doc) {
         fprintf(stderr, "payonce: no %s %s in tenant %s\n", what, id, tenant);
@@ -173,11 +174,11 @@ int show_one(struct po_store *s, const char *tenant, const char *id, const char 
 int cmd_refund_show(struct po_store *s, const struct opts *o)
 {
     json_t *doc = NULL;
-    int ret =
-        show_one(s, opt(o, "tenant"), opt(o, "out-refund-no"), "refund", po_view_refund, &doc);
+    int ret = cli_show_one(s, cli_opt(o, "tenant"), cli_opt(o, "out-refund-no"), "refund",
+                           po_view_refund, &doc);
     if (ret)
         return ret;
-    if (flag(o, "json"))
+    if (cli_flag(o, "json"))
         return print_doc(doc);
     char amount[PO_MONEY_MAX];
     money(doc, "amount", amount);
@@ -200,16 +201,16 @@ int cmd_refund_show(struct po_store *s, const struct opts *o)
 
 int cmd_channel_show(struct po_store *s, const struct opts *o)
 {
-    const char *t = opt(o, "tenant"), *ch = opt(o, "channel");
+    const char *t = cli_opt(o, "tenant"), *ch = cli_opt(o, "channel");
     json_t *doc = NULL;
     po_err rc = po_view_channel(s, t, ch, (int64_t)time(NULL), &doc);
     if (rc)
-        return fail(rc, "cannot read the channel account");
+        return cli_fail(rc, "cannot read the channel account");
     if (!doc) {
         fprintf(stderr, "payonce: tenant %s has no %s account ('payonce channel set')\n", t, ch);
         return EXIT_FAIL;
     }
-    if (flag(o, "json"))
+    if (cli_flag(o, "json"))
         return print_doc(doc);
     printf("tenant %s, channel %s (updated %s)\n", t, ch, str(doc, "updated_at"));
     const char *name;

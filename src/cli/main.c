@@ -1,5 +1,5 @@
 /*
- * main.c — the `payonce` command (DESIGN §10).
+ * main.c — the `payonce` command (README.md, "The command line").
  *
  * Every command takes --db URL (fallback PAYONCE_DB, default
  * sqlite:./payonce.db). `--json` output is one JSON document on stdout;
@@ -11,10 +11,6 @@
  */
 #include "../channel/channel.h"
 #include "../core/core.h"
-#include "../engine/admin.h"
-#include "../engine/engine.h"
-#include "../ledger/ledger.h"
-#include "../service/service.h"
 #include "../store/store.h"
 
 #include <jansson.h>
@@ -36,588 +32,6 @@ static int usage(const char *msg)
 
 /* Parses "--name value" pairs and the flags listed in `flags`
  * (space-separated). Every option must be in `allowed`. */
-static int parse_opts(int argc, char **argv, const char *allowed, const char *flags, struct opts *o)
-{
-    o->n = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0 || !a[2]) {
-            /* One positional argument, where the command takes a FILE
-             * (recon import) or an alert ID (alerts ack|resolve). */
-            const char *pos = strstr(allowed, "file")    ? "file"
-                              : strstr(allowed, "alert") ? "alert"
-                                                         : NULL;
-            if (pos && !opt(o, pos) && o->n < PO_OPTS_MAX) {
-                o->name[o->n] = pos;
-                o->value[o->n++] = a;
-                continue;
-            }
-            fprintf(stderr, "payonce: unexpected argument '%s'\n", a);
-            return -1;
-        }
-        /* --name=value as well as --name value */
-        const char *eq = strchr(a, '=');
-        size_t namelen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        char pat[64];
-        if (po_fmt(pat, sizeof pat, " %.*s ", (int)namelen, a + 2)) {
-            fprintf(stderr, "payonce: option too long\n");
-            return -1;
-        }
-        char all[1600], fl[128];
-        (void)snprintf(all, sizeof all, " db log-level config %s %s ", allowed, flags);
-        (void)snprintf(fl, sizeof fl, " %s ", flags);
-        if (!strstr(all, pat)) {
-            fprintf(stderr, "payonce: unknown option '%s'\n", a);
-            return -1;
-        }
-        if (o->n >= PO_OPTS_MAX) {
-            fprintf(stderr, "payonce: too many options\n");
-            return -1;
-        }
-        if (namelen >= sizeof o->namebuf[0]) {
-            fprintf(stderr, "payonce: option too long\n");
-            return -1;
-        }
-        memcpy(o->namebuf[o->n], a + 2, namelen);
-        o->namebuf[o->n][namelen] = '\0';
-        o->name[o->n] = o->namebuf[o->n];
-        if (strstr(fl, pat)) {
-            if (eq) {
-                fprintf(stderr, "payonce: option '--%s' takes no value\n", o->name[o->n]);
-                return -1;
-            }
-            o->value[o->n++] = NULL;
-            continue;
-        }
-        if (eq) {
-            o->value[o->n++] = eq + 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "payonce: option '%s' needs a value\n", a);
-            return -1;
-        }
-        o->value[o->n++] = argv[++i];
-    }
-    return 0;
-}
-
-int opt_all(const struct opts *o, const char *name, const char **vals, int max)
-{
-    int n = 0;
-    for (int i = 0; i < o->n && n < max; i++)
-        if (strcmp(o->name[i], name) == 0 && o->value[i])
-            vals[n++] = o->value[i];
-    return n;
-}
-
-const char *opt(const struct opts *o, const char *name)
-{
-    for (int i = o->n - 1; i >= 0; i--)
-        if (strcmp(o->name[i], name) == 0)
-            return o->value[i] ? o->value[i] : "";
-    return NULL;
-}
-
-bool flag(const struct opts *o, const char *name)
-{
-    return opt(o, name) != NULL;
-}
-
-int int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
-            int64_t *out)
-{
-    const char *v = opt(o, name);
-    *out = dflt;
-    if (v && po_parse_i64(v, min, max, out)) {
-        fprintf(stderr, "payonce: --%s must be an integer in %lld..%lld\n", name, (long long)min,
-                (long long)max);
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
-int committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
-                   int64_t *batch_wait)
-{
-    int ret = cfg_int(o, "committers", committers); /* bounds: config.c's table */
-    if (!ret)
-        ret = cfg_int(o, "batch-max", batch_max);
-    if (!ret)
-        ret = cfg_int(o, "batch-wait-us", batch_wait);
-    return ret;
-}
-
-/* Returns the named option or prints which one is missing. */
-const char *need(const struct opts *o, const char *name)
-{
-    const char *v = opt(o, name);
-    if (!v || !*v)
-        fprintf(stderr, "payonce: --%s is required\n", name);
-    return v && *v ? v : NULL;
-}
-
-/* Reports every required option that is absent; true if any is. */
-static bool missing_required(const struct opts *o, const char *required)
-{
-    char list[256];
-    bool missing = false;
-    PO_ASSERT(po_strcpy(list, sizeof list, required) == PO_OK);
-    for (char *save = NULL, *name = strtok_r(list, " ", &save); name;
-         name = strtok_r(NULL, " ", &save))
-        if (!need(o, name))
-            missing = true;
-    return missing;
-}
-
-const char *db_url(const struct opts *o)
-{
-    const char *url = opt(o, "db");
-    if (!url)
-        url = getenv("PAYONCE_DB");
-    if (!url || !*url)
-        url = "sqlite:./payonce.db";
-    return url;
-}
-
-int open_store(const struct opts *o, struct po_store **out)
-{
-    char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_store_open(db_url(o), out, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "payonce: cannot open database: %s\n", err);
-        return EXIT_FAIL;
-    }
-    return 0;
-}
-
-void print_list(const struct opts *o, json_t *list, void (*line)(json_t *item))
-{
-    if (flag(o, "json")) {
-        char *out = po_json_dumps(list, JSON_COMPACT);
-        puts(out ? out : "[]");
-        free(out);
-    } else {
-        size_t i;
-        json_t *item;
-        json_array_foreach(list, i, item) line(item);
-    }
-    json_decref(list);
-}
-
-int fail(po_err rc, const char *err)
-{
-    fprintf(stderr, "payonce: %s (%s)\n", err && *err ? err : "failed", po_err_name(rc));
-    return EXIT_FAIL;
-}
-
-static int print_json(json_t *doc)
-{
-    if (!doc)
-        return fail(PO_ERR_NOMEM, "out of memory");
-    int rc = json_dumpf(doc, stdout, JSON_COMPACT | JSON_SORT_KEYS) == 0 ? 0 : EXIT_FAIL;
-    fputc('\n', stdout);
-    json_decref(doc);
-    return rc;
-}
-
-/* ---- commands ---- */
-
-static int cmd_migrate(struct po_store *s, const struct opts *o)
-{
-    (void)o;
-    char err[PO_ERRBUF_MAX] = "";
-    int applied = 0, version = 0;
-    po_err rc = po_store_migrate(s, &applied, err, sizeof err);
-    if (!rc)
-        rc = po_store_schema_version(s, &version);
-    if (rc)
-        return fail(rc, err);
-    printf("schema version %d (%d migration%s applied now)\n", version, applied,
-           applied == 1 ? "" : "s");
-    return 0;
-}
-
-static int cmd_tenant_add(struct po_store *s, const struct opts *o)
-{
-    const char *t = need(o, "tenant");
-    if (!t)
-        return EXIT_USAGE;
-    char err[PO_ERRBUF_MAX] = "";
-    bool created = false;
-    po_err rc = po_tenant_add(s, t, opt(o, "name"), &created, err, sizeof err);
-    if (rc)
-        return fail(rc, err);
-    printf("tenant %s %s\n", t, created ? "added" : "already exists with the same name");
-    return 0;
-}
-
-static int cmd_merchant_add(struct po_store *s, const struct opts *o)
-{
-    const char *t = need(o, "tenant"), *m = need(o, "merchant");
-    if (!t || !m)
-        return EXIT_USAGE;
-    char err[PO_ERRBUF_MAX] = "";
-    bool created = false;
-    po_err rc = po_merchant_add(s, t, m, &created, err, sizeof err);
-    if (rc)
-        return fail(rc, err);
-    printf("merchant %s %s tenant %s\n", m, created ? "added to" : "already in", t);
-    return 0;
-}
-
-static int amount_arg(const struct opts *o, int64_t *out)
-{
-    const char *a = need(o, "amount");
-    if (!a)
-        return EXIT_USAGE;
-    if (po_parse_i64(a, 1, PO_AMOUNT_MAX, out)) {
-        fprintf(stderr,
-                "payonce: --amount must be a positive integer in minor units"
-                " (fen, cents), at most %lld\n",
-                (long long)PO_AMOUNT_MAX);
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
-static int cmd_order_create(struct po_store *s, const struct opts *o)
-{
-    struct po_order_spec spec = {
-        .tenant = need(o, "tenant"),
-        .merchant = need(o, "merchant"),
-        .out_trade_no = need(o, "out-trade-no"),
-        .currency = opt(o, "currency") ? opt(o, "currency") : "CNY",
-        .channel = opt(o, "channel"),
-    };
-    if (!spec.tenant || !spec.merchant || !spec.out_trade_no)
-        return EXIT_USAGE;
-    if (spec.channel && !po_channel_find(spec.channel)) {
-        char names[128];
-        po_channel_names(0, names, sizeof names);
-        fprintf(stderr, "payonce: --channel: one of %s\n", names);
-        return EXIT_USAGE;
-    }
-    int u = amount_arg(o, &spec.amount_minor);
-    if (u)
-        return u;
-    char err[PO_ERRBUF_MAX] = "";
-    bool created = false;
-    po_err rc = po_order_create(s, &spec, &created, err, sizeof err);
-    if (rc)
-        return fail(rc, err);
-    char amount[PO_MONEY_MAX];
-    po_money_format(spec.amount_minor, spec.currency, amount, sizeof amount);
-    printf("order %s %s (PAYING, %s)\n", spec.out_trade_no,
-           created ? "created" : "already exists with the same fields", amount);
-    return 0;
-}
-
-static int cmd_order_show(struct po_store *s, const struct opts *o)
-{
-    const char *t = need(o, "tenant"), *no = need(o, "out-trade-no");
-    if (!t || !no)
-        return EXIT_USAGE;
-    json_t *doc = NULL;
-    int ret = show_one(s, t, no, "order", po_view_order, &doc);
-    if (ret)
-        return ret;
-    json_object_set_new(doc, "tenant", json_string(t));
-    if (flag(o, "json"))
-        return print_json(doc);
-    static const char *const order[] = {
-        "tenant",          "out_trade_no", "merchant",       "channel", "amount",
-        "currency",        "status",       "channel_txn_id", "paid_at", "refund_reserved",
-        "refunded_amount", "created_at",   "updated_at"};
-    const char *cur = json_string_value(json_object_get(doc, "currency"));
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        json_t *v = json_object_get(doc, order[i]);
-        char money[PO_MONEY_MAX];
-        if (json_is_integer(v)) { /* amounts, in major units for a person */
-            po_money_format((int64_t)json_integer_value(v), cur, money, sizeof money);
-            printf("%-15s %s\n", order[i], money);
-        } else
-            printf("%-15s %s\n", order[i], json_is_string(v) ? json_string_value(v) : "-");
-    }
-    json_decref(doc);
-    return 0;
-}
-
-static int cmd_refund_create(struct po_store *s, const struct opts *o)
-{
-    const char *t = need(o, "tenant"), *no = need(o, "out-trade-no"),
-               *rno = need(o, "out-refund-no");
-    int64_t amount = 0;
-    if (!t || !no || !rno)
-        return EXIT_USAGE;
-    int u = amount_arg(o, &amount);
-    if (u)
-        return u;
-    char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_refund_create(s, t, no, rno, amount, err, sizeof err);
-    if (rc)
-        return fail(rc, err);
-    json_t *doc = NULL; /* the refund's currency is its order's */
-    char money[PO_MONEY_MAX];
-    po_money_format(amount,
-                    po_view_refund(s, t, rno, &doc) == PO_OK && doc
-                        ? json_string_value(json_object_get(doc, "currency"))
-                        : NULL,
-                    money, sizeof money);
-    json_decref(doc);
-    printf("refund %s of order %s recorded (PROCESSING, %s)\n", rno, no, money);
-    return 0;
-}
-
-static int cmd_balances(struct po_store *s, const struct opts *o)
-{
-    const char *t = need(o, "tenant");
-    if (!t)
-        return EXIT_USAGE;
-    json_t *list = NULL;
-    po_err rc = po_view_balances(s, t, &list);
-    if (rc)
-        return fail(rc, "cannot read the balances");
-    if (flag(o, "json"))
-        return print_json(json_pack("{s:s, s:o}", "tenant", t, "balances", list));
-    printf("%-40s %24s\n", "account", "balance");
-    size_t i;
-    json_t *b;
-    json_array_foreach(list, i, b)
-    {
-        char money[PO_MONEY_MAX];
-        po_money_format((int64_t)json_integer_value(json_object_get(b, "balance")),
-                        json_string_value(json_object_get(b, "currency")), money, sizeof money);
-        printf("%-40s %24s\n", json_string_value(json_object_get(b, "account")), money);
-    }
-    printf("(debit positive: channel_clearing is money the channel holds for us;\n"
-           " merchant_payable, profit_share and suspense are negative when owed)\n");
-    json_decref(list);
-    return 0;
-}
-
-static int cmd_alerts(struct po_store *s, const struct opts *o)
-{
-    const char *t = need(o, "tenant");
-    if (!t)
-        return EXIT_USAGE;
-    const char *state = opt(o, "state");
-    if (state && !po_alert_state_valid(state)) {
-        fprintf(stderr, "payonce: --state: open, acknowledged or resolved\n");
-        return EXIT_USAGE;
-    }
-    struct po_page pg = {.after_ts = "", .after_key = "", .limit = 1000};
-    json_t *list = NULL;
-    po_err rc = po_view_alerts(s, t, state, &pg, &list);
-    if (rc)
-        return fail(rc, "cannot read the alerts");
-    if (flag(o, "json"))
-        return print_json(json_pack("{s:s, s:o}", "tenant", t, "alerts", list));
-    size_t i;
-    json_t *a;
-    json_array_foreach(list, i, a)
-    {
-        char money[PO_MONEY_MAX];
-        po_money_format((int64_t)json_integer_value(json_object_get(a, "amount")),
-                        json_string_value(json_object_get(a, "currency")), money, sizeof money);
-        printf("%s %-12s %-22s %s  %s\n   id %s",
-               json_string_value(json_object_get(a, "created_at")),
-               json_string_value(json_object_get(a, "state")),
-               json_string_value(json_object_get(a, "reason")), money,
-               json_string_value(json_object_get(a, "detail")),
-               json_string_value(json_object_get(a, "id")));
-        if (json_is_string(json_object_get(a, "state_by")))
-            printf("  (%s by %s at %s%s%s)", json_string_value(json_object_get(a, "state")),
-                   json_string_value(json_object_get(a, "state_by")),
-                   json_string_value(json_object_get(a, "state_at")),
-                   json_is_string(json_object_get(a, "state_note")) ? ": " : "",
-                   json_is_string(json_object_get(a, "state_note"))
-                       ? json_string_value(json_object_get(a, "state_note"))
-                       : "");
-        printf("\n");
-    }
-    printf("%zu alert%s\n", json_array_size(list), json_array_size(list) == 1 ? "" : "s");
-    json_decref(list);
-    return 0;
-}
-
-/* alerts ack|resolve: the operator is --by, else $USER. */
-static int alert_act(struct po_store *s, const struct opts *o, enum po_alert_action action)
-{
-    const char *by = opt(o, "by") ? opt(o, "by") : getenv("USER");
-    char err[PO_ERRBUF_MAX] = "";
-    bool changed = false;
-    po_err rc = po_alert_act(s, opt(o, "tenant"), opt(o, "alert"), action, by ? by : "operator",
-                             opt(o, "note"), &changed, err, sizeof err);
-    if (rc)
-        return fail(rc, err);
-    printf("alert %s %s\n", opt(o, "alert"),
-           !changed                 ? "was acknowledged already"
-           : action == PO_ALERT_ACK ? "acknowledged"
-                                    : "resolved");
-    return 0;
-}
-
-static int cmd_alerts_ack(struct po_store *s, const struct opts *o)
-{
-    return alert_act(s, o, PO_ALERT_ACK);
-}
-
-static int cmd_alerts_resolve(struct po_store *s, const struct opts *o)
-{
-    return alert_act(s, o, PO_ALERT_RESOLVE);
-}
-
-typedef po_err (*alert_engine_fn)(struct po_store *s, const char *tenant, const char *alert_id,
-                                  const char *actor, const char *note, struct po_outcome *out,
-                                  bool *resolved, char *err, size_t errcap);
-
-/* An alert's event through the engine, audited (replay, accept): prints the
- * outcome and whether the alert is resolved (exit 1 when it is not). */
-static int alert_engine(struct po_store *s, const struct opts *o, alert_engine_fn act,
-                        const char *verb, const char *yes, const char *no)
-{
-    const char *by = opt(o, "by") ? opt(o, "by") : getenv("USER");
-    char err[PO_ERRBUF_MAX] = "", js[256];
-    struct po_outcome out;
-    bool resolved = false;
-    po_err rc = act(s, opt(o, "tenant"), opt(o, "alert"), by ? by : "operator", opt(o, "note"),
-                    &out, &resolved, err, sizeof err);
-    if (rc)
-        return fail(rc, err);
-    if (po_outcome_to_json(&out, js, sizeof js))
-        js[0] = '\0';
-    printf("%s alert %s: %s; %s\n", verb, opt(o, "alert"), js, resolved ? yes : no);
-    return resolved ? 0 : EXIT_FAIL;
-}
-
-/* alerts replay: the refused payment through the engine again (after the
- * cause was fixed, e.g. the order created); audited; resolves when credited. */
-static int cmd_alerts_replay(struct po_store *s, const struct opts *o)
-{
-    return alert_engine(s, o, po_alert_replay, "replayed", "credited, the alert is resolved",
-                        "not credited, the alert stays (fix the cause and replay again)");
-}
-
-/* alerts accept: a refund the channel made after payonce had closed it,
- * taken as the order's through the engine; audited; resolves when applied. */
-static int cmd_alerts_accept(struct po_store *s, const struct opts *o)
-{
-    return alert_engine(s, o, po_alert_accept, "accepted",
-                        "the refund is the order's, the money left suspense, the alert is resolved",
-                        "not applied, the alert stays (docs/operations.md)");
-}
-
-/* alerts refund: a payment parked in suspense back to the payer, through
- * the channel's refund and the engine; audited; payonce resolves the alert
- * when the channel's success is applied. */
-static int cmd_alerts_refund(struct po_store *s, const struct opts *o)
-{
-    const char *by = opt(o, "by") ? opt(o, "by") : getenv("USER");
-    unsigned char master[32];
-    bool have = false;
-    int ret = load_master_key(o, master, &have);
-    if (ret)
-        return ret;
-    char err[PO_ERRBUF_MAX] = "", money[PO_MONEY_MAX];
-    struct po_suspense_refund r;
-    po_err rc = po_alert_refund(s, have ? master : NULL, opt(o, "tenant"), opt(o, "alert"),
-                                opt(o, "out-refund-no"), by ? by : "operator", opt(o, "note"), &r,
-                                err, sizeof err);
-    po_secure_zero(master, sizeof master);
-    if (rc)
-        return fail(rc, err);
-    po_money_format(r.amount, r.currency, money, sizeof money);
-    printf("refund %s of %s (%s transaction %s) %s: %s, submission %s%s%s\n", r.out_refund_no,
-           money, r.channel, r.txn_id, r.created ? "requested" : "was requested already", r.status,
-           r.submit_state, r.submit_error[0] ? ", last error " : "", r.submit_error);
-    if (strcmp(r.status, "SUCCESS") == 0)
-        printf("the channel refunded it: the money left suspense, the alert is resolved\n");
-    else if (strcmp(r.submit_state, "manual") == 0)
-        printf("%s has no refund API: refund it in the channel's merchant platform with refund"
-               " number %s; its notification clears the suspense\n",
-               r.channel, r.out_refund_no);
-    else if (strcmp(r.status, "CLOSED") == 0)
-        printf("the refund is closed: see the refund_rejected_by_channel alert, fix the cause and"
-               " request again with a new number\n");
-    else
-        printf("the channel's refund notification (or the next bill) moves the money out of"
-               " suspense and resolves the alert; 'payonce refund show' follows it\n");
-    return strcmp(r.status, "CLOSED") == 0 ? EXIT_FAIL : 0;
-}
-
-static int cmd_apply(struct po_store *s, const struct opts *o)
-{
-    const char *path = need(o, "event");
-    if (!path)
-        return EXIT_USAGE;
-    char *buf = NULL;
-    size_t len = 0;
-    char err[PO_ERRBUF_MAX] = "";
-    po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, PO_EVENT_FILE_MAX, &buf, &len)
-                                       : po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
-    if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s%s\n", path, po_file_error(rc),
-                rc == PO_ERR_LIMIT ? " (larger than 64 KiB)" : "");
-        return EXIT_FAIL;
-    }
-    struct po_event ev;
-    rc = po_event_from_json(buf, len, &ev, err, sizeof err); /* registered channels only */
-    free(buf);
-    if (rc) {
-        fprintf(stderr, "payonce: invalid event: %s\n", err);
-        return EXIT_FAIL;
-    }
-    struct po_outcome out;
-    rc = po_engine_apply(s, NULL, &ev, &out);
-    PO_ASSERT(rc == PO_OK);
-    char js[256];
-    rc = po_outcome_to_json(&out, js, sizeof js);
-    PO_ASSERT(rc == PO_OK);
-    puts(js);
-    return out.kind == PO_OUT_RETRY ? EXIT_TEMPFAIL : 0;
-}
-
-struct verify_ctx {
-    bool json;
-    json_t *list;
-};
-
-static void verify_report(void *ctx, const struct po_violation *v)
-{
-    struct verify_ctx *vc = ctx;
-    if (vc->json)
-        json_array_append_new(vc->list,
-                              json_pack("{s:s, s:s}", "check", v->check, "detail", v->detail));
-    else
-        fprintf(stderr, "VIOLATION %s: %s\n", v->check, v->detail);
-}
-
-static int cmd_verify(struct po_store *s, const struct opts *o)
-{
-    struct verify_ctx vc = {.json = flag(o, "json"), .list = json_array()};
-    char err[PO_ERRBUF_MAX] = "";
-    int count = 0;
-    po_err rc = po_ledger_verify(s, verify_report, &vc, &count, err, sizeof err);
-    if (rc) {
-        json_decref(vc.list);
-        return fail(rc, err);
-    }
-    if (vc.json) {
-        if (print_json(json_pack("{s:b, s:i, s:o}", "ok", count == 0, "violations_count", count,
-                                 "violations", vc.list)))
-            return EXIT_FAIL;
-    } else {
-        json_decref(vc.list);
-        if (count == 0)
-            printf("verify: ok (journals balance, balances match postings, one payment journal"
-                   " per paid order, every processed record has its journal, no key twice)\n");
-        else
-            fprintf(stderr, "verify: %d violation%s\n", count, count == 1 ? "" : "s");
-    }
-    return count == 0 ? 0 : EXIT_VERIFY;
-}
-
 const struct cli_command cli_commands[] = {
     {"migrate", NULL, "", "", "", cmd_migrate, false,
      "create or upgrade the schema (creates a SQLite file)"},
@@ -750,13 +164,13 @@ static int run_command(const struct cli_command *c, int argc, char **argv)
     char more_opts[1400];
     const char *allowed = c->allowed;
     if (!allowed) {
-        channel_set_options(more_opts, sizeof more_opts);
+        cli_channel_set_options(more_opts, sizeof more_opts);
         allowed = more_opts;
     } else if (strcmp(allowed, "@serve") == 0) {
         cli_allowed(c, more_opts, sizeof more_opts);
         allowed = more_opts;
     }
-    if (parse_opts(argc, argv, allowed, c->flags, &flags)) {
+    if (cli_parse_opts(argc, argv, allowed, c->flags, &flags)) {
         fprintf(stderr, "'payonce %s%s%s --help' lists its options\n", c->word1,
                 c->word2 ? " " : "", c->word2 ? c->word2 : "");
         return EXIT_USAGE;
@@ -769,8 +183,8 @@ static int run_command(const struct cli_command *c, int argc, char **argv)
     char *filebuf = NULL;
     o = flags;
     bool serving = c->allowed && strcmp(c->allowed, "@serve") == 0;
-    if (serving || opt(&flags, "config")) {
-        const char *path = opt(&flags, "config");
+    if (serving || cli_opt(&flags, "config")) {
+        const char *path = cli_opt(&flags, "config");
         int r = cfg_load(path ? path : PO_CONFIG_DEFAULT, path != NULL, &file, &filebuf);
         if (r) {
             free(filebuf);
@@ -807,14 +221,14 @@ static int run_parsed(const struct cli_command *c, const struct opts *file, cons
     struct opts o = *po;
     if (c->run == cmd_config_check)
         return cfg_check(file, &o, cli_config_path);
-    if (missing_required(&o, c->required))
+    if (cli_missing_required(&o, c->required))
         return EXIT_USAGE;
     /* The server logs JSON lines at info; the other commands speak to a
      * person: plain lines, errors only unless --log-level asks for more
      * (what they found is in their own output, alerts in the database). */
     bool server = c->run == cmd_serve;
     enum po_log_level lvl = server ? PO_LOG_INFO : PO_LOG_ERROR;
-    if (opt(&o, "log-level") && !po_log_level_parse(opt(&o, "log-level"), &lvl)) {
+    if (cli_opt(&o, "log-level") && !po_log_level_parse(cli_opt(&o, "log-level"), &lvl)) {
         fprintf(stderr, "payonce: --log-level: debug, info, warn or error\n");
         return EXIT_USAGE;
     }
@@ -822,10 +236,10 @@ static int run_parsed(const struct cli_command *c, const struct opts *file, cons
     po_log_set_level(lvl);
     if (c->no_store)
         return c->run(NULL, &o);
-    int ret = c->run == cmd_migrate ? 0 : sqlite_file_exists(db_url(&o));
+    int ret = c->run == cmd_migrate ? 0 : sqlite_file_exists(cli_db_url(&o));
     struct po_store *s = NULL;
     if (!ret)
-        ret = open_store(&o, &s);
+        ret = cli_open_store(&o, &s);
     if (ret)
         return ret;
     /* Every command but migrate needs the schema. */

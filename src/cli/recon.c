@@ -27,13 +27,13 @@ static int account(struct po_store *s, const struct opts *o, const char *tenant,
 {
     unsigned char master[32];
     bool have = false;
-    int ret = load_master_key(o, master, &have);
+    int ret = cli_load_master_key(o, master, &have);
     if (ret)
         return ret;
     char err[PO_ERRBUF_MAX] = "";
     po_err rc = po_account_fetch(s, have ? master : NULL, tenant, channel, out, err, sizeof err);
     po_secure_zero(master, sizeof master);
-    return rc ? fail(rc, err) : 0;
+    return rc ? cli_fail(rc, err) : 0;
 }
 
 /* The bills payonce reads (WeChat Pay's) are in CNY. */
@@ -44,7 +44,8 @@ static void money(int64_t minor, char *out, size_t cap)
 
 int cmd_recon_import(struct po_store *s, const struct opts *o)
 {
-    const char *tenant = opt(o, "tenant"), *channel = opt(o, "channel"), *file = opt(o, "file");
+    const char *tenant = cli_opt(o, "tenant"), *channel = cli_opt(o, "channel"),
+               *file = cli_opt(o, "file");
     if (!file || !*file) {
         fprintf(stderr, "payonce: the bill FILE is required\n");
         return EXIT_USAGE;
@@ -71,15 +72,15 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
     }
     struct po_recon_report r;
     char err[PO_ERRBUF_MAX] = "";
-    rc =
-        po_recon_import(s, &acct, data, len, flag(o, "force"), progress, NULL, &r, err, sizeof err);
+    rc = po_recon_import(s, &acct, data, len, cli_flag(o, "force"), progress, NULL, &r, err,
+                         sizeof err);
     po_channel_account_free(&acct);
     free(data);
     if (rc) {
         fprintf(stderr, "payonce: %s: refused, nothing applied from it: %s\n", file, err);
         return EXIT_FAIL;
     }
-    if (flag(o, "json")) {
+    if (cli_flag(o, "json")) {
         json_t *j = po_recon_report_json(&r);
         char *doc = j ? po_json_dumps(j, JSON_COMPACT) : NULL;
         printf("%s\n", doc ? doc : "{}");
@@ -111,14 +112,14 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
 
 int cmd_recon_query(struct po_store *s, const struct opts *o)
 {
-    const char *tenant = opt(o, "tenant");
+    const char *tenant = cli_opt(o, "tenant");
     int64_t min_age = 300, limit = 1000;
-    if ((opt(o, "min-age") && po_parse_i64(opt(o, "min-age"), 0, 86400 * 30, &min_age)) ||
-        (opt(o, "limit") && po_parse_i64(opt(o, "limit"), 1, 100000, &limit))) {
+    if ((cli_opt(o, "min-age") && po_parse_i64(cli_opt(o, "min-age"), 0, 86400 * 30, &min_age)) ||
+        (cli_opt(o, "limit") && po_parse_i64(cli_opt(o, "limit"), 1, 100000, &limit))) {
         fprintf(stderr, "payonce: --min-age 0..2592000 seconds, --limit 1..100000\n");
         return EXIT_USAGE;
     }
-    const char *channel = opt(o, "channel") ? opt(o, "channel") : "wechatpay";
+    const char *channel = cli_opt(o, "channel") ? cli_opt(o, "channel") : "wechatpay";
     struct po_channel_account acct;
     int ret = account(s, o, tenant, channel, &acct);
     if (ret)
@@ -130,8 +131,8 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
     po_channel_account_free(&acct);
     curl_global_cleanup();
     if (rc)
-        return fail(rc, err);
-    if (flag(o, "json"))
+        return cli_fail(rc, err);
+    if (cli_flag(o, "json"))
         printf("{\"queried\":%lld,\"paid\":%lld,\"replayed\":%lld,\"matched\":%lld,"
                "\"not_paid\":%lld,\"failed\":%lld}\n",
                (long long)q.queried, (long long)q.paid, (long long)q.replayed, (long long)q.matched,
@@ -146,12 +147,12 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
 
 int cmd_recon_runs(struct po_store *s, const struct opts *o)
 {
-    const char *tenant = opt(o, "tenant");
+    const char *tenant = cli_opt(o, "tenant");
     json_t *list = NULL;
     po_err rc = po_recon_runs(s, tenant, &list);
     if (rc)
-        return fail(rc, "cannot read the reconciliation runs");
-    if (flag(o, "json")) {
+        return cli_fail(rc, "cannot read the reconciliation runs");
+    if (cli_flag(o, "json")) {
         json_t *doc = json_pack("{s:s, s:o}", "tenant", tenant, "runs", list);
         char *js = doc ? po_json_dumps(doc, JSON_COMPACT) : NULL;
         printf("%s\n", js ? js : "{}");

@@ -65,7 +65,7 @@ static void reload(void)
     char *buf = NULL;
     if (cfg_load(cli_config_path, true, &file, &buf) == 0) {
         enum po_log_level lvl = PO_LOG_INFO;
-        const char *v = opt(&file, "log-level");
+        const char *v = cli_opt(&file, "log-level");
         if (v && !po_log_level_parse(v, &lvl))
             po_log(PO_LOG_ERROR, "SIGHUP: %s: log-level %s is not a level; kept", cli_config_path,
                    v);
@@ -120,7 +120,7 @@ static int startup_checks(struct po_store *s, const unsigned char *master)
 {
     int version = 0, latest = po_store_schema_latest();
     if (po_store_schema_version(s, &version))
-        return fail(PO_ERR_STORE, "cannot read the schema version");
+        return cli_fail(PO_ERR_STORE, "cannot read the schema version");
     if (version < latest) {
         fprintf(stderr,
                 "payonce: the database's schema is version %d; this payonce needs %d: run"
@@ -139,7 +139,7 @@ static int startup_checks(struct po_store *s, const unsigned char *master)
     char err[PO_ERRBUF_MAX] = "";
     po_err rc = po_webhook_check_secrets(s, master, &checked, &broken, err, sizeof err);
     if (rc)
-        return fail(rc, "cannot read the webhook endpoints");
+        return cli_fail(rc, "cannot read the webhook endpoints");
     if (broken) {
         fprintf(stderr,
                 "payonce: %s; %d of %d webhook endpoints' secrets cannot be opened: their"
@@ -151,7 +151,7 @@ static int startup_checks(struct po_store *s, const unsigned char *master)
     checked = broken = 0;
     rc = po_account_check_all(s, master, broken_account, NULL, &checked, &broken);
     if (rc)
-        return fail(rc, "cannot read the channel accounts");
+        return cli_fail(rc, "cannot read the channel accounts");
     if (broken) {
         fprintf(stderr,
                 "payonce: %d of %d channel accounts cannot be loaded (above); every callback to"
@@ -170,7 +170,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     int64_t pool = 0, conns = 0, body = 0, timeout = 0, qint = 0, qage = 0, retention = 0,
             wait_ms = 0, refund_s = 0, threads = 0, workers = 0, committers = 0, batch_max = 0,
             batch_wait = 0, head_s = 0, body_s = 0, per_ip = 0, deadline_ms = 0, api_share = 0;
-    int ret = load_master_key(o, master, &have);
+    int ret = cli_load_master_key(o, master, &have);
     if (!ret)
         ret = cfg_int(o, "pool-size", &pool);
     if (!ret)
@@ -204,20 +204,20 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     if (!ret)
         ret = cfg_int(o, "api-per-tenant", &api_share);
     if (!ret)
-        ret = committer_opts(o, &committers, &batch_max, &batch_wait);
+        ret = cli_committer_opts(o, &committers, &batch_max, &batch_wait);
     struct po_webhooks_cfg wcfg;
     if (!ret)
         ret = webhook_opts(o, &wcfg);
     struct po_egress_policy egress;
     char eerr[PO_ERRBUF_MAX] = "";
-    if (!ret && po_egress_policy_parse(opt(o, "webhook-allow-net"), flag(o, "insecure-dev"),
+    if (!ret && po_egress_policy_parse(cli_opt(o, "webhook-allow-net"), cli_flag(o, "insecure-dev"),
                                        &egress, eerr, sizeof eerr)) {
         fprintf(stderr, "payonce: webhook-allow-net: %s\n", eerr);
         ret = EXIT_USAGE;
     }
     if (ret)
         return ret;
-    if (!have && !flag(o, "insecure-dev")) {
+    if (!have && !cli_flag(o, "insecure-dev")) {
         fprintf(stderr, "payonce: serve needs the master key that seals channel secrets:"
                         " --master-key-file FILE or PAYONCE_MASTER_KEY_FILE.\n"
                         "  For local development only: --insecure-dev\n");
@@ -228,17 +228,17 @@ int cmd_serve(struct po_store *s, const struct opts *o)
                             " unsealed. Never run this in production.");
     ret = startup_checks(s, have ? master : NULL);
     char token[160] = "";
-    if (!ret && opt(o, "admin-token-file"))
-        ret = admin_token(opt(o, "admin-token-file"), token, sizeof token);
+    if (!ret && cli_opt(o, "admin-token-file"))
+        ret = admin_token(cli_opt(o, "admin-token-file"), token, sizeof token);
     if (ret) {
         po_secure_zero(master, sizeof master);
         return ret;
     }
     struct po_server_cfg cfg = {
-        .listen = opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8080",
-        .ops_listen = opt(o, "ops-listen"),
+        .listen = cli_opt(o, "listen") ? cli_opt(o, "listen") : "127.0.0.1:8080",
+        .ops_listen = cli_opt(o, "ops-listen"),
         .admin_token = token,
-        .db_url = db_url(o),
+        .db_url = cli_db_url(o),
         .master_key = have ? master : NULL,
         .pool_size = (int)pool,
         .max_connections = (int)conns,
@@ -274,7 +274,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     if (rc) {
         po_secure_zero(master, sizeof master);
         curl_global_cleanup();
-        return fail(rc, err);
+        return cli_fail(rc, err);
     }
     struct po_jobs_cfg jcfg = {cfg.db_url, have ? master : NULL, qint, qage, refund_s, retention};
     struct po_jobs *jobs = NULL;

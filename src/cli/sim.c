@@ -32,21 +32,21 @@
 
 static const char *sim_dir(const struct opts *o)
 {
-    return opt(o, "dir") && *opt(o, "dir") ? opt(o, "dir") : "./payonce-sim";
+    return cli_opt(o, "dir") && *cli_opt(o, "dir") ? cli_opt(o, "dir") : "./payonce-sim";
 }
 
 int cmd_sim_keys(struct po_store *s, const struct opts *o)
 {
     (void)s;
-    const char *dir = sim_dir(o), *mode = opt(o, "mode") ? opt(o, "mode") : "cert";
-    const char *tenant = opt(o, "tenant") ? opt(o, "tenant") : "TENANT";
+    const char *dir = sim_dir(o), *mode = cli_opt(o, "mode") ? cli_opt(o, "mode") : "cert";
+    const char *tenant = cli_opt(o, "tenant") ? cli_opt(o, "tenant") : "TENANT";
     char err[PO_ERRBUF_MAX] = "";
     po_err rc = po_sim_identity_generate(dir, mode, err, sizeof err);
     if (rc)
-        return fail(rc, err);
+        return cli_fail(rc, err);
     struct po_sim_identity id;
     if ((rc = po_sim_identity_load(dir, &id, err, sizeof err)))
-        return fail(rc, err);
+        return cli_fail(rc, err);
     printf("simulator keys written to %s (%s mode, serial %s)\n\n", dir, mode, id.serial);
     printf("Configure a tenant to trust this simulator:\n\n");
     if (strcmp(mode, "pubkey") == 0)
@@ -93,12 +93,12 @@ static void *deliver_thread(void *arg)
 static int parse_orders(const struct opts *o, const char *channel, struct sim_order *orders, int *n)
 {
     const char *vals[PO_SIM_ORDERS_MAX + 1];
-    int k = opt_all(o, "order", vals, PO_SIM_ORDERS_MAX + 1);
+    int k = cli_opt_all(o, "order", vals, PO_SIM_ORDERS_MAX + 1);
     if (k == 0 || k > PO_SIM_ORDERS_MAX) {
         fprintf(stderr, "payonce: give 1-%d --order OUT_TRADE_NO:AMOUNT\n", PO_SIM_ORDERS_MAX);
         return EXIT_USAGE;
     }
-    if (opt(o, "txn") && k != 1) {
+    if (cli_opt(o, "txn") && k != 1) {
         fprintf(stderr, "payonce: --txn goes with a single --order\n");
         return EXIT_USAGE;
     }
@@ -116,9 +116,9 @@ static int parse_orders(const struct opts *o, const char *channel, struct sim_or
             fprintf(stderr, "payonce: --order %s: bad out_trade_no\n", vals[i]);
             return EXIT_USAGE;
         }
-        if (opt(o, "txn")) {
-            if (!po_id_valid(opt(o, "txn"), PO_TXN_ID_MAX) ||
-                po_strcpy(so->txn, sizeof so->txn, opt(o, "txn"))) {
+        if (cli_opt(o, "txn")) {
+            if (!po_id_valid(cli_opt(o, "txn"), PO_TXN_ID_MAX) ||
+                po_strcpy(so->txn, sizeof so->txn, cli_opt(o, "txn"))) {
                 fprintf(stderr, "payonce: --txn: 1-64 characters of [A-Za-z0-9_-]\n");
                 return EXIT_USAGE;
             }
@@ -158,7 +158,7 @@ static int forge(struct po_sim_identity *id)
     id->wx_key = id->ali_key = NULL;
     if (po_privkey_generate(&id->wx_key) || po_privkey_generate(&id->ali_key) ||
         po_random(id->secret, 16))
-        return fail(PO_ERR_INTERNAL, "cannot generate forger keys");
+        return cli_fail(PO_ERR_INTERNAL, "cannot generate forger keys");
     id->secret_len = 16;
     return 0;
 }
@@ -175,31 +175,35 @@ struct sim_pay_args {
 static int pay_args(const struct opts *o, struct sim_pay_args *a)
 {
     int64_t copies = 1, attempts = 0, deadline = 5000, factor = 1, pace = 0;
-    a->channel = opt(o, "channel") ? opt(o, "channel") : "wechatpay";
-    a->currency = opt(o, "currency") ? opt(o, "currency") : "CNY";
-    a->url = opt(o, "notify-url");
-    a->concurrent = flag(o, "concurrent");
-    a->forged = flag(o, "forge");
+    a->channel = cli_opt(o, "channel") ? cli_opt(o, "channel") : "wechatpay";
+    a->currency = cli_opt(o, "currency") ? cli_opt(o, "currency") : "CNY";
+    a->url = cli_opt(o, "notify-url");
+    a->concurrent = cli_flag(o, "concurrent");
+    a->forged = cli_flag(o, "forge");
     if (!po_sim_channel_known(a->channel) || !po_currency_valid(a->currency)) {
         fprintf(stderr, "payonce: --channel wechatpay|alipay|stripe; --currency ISO 4217\n");
         return EXIT_USAGE;
     }
-    if ((opt(o, "copies") && po_parse_i64(opt(o, "copies"), 1, PO_SIM_COPIES_MAX, &copies)) ||
-        (opt(o, "max-attempts") && po_parse_i64(opt(o, "max-attempts"), 1, 100, &attempts)) ||
-        (opt(o, "deadline-ms") && po_parse_i64(opt(o, "deadline-ms"), 100, 60000, &deadline)) ||
-        (opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor)) ||
-        (opt(o, "pace-ms") && po_parse_i64(opt(o, "pace-ms"), 0, 60000, &pace))) {
+    if ((cli_opt(o, "copies") &&
+         po_parse_i64(cli_opt(o, "copies"), 1, PO_SIM_COPIES_MAX, &copies)) ||
+        (cli_opt(o, "max-attempts") &&
+         po_parse_i64(cli_opt(o, "max-attempts"), 1, 100, &attempts)) ||
+        (cli_opt(o, "deadline-ms") &&
+         po_parse_i64(cli_opt(o, "deadline-ms"), 100, 60000, &deadline)) ||
+        (cli_opt(o, "time-factor") &&
+         po_parse_i64(cli_opt(o, "time-factor"), 1, 1000000, &factor)) ||
+        (cli_opt(o, "pace-ms") && po_parse_i64(cli_opt(o, "pace-ms"), 0, 60000, &pace))) {
         fprintf(stderr,
                 "payonce: --copies 1-%d, --max-attempts 1-100, --deadline-ms"
                 " 100-60000, --time-factor 1-1000000, --pace-ms 0-60000\n",
                 PO_SIM_COPIES_MAX);
         return EXIT_USAGE;
     }
-    if (!a->url && !flag(o, "lose")) {
+    if (!a->url && !cli_flag(o, "lose")) {
         fprintf(stderr, "payonce: --notify-url is required (unless --lose)\n");
         return EXIT_USAGE;
     }
-    if (!opt(o, "time-factor") && !a->forged && !flag(o, "lose") && attempts != 1) {
+    if (!cli_opt(o, "time-factor") && !a->forged && !cli_flag(o, "lose") && attempts != 1) {
         int k = 0;
         int64_t total = 0;
         const int *sched = po_sim_schedule(a->channel, &k);
@@ -230,20 +234,20 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
     if (ret)
         return ret;
     int64_t tamper = 0;
-    if (opt(o, "tamper-amount") &&
-        po_parse_i64(opt(o, "tamper-amount"), 1, PO_AMOUNT_MAX, &tamper)) {
+    if (cli_opt(o, "tamper-amount") &&
+        po_parse_i64(cli_opt(o, "tamper-amount"), 1, PO_AMOUNT_MAX, &tamper)) {
         fprintf(stderr, "payonce: --tamper-amount: a positive amount in minor units\n");
         return EXIT_USAGE;
     }
     struct po_sim_identity id;
     char err[PO_ERRBUF_MAX] = "";
     if (po_sim_identity_load(sim_dir(o), &id, err, sizeof err))
-        return fail(PO_ERR_INVALID, err);
+        return cli_fail(PO_ERR_INVALID, err);
     if (a.forged && (ret = forge(&id))) {
         po_sim_identity_free(&id);
         return ret;
     }
-    if (flag(o, "reorder")) /* deliver in a shuffled order */
+    if (cli_flag(o, "reorder")) /* deliver in a shuffled order */
         for (int i = n - 1; i > 0; i--) {
             unsigned char r;
             PO_ASSERT(po_random(&r, 1) == PO_OK);
@@ -262,8 +266,8 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             nanosleep(&ts, NULL);
         }
         if (!a.forged)
-            record(sim_dir(o), a.channel, so, a.currency, flag(o, "lose"));
-        if (flag(o, "lose")) {
+            record(sim_dir(o), a.channel, so, a.currency, cli_flag(o, "lose"));
+        if (cli_flag(o, "lose")) {
             printf("  %-28s lost: never sent (reconciliation must find it)\n", so->out_trade_no);
             lost++;
             continue;
@@ -274,7 +278,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         struct po_sim_notice notice = {&id, &p, NULL};
         struct po_sim_request probe; /* built once up front: a failure is ours */
         if (po_sim_notice_build(&notice, p.paid_at, &probe)) {
-            ret = fail(PO_ERR_INTERNAL, "cannot build the notification");
+            ret = cli_fail(PO_ERR_INTERNAL, "cannot build the notification");
             break;
         }
         po_sim_request_free(&probe);
@@ -355,13 +359,15 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o)
 {
     (void)s;
     int64_t factor = 1, delay = 1000;
-    if ((opt(o, "time-factor") && po_parse_i64(opt(o, "time-factor"), 1, 1000000, &factor)) ||
-        (opt(o, "refund-delay-ms") && po_parse_i64(opt(o, "refund-delay-ms"), 0, 600000, &delay))) {
+    if ((cli_opt(o, "time-factor") &&
+         po_parse_i64(cli_opt(o, "time-factor"), 1, 1000000, &factor)) ||
+        (cli_opt(o, "refund-delay-ms") &&
+         po_parse_i64(cli_opt(o, "refund-delay-ms"), 0, 600000, &delay))) {
         fprintf(stderr, "payonce: --time-factor 1-1000000, --refund-delay-ms 0-600000\n");
         return EXIT_USAGE;
     }
     struct po_sim_server_cfg cfg = {sim_dir(o),
-                                    opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8090",
+                                    cli_opt(o, "listen") ? cli_opt(o, "listen") : "127.0.0.1:8090",
                                     (double)factor, (int)delay};
     sigset_t stop;
     sigemptyset(&stop);
@@ -374,7 +380,7 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o)
     po_err rc = po_sim_server_start(&cfg, &srv, err, sizeof err);
     if (rc) {
         curl_global_cleanup();
-        return fail(rc, err);
+        return cli_fail(rc, err);
     }
     printf("simulator listening on port %u\n", po_sim_server_port(srv));
     fflush(stdout);
@@ -389,28 +395,30 @@ int cmd_sim_receiver(struct po_store *s, const struct opts *o)
 {
     (void)s;
     int64_t fail_n = 0, duration = 0, down_ms = 0;
-    if ((opt(o, "fail") && po_parse_i64(opt(o, "fail"), 0, 1000000, &fail_n)) ||
-        (opt(o, "duration-s") && po_parse_i64(opt(o, "duration-s"), 1, 86400, &duration)) ||
-        (opt(o, "down-ms") && po_parse_i64(opt(o, "down-ms"), 0, 3600000, &down_ms))) {
+    if ((cli_opt(o, "fail") && po_parse_i64(cli_opt(o, "fail"), 0, 1000000, &fail_n)) ||
+        (cli_opt(o, "duration-s") && po_parse_i64(cli_opt(o, "duration-s"), 1, 86400, &duration)) ||
+        (cli_opt(o, "down-ms") && po_parse_i64(cli_opt(o, "down-ms"), 0, 3600000, &down_ms))) {
         fprintf(stderr, "payonce: --fail 0-1000000, --duration-s 1-86400, --down-ms 0-3600000\n");
         return EXIT_USAGE;
     }
-    if (down_ms && strcmp(opt(o, "listen") ? opt(o, "listen") : "", "127.0.0.1:0") == 0) {
+    if (down_ms && strcmp(cli_opt(o, "listen") ? cli_opt(o, "listen") : "", "127.0.0.1:0") == 0) {
         fprintf(stderr,
                 "payonce: --down-ms needs a fixed --listen port (the sender must know it)\n");
         return EXIT_USAGE;
     }
     char *secret = NULL;
     size_t len = 0;
-    po_err rc = po_file_read(opt(o, "secret-file"), PO_KEY_FILE_MAX, &secret, &len);
+    po_err rc = po_file_read(cli_opt(o, "secret-file"), PO_KEY_FILE_MAX, &secret, &len);
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s\n", opt(o, "secret-file"), po_file_error(rc));
+        fprintf(stderr, "payonce: cannot read %s: %s\n", cli_opt(o, "secret-file"),
+                po_file_error(rc));
         return EXIT_USAGE;
     }
     while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
         secret[--len] = '\0';
-    struct po_sim_receiver_cfg cfg = {opt(o, "listen") ? opt(o, "listen") : "127.0.0.1:8091",
-                                      secret, opt(o, "record"), (int)fail_n, (int)down_ms};
+    struct po_sim_receiver_cfg cfg = {cli_opt(o, "listen") ? cli_opt(o, "listen")
+                                                           : "127.0.0.1:8091",
+                                      secret, cli_opt(o, "record"), (int)fail_n, (int)down_ms};
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -423,7 +431,7 @@ int cmd_sim_receiver(struct po_store *s, const struct opts *o)
     if (rc) {
         po_secure_zero(secret, len);
         free(secret);
-        return fail(rc, err);
+        return cli_fail(rc, err);
     }
     printf("receiver listening on port %u\n", po_sim_receiver_port(r)); /* after --down-ms */
     fflush(stdout);

@@ -17,9 +17,9 @@
 static int master_of(const struct opts *o, unsigned char key[32], const unsigned char **out)
 {
     bool have = false;
-    if (load_master_key(o, key, &have))
+    if (cli_load_master_key(o, key, &have))
         return EXIT_USAGE;
-    if (!have && !flag(o, "insecure-dev")) {
+    if (!have && !cli_flag(o, "insecure-dev")) {
         fprintf(stderr, "payonce: the endpoint's secret is sealed with the master key: give"
                         " --master-key-file or PAYONCE_MASTER_KEY_FILE (or --insecure-dev)\n");
         return EXIT_USAGE;
@@ -49,19 +49,20 @@ int cmd_webhook_add(struct po_store *s, const struct opts *o)
     struct po_webhook_new n;
     struct po_egress_policy egress;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_egress_policy_parse(opt(o, "webhook-allow-net"), flag(o, "insecure-dev"),
+    po_err rc = po_egress_policy_parse(cli_opt(o, "webhook-allow-net"), cli_flag(o, "insecure-dev"),
                                        &egress, err, sizeof err);
     if (rc) {
         po_secure_zero(key, sizeof key);
         fprintf(stderr, "payonce: --webhook-allow-net: %s\n", err);
         return EXIT_USAGE;
     }
-    rc = po_webhook_add(s, master, opt(o, "tenant"), opt(o, "url"), opt(o, "events"), &egress, &n,
-                        err, sizeof err);
+    rc = po_webhook_add(s, master, cli_opt(o, "tenant"), cli_opt(o, "url"), cli_opt(o, "events"),
+                        &egress, &n, err, sizeof err);
     po_secure_zero(key, sizeof key);
     if (rc)
-        return fail(rc, err);
-    print_secret(n.secret, sizeof n.secret, "added; its signing secret", n.id, opt(o, "tenant"));
+        return cli_fail(rc, err);
+    print_secret(n.secret, sizeof n.secret, "added; its signing secret", n.id,
+                 cli_opt(o, "tenant"));
     return 0;
 }
 
@@ -82,20 +83,20 @@ int cmd_webhook_list(struct po_store *s, const struct opts *o)
     json_t *list = NULL;
     /* Every live endpoint: a tenant has at most PO_WEBHOOK_ENDPOINTS_MAX. */
     struct po_page pg = {.after_ts = "", .after_key = "", .limit = PO_WEBHOOK_ENDPOINTS_MAX};
-    po_err rc = po_webhook_list(s, opt(o, "tenant"), &pg, &list);
+    po_err rc = po_webhook_list(s, cli_opt(o, "tenant"), &pg, &list);
     if (rc)
-        return fail(rc, "cannot read the endpoints");
-    print_list(o, list, endpoint_line);
+        return cli_fail(rc, "cannot read the endpoints");
+    cli_print_list(o, list, endpoint_line);
     return 0;
 }
 
 int cmd_webhook_remove(struct po_store *s, const struct opts *o)
 {
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_webhook_remove(s, opt(o, "tenant"), opt(o, "endpoint"), err, sizeof err);
+    po_err rc = po_webhook_remove(s, cli_opt(o, "tenant"), cli_opt(o, "endpoint"), err, sizeof err);
     if (rc)
-        return fail(rc, err);
-    printf("endpoint %s of tenant %s removed\n", opt(o, "endpoint"), opt(o, "tenant"));
+        return cli_fail(rc, err);
+    printf("endpoint %s of tenant %s removed\n", cli_opt(o, "endpoint"), cli_opt(o, "tenant"));
     return 0;
 }
 
@@ -107,13 +108,13 @@ int cmd_webhook_rotate(struct po_store *s, const struct opts *o)
     if (x)
         return x;
     char secret[PO_WEBHOOK_SECRET_MAX], err[PO_ERRBUF_MAX] = "";
-    po_err rc =
-        po_webhook_rotate(s, master, opt(o, "tenant"), opt(o, "endpoint"), secret, err, sizeof err);
+    po_err rc = po_webhook_rotate(s, master, cli_opt(o, "tenant"), cli_opt(o, "endpoint"), secret,
+                                  err, sizeof err);
     po_secure_zero(key, sizeof key);
     if (rc)
-        return fail(rc, err);
-    print_secret(secret, sizeof secret, "a new signing secret", opt(o, "endpoint"),
-                 opt(o, "tenant"));
+        return cli_fail(rc, err);
+    print_secret(secret, sizeof secret, "a new signing secret", cli_opt(o, "endpoint"),
+                 cli_opt(o, "tenant"));
     return 0;
 }
 
@@ -121,16 +122,16 @@ int cmd_webhook_redrive(struct po_store *s, const struct opts *o)
 {
     char err[PO_ERRBUF_MAX] = "";
     int64_t n = 0;
-    const char *since = opt(o, "since");
+    const char *since = cli_opt(o, "since");
     if (since && !po_time_valid(since)) {
         fprintf(stderr, "payonce: --since: an RFC 3339 time (2026-12-03T00:00:00Z)\n");
         return EXIT_USAGE;
     }
-    po_err rc = po_webhook_redrive(s, opt(o, "tenant"), opt(o, "event"), opt(o, "endpoint"), since,
-                                   &n, err, sizeof err);
+    po_err rc = po_webhook_redrive(s, cli_opt(o, "tenant"), cli_opt(o, "event"),
+                                   cli_opt(o, "endpoint"), since, &n, err, sizeof err);
     if (rc)
-        return fail(rc, err);
-    printf("%lld dead deliveries of tenant %s sent again\n", (long long)n, opt(o, "tenant"));
+        return cli_fail(rc, err);
+    printf("%lld dead deliveries of tenant %s sent again\n", (long long)n, cli_opt(o, "tenant"));
     return 0;
 }
 
@@ -152,9 +153,9 @@ static void attempt_line(json_t *a)
 int cmd_webhook_attempts(struct po_store *s, const struct opts *o)
 {
     json_t *list = NULL;
-    po_err rc = po_webhook_attempts(s, opt(o, "tenant"), opt(o, "event"), &list);
+    po_err rc = po_webhook_attempts(s, cli_opt(o, "tenant"), cli_opt(o, "event"), &list);
     if (rc)
-        return fail(rc, "cannot read the attempts");
-    print_list(o, list, attempt_line);
+        return cli_fail(rc, "cannot read the attempts");
+    cli_print_list(o, list, attempt_line);
     return 0;
 }

@@ -166,7 +166,7 @@ static po_err alipay_payment(const struct po_sim_identity *id, const struct po_s
     (void)snprintf(notify_id, sizeof notify_id, "%s00222%s", day, digits);
     digits_of(p->txn, "buyer", 12, digits);
     (void)snprintf(buyer_id, sizeof buyer_id, "2088%s", digits);
-    yuan(p->amount, amount, sizeof amount);
+    sim_yuan(p->amount, amount, sizeof amount);
     (void)snprintf(fund, sizeof fund, "[{\"amount\":\"%s\",\"fundChannel\":\"ALIPAYACCOUNT\"}]",
                    amount);
     const char *keys[] = {"notify_time",    "notify_type",    "notify_id",      "charset",
@@ -226,8 +226,8 @@ static po_err alipay_refund(const struct po_sim_identity *id, const struct po_si
 {
     int64_t at = r->refunded_at ? r->refunded_at : now;
     char amount[32], total[32], notify_time[24], gmt_refund[32], notify_id[64], day[16], digits[32];
-    yuan(r->amount, amount, sizeof amount);
-    yuan(r->total, total, sizeof total);
+    sim_yuan(r->amount, amount, sizeof amount);
+    sim_yuan(r->total, total, sizeof total);
     beijing(now, BJ_DATETIME, notify_time, sizeof notify_time);
     beijing(at, BJ_MILLIS, gmt_refund, sizeof gmt_refund);
     beijing(at, BJ_DAY, day, sizeof day);

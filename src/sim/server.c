@@ -47,70 +47,7 @@ int sim_error(struct sim_call *c, unsigned status, const char *code, const char 
     return sim_reply_json(c, status, json_pack("{s:s, s:s}", "code", code, "message", message));
 }
 
-/* ---- state ---- */
-
-/* Every line of DIR/name parsed as JSON (NULL entries skipped). */
-json_t *read_jsonl(const char *dir, const char *name)
-{
-    char path[1024];
-    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
-    json_t *all = json_array();
-    FILE *f = fopen(path, "r");
-    char line[4096];
-    while (f && fgets(line, sizeof line, f)) {
-        json_t *j = json_loads(line, 0, NULL);
-        if (j)
-            json_array_append_new(all, j);
-    }
-    if (f)
-        fclose(f);
-    return all;
-}
-
-void append_jsonl(const char *dir, const char *name, json_t *j)
-{
-    char path[1024];
-    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "a");
-    if (!f)
-        return;
-    char *s = json_dumps(j, JSON_COMPACT);
-    if (s)
-        fprintf(f, "%s\n", s);
-    free(s);
-    fclose(f);
-}
-
-const char *js(json_t *o, const char *k)
-{
-    const char *v = json_string_value(json_object_get(o, k));
-    return v ? v : "";
-}
-
-json_int_t ji(json_t *o, const char *k)
-{
-    return json_integer_value(json_object_get(o, k));
-}
-
-/* The refund record's channel (records written before Alipay refunds
- * existed carry none: WeChat Pay). */
-bool refund_of(json_t *r, const char *channel)
-{
-    const char *c = js(r, "channel");
-    return strcmp(*c ? c : "wechatpay", channel) == 0;
-}
-
-json_t *find_payment(json_t *payments, const char *channel, const char *key, const char *value)
-{
-    size_t i;
-    json_t *p;
-    json_array_foreach(payments, i, p)
-    {
-        if (strcmp(js(p, "channel"), channel) == 0 && strcmp(js(p, key), value) == 0)
-            return p;
-    }
-    return NULL;
-}
+/* ---- refund notifications ---- */
 
 struct refund_job {
     struct po_sim_server *s;
@@ -147,32 +84,11 @@ static void *notify_refund(void *arg)
     return NULL;
 }
 
-/* prefix + 24 random digits (the channels' refund ids look so). */
-void new_id(const char *prefix, char *out, size_t cap)
-{
-    char digits[25];
-    unsigned char rnd[24];
-    PO_ASSERT(po_random(rnd, sizeof rnd) == PO_OK);
-    for (int k = 0; k < 24; k++)
-        digits[k] = (char)('0' + rnd[k] % 10);
-    digits[24] = '\0';
-    (void)snprintf(out, cap, "%s%s", prefix, digits);
-}
-
-/* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
-void beijing_now(char *out, size_t cap)
-{
-    time_t t = time(NULL) + 8 * 3600;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    (void)strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
-}
-
 /* Notifies the refund's result to url on the channel's schedule, from a
  * detached thread (po_sim_server_stop waits for it). */
-void start_refund_job(struct po_sim_server *s, const char *url, const char *channel,
-                      const char *out_trade_no, const char *txn, const char *out_refund_no,
-                      const char *refund_id, int64_t amount, int64_t total)
+void sim_start_refund_job(struct po_sim_server *s, const char *url, const char *channel,
+                          const char *out_trade_no, const char *txn, const char *out_refund_no,
+                          const char *refund_id, int64_t amount, int64_t total)
 {
     struct refund_job *job = calloc(1, sizeof *job);
     if (!job)
@@ -192,11 +108,6 @@ void start_refund_job(struct po_sim_server *s, const char *url, const char *chan
         atomic_fetch_sub(&s->jobs, 1);
         free(job);
     }
-}
-
-void yuan(int64_t minor, char *out, size_t cap)
-{
-    (void)snprintf(out, cap, "%lld.%02lld", (long long)(minor / 100), (long long)(minor % 100));
 }
 
 /* ---- libmicrohttpd ---- */

@@ -139,10 +139,11 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         keys[i] = f.k[i], vals[i] = f.v[i];
     int ret;
     json_t *biz = json_loads(sim_form_get(&f, "biz_content"), 0, NULL);
-    const char *out_trade_no = js(biz, "out_trade_no"), *out_request_no = js(biz, "out_request_no");
-    const char *trade_no = js(biz, "trade_no"); /* either names the trade */
+    const char *out_trade_no = sim_jstr(biz, "out_trade_no"),
+               *out_request_no = sim_jstr(biz, "out_request_no");
+    const char *trade_no = sim_jstr(biz, "trade_no"); /* either names the trade */
     const char *notify_url = sim_form_get(&f, "notify_url");
-    int64_t want = sim_fen(js(biz, "refund_amount"));
+    int64_t want = sim_fen(sim_jstr(biz, "refund_amount"));
     if (strcmp(sim_form_get(&f, "method"), "alipay.trade.refund") != 0) {
         ret = alipay_error(s, c, "error_response", "40002", "isv.invalid-method", "不存在的方法名");
     } else if (strcmp(sim_form_get(&f, "app_id"), s->id.app_id) != 0) {
@@ -155,45 +156,46 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
                            "out_trade_no or trade_no, out_request_no, refund_amount");
     } else {
         pthread_mutex_lock(&s->mu);
-        json_t *payments = read_jsonl(s->dir, "payments.jsonl");
-        json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
-        json_t *p = *trade_no ? find_payment(payments, "alipay", "txn", trade_no)
-                              : find_payment(payments, "alipay", "out_trade_no", out_trade_no),
+        json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+        json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
+        json_t *p = *trade_no ? sim_find_payment(payments, "alipay", "txn", trade_no)
+                              : sim_find_payment(payments, "alipay", "out_trade_no", out_trade_no),
                *r;
         json_t *existing = NULL;
         json_int_t already = 0;
         size_t i;
         char order[65];
-        (void)snprintf(order, sizeof order, "%s", p ? js(p, "out_trade_no") : out_trade_no);
+        (void)snprintf(order, sizeof order, "%s", p ? sim_jstr(p, "out_trade_no") : out_trade_no);
         out_trade_no = order;
         json_array_foreach(refunds, i, r)
         {
-            if (!refund_of(r, "alipay") || !p || strcmp(js(r, "txn"), js(p, "txn")) != 0)
+            if (!sim_refund_of(r, "alipay") || !p ||
+                strcmp(sim_jstr(r, "txn"), sim_jstr(p, "txn")) != 0)
                 continue;
-            already += ji(r, "amount");
-            if (strcmp(js(r, "out_refund_no"), out_request_no) == 0)
+            already += sim_jint(r, "amount");
+            if (strcmp(sim_jstr(r, "out_refund_no"), out_request_no) == 0)
                 existing = r;
         }
         char refund_id[40] = "", when[32], fee[32], txn[65];
         const char *sub = NULL;
         bool notify = false;
-        json_int_t total = ji(p, "amount");
-        (void)snprintf(txn, sizeof txn, "%s", js(p, "txn"));
-        beijing_now(when, sizeof when);
+        json_int_t total = sim_jint(p, "amount");
+        (void)snprintf(txn, sizeof txn, "%s", sim_jstr(p, "txn"));
+        sim_beijing_now(when, sizeof when);
         if (!p) {
             sub = "ACQ.TRADE_NOT_EXIST";
         } else if (existing) {
             /* The same request again: the same refund, no money moves. */
-            (void)snprintf(when, sizeof when, "%s", js(existing, "time"));
+            (void)snprintf(when, sizeof when, "%s", sim_jstr(existing, "time"));
         } else if (already + want > total) {
             sub = "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL";
         } else {
-            new_id("2088", refund_id, sizeof refund_id);
+            sim_new_id("2088", refund_id, sizeof refund_id);
             json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "alipay",
                                     "out_trade_no", out_trade_no, "txn", txn, "out_refund_no",
                                     out_request_no, "refund_id", refund_id, "amount",
                                     (json_int_t)want, "total", total, "time", when);
-            append_jsonl(s->dir, "refunds.jsonl", rec);
+            sim_append_jsonl(s->dir, "refunds.jsonl", rec);
             json_decref(rec);
             already += want;
             notify = *notify_url != '\0';
@@ -201,10 +203,10 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         pthread_mutex_unlock(&s->mu);
         json_decref(payments);
         json_decref(refunds);
-        yuan(already, fee, sizeof fee);
+        sim_yuan(already, fee, sizeof fee);
         if (notify)
-            start_refund_job(s, notify_url, "alipay", out_trade_no, txn, out_request_no, refund_id,
-                             already, total); /* refund_fee: the refunded total */
+            sim_start_refund_job(s, notify_url, "alipay", out_trade_no, txn, out_request_no,
+                                 refund_id, already, total); /* refund_fee: the refunded total */
         if (sub)
             ret = alipay_error(s, c, node, "40004", sub,
                                strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0 ? "交易不存在"

@@ -65,25 +65,26 @@ int sim_error(struct sim_call *c, unsigned status, const char *code, const char 
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c);
 int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c);
 
-/* ---- state in the simulator's directory (server.c) ---- */
+/* ---- state in the simulator's directory (state.c) ---- */
 /* Every line of DIR/name parsed as JSON (NULL entries skipped). */
-json_t *read_jsonl(const char *dir, const char *name);
-void append_jsonl(const char *dir, const char *name, json_t *j);
-const char *js(json_t *o, const char *k);
-json_int_t ji(json_t *o, const char *k);
+json_t *sim_read_jsonl(const char *dir, const char *name);
+void sim_append_jsonl(const char *dir, const char *name, json_t *j);
+const char *sim_jstr(json_t *o, const char *k);
+json_int_t sim_jint(json_t *o, const char *k);
 /* The refund record's channel (records written before Alipay refunds
  * existed carry none: WeChat Pay). */
-bool refund_of(json_t *r, const char *channel);
-json_t *find_payment(json_t *payments, const char *channel, const char *key, const char *value);
+bool sim_refund_of(json_t *r, const char *channel);
+json_t *sim_find_payment(json_t *payments, const char *channel, const char *key, const char *value);
 /* prefix + 24 random digits (the channels' refund ids look so). */
-void new_id(const char *prefix, char *out, size_t cap);
+void sim_new_id(const char *prefix, char *out, size_t cap);
 /* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
-void beijing_now(char *out, size_t cap);
-void yuan(int64_t minor, char *out, size_t cap);
+void sim_beijing_now(char *out, size_t cap);
+void sim_yuan(int64_t minor, char *out, size_t cap);
+/* ---- server.c ---- */
 /* Notifies a refund's result to url on the channel's schedule, from a
  * detached thread (po_sim_server_stop waits for it). */
-void start_refund_job(struct po_sim_server *s, const char *url, const char *channel,
-                      const char *out_trade_no, const char *txn, const char *out_refund_no,
-                      const char *refund_id, int64_t amount, int64_t total);
+void sim_start_refund_job(struct po_sim_server *s, const char *url, const char *channel,
+                          const char *out_trade_no, const char *txn, const char *out_refund_no,
+                          const char *refund_id, int64_t amount, int64_t total);
 
 #endif

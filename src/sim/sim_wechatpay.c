@@ -17,23 +17,24 @@ static int query_order(struct po_sim_server *s, struct sim_call *c, const char *
     const char *mchid = c->arg(c->ctx, "mchid");
     if (!mchid || strcmp(mchid, s->id.mchid) != 0)
         return sim_error(c, 400, "PARAM_ERROR", "mchid does not match");
-    json_t *payments = read_jsonl(s->dir, "payments.jsonl");
-    json_t *p = find_payment(payments, "wechatpay", "out_trade_no", out_trade_no);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *p = sim_find_payment(payments, "wechatpay", "out_trade_no", out_trade_no);
     int r;
     if (!p) {
         r = sim_error(c, 404, "ORDER_NOT_EXIST", "订单不存在");
     } else {
-        json_int_t amount = ji(p, "amount");
+        json_int_t amount = sim_jint(p, "amount");
         r = sim_reply_json(c, 200,
                            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s},"
                                      " s:{s:I, s:I, s:s, s:s}}",
                                      "appid", s->id.appid, "mchid", s->id.mchid, "out_trade_no",
-                                     out_trade_no, "transaction_id", js(p, "txn"), "trade_type",
-                                     "JSAPI", "trade_state", "SUCCESS", "trade_state_desc",
-                                     "支付成功", "bank_type", "OTHERS", "success_time",
-                                     js(p, "time"), "payer", "openid", "oPayonceSimulatedPayer",
-                                     "amount", "total", amount, "payer_total", amount, "currency",
-                                     js(p, "currency"), "payer_currency", js(p, "currency")));
+                                     out_trade_no, "transaction_id", sim_jstr(p, "txn"),
+                                     "trade_type", "JSAPI", "trade_state", "SUCCESS",
+                                     "trade_state_desc", "支付成功", "bank_type", "OTHERS",
+                                     "success_time", sim_jstr(p, "time"), "payer", "openid",
+                                     "oPayonceSimulatedPayer", "amount", "total", amount,
+                                     "payer_total", amount, "currency", sim_jstr(p, "currency"),
+                                     "payer_currency", sim_jstr(p, "currency")));
     }
     json_decref(payments);
     return r;
@@ -77,28 +78,28 @@ static void bill_row(struct buf *b, const char *const *f, int n)
  * rounded to the fen; negative for a refund, as WeChat Pay writes it). */
 static int64_t bill_line(struct buf *b, const struct po_sim_server *s, json_t *p, bool refund)
 {
-    int64_t amount = ji(p, "amount"), fee = (amount * 6 + 500) / 1000;
+    int64_t amount = sim_jint(p, "amount"), fee = (amount * 6 + 500) / 1000;
     char a[32], f[32];
-    yuan(amount, a, sizeof a);
+    sim_yuan(amount, a, sizeof a);
     (void)snprintf(f, sizeof f, "%s%lld.%02lld000", refund ? "-" : "", (long long)(fee / 100),
                    (long long)(fee % 100));
     const char *zero = "0.00";
-    const char *row[] = {js(p, "time"),
+    const char *row[] = {sim_jstr(p, "time"),
                          s->id.appid,
                          s->id.mchid,
                          "0",
                          "",
-                         js(p, "txn"),
-                         js(p, "out_trade_no"),
+                         sim_jstr(p, "txn"),
+                         sim_jstr(p, "out_trade_no"),
                          "oPayonceSimulatedPayer",
                          "JSAPI",
                          refund ? "REFUND" : "SUCCESS",
                          "OTHERS",
-                         refund ? "CNY" : js(p, "currency"),
+                         refund ? "CNY" : sim_jstr(p, "currency"),
                          refund ? zero : a,
                          zero,
-                         refund ? js(p, "refund_id") : "0",
-                         refund ? js(p, "out_refund_no") : "0",
+                         refund ? sim_jstr(p, "refund_id") : "0",
+                         refund ? sim_jstr(p, "out_refund_no") : "0",
                          refund ? a : zero,
                          zero,
                          refund ? "ORIGINAL" : "",
@@ -124,25 +125,26 @@ static char *build_bill(struct po_sim_server *s, const char *date, const char *t
         "申请退款金额,费率备注\r\n";
     struct buf b = {0};
     bputs(&b, header);
-    json_t *payments = read_jsonl(s->dir, "payments.jsonl");
-    json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
     int64_t count = 0, settled = 0, refunded = 0, fees = 0, total = 0, requested = 0;
     bool want_pay = strcmp(type, "REFUND") != 0, want_refund = strcmp(type, "SUCCESS") != 0;
     size_t i;
     json_t *p;
     json_array_foreach(payments, i, p)
     {
-        if (want_pay && strcmp(js(p, "channel"), "wechatpay") == 0 &&
-            strncmp(js(p, "time"), date, 10) == 0) {
-            int64_t amount = ji(p, "amount");
+        if (want_pay && strcmp(sim_jstr(p, "channel"), "wechatpay") == 0 &&
+            strncmp(sim_jstr(p, "time"), date, 10) == 0) {
+            int64_t amount = sim_jint(p, "amount");
             fees += bill_line(&b, s, p, false);
             count++, settled += amount, total += amount;
         }
     }
     json_array_foreach(refunds, i, p)
     {
-        if (want_refund && refund_of(p, "wechatpay") && strncmp(js(p, "time"), date, 10) == 0) {
-            int64_t amount = ji(p, "amount");
+        if (want_refund && sim_refund_of(p, "wechatpay") &&
+            strncmp(sim_jstr(p, "time"), date, 10) == 0) {
+            int64_t amount = sim_jint(p, "amount");
             fees += bill_line(&b, s, p, true);
             count++, refunded += amount, requested += amount;
         }
@@ -151,12 +153,12 @@ static char *build_bill(struct po_sim_server *s, const char *date, const char *t
               "申请退款总金额\r\n");
     char c[24], s1[32], s2[32], s3[32], s4[32], s5[32];
     (void)snprintf(c, sizeof c, "%lld", (long long)count);
-    yuan(settled, s1, sizeof s1);
-    yuan(refunded, s2, sizeof s2);
+    sim_yuan(settled, s1, sizeof s1);
+    sim_yuan(refunded, s2, sizeof s2);
     (void)snprintf(s3, sizeof s3, "%s%lld.%02lld", fees < 0 ? "-" : "",
                    (long long)(llabs(fees) / 100), (long long)(llabs(fees) % 100));
-    yuan(total, s4, sizeof s4);
-    yuan(requested, s5, sizeof s5);
+    sim_yuan(total, s4, sizeof s4);
+    sim_yuan(requested, s5, sizeof s5);
     const char *sum[] = {c, s1, s2, "0.00", s3, s4, s5};
     bill_row(&b, sum, 7);
     json_decref(payments);
@@ -266,30 +268,32 @@ static int refund(struct po_sim_server *s, struct sim_call *c)
         return sim_error(c, 401, "SIGN_ERROR", "签名错误");
     json_t *in = json_loads(body, 0, NULL);
     json_t *amt = json_object_get(in, "amount");
-    const char *out_refund_no = js(in, "out_refund_no"), *notify_url = js(in, "notify_url");
-    json_int_t want = ji(amt, "refund");
+    const char *out_refund_no = sim_jstr(in, "out_refund_no"),
+               *notify_url = sim_jstr(in, "notify_url");
+    json_int_t want = sim_jint(amt, "refund");
     if (!json_is_object(in) || !po_id_valid(out_refund_no, 64) || want <= 0 ||
         strlen(notify_url) >= 500 || strncmp(notify_url, "http", 4) != 0) {
         json_decref(in);
         return sim_error(c, 400, "PARAM_ERROR", "out_refund_no, amount.refund, notify_url");
     }
     pthread_mutex_lock(&s->mu);
-    json_t *payments = read_jsonl(s->dir, "payments.jsonl");
-    json_t *refunds = read_jsonl(s->dir, "refunds.jsonl");
-    json_t *p = json_object_get(in, "transaction_id")
-                    ? find_payment(payments, "wechatpay", "txn", js(in, "transaction_id"))
-                    : find_payment(payments, "wechatpay", "out_trade_no", js(in, "out_trade_no"));
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
+    json_t *p =
+        json_object_get(in, "transaction_id")
+            ? sim_find_payment(payments, "wechatpay", "txn", sim_jstr(in, "transaction_id"))
+            : sim_find_payment(payments, "wechatpay", "out_trade_no", sim_jstr(in, "out_trade_no"));
     json_t *existing = NULL, *resp = NULL;
     json_int_t already = 0;
     size_t i;
     json_t *r;
     json_array_foreach(refunds, i, r)
     {
-        if (!refund_of(r, "wechatpay"))
+        if (!sim_refund_of(r, "wechatpay"))
             continue;
-        if (p && strcmp(js(r, "txn"), js(p, "txn")) == 0)
-            already += ji(r, "amount");
-        if (strcmp(js(r, "out_refund_no"), out_refund_no) == 0)
+        if (p && strcmp(sim_jstr(r, "txn"), sim_jstr(p, "txn")) == 0)
+            already += sim_jint(r, "amount");
+        if (strcmp(sim_jstr(r, "out_refund_no"), out_refund_no) == 0)
             existing = r;
     }
     unsigned status = 200;
@@ -300,37 +304,38 @@ static int refund(struct po_sim_server *s, struct sim_call *c)
         status = 404, code = "RESOURCE_NOT_EXISTS";
     } else if (existing) {
         /* The same out_refund_no again: the same refund, not a new one. */
-        (void)snprintf(refund_id, sizeof refund_id, "%s", js(existing, "refund_id"));
-    } else if (already + want > ji(p, "amount")) {
+        (void)snprintf(refund_id, sizeof refund_id, "%s", sim_jstr(existing, "refund_id"));
+    } else if (already + want > sim_jint(p, "amount")) {
         status = 403, code = "NOT_ENOUGH";
     } else {
         char when[32];
-        new_id("50300", refund_id, sizeof refund_id);
-        beijing_now(when, sizeof when);
-        json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "wechatpay",
-                                "out_trade_no", js(p, "out_trade_no"), "txn", js(p, "txn"),
-                                "out_refund_no", out_refund_no, "refund_id", refund_id, "amount",
-                                want, "total", ji(p, "amount"), "time", when);
-        append_jsonl(s->dir, "refunds.jsonl", rec);
+        sim_new_id("50300", refund_id, sizeof refund_id);
+        sim_beijing_now(when, sizeof when);
+        json_t *rec = json_pack(
+            "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "wechatpay", "out_trade_no",
+            sim_jstr(p, "out_trade_no"), "txn", sim_jstr(p, "txn"), "out_refund_no", out_refund_no,
+            "refund_id", refund_id, "amount", want, "total", sim_jint(p, "amount"), "time", when);
+        sim_append_jsonl(s->dir, "refunds.jsonl", rec);
         json_decref(rec);
         notify = true;
     }
     if (!code)
         resp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:s}}", "refund_id",
-                         refund_id, "out_refund_no", out_refund_no, "transaction_id", js(p, "txn"),
-                         "out_trade_no", js(p, "out_trade_no"), "channel", "ORIGINAL", "status",
-                         "PROCESSING", "amount", "total", ji(p, "amount"), "refund", want,
-                         "payer_total", ji(p, "amount"), "payer_refund", want, "currency", "CNY");
+                         refund_id, "out_refund_no", out_refund_no, "transaction_id",
+                         sim_jstr(p, "txn"), "out_trade_no", sim_jstr(p, "out_trade_no"), "channel",
+                         "ORIGINAL", "status", "PROCESSING", "amount", "total",
+                         sim_jint(p, "amount"), "refund", want, "payer_total",
+                         sim_jint(p, "amount"), "payer_refund", want, "currency", "CNY");
     char trade_no[65], txn[65];
-    (void)snprintf(trade_no, sizeof trade_no, "%s", js(p, "out_trade_no"));
-    (void)snprintf(txn, sizeof txn, "%s", js(p, "txn"));
-    json_int_t total = ji(p, "amount");
+    (void)snprintf(trade_no, sizeof trade_no, "%s", sim_jstr(p, "out_trade_no"));
+    (void)snprintf(txn, sizeof txn, "%s", sim_jstr(p, "txn"));
+    json_int_t total = sim_jint(p, "amount");
     pthread_mutex_unlock(&s->mu);
     json_decref(payments);
     json_decref(refunds);
     if (notify)
-        start_refund_job(s, notify_url, "wechatpay", trade_no, txn, out_refund_no, refund_id, want,
-                         total);
+        sim_start_refund_job(s, notify_url, "wechatpay", trade_no, txn, out_refund_no, refund_id,
+                             want, total);
     json_decref(in);
     if (code)
         return sim_error(c, status, code, code);

@@ -1,0 +1,263 @@
+/*
+ * ledger.c — the commands on the ledger and its orders: migrate, tenant and
+ * merchant add, order create and show, refund create, ledger balances,
+ * apply (one normalised event through the engine) and verify.
+ */
+#include "../channel/channel.h"
+#include "../core/core.h"
+#include "../engine/admin.h"
+#include "../engine/engine.h"
+#include "../ledger/ledger.h"
+#include "../service/service.h"
+#include "../store/store.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_int.h"
+
+int cmd_migrate(struct po_store *s, const struct opts *o)
+{
+    (void)o;
+    char err[PO_ERRBUF_MAX] = "";
+    int applied = 0, version = 0;
+    po_err rc = po_store_migrate(s, &applied, err, sizeof err);
+    if (!rc)
+        rc = po_store_schema_version(s, &version);
+    if (rc)
+        return cli_fail(rc, err);
+    printf("schema version %d (%d migration%s applied now)\n", version, applied,
+           applied == 1 ? "" : "s");
+    return 0;
+}
+
+int cmd_tenant_add(struct po_store *s, const struct opts *o)
+{
+    const char *t = cli_need(o, "tenant");
+    if (!t)
+        return EXIT_USAGE;
+    char err[PO_ERRBUF_MAX] = "";
+    bool created = false;
+    po_err rc = po_tenant_add(s, t, cli_opt(o, "name"), &created, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    printf("tenant %s %s\n", t, created ? "added" : "already exists with the same name");
+    return 0;
+}
+
+int cmd_merchant_add(struct po_store *s, const struct opts *o)
+{
+    const char *t = cli_need(o, "tenant"), *m = cli_need(o, "merchant");
+    if (!t || !m)
+        return EXIT_USAGE;
+    char err[PO_ERRBUF_MAX] = "";
+    bool created = false;
+    po_err rc = po_merchant_add(s, t, m, &created, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    printf("merchant %s %s tenant %s\n", m, created ? "added to" : "already in", t);
+    return 0;
+}
+
+static int amount_arg(const struct opts *o, int64_t *out)
+{
+    const char *a = cli_need(o, "amount");
+    if (!a)
+        return EXIT_USAGE;
+    if (po_parse_i64(a, 1, PO_AMOUNT_MAX, out)) {
+        fprintf(stderr,
+                "payonce: --amount must be a positive integer in minor units"
+                " (fen, cents), at most %lld\n",
+                (long long)PO_AMOUNT_MAX);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cmd_order_create(struct po_store *s, const struct opts *o)
+{
+    struct po_order_spec spec = {
+        .tenant = cli_need(o, "tenant"),
+        .merchant = cli_need(o, "merchant"),
+        .out_trade_no = cli_need(o, "out-trade-no"),
+        .currency = cli_opt(o, "currency") ? cli_opt(o, "currency") : "CNY",
+        .channel = cli_opt(o, "channel"),
+    };
+    if (!spec.tenant || !spec.merchant || !spec.out_trade_no)
+        return EXIT_USAGE;
+    if (spec.channel && !po_channel_find(spec.channel)) {
+        char names[128];
+        po_channel_names(0, names, sizeof names);
+        fprintf(stderr, "payonce: --channel: one of %s\n", names);
+        return EXIT_USAGE;
+    }
+    int u = amount_arg(o, &spec.amount_minor);
+    if (u)
+        return u;
+    char err[PO_ERRBUF_MAX] = "";
+    bool created = false;
+    po_err rc = po_order_create(s, &spec, &created, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    char amount[PO_MONEY_MAX];
+    po_money_format(spec.amount_minor, spec.currency, amount, sizeof amount);
+    printf("order %s %s (PAYING, %s)\n", spec.out_trade_no,
+           created ? "created" : "already exists with the same fields", amount);
+    return 0;
+}
+
+int cmd_order_show(struct po_store *s, const struct opts *o)
+{
+    const char *t = cli_need(o, "tenant"), *no = cli_need(o, "out-trade-no");
+    if (!t || !no)
+        return EXIT_USAGE;
+    json_t *doc = NULL;
+    int ret = cli_show_one(s, t, no, "order", po_view_order, &doc);
+    if (ret)
+        return ret;
+    json_object_set_new(doc, "tenant", json_string(t));
+    if (cli_flag(o, "json"))
+        return cli_print_json(doc);
+    static const char *const order[] = {
+        "tenant",          "out_trade_no", "merchant",       "channel", "amount",
+        "currency",        "status",       "channel_txn_id", "paid_at", "refund_reserved",
+        "refunded_amount", "created_at",   "updated_at"};
+    const char *cur = json_string_value(json_object_get(doc, "currency"));
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        json_t *v = json_object_get(doc, order[i]);
+        char money[PO_MONEY_MAX];
+        if (json_is_integer(v)) { /* amounts, in major units for a person */
+            po_money_format((int64_t)json_integer_value(v), cur, money, sizeof money);
+            printf("%-15s %s\n", order[i], money);
+        } else
+            printf("%-15s %s\n", order[i], json_is_string(v) ? json_string_value(v) : "-");
+    }
+    json_decref(doc);
+    return 0;
+}
+
+int cmd_refund_create(struct po_store *s, const struct opts *o)
+{
+    const char *t = cli_need(o, "tenant"), *no = cli_need(o, "out-trade-no"),
+               *rno = cli_need(o, "out-refund-no");
+    int64_t amount = 0;
+    if (!t || !no || !rno)
+        return EXIT_USAGE;
+    int u = amount_arg(o, &amount);
+    if (u)
+        return u;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = po_refund_create(s, t, no, rno, amount, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    json_t *doc = NULL; /* the refund's currency is its order's */
+    char money[PO_MONEY_MAX];
+    po_money_format(amount,
+                    po_view_refund(s, t, rno, &doc) == PO_OK && doc
+                        ? json_string_value(json_object_get(doc, "currency"))
+                        : NULL,
+                    money, sizeof money);
+    json_decref(doc);
+    printf("refund %s of order %s recorded (PROCESSING, %s)\n", rno, no, money);
+    return 0;
+}
+
+int cmd_balances(struct po_store *s, const struct opts *o)
+{
+    const char *t = cli_need(o, "tenant");
+    if (!t)
+        return EXIT_USAGE;
+    json_t *list = NULL;
+    po_err rc = po_view_balances(s, t, &list);
+    if (rc)
+        return cli_fail(rc, "cannot read the balances");
+    if (cli_flag(o, "json"))
+        return cli_print_json(json_pack("{s:s, s:o}", "tenant", t, "balances", list));
+    printf("%-40s %24s\n", "account", "balance");
+    size_t i;
+    json_t *b;
+    json_array_foreach(list, i, b)
+    {
+        char money[PO_MONEY_MAX];
+        po_money_format((int64_t)json_integer_value(json_object_get(b, "balance")),
+                        json_string_value(json_object_get(b, "currency")), money, sizeof money);
+        printf("%-40s %24s\n", json_string_value(json_object_get(b, "account")), money);
+    }
+    printf("(debit positive: channel_clearing is money the channel holds for us;\n"
+           " merchant_payable, profit_share and suspense are negative when owed)\n");
+    json_decref(list);
+    return 0;
+}
+int cmd_apply(struct po_store *s, const struct opts *o)
+{
+    const char *path = cli_need(o, "event");
+    if (!path)
+        return EXIT_USAGE;
+    char *buf = NULL;
+    size_t len = 0;
+    char err[PO_ERRBUF_MAX] = "";
+    po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, PO_EVENT_FILE_MAX, &buf, &len)
+                                       : po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
+    if (rc) {
+        fprintf(stderr, "payonce: cannot read %s: %s%s\n", path, po_file_error(rc),
+                rc == PO_ERR_LIMIT ? " (larger than 64 KiB)" : "");
+        return EXIT_FAIL;
+    }
+    struct po_event ev;
+    rc = po_event_from_json(buf, len, &ev, err, sizeof err); /* registered channels only */
+    free(buf);
+    if (rc) {
+        fprintf(stderr, "payonce: invalid event: %s\n", err);
+        return EXIT_FAIL;
+    }
+    struct po_outcome out;
+    rc = po_engine_apply(s, NULL, &ev, &out);
+    PO_ASSERT(rc == PO_OK);
+    char js[256];
+    rc = po_outcome_to_json(&out, js, sizeof js);
+    PO_ASSERT(rc == PO_OK);
+    puts(js);
+    return out.kind == PO_OUT_RETRY ? EXIT_TEMPFAIL : 0;
+}
+
+struct verify_ctx {
+    bool json;
+    json_t *list;
+};
+
+static void verify_report(void *ctx, const struct po_violation *v)
+{
+    struct verify_ctx *vc = ctx;
+    if (vc->json)
+        json_array_append_new(vc->list,
+                              json_pack("{s:s, s:s}", "check", v->check, "detail", v->detail));
+    else
+        fprintf(stderr, "VIOLATION %s: %s\n", v->check, v->detail);
+}
+
+int cmd_verify(struct po_store *s, const struct opts *o)
+{
+    struct verify_ctx vc = {.json = cli_flag(o, "json"), .list = json_array()};
+    char err[PO_ERRBUF_MAX] = "";
+    int count = 0;
+    po_err rc = po_ledger_verify(s, verify_report, &vc, &count, err, sizeof err);
+    if (rc) {
+        json_decref(vc.list);
+        return cli_fail(rc, err);
+    }
+    if (vc.json) {
+        if (cli_print_json(json_pack("{s:b, s:i, s:o}", "ok", count == 0, "violations_count", count,
+                                     "violations", vc.list)))
+            return EXIT_FAIL;
+    } else {
+        json_decref(vc.list);
+        if (count == 0)
+            printf("verify: ok (journals balance, balances match postings, one payment journal"
+                   " per paid order, every processed record has its journal, no key twice)\n");
+        else
+            fprintf(stderr, "verify: %d violation%s\n", count, count == 1 ? "" : "s");
+    }
+    return count == 0 ? 0 : EXIT_VERIFY;
+}

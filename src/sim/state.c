@@ -1,0 +1,100 @@
+/*
+ * state.c — the simulator's records in its directory (payments.jsonl,
+ * refunds.jsonl: one JSON document a line, read afresh on every request)
+ * and the small formats its channels share: ids, Beijing time, yuan.
+ */
+#include "sim_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Every line of DIR/name parsed as JSON (NULL entries skipped). */
+json_t *sim_read_jsonl(const char *dir, const char *name)
+{
+    char path[1024];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
+    json_t *all = json_array();
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (j)
+            json_array_append_new(all, j);
+    }
+    if (f)
+        fclose(f);
+    return all;
+}
+
+void sim_append_jsonl(const char *dir, const char *name, json_t *j)
+{
+    char path[1024];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "a");
+    if (!f)
+        return;
+    char *s = json_dumps(j, JSON_COMPACT);
+    if (s)
+        fprintf(f, "%s\n", s);
+    free(s);
+    fclose(f);
+}
+
+const char *sim_jstr(json_t *o, const char *k)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : "";
+}
+
+json_int_t sim_jint(json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+/* The refund record's channel (records written before Alipay refunds
+ * existed carry none: WeChat Pay). */
+bool sim_refund_of(json_t *r, const char *channel)
+{
+    const char *c = sim_jstr(r, "channel");
+    return strcmp(*c ? c : "wechatpay", channel) == 0;
+}
+
+json_t *sim_find_payment(json_t *payments, const char *channel, const char *key, const char *value)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(payments, i, p)
+    {
+        if (strcmp(sim_jstr(p, "channel"), channel) == 0 && strcmp(sim_jstr(p, key), value) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* prefix + 24 random digits (the channels' refund ids look so). */
+void sim_new_id(const char *prefix, char *out, size_t cap)
+{
+    char digits[25];
+    unsigned char rnd[24];
+    PO_ASSERT(po_random(rnd, sizeof rnd) == PO_OK);
+    for (int k = 0; k < 24; k++)
+        digits[k] = (char)('0' + rnd[k] % 10);
+    digits[24] = '\0';
+    (void)snprintf(out, cap, "%s%s", prefix, digits);
+}
+
+/* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
+void sim_beijing_now(char *out, size_t cap)
+{
+    time_t t = time(NULL) + 8 * 3600;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+void sim_yuan(int64_t minor, char *out, size_t cap)
+{
+    (void)snprintf(out, cap, "%lld.%02lld", (long long)(minor / 100), (long long)(minor % 100));
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # deps.sh — installs the Debian packages payonce needs, only when missing.
-# Build: compiler, CMake, pkg-config and the libraries of DESIGN §7.
+# Build: compiler, CMake, pkg-config and the libraries of docs/internals.md, "Modules".
 # Test: cmocka, a PostgreSQL 15 server, clang (libFuzzer) and the runtime
 # for sanitizers, clang-format (scripts/lint.sh checks the house format),
 # groff (the man page must format cleanly), adduser (the package's

@@ -72,11 +72,25 @@ check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/listen\.h'
 check_header 'curl/' 'src/channel/api_http\.c|src/channel/egress\.c|src/sim/|src/cli/'
 check_header 'jansson\.h' 'src/channel/|src/recon/|src/service/|src/http/|src/sim/|src/bench/|src/cli/'
 
-# SQL lives below the transport and the command line: none in http/ or cli/.
-sql=$(grep -rnE '"(SELECT|INSERT|UPDATE|DELETE) ' src/http src/cli || true)
+# SQL lives below the transport and the command line: none in http/ or cli/
+# (a statement may begin with WITH, too).
+sql=$(grep -rnE '"(SELECT|INSERT|UPDATE|DELETE|WITH) ' src/http src/cli || true)
 if [ -n "$sql" ]; then
   echo "lint: SQL in http/ or cli/ (put the query in service/, engine/, ledger/ or recon/):" >&2
   echo "$sql" >&2
+  fail=1
+fi
+
+# A po_ function is declared in its module's header, never by hand in a .c
+# file: a hand-written prototype hides a dependency (often an upward one)
+# from the headers and from this script's module check.
+protos=$(find src -name '*.c' -print0 | xargs -0 awk '
+  FNR == 1 { inp = 0 }
+  /^[a-z]/ && !/^static/ && /[ *]po_[a-z0-9_]+\(/ { buf = $0; inp = 1 }
+  inp { if ($0 ~ /\{/) inp = 0; else if ($0 ~ /;[[:space:]]*$/) { print FILENAME ":" FNR ": " buf; inp = 0 } }')
+if [ -n "$protos" ]; then
+  echo "lint: a po_ prototype written in a .c file (include the header that declares it):" >&2
+  echo "$protos" >&2
   fail=1
 fi
 
@@ -94,4 +108,4 @@ else
 fi
 
 [ "$fail" -eq 0 ] || exit 1
-echo "lint: ok (banned functions, module dependencies, third-party headers, SQL placement, format)"
+echo "lint: ok (banned functions, module dependencies, third-party headers, SQL placement, prototypes, format)"

@@ -395,7 +395,7 @@ void po_channel_ack(const char *channel, bool success, unsigned fail_status, con
 
 /* ---- the normalised event's JSON form (event_json.c) ---- */
 
-/* Parses the normalised event JSON of DESIGN §10 (`payonce apply`):
+/* Parses the normalised event JSON of README.md, "The command line" (`payonce apply`):
  * unknown fields rejected, the channel must be registered, then validated.
  * *out is written only on success. */
 po_err po_event_from_json(const char *json, size_t len, struct po_event *out, char *err,

@@ -1,5 +1,5 @@
 /*
- * event_json.c — the normalised event's own JSON form (DESIGN §10), which
+ * event_json.c — the normalised event's own JSON form (README.md, "The command line"), which
  * `payonce apply --event FILE` reads: one object, unknown fields refused,
  * integer amounts only, a registered channel, then po_event_validate.
  */

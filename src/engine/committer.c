@@ -1,6 +1,6 @@
 /*
- * committer.c — the committer of DESIGN §8 (see engine.h): worker threads,
- * each owning one store connection and a bounded queue, applying what is
+ * committer.c — the committer of docs/internals.md, "One callback, from socket to ack" (see
+ * engine.h): worker threads, each owning one store connection and a bounded queue, applying what is
  * queued as one batch and answering every item after COMMIT.
  *
  * Invariants:

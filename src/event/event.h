@@ -10,7 +10,8 @@
  * Invariants:
  *  - an event that passed po_event_validate() has every field within the
  *    limits of core/limits.h and the fields its type requires;
- *  - the idempotency key is a pure function of business fields (DESIGN §3);
+ *  - the idempotency key is a pure function of business fields (README.md, "How it keeps the
+ * promise");
  *  - every reason code belongs to exactly one class, which decides the ack.
  */
 #ifndef PO_EVENT_H
@@ -102,7 +103,7 @@ enum po_outcome_kind {
 };
 
 /* ---- reason codes: X(ID, name, class, http_status) ----
- * class decides the ack (DESIGN §4):
+ * class decides the ack (docs/operations.md, "What each ack means"):
  *   VERIFY    refused before any idempotency decision: FAIL with http_status
  *   REJECT    a business check failed: SUCCESS, durable alert, key not taken
  *   SUSPENSE  an illegal transition with real money: SUCCESS, suspense, alert
@@ -201,7 +202,7 @@ unsigned po_reason_status(enum po_reason r);
 enum po_reason po_reason_find(const char *name);
 
 /*
- * The idempotency key: a pure function of business fields (DESIGN §3),
+ * The idempotency key: a pure function of business fields (README.md, "How it keeps the promise"),
  * never of time, randomness or a per-delivery notification id.
  *   PAY_SUCCESS          <channel>:<channel_txn_id>:PAY_SUCCESS
  *   REFUND_<STATUS>      <channel>:<channel_refund_id>:REFUND_<STATUS>

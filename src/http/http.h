@@ -7,9 +7,9 @@
  *          GET  /readyz    the store answers
  *          GET  /metrics   Prometheus text format
  * Every request is bounded (body, headers, connections, time) and logged as
- * one JSON line with a request id. Acks follow DESIGN §4: verification
- * failure -> FAIL 4xx; transient failure -> FAIL 5xx; applied, duplicate,
- * rejected, suspense -> SUCCESS, and SUCCESS only after COMMIT.
+ * one JSON line with a request id. Acks follow docs/operations.md, "What each ack means":
+ * verification failure -> FAIL 4xx; transient failure -> FAIL 5xx; applied, duplicate, rejected,
+ * suspense -> SUCCESS, and SUCCESS only after COMMIT.
  */
 #ifndef PO_HTTP_H
 #define PO_HTTP_H
@@ -35,10 +35,10 @@ struct po_server_cfg {
      * active (0: half of workers; at most workers); a tenant alone may
      * use every worker. */
     int api_per_tenant;
-    /* The committer (DESIGN §8): its threads, each with its own store
-     * connection (default 2 on PostgreSQL; always 1 on SQLite), the
-     * largest batch (default 128) and how long a busy committer lets a
-     * batch fill (default 200 us; an idle one never waits). */
+    /* The committer (docs/internals.md, "One callback, from socket to ack"): its threads, each with
+     * its own store connection (default 2 on PostgreSQL; always 1 on SQLite), the largest batch
+     * (default 128) and how long a busy committer lets a batch fill (default 200 us; an idle one
+     * never waits). */
     int committers;
     int batch_max;
     int batch_wait_us;

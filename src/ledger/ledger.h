@@ -80,7 +80,7 @@ struct po_violation {
 };
 
 /*
- * Checks every invariant of DESIGN §5 in one read snapshot:
+ * Checks every invariant of README.md, "payonce verify", in one read snapshot:
  *  journal_unbalanced, balance_mismatch, paid_order_journals,
  *  unpaid_order_has_payment, applied_without_journal, duplicate_key,
  *  refund_totals, refund_journals.

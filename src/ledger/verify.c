@@ -1,5 +1,5 @@
 /*
- * verify.c — the invariants of DESIGN §5, as one table of queries.
+ * verify.c — the invariants of README.md, "payonce verify", as one table of queries.
  *
  * Each query returns the rows that break its invariant as three text
  * columns (tenant, object, what was found). All run inside one read-only

@@ -161,7 +161,7 @@ struct po_callback {
  * the decision is final now (done() is not called), true when it will come
  * through done(), called once from another thread — after the batch holding
  * the event committed, never before. Never fails: every error is a
- * decision (DESIGN §4).
+ * decision (docs/operations.md, "What each ack means").
  */
 bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb);
 

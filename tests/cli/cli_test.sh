@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cli_test.sh PAYONCE — the command line contract (DESIGN §10) end to end,
+# cli_test.sh PAYONCE — the command line contract (README.md, "The command line") end to end,
 # on SQLite and (when PAYONCE_TEST_PG is set) PostgreSQL: exit codes,
 # outputs, --json documents, and verify failing on a tampered ledger.
 set -uo pipefail

@@ -1,4 +1,4 @@
--- 0001_init.sql — the data model of DESIGN §5, portable across SQLite and
+-- 0001_init.sql — the data model of docs/internals.md ("Data model"), portable across SQLite and
 -- PostgreSQL. Every table carries tenant_id and every primary key and unique
 -- constraint starts with it, so all work for one callback is single-tenant
 -- and the schema can be distributed by tenant. Money is BIGINT minor units

@@ -24,6 +24,10 @@
 #define PO_MUST_CHECK __attribute__((warn_unused_result))
 /* The number of elements of an array (not a pointer). */
 #define PO_NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* A numeric constant's digits as a string literal (for SQL and libpq
+ * settings): one spelling of each number, PO_STR(PO_LOCK_WAIT_MS). */
+#define PO_STR_(x) #x
+#define PO_STR(x) PO_STR_(x)
 #define PO_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 typedef enum po_err {

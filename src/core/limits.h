@@ -71,11 +71,11 @@
 #define PO_POOL_WAIT_MS 2000
 /* PostgreSQL connections: connecting, unacknowledged data on a silent
  * path, and (gateway connections) one statement, each bounded. */
-#define PO_PG_CONNECT_TIMEOUT_S "3"
-#define PO_PG_TCP_USER_TIMEOUT_MS "3000"
-#define PO_PG_STATEMENT_TIMEOUT "3s"
+#define PO_PG_CONNECT_TIMEOUT_S 3
+#define PO_PG_TCP_USER_TIMEOUT_MS 3000
+#define PO_PG_STATEMENT_TIMEOUT_MS 3000
 #define PO_PG_CLIENT_WAIT_MS 5000 /* a gateway connection's wait for any answer */
-#define PO_PG_CLIENT_WAIT_TEXT "5000 ms"
+/* Plain integers: each is also spelled as text with PO_STR (core.h). */
 
 /* ---- channels ---- */
 #define PO_BODY_MAX (64 * 1024)          /* callback and API request body bytes */

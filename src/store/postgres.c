@@ -105,7 +105,7 @@ static PGresult *await_result(struct pg_store *ps, int sent)
                            "postgres: no answer within %s; abandoning the session (backend %d)",
                            ps->base.deadline_us && ps->base.deadline_us <= now
                                ? "the request's deadline"
-                               : "the client wait (" PO_PG_CLIENT_WAIT_TEXT ")",
+                               : "the client wait (" PO_STR(PO_PG_CLIENT_WAIT_MS) " ms)",
                            PQbackendPID(ps->conn));
                     PQclear(keep);
                     PQfinish(ps->conn);
@@ -149,8 +149,8 @@ static PGconn *connect_pg(const char *url)
     static const char *const keys[] = {
         "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
         "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
-    const char *vals[] = {PO_PG_CONNECT_TIMEOUT_S,   "1", "2", "1", "2",
-                          PO_PG_TCP_USER_TIMEOUT_MS, url, NULL};
+    const char *vals[] = {PO_STR(PO_PG_CONNECT_TIMEOUT_S),   "1", "2", "1", "2",
+                          PO_STR(PO_PG_TCP_USER_TIMEOUT_MS), url, NULL};
     PGconn *c = PQconnectdbParams(keys, vals, 1);
     if (c && PQstatus(c) == CONNECTION_OK) {
         PQsetNoticeProcessor(c, pg_notice, NULL);
@@ -423,9 +423,11 @@ const struct po_store_ops po_store_postgres = {
     .exec = pg_exec,
     .reconnect = pg_reconnect,
     /* A callback must be answered within the channel's deadline (WeChat: 5 s):
-     * waiting longer than 3 s for a lock becomes a transient failure (55P03),
-     * the ack is FAIL, and the channel's retry is deduplicated. */
-    .begin_write_sql = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '3s'",
+     * waiting longer than PO_LOCK_WAIT_MS for a lock becomes a transient
+     * failure (55P03), the ack is FAIL, and the channel's retry is
+     * deduplicated. (A unitless value is in milliseconds.) */
+    .begin_write_sql = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '" PO_STR(
+        PO_LOCK_WAIT_MS) "'",
     .begin_read_sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     .migration_lock_sql = "SELECT pg_advisory_xact_lock(7077317)",
     /* A prepared statement keeps the generic plan it was given when it was
@@ -441,6 +443,6 @@ const struct po_store_ops po_store_postgres = {
      * execution and picks the same keyed path. */
     .keyed_sql =
         "SET enable_seqscan = off; SET jit = off; SET plan_cache_mode = force_generic_plan;"
-        " SET statement_timeout = '" PO_PG_STATEMENT_TIMEOUT "'",
+        " SET statement_timeout = '" PO_STR(PO_PG_STATEMENT_TIMEOUT_MS) "'",
     .backend_pid = pg_backend_pid,
 };

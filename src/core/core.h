@@ -5,7 +5,11 @@
  *
  * Invariants:
  *  - po_err is 0 on success; every fallible function returns it and is
- *    marked PO_MUST_CHECK. Out-params are written only on success.
+ *    marked PO_MUST_CHECK. Out-params are written only on success, with
+ *    one kind of exception, said at each function: a destination buffer
+ *    that a failed copy or format leaves empty ("" or NULL) — never a
+ *    truncated string that could pass for the real one (po_strcpy,
+ *    po_fmt, po_fmt_alloc).
  *  - Every limit on outside input lives in limits.h (PO_*_MAX) and is checked.
  *  - Money is int64 minor units plus an ISO 4217 code; no floating point.
  */
@@ -55,9 +59,10 @@ void po_assert_fail(const char *expr, const char *file, int line) __attribute__(
 /* Copies src into dst (capacity cap, cap > 0). Fails with PO_ERR_LIMIT, leaving
  * dst an empty string, when src does not fit. */
 po_err po_strcpy(char *dst, size_t cap, const char *src) PO_MUST_CHECK;
-/* snprintf that reports truncation as PO_ERR_LIMIT. */
+/* snprintf that reports truncation as PO_ERR_LIMIT, leaving dst "". */
 po_err po_fmt(char *dst, size_t cap, const char *fmt, ...) PO_PRINTF(3, 4) PO_MUST_CHECK;
-/* Formats into a new heap string (*out, freed by the caller). */
+/* Formats into a new heap string (*out, freed by the caller); *out is
+ * NULL on failure (PO_ERR_NOMEM). */
 po_err po_fmt_alloc(char **out, const char *fmt, ...) PO_PRINTF(2, 3) PO_MUST_CHECK;
 /* Writes a message into a caller-supplied error buffer; buf may be NULL. */
 void po_errf(char *buf, size_t cap, const char *fmt, ...) PO_PRINTF(3, 4);

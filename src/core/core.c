@@ -216,24 +216,43 @@ bool po_time_valid(const char *s)
     return true;
 }
 
-void po_clock_now_iso(char *buf, size_t cap)
+void po_clock_iso_ms(int64_t unix_ms, char *buf, size_t cap)
+{
+    struct tm tm;
+    time_t t = (time_t)(unix_ms / 1000);
+    gmtime_r(&t, &tm);
+    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                   (int)(unix_ms % 1000));
+}
+
+int64_t po_clock_now_ms(void)
 {
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                   ts.tv_nsec / 1000000L);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void po_clock_now_iso(char *buf, size_t cap)
+{
+    po_clock_iso_ms(po_clock_now_ms(), buf, cap);
 }
 
 void po_clock_iso_at(int64_t unix_s, char *buf, size_t cap)
 {
+    po_clock_iso_ms(unix_s * 1000, buf, cap);
+}
+
+int64_t po_clock_unix_of(const char *iso)
+{
     struct tm tm;
-    time_t t = (time_t)unix_s;
-    gmtime_r(&t, &tm);
-    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.000Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    memset(&tm, 0, sizeof tm);
+    if (!iso || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                       &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (int64_t)timegm(&tm);
 }
 
 /* The length of the well-formed UTF-8 sequence at p (1-4), or 0. */
@@ -503,6 +522,11 @@ uint64_t po_now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int64_t po_mono_ms(void)
+{
+    return (int64_t)(po_now_us() / 1000u);
 }
 
 void po_cond_init(pthread_cond_t *cv)

@@ -97,8 +97,17 @@ void po_clock_now_iso(char *buf, size_t cap);
 /* A Unix time (seconds) in the same format, milliseconds .000 — the same
  * text ordering, for "older than" comparisons in SQL. */
 void po_clock_iso_at(int64_t unix_s, char *buf, size_t cap);
+/* A Unix time in milliseconds in the same format (ISO 8601 UTC, .mmmZ). */
+void po_clock_iso_ms(int64_t unix_ms, char *buf, size_t cap);
+/* Milliseconds since the epoch (wall clock). */
+int64_t po_clock_now_ms(void);
+/* Seconds since the epoch of a stored time ("YYYY-MM-DDTHH:MM:SS…", UTC);
+ * 0 when it does not parse. */
+int64_t po_clock_unix_of(const char *iso);
 /* Microseconds on the monotonic clock (for durations). */
 uint64_t po_now_us(void);
+/* Milliseconds on the monotonic clock. */
+int64_t po_mono_ms(void);
 
 /* ---- waiting ---- */
 /* A condition variable whose timed waits count on the monotonic clock (a

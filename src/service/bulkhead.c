@@ -53,13 +53,6 @@ struct po_bulkhead {
     struct slot s[SLOTS];
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 po_err po_bulkhead_open(int per_tenant, int total, int recent_ms, struct po_bulkhead **out)
 {
     PO_ASSERT(per_tenant > 0 && total >= per_tenant && recent_ms >= 0);
@@ -159,7 +152,7 @@ bool po_bulkhead_hint_over_share(struct po_bulkhead *b, const char *hint)
         const char *t = e->tenant;
         struct slot *s = find(b, t);
         over = s && s->n > 0 && strcmp(s->tenant, t) == 0 &&
-               over_share(b, s, others_asked(b, t, mono_ms()));
+               over_share(b, s, others_asked(b, t, po_mono_ms()));
         if (over)
             b->refused++;
     }
@@ -185,7 +178,7 @@ bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant)
     if (!b)
         return true;
     pthread_mutex_lock(&b->mu);
-    int64_t now = mono_ms();
+    int64_t now = po_mono_ms();
     note(b, tenant, now);
     struct slot *s = b->in_flight < b->total ? find(b, tenant) : NULL;
     /* Over its share: only while nobody else is active. */

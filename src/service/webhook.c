@@ -39,47 +39,6 @@
 /* The last_error of the deliveries a removal ended. */
 #define PO_WEBHOOK_REMOVED "endpoint removed"
 
-/* ---- time as the store keeps it: ISO 8601 UTC with milliseconds ---- */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void iso_ms(int64_t ms, char *buf, size_t cap)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    /* strftime's fields are bounded (snprintf of the int fields made -O2
-     * warn about truncation); the milliseconds are three digits. */
-    size_t n = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-    unsigned m = (unsigned)(ms % 1000);
-    if (n > 0 && n + 6 <= cap) {
-        buf[n] = '.';
-        buf[n + 1] = (char)('0' + m / 100);
-        buf[n + 2] = (char)('0' + m / 10 % 10);
-        buf[n + 3] = (char)('0' + m % 10);
-        buf[n + 4] = 'Z';
-        buf[n + 5] = '\0';
-    }
-}
-
-/* Seconds since the epoch of a stored time (0 when it does not parse). */
-static int64_t unix_of(const char *iso)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    if (!iso || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                       &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
-        return 0;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return (int64_t)timegm(&tm);
-}
-
 /* ---- endpoints ---- */
 
 static void aad_of(const char *tenant, const char *id, char *out, size_t cap)
@@ -441,7 +400,7 @@ po_err po_event_envelope(const char *event_id, const char *type, const char *cre
     return po_fmt_alloc(out,
                         "{\"id\":\"%s\",\"object\":\"event\",\"type\":\"%s\",\"created\":%" PRId64
                         ",\"tenant\":\"%s\",\"data\":{\"object\":%s}}",
-                        event_id, type, unix_of(created_at), tenant, payload);
+                        event_id, type, po_clock_unix_of(created_at), tenant, payload);
 }
 
 /* ---- signing ---- */
@@ -518,7 +477,7 @@ static po_err fan_out(struct po_webhooks *w, struct po_store *s, const char *now
     po_err rc = PO_OK;
     /* Which tenants are at their limit is looked up only when the warn
      * line may be written (once a minute), not on every round. */
-    if (now_ms() - w->backlog_warned_ms > 60000)
+    if (po_clock_now_ms() - w->backlog_warned_ms > 60000)
         rc = po_store_exec(s,
                            "SELECT tenant_id FROM webhook_delivery WHERE state = 'pending'"
                            " GROUP BY tenant_id HAVING COUNT(*) >= ?",
@@ -528,7 +487,7 @@ static po_err fan_out(struct po_webhooks *w, struct po_store *s, const char *now
     if (rc)
         return rc;
     if (full.nrows > 0) {
-        w->backlog_warned_ms = now_ms();
+        w->backlog_warned_ms = po_clock_now_ms();
         po_log(PO_LOG_WARN,
                "tenant %s: %" PRId64 " webhook deliveries pending, its limit"
                " (webhook-pending-max): its new events wait until its endpoints catch up"
@@ -650,12 +609,12 @@ static int active_tenants(const struct po_webhooks *w, const struct po_rows *r)
 static po_err claim(struct po_webhooks *w, struct po_store *s, char *err, size_t errcap)
 {
     char now[PO_TIME_MAX], until[PO_TIME_MAX], rr[PO_ID_MAX + 1];
-    int64_t t = now_ms();
-    iso_ms(t, now, sizeof now);
+    int64_t t = po_clock_now_ms();
+    po_clock_iso_ms(t, now, sizeof now);
     /* A worker that dies mid-attempt (kill -9) leaves its claim to expire:
      * twice the attempt's timeout, and a second. */
     int64_t until_ms = t + 2 * w->cfg.timeout_ms + 1000;
-    iso_ms(until_ms, until, sizeof until);
+    po_clock_iso_ms(until_ms, until, sizeof until);
     /* Only as many as there are idle senders: a claimed delivery waits in
      * no queue behind another tenant's. */
     pthread_mutex_lock(&w->mu);
@@ -756,7 +715,8 @@ static void measure(struct po_webhooks *w, struct po_store *s)
     if (r.nrows == 1 && po_rows_i64(&r, 0, 0, &n) == PO_OK) {
         const char *oldest = po_rows_get(&r, 0, 1);
         atomic_store(&w->depth, n);
-        atomic_store(&w->oldest_ms, oldest ? now_ms() - unix_of(oldest) * 1000 : 0);
+        atomic_store(&w->oldest_ms,
+                     oldest ? po_clock_now_ms() - po_clock_unix_of(oldest) * 1000 : 0);
     }
     po_rows_free(&r);
 }
@@ -771,15 +731,15 @@ static void *claimer_main(void *arg)
     while (!w->stop) {
         pthread_mutex_unlock(&w->mu);
         char now[PO_TIME_MAX];
-        iso_ms(now_ms(), now, sizeof now);
+        po_clock_iso_ms(po_clock_now_ms(), now, sizeof now);
         po_err rc = s ? PO_OK : po_store_open(w->cfg.db_url, &s, err, sizeof err);
         if (!rc)
             rc = fan_out(w, s, now, err, sizeof err);
         if (!rc)
             rc = claim(w, s, err, sizeof err);
-        if (!rc && now_ms() - last_measure > 1000) {
+        if (!rc && po_clock_now_ms() - last_measure > 1000) {
             measure(w, s);
-            last_measure = now_ms();
+            last_measure = po_clock_now_ms();
         }
         if (rc) {
             po_log(PO_LOG_WARN, "webhooks: %s", err);
@@ -824,7 +784,7 @@ static po_err load_shot(struct po_webhooks *w, struct po_store *s, const struct 
                 j->endpoint_id);
         return PO_ERR_NOT_FOUND;
     }
-    out->created = unix_of(po_rows_get(&r, 0, 2));
+    out->created = po_clock_unix_of(po_rows_get(&r, 0, 2));
     rc = po_strcpy(out->url, sizeof out->url, po_rows_get(&r, 0, 3));
     if (!rc)
         rc = open_secret(w->cfg.master, j->tenant, j->endpoint_id, po_rows_get(&r, 0, 4),
@@ -899,7 +859,7 @@ static po_err failing_alert(struct po_webhooks *w, struct po_store *s, const str
     if (rc)
         return rc;
     const char *since = r.nrows == 1 ? po_rows_get(&r, 0, 0) : NULL;
-    if (since && unix_of(now) - unix_of(since) >= w->cfg.alert_after_s) {
+    if (since && po_clock_unix_of(now) - po_clock_unix_of(since) >= w->cfg.alert_after_s) {
         (void)snprintf(akey, sizeof akey, "webhook_failing|%s|%s", j->endpoint_id, since);
         (void)snprintf(detail, sizeof detail,
                        "endpoint %s has failed every delivery since %s (last: %ld %.80s)",
@@ -916,11 +876,11 @@ static po_err record(struct po_webhooks *w, struct po_store *s, const struct job
                      bool *out_dead, char *err, size_t errcap)
 {
     bool ok = status >= 200 && status < 300;
-    int64_t t = now_ms(), attempt = j->attempts + 1;
+    int64_t t = po_clock_now_ms(), attempt = j->attempts + 1;
     bool dead = !ok && t - created * 1000 >= (int64_t)w->cfg.max_age_s * 1000;
     char now[PO_TIME_MAX], next[PO_TIME_MAX];
-    iso_ms(t, now, sizeof now);
-    iso_ms(t + backoff_ms(&w->cfg, attempt), next, sizeof next);
+    po_clock_iso_ms(t, now, sizeof now);
+    po_clock_iso_ms(t + backoff_ms(&w->cfg, attempt), next, sizeof next);
     *out_dead = false;
     po_err rc = po_store_begin(s, err, errcap);
     int64_t changed = 0;
@@ -988,7 +948,7 @@ static po_err record_result(struct po_webhooks *w, const struct job *j, int64_t 
             rc = record(w, s, j, created, status, latency, error, out_dead, err, errcap);
             po_store_pool_release(w->pool, s);
         }
-        if (!rc || rc == PO_ERR_NOMEM || now_ms() + 600 > j->until_ms)
+        if (!rc || rc == PO_ERR_NOMEM || po_clock_now_ms() + 600 > j->until_ms)
             return rc;
         struct timespec pause = {0, 50 * 1000000L};
         nanosleep(&pause, NULL);

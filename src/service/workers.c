@@ -58,13 +58,6 @@ struct po_workers {
     struct lane lanes[LANES];
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The lane of tenant (an idle one to take when absent; the anonymous lane
  * for "" or when the table is full). Called locked. */
 static struct lane *lane_of(struct po_workers *w, const char *tenant)
@@ -112,7 +105,7 @@ static bool contended(const struct po_workers *w, const struct lane *l, int64_t 
  * when stopping); NULL when none may run now. Called locked. */
 static struct job *next_job(struct po_workers *w, struct lane **from)
 {
-    int64_t now = mono_ms();
+    int64_t now = po_mono_ms();
     for (int k = 0; k < w->nring; k++) {
         int at = (w->next + k) % w->nring;
         struct lane *l = w->ring[at];
@@ -216,7 +209,7 @@ po_err po_workers_submit(struct po_workers *w, const char *tenant, void (*fn)(vo
     if (l->queued++ == 0)
         w->ring[w->nring++] = l;
     w->queued++;
-    l->last_ms = mono_ms();
+    l->last_ms = po_mono_ms();
     if (l != &w->anon && w->last[0] != l) { /* recency is a tenant's (a probe is none) */
         w->last[1] = w->last[0];
         w->last[0] = l;

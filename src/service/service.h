@@ -478,7 +478,7 @@ po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out) PO_MUS
 /* Stops and joins it (a round in progress finishes first). */
 void po_jobs_stop(struct po_jobs *j);
 
-/* ---- tenant webhooks (webhook.c, docs/webhooks.md) ---- */
+/* ---- tenant webhooks (webhook_endpoints.c, webhook_delivery.c; docs/webhooks.md) ---- */
 
 /* "*" or a comma-separated list of outbox event types. */
 bool po_webhook_events_ok(const char *events, char *err, size_t errcap);

@@ -1,425 +1,41 @@
 /*
- * webhook.c — tenant events delivered to the tenants' own endpoints
- * (issue 12, docs/webhooks.md).
+ * webhook_delivery.c — tenant events delivered to the tenants' own
+ * endpoints (issue 12, docs/webhooks.md; the endpoints are in
+ * webhook_endpoints.c).
  *
  * The engine writes outbox_event rows in the transactions that make the
  * effects. Here:
- *   endpoints  add / list / remove / rotate-secret; the signing secret is
- *              sealed with the master key like channel secrets
  *   fan-out    each new event becomes one webhook_delivery per endpoint of
- *              its tenant whose filter takes its type
+ *              its tenant whose filter takes its type, in small
+ *              transactions, within the tenant's pending limit
  *   claim      due deliveries whose earlier events of the same order (same
- *              endpoint) are settled, at most `per_endpoint` in flight per
- *              endpoint and `per_tenant` per tenant; on PostgreSQL with FOR
- *              UPDATE SKIP LOCKED and a claim token with an expiry, so two
- *              gateways never send the same attempt at once
- *   deliver    a POST signed like Stripe's webhooks (t=…,v1=HMAC-SHA256 of
- *              "t.body"), no database connection held across it; 2xx is
+ *              endpoint) are settled, round-robin across tenants, at most
+ *              `per_endpoint` in flight per endpoint and a tenant's share
+ *              of the senders while another tenant has work; a claim token
+ *              with an expiry, so two gateways never send the same attempt
+ *              at once
+ *   deliver    a POST signed like Stripe's webhooks, no database connection
+ *              held across it, through the egress policy; 2xx is
  *              delivered, anything else or no answer is retried with
  *              exponential backoff and jitter until max_age, then dead
  *              (with an alert); redrive puts dead ones back
  * Every attempt is recorded (webhook_attempt) with its status and latency.
  */
 #include "service.h"
+#include "webhook_int.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define SECRET_HEX 64 /* 32 random bytes */
-#define CLAIM_MAX 64  /* due deliveries looked at per round; senders at most CLAIM_MAX / 2 */
+#define CLAIM_MAX 64 /* due deliveries looked at per round; senders at most CLAIM_MAX / 2 */
 /* Fan-out: events made into deliveries per round, and per transaction (at
  * most FAN_TX_EVENTS x PO_WEBHOOK_ENDPOINTS_MAX rows: SQLite's one write
  * lock is held for a few milliseconds, never for a tenant's whole backlog). */
 #define FAN_ROUND_EVENTS 256
 #define FAN_TX_EVENTS 32
-/* The last_error of the deliveries a removal ended. */
-#define PO_WEBHOOK_REMOVED "endpoint removed"
-
-/* ---- endpoints ---- */
-
-static void aad_of(const char *tenant, const char *id, char *out, size_t cap)
-{
-    (void)snprintf(out, cap, "%s/webhook/%s", tenant, id);
-}
-
-/* A new secret (whsec_ + 64 hex) and its stored form. */
-static po_err new_secret(const unsigned char *master, const char *tenant, const char *id,
-                         char secret[PO_WEBHOOK_SECRET_MAX], char **stored)
-{
-    unsigned char rnd[SECRET_HEX / 2];
-    po_err rc = po_random(rnd, sizeof rnd);
-    if (rc)
-        return rc;
-    int n = snprintf(secret, PO_WEBHOOK_SECRET_MAX, "whsec_");
-    for (size_t i = 0; i < sizeof rnd; i++)
-        n += snprintf(secret + n, PO_WEBHOOK_SECRET_MAX - (size_t)n, "%02x", rnd[i]);
-    po_secure_zero(rnd, sizeof rnd);
-    if (!master) /* insecure development mode: said loudly by serve */
-        return po_fmt_alloc(stored, "plain:%s", secret);
-    char aad[160];
-    aad_of(tenant, id, aad, sizeof aad);
-    return po_seal(master, aad, (const unsigned char *)secret, strlen(secret), stored);
-}
-
-static po_err open_secret(const unsigned char *master, const char *tenant, const char *id,
-                          const char *stored, char out[PO_WEBHOOK_SECRET_MAX])
-{
-    /* A plain secret is written only without a master key (insecure
-     * development); a gateway with a key refuses one, as it refuses plain
-     * channel secrets: it would mean the row did not come from payonce. */
-    if (strncmp(stored, "plain:", 6) == 0)
-        return master ? PO_ERR_INVALID : po_strcpy(out, PO_WEBHOOK_SECRET_MAX, stored + 6);
-    if (!master)
-        return PO_ERR_INVALID;
-    char aad[160];
-    unsigned char *plain = NULL;
-    size_t len = 0;
-    aad_of(tenant, id, aad, sizeof aad);
-    po_err rc = po_unseal(master, aad, stored, &plain, &len);
-    if (rc)
-        return rc;
-    rc = len < PO_WEBHOOK_SECRET_MAX ? PO_OK : PO_ERR_LIMIT;
-    if (!rc) {
-        memcpy(out, plain, len);
-        out[len] = '\0';
-    }
-    po_secure_zero(plain, len);
-    free(plain);
-    return rc;
-}
-
-bool po_webhook_events_ok(const char *events, char *err, size_t errcap)
-{
-    if (!events || strcmp(events, "*") == 0)
-        return true;
-    char buf[512];
-    if (po_strcpy(buf, sizeof buf, events)) {
-        po_errf(err, errcap, "--events is too long");
-        return false;
-    }
-    char *save = NULL;
-    int n = 0;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++)
-        if (!po_outbox_type_valid(t)) {
-            po_errf(err, errcap, "unknown event type \"%.40s\" (docs/webhooks.md lists them)", t);
-            return false;
-        }
-    if (n == 0 || strstr(events, ",,") || events[0] == ',' || events[strlen(events) - 1] == ',') {
-        po_errf(err, errcap, "--events: a comma-separated list of event types, or *");
-        return false;
-    }
-    return true;
-}
-
-po_err po_webhook_add(struct po_store *s, const unsigned char *master, const char *tenant,
-                      const char *url, const char *events, const struct po_egress_policy *egress,
-                      struct po_webhook_new *out, char *err, size_t errcap)
-{
-    memset(out, 0, sizeof *out);
-    if (!po_egress_url_ok(egress, url, err, errcap) || !po_webhook_events_ok(events, err, errcap))
-        return PO_ERR_INVALID;
-    unsigned char rnd[8];
-    po_err rc = po_random(rnd, sizeof rnd);
-    if (rc)
-        return rc;
-    int n = snprintf(out->id, sizeof out->id, "we_");
-    for (size_t i = 0; i < sizeof rnd; i++)
-        n += snprintf(out->id + n, sizeof out->id - (size_t)n, "%02x", rnd[i]);
-    char *stored = NULL, now[PO_TIME_MAX];
-    rc = new_secret(master, tenant, out->id, out->secret, &stored);
-    if (rc)
-        return rc;
-    po_clock_now_iso(now, sizeof now);
-    int64_t added = 0, tenants = 0;
-    /* The tenant's row is locked first (an UPDATE that changes nothing),
-     * so that two adds at once count each other's endpoint: the limit
-     * holds on PostgreSQL too. */
-    rc = po_store_begin(s, err, errcap);
-    if (!rc)
-        rc = po_store_exec(s, "UPDATE tenant SET tenant_id = tenant_id WHERE tenant_id = ?",
-                           PO_PARAMS(PO_TEXT(tenant)), NULL, &tenants, err, errcap);
-    if (!rc && tenants == 1)
-        rc = po_store_exec(
-            s,
-            "INSERT INTO webhook_endpoint (tenant_id, endpoint_id, url, events, secret,"
-            " created_at) SELECT tenant_id, ?, ?, ?, ?, ? FROM tenant WHERE tenant_id = ? AND"
-            " (SELECT COUNT(*) FROM webhook_endpoint WHERE tenant_id = ? AND removed_at IS"
-            " NULL) < ?",
-            PO_PARAMS(PO_TEXT(out->id), PO_TEXT(url), PO_TEXT(events ? events : "*"),
-                      PO_TEXT(stored), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(tenant),
-                      PO_I64(PO_WEBHOOK_ENDPOINTS_MAX)),
-            NULL, &added, err, errcap);
-    if (!rc && tenants == 1 && added == 0) {
-        po_errf(err, errcap,
-                "tenant %s has %d webhook endpoints, the most it may have: remove one first",
-                tenant, PO_WEBHOOK_ENDPOINTS_MAX);
-        rc = PO_ERR_LIMIT;
-    } else if (!rc && tenants == 0) {
-        po_errf(err, errcap, "no tenant %s", tenant);
-        rc = PO_ERR_NOT_FOUND;
-    }
-    if (!rc)
-        rc = po_store_commit(s, err, errcap);
-    else
-        po_store_rollback(s);
-    free(stored);
-    if (rc)
-        po_secure_zero(out->secret, sizeof out->secret);
-    return rc;
-}
-
-/* One endpoint as the API and the CLI show it (no secret). */
-static json_t *endpoint_json(const struct po_rows *r, int i)
-{
-    int64_t pending = 0, dead = 0;
-    if (po_rows_i64(r, i, 5, &pending) || po_rows_i64(r, i, 6, &dead))
-        pending = dead = -1;
-    const char *failing = po_rows_get(r, i, 4);
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}", "object", "webhook_endpoint", "id",
-                     po_rows_get(r, i, 0), "url", po_rows_get(r, i, 1), "events",
-                     po_rows_get(r, i, 2), "created_at", po_rows_get(r, i, 3), "failing_since",
-                     failing ? json_string(failing) : json_null(), "pending", (json_int_t)pending,
-                     "dead", (json_int_t)dead);
-}
-
-#define ENDPOINT_COLUMNS                                                                           \
-    "SELECT endpoint_id, url, events, created_at, failing_since,"                                  \
-    " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"                \
-    " d.state = 'pending' AND d.endpoint_id = w.endpoint_id),"                                     \
-    " (SELECT COUNT(*) FROM webhook_delivery d WHERE d.tenant_id = w.tenant_id AND"                \
-    " d.state = 'dead' AND d.endpoint_id = w.endpoint_id)"                                         \
-    " FROM webhook_endpoint w WHERE tenant_id = ? AND removed_at IS NULL"
-
-po_err po_webhook_list(struct po_store *s, const char *tenant, struct po_page *pg, json_t **out)
-{
-    const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
-    struct po_rows r;
-    po_err rc = po_store_exec(s,
-                              ENDPOINT_COLUMNS " AND (? = '' OR created_at > ? OR (created_at = ?"
-                                               " AND endpoint_id > ?)) ORDER BY created_at,"
-                                               " endpoint_id LIMIT ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(ts), PO_TEXT(ts), PO_TEXT(ts),
-                                        PO_TEXT(key), PO_I64(pg->limit + 1)),
-                              &r, NULL, NULL, 0);
-    if (rc)
-        return rc;
-    json_t *list = json_array();
-    int shown = r.nrows > pg->limit ? (int)pg->limit : r.nrows;
-    for (int i = 0; list && i < shown; i++)
-        list = po_json_append(list, endpoint_json(&r, i));
-    pg->more = r.nrows > pg->limit;
-    if (list && pg->more) {
-        PO_ASSERT(po_strcpy(pg->last_ts, sizeof pg->last_ts, po_rows_get(&r, shown - 1, 3)) ==
-                  PO_OK);
-        PO_ASSERT(po_strcpy(pg->last_key, sizeof pg->last_key, po_rows_get(&r, shown - 1, 0)) ==
-                  PO_OK);
-    }
-    po_rows_free(&r);
-    if (!list)
-        return PO_ERR_NOMEM;
-    *out = list;
-    return PO_OK;
-}
-
-po_err po_webhook_get(struct po_store *s, const char *tenant, const char *id, json_t **out)
-{
-    struct po_rows r;
-    *out = NULL;
-    po_err rc = po_store_exec(s, ENDPOINT_COLUMNS " AND endpoint_id = ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(id)), &r, NULL, NULL, 0);
-    if (rc)
-        return rc;
-    if (r.nrows == 1 && !(*out = endpoint_json(&r, 0)))
-        rc = PO_ERR_NOMEM;
-    else if (r.nrows != 1)
-        rc = PO_ERR_NOT_FOUND;
-    po_rows_free(&r);
-    return rc;
-}
-
-po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
-                         size_t errcap)
-{
-    char now[PO_TIME_MAX];
-    int64_t changed = 0;
-    po_clock_now_iso(now, sizeof now);
-    /* Its undelivered events stop at once: their deliveries end as dead
-     * letters that name the removal (their claims dropped, so an attempt
-     * already in flight records nothing), and the claim and the send both
-     * refuse a removed endpoint. Redrive does not bring them back. */
-    po_err rc = po_store_begin(s, err, errcap);
-    if (!rc)
-        rc = po_store_exec(s,
-                           "UPDATE webhook_endpoint SET removed_at = ? WHERE tenant_id = ? AND"
-                           " endpoint_id = ? AND removed_at IS NULL",
-                           PO_PARAMS(PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(id)), NULL, &changed,
-                           err, errcap);
-    if (!rc && changed == 1)
-        rc = po_store_exec(
-            s,
-            "UPDATE webhook_delivery SET state = 'dead', last_error = ?,"
-            " claim_token = NULL, claimed_until = NULL, updated_at = ? WHERE"
-            " tenant_id = ? AND endpoint_id = ? AND state = 'pending'",
-            PO_PARAMS(PO_TEXT(PO_WEBHOOK_REMOVED), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(id)),
-            NULL, NULL, err, errcap);
-    if (!rc && changed == 0) {
-        po_errf(err, errcap, "tenant %s has no endpoint %s", tenant, id);
-        rc = PO_ERR_NOT_FOUND;
-    }
-    if (!rc)
-        rc = po_store_commit(s, err, errcap);
-    else
-        po_store_rollback(s);
-    return rc;
-}
-
-po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const char *tenant,
-                         const char *id, char secret[PO_WEBHOOK_SECRET_MAX], char *err,
-                         size_t errcap)
-{
-    char *stored = NULL;
-    int64_t changed = 0;
-    po_err rc = new_secret(master, tenant, id, secret, &stored);
-    if (!rc)
-        rc = po_store_exec(s,
-                           "UPDATE webhook_endpoint SET secret = ? WHERE tenant_id = ? AND"
-                           " endpoint_id = ? AND removed_at IS NULL",
-                           PO_PARAMS(PO_TEXT(stored), PO_TEXT(tenant), PO_TEXT(id)), NULL, &changed,
-                           err, errcap);
-    free(stored);
-    if (!rc && changed == 0) {
-        po_errf(err, errcap, "tenant %s has no endpoint %s", tenant, id);
-        rc = PO_ERR_NOT_FOUND;
-    }
-    if (rc)
-        po_secure_zero(secret, PO_WEBHOOK_SECRET_MAX);
-    return rc;
-}
-
-po_err po_webhook_redrive(struct po_store *s, const char *tenant, const char *event_id,
-                          const char *endpoint_id, const char *since, int64_t *out_count, char *err,
-                          size_t errcap)
-{
-    char now[PO_TIME_MAX];
-    po_clock_now_iso(now, sizeof now);
-    *out_count = 0;
-    if (!event_id && !endpoint_id) {
-        po_errf(err, errcap, "name an event (--event) or an endpoint (--endpoint)");
-        return PO_ERR_INVALID;
-    }
-    return po_store_exec(
-        s,
-        "UPDATE webhook_delivery SET state = 'pending', attempts = 0, next_at = ?,"
-        " claim_token = NULL, claimed_until = NULL, updated_at = ? WHERE"
-        " tenant_id = ? AND state = 'dead' AND (? = '' OR event_id = ?) AND"
-        " (? = '' OR endpoint_id = ?) AND created_at >= ? AND endpoint_id IN (SELECT"
-        " endpoint_id FROM webhook_endpoint w WHERE w.tenant_id = webhook_delivery.tenant_id AND"
-        " w.removed_at IS NULL)",
-        PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(event_id ? event_id : ""),
-                  PO_TEXT(event_id ? event_id : ""), PO_TEXT(endpoint_id ? endpoint_id : ""),
-                  PO_TEXT(endpoint_id ? endpoint_id : ""), PO_TEXT(since ? since : "")),
-        NULL, out_count, err, errcap);
-}
-
-po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *event_id,
-                           json_t **out)
-{
-    struct po_rows r;
-    po_err rc = po_store_exec(
-        s,
-        "SELECT a.endpoint_id, a.attempt, a.at, a.status_code, a.latency_ms, a.error, d.state"
-        " FROM webhook_attempt a JOIN webhook_delivery d ON d.tenant_id = a.tenant_id AND"
-        " d.event_id = a.event_id AND d.endpoint_id = a.endpoint_id WHERE a.tenant_id = ? AND"
-        " a.event_id = ? ORDER BY a.endpoint_id, a.attempt",
-        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(event_id)), &r, NULL, NULL, 0);
-    if (rc)
-        return rc;
-    json_t *list = json_array();
-    for (int i = 0; list && i < r.nrows; i++) {
-        int64_t attempt = 0, status = 0, latency = 0;
-        if (po_rows_i64(&r, i, 1, &attempt) || po_rows_i64(&r, i, 4, &latency))
-            attempt = latency = -1;
-        bool answered = po_rows_get(&r, i, 3) && po_rows_i64(&r, i, 3, &status) == PO_OK;
-        const char *error = po_rows_get(&r, i, 5);
-        json_t *e = json_pack(
-            "{s:s, s:I, s:s, s:o, s:I, s:o, s:s}", "endpoint", po_rows_get(&r, i, 0), "attempt",
-            (json_int_t)attempt, "at", po_rows_get(&r, i, 2), "status",
-            answered ? json_integer(status) : json_null(), "latency_ms", (json_int_t)latency,
-            "error", error ? json_string(error) : json_null(), "state", po_rows_get(&r, i, 6));
-        list = po_json_append(list, e);
-    }
-    po_rows_free(&r);
-    if (!list)
-        return PO_ERR_NOMEM;
-    *out = list;
-    return PO_OK;
-}
-
-po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master, int *out_checked,
-                                int *out_broken, char *err, size_t errcap)
-{
-    struct po_rows r;
-    *out_checked = *out_broken = 0;
-    po_err rc = po_store_exec(s,
-                              "SELECT tenant_id, endpoint_id, secret FROM webhook_endpoint WHERE"
-                              " removed_at IS NULL ORDER BY tenant_id, endpoint_id",
-                              PO_NO_PARAMS, &r, NULL, err, errcap);
-    if (rc)
-        return rc;
-    for (int i = 0; i < r.nrows; i++) {
-        char secret[PO_WEBHOOK_SECRET_MAX];
-        po_err o = open_secret(master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
-                               po_rows_get(&r, i, 2), secret);
-        po_secure_zero(secret, sizeof secret);
-        if (o == PO_ERR_NOMEM) {
-            rc = o;
-            break;
-        }
-        if (o && (*out_broken)++ == 0)
-            po_errf(err, errcap, "tenant %s, webhook endpoint %s: its secret %s",
-                    po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
-                    strncmp(po_rows_get(&r, i, 2), "plain:", 6) == 0
-                        ? "is stored in plain text, refused by a gateway with a master key"
-                    : master ? "does not open with this master key"
-                             : "is sealed, and there is no master key");
-        ++*out_checked;
-    }
-    po_rows_free(&r);
-    return rc;
-}
-
-/* ---- the event as the tenant receives it ---- */
-
-po_err po_event_envelope(const char *event_id, const char *type, const char *created_at,
-                         const char *tenant, const char *payload, char **out)
-{
-    return po_fmt_alloc(out,
-                        "{\"id\":\"%s\",\"object\":\"event\",\"type\":\"%s\",\"created\":%" PRId64
-                        ",\"tenant\":\"%s\",\"data\":{\"object\":%s}}",
-                        event_id, type, po_clock_unix_of(created_at), tenant, payload);
-}
-
-/* ---- signing ---- */
-
-po_err po_webhook_sign(const char *secret, int64_t t, const char *body, char *header, size_t cap)
-{
-    char *msg = NULL;
-    unsigned char mac[32];
-    po_err rc = po_fmt_alloc(&msg, "%" PRId64 ".%s", t, body);
-    if (!rc)
-        rc = po_hmac_sha256(secret, strlen(secret), msg, strlen(msg), mac);
-    free(msg);
-    if (rc)
-        return rc;
-    int n = snprintf(header, cap, "t=%" PRId64 ",v1=", t);
-    for (int i = 0; i < 32 && (size_t)n < cap; i++)
-        n += snprintf(header + n, cap - (size_t)n, "%02x", mac[i]);
-    return (size_t)n < cap ? PO_OK : PO_ERR_LIMIT;
-}
 
 /* ---- the worker ---- */
 
@@ -787,8 +403,8 @@ static po_err load_shot(struct po_webhooks *w, struct po_store *s, const struct 
     out->created = po_clock_unix_of(po_rows_get(&r, 0, 2));
     rc = po_strcpy(out->url, sizeof out->url, po_rows_get(&r, 0, 3));
     if (!rc)
-        rc = open_secret(w->cfg.master, j->tenant, j->endpoint_id, po_rows_get(&r, 0, 4),
-                         out->secret);
+        rc = po_webhook_open_secret(w->cfg.master, j->tenant, j->endpoint_id, po_rows_get(&r, 0, 4),
+                                    out->secret);
     if (!rc)
         rc = po_event_envelope(j->event_id, po_rows_get(&r, 0, 0), po_rows_get(&r, 0, 2), j->tenant,
                                po_rows_get(&r, 0, 1), &out->body);

@@ -30,11 +30,12 @@ declare -A allowed=(
   [engine]="core crypto event ledger store"
   [channel]="core crypto event"
   [recon]="core crypto store event engine channel"
-  [service]="core crypto store event ledger engine channel"
-  [http]="core crypto store event engine channel service"
+  [runtime]="core"
+  [service]="core crypto store event ledger engine channel runtime"
+  [http]="core crypto store event engine channel runtime service"
   [sim]="core crypto"
-  [bench]="core crypto store event ledger engine channel service sim"
-  [cli]="core crypto store event ledger engine channel recon service http sim bench"
+  [bench]="core crypto store event ledger engine channel runtime service sim"
+  [cli]="core crypto store event ledger engine channel recon runtime service http sim bench"
 )
 for dir in src/*/; do
   mod=$(basename "$dir")

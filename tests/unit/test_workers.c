@@ -1,5 +1,5 @@
 /*
- * test_workers.c — the worker pool's tenant lanes (src/service/workers.c),
+ * test_workers.c — the worker pool's tenant lanes (src/runtime/workers.c),
  * with jobs that block on a gate the test opens one at a time, so every
  * step is decided by the pool's choice and not by timing:
  *   - a tenant alone takes every thread (work-conserving);
@@ -12,7 +12,7 @@
  *   - stopping runs every queued job, capped or not.
  * Registered in the ThreadSanitizer build too (tsan_workers).
  */
-#include "../../src/service/service.h"
+#include "../../src/runtime/runtime.h"
 
 #include <pthread.h>
 #include <setjmp.h>

@@ -14,7 +14,7 @@
  * from then on, for recent_ms after its last request, every other tenant
  * is held to its per-tenant share.
  */
-#include "service.h"
+#include "runtime.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  * submit refuses beyond, and the request is answered "try again" at once
  * instead of waiting unbounded.
  */
-#include "service.h"
+#include "runtime.h"
 
 #include <pthread.h>
 #include <stdlib.h>

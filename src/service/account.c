@@ -3,7 +3,7 @@
  * gateway, reconciliation and refund submission; saved by `channel set`.
  * The document format itself belongs to channel/account.c.
  */
-#include "service.h"
+#include "account.h"
 
 #include <stdlib.h>
 #include <string.h>

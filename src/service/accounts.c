@@ -21,7 +21,7 @@
  *  - a sweep (every PO_ACCOUNT_SWEEP_S) drops entries whose stored version
  *    changed or whose row is gone, so memory follows the store.
  */
-#include "service.h"
+#include "account.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

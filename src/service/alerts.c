@@ -6,7 +6,8 @@
  * (reason, amount, detail) are never edited, and no money moves here —
  * what to do about the money is the runbook's, through the engine.
  */
-#include "service.h"
+#include "alerts.h"
+#include "refund_submit.h"
 
 #include "../engine/admin.h"
 

@@ -4,7 +4,7 @@
  * is shown once and never stored; the row keeps SHA-256 of the whole key,
  * compared in constant time. A revoked key stops working at once.
  */
-#include "service.h"
+#include "apikey.h"
 
 #include "../crypto/crypto.h"
 

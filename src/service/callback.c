@@ -17,7 +17,7 @@
  * connection is held while an event waits for its batch.
  * Nothing here logs a body, a key or a payer's data.
  */
-#include "service.h"
+#include "callback.h"
 
 #include "../engine/admin.h"
 

@@ -2,7 +2,7 @@
  * idem.c — Idempotency-Key records of the tenant API (api_idempotency);
  * the protocol (claim, finish, release, reap) is stated in service.h.
  */
-#include "service.h"
+#include "idem.h"
 
 #include "../crypto/crypto.h"
 

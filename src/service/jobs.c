@@ -10,7 +10,11 @@
  *                  submitted again (the channels are idempotent on it)
  *   reaper         stored Idempotency-Key responses past the retention
  */
-#include "service.h"
+#include "account.h"
+#include "idem.h"
+#include "jobs.h"
+#include "order_query.h"
+#include "refund_submit.h"
 
 #include <pthread.h>
 #include <stdlib.h>

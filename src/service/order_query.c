@@ -7,7 +7,7 @@
  * "query" — and enters the engine like any callback. A replay racing a late
  * live callback is just two deliveries of one key.
  */
-#include "service.h"
+#include "order_query.h"
 
 #include <stdlib.h>
 #include <string.h>

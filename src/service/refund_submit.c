@@ -12,7 +12,8 @@
  * A channel without a refund API never gets here: its refunds are
  * 'manual' (made in the channel; payonce applies the notification).
  */
-#include "service.h"
+#include "account.h"
+#include "refund_submit.h"
 
 #include "../engine/admin.h"
 

@@ -4,7 +4,9 @@
  * is absent. A field list maps columns to members: "name" is text, "#name"
  * an integer.
  */
-#include "service.h"
+#include "account.h"
+#include "views.h"
+#include "webhook.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -21,7 +21,7 @@
  *              (with an alert); redrive puts dead ones back
  * Every attempt is recorded (webhook_attempt) with its status and latency.
  */
-#include "service.h"
+#include "webhook.h"
 #include "webhook_int.h"
 
 #include <inttypes.h>

@@ -7,7 +7,7 @@
  * master key like channel secrets. The deliveries themselves are in
  * webhook_delivery.c.
  */
-#include "service.h"
+#include "webhook.h"
 #include "webhook_int.h"
 
 #include <inttypes.h>

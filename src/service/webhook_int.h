@@ -5,7 +5,7 @@
 #ifndef PO_WEBHOOK_INT_H
 #define PO_WEBHOOK_INT_H
 
-#include "service.h"
+#include "webhook.h"
 
 /* An endpoint's signing secret from its stored form: sealed with the
  * master key (bound to the tenant and endpoint), or "plain:" only where

@@ -1,0 +1,32 @@
+/*
+ * jobs.h — serve's background jobs on their intervals (jobs.c).
+ * Part of service.h (which includes every service header).
+ */
+#ifndef PO_SERVICE_JOBS_H
+#define PO_SERVICE_JOBS_H
+
+#include "../channel/channel.h"
+#include "../core/core.h"
+#include "../engine/engine.h"
+#include "../runtime/runtime.h"
+#include "../store/store.h"
+
+#include <jansson.h>
+
+/* ---- background jobs (jobs.c) ---- */
+
+struct po_jobs_cfg {
+    const char *db_url;
+    const unsigned char *master; /* NULL in insecure development mode */
+    int64_t query_s;             /* active query interval (0 = off) */
+    int64_t query_min_age_s;
+    int64_t refund_s;    /* refund resubmission interval (0 = off) */
+    int64_t retention_s; /* Idempotency-Key retention */
+};
+struct po_jobs;
+/* Starts the jobs thread; it opens its own store connection per round. */
+po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out) PO_MUST_CHECK;
+/* Stops and joins it (a round in progress finishes first). */
+void po_jobs_stop(struct po_jobs *j);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * refund_submit.h — API refunds handed to the channel's refund API (refund_submit.c).
+ * Part of service.h (which includes every service header).
+ */
+#ifndef PO_SERVICE_REFUND_SUBMIT_H
+#define PO_SERVICE_REFUND_SUBMIT_H
+
+#include "../channel/channel.h"
+#include "../core/core.h"
+#include "../engine/engine.h"
+#include "../runtime/runtime.h"
+#include "../store/store.h"
+
+#include <jansson.h>
+
+/* ---- refund submission (refund_submit.c) ---- */
+
+/* One submission in three steps, so that no database connection is held
+ * across the channel's API call: prepare (a connection: the refund and the
+ * channel account), call (no connection; may take the channel API's whole
+ * timeout), record (a connection: the decision). */
+struct po_refund_pending {
+    char out_trade_no[PO_ID_MAX + 1];
+    char currency[4];
+    char channel[PO_CHANNEL_MAX];
+    int64_t amount, total;
+    /* A refund of a suspense payment: the transaction refunded (the
+     * request names it, not the order) and whether it reserved nothing. */
+    char txn_id[PO_TXN_ID_MAX + 1];
+    bool suspense;
+};
+struct po_refund_job {
+    char tenant[PO_ID_MAX + 1];
+    char out_refund_no[PO_ID_MAX + 1];
+    struct po_refund_pending p;
+    const struct po_channel_ops *ch;
+    struct po_channel_account acct;
+    bool callable; /* the channel has a refund API and the account loaded */
+    struct po_refund_answer ans;
+};
+/* *found false: not pending (nothing to do). */
+po_err po_refund_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
+                         const char *out_refund_no, struct po_refund_job *job,
+                         bool *found) PO_MUST_CHECK;
+po_err po_refund_call(struct po_refund_job *job) PO_MUST_CHECK;
+po_err po_refund_record(struct po_store *s, const struct po_refund_job *job, char *state,
+                        size_t cap) PO_MUST_CHECK;
+void po_refund_job_free(struct po_refund_job *job);
+
+/* Submits one refund still pending submission to its channel's refund API
+ * and records the decision; *state (may be NULL) receives submitted,
+ * rejected or pending ("" when it was not pending). The outbound call is
+ * made outside any transaction. */
+po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
+                        const char *out_refund_no, char *state, size_t cap) PO_MUST_CHECK;
+/* Submits (again) API refunds still pending whose last attempt is older
+ * than min_age_s, at most limit. */
+po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
+                                int limit, int *out_submitted) PO_MUST_CHECK;
+
+#endif

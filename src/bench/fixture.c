@@ -10,7 +10,7 @@
 #include "bench_int.h"
 
 #include "../channel/channel.h"
-#include "../engine/admin.h"
+#include "../engine/objects.h"
 #include "../service/service.h"
 #include "../sim/sim.h"
 

@@ -4,7 +4,7 @@
  */
 #include "../channel/channel.h"
 #include "../core/core.h"
-#include "../engine/admin.h"
+#include "../engine/objects.h"
 #include "../engine/engine.h"
 #include "../ledger/ledger.h"
 #include "../service/service.h"

@@ -16,7 +16,8 @@
  * or suspense only if COMMIT succeeded; otherwise every event of the batch
  * is `retry` and nothing of the batch is in the database.
  */
-#include "admin.h"
+#include "objects.h"
+#include "alert.h"
 #include "engine_int.h"
 
 #include <stdarg.h>
@@ -176,43 +177,23 @@ static po_err alert(struct ev_ctx *c, enum po_reason reason_code, const char *ou
 {
     const char *reason = po_reason_name(reason_code);
     const struct po_event *ev = c->ev;
-    char akey[PO_KEY_MAX + PO_REASON_MAX + 2];
+    char akey[PO_KEY_MAX + PO_REASON_MAX + 2], context[PO_ID_MAX + PO_KEY_MAX + 96];
     po_err rc = po_fmt(akey, sizeof akey, "%s|%s", c->key, reason);
     PO_ASSERT(rc == PO_OK);
-    struct po_param p[] = {
-        PO_TEXT(ev->tenant),
-        PO_TEXT(akey),
-        PO_TEXT(reason),
-        PO_TEXT(c->key),
-        PO_TEXT(po_event_type_name(ev->type)),
-        PO_TEXT(po_source_name(ev->source)),
-        PO_TEXT(ev->out_trade_no),
-        PO_I64(ev->amount_minor),
-        PO_TEXT(ev->currency),
-        PO_TEXT(c->detail),
-        PO_TEXT(c->now),
-    };
-    po_log(PO_LOG_WARN, "tenant %s, channel %s, key %s, outcome %s: alert %s: %s", ev->tenant,
-           ev->channel, c->key, outcome ? outcome : "-", reason, c->detail);
-    int64_t added = 0;
-    rc = change(c,
-                "INSERT INTO alert (tenant_id, alert_key, reason, idem_key, event_type, source,"
-                " out_trade_no, amount, currency, detail, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (tenant_id, alert_key) DO NOTHING",
-                p, PO_NELEM(p), &added);
-    if (rc || added == 0) /* an alert already raised is not raised again */
-        return rc;
-    struct po_outbox_alert_fields a = {ev->tenant,
-                                       akey,
-                                       reason,
-                                       po_event_type_name(ev->type),
-                                       po_source_name(ev->source),
-                                       ev->out_trade_no,
-                                       ev->amount_minor,
-                                       ev->currency,
-                                       c->detail};
-    return po_outbox_alert(c->s, &a, c->now, c->err, sizeof c->err);
+    (void)snprintf(context, sizeof context, "tenant %s, channel %s, key %s, outcome %s", ev->tenant,
+                   ev->channel, c->key, outcome ? outcome : "-");
+    struct po_alert_new a = {.tenant = ev->tenant,
+                             .key = akey,
+                             .reason = reason,
+                             .idem_key = c->key,
+                             .event_type = po_event_type_name(ev->type),
+                             .source = po_source_name(ev->source),
+                             .out_trade_no = ev->out_trade_no,
+                             .amount = ev->amount_minor,
+                             .currency = ev->currency,
+                             .detail = c->detail,
+                             .log_context = context};
+    return po_alert_raise(c->s, &a, c->now, NULL, c->err, sizeof c->err);
 }
 
 static void two_lines(struct po_journal *j, const char *debit, const char *credit, int64_t amount)

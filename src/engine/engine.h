@@ -214,14 +214,6 @@ po_err po_outbox_insert(struct po_store *s, const struct po_outbox_row *rows, in
  * under the order's row lock); 0 when there is no such order. */
 po_err po_outbox_next_seq(struct po_store *s, const char *tenant, const char *out_trade_no,
                           int64_t *out, char *err, size_t errcap) PO_MUST_CHECK;
-/* alert.raised for an alert just inserted (not for one already there). */
-struct po_outbox_alert_fields {
-    const char *tenant, *alert_key, *reason, *event_type, *source, *out_trade_no;
-    int64_t amount;
-    const char *currency, *detail;
-};
-po_err po_outbox_alert(struct po_store *s, const struct po_outbox_alert_fields *a, const char *now,
-                       char *err, size_t errcap) PO_MUST_CHECK;
 /* One event: its place in its order, then its row. payload NULL (did not
  * fit) is PO_ERR_LIMIT. */
 po_err po_outbox_put(struct po_store *s, const char *tenant, const char *key, const char *type,

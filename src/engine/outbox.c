@@ -167,25 +167,3 @@ po_err po_outbox_put(struct po_store *s, const char *tenant, const char *key, co
         rc = po_outbox_insert(s, &row, 1, now, err, errcap);
     return rc;
 }
-
-po_err po_outbox_alert(struct po_store *s, const struct po_outbox_alert_fields *a, const char *now,
-                       char *err, size_t errcap)
-{
-    struct po_outbox_json *j = malloc(sizeof *j);
-    if (!j)
-        return PO_ERR_NOMEM;
-    po_outbox_json_init(j);
-    po_outbox_json_str(j, "object", "alert");
-    po_outbox_json_str(j, "alert_key", a->alert_key);
-    po_outbox_json_str(j, "reason", a->reason);
-    po_outbox_json_str(j, "event_type", a->event_type);
-    po_outbox_json_str(j, "source", a->source);
-    po_outbox_json_str(j, "out_trade_no", a->out_trade_no);
-    po_outbox_json_i64(j, "amount", a->amount);
-    po_outbox_json_str(j, "currency", a->currency);
-    po_outbox_json_str(j, "detail", a->detail);
-    po_err rc = po_outbox_put(s, a->tenant, a->alert_key, "alert.raised", a->out_trade_no,
-                              po_outbox_json_end(j), now, err, errcap);
-    free(j);
-    return rc;
-}

@@ -15,7 +15,7 @@
  */
 #include "api_int.h"
 
-#include "../engine/admin.h"
+#include "../engine/objects.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,8 @@
 #include "alerts.h"
 #include "refund_submit.h"
 
-#include "../engine/admin.h"
+#include "../engine/objects.h"
+#include "../engine/alert.h"
 
 #include <stdio.h>
 #include <string.h>

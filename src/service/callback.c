@@ -19,7 +19,7 @@
  */
 #include "callback.h"
 
-#include "../engine/admin.h"
+#include "../engine/objects.h"
 
 #include <stdarg.h>
 #include <stdio.h>

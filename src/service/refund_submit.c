@@ -15,7 +15,8 @@
 #include "account.h"
 #include "refund_submit.h"
 
-#include "../engine/admin.h"
+#include "../engine/objects.h"
+#include "../engine/alert.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +55,8 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
     return rc;
 }
 
-/* The tenant's events of a refund the channel refused: refund.closed and
- * alert.raised, in the transaction that closed it. */
+/* A refund the channel refused, in the transaction that closed it: the
+ * tenant's refund.closed event, then its alert (row, alert.raised, log). */
 static po_err rejected_events(struct po_store *s, const char *tenant, const char *out_refund_no,
                               const char *key, const char *akey, const struct po_refund_pending *p,
                               const char *detail, const char *error, const char *now, char *err,
@@ -76,11 +77,18 @@ static po_err rejected_events(struct po_store *s, const char *tenant, const char
     po_err rc = po_outbox_put(s, tenant, key, "refund.closed", p->out_trade_no,
                               po_outbox_json_end(j), now, err, errcap);
     free(j);
-    struct po_outbox_alert_fields a = {tenant,          akey,        "refund_rejected_by_channel",
-                                       "REFUND_SUBMIT", "api",       p->out_trade_no,
-                                       p->amount,       p->currency, detail};
+    struct po_alert_new a = {.tenant = tenant,
+                             .key = akey,
+                             .reason = "refund_rejected_by_channel",
+                             .idem_key = key,
+                             .event_type = "REFUND_SUBMIT",
+                             .source = "api",
+                             .out_trade_no = p->out_trade_no,
+                             .amount = p->amount,
+                             .currency = p->currency,
+                             .detail = detail};
     if (!rc)
-        rc = po_outbox_alert(s, &a, now, err, errcap);
+        rc = po_alert_raise(s, &a, now, NULL, err, errcap);
     return rc;
 }
 
@@ -112,16 +120,6 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
         (void)snprintf(akey, sizeof akey, "%s|refund_rejected_by_channel", key);
         (void)snprintf(detail, sizeof detail, "the channel refused refund %s of order %s: %s",
                        out_refund_no, p->out_trade_no, error);
-        struct po_param a[] = {PO_TEXT(tenant),          PO_TEXT(akey),     PO_TEXT(key),
-                               PO_TEXT(p->out_trade_no), PO_I64(p->amount), PO_TEXT(p->currency),
-                               PO_TEXT(detail),          PO_TEXT(now)};
-        if (!rc && changes == 1)
-            rc = po_store_exec(s,
-                               "INSERT INTO alert (tenant_id, alert_key, reason, idem_key,"
-                               " event_type, source, out_trade_no, amount, currency, detail,"
-                               " created_at) VALUES (?, ?, 'refund_rejected_by_channel', ?,"
-                               " 'REFUND_SUBMIT', 'api', ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                               a, PO_NELEM(a), NULL, &changes, err, sizeof err);
         if (!rc && changes == 1)
             rc = rejected_events(s, tenant, out_refund_no, key, akey, p, detail, error, now, err,
                                  sizeof err);

@@ -24,6 +24,8 @@
 #include "webhook.h"
 #include "webhook_int.h"
 
+#include "../engine/alert.h"
+
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -432,21 +434,17 @@ static int64_t backoff_ms(const struct po_webhooks_cfg *c, int64_t attempts)
 static po_err raise(struct po_store *s, const struct job *j, const char *akey, const char *reason,
                     const char *detail, const char *now, char *err, size_t errcap)
 {
-    int64_t added = 0;
-    po_err rc = po_store_exec(s,
-                              "INSERT INTO alert (tenant_id, alert_key, reason, idem_key,"
-                              " event_type, source, out_trade_no, amount, currency, detail,"
-                              " created_at) VALUES (?, ?, ?, ?, 'WEBHOOK', 'webhook', NULL, 0, '',"
-                              " ?, ?) ON CONFLICT (tenant_id, alert_key) DO NOTHING",
-                              PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(akey), PO_TEXT(reason),
-                                        PO_TEXT(j->event_id), PO_TEXT(detail), PO_TEXT(now)),
-                              NULL, &added, err, errcap);
-    if (rc || added == 0)
-        return rc;
-    po_log(PO_LOG_WARN, "tenant %s: alert %s: %s", j->tenant, reason, detail);
-    struct po_outbox_alert_fields a = {j->tenant, akey, reason, "WEBHOOK", "webhook",
-                                       NULL,      0,    "",     detail};
-    return po_outbox_alert(s, &a, now, err, errcap);
+    struct po_alert_new a = {.tenant = j->tenant,
+                             .key = akey,
+                             .reason = reason,
+                             .idem_key = j->event_id,
+                             .event_type = "WEBHOOK",
+                             .source = "webhook",
+                             .out_trade_no = NULL,
+                             .amount = 0,
+                             .currency = "",
+                             .detail = detail};
+    return po_alert_raise(s, &a, now, NULL, err, errcap);
 }
 
 /* A dead letter's alert, and the endpoint's once it has been failing for

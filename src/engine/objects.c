@@ -1,7 +1,7 @@
 /*
- * admin.c — object creation with input validation (see admin.h).
+ * objects.c — object creation with input validation (see objects.h).
  */
-#include "admin.h"
+#include "objects.h"
 #include "engine.h"
 
 #include <stdio.h>
@@ -481,63 +481,5 @@ po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *chann
         return rc;
     rc = r.nrows == 1 ? po_strcpy(out_trade_no, cap, po_rows_get(&r, 0, 0)) : PO_ERR_NOT_FOUND;
     po_rows_free(&r);
-    return rc;
-}
-
-/* ---- the alerts' audit trail ---- */
-
-po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_id,
-                      const char *action, const char *actor, const char *note, const char *now,
-                      char *err, size_t errcap)
-{
-    return po_store_exec(s,
-                         "INSERT INTO alert_action (tenant_id, alert_key, seq, action, actor,"
-                         " note, at) SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM"
-                         " alert_action WHERE tenant_id = ? AND alert_key = ?",
-                         PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id), PO_TEXT(action),
-                                   PO_TEXT(actor), PO_TEXT(note && *note ? note : NULL),
-                                   PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(alert_id)),
-                         NULL, NULL, err, errcap);
-}
-
-/* paid_after_close, duplicate_payment: parked by the engine on the way in;
- * the mismatches: refused, parked when an operator refunds them. */
-static const char *const REFUNDABLE[] = {"paid_after_close", "duplicate_payment", "amount_mismatch",
-                                         "currency_mismatch", "channel_mismatch"};
-
-bool po_alert_reason_refundable(const char *reason)
-{
-    for (int i = 0; i < PO_NELEM(REFUNDABLE); i++)
-        if (strcmp(reason, REFUNDABLE[i]) == 0)
-            return true;
-    return false;
-}
-
-po_err po_alert_settle_refunded(struct po_store *s, const char *tenant, const char *suspense_key,
-                                const char *note, const char *now, char *err, size_t errcap)
-{
-    po_err rc = PO_OK;
-    for (int i = 0; i < PO_NELEM(REFUNDABLE) && !rc; i++) {
-        char akey[PO_KEY_MAX + PO_REASON_MAX + 2];
-        int64_t there = 0;
-        if (po_fmt(akey, sizeof akey, "%s|%s", suspense_key, REFUNDABLE[i]))
-            return PO_ERR_INVALID;
-        rc = po_store_exec(s,
-                           "UPDATE alert SET state = 'resolved', state_by = 'payonce',"
-                           " state_note = ?, state_at = ? WHERE tenant_id = ? AND alert_key = ?"
-                           " AND state <> 'resolved'",
-                           PO_PARAMS(PO_TEXT(note), PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(akey)),
-                           NULL, NULL, err, errcap);
-        struct po_rows r;
-        if (!rc)
-            rc = po_store_exec(s, "SELECT 1 FROM alert WHERE tenant_id = ? AND alert_key = ?",
-                               PO_PARAMS(PO_TEXT(tenant), PO_TEXT(akey)), &r, NULL, err, errcap);
-        if (!rc) {
-            there = r.nrows;
-            po_rows_free(&r);
-        }
-        if (!rc && there > 0)
-            rc = po_alert_audit(s, tenant, akey, "refunded", "payonce", note, now, err, errcap);
-    }
     return rc;
 }

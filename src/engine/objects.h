@@ -1,10 +1,10 @@
 /*
- * admin.h — creating the objects events act on: tenants, merchants, orders,
+ * objects.h — creating the objects events act on: tenants, merchants, orders,
  * refunds. Shared by the CLI and the tenant API. Each call runs in its own
  * transaction; on any error nothing is changed.
  */
-#ifndef PO_ADMIN_H
-#define PO_ADMIN_H
+#ifndef PO_OBJECTS_H
+#define PO_OBJECTS_H
 
 #include "../core/core.h"
 #include "../store/store.h"
@@ -86,30 +86,5 @@ po_err po_order_release_refund(struct po_store *s, const char *tenant, const cha
  * results, which name the payment). PO_ERR_NOT_FOUND when none. */
 po_err po_order_by_txn(struct po_store *s, const char *tenant, const char *channel,
                        const char *channel_txn_id, char *out_trade_no, size_t cap) PO_MUST_CHECK;
-
-/* ---- the alerts' audit trail (alert_action), inside the caller's
- * transaction: the operator's moves (service/alerts.c) and the engine's own
- * (a suspense payment refunded). ---- */
-
-/* Appends one move to an alert's trail (the alert must exist). action:
- * acknowledge, resolve, replay, refund, refunded. */
-po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_id,
-                      const char *action, const char *actor, const char *note, const char *now,
-                      char *err, size_t errcap) PO_MUST_CHECK;
-
-/* The alerts of a suspense payment (paid_after_close, duplicate_payment, or
- * a mismatch an operator parked to refund: their keys are
- * suspense_key|reason), when a refund returned its money:
- * each gets a 'refunded' move by "payonce" with note, and is resolved if it
- * was not already. */
-po_err po_alert_settle_refunded(struct po_store *s, const char *tenant, const char *suspense_key,
-                                const char *note, const char *now, char *err,
-                                size_t errcap) PO_MUST_CHECK;
-
-/* The reasons of a payment whose money is, or can be, parked in suspense
- * and refunded from there: paid_after_close, duplicate_payment (parked on
- * the way in), amount/currency/channel_mismatch (refused; parked when an
- * operator refunds them). */
-bool po_alert_reason_refundable(const char *reason);
 
 #endif

@@ -209,22 +209,7 @@ static po_err transition(struct batch *b, int *out_won)
     }
     struct po_rowset rs = {4, k, cells};
     struct po_rows r;
-    po_err rc = po_store_exec(
-        b->s,
-        po_engine_layer_on(b->cfg, PO_ENGINE_NO_LAYER2)
-            ? "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
-              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
-              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
-              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o AND"
-              " pay_order.status = 'PAYING' RETURNING pay_order.tenant_id,"
-              " pay_order.out_trade_no, pay_order.merchant_id, pay_order.event_seq"
-            : "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
-              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
-              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
-              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o"
-              " RETURNING pay_order.tenant_id, pay_order.out_trade_no, pay_order.merchant_id,"
-              " pay_order.event_seq",
-        PO_PARAMS(PO_TEXT(b->now), PO_TEXT(b->now), PO_ROWS(&rs)), &r, NULL, b->err, sizeof b->err);
+    po_err rc = po_engine_mark_paid(b->s, b->cfg, &rs, b->now, &r, b->err, sizeof b->err);
     free(cells);
     if (rc)
         return rc;
@@ -292,7 +277,7 @@ static po_err recheck_losers(struct batch *b)
 /* W2 and W3: the winners' processed records, journals and postings. */
 static po_err record_and_post(struct batch *b, int won)
 {
-    struct po_param *cells = malloc((size_t)won * 7 * sizeof *cells);
+    struct po_param *cells = malloc((size_t)won * PO_RECORD_COLUMNS * sizeof *cells);
     struct po_journal *j = malloc((size_t)won * sizeof *j);
     struct po_outbox_row *ob = malloc((size_t)won * sizeof *ob);
     struct po_outbox_json *pl = malloc((size_t)won * sizeof *pl);
@@ -307,14 +292,17 @@ static po_err record_and_post(struct batch *b, int won)
         if (!f->won)
             continue;
         const struct po_event *e = &b->ev[f->i];
-        struct po_param *r = &cells[k * 7];
+        struct po_param *r = &cells[k * PO_RECORD_COLUMNS];
         r[0] = PO_TEXT(e->tenant);
         r[1] = PO_TEXT(f->key);
         r[2] = PO_TEXT(e->channel);
-        r[3] = PO_TEXT(po_source_name(e->source));
-        r[4] = PO_TEXT(e->out_trade_no);
-        r[5] = PO_I64(e->amount_minor);
-        r[6] = PO_TEXT(e->currency);
+        r[3] = PO_TEXT(po_event_type_name(e->type));
+        r[4] = PO_TEXT(po_source_name(e->source));
+        r[5] = PO_TEXT("applied");
+        r[6] = PO_NULLP;
+        r[7] = PO_TEXT(e->out_trade_no);
+        r[8] = PO_I64(e->amount_minor);
+        r[9] = PO_TEXT(e->currency);
         struct po_journal *jj = &j[k++];
         memset(jj, 0, sizeof *jj);
         *jj = (struct po_journal){.tenant = e->tenant,
@@ -337,16 +325,9 @@ static po_err record_and_post(struct batch *b, int won)
             rc = PO_ERR_LIMIT;
     }
     PO_ASSERT(k == won);
-    struct po_rowset rs = {7, won, cells};
+    struct po_rowset rs = {PO_RECORD_COLUMNS, won, cells};
     if (!rc)
-        rc = po_store_exec(
-            b->s,
-            "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
-            " outcome, reason, out_trade_no, amount, currency, first_seen_at) SELECT"
-            " v.t, v.k, v.ch, 'PAY_SUCCESS', v.src, 'applied', NULL, v.o, v.amount,"
-            " v.cur, ? FROM ?{v: t text, k text, ch text, src text, o text,"
-            " amount int, cur text}",
-            PO_PARAMS(PO_TEXT(b->now), PO_ROWS(&rs)), NULL, NULL, b->err, sizeof b->err);
+        rc = po_engine_record_rows(b->s, &rs, b->now, b->err, sizeof b->err);
     if (!rc)
         rc = po_ledger_post_batch(b->s, j, won, &b->deltas, b->err, sizeof b->err);
     if (!rc)
@@ -511,4 +492,41 @@ po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
                        const struct po_event *ev, struct po_outcome *out)
 {
     return po_engine_apply_batch(s, cfg, ev, 1, out);
+}
+
+/* ---- the payment statements both paths use (engine_int.h) ---- */
+
+po_err po_engine_mark_paid(struct po_store *s, const struct po_engine_cfg *cfg,
+                           const struct po_rowset *rs, const char *now, struct po_rows *out,
+                           char *err, size_t errcap)
+{
+    return po_store_exec(
+        s,
+        po_engine_layer_on(cfg, PO_ENGINE_NO_LAYER2)
+            ? "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
+              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
+              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
+              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o AND"
+              " pay_order.status = 'PAYING' RETURNING pay_order.tenant_id,"
+              " pay_order.out_trade_no, pay_order.merchant_id, pay_order.event_seq"
+            : "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
+              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
+              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
+              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o"
+              " RETURNING pay_order.tenant_id, pay_order.out_trade_no, pay_order.merchant_id,"
+              " pay_order.event_seq",
+        PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_ROWS(rs)), out, NULL, err, errcap);
+}
+
+po_err po_engine_record_rows(struct po_store *s, const struct po_rowset *rs, const char *now,
+                             char *err, size_t errcap)
+{
+    PO_ASSERT(rs->ncols == PO_RECORD_COLUMNS);
+    return po_store_exec(s,
+                         "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
+                         " outcome, reason, out_trade_no, amount, currency, first_seen_at) SELECT"
+                         " v.t, v.k, v.ch, v.ty, v.src, v.oc, v.r, v.o, v.amount, v.cur, ? FROM"
+                         " ?{v: t text, k text, ch text, ty text, src text, oc text, r text,"
+                         " o text, amount int, cur text}",
+                         PO_PARAMS(PO_TEXT(now), PO_ROWS(rs)), NULL, NULL, err, errcap);
 }

@@ -150,7 +150,7 @@ static po_err layer1(struct ev_ctx *c, struct po_outcome *o, bool *out_dup)
 static po_err record(struct ev_ctx *c, const char *outcome, enum po_reason reason)
 {
     const struct po_event *ev = c->ev;
-    struct po_param p[] = {
+    struct po_param p[PO_RECORD_COLUMNS] = {
         PO_TEXT(ev->tenant),
         PO_TEXT(c->key),
         PO_TEXT(ev->channel),
@@ -161,13 +161,9 @@ static po_err record(struct ev_ctx *c, const char *outcome, enum po_reason reaso
         PO_TEXT(ev->out_trade_no),
         PO_I64(ev->amount_minor),
         PO_TEXT(ev->currency),
-        PO_TEXT(c->now),
     };
-    return change(c,
-                  "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
-                  " outcome, reason, out_trade_no, amount, currency, first_seen_at)"
-                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  p, PO_NELEM(p), NULL);
+    struct po_rowset rs = {PO_RECORD_COLUMNS, 1, p};
+    return po_engine_record_rows(c->s, &rs, c->now, c->err, sizeof c->err);
 }
 
 /* Durable alert; a retried bad event finds its alert already there. Its
@@ -245,8 +241,10 @@ void po_engine_event_payload(const struct po_event *ev, const char *merchant, en
         po_outbox_json_str(j, "reason", po_reason_name(reason));
 }
 
-/* The outbox row of this event's effect, in its savepoint. */
-static po_err emit(struct ev_ctx *c, const char *type, const char *merchant, enum po_reason reason)
+/* The outbox row of this event's effect, in its savepoint, at seq among
+ * its order's events (0: the next, taken now). */
+static po_err emit_at(struct ev_ctx *c, const char *type, const char *merchant,
+                      enum po_reason reason, int64_t seq)
 {
     struct po_outbox_json *j = malloc(sizeof *j);
     if (!j)
@@ -254,10 +252,25 @@ static po_err emit(struct ev_ctx *c, const char *type, const char *merchant, enu
     po_engine_event_payload(c->ev, merchant, reason, j);
     if (c->suspense_key[0])
         po_outbox_json_str(j, "suspense_key", c->suspense_key);
-    po_err rc = po_outbox_put(c->s, c->ev->tenant, c->key, type, c->ev->out_trade_no,
-                              po_outbox_json_end(j), c->now, c->err, sizeof c->err);
+    const char *payload = po_outbox_json_end(j);
+    po_err rc;
+    if (seq == 0) {
+        rc = po_outbox_put(c->s, c->ev->tenant, c->key, type, c->ev->out_trade_no, payload, c->now,
+                           c->err, sizeof c->err);
+    } else if (!payload) {
+        po_errf(c->err, sizeof c->err, "outbox payload of %s too large", type);
+        rc = PO_ERR_LIMIT;
+    } else {
+        struct po_outbox_row row = {c->ev->tenant, c->key, type, c->ev->out_trade_no, seq, payload};
+        rc = po_outbox_insert(c->s, &row, 1, c->now, c->err, sizeof c->err);
+    }
     free(j);
     return rc;
+}
+
+static po_err emit(struct ev_ctx *c, const char *type, const char *merchant, enum po_reason reason)
+{
+    return emit_at(c, type, merchant, reason, 0);
 }
 
 void po_engine_account(char *buf, size_t cap, const char *prefix, const char *id)
@@ -436,20 +449,20 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
     if (rc || dup)
         return rc;
 
-    struct po_param up[] = {
-        PO_TEXT(ev->channel_txn_id), PO_TEXT(ev->channel),     PO_TEXT(c->now), PO_TEXT(c->now),
-        PO_TEXT(ev->tenant),         PO_TEXT(ev->out_trade_no)};
-    rc = change(c,
-                layer_on(c, PO_ENGINE_NO_LAYER2)
-                    ? "UPDATE pay_order SET status = 'PAID', channel_txn_id = ?,"
-                      " channel = COALESCE(channel, ?), paid_at = ?, updated_at = ?"
-                      " WHERE tenant_id = ? AND out_trade_no = ? AND status = 'PAYING'"
-                    : "UPDATE pay_order SET status = 'PAID', channel_txn_id = ?,"
-                      " channel = COALESCE(channel, ?), paid_at = ?, updated_at = ?"
-                      " WHERE tenant_id = ? AND out_trade_no = ?",
-                up, PO_NELEM(up), &changes);
+    struct po_param up[] = {PO_TEXT(ev->tenant), PO_TEXT(ev->out_trade_no),
+                            PO_TEXT(ev->channel_txn_id), PO_TEXT(ev->channel)};
+    struct po_rowset urs = {4, 1, up};
+    struct po_rows moved;
+    rc = po_engine_mark_paid(c->s, c->cfg, &urs, c->now, &moved, c->err, sizeof c->err);
     if (rc)
         return rc;
+    int64_t seq = 0;
+    changes = moved.nrows;
+    if (changes == 1 && po_rows_i64(&moved, 0, 3, &seq))
+        rc = PO_ERR_STORE;
+    po_rows_free(&moved);
+    if (rc || changes > 1)
+        return rc ? rc : PO_ERR_STORE;
     if (changes == 0) {
         /* Layer 2 refereed: someone else moved the order. Re-read it. */
         rc = load_order(c, &ord, &found);
@@ -472,8 +485,8 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
     account(clearing, sizeof clearing, "channel_clearing", ev->channel);
     account(payable, sizeof payable, "merchant_payable", ord.merchant);
     rc = post(c, "PAY", clearing, payable);
-    if (!rc)
-        rc = emit(c, "payment.credited", ord.merchant, PO_R_NONE);
+    if (!rc) /* its place among the order's events: taken by the UPDATE above */
+        rc = emit_at(c, "payment.credited", ord.merchant, PO_R_NONE, seq);
     if (!rc)
         set_outcome(o, PO_OUT_APPLIED, 0, PO_R_NONE);
     return rc;

@@ -51,6 +51,25 @@ enum po_reason po_engine_order_check(const struct po_event *ev, const char *merc
                                      int64_t amount, const char *currency, const char *channel,
                                      bool amount_exact);
 
+/* ---- the payment statements, each written once (batch.c); the per-event
+ * path runs them with a batch of one ---- */
+
+/* Layer 2 for payments: the orders of rs (t, o, txn, ch) marked PAID —
+ * only from PAYING unless layer 2 is off — with their event_seq bumped
+ * for the payment.credited event; out: tenant_id, out_trade_no,
+ * merchant_id, event_seq of each order moved (none: someone else moved
+ * it first). */
+po_err po_engine_mark_paid(struct po_store *s, const struct po_engine_cfg *cfg,
+                           const struct po_rowset *rs, const char *now, struct po_rows *out,
+                           char *err, size_t errcap) PO_MUST_CHECK;
+/* Layer 3: the processed records of rs, one row an event: tenant, key,
+ * channel, event type, source, outcome, reason (NULL for none),
+ * out_trade_no, amount, currency. A key already there (a twin's
+ * committed row) is PO_ERR_CONFLICT. */
+#define PO_RECORD_COLUMNS 10
+po_err po_engine_record_rows(struct po_store *s, const struct po_rowset *rs, const char *now,
+                             char *err, size_t errcap) PO_MUST_CHECK;
+
 bool po_engine_layer_on(const struct po_engine_cfg *cfg, unsigned layer_bit);
 void po_engine_outcome(struct po_outcome *o, enum po_outcome_kind k, int layer,
                        enum po_reason reason);

@@ -20,7 +20,7 @@
  */
 #include "../support/testutil.h"
 
-#include "../../src/engine/admin.h"
+#include "../../src/engine/objects.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #include "fuzz_common.h"
 #include "fuzz_gateway.h"
 
-#include "../../src/engine/admin.h"
+#include "../../src/engine/objects.h"
 #include "../../src/http/http_int.h"
 #include "../../src/service/service.h"
 #include "../../src/ledger/ledger.h"

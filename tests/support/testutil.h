@@ -12,7 +12,7 @@
 #define PO_TESTUTIL_H
 
 #include "../../src/core/core.h"
-#include "../../src/engine/admin.h"
+#include "../../src/engine/objects.h"
 #include "../../src/engine/engine.h"
 #include "../../src/ledger/ledger.h"
 #include "../../src/store/store.h"

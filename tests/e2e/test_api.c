@@ -92,34 +92,24 @@ static void api(const char *method, unsigned port, const char *path, const char 
 {
     memset(r, 0, sizeof *r);
     char u[512], h1[256], h2[320];
+    const char *lines[4] = {api_content_type};
+    int n = 1;
     snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, api_content_type);
     if (key) {
         snprintf(h1, sizeof h1, "Authorization: Bearer %s", key);
-        h = curl_slist_append(h, h1);
+        lines[n++] = h1;
     }
     if (idem) {
         snprintf(h2, sizeof h2, "Idempotency-Key: %s", idem);
-        h = curl_slist_append(h, h2);
+        lines[n++] = h2;
     }
-    struct t_body b = {r->body, sizeof r->body, 0};
-    curl_easy_setopt(c, CURLOPT_URL, u);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    r->len = b.len;
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    struct t_http_req q = {.method = method,
+                           .url = u,
+                           .headers = lines,
+                           .body = body,
+                           .on_header = on_header,
+                           .header_ctx = r};
+    r->status = t_http(&q, r->body, sizeof r->body, &r->len);
 }
 
 static const char *jcode(const struct resp *r, char *buf, size_t cap)
@@ -857,32 +847,13 @@ static void *send_cb(void *arg)
 {
     struct cb *c = arg;
     pthread_barrier_wait(c->go);
-    char u[256];
-    snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/%s/t1", gw_port,
-             c->channel ? c->channel : "wechatpay");
-    CURL *h = curl_easy_init();
-    struct curl_slist *hl = NULL;
-    char line[600];
-    for (int i = 0; i < c->req->nheaders; i++) {
-        snprintf(line, sizeof line, "%s: %s", c->req->name[i], c->req->value[i]);
-        hl = curl_slist_append(hl, line);
-    }
-    snprintf(line, sizeof line, "Content-Type: %s", c->req->content_type);
-    hl = curl_slist_append(hl, line);
+    char path[64];
+    snprintf(path, sizeof path, "/notify/%s/t1", c->channel ? c->channel : "wechatpay");
     struct resp *r = calloc(1, sizeof *r);
-    struct t_body b = {r->body, sizeof r->body, 0};
-    curl_easy_setopt(h, CURLOPT_URL, u);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->req->body);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, t_body_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    if (curl_easy_perform(h) == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &c->status);
+    if (!r)
+        die("out of memory");
+    c->status = t_http_sim(gw_port, path, c->req, r->body, sizeof r->body);
     free(r);
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
     return NULL;
 }
 

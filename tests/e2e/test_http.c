@@ -15,6 +15,7 @@
 #include "../../src/channel/channel.h"
 #include "../../src/http/http.h"
 #include "../../src/sim/sim.h"
+#include "../support/simenv.h"
 #include "../support/testutil.h"
 
 #include <limits.h>
@@ -180,18 +181,6 @@ struct reply {
     size_t len;
 };
 
-static size_t on_body(char *data, size_t size, size_t n, void *ctx)
-{
-    struct reply *r = ctx;
-    size_t take = size * n;
-    if (r->len + take >= sizeof r->body)
-        take = sizeof r->body - 1 - r->len;
-    memcpy(r->body + r->len, data, take);
-    r->len += take;
-    r->body[r->len] = '\0';
-    return size * n;
-}
-
 struct delivery {
     const char *channel, *tenant;
     const struct po_sim_request *req;
@@ -218,31 +207,11 @@ static void *send_one(void *arg)
 
 static void send_once(struct delivery *d)
 {
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    char u[256], line[600];
+    char path[128];
     memset(&d->reply, 0, sizeof d->reply);
-    snprintf(u, sizeof u, "http://127.0.0.1:%u/notify/%s/%s", port, d->channel, d->tenant);
-    snprintf(line, sizeof line, "Content-Type: %s",
-             d->req->content_type ? d->req->content_type : "application/json");
-    h = curl_slist_append(h, line);
-    for (int i = 0; i < d->req->nheaders; i++) {
-        snprintf(line, sizeof line, "%s: %s", d->req->name[i], d->req->value[i]);
-        h = curl_slist_append(h, line);
-    }
-    h = curl_slist_append(h, "Expect:");
-    curl_easy_setopt(c, CURLOPT_URL, u);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, d->req->body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)d->req->body_len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &d->reply);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &d->reply.status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    snprintf(path, sizeof path, "/notify/%s/%s", d->channel, d->tenant);
+    d->reply.status = t_http_sim(port, path, d->req, d->reply.body, sizeof d->reply.body);
+    d->reply.len = strlen(d->reply.body);
 }
 
 /* ---- building callbacks ---- */
@@ -718,26 +687,16 @@ static void store_outage(void)
 static void admin_call(const char *method, const char *path, const char *token, const char *body,
                        struct reply *r)
 {
-    CURL *c = curl_easy_init();
     char u[256], auth[128];
-    struct curl_slist *h = NULL;
+    const char *lines[2] = {NULL, NULL};
     memset(r, 0, sizeof *r);
     snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
     if (token) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-        h = curl_slist_append(h, auth);
+        lines[0] = auth;
     }
-    curl_easy_setopt(c, CURLOPT_URL, u);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    struct t_http_req q = {.method = method, .url = u, .headers = lines, .body = body};
+    r->status = t_http(&q, r->body, sizeof r->body, &r->len);
 }
 
 /* The dashboard's data (issue 13 item 11; the page itself is tested in a
@@ -796,16 +755,11 @@ static void check_endpoints(void)
         {"/notify/paypal/t1", 405, "method_not_allowed"},
     };
     for (size_t i = 0; i < sizeof gets / sizeof gets[0]; i++) {
-        CURL *c = curl_easy_init();
-        struct reply r = {0};
+        static struct reply r;
         char u[256];
         snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, gets[i].path);
-        curl_easy_setopt(c, CURLOPT_URL, u);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-        curl_easy_perform(c);
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-        curl_easy_cleanup(c);
+        struct t_http_req q = {.url = u};
+        r.status = t_http(&q, r.body, sizeof r.body, &r.len);
         CHECK(r.status == gets[i].status && strstr(r.body, gets[i].contains),
               "GET %s: %ld, body lacks %s", gets[i].path, r.status, gets[i].contains);
     }

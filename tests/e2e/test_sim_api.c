@@ -72,25 +72,14 @@ static void http(const char *method, const char *u, const char *body, const char
                  struct resp *r)
 {
     memset(r, 0, sizeof *r);
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (auth)
-        h = curl_slist_append(h, auth);
-    struct t_body b = {r->body, sizeof r->body, 0};
-    curl_easy_setopt(c, CURLOPT_URL, u);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-    if (strcmp(method, "POST") == 0)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    r->len = b.len;
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    const char *lines[] = {"Content-Type: application/json", auth, NULL};
+    struct t_http_req q = {.url = u,
+                           .headers = lines,
+                           .body = strcmp(method, "POST") == 0 ? body : NULL,
+                           .timeout_s = 20,
+                           .on_header = on_header,
+                           .header_ctx = r};
+    r->status = t_http(&q, r->body, sizeof r->body, &r->len);
 }
 
 /* The response's Wechatpay-Signature verifies with the platform certificate. */

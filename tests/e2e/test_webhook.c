@@ -1129,24 +1129,11 @@ static void test_ssrf(void)
         form_url(forms[i], u, sizeof u);
         snprintf(body, sizeof body, "{\"url\":\"%s\"}", u);
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-        char answer[2048];
-        struct t_body b = {answer, sizeof answer, 0};
-        CURL *c = curl_easy_init();
-        struct curl_slist *h = curl_slist_append(NULL, auth);
-        h = curl_slist_append(h, "Content-Type: application/json");
-        char api[64];
+        char answer[2048], api[64];
         snprintf(api, sizeof api, "http://127.0.0.1:%u/v1/webhook_endpoints", port);
-        curl_easy_setopt(c, CURLOPT_URL, api);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-        long status = 0;
-        if (curl_easy_perform(c) == CURLE_OK)
-            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        curl_slist_free_all(h);
-        curl_easy_cleanup(c);
+        const char *lines[] = {auth, "Content-Type: application/json", NULL};
+        struct t_http_req q = {.url = api, .headers = lines, .body = body, .timeout_s = 10};
+        long status = t_http(&q, answer, sizeof answer, NULL);
         T_CHECK(status == 400 && strstr(answer, "\"param\":\"url\""), "ssrf: %s registered: %ld %s",
                 u, status, answer);
         refused += status == 400;
@@ -1248,25 +1235,10 @@ static void api(unsigned port, const char *method, const char *path, const char 
     char u[512], auth[200];
     snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", apikey);
-    struct t_body b = {a->body, sizeof a->body, 0};
-    a->status = 0;
-    a->body[0] = '\0';
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, auth);
-    h = curl_slist_append(h, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, u);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    const char *lines[] = {auth, "Content-Type: application/json", NULL};
+    struct t_http_req q = {
+        .method = method, .url = u, .headers = lines, .body = body, .timeout_s = 10};
+    a->status = t_http(&q, a->body, sizeof a->body, NULL);
 }
 
 static void test_api_surface(void)

@@ -144,28 +144,17 @@ static void die(const char *m)
     exit(1);
 }
 
-static long send_req(const char *path, struct curl_slist *h, const char *body, size_t len)
+static long send_req(const char *path, const char *const *headers, const char *body, size_t len)
 {
     char u[256], buf[4096];
     (void)snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
-    struct t_body b = {buf, sizeof buf, 0};
-    CURL *c = curl_easy_init();
-    if (!c)
-        die("curl");
-    curl_easy_setopt(c, CURLOPT_URL, u);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
-    long st = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-    curl_easy_cleanup(c);
-    return st;
+    struct t_http_req q = {.url = u,
+                           .headers = headers,
+                           .body = body,
+                           .body_len = len,
+                           .timeout_s = 20,
+                           .fresh_connection = true};
+    return t_http(&q, buf, sizeof buf, NULL);
 }
 
 /* The channel's payment callback for no, signed now (as the channel's
@@ -178,18 +167,11 @@ static long deliver(const struct po_sim_identity *id, const char *channel, const
     memset(&r, 0, sizeof r);
     if (po_sim_payment_request(id, &p, (int64_t)time(NULL), &r))
         die("sim payment");
-    char ct[160], path[64];
-    (void)snprintf(ct, sizeof ct, "Content-Type: %s", r.content_type);
+    char path[64];
     (void)snprintf(path, sizeof path, "/notify/%s/t1", channel);
-    struct curl_slist *h = curl_slist_append(NULL, ct);
-    h = curl_slist_append(h, "Expect:");
-    for (int i = 0; i < r.nheaders; i++) {
-        char line[600];
-        (void)snprintf(line, sizeof line, "%s: %s", r.name[i], r.value[i]);
-        h = curl_slist_append(h, line);
-    }
-    long st = send_req(path, h, r.body, r.body_len);
-    curl_slist_free_all(h);
+    struct t_sim_lines l;
+    t_sim_lines(&r, &l);
+    long st = send_req(path, l.h, r.body, r.body_len);
     po_sim_request_free(&r);
     return st;
 }
@@ -203,13 +185,8 @@ static long api_order(const char *no)
                      "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":100,"
                      "\"currency\":\"CNY\"}",
                      no);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, auth);
-    h = curl_slist_append(h, idem);
-    h = curl_slist_append(h, "Expect:");
-    long st = send_req("/v1/orders", h, body, (size_t)n);
-    curl_slist_free_all(h);
-    return st;
+    const char *h[] = {"Content-Type: application/json", auth, idem, "Expect:", NULL};
+    return send_req("/v1/orders", h, body, (size_t)n);
 }
 
 static int64_t count1(const char *sql, const char *arg)

@@ -5,6 +5,7 @@
 
 #include "testutil.h"
 
+#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,74 @@ size_t t_body_write(char *d, size_t sz, size_t n, void *ctx)
     b->len += take;
     b->data[b->len] = '\0';
     return sz * n;
+}
+
+long t_http(const struct t_http_req *q, char *out, size_t cap, size_t *len)
+{
+    struct curl_slist *h = NULL;
+    for (const char *const *line = q->headers; line && *line; line++)
+        h = curl_slist_append(h, *line);
+    struct t_body b = {out, cap, 0};
+    out[0] = '\0';
+    CURL *c = curl_easy_init();
+    if (!c) {
+        fprintf(stderr, "t_http: curl_easy_init failed\n");
+        exit(1);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, q->url);
+    if (h)
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (q->method)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+    if (q->body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE,
+                         (long)(q->body_len ? q->body_len : strlen(q->body)));
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_body_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (q->on_header) {
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, q->on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, q->header_ctx);
+    }
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, q->timeout_s ? q->timeout_s : 30L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (q->fresh_connection)
+        curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (len)
+        *len = b.len;
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+void t_sim_lines(const struct po_sim_request *r, struct t_sim_lines *out)
+{
+    int n = 0;
+    (void)snprintf(out->line[n], sizeof out->line[n], "Content-Type: %s",
+                   r->content_type ? r->content_type : "application/json");
+    out->h[n] = out->line[n];
+    n++;
+    for (int i = 0; i < r->nheaders && i < PO_SIM_HEADERS_MAX; i++, n++) {
+        (void)snprintf(out->line[n], sizeof out->line[n], "%s: %s", r->name[i], r->value[i]);
+        out->h[n] = out->line[n];
+    }
+    out->h[n++] = "Expect:";
+    out->h[n] = NULL;
+}
+
+long t_http_sim(unsigned port, const char *path, const struct po_sim_request *r, char *out,
+                size_t cap)
+{
+    char u[512];
+    (void)snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, path);
+    struct t_sim_lines l;
+    t_sim_lines(r, &l);
+    struct t_http_req q = {.url = u, .headers = l.h, .body = r->body, .body_len = r->body_len};
+    return t_http(&q, out, cap, NULL);
 }
 
 pid_t t_serve(const char *dir, const char *bin, const char *url, const char *const *extra,

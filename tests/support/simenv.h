@@ -52,6 +52,34 @@ struct t_body {
 };
 size_t t_body_write(char *d, size_t sz, size_t n, void *ctx);
 
+/* One HTTP request with libcurl — the e2e programs' one client helper. */
+struct t_http_req {
+    const char *method;         /* NULL: GET, or POST when there is a body */
+    const char *url;            /* http://127.0.0.1:PORT/… */
+    const char *const *headers; /* "Name: value" lines, NULL-terminated; NULL: none */
+    const char *body;           /* NULL: none */
+    size_t body_len;            /* 0: strlen(body) */
+    long timeout_s;             /* 0: 30 */
+    bool fresh_connection;      /* never reuse a connection */
+    /* Each header line of the answer (NULL: not wanted). */
+    size_t (*on_header)(char *d, size_t sz, size_t n, void *ctx);
+    void *header_ctx;
+};
+/* The answer's status (0: no answer); its body into out (cap > 0,
+ * NUL-terminated, cut when larger) and its length into *len (may be NULL). */
+long t_http(const struct t_http_req *q, char *out, size_t cap, size_t *len);
+/* The header lines of a simulated channel's request as t_http takes them
+ * (h, NULL-terminated): its Content-Type, its headers, and "Expect:". */
+struct t_sim_lines {
+    char line[PO_SIM_HEADERS_MAX + 1][600];
+    const char *h[PO_SIM_HEADERS_MAX + 3];
+};
+void t_sim_lines(const struct po_sim_request *r, struct t_sim_lines *out);
+/* A simulated channel's request posted to http://127.0.0.1:port + path
+ * with t_http (those lines). */
+long t_http_sim(unsigned port, const char *path, const struct po_sim_request *r, char *out,
+                size_t cap);
+
 /* A simulator's request as one raw HTTP/1.1 POST of path (heap,
  * NUL-terminated; *len its length). Aborts the test on error. */
 char *t_sim_http(const char *path, const struct po_sim_request *r, size_t *len);

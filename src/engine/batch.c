@@ -422,9 +422,9 @@ static po_err run_works(struct batch *b, struct po_engine_work *work, size_t nwo
     return PO_OK;
 }
 
-po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
-                             const struct po_event *ev, size_t n, struct po_outcome *out,
-                             struct po_engine_work *work, size_t nwork)
+void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
+                           const struct po_event *ev, size_t n, struct po_outcome *out,
+                           struct po_engine_work *work, size_t nwork)
 {
     PO_ASSERT(n <= PO_BATCH_MAX && nwork <= PO_BATCH_MAX && n + nwork >= 1);
     char now[PO_TIME_MAX];
@@ -433,7 +433,7 @@ po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg
         all_retry(out, n, PO_ERR_NOMEM);
         for (size_t i = 0; i < nwork; i++)
             work[i].rc = PO_ERR_NOMEM;
-        return PO_OK;
+        return;
     }
     for (size_t i = 0; i < n; i++) {
         char verr[PO_ERRBUF_MAX];
@@ -478,20 +478,20 @@ fail:
         work[i].rc = PO_ERR_TRANSIENT;
 out_free:
     free(b);
-    return PO_OK;
+    return;
 }
 
-po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
-                             const struct po_event *ev, size_t n, struct po_outcome *out)
+void po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
+                           const struct po_event *ev, size_t n, struct po_outcome *out)
 {
     PO_ASSERT(n >= 1);
-    return po_engine_apply_mixed(s, cfg, ev, n, out, NULL, 0);
+    po_engine_apply_mixed(s, cfg, ev, n, out, NULL, 0);
 }
 
-po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
-                       const struct po_event *ev, struct po_outcome *out)
+void po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg, const struct po_event *ev,
+                     struct po_outcome *out)
 {
-    return po_engine_apply_batch(s, cfg, ev, 1, out);
+    po_engine_apply_batch(s, cfg, ev, 1, out);
 }
 
 /* ---- the payment statements both paths use (engine_int.h) ---- */

@@ -234,8 +234,7 @@ static void run(struct worker *w, int n)
     pthread_mutex_unlock(&w->mu);
     answer_retry(c, refused, PO_R_STORE_UNAVAILABLE);
     if (ne + nw > 0)
-        PO_ASSERT(po_engine_apply_mixed(w->s, cfg->engine, w->ev, (size_t)ne, w->out, w->work,
-                                        (size_t)nw) == PO_OK);
+        po_engine_apply_mixed(w->s, cfg->engine, w->ev, (size_t)ne, w->out, w->work, (size_t)nw);
     bool failed = false;
     pthread_mutex_lock(&w->mu);
     for (int j = 0; j < ne; j++) {

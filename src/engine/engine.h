@@ -38,12 +38,11 @@ struct po_engine_cfg {
 
 /*
  * Applies n (1..PO_BATCH_MAX) validated events in one transaction and writes
- * one outcome per event. Returns PO_OK when every event has its outcome
- * (including retry outcomes); a non-OK return is a programmer error.
+ * one outcome per event — retry when the database failed them: it cannot
+ * fail otherwise (a broken precondition is an assertion).
  */
-po_err po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
-                             const struct po_event *ev, size_t n,
-                             struct po_outcome *out) PO_MUST_CHECK;
+void po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
+                           const struct po_event *ev, size_t n, struct po_outcome *out);
 
 /*
  * Records a durable alert for a verified event that cannot be applied for a
@@ -56,8 +55,8 @@ po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_re
                        const char *detail, const char *outcome) PO_MUST_CHECK;
 
 /* A batch of one. */
-po_err po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg,
-                       const struct po_event *ev, struct po_outcome *out) PO_MUST_CHECK;
+void po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg, const struct po_event *ev,
+                     struct po_outcome *out);
 
 /*
  * Work that is not an event but must commit in the same batch (the tenant
@@ -72,9 +71,9 @@ struct po_engine_work {
 };
 /* po_engine_apply_batch with works: 0..PO_BATCH_MAX events and works, at
  * least one of either. */
-po_err po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
-                             const struct po_event *ev, size_t n, struct po_outcome *out,
-                             struct po_engine_work *work, size_t nwork) PO_MUST_CHECK;
+void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
+                           const struct po_event *ev, size_t n, struct po_outcome *out,
+                           struct po_engine_work *work, size_t nwork);
 
 /* ---- the committer (committer.c) ----
  *

@@ -220,11 +220,11 @@ static po_err alert_payment(struct po_store *s, const char *tenant, const char *
 static po_err engine_apply(struct po_store *s, const struct po_event *ev, struct po_outcome *out,
                            char *err, size_t errcap)
 {
-    po_err rc = po_engine_apply(s, NULL, ev, out);
-    if (rc || out->kind == PO_OUT_RETRY) {
+    po_engine_apply(s, NULL, ev, out);
+    if (out->kind == PO_OUT_RETRY) {
         po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
                 po_reason_name(out->reason));
-        return rc ? rc : PO_ERR_TRANSIENT;
+        return PO_ERR_TRANSIENT;
     }
     return PO_OK;
 }

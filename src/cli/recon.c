@@ -127,7 +127,7 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct po_query_report q;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_order_query_round(s, &acct, min_age, (int)limit, &q, err, sizeof err);
+    po_err rc = po_order_query_round(s, NULL, &acct, min_age, (int)limit, &q, err, sizeof err);
     po_channel_account_free(&acct);
     curl_global_cleanup();
     if (rc)

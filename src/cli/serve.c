@@ -276,7 +276,13 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         curl_global_cleanup();
         return cli_fail(rc, err);
     }
-    struct po_jobs_cfg jcfg = {cfg.db_url, have ? master : NULL, qint, qage, refund_s, retention};
+    struct po_jobs_cfg jcfg = {.db_url = cfg.db_url,
+                               .master = have ? master : NULL,
+                               .query_s = qint,
+                               .query_min_age_s = qage,
+                               .refund_s = refund_s,
+                               .retention_s = retention,
+                               .committer = po_server_committer(srv)};
     struct po_jobs *jobs = NULL;
     if (po_jobs_start(&jcfg, &jobs))
         po_log(PO_LOG_ERROR, "background jobs could not start; serving without them");

@@ -83,6 +83,10 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
 unsigned po_server_port(const struct po_server *s);
 /* The operations listener's port (0 without one). */
 unsigned po_server_ops_port(const struct po_server *s);
+/* The server's committer: serve's one front door to the engine, for the
+ * background jobs (valid until po_server_stop). */
+struct po_committer;
+struct po_committer *po_server_committer(struct po_server *s);
 /* What the server's committer has done (metrics, benchmarks). */
 struct po_committer_stats;
 void po_server_committer_stats(struct po_server *s, struct po_committer_stats *out);

@@ -1026,6 +1026,11 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     return PO_OK;
 }
 
+struct po_committer *po_server_committer(struct po_server *s)
+{
+    return s->http.cb.committer;
+}
+
 unsigned po_server_ops_port(const struct po_server *s)
 {
     const union MHD_DaemonInfo *i =

@@ -44,8 +44,8 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
         struct po_query_report q;
         if (po_account_fetch(s, j->cfg.master, tenants[i], ch->name, &acct, err, sizeof err))
             continue;
-        if (po_order_query_round(s, &acct, j->cfg.query_min_age_s, QUERY_LIMIT, &q, err,
-                                 sizeof err) == PO_OK &&
+        if (po_order_query_round(s, j->cfg.committer, &acct, j->cfg.query_min_age_s, QUERY_LIMIT,
+                                 &q, err, sizeof err) == PO_OK &&
             q.queried)
             po_log(PO_LOG_INFO,
                    "tenant %s: %s active query: %lld queried, %lld credited now, %lld already,"

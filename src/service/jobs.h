@@ -22,6 +22,9 @@ struct po_jobs_cfg {
     int64_t query_min_age_s;
     int64_t refund_s;    /* refund resubmission interval (0 = off) */
     int64_t retention_s; /* Idempotency-Key retention */
+    /* serve's committer: every engine call of the jobs goes through it
+     * (NULL: applied on the jobs' own connection) */
+    struct po_committer *committer;
 };
 struct po_jobs;
 /* Starts the jobs thread; it opens its own store connection per round. */

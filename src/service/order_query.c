@@ -15,12 +15,23 @@
 
 #define QUERY_TRIES 5
 
-/* Applies one event, retrying transient failures; PO_ERR_TRANSIENT if they
+/* Applies one event — through the committer inside serve, its one front
+ * door to the engine (SQLite's one writer stays one), else on s (the
+ * offline CLI) — retrying transient failures; PO_ERR_TRANSIENT if they
  * persist. */
-static po_err apply(struct po_store *s, const struct po_event *ev, struct po_outcome *out)
+static po_err apply(struct po_store *s, struct po_committer *committer, const struct po_event *ev,
+                    struct po_outcome *out)
 {
     for (int t = 0; t < QUERY_TRIES; t++) {
-        po_engine_apply(s, NULL, ev, out);
+        if (committer) {
+            struct po_commit_item it;
+            memset(&it, 0, sizeof it);
+            it.ev = *ev;
+            po_committer_apply(committer, &it);
+            *out = it.out;
+        } else {
+            po_engine_apply(s, NULL, ev, out);
+        }
         if (out->kind != PO_OUT_RETRY)
             return PO_OK;
         struct timespec ts = {0, 100000000L * (t + 1)};
@@ -29,9 +40,9 @@ static po_err apply(struct po_store *s, const struct po_event *ev, struct po_out
     return PO_ERR_TRANSIENT;
 }
 
-po_err po_order_query_round(struct po_store *s, const struct po_channel_account *acct,
-                            int64_t min_age_s, int limit, struct po_query_report *out, char *err,
-                            size_t errcap)
+po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
+                            const struct po_channel_account *acct, int64_t min_age_s, int limit,
+                            struct po_query_report *out, char *err, size_t errcap)
 {
     const struct po_channel_ops *ch = po_channel_find(acct->channel);
     if (!ch || !ch->order_query) {
@@ -78,7 +89,7 @@ po_err po_order_query_round(struct po_store *s, const struct po_channel_account 
         }
         q.paid++;
         struct po_outcome o;
-        if (apply(s, &a->ev, &o)) {
+        if (apply(s, committer, &a->ev, &o)) {
             q.failed++;
             continue;
         }

@@ -25,9 +25,11 @@ struct po_query_report {
  * channel-signed "paid" answer is replayed through the engine (source
  * query) with exactly the key the callback would have had. At most limit
  * orders a round. PO_ERR_INVALID when the channel has no query API.
+ * committer: serve's (its one front door to the engine); NULL applies on s
+ * (the offline CLI).
  */
-po_err po_order_query_round(struct po_store *s, const struct po_channel_account *acct,
-                            int64_t min_age_s, int limit, struct po_query_report *out, char *err,
-                            size_t errcap) PO_MUST_CHECK;
+po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
+                            const struct po_channel_account *acct, int64_t min_age_s, int limit,
+                            struct po_query_report *out, char *err, size_t errcap) PO_MUST_CHECK;
 
 #endif

@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define SECRET_HEX 64 /* 32 random bytes */
+#define SECRET_HEX 64             /* 32 random bytes */
+#define PO_WEBHOOK_REMOVE_TRIES 5 /* a removal chosen as a deadlock's victim */
 /* The last_error of the deliveries a removal ended. */
 #define PO_WEBHOOK_REMOVED "endpoint removed"
 
@@ -221,8 +223,8 @@ po_err po_webhook_get(struct po_store *s, const char *tenant, const char *id, js
     return rc;
 }
 
-po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
-                         size_t errcap)
+static po_err remove_once(struct po_store *s, const char *tenant, const char *id, char *err,
+                          size_t errcap)
 {
     char now[PO_TIME_MAX];
     int64_t changed = 0;
@@ -254,6 +256,27 @@ po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id,
         rc = po_store_commit(s, err, errcap);
     else
         po_store_rollback(s);
+    return rc;
+}
+
+/* The removal locks the endpoint and then its deliveries; a delivery's
+ * result is recorded the other way round (its row, then the endpoint's
+ * failing streak), so on PostgreSQL the two can deadlock while the
+ * endpoint is being retried, and the database aborts one of them
+ * (PO_ERR_TRANSIENT). The gateway retries its side; so does the removal:
+ * an operator's or a tenant's remove does not fail because a delivery was
+ * being recorded at that moment. */
+po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
+                         size_t errcap)
+{
+    po_err rc = PO_OK;
+    for (int tries = 0; tries < PO_WEBHOOK_REMOVE_TRIES; tries++) {
+        rc = remove_once(s, tenant, id, err, errcap);
+        if (rc != PO_ERR_TRANSIENT)
+            break;
+        struct timespec pause = {0, 50000000L * (tries + 1)};
+        nanosleep(&pause, NULL);
+    }
     return rc;
 }
 

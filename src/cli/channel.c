@@ -18,23 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
-{
-    const char *path = cli_opt(o, "master-key-file");
-    if (!path || !*path)
-        path = getenv("PAYONCE_MASTER_KEY_FILE");
-    *have = false;
-    if (!path || !*path)
-        return 0;
-    char err[PO_ERRBUF_MAX] = "";
-    if (po_master_key_load(path, key, err, sizeof err)) {
-        fprintf(stderr, "payonce: %s\n", err);
-        return EXIT_FAIL;
-    }
-    *have = true;
-    return 0;
-}
-
 /* The options of `channel set`: the common ones and every registered
  * channel's, from the registry (space-separated, for the option parser). */
 void cli_channel_set_options(char *buf, size_t cap)

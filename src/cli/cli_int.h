@@ -43,10 +43,6 @@ bool cli_flag(const struct opts *o, const char *name);
  * EXIT_USAGE after saying what is wrong. */
 int cli_int_opt(const struct opts *o, const char *name, int64_t min, int64_t max, int64_t dflt,
                 int64_t *out);
-/* The committer's options shared by serve and bench: --committers (2),
- * --batch-max (128), --batch-wait-us (200); 0 or EXIT_USAGE. */
-int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
-                       int64_t *batch_wait);
 /* The option's value, or NULL after printing that it is required. */
 const char *cli_need(const struct opts *o, const char *name);
 /* Prints an error with its code and returns EXIT_FAIL. */
@@ -64,6 +60,10 @@ const char *cli_db_url(const struct opts *o);
 int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 
 /* ---- serve's options, declared once (config.c) ---- */
+/* The committer's options shared by serve and bench: --committers (2),
+ * --batch-max (128), --batch-wait-us (200); 0 or EXIT_USAGE. */
+int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
+                       int64_t *batch_wait);
 #define PO_CONFIG_DEFAULT "/etc/payonce/payonce.conf"
 enum cfg_type { CFG_INT, CFG_STR, CFG_FLAG };
 struct cfg_opt {

@@ -343,3 +343,14 @@ void cfg_doc(FILE *f)
                     c->doc);
     }
 }
+
+int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
+                       int64_t *batch_wait)
+{
+    int ret = cfg_int(o, "committers", committers); /* bounds: config.c's table */
+    if (!ret)
+        ret = cfg_int(o, "batch-max", batch_max);
+    if (!ret)
+        ret = cfg_int(o, "batch-wait-us", batch_wait);
+    return ret;
+}

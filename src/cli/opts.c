@@ -5,6 +5,7 @@
  */
 #include "../channel/channel.h"
 #include "../core/core.h"
+#include "../crypto/crypto.h"
 #include "../store/store.h"
 
 #include <jansson.h>
@@ -114,17 +115,6 @@ int cli_int_opt(const struct opts *o, const char *name, int64_t min, int64_t max
     return 0;
 }
 
-int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
-                       int64_t *batch_wait)
-{
-    int ret = cfg_int(o, "committers", committers); /* bounds: config.c's table */
-    if (!ret)
-        ret = cfg_int(o, "batch-max", batch_max);
-    if (!ret)
-        ret = cfg_int(o, "batch-wait-us", batch_wait);
-    return ret;
-}
-
 /* Returns the named option or prints which one is missing. */
 const char *cli_need(const struct opts *o, const char *name)
 {
@@ -196,4 +186,21 @@ int cli_print_json(json_t *doc)
     fputc('\n', stdout);
     json_decref(doc);
     return rc;
+}
+
+int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
+{
+    const char *path = cli_opt(o, "master-key-file");
+    if (!path || !*path)
+        path = getenv("PAYONCE_MASTER_KEY_FILE");
+    *have = false;
+    if (!path || !*path)
+        return 0;
+    char err[PO_ERRBUF_MAX] = "";
+    if (po_master_key_load(path, key, err, sizeof err)) {
+        fprintf(stderr, "payonce: %s\n", err);
+        return EXIT_FAIL;
+    }
+    *have = true;
+    return 0;
 }

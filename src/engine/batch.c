@@ -209,7 +209,8 @@ static po_err transition(struct batch *b, int *out_won)
     }
     struct po_rowset rs = {4, k, cells};
     struct po_rows r;
-    po_err rc = po_engine_mark_paid(b->s, b->cfg, &rs, b->now, &r, b->err, sizeof b->err);
+    po_err rc = po_engine_mark_paid(b->s, po_engine_layer_on(b->cfg, PO_ENGINE_NO_LAYER2), &rs,
+                                    b->now, &r, b->err, sizeof b->err);
     free(cells);
     if (rc)
         return rc;
@@ -492,41 +493,4 @@ void po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg, const 
                      struct po_outcome *out)
 {
     po_engine_apply_batch(s, cfg, ev, 1, out);
-}
-
-/* ---- the payment statements both paths use (engine_int.h) ---- */
-
-po_err po_engine_mark_paid(struct po_store *s, const struct po_engine_cfg *cfg,
-                           const struct po_rowset *rs, const char *now, struct po_rows *out,
-                           char *err, size_t errcap)
-{
-    return po_store_exec(
-        s,
-        po_engine_layer_on(cfg, PO_ENGINE_NO_LAYER2)
-            ? "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
-              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
-              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
-              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o AND"
-              " pay_order.status = 'PAYING' RETURNING pay_order.tenant_id,"
-              " pay_order.out_trade_no, pay_order.merchant_id, pay_order.event_seq"
-            : "UPDATE pay_order SET status = 'PAID', channel_txn_id = v.txn, channel ="
-              " COALESCE(pay_order.channel, v.ch), paid_at = ?, updated_at = ?, event_seq ="
-              " pay_order.event_seq + 1 FROM ?{v: t text, o text, txn text, ch text} WHERE"
-              " pay_order.tenant_id = v.t AND pay_order.out_trade_no = v.o"
-              " RETURNING pay_order.tenant_id, pay_order.out_trade_no, pay_order.merchant_id,"
-              " pay_order.event_seq",
-        PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_ROWS(rs)), out, NULL, err, errcap);
-}
-
-po_err po_engine_record_rows(struct po_store *s, const struct po_rowset *rs, const char *now,
-                             char *err, size_t errcap)
-{
-    PO_ASSERT(rs->ncols == PO_RECORD_COLUMNS);
-    return po_store_exec(s,
-                         "INSERT INTO notify_log (tenant_id, idem_key, channel, event_type, source,"
-                         " outcome, reason, out_trade_no, amount, currency, first_seen_at) SELECT"
-                         " v.t, v.k, v.ch, v.ty, v.src, v.oc, v.r, v.o, v.amount, v.cur, ? FROM"
-                         " ?{v: t text, k text, ch text, ty text, src text, oc text, r text,"
-                         " o text, amount int, cur text}",
-                         PO_PARAMS(PO_TEXT(now), PO_ROWS(rs)), NULL, NULL, err, errcap);
 }

@@ -453,7 +453,8 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
                             PO_TEXT(ev->channel_txn_id), PO_TEXT(ev->channel)};
     struct po_rowset urs = {4, 1, up};
     struct po_rows moved;
-    rc = po_engine_mark_paid(c->s, c->cfg, &urs, c->now, &moved, c->err, sizeof c->err);
+    rc = po_engine_mark_paid(c->s, layer_on(c, PO_ENGINE_NO_LAYER2), &urs, c->now, &moved, c->err,
+                             sizeof c->err);
     if (rc)
         return rc;
     int64_t seq = 0;

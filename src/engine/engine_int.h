@@ -51,17 +51,17 @@ enum po_reason po_engine_order_check(const struct po_event *ev, const char *merc
                                      int64_t amount, const char *currency, const char *channel,
                                      bool amount_exact);
 
-/* ---- the payment statements, each written once (batch.c); the per-event
- * path runs them with a batch of one ---- */
+/* ---- the payment statements, each written once (statements.c); the
+ * per-event path runs them with a batch of one ---- */
 
 /* Layer 2 for payments: the orders of rs (t, o, txn, ch) marked PAID —
- * only from PAYING unless layer 2 is off — with their event_seq bumped
- * for the payment.credited event; out: tenant_id, out_trade_no,
+ * only from PAYING when only_paying (layer 2 on) — with their event_seq
+ * bumped for the payment.credited event; out: tenant_id, out_trade_no,
  * merchant_id, event_seq of each order moved (none: someone else moved
  * it first). */
-po_err po_engine_mark_paid(struct po_store *s, const struct po_engine_cfg *cfg,
-                           const struct po_rowset *rs, const char *now, struct po_rows *out,
-                           char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_engine_mark_paid(struct po_store *s, bool only_paying, const struct po_rowset *rs,
+                           const char *now, struct po_rows *out, char *err,
+                           size_t errcap) PO_MUST_CHECK;
 /* Layer 3: the processed records of rs, one row an event: tenant, key,
  * channel, event type, source, outcome, reason (NULL for none),
  * out_trade_no, amount, currency. A key already there (a twin's

@@ -166,22 +166,6 @@ struct req {
     struct po_hcall h;
 };
 
-void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type, const char *body)
-{
-    r->status = status;
-    r->content_type = content_type;
-    free(r->body);
-    r->body = body ? strdup(body) : NULL;
-}
-
-void po_hresp_header(struct po_hresp *r, const char *name, const char *value)
-{
-    PO_ASSERT(r->nheaders < PO_HRESP_HEADERS_MAX);
-    r->hname[r->nheaders] = name;
-    PO_ASSERT(po_strcpy(r->hvalue[r->nheaders], sizeof r->hvalue[0], value) == PO_OK);
-    r->nheaders++;
-}
-
 /* Queues an answer on the connection and releases it. */
 static enum MHD_Result send_answer(struct MHD_Connection *c, struct po_hresp *a)
 {

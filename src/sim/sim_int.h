@@ -53,6 +53,7 @@ struct sim_call {
     char *body_out; /* heap */
     bool wx_signed; /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
 };
+/* ---- the handlers' side of the server (calls.c) ---- */
 /* Sets the answer (body copied); returns 0 so handlers can `return` it. */
 int sim_reply(struct sim_call *c, unsigned status, const char *type, const char *body,
               bool wx_signed);
@@ -80,7 +81,7 @@ void sim_new_id(const char *prefix, char *out, size_t cap);
 /* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
 void sim_beijing_now(char *out, size_t cap);
 void sim_yuan(int64_t minor, char *out, size_t cap);
-/* ---- server.c ---- */
+/* ---- calls.c ---- */
 /* Notifies a refund's result to url on the channel's schedule, from a
  * detached thread (po_sim_server_stop waits for it). */
 void sim_start_refund_job(struct po_sim_server *s, const char *url, const char *channel,

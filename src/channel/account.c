@@ -28,6 +28,27 @@ void po_channel_account_free(struct po_channel_account *a)
     po_secure_zero(a, sizeof *a);
 }
 
+static bool sealed_text(json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s && (strncmp(s, PO_SEALED_PREFIX, strlen(PO_SEALED_PREFIX)) == 0 ||
+                 strncmp(s, "plain:", 6) == 0);
+}
+
+bool po_account_value_sealed(json_t *v)
+{
+    if (!json_is_array(v))
+        return sealed_text(v);
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        if (!sealed_text(e))
+            return false;
+    }
+    return json_array_size(v) > 0;
+}
+
 static void aad_of(const char *tenant, const char *channel, const char *field, char *out,
                    size_t cap)
 {

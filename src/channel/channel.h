@@ -72,6 +72,11 @@ struct po_channel_account {
 
 /* Releases keys and wipes secrets. */
 void po_channel_account_free(struct po_channel_account *a);
+/* Whether a stored document's value is a secret in the one sealing format
+ * (sealed under the master key, or "plain:" in development mode), or an
+ * array of them: what an operator is shown as "(sealed)", whatever the
+ * channel calls the field. */
+bool po_account_value_sealed(json_t *v);
 
 /* ---- accounts: building and loading the stored document (account.c) ---- */
 
@@ -374,6 +379,9 @@ struct po_channel_ops {
      * reason in err) anything it cannot account for. */
     po_err (*bill_parse)(const char *data, size_t len, struct po_bill *out, char *err,
                          size_t errcap);
+    /* With bill_parse: the merchant id this account's rows carry
+     * (po_bill_row.mchid); a bill with rows for another is refused. */
+    const char *(*bill_merchant)(const struct po_channel_account *a);
 };
 
 /* The registered channels, NULL-terminated, in a fixed order (metrics). */

@@ -14,6 +14,8 @@ const struct po_channel_ops *const po_channels[] = {
     &po_channel_stripe,
     NULL,
 };
+_Static_assert(PO_NELEM(po_channels) - 1 <= PO_CHANNELS_MAX,
+               "more channels than PO_CHANNELS_MAX (core/limits.h): raise it");
 
 int po_channel_index(const char *name)
 {
@@ -32,7 +34,8 @@ const struct po_channel_ops *po_channel_find(const char *name)
 static bool can(const struct po_channel_ops *c, unsigned need)
 {
     return (!(need & PO_CAN_REFUND) || c->refund_submit) &&
-           (!(need & PO_CAN_QUERY) || c->order_query) && (!(need & PO_CAN_BILL) || c->bill_parse);
+           (!(need & PO_CAN_QUERY) || c->order_query) &&
+           (!(need & PO_CAN_BILL) || (c->bill_parse && c->bill_merchant));
 }
 
 void po_channel_names(unsigned need, char *out, size_t cap)

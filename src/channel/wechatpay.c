@@ -541,6 +541,13 @@ static const struct po_channel_option options[] = {
     {NULL, NULL},
 };
 
+/* Bills name the merchant by its mchid (the service provider's, in
+ * service-provider mode; the sub-merchant is its own column). */
+static const char *bill_merchant(const struct po_channel_account *a)
+{
+    return a->mchid;
+}
+
 const struct po_channel_ops po_channel_wechatpay = {
     .name = "wechatpay",
     .title = "WeChat Pay API v3",
@@ -552,4 +559,5 @@ const struct po_channel_ops po_channel_wechatpay = {
     .refund_submit = po_wechatpay_refund_submit,
     .order_query = po_wechatpay_order_query,
     .bill_parse = po_wechatpay_bill_parse,
+    .bill_merchant = bill_merchant,
 };

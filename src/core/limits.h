@@ -16,6 +16,7 @@
 #define PO_ID_MAX 64               /* tenant, merchant, out_trade_no, refund no, receiver */
 #define PO_TXN_ID_MAX 64           /* channel transaction / refund / share ids */
 #define PO_CHANNEL_MAX 16          /* a channel's name, NUL included */
+#define PO_CHANNELS_MAX 16         /* registered channels (checked when registry.c compiles) */
 #define PO_KEY_MAX 256             /* derived idempotency key */
 #define PO_NAME_MAX 128            /* tenant display name */
 #define PO_TIME_MAX 40             /* RFC 3339 timestamp text */

@@ -559,7 +559,6 @@ po_err po_random(void *buf, size_t len)
     return RAND_bytes(buf, (int)len) == 1 ? PO_OK : PO_ERR_INTERNAL;
 }
 
-#define SEAL_PREFIX "sealed:v1:"
 #define SEAL_NONCE 12
 
 po_err po_seal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
@@ -586,13 +585,13 @@ po_err po_seal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
     rc = po_b64_encode(blob, SEAL_NONCE + ct_len, &b64);
     if (rc)
         goto out;
-    size_t n = strlen(SEAL_PREFIX) + strlen(b64) + 1;
+    size_t n = strlen(PO_SEALED_PREFIX) + strlen(b64) + 1;
     *out = malloc(n);
     if (!*out) {
         rc = PO_ERR_NOMEM;
         goto out;
     }
-    (void)snprintf(*out, n, "%s%s", SEAL_PREFIX, b64);
+    (void)snprintf(*out, n, "%s%s", PO_SEALED_PREFIX, b64);
 out:
     free(b64);
     free(blob);
@@ -603,8 +602,8 @@ out:
 po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad, const char *sealed,
                  unsigned char **out, size_t *out_len)
 {
-    size_t plen = strlen(SEAL_PREFIX);
-    if (strncmp(sealed, SEAL_PREFIX, plen) != 0)
+    size_t plen = strlen(PO_SEALED_PREFIX);
+    if (strncmp(sealed, PO_SEALED_PREFIX, plen) != 0)
         return PO_ERR_INVALID;
     unsigned char *blob = NULL;
     size_t blob_len = 0;

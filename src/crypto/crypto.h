@@ -90,6 +90,7 @@ po_err po_random(void *buf, size_t len) PO_MUST_CHECK;
  * AES-256-GCM under the master key, with `aad` binding the ciphertext to
  * its place (e.g. "t1/wechatpay/apiv3_key") so it cannot be moved.
  */
+#define PO_SEALED_PREFIX "sealed:v1:"
 po_err po_seal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
                const unsigned char *secret, size_t len, char **out) PO_MUST_CHECK;
 po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad, const char *sealed,

@@ -91,9 +91,13 @@ bool po_notify_start(struct po_hcall *h)
     const struct po_hreq *req = &h->req;
     const struct po_channel_ops *ch = po_channel_find(req->params[0]);
     if (!ch) {
-        po_hresp_set(&h->resp, 404, "application/json",
-                     "{\"error\":{\"code\":\"unknown_channel\",\"message\":\"payonce receives"
-                     " /notify/wechatpay, /notify/alipay and /notify/stripe\"}}");
+        char names[PO_CHANNELS_MAX * (PO_CHANNEL_MAX + 2)], body[sizeof names + 128];
+        po_channel_names(0, names, sizeof names);
+        (void)snprintf(body, sizeof body,
+                       "{\"error\":{\"code\":\"unknown_channel\",\"message\":\"payonce receives"
+                       " /notify/CHANNEL for the channels %s\"}}",
+                       names);
+        po_hresp_set(&h->resp, 404, "application/json", body);
         return false;
     }
     struct po_callback *cb = &h->cb;

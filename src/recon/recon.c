@@ -284,9 +284,10 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
     for (int i = 0; i < b.nrows; i++) {
         const struct po_bill_row *row = &b.rows[i];
         struct po_event e;
-        if (strcmp(row->mchid, acct->mchid) != 0) {
-            po_errf(err, errcap, "row %d is for merchant %s, the tenant's mchid is %s", i + 1,
-                    row->mchid, acct->mchid);
+        const char *ours = ch->bill_merchant(acct);
+        if (strcmp(row->mchid, ours) != 0) {
+            po_errf(err, errcap, "row %d is for merchant %s, the tenant's is %s", i + 1, row->mchid,
+                    ours);
             rc = PO_ERR_INVALID;
             goto out;
         }

@@ -1,6 +1,6 @@
 /*
- * account.h — channel accounts: the stored rows (account.c) and their cache in memory with its
- * version guard (accounts.c). Part of service.h (which includes every service header).
+ * account.h — channel accounts: the stored rows (account_store.c) and their cache in memory with
+ * its version guard (account_cache.c). Part of service.h (which includes every service header).
  */
 #ifndef PO_SERVICE_ACCOUNT_H
 #define PO_SERVICE_ACCOUNT_H
@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-/* ---- channel accounts (account.c) ---- */
+/* ---- channel accounts in the store (account_store.c) ---- */
 
 /* A tenant's stored account for a channel, secrets unsealed with master
  * (NULL in insecure development mode). PO_ERR_NOT_FOUND when absent;
@@ -21,6 +21,12 @@
 po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
                         const char *channel, struct po_channel_account *out, char *err,
                         size_t errcap) PO_MUST_CHECK;
+/* The same, with the row's version (the cache's guard): the one reader of
+ * a stored account's row. */
+po_err po_account_fetch_versioned(struct po_store *s, const unsigned char *master,
+                                  const char *tenant, const char *channel,
+                                  struct po_channel_account *out, int64_t *version, char *err,
+                                  size_t errcap) PO_MUST_CHECK;
 /* Loads every stored channel account as the gateway will (secrets
  * unsealed with master): report() for each that does not load, with why
  * (a wrong master key, a damaged document). Counts into *checked and
@@ -47,7 +53,7 @@ po_err po_account_save(struct po_store *s, const char *tenant, const char *chann
 po_err po_account_tenants(struct po_store *s, const char *channel, char ***out,
                           int *out_n) PO_MUST_CHECK;
 void po_strings_free(char **v, int n);
-/* ---- channel accounts in memory (accounts.c) ---- */
+/* ---- channel accounts in memory (account_cache.c) ---- */
 
 struct po_accounts;
 struct po_account_ref;

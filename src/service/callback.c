@@ -1,6 +1,6 @@
 /*
  * callback.c — one channel callback, end to end, in one direction:
- *   1. the tenant's account for the channel (cached in memory: accounts.c)
+ *   1. the tenant's account for the channel (cached in memory: account_cache.c)
  *   2. the adapter: verify over the raw body, decrypt, normalise
  *   3. for WeChat profit sharing only: our order from the payment it names
  *   4. the committer: the event in a batch, one transaction, the three layers

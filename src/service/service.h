@@ -7,7 +7,9 @@
  * Each concern has its own header (below); this one includes them all.
  *
  *   callback.c       one channel callback: account, adapter, engine -> decision
- *   account.c        channel accounts: fetch (unsealed), save
+ *   account_store.c  channel accounts in the store: the one row reader
+ *                    (fetch, unsealed, with its version), save
+ *   account_cache.c  channel accounts in memory, with their version guard
  *   views.c          typed reads as JSON: orders, refunds, balances, alerts,
  *                    journal pages, API keys
  *   apikey.c         tenant API keys (only hashes stored)

@@ -304,16 +304,12 @@ po_err po_view_tenants(struct po_store *s, json_t **out)
  * expiry (ISO 8601) and whether it has passed. */
 static json_t *redacted(json_t *doc, int64_t now)
 {
-    static const char *const secrets[] = {"apiv3_key", "merchant_private_key", "webhook_secrets"};
     json_t *out = json_object();
     const char *name;
     json_t *v;
     json_object_foreach(doc, name, v)
     {
-        bool secret = false;
-        for (int i = 0; i < NFIELDS(secrets); i++)
-            secret = secret || strcmp(name, secrets[i]) == 0;
-        if (secret) {
+        if (po_account_value_sealed(v)) {
             char what[64];
             (void)snprintf(what, sizeof what, json_is_array(v) ? "(%zu sealed)" : "(sealed)",
                            json_array_size(v));

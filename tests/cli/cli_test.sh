@@ -162,6 +162,13 @@ EOF
   check serve-wrong-key 1 timeout 10 "$BIN" serve --db "$db" --master-key-file "$tmp/other.key" --listen 127.0.0.1:0
   has serve-wrong-key "$tmp/err" "tenant t1, channel alipay: the account cannot be loaded"
   has serve-wrong-key "$tmp/err" "2 of 2 channel accounts cannot be loaded"
+  # every sealed field is shown sealed, whatever the channel calls it (Stripe's rotation list too)
+  printf 'whsec_first_secret_0001' > "$tmp/whsec1"; printf 'whsec_second_secret_002' > "$tmp/whsec2"
+  check channel-set-stripe 0 "$BIN" channel set --db "$db" --tenant t1 --channel stripe \
+    --master-key-file "$tmp/master.key" --webhook-secret-file "$tmp/whsec1" --webhook-secret-file "$tmp/whsec2"
+  check channel-show-stripe 0 "$BIN" channel show --db "$db" --tenant t1 --channel stripe --json
+  json channel-show-stripe 'd["config"]["webhook_secrets"]=="(2 sealed)"'
+  if grep -q "whsec_\|sealed:v1" "$tmp/out"; then echo "FAIL channel-show-stripe: secret printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
   # alerts replay (issue 13 item 9): a refused payment goes through the
   # engine again with its own key, audited; it resolves the alert only when credited
   sed 's/ORD-1/ORD-9/; s/0000000001/0000000009/; s/"amount":100/"amount":300/' "$tmp/ev.json" > "$tmp/ev9.json"

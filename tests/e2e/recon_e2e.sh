@@ -101,16 +101,17 @@ open('t-amount.csv', 'wb').write(raw.replace(b'`0.03,`0.00,`0,', b'`0.0x,`0.00,`
 open('t-truncated.csv', 'wb').write(b'\r\n'.join(lines[:-3]) + b'\r\n')
 bad = lines[5].split(b',')
 open('t-columns.csv', 'wb').write(b'\r\n'.join(lines[:5] + [b','.join(bad[:-2])] + lines[6:]))
+open('t-merchant.csv', 'wb').write(raw.replace(b'`1921000401,', b'`1921000999,', 1))
 EOF
 before=$(fingerprint)
-for t in summary:"does not agree" amount:"not a decimal" truncated:"truncated" columns:"columns, the header has 27"; do
+for t in summary:"does not agree" amount:"not a decimal" truncated:"truncated" columns:"columns, the header has 27" merchant:"row 1 is for merchant 1921000999, the tenant's is 1921000401"; do
   f=t-${t%%:*}.csv; want=${t#*:}
   $P recon import --tenant vec --channel wechatpay --force "$f" > out.txt 2> err.txt; rc=$?
   check "tampered ${t%%:*}: refused" "$rc" 1
   check "tampered ${t%%:*}: message" "$(grep -c "$want" err.txt)" 1
 done
 check "tampered bills changed nothing" "$(fingerprint)" "$before"
-fig "# recon-e2e[$BACKEND] tampered bills (summary, amount, truncated, columns) refused, nothing changed"
+fig "# recon-e2e[$BACKEND] tampered bills (summary, amount, truncated, columns, another merchant's row) refused, nothing changed"
 
 # ---- 3. lost payments, the simulator, active query, races ----
 $P tenant add --tenant t2 >/dev/null && $P merchant add --tenant t2 --merchant m1 >/dev/null

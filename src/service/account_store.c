@@ -1,5 +1,5 @@
 /*
- * account.c — channel accounts in the store: fetched and unsealed for the
+ * account_store.c — channel accounts in the store: fetched and unsealed for the
  * gateway, reconciliation and refund submission; saved by `channel set`.
  * The document format itself belongs to channel/account.c.
  */
@@ -8,13 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
-                        const char *channel, struct po_channel_account *out, char *err,
-                        size_t errcap)
+po_err po_account_fetch_versioned(struct po_store *s, const unsigned char *master,
+                                  const char *tenant, const char *channel,
+                                  struct po_channel_account *out, int64_t *version, char *err,
+                                  size_t errcap)
 {
     struct po_rows r;
+    int64_t v = 0;
     po_err rc = po_store_exec(s,
-                              "SELECT config FROM channel_account WHERE tenant_id = ? AND"
+                              "SELECT config, version FROM channel_account WHERE tenant_id = ? AND"
                               " channel = ?",
                               PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel)), &r, NULL, err, errcap);
     if (rc)
@@ -24,9 +26,23 @@ po_err po_account_fetch(struct po_store *s, const unsigned char *master, const c
         po_errf(err, errcap, "tenant %s has no %s account", tenant, channel);
         return PO_ERR_NOT_FOUND;
     }
-    rc = po_channel_account_load(tenant, channel, po_rows_get(&r, 0, 0), master, out, err, errcap);
+    if (po_rows_i64(&r, 0, 1, &v))
+        rc = PO_ERR_STORE;
+    else if (po_channel_account_load(tenant, channel, po_rows_get(&r, 0, 0), master, out, err,
+                                     errcap))
+        rc = PO_ERR_STORE; /* stored but unusable: an operator's problem, logged by the caller */
     po_rows_free(&r);
-    return rc ? PO_ERR_STORE : PO_OK;
+    if (!rc)
+        *version = v;
+    return rc;
+}
+
+po_err po_account_fetch(struct po_store *s, const unsigned char *master, const char *tenant,
+                        const char *channel, struct po_channel_account *out, char *err,
+                        size_t errcap)
+{
+    int64_t version = 0;
+    return po_account_fetch_versioned(s, master, tenant, channel, out, &version, err, errcap);
 }
 
 po_err po_account_doc(struct po_store *s, const char *tenant, const char *channel, json_t **doc,

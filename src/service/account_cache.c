@@ -1,5 +1,5 @@
 /*
- * accounts.c — channel accounts held in memory, unsealed and with their
+ * account_cache.c — channel accounts held in memory, unsealed and with their
  * keys parsed once, for the gateway's request threads.
  *
  * An entry is (tenant, channel) -> the loaded account and the stored
@@ -145,37 +145,19 @@ static void make_room_locked(struct po_accounts *a, unsigned avoid)
 po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *tenant,
                         const char *channel, struct po_account_ref **out, char *err, size_t errcap)
 {
-    struct po_rows rows;
-    po_err rc =
-        po_store_exec(s,
-                      "SELECT config, version FROM channel_account WHERE tenant_id = ?"
-                      " AND channel = ?",
-                      PO_PARAMS(PO_TEXT(tenant), PO_TEXT(channel)), &rows, NULL, err, errcap);
-    if (rc)
-        return rc;
-    struct po_account_ref *r = NULL;
-    if (rows.nrows == 0) {
-        po_errf(err, errcap, "tenant %s has no %s account", tenant, channel);
-        rc = PO_ERR_NOT_FOUND;
-        goto out;
-    }
-    r = calloc(1, sizeof *r);
-    if (!r) {
-        rc = PO_ERR_NOMEM;
-        goto out;
-    }
+    struct po_account_ref *r = calloc(1, sizeof *r);
+    if (!r)
+        return PO_ERR_NOMEM;
+    po_err rc = PO_ERR_INVALID;
     if (po_strcpy(r->tenant, sizeof r->tenant, tenant) ||
-        po_strcpy(r->channel, sizeof r->channel, channel) ||
-        po_rows_i64(&rows, 0, 1, &r->version)) {
-        rc = PO_ERR_STORE;
+        po_strcpy(r->channel, sizeof r->channel, channel)) {
+        po_errf(err, errcap, "tenant or channel name too long");
         goto out;
     }
-    rc = po_channel_account_load(tenant, channel, po_rows_get(&rows, 0, 0), a->master, &r->acct,
-                                 err, errcap);
-    if (rc) {
-        rc = PO_ERR_STORE; /* stored but unusable: an operator's problem, logged by the caller */
+    rc = po_account_fetch_versioned(s, a->master, tenant, channel, &r->acct, &r->version, err,
+                                    errcap);
+    if (rc)
         goto out;
-    }
     atomic_store(&r->refs, 2); /* the cache's and the caller's */
     unsigned h = bucket(tenant, channel);
     pthread_mutex_lock(&a->mu);
@@ -189,7 +171,6 @@ po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *t
     r = NULL;
 out:
     free(r);
-    po_rows_free(&rows);
     return rc;
 }
 

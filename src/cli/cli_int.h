@@ -65,24 +65,20 @@ int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
 int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
                        int64_t *batch_wait);
 #define PO_CONFIG_DEFAULT "/etc/payonce/payonce.conf"
-enum cfg_type { CFG_INT, CFG_STR, CFG_FLAG };
-struct cfg_opt {
-    const char *name; /* the flag without "--", and the config file's key */
-    enum cfg_type type;
-    int64_t min, max, dflt; /* CFG_INT */
-    const char *sdflt;      /* CFG_STR: the default as shown */
-    const char *arg;        /* what the value is, for help */
-    const char *doc;
-    bool secret; /* shown redacted by config check */
-};
-const struct cfg_opt *cfg_find(const char *name);
+struct po_option;
+struct po_gateway_cfg;
+/* The gateway's configuration from the option table: every field at its
+ * default (po_gateway_cfg_init), then what o sets, each checked against
+ * its bounds. db_url, master_key and egress are the caller's. 0 or
+ * EXIT_USAGE. */
+int cfg_gateway(const struct opts *o, struct po_gateway_cfg *g);
 /* The value options of the table other than db and log-level, which every
  * command takes (space-separated). */
 void cfg_names(char *buf, size_t cap);
 /* An integer option of the table, with its bounds and default. */
 int cfg_int(const struct opts *o, const char *name, int64_t *out);
 /* The option's description with its default and bounds. */
-void cfg_describe(const struct cfg_opt *c, char *buf, size_t cap);
+void cfg_describe(const struct po_option *c, char *buf, size_t cap);
 /* Reads a config file into o (values point into *buf, which the caller
  * frees). A missing file is fine unless required. 0 or an exit code, after
  * saying what is wrong with which line. */

@@ -16,6 +16,8 @@
 
 #include "cli_int.h"
 
+#include "../service/options.h"
+
 struct optdoc {
     const char *name, *arg, *doc; /* arg NULL: a flag */
 };
@@ -110,7 +112,7 @@ static bool is_serve(const struct cli_command *c)
 static bool find_doc(const struct cli_command *c, const char *name, struct optdoc *out, char *buf,
                      size_t cap)
 {
-    const struct cfg_opt *t = cfg_find(name);
+    const struct po_option *t = po_option_find(name);
     for (size_t i = 0; !(t && is_serve(c)) && i < sizeof optdocs / sizeof optdocs[0]; i++)
         if (strcmp(optdocs[i].name, name) == 0) {
             *out = optdocs[i];
@@ -119,7 +121,7 @@ static bool find_doc(const struct cli_command *c, const char *name, struct optdo
     if (!t)
         return false;
     cfg_describe(t, buf, cap);
-    *out = (struct optdoc){t->name, t->type == CFG_FLAG ? NULL : t->arg, buf};
+    *out = (struct optdoc){t->name, t->type == PO_OPT_FLAG ? NULL : t->arg, buf};
     return true;
 }
 

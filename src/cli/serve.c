@@ -15,44 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The delivery worker's options (docs/webhooks.md); --webhook-senders 0
- * runs none in this process. */
-static int webhook_opts(const struct opts *o, struct po_webhooks_cfg *w)
-{
-    int64_t senders = 0, per_ep = 0, per_tenant = 0, timeout = 0, base = 0, cap = 0, age = 0,
-            alert = 0, poll = 0, pending = 0;
-    int ret = cfg_int(o, "webhook-senders", &senders);
-    if (!ret)
-        ret = cfg_int(o, "webhook-pending-max", &pending);
-    if (!ret)
-        ret = cfg_int(o, "webhook-per-endpoint", &per_ep);
-    if (!ret)
-        ret = cfg_int(o, "webhook-per-tenant", &per_tenant);
-    if (!ret)
-        ret = cfg_int(o, "webhook-timeout-ms", &timeout);
-    if (!ret)
-        ret = cfg_int(o, "webhook-retry-base-ms", &base);
-    if (!ret)
-        ret = cfg_int(o, "webhook-retry-cap-ms", &cap);
-    if (!ret)
-        ret = cfg_int(o, "webhook-max-age-s", &age);
-    if (!ret)
-        ret = cfg_int(o, "webhook-alert-after-s", &alert);
-    if (!ret)
-        ret = cfg_int(o, "webhook-poll-ms", &poll);
-    *w = (struct po_webhooks_cfg){.senders = (int)senders,
-                                  .pending_max = pending,
-                                  .per_endpoint = (int)per_ep,
-                                  .per_tenant = (int)per_tenant,
-                                  .timeout_ms = (long)timeout,
-                                  .retry_base_ms = base,
-                                  .retry_cap_ms = cap,
-                                  .max_age_s = age,
-                                  .alert_after_s = alert,
-                                  .poll_ms = (int)poll};
-    return ret;
-}
-
 /* SIGHUP: what can change without dropping a connection — the log level,
  * from the config file (docs/configuration.md). */
 static void reload(void)
@@ -167,51 +129,13 @@ int cmd_serve(struct po_store *s, const struct opts *o)
 {
     unsigned char master[32];
     bool have = false;
-    int64_t pool = 0, conns = 0, body = 0, timeout = 0, qint = 0, qage = 0, retention = 0,
-            wait_ms = 0, refund_s = 0, threads = 0, workers = 0, committers = 0, batch_max = 0,
-            batch_wait = 0, head_s = 0, body_s = 0, per_ip = 0, deadline_ms = 0, api_share = 0;
+    struct po_gateway_cfg g;
     int ret = cli_load_master_key(o, master, &have);
     if (!ret)
-        ret = cfg_int(o, "pool-size", &pool);
-    if (!ret)
-        ret = cfg_int(o, "max-connections", &conns);
-    if (!ret)
-        ret = cfg_int(o, "body-max", &body);
-    if (!ret)
-        ret = cfg_int(o, "request-timeout", &timeout);
-    if (!ret)
-        ret = cfg_int(o, "header-timeout", &head_s);
-    if (!ret)
-        ret = cfg_int(o, "body-timeout", &body_s);
-    if (!ret) /* 0: no cap (behind a reverse proxy) */
-        ret = cfg_int(o, "max-connections-per-ip", &per_ip);
-    if (!ret)
-        ret = cfg_int(o, "callback-deadline-ms", &deadline_ms);
-    if (!ret)
-        ret = cfg_int(o, "query-interval", &qint);
-    if (!ret)
-        ret = cfg_int(o, "query-min-age", &qage);
-    if (!ret)
-        ret = cfg_int(o, "idempotency-retention", &retention);
-    if (!ret)
-        ret = cfg_int(o, "idempotency-wait-ms", &wait_ms);
-    if (!ret)
-        ret = cfg_int(o, "refund-retry-interval", &refund_s);
-    if (!ret)
-        ret = cfg_int(o, "threads", &threads); /* 0: one a core */
-    if (!ret)
-        ret = cfg_int(o, "workers", &workers);
-    if (!ret)
-        ret = cfg_int(o, "api-per-tenant", &api_share);
-    if (!ret)
-        ret = cli_committer_opts(o, &committers, &batch_max, &batch_wait);
-    struct po_webhooks_cfg wcfg;
-    if (!ret)
-        ret = webhook_opts(o, &wcfg);
-    struct po_egress_policy egress;
+        ret = cfg_gateway(o, &g);
     char eerr[PO_ERRBUF_MAX] = "";
     if (!ret && po_egress_policy_parse(cli_opt(o, "webhook-allow-net"), cli_flag(o, "insecure-dev"),
-                                       &egress, eerr, sizeof eerr)) {
+                                       &g.egress, eerr, sizeof eerr)) {
         fprintf(stderr, "payonce: webhook-allow-net: %s\n", eerr);
         ret = EXIT_USAGE;
     }
@@ -234,31 +158,9 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         po_secure_zero(master, sizeof master);
         return ret;
     }
-    struct po_server_cfg cfg = {
-        .listen = cli_opt(o, "listen") ? cli_opt(o, "listen") : "127.0.0.1:8080",
-        .ops_listen = cli_opt(o, "ops-listen"),
-        .admin_token = token,
-        .db_url = cli_db_url(o),
-        .master_key = have ? master : NULL,
-        .pool_size = (int)pool,
-        .max_connections = (int)conns,
-        .body_max = (size_t)body,
-        .request_timeout_s = (int)timeout,
-        .header_timeout_s = (int)head_s,
-        .body_timeout_s = (int)body_s,
-        .max_connections_per_ip = per_ip ? (int)per_ip : -1,
-        .callback_deadline_ms = (int)deadline_ms,
-        .idem_wait_ms = wait_ms ? (int)wait_ms : -1,
-        .threads = (int)threads,
-        .workers = (int)workers,
-        .api_per_tenant = (int)api_share,
-        .committers = (int)committers,
-        .batch_max = (int)batch_max,
-        .batch_wait_us = batch_wait ? (int)batch_wait : -1,
-        .webhooks = wcfg.senders ? &wcfg : NULL,
-        .egress = &egress,
-    };
-    /* Block the stop signals before the server's threads exist, so that
+    g.db_url = cli_db_url(o);
+    g.master_key = have ? master : NULL;
+    /* Block the stop signals before the gateway's threads exist, so that
      * only sigwait below receives them. */
     sigset_t stop;
     sigemptyset(&stop);
@@ -267,41 +169,36 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+    struct po_gateway *gw = NULL;
     struct po_server *srv = NULL;
+    struct po_server_cfg scfg = {.admin_token = token};
     char err[PO_ERRBUF_MAX] = "";
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    po_err rc = po_server_start(&cfg, &srv, err, sizeof err);
+    po_err rc = po_gateway_open(&g, &gw, err, sizeof err);
+    if (!rc)
+        rc = po_server_start(gw, &scfg, &srv, err, sizeof err);
+    po_secure_zero(master, sizeof master); /* the gateway keeps its own copy */
     if (rc) {
-        po_secure_zero(master, sizeof master);
+        po_gateway_close(gw);
         curl_global_cleanup();
         return cli_fail(rc, err);
     }
-    struct po_jobs_cfg jcfg = {.db_url = cfg.db_url,
-                               .master = have ? master : NULL,
-                               .query_s = qint,
-                               .query_min_age_s = qage,
-                               .refund_s = refund_s,
-                               .retention_s = retention,
-                               .committer = po_server_committer(srv)};
-    struct po_jobs *jobs = NULL;
-    if (po_jobs_start(&jcfg, &jobs))
-        po_log(PO_LOG_ERROR, "background jobs could not start; serving without them");
-    bool sqlite = strncmp(cfg.db_url, "sqlite:", 7) == 0;
+    const struct po_gateway_cfg *run = po_gateway_parts(gw)->cfg;
     po_log(PO_LOG_INFO,
            "payonce serving on %s (port %u), store %s; committers %d, batch up to %d, wait %d us",
-           cfg.listen, po_server_port(srv), sqlite ? "sqlite" : "postgres",
-           sqlite ? 1 : (int)committers, (int)batch_max, (int)batch_wait);
+           run->listen, po_server_port(srv),
+           strncmp(run->db_url, "sqlite:", 7) == 0 ? "sqlite" : "postgres", (int)run->committers,
+           (int)run->batch_max, (int)run->batch_wait_us);
     printf("listening on port %u\n", po_server_port(srv));
-    if (cfg.ops_listen)
+    if (run->ops_listen)
         printf("operations on port %u\n", po_server_ops_port(srv));
     fflush(stdout);
     int sig = 0;
     while (sigwait(&stop, &sig) == 0 && sig == SIGHUP)
         reload();
     po_log(PO_LOG_INFO, "payonce stopping (signal %d)", sig);
-    po_jobs_stop(jobs);
     po_server_stop(srv);
-    po_secure_zero(master, sizeof master);
+    po_gateway_close(gw);
     po_secure_zero(token, sizeof token);
     curl_global_cleanup();
     return 0;

@@ -174,14 +174,14 @@ static void admin_job(void *arg)
     struct po_hcall *h = arg;
     struct po_store *s = NULL;
     char err[PO_ERRBUF_MAX] = "";
-    if (po_store_pool_acquire(h->ctx->pool, 2000, &s, err, sizeof err)) {
+    if (po_store_pool_acquire(h->ctx->gw->pool, 2000, &s, err, sizeof err)) {
         error(h, 503, "store_unavailable", "no database connection free; retry");
     } else {
         if (strcmp(h->req.method, "POST") == 0)
             acknowledge(h, s);
         else
             summary(h, s);
-        po_store_pool_release(h->ctx->pool, s);
+        po_store_pool_release(h->ctx->gw->pool, s);
     }
     h->complete(h);
 }

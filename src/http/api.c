@@ -78,7 +78,7 @@ bool po_api_acquire(struct po_api_call *c)
     char err[PO_ERRBUF_MAX] = "";
     if (c->s)
         return true;
-    if (po_store_pool_acquire(c->ctx->pool, PO_POOL_WAIT_MS, &c->s, err, sizeof err)) {
+    if (po_store_pool_acquire(c->ctx->gw->pool, PO_POOL_WAIT_MS, &c->s, err, sizeof err)) {
         po_log(PO_LOG_WARN, "request %s: %s", c->req->request_id, err);
         return false;
     }
@@ -88,7 +88,7 @@ bool po_api_acquire(struct po_api_call *c)
 static void release_conn(struct po_api_call *c)
 {
     if (c->s)
-        po_store_pool_release(c->ctx->pool, c->s);
+        po_store_pool_release(c->ctx->gw->pool, c->s);
     c->s = NULL;
 }
 
@@ -181,7 +181,7 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
                 NULL);
             return false;
         case PO_IDEM_IN_FLIGHT:
-            if (waited >= c->ctx->idem_wait_ms) {
+            if (waited >= c->ctx->gw->cfg->idem_wait_ms) {
                 in_flight(c);
                 return false;
             }
@@ -243,14 +243,15 @@ static void submit_refund(struct po_api_call *c)
 {
     struct po_refund_job *job = calloc(1, sizeof *job);
     bool found = false;
-    po_err rc = job && po_api_acquire(c) ? po_refund_prepare(c->s, c->ctx->master_key, c->tenant,
-                                                             c->submit_refund, job, &found)
-                                         : PO_ERR_TRANSIENT;
+    po_err rc = job && po_api_acquire(c)
+                    ? po_refund_prepare(c->s, c->ctx->gw->cfg->master_key, c->tenant,
+                                        c->submit_refund, job, &found)
+                    : PO_ERR_TRANSIENT;
     release_conn(c);
     if (!rc && found && job->callable) {
-        if (po_bulkhead_enter(c->ctx->outbound_bulkhead, c->tenant)) {
+        if (po_bulkhead_enter(c->ctx->gw->outbound_bulkhead, c->tenant)) {
             rc = po_refund_call(job);
-            po_bulkhead_leave(c->ctx->outbound_bulkhead, c->tenant);
+            po_bulkhead_leave(c->ctx->gw->outbound_bulkhead, c->tenant);
         } else {
             job->callable = false;
             (void)snprintf(job->ans.code, sizeof job->ans.code, "outbound_busy");
@@ -286,7 +287,7 @@ static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, con
     /* Spread over the committer's threads (twins of this process never
      * meet there: they wait in po_idem_local). */
     (void)snprintf(it.route, sizeof it.route, "%s|%s", c->tenant, c->req->request_id);
-    po_committer_apply(c->ctx->cb.committer, &it);
+    po_committer_apply(c->ctx->gw->cb.committer, &it);
     return it.work.rc;
 }
 
@@ -350,7 +351,7 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
             return;
         }
         release_conn(c); /* never held while waiting for a twin */
-        rc = po_idem_local_enter(c->ctx->idem_local, &q, c->ctx->idem_wait_ms);
+        rc = po_idem_local_enter(c->ctx->gw->idem_local, &q, c->ctx->gw->cfg->idem_wait_ms);
         if (rc) {
             if (rc == PO_ERR_CONFLICT)
                 in_flight(c);
@@ -368,7 +369,7 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
             if (rc != PO_ERR_CONFLICT || cl.kind != PO_IDEM_ABSENT || attempt == 2)
                 break;
         }
-        po_idem_local_leave(c->ctx->idem_local, &q);
+        po_idem_local_leave(c->ctx->gw->idem_local, &q);
     } else {
         rc = run_effect(c, NULL, "");
     }
@@ -451,7 +452,7 @@ void po_api_lane(const struct po_http_ctx *ctx, const struct po_hreq *req, char 
 {
     char key_id[PO_APIKEY_ID_LEN + 1];
     key_id_of(req, key_id);
-    po_bulkhead_hinted(ctx->api_bulkhead, key_id, out, cap);
+    po_bulkhead_hinted(ctx->gw->api_bulkhead, key_id, out, cap);
 }
 
 static void dispatch(struct po_api_call *c, const char *allow)
@@ -464,7 +465,7 @@ static void dispatch(struct po_api_call *c, const char *allow)
     key_id_of(c->req, key_id);
     /* A tenant already over its share while others are active is refused
      * before its key is checked (no database round trip for a flood). */
-    if (po_bulkhead_hint_over_share(c->ctx->api_bulkhead, key_id)) {
+    if (po_bulkhead_hint_over_share(c->ctx->gw->api_bulkhead, key_id)) {
         po_api_fail(c, 503, "tenant_busy",
                     "too many requests of this tenant in flight; retry shortly", NULL);
         c->retry_after = 1;
@@ -473,9 +474,9 @@ static void dispatch(struct po_api_call *c, const char *allow)
     if (!authenticate(c))
         return;
     if (key_id[0])
-        po_bulkhead_hint(c->ctx->api_bulkhead, key_id, c->tenant);
+        po_bulkhead_hint(c->ctx->gw->api_bulkhead, key_id, c->tenant);
     /* The tenant's share of the workers: beyond it, 503 at once. */
-    if (!po_bulkhead_enter(c->ctx->api_bulkhead, c->tenant)) {
+    if (!po_bulkhead_enter(c->ctx->gw->api_bulkhead, c->tenant)) {
         po_api_fail(c, 503, "tenant_busy",
                     "too many requests of this tenant in flight; retry shortly", NULL);
         c->retry_after = 1;
@@ -513,7 +514,7 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
     dispatch(&c, allow);
     release_conn(&c);
     if (c.in_bulkhead)
-        po_bulkhead_leave(ctx->api_bulkhead, c.tenant);
+        po_bulkhead_leave(ctx->gw->api_bulkhead, c.tenant);
     char *body = c.resp ? po_json_dumps(c.resp, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!body)
         po_api_fail(&c, 500, "internal", "out of memory", NULL);

@@ -500,7 +500,7 @@ static void create_endpoint(struct po_api_call *c)
         po_api_fail(c, 400, "missing_parameter", "url (and events, a string) are required", "url");
         return;
     }
-    if (!po_egress_url_ok(c->ctx->egress, u, err, sizeof err)) {
+    if (!po_egress_url_ok(&c->ctx->gw->cfg->egress, u, err, sizeof err)) {
         po_api_fail(c, 400, "invalid_parameter", err, "url");
         return;
     }
@@ -513,8 +513,8 @@ static void create_endpoint(struct po_api_call *c)
         po_api_unavailable(c);
         return;
     }
-    po_err rc = po_webhook_add(c->s, c->ctx->master_key, c->tenant, u, ev, c->ctx->egress, &n, err,
-                               sizeof err);
+    po_err rc = po_webhook_add(c->s, c->ctx->gw->cfg->master_key, c->tenant, u, ev,
+                               &c->ctx->gw->cfg->egress, &n, err, sizeof err);
     if (rc == PO_ERR_LIMIT)
         po_api_fail(c, 409, "endpoint_limit", err, NULL);
     else if (rc)
@@ -550,8 +550,8 @@ static void rotate_endpoint(struct po_api_call *c)
         po_api_unavailable(c);
         return;
     }
-    po_err rc =
-        po_webhook_rotate(c->s, c->ctx->master_key, c->tenant, c->no, secret, err, sizeof err);
+    po_err rc = po_webhook_rotate(c->s, c->ctx->gw->cfg->master_key, c->tenant, c->no, secret, err,
+                                  sizeof err);
     if (rc == PO_ERR_NOT_FOUND)
         po_api_fail(c, 404, "endpoint_not_found", err, NULL);
     else if (rc)

@@ -53,16 +53,8 @@ void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 
 /* What every handler may use of the server. */
 struct po_http_ctx {
-    struct po_store_pool *pool;            /* reads on worker threads */
-    const unsigned char *master_key;       /* NULL in insecure development mode */
-    const struct po_egress_policy *egress; /* where webhook endpoints may point */
-    char admin_token[129];                 /* "": no dashboard */
-    int idem_wait_ms;
-    struct po_callback_ctx cb; /* accounts, committer, workers (and pool) */
-    struct po_idem_local *idem_local;
-    /* Per-tenant shares (NULL: none): tenant API requests on the workers,
-     * refund submissions with a channel's API, callbacks in flight. */
-    struct po_bulkhead *api_bulkhead, *outbound_bulkhead, *callback_bulkhead;
+    const struct po_gateway_parts *gw; /* the pool, the committer, the workers, the bulkheads */
+    char admin_token[129];             /* "": no dashboard */
     void (*api_hook)(void *ctx, const char *route);
     void *api_hook_ctx;
 };

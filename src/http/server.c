@@ -1,9 +1,10 @@
 /*
  * server.c — libmicrohttpd glue, the only file of payonce that sees it:
  * listening, limits, request bodies, the route table's dispatch, the
- * health/ready/metrics endpoints, and turning answers into responses;
- * and the server's parts: the store pool, the channel-account cache, the
- * worker pool and the committer.
+ * health/ready/metrics endpoints, and turning answers into responses.
+ * The parts it hands requests to (the store pool, the channel-account
+ * cache, the worker pool, the committer) are the gateway's
+ * (service/gateway.c).
  *
  * Threads: a few event threads (libmicrohttpd's epoll thread pool, one a
  * core by default) serve every connection; none of them ever waits for
@@ -42,9 +43,9 @@
 struct po_server {
     struct MHD_Daemon *daemon;
     struct MHD_Daemon *ops_daemon; /* --ops-listen: health, readiness, metrics */
-    struct po_http_ctx http;       /* what the handlers see */
-    unsigned char master[PO_MASTER_KEY_LEN];
-    struct po_egress_policy egress; /* cfg->egress, or public addresses only */
+    struct po_gateway *gw;
+    const struct po_gateway_cfg *cfg; /* the gateway's: listeners and limits */
+    struct po_http_ctx http;          /* what the handlers see */
     size_t body_max;
     int64_t (*clock)(void *ctx); /* tests: NULL, the real one */
     void *clock_ctx;
@@ -62,8 +63,7 @@ struct po_server {
     struct track *tracked;
     int64_t head_us, body_us;
     atomic_uint_fast64_t deadline_closed, deadline_logged_s;
-    struct po_webhooks *webhooks; /* the delivery worker, or NULL */
-    /* the housekeeping thread: sweeps the account cache every second */
+    /* the housekeeping thread: the guard's sweep, every second */
     pthread_t keeper;
     bool keeper_started, keeper_stop;
     pthread_mutex_t keeper_mu;
@@ -314,10 +314,10 @@ static void readyz_job(void *arg)
     struct po_hcall *h = arg;
     struct po_store *s = NULL;
     char err[PO_ERRBUF_MAX] = "";
-    po_err rc = po_store_pool_acquire(h->ctx->pool, 1000, &s, err, sizeof err);
+    po_err rc = po_store_pool_acquire(h->ctx->gw->pool, 1000, &s, err, sizeof err);
     if (!rc) {
         rc = po_store_ping(s, err, sizeof err);
-        po_store_pool_release(h->ctx->pool, s);
+        po_store_pool_release(h->ctx->gw->pool, s);
     }
     if (rc)
         po_log(PO_LOG_WARN, "readyz: store not ready: %s", err);
@@ -344,7 +344,7 @@ static void unavailable(struct po_hresp *out, const char *why)
 static bool to_workers(struct po_server *srv, struct po_hcall *h, const char *tenant,
                        void (*fn)(void *))
 {
-    if (po_workers_submit(srv->http.cb.workers, tenant, fn, h) == PO_OK)
+    if (po_workers_submit(srv->http.gw->cb.workers, tenant, fn, h) == PO_OK)
         return true;
     po_log(PO_LOG_WARN, "request %s: the worker queue is full", h->req.request_id);
     unavailable(&h->resp, "{\"error\":{\"code\":\"overloaded\",\"message\":\"retry shortly\"}}");
@@ -409,9 +409,9 @@ static bool route(struct po_server *srv, struct po_hcall *h)
     case PO_RK_METRICS: {
         struct po_committer_stats st;
         struct po_webhooks_stats ws;
-        po_committer_stats(srv->http.cb.committer, &st);
-        po_webhooks_stats(srv->webhooks, &ws);
-        char *m_text = po_metrics_render(&st, srv->webhooks ? &ws : NULL);
+        po_committer_stats(srv->http.gw->cb.committer, &st);
+        po_webhooks_stats(srv->http.gw->webhooks, &ws);
+        char *m_text = po_metrics_render(&st, srv->http.gw->webhooks ? &ws : NULL);
         po_hresp_set(&h->resp, m_text ? 200 : 500, "text/plain; version=0.0.4",
                      m_text ? m_text : "");
         free(m_text);
@@ -700,13 +700,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* The housekeeping thread: every second, closes connections past their
- * head or body deadline (the guard); every PO_ACCOUNT_SWEEP_S, drops cached
- * channel accounts that changed or went away, so memory follows the store
- * (the committer's guard already keeps a changed account from crediting). */
+ * head or body deadline (the guard). */
 static void *keeper_main(void *arg)
 {
     struct po_server *srv = arg;
-    int ticks = 0;
     pthread_mutex_lock(&srv->keeper_mu);
     while (!srv->keeper_stop) {
         struct timespec until = po_deadline_us(INT64_C(1000000));
@@ -715,18 +712,6 @@ static void *keeper_main(void *arg)
             break;
         pthread_mutex_unlock(&srv->keeper_mu);
         guard_sweep(srv);
-        if (++ticks < PO_ACCOUNT_SWEEP_S) {
-            pthread_mutex_lock(&srv->keeper_mu);
-            continue;
-        }
-        ticks = 0;
-        struct po_store *st = NULL;
-        char err[PO_ERRBUF_MAX] = "";
-        if (po_store_pool_acquire(srv->http.pool, 1000, &st, err, sizeof err) == PO_OK) {
-            if (po_accounts_sweep(srv->http.cb.accounts, st, NULL))
-                po_log(PO_LOG_WARN, "channel account cache: sweep failed; retrying later");
-            po_store_pool_release(srv->http.pool, st);
-        }
         pthread_mutex_lock(&srv->keeper_mu);
     }
     pthread_mutex_unlock(&srv->keeper_mu);
@@ -785,11 +770,10 @@ static void teardown(struct po_server *s)
         pthread_cond_destroy(&s->keeper_cv);
         /* (track_mu is destroyed once the daemon is gone, below) */
     }
-    po_webhooks_stop(s->webhooks);
     /* Queued jobs run (they may hand work to the committer); then the
      * committer answers everything it holds; then the answers go out. */
-    po_workers_stop(s->http.cb.workers);
-    po_committer_stop(s->http.cb.committer);
+    if (s->daemon) /* a server that never listened has nothing in flight */
+        po_gateway_drain(s->gw);
     for (int waited = 0; atomic_load(&s->pending) > 0 && waited < 5000; waited++) {
         struct timespec ms = {0, 1000000L};
         nanosleep(&ms, NULL);
@@ -802,20 +786,7 @@ static void teardown(struct po_server *s)
         close(listen_fd);
     if (s->keeper_started)
         pthread_mutex_destroy(&s->track_mu);
-    po_workers_free(s->http.cb.workers);
-    po_accounts_close(s->http.cb.accounts);
-    po_idem_local_close(s->http.idem_local);
-    po_bulkhead_close(s->http.api_bulkhead);
-    po_bulkhead_close(s->http.outbound_bulkhead);
-    po_bulkhead_close(s->http.callback_bulkhead);
-    po_store_pool_close(s->http.pool);
-    po_secure_zero(s->master, sizeof s->master);
     free(s);
-}
-
-void po_server_committer_stats(struct po_server *s, struct po_committer_stats *out)
-{
-    po_committer_stats(s->http.cb.committer, out);
 }
 
 /* Whether the address can be listened on, with the system's reason when
@@ -841,57 +812,34 @@ static po_err listen_probe(const struct sockaddr_storage *addr, socklen_t len, c
     return PO_ERR_IO;
 }
 
-po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, char *err,
-                       size_t errcap)
+po_err po_server_start(struct po_gateway *gw, const struct po_server_cfg *cfg,
+                       struct po_server **out, char *err, size_t errcap)
 {
+    static const struct po_server_cfg none = {0};
+    if (!cfg)
+        cfg = &none;
+    const struct po_gateway_parts *parts = po_gateway_parts(gw);
+    const struct po_gateway_cfg *g = parts->cfg;
     struct sockaddr_storage addr;
     socklen_t alen = 0;
-    po_err rc = parse_listen(cfg->listen, &addr, &alen, err, errcap);
+    po_err rc = parse_listen(g->listen, &addr, &alen, err, errcap);
     if (!rc)
-        rc = listen_probe(&addr, alen, cfg->listen, err, errcap);
+        rc = listen_probe(&addr, alen, g->listen, err, errcap);
     if (rc)
         return rc;
-    bool sqlite = strncmp(cfg->db_url, "sqlite:", 7) == 0;
-    int threads = cfg->threads ? cfg->threads : cores();
-    int max_conn = cfg->max_connections ? cfg->max_connections : 4096;
-    struct po_committer_cfg ccfg = {
-        .db_url = cfg->db_url,
-        .workers = sqlite            ? 1
-                   : cfg->committers ? cfg->committers
-                                     : 2,
-        .batch_max = cfg->batch_max ? cfg->batch_max : 128,
-        .batch_wait_us = cfg->batch_wait_us < 0 ? 0
-                         : cfg->batch_wait_us   ? cfg->batch_wait_us
-                                                : 200,
-        .queue_max = 8192,
-        .guard = po_accounts_guard,
-    };
-    size_t body_max = cfg->body_max ? cfg->body_max : PO_BODY_MAX;
-    int per_ip = cfg->max_connections_per_ip < 0 ? 0
-                 : cfg->max_connections_per_ip   ? cfg->max_connections_per_ip
-                                                 : 256;
-    if (body_max > 1024 * 1024 || threads < 1 || threads > 64 || max_conn < 1 ||
-        max_conn > 100000 || cfg->header_timeout_s < 0 || cfg->header_timeout_s > 300 ||
-        cfg->body_timeout_s < 0 || cfg->body_timeout_s > 300) {
-        po_errf(err, errcap,
-                "body limit at most 1 MiB, 1-64 threads, 1-100000 connections, header and"
-                " body timeouts 1-300 s");
-        return PO_ERR_INVALID;
-    }
+    int threads = g->threads ? (int)g->threads : cores();
+    int max_conn = (int)g->max_connections, per_ip = (int)g->max_connections_per_ip;
     struct po_server *srv = calloc(1, sizeof *srv);
     if (!srv)
         return PO_ERR_NOMEM;
-    srv->body_max = body_max;
-    srv->head_us = (cfg->header_timeout_s ? cfg->header_timeout_s : 10) * INT64_C(1000000);
-    srv->body_us = (cfg->body_timeout_s ? cfg->body_timeout_s : 10) * INT64_C(1000000);
+    srv->gw = gw;
+    srv->cfg = g;
+    srv->http.gw = parts;
+    srv->body_max = (size_t)g->body_max;
+    srv->head_us = g->header_timeout_s * INT64_C(1000000);
+    srv->body_us = g->body_timeout_s * INT64_C(1000000);
     srv->clock = cfg->clock;
     srv->clock_ctx = cfg->clock_ctx;
-    srv->http.idem_wait_ms = cfg->idem_wait_ms < 0 ? 0
-                             : cfg->idem_wait_ms   ? cfg->idem_wait_ms
-                                                   : 2000;
-    if (cfg->egress)
-        srv->egress = *cfg->egress;
-    srv->http.egress = &srv->egress;
     if (cfg->admin_token &&
         po_strcpy(srv->http.admin_token, sizeof srv->http.admin_token, cfg->admin_token)) {
         po_errf(err, errcap, "the admin token is too long");
@@ -900,52 +848,12 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
     }
     srv->http.api_hook = cfg->api_hook;
     srv->http.api_hook_ctx = cfg->api_hook_ctx;
-    if (cfg->master_key) {
-        memcpy(srv->master, cfg->master_key, PO_MASTER_KEY_LEN);
-        srv->http.master_key = srv->master;
-    }
     unsigned char rnd[4];
     if (po_random(rnd, sizeof rnd) == PO_OK)
         srv->id_base = (unsigned long)rnd[0] << 24 | (unsigned long)rnd[1] << 16 |
                        (unsigned long)rnd[2] << 8 | rnd[3];
-    struct po_callback_ctx *cb = &srv->http.cb;
-    cb->deadline_ms = cfg->callback_deadline_ms ? cfg->callback_deadline_ms : 4000;
-    rc = po_store_pool_open(cfg->db_url, cfg->pool_size ? cfg->pool_size : 8, &srv->http.pool, err,
-                            errcap);
-    cb->pool = srv->http.pool;
-    if (!rc)
-        po_store_pool_keyed_only(srv->http.pool);
-    if (!rc && (rc = po_accounts_open(srv->http.master_key, &cb->accounts)) != PO_OK)
-        po_errf(err, errcap, "out of memory");
-    int workers = cfg->workers ? cfg->workers : 64;
-    /* The contended share, unless configured: what the committer can
-     * take at once (PO_API_SHARE_PER_COMMITTER per committer thread), at
-     * most half of the workers. A tenant's API writes all pass the
-     * committer: more of them in flight than it takes per batch only
-     * wait in its queue, ahead of every other tenant's (Little's law). At
-     * half of 64 workers another tenant's p99 under a flood was 113-173 ms
-     * on PostgreSQL; at 8, 25 ms (bench --only tenants). */
-    int per_tenant =
-        cfg->api_per_tenant > 0 ? cfg->api_per_tenant : PO_API_SHARE_PER_COMMITTER * ccfg.workers;
-    per_tenant = per_tenant < workers / 2 || cfg->api_per_tenant > 0 ? per_tenant : workers / 2;
-    per_tenant = per_tenant < 1 ? 1 : per_tenant < workers ? per_tenant : workers;
-    if (!rc &&
-        (po_bulkhead_open(per_tenant, workers, PO_BULKHEAD_RECENT_MS, &srv->http.api_bulkhead) ||
-         po_bulkhead_open(PO_OUTBOUND_PER_TENANT, PO_OUTBOUND_MAX, PO_BULKHEAD_RECENT_MS,
-                          &srv->http.outbound_bulkhead) ||
-         po_bulkhead_open(PO_CALLBACKS_PER_TENANT, INT32_MAX / 2, PO_BULKHEAD_RECENT_MS,
-                          &srv->http.callback_bulkhead)))
-        po_errf(err, errcap, "out of memory"), rc = PO_ERR_NOMEM;
-    if (!rc && (rc = po_idem_local_open(&srv->http.idem_local)) != PO_OK)
-        po_errf(err, errcap, "out of memory");
-    if (!rc && (rc = po_workers_start(workers, 8192, per_tenant, PO_BULKHEAD_RECENT_MS,
-                                      &cb->workers)) != PO_OK)
-        po_errf(err, errcap, "workers: 1..%d threads", PO_WORKERS_MAX);
-    if (!rc)
-        rc = po_committer_start(&ccfg, &cb->committer, err, errcap);
-    if (!rc && (rc = start_keeper(srv)) != PO_OK)
+    if ((rc = start_keeper(srv)) != PO_OK) {
         po_errf(err, errcap, "cannot start a thread");
-    if (rc) {
         teardown(srv);
         return rc;
     }
@@ -962,20 +870,19 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(threads > 1 ? threads : 0), MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)(max_conn + threads), MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-        MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)(cfg->request_timeout_s ? cfg->request_timeout_s : 10),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)g->request_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PO_HEADER_MEMORY_MAX,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(per_ip < max_conn ? per_ip : 0),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     if (!srv->daemon) {
-        po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)", cfg->listen);
+        po_errf(err, errcap, "cannot listen on %s (address in use or not permitted)", g->listen);
         teardown(srv);
         return PO_ERR_IO;
     }
-    if (cfg->ops_listen) {
+    if (g->ops_listen) {
         struct sockaddr_storage oaddr;
         socklen_t olen = 0;
-        rc = parse_listen(cfg->ops_listen, &oaddr, &olen, err, errcap);
+        rc = parse_listen(g->ops_listen, &oaddr, &olen, err, errcap);
         unsigned oflags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                           MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                           (oaddr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
@@ -990,29 +897,13 @@ po_err po_server_start(const struct po_server_cfg *cfg, struct po_server **out, 
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
         if (!srv->ops_daemon) {
             if (!rc)
-                po_errf(err, errcap, "cannot listen on %s (--ops-listen)", cfg->ops_listen);
+                po_errf(err, errcap, "cannot listen on %s (--ops-listen)", g->ops_listen);
             teardown(srv);
             return rc ? rc : PO_ERR_IO;
         }
     }
-    if (cfg->webhooks) {
-        struct po_webhooks_cfg wc = *cfg->webhooks;
-        wc.db_url = cfg->db_url;
-        wc.master = cfg->master_key ? srv->master : NULL;
-        wc.egress = srv->egress;
-        rc = po_webhooks_start(&wc, &srv->webhooks, err, errcap);
-        if (rc) {
-            teardown(srv);
-            return rc;
-        }
-    }
     *out = srv;
     return PO_OK;
-}
-
-struct po_committer *po_server_committer(struct po_server *s)
-{
-    return s->http.cb.committer;
 }
 
 unsigned po_server_ops_port(const struct po_server *s)

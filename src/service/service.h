@@ -17,6 +17,9 @@
  *   refund_submit.c  API refunds handed to the channel's refund API
  *   order_query.c    active order query at the channel (missed callbacks)
  *   jobs.c           serve's background jobs on their intervals
+ *   options.c        serve's option table: every default and bound
+ *   gateway.c        serve's runtime assembled in one place (pool, cache,
+ *                    bulkheads, workers, committer, webhooks, jobs)
  *
  * Contracts follow the house style: po_err return, out-params written only
  * on success, detail in a caller-supplied buffer, nothing changed on error.
@@ -34,5 +37,7 @@
 #include "order_query.h"
 #include "jobs.h"
 #include "webhook.h"
+#include "gateway.h"
+#include "options.h"
 
 #endif

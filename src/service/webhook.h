@@ -77,7 +77,7 @@ struct po_webhooks_cfg {
     const char *db_url;
     const unsigned char *master;    /* NULL in insecure development mode */
     struct po_egress_policy egress; /* where deliveries may go (channel.h) */
-    int senders;                    /* concurrent deliveries (default 8) */
+    int senders;                    /* concurrent deliveries (1..32) */
     /* In flight at once: per endpoint always; per tenant only while
      * another tenant has deliveries due (a lone tenant may use every
      * sender), and then at most an equal share of the senders. */

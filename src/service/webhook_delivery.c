@@ -664,12 +664,8 @@ po_err po_webhooks_start(const struct po_webhooks_cfg *cfg, struct po_webhooks *
     if (!w)
         return PO_ERR_NOMEM;
     w->cfg = *cfg;
-    if (w->cfg.senders <= 0)
-        w->cfg.senders = 8;
-    if (w->cfg.senders > CLAIM_MAX / 2)
-        w->cfg.senders = CLAIM_MAX / 2;
-    if (w->cfg.pending_max <= 0)
-        w->cfg.pending_max = PO_WEBHOOK_PENDING_DEFAULT;
+    /* the values are the option table's, checked by the gateway */
+    PO_ASSERT(cfg->senders >= 1 && cfg->senders <= CLAIM_MAX / 2 && cfg->pending_max > 0);
     /* A connection for every other sender: reads before and results after
      * a POST are short, and a sender waits for one rather than lose a
      * result (record_result). */

@@ -1886,25 +1886,20 @@ int main(int argc, char **argv)
     /* A contended API share of 16 (default 4 or 8): the silent channel's
      * ten hung refunds of t2 stay within it when t1 arrives, so that its
      * eleventh meets the outbound share, which that test is about. */
-    struct po_server_cfg gc = {.listen = "127.0.0.1:0",
-                               .db_url = url,
-                               .master_key = master,
-                               .idem_wait_ms = 10000,
-                               .api_per_tenant = 16};
-    struct po_server_cfg gc2 = {.listen = "127.0.0.1:0",
-                                .db_url = url,
-                                .master_key = master,
-                                .idem_wait_ms = -1,
-                                .api_hook = hook};
-    struct po_server *gw = NULL, *gw2 = NULL;
+    struct po_gateway_cfg gc, gc2;
+    t_gateway_cfg(&gc, url, master);
+    gc.idem_wait_ms = 10000;
+    gc.api_per_tenant = 16;
+    t_gateway_cfg(&gc2, url, master);
+    gc2.idem_wait_ms = 0;
+    struct po_server_cfg sc2 = {.api_hook = hook};
+    struct t_gateway *gw = t_gateway_start(&gc, NULL), *gw2 = t_gateway_start(&gc2, &sc2);
     struct po_sim_server_cfg sc = {sd, "127.0.0.1:0", 1000, 50};
     struct po_sim_server *sim = NULL;
-    if (po_server_start(&gc, &gw, err, sizeof err) ||
-        po_server_start(&gc2, &gw2, err, sizeof err) ||
-        po_sim_server_start(&sc, &sim, err, sizeof err))
+    if (po_sim_server_start(&sc, &sim, err, sizeof err))
         die(err);
-    gw_port = po_server_port(gw);
-    gw2_port = po_server_port(gw2);
+    gw_port = gw->port;
+    gw2_port = gw2->port;
     sim_port = po_sim_server_port(sim);
     run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
         "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
@@ -1941,8 +1936,8 @@ int main(int argc, char **argv)
     test_reaper();
     t_serve_stop(child);
     po_sim_server_stop(sim);
-    po_server_stop(gw2);
-    po_server_stop(gw);
+    t_gateway_stop(gw2);
+    t_gateway_stop(gw);
     po_sim_identity_free(&id);
     curl_global_cleanup();
     char name[64];

@@ -202,17 +202,16 @@ int main(int argc, char **argv)
     set_account(&id, "sim");
     /* Every connection of this test comes from 127.0.0.1: the per-address
      * cap is off here (slow_clients tests it). */
-    struct po_server_cfg gc = {
-        .listen = "127.0.0.1:0", .db_url = url, .master_key = master, .max_connections_per_ip = -1};
-    struct po_server *gw = NULL;
-    if (po_server_start(&gc, &gw, err, sizeof err))
-        die(err);
-    gw_port = po_server_port(gw);
+    struct po_gateway_cfg gc;
+    t_gateway_cfg(&gc, url, master);
+    gc.max_connections_per_ip = 0;
+    struct t_gateway *gw = t_gateway_start(&gc, NULL);
+    gw_port = gw->port;
     pid_t child = t_serve(dir, bin, url, NULL, &child_port);
     test_rotation(&id, &id2);
     test_idle(&id);
     t_serve_stop(child);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     po_sim_identity_free(&id);
     po_sim_identity_free(&id2);
     char name[64];

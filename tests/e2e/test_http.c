@@ -810,15 +810,12 @@ int main(int argc, char **argv)
     char err[PO_ERRBUF_MAX] = "";
     if (po_master_key_load(mkpath, master, err, sizeof err))
         die(err);
-    struct po_server_cfg cfg = {.listen = "127.0.0.1:0",
-                                .db_url = url,
-                                .master_key = master,
-                                .pool_size = 8,
-                                .admin_token = ADMIN_TOKEN};
-    struct po_server *srv = NULL;
-    if (po_server_start(&cfg, &srv, err, sizeof err))
-        die(err);
-    port = po_server_port(srv);
+    struct po_gateway_cfg cfg;
+    t_gateway_cfg(&cfg, url, master);
+    cfg.pool_size = 8;
+    struct po_server_cfg scfg = {.admin_token = ADMIN_TOKEN};
+    struct t_gateway *srv = t_gateway_start(&cfg, &scfg);
+    port = srv->port;
     static const char *const channels[] = {"wechatpay", "alipay", "stripe"};
     for (int c = 0; c < 3; c++) {
         char path[512];
@@ -835,7 +832,7 @@ int main(int argc, char **argv)
     store_outage();
     check_endpoints();
     check_admin();
-    po_server_stop(srv);
+    t_gateway_stop(srv);
     fflush(stderr);
     dup2(saved_stderr, 2);
     close(saved_stderr);

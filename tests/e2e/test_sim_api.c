@@ -296,14 +296,14 @@ int main(int argc, char **argv)
     run("order create --tenant t1 --merchant m1 --out-trade-no Q-1 --amount 1280");
     run("order create --tenant t1 --merchant m1 --out-trade-no Q-2 --amount 500");
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    struct po_server_cfg gc = {.listen = "127.0.0.1:0", .db_url = url, .master_key = master};
-    struct po_server *gw = NULL;
+    struct po_gateway_cfg gc;
+    t_gateway_cfg(&gc, url, master);
+    struct t_gateway *gw = t_gateway_start(&gc, NULL);
     struct po_sim_server_cfg sc = {sd, "127.0.0.1:0", 1000, 100};
     struct po_sim_server *sim = NULL;
-    if (po_server_start(&gc, &gw, err, sizeof err) ||
-        po_sim_server_start(&sc, &sim, err, sizeof err))
+    if (po_sim_server_start(&sc, &sim, err, sizeof err))
         die(err);
-    gw_port = po_server_port(gw);
+    gw_port = gw->port;
     sim_port = po_sim_server_port(sim);
     /* Q-1's payment is lost; Q-2's is delivered. */
     run("sim pay --dir sim --order Q-1:1280 --lose");
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
     test_bill();
     test_refund(&id);
     po_sim_server_stop(sim);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     struct po_store *s = t_open(url);
     T_CHECK(t_verify(s) == 0, "verify");
     po_store_close(s);

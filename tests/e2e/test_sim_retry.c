@@ -96,7 +96,6 @@ int main(int argc, char **argv)
     po_log_set_level(PO_LOG_ERROR);
     unsigned char master[32];
     struct po_sim_identity id;
-    char err[PO_ERRBUF_MAX] = "";
     t_env_create("simretry", dir, sizeof dir, master, &id);
     t_db_create(backend, url, sizeof url);
     run("tenant add --tenant t1");
@@ -111,13 +110,12 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     t0 = (int64_t)time(NULL);
     mono0 = mono();
-    struct po_server_cfg gc = {
-        .listen = "127.0.0.1:0", .db_url = url, .master_key = master, .clock = channel_clock};
-    struct po_server *gw = NULL;
-    if (po_server_start(&gc, &gw, err, sizeof err))
-        die(err);
-    unsigned port = po_server_port(gw);
-    po_server_stop(gw); /* down: nothing listens on the port */
+    struct po_gateway_cfg gc;
+    t_gateway_cfg(&gc, url, master);
+    struct po_server_cfg scfg = {.clock = channel_clock};
+    struct t_gateway *gw = t_gateway_start(&gc, &scfg);
+    unsigned port = gw->port;
+    t_gateway_stop(gw); /* down: nothing listens on the port */
     struct lane lanes[3] = {{.channel = "wechatpay", .no = "RETRY-W"},
                             {.channel = "alipay", .no = "RETRY-A"},
                             {.channel = "stripe", .no = "RETRY-S"}};
@@ -152,11 +150,10 @@ int main(int argc, char **argv)
     char listen[32];
     snprintf(listen, sizeof listen, "127.0.0.1:%u", port);
     gc.listen = listen;
-    if (po_server_start(&gc, &gw, err, sizeof err))
-        die(err);
+    gw = t_gateway_start(&gc, &scfg);
     for (int i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     for (int i = 0; i < 3; i++) {
         struct lane *l = &lanes[i];
         int after = offset_of(l->channel, l->r.attempts);

@@ -285,6 +285,7 @@ static bool wait_for(const char *type, int want, int timeout_ms)
 
 static struct po_webhooks_cfg hooks = {.egress = {.allow_loopback = true},
                                        .senders = 4,
+                                       .pending_max = PO_WEBHOOK_PENDING_DEFAULT,
                                        .per_endpoint = 2,
                                        .per_tenant = 4,
                                        .timeout_ms = 500,
@@ -294,19 +295,14 @@ static struct po_webhooks_cfg hooks = {.egress = {.allow_loopback = true},
                                        .alert_after_s = 1,
                                        .poll_ms = 20};
 
-static struct po_server *gateway(void)
+static struct t_gateway *gateway(void)
 {
-    struct po_server_cfg gc = {.listen = "127.0.0.1:0",
-                               .db_url = url,
-                               .master_key = master,
-                               .max_connections_per_ip = -1,
-                               .webhooks = &hooks,
-                               .egress = &hooks.egress};
-    struct po_server *gw = NULL;
-    char err[PO_ERRBUF_MAX] = "";
-    if (po_server_start(&gc, &gw, err, sizeof err))
-        die(err);
-    return gw;
+    struct po_gateway_cfg gc;
+    t_gateway_cfg(&gc, url, master);
+    gc.max_connections_per_ip = 0;
+    gc.webhooks = hooks;
+    gc.egress = hooks.egress;
+    return t_gateway_start(&gc, NULL);
 }
 
 static long post_callback_to(unsigned port, const char *tenant, const char *no);
@@ -420,8 +416,8 @@ static void test_down_then_up(void)
     rx_up();
     add_endpoint("payment.credited", ep, sizeof ep);
     rx_down();
-    struct po_server *gw = gateway();
-    unsigned port = po_server_port(gw);
+    struct t_gateway *gw = gateway();
+    unsigned port = gw->port;
     for (int i = 0; i < 20; i++) {
         char no[32];
         snprintf(no, sizeof no, "DU-%d", i);
@@ -450,7 +446,7 @@ static void test_down_then_up(void)
                " LIKE ?",
                "DU-%") == 20,
             "down_then_up: not 20 outbox events for 20 payments delivered 3 times each");
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     rx_down();
     remove_endpoint(ep);
     t_figure("# webhook: receiver down during 20 payments x 3 deliveries: %lld failed attempts,"
@@ -507,14 +503,14 @@ static void test_ordering(void)
     reset_rx();
     rx_up();
     add_endpoint("payment.credited,refund.succeeded", ep, sizeof ep);
-    struct po_server *gw = gateway();
+    struct t_gateway *gw = gateway();
     /* The receiver refuses the payment's event 3 times; meanwhile the
      * payment is refunded. */
     order("ORD-SEQ");
     pthread_mutex_lock(&rx.mu);
     rx.always_fail = true; /* until we know the payment's event id */
     pthread_mutex_unlock(&rx.mu);
-    T_CHECK(post_callback(po_server_port(gw), "ORD-SEQ") == 204, "ordering: payment not acked");
+    T_CHECK(post_callback(gw->port, "ORD-SEQ") == 204, "ordering: payment not acked");
     event_id_of("payment.credited", "ORD-SEQ", pay_id, sizeof pay_id);
     pthread_mutex_lock(&rx.mu);
     snprintf(rx.fail_id, sizeof rx.fail_id, "%s", pay_id);
@@ -530,7 +526,7 @@ static void test_ordering(void)
             refund_at);
     T_CHECK(q1("SELECT COUNT(*) FROM webhook_attempt WHERE event_id = ?", pay_id) >= 4,
             "ordering: the payment's event was not refused 3 times first");
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     rx_down();
     remove_endpoint(ep);
     t_figure("# webhook: ordering: payment.credited refused 3 times, its refund's event waited"
@@ -547,10 +543,10 @@ static void test_dead_letter(void)
     rx.always_fail = true;
     pthread_mutex_unlock(&rx.mu);
     hooks.max_age_s = 2; /* three days, compressed */
-    struct po_server *gw = gateway();
+    struct t_gateway *gw = gateway();
     hooks.max_age_s = 60;
     order("ORD-DEAD");
-    T_CHECK(post_callback(po_server_port(gw), "ORD-DEAD") == 204, "dead: payment not acked");
+    T_CHECK(post_callback(gw->port, "ORD-DEAD") == 204, "dead: payment not acked");
     event_id_of("payment.credited", "ORD-DEAD", pay_id, sizeof pay_id);
     int64_t dead = 0;
     for (int t = 0; t < 30000 && dead == 0; t += 50) {
@@ -592,7 +588,7 @@ static void test_dead_letter(void)
             sleep_ms(50);
     }
     T_CHECK(delivered == 1, "dead: not delivered after the redrive");
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     rx_down();
     remove_endpoint(ep);
     t_figure("# webhook: an endpoint answering 500: dead after %lld attempts in the compressed"
@@ -648,10 +644,10 @@ static void test_two_gateways(void)
     rx_behave(true, 30); /* everything queues up first; slow, to widen any window */
     struct po_webhooks_cfg keep = hooks;
     hooks.timeout_ms = 5000;
-    struct po_server *a = gateway(), *b = gateway();
+    struct t_gateway *a = gateway(), *b = gateway();
     unsigned child_port = 0;
     pid_t child = t_serve(dir, bin, url, fast_patient, &child_port);
-    unsigned ports[3] = {po_server_port(a), po_server_port(b), child_port};
+    unsigned ports[3] = {a->port, b->port, child_port};
     for (int i = 0; i < 30; i++) {
         char no[32];
         snprintf(no, sizeof no, "TG-%d", i);
@@ -675,8 +671,8 @@ static void test_two_gateways(void)
            ep);
     T_CHECK(claimed_by_both == 0, "two gateways: %lld events delivered twice",
             (long long)claimed_by_both);
-    po_server_stop(a);
-    po_server_stop(b);
+    t_gateway_stop(a);
+    t_gateway_stop(b);
     hooks = keep;
     t_serve_stop(child);
     rx_down();
@@ -742,12 +738,12 @@ static void test_ordering_many(void)
     pthread_mutex_lock(&rx.mu);
     rx.fail_mod = 3;
     pthread_mutex_unlock(&rx.mu);
-    struct po_server *gw = gateway();
+    struct t_gateway *gw = gateway();
     char no[8][32], rno[32];
     for (int i = 0; i < 8; i++) {
         snprintf(no[i], sizeof no[i], "OM-%d", i);
         order(no[i]);
-        T_CHECK(post_callback(po_server_port(gw), no[i]) == 204, "ordering: %s not acked", no[i]);
+        T_CHECK(post_callback(gw->port, no[i]) == 204, "ordering: %s not acked", no[i]);
     }
     for (int i = 0; i < 8; i++) {
         snprintf(rno, sizeof rno, "RM-%d", i);
@@ -762,7 +758,7 @@ static void test_ordering_many(void)
     }
     T_CHECK(in_order == 8, "ordering: %d of 8 orders had their refund's event after the payment's",
             in_order);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     rx_down();
     remove_endpoint(ep);
     t_figure("# webhook: ordering: 8 orders paid and refunded while every third delivery was"
@@ -877,8 +873,8 @@ static void test_bulkhead(void)
     hooks.timeout_ms = 1500;
     hooks.retry_base_ms = 300; /* a retry never overlaps its closed try */
     hooks.retry_cap_ms = 600;
-    struct po_server *gw = gateway();
-    unsigned port = po_server_port(gw);
+    struct t_gateway *gw = gateway();
+    unsigned port = gw->port;
     /* t1 first, to a receiver that takes 600 ms: t1 has work for a while
      * (3 rounds of its share of 2), and t2 arrives meanwhile. */
     rx_behave(false, 600);
@@ -922,7 +918,7 @@ static void test_bulkhead(void)
     T_CHECK(alone_peak == 4,
             "bulkhead: t2 alone had at most %d of the 4 senders (a lone tenant may use all)",
             alone_peak);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     hooks = keep;
     hole_down();
     rx_down();
@@ -971,8 +967,8 @@ static void test_fair_flood(void)
     hooks.per_tenant = 2;
     hooks.timeout_ms = 1500;
     hooks.pending_max = 160; /* 10 of t3's 13 events at a time */
-    struct po_server *gw = gateway();
-    unsigned port = po_server_port(gw);
+    struct t_gateway *gw = gateway();
+    unsigned port = gw->port;
     for (int i = 0; i < 13; i++) {
         char no[32];
         snprintf(no, sizeof no, "FL3-%d", i);
@@ -1009,7 +1005,7 @@ static void test_fair_flood(void)
     T_CHECK(seen_of("payment.credited", "FL1-1") == 1 && took <= 1500 + 3500,
             "fair: t1's event delivered after %lld ms while t3 floods (bound 5000)",
             (long long)took);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     hooks = keep;
     hole_down();
     rx_down();
@@ -1036,8 +1032,8 @@ static void test_removed_endpoint(void)
     pthread_mutex_lock(&rx.mu);
     rx.fail_mod = 1; /* every delivery refused: they stay pending, retried */
     pthread_mutex_unlock(&rx.mu);
-    struct po_server *gw = gateway();
-    unsigned port = po_server_port(gw);
+    struct t_gateway *gw = gateway();
+    unsigned port = gw->port;
     for (int i = 0; i < 4; i++) {
         char no[32];
         snprintf(no, sizeof no, "RM-%d", i);
@@ -1075,7 +1071,7 @@ static void test_removed_endpoint(void)
             "removed: the removed endpoint's deliveries are not dead as removed");
     int st = t_cli_status(dir, bin, url, "webhook rotate-secret --tenant t1 --endpoint %s", gone);
     T_CHECK(st != 0, "removed: a removed endpoint's secret was rotated");
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     rx_down();
     remove_endpoint(live);
     t_figure("# webhook: a removed endpoint with 4 failing events retried every 40-200 ms: %d"
@@ -1119,8 +1115,8 @@ static void test_ssrf(void)
     struct po_webhooks_cfg keep = hooks;
     hooks.egress = (struct po_egress_policy){0};
     hooks.timeout_ms = 1000;
-    struct po_server *gw = gateway();
-    unsigned port = po_server_port(gw);
+    struct t_gateway *gw = gateway();
+    unsigned port = gw->port;
     char key[128];
     run(key, sizeof key, "apikey create --tenant t4");
     int refused = 0;
@@ -1211,7 +1207,7 @@ static void test_ssrf(void)
                " '%Connection%' OR error LIKE '%port%' OR error LIKE '%Failed to%')",
                "t4") == 0,
             "ssrf: the transport's words reached the tenant's attempt record");
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     hooks = keep;
     hole_down();
     t_figure("# webhook: %d URL spellings of this machine refused at registration (400) and, %d"
@@ -1245,8 +1241,8 @@ static void test_api_surface(void)
 {
     static struct answer a;
     char path[768], body[256], ep[64] = "", secret[128] = "";
-    struct po_server *gw = gateway();
-    unsigned port = po_server_port(gw);
+    struct t_gateway *gw = gateway();
+    unsigned port = gw->port;
     snprintf(body, sizeof body,
              "{\"url\":\"http://127.0.0.1:%u/api-hook\",\"events\":"
              "\"payment.credited,alert.raised\"}",
@@ -1317,7 +1313,7 @@ static void test_api_surface(void)
             "api: the order's events in order: %.400s", a.body);
     api(port, "GET", "/v1/events?type=nope", NULL, &a);
     T_CHECK(a.status == 400, "api: /v1/events?type=nope: %ld", a.status);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     t_figure("# webhook: /v1/webhook_endpoints create, list (no secrets), rotate, remove;"
              " /v1/events paged all %lld payment.credited events\n",
              (long long)want);

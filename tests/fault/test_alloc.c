@@ -338,23 +338,19 @@ static void report(const char *backend, const struct sweep *s)
              s->refused4xx, s->unanswered);
 }
 
-static struct po_server *start(const unsigned char *master)
+static struct t_gateway *start(const unsigned char *master)
 {
     /* One thread of each kind, so that the k-th allocation is the same
      * one from run to run. */
-    struct po_server_cfg gc = {.listen = "127.0.0.1:0",
-                               .db_url = url,
-                               .master_key = master,
-                               .pool_size = 1,
-                               .threads = 1,
-                               .workers = 1,
-                               .committers = 1,
-                               .max_connections_per_ip = -1};
-    struct po_server *gw = NULL;
-    char err[PO_ERRBUF_MAX] = "";
-    if (po_server_start(&gc, &gw, err, sizeof err))
-        die(err);
-    port = po_server_port(gw);
+    struct po_gateway_cfg gc;
+    t_gateway_cfg(&gc, url, master);
+    gc.pool_size = 1;
+    gc.threads = 1;
+    gc.workers = 1;
+    gc.committers = 1;
+    gc.max_connections_per_ip = 0;
+    struct t_gateway *gw = t_gateway_start(&gc, NULL);
+    port = gw->port;
     return gw;
 }
 
@@ -417,7 +413,7 @@ int main(int argc, char **argv)
      * (OpenSSL's algorithm store, SQLite's and libpq's global state) is
      * made now and kept until exit; it is not a leak. */
     db = t_open(url);
-    struct po_server *gw = start(master);
+    struct t_gateway *gw = start(master);
     for (int i = 0; i < 3; i++) {
         char no[48], txn[64];
         for (int c = 0; c < PO_NELEM(channels); c++) {
@@ -430,7 +426,7 @@ int main(int argc, char **argv)
         (void)snprintf(no, sizeof no, "WARM-API-%d", i);
         T_CHECK(api_order(no) == 201, "warm-up API order %d", i);
     }
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     po_store_close(db);
     long baseline = settled_live();
     /* The sweeps, on a new gateway and connection: afterwards, with both
@@ -443,7 +439,7 @@ int main(int argc, char **argv)
         sweep_callbacks(&id, &cb[c]);
     }
     sweep_api(&api);
-    po_server_stop(gw);
+    t_gateway_stop(gw);
     po_store_close(db);
     long held = settled_live() - baseline;
     T_CHECK(held == 0,

@@ -286,3 +286,35 @@ unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *
     po_sim_request_free(&r);
     return st;
 }
+
+void t_gateway_cfg(struct po_gateway_cfg *g, const char *url, const unsigned char *master)
+{
+    po_gateway_cfg_init(g);
+    g->listen = "127.0.0.1:0";
+    g->db_url = url;
+    g->master_key = master;
+    g->no_jobs = true;
+    g->webhooks.senders = 0;
+}
+
+struct t_gateway *t_gateway_start(const struct po_gateway_cfg *g, const struct po_server_cfg *scfg)
+{
+    struct t_gateway *t = calloc(1, sizeof *t);
+    char err[PO_ERRBUF_MAX] = "";
+    if (!t)
+        die("calloc", "gateway");
+    if (po_gateway_open(g, &t->gw, err, sizeof err) ||
+        po_server_start(t->gw, scfg, &t->srv, err, sizeof err))
+        die("gateway", err);
+    t->port = po_server_port(t->srv);
+    return t;
+}
+
+void t_gateway_stop(struct t_gateway *t)
+{
+    if (!t)
+        return;
+    po_server_stop(t->srv);
+    po_gateway_close(t->gw);
+    free(t);
+}

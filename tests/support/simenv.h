@@ -7,6 +7,8 @@
 #ifndef PO_SIMENV_H
 #define PO_SIMENV_H
 
+#include "../../src/http/http.h"
+#include "../../src/service/gateway.h"
 #include "../../src/sim/sim.h"
 
 #include <sys/types.h>
@@ -92,5 +94,20 @@ unsigned t_sim_post(unsigned port, const char *path, const struct po_sim_request
  * signed now with identity id, posted to /notify/wechatpay/TENANT. */
 unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *tenant,
                    const char *no, const char *txn, int64_t amount);
+
+/* An in-process gateway (service/gateway.h) and its HTTP server. */
+struct t_gateway {
+    struct po_gateway *gw;
+    struct po_server *srv;
+    unsigned port;
+};
+/* The configuration the in-process tests start from: the option table's
+ * defaults, listen 127.0.0.1:0, url and master, no background jobs and no
+ * webhook delivery (set webhooks.senders for it). */
+void t_gateway_cfg(struct po_gateway_cfg *g, const char *url, const unsigned char *master);
+/* Opens g and serves it (scfg may be NULL); aborts the test on error. */
+struct t_gateway *t_gateway_start(const struct po_gateway_cfg *g, const struct po_server_cfg *scfg);
+/* Stops the server, closes the gateway, frees t. NULL is fine. */
+void t_gateway_stop(struct t_gateway *t);
 
 #endif

@@ -5,12 +5,11 @@
  *
  * The document is a JSON object: window_s (timestamp tolerance) plus the
  * channel's own fields. Public keys are stored as PEM (they are not
- * secret). Secrets are sealed: "sealed:v1:…" (AES-256-GCM under the master
- * key, bound to "<tenant>/<channel>/<field>" so a sealed value cannot be
- * moved to another tenant, channel or field), or "plain:<base64>" in
- * insecure development mode only. Building a document always loads it back
- * the way the gateway will, so a configuration that cannot work is refused
- * before it is stored.
+ * secret). Secrets are in crypto's one stored form (po_secret_store): "sealed:v1:…" (AES-256-GCM
+ * under the master key, bound to "<tenant>/<channel>/<field>" so a sealed value cannot be moved to
+ * another tenant, channel or field), or "plain:<base64>" in insecure development mode only.
+ * Building a document always loads it back the way the gateway will, so a configuration that cannot
+ * work is refused before it is stored.
  */
 #include "channel_int.h"
 
@@ -28,22 +27,15 @@ void po_channel_account_free(struct po_channel_account *a)
     po_secure_zero(a, sizeof *a);
 }
 
-static bool sealed_text(json_t *v)
-{
-    const char *s = json_string_value(v);
-    return s && (strncmp(s, PO_SEALED_PREFIX, strlen(PO_SEALED_PREFIX)) == 0 ||
-                 strncmp(s, "plain:", 6) == 0);
-}
-
 bool po_account_value_sealed(json_t *v)
 {
     if (!json_is_array(v))
-        return sealed_text(v);
+        return po_secret_is_stored(json_string_value(v));
     size_t i;
     json_t *e;
     json_array_foreach(v, i, e)
     {
-        if (!sealed_text(e))
+        if (!po_secret_is_stored(json_string_value(e)))
             return false;
     }
     return json_array_size(v) > 0;
@@ -60,18 +52,9 @@ json_t *po_account_seal(const struct po_account_input *in, const char *channel, 
 {
     char aad[PO_ID_MAX + PO_CHANNEL_MAX + 64], *out = NULL;
     aad_of(in->tenant, channel, field, aad, sizeof aad);
-    if (in->master) {
-        if (po_seal(in->master, aad, secret, len, &out))
-            return NULL;
-    } else {
-        char *b64 = NULL;
-        if (po_b64_encode(secret, len, &b64))
-            return NULL;
-        if (po_fmt_alloc(&out, "plain:%s", b64))
-            out = NULL;
-        free(b64);
-    }
-    json_t *j = out ? json_string(out) : NULL;
+    if (po_secret_store(in->master, aad, secret, len, &out))
+        return NULL;
+    json_t *j = json_string(out);
     free(out);
     return j;
 }
@@ -89,12 +72,7 @@ po_err po_account_unseal(const struct po_channel_account *a, const char *field, 
         return PO_ERR_INVALID;
     }
     aad_of(a->tenant, a->channel, field, aad, sizeof aad);
-    if (master)
-        rc = po_unseal(master, aad, stored, &plain, &len);
-    else if (strncmp(stored, "plain:", 6) == 0)
-        rc = po_b64_decode(stored + 6, strlen(stored + 6), &plain, &len);
-    else
-        rc = PO_ERR_INVALID;
+    rc = po_secret_open(master, aad, stored, &plain, &len);
     if (rc) {
         po_errf(err, errcap, "%s cannot be unsealed%s", field,
                 master ? " with this master key" : " without a master key");

@@ -4,7 +4,7 @@
  *
  *   account   the tenant's configuration for the channel: the options of
  *             `payonce channel set`, the stored document with its secrets
- *             sealed (account.c owns the one sealing format), and loading
+ *             sealed (crypto's po_secret_store), and loading
  *             it back unsealed with parsed keys
  *   notify    (headers, raw body, account) -> a verified, normalised event,
  *             or a verification failure with its reason code

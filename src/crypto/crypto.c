@@ -620,6 +620,43 @@ po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
     return rc;
 }
 
+po_err po_secret_store(const unsigned char *master, const char *aad, const void *secret, size_t len,
+                       char **out)
+{
+    if (master)
+        return po_seal(master, aad, secret, len, out);
+    char *b64 = NULL;
+    po_err rc = po_b64_encode(secret, len, &b64);
+    if (rc)
+        return rc;
+    rc = po_fmt_alloc(out, "%s%s", PO_PLAIN_PREFIX, b64);
+    free(b64);
+    return rc;
+}
+
+po_err po_secret_open(const unsigned char *master, const char *aad, const char *stored,
+                      unsigned char **out, size_t *out_len)
+{
+    if (master)
+        return po_unseal(master, aad, stored, out, out_len);
+    if (!po_secret_is_plain(stored))
+        return PO_ERR_INVALID;
+    size_t plen = strlen(PO_PLAIN_PREFIX);
+    po_err rc = po_b64_decode(stored + plen, strlen(stored + plen), out, out_len);
+    return rc == PO_ERR_NOMEM ? rc : rc ? PO_ERR_INVALID : PO_OK;
+}
+
+bool po_secret_is_plain(const char *text)
+{
+    return text && strncmp(text, PO_PLAIN_PREFIX, strlen(PO_PLAIN_PREFIX)) == 0;
+}
+
+bool po_secret_is_stored(const char *text)
+{
+    return po_secret_is_plain(text) ||
+           (text && strncmp(text, PO_SEALED_PREFIX, strlen(PO_SEALED_PREFIX)) == 0);
+}
+
 po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN], char *err,
                           size_t errcap)
 {

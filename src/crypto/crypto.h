@@ -95,6 +95,22 @@ po_err po_seal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad,
                const unsigned char *secret, size_t len, char **out) PO_MUST_CHECK;
 po_err po_unseal(const unsigned char master[PO_MASTER_KEY_LEN], const char *aad, const char *sealed,
                  unsigned char **out, size_t *out_len) PO_MUST_CHECK;
+/*
+ * The one stored form of every secret payonce keeps (channel accounts,
+ * webhook endpoints): sealed under the master key with aad, or, without a
+ * master key (insecure development mode only), "plain:" + base64.
+ * po_secret_open opens only what the mode could have written: with a
+ * master key a plain value is refused (it did not come from a gateway
+ * with a key), without one a sealed value is. *out is heap (wipe, free).
+ */
+#define PO_PLAIN_PREFIX "plain:"
+po_err po_secret_store(const unsigned char *master, const char *aad, const void *secret, size_t len,
+                       char **out) PO_MUST_CHECK;
+po_err po_secret_open(const unsigned char *master, const char *aad, const char *stored,
+                      unsigned char **out, size_t *out_len) PO_MUST_CHECK;
+/* Whether text is in that form (sealed, or plain). */
+bool po_secret_is_stored(const char *text);
+bool po_secret_is_plain(const char *text);
 /* Reads a master key file: exactly 32 raw bytes, or 64 hex digits (an
  * optional trailing newline allowed). */
 po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN], char *err,

@@ -40,11 +40,10 @@ static po_err new_secret(const unsigned char *master, const char *tenant, const 
     for (size_t i = 0; i < sizeof rnd; i++)
         n += snprintf(secret + n, PO_WEBHOOK_SECRET_MAX - (size_t)n, "%02x", rnd[i]);
     po_secure_zero(rnd, sizeof rnd);
-    if (!master) /* insecure development mode: said loudly by serve */
-        return po_fmt_alloc(stored, "plain:%s", secret);
+    /* without a master key: insecure development mode, said loudly by serve */
     char aad[160];
     aad_of(tenant, id, aad, sizeof aad);
-    return po_seal(master, aad, (const unsigned char *)secret, strlen(secret), stored);
+    return po_secret_store(master, aad, secret, strlen(secret), stored);
 }
 
 po_err po_webhook_open_secret(const unsigned char *master, const char *tenant, const char *id,
@@ -52,16 +51,17 @@ po_err po_webhook_open_secret(const unsigned char *master, const char *tenant, c
 {
     /* A plain secret is written only without a master key (insecure
      * development); a gateway with a key refuses one, as it refuses plain
-     * channel secrets: it would mean the row did not come from payonce. */
-    if (strncmp(stored, "plain:", 6) == 0)
-        return master ? PO_ERR_INVALID : po_strcpy(out, PO_WEBHOOK_SECRET_MAX, stored + 6);
-    if (!master)
-        return PO_ERR_INVALID;
+     * channel secrets: it would mean the row did not come from payonce.
+     * Development rows written before the one stored form kept the secret
+     * itself after "plain:" (whsec_…, never base64: '_' is not in its
+     * alphabet), and still open. */
+    if (!master && strncmp(stored, PO_PLAIN_PREFIX "whsec_", strlen(PO_PLAIN_PREFIX) + 6) == 0)
+        return po_strcpy(out, PO_WEBHOOK_SECRET_MAX, stored + strlen(PO_PLAIN_PREFIX));
     char aad[160];
     unsigned char *plain = NULL;
     size_t len = 0;
     aad_of(tenant, id, aad, sizeof aad);
-    po_err rc = po_unseal(master, aad, stored, &plain, &len);
+    po_err rc = po_secret_open(master, aad, stored, &plain, &len);
     if (rc)
         return rc;
     rc = len < PO_WEBHOOK_SECRET_MAX ? PO_OK : PO_ERR_LIMIT;
@@ -385,7 +385,7 @@ po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master,
         if (o && (*out_broken)++ == 0)
             po_errf(err, errcap, "tenant %s, webhook endpoint %s: its secret %s",
                     po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
-                    strncmp(po_rows_get(&r, i, 2), "plain:", 6) == 0
+                    po_secret_is_plain(po_rows_get(&r, i, 2))
                         ? "is stored in plain text, refused by a gateway with a master key"
                     : master ? "does not open with this master key"
                              : "is sealed, and there is no master key");

@@ -449,6 +449,41 @@ static void sealing(void **state)
     free(sealed);
 }
 
+/* The one stored form of a secret: sealed with a master key, "plain:" +
+ * base64 without one (any bytes, NUL included), each opened only in the
+ * mode that could have written it. */
+static void stored_secrets(void **state)
+{
+    (void)state;
+    unsigned char master[32];
+    assert_int_equal(po_random(master, 32), PO_OK);
+    static const unsigned char bin[] = {'w', 0, 0xff, '_', '\n'};
+    char *sealed = NULL, *plain = NULL;
+    assert_int_equal(po_secret_store(master, "t1/webhook/we_1", bin, sizeof bin, &sealed), PO_OK);
+    assert_int_equal(po_secret_store(NULL, "t1/webhook/we_1", bin, sizeof bin, &plain), PO_OK);
+    assert_true(po_secret_is_stored(sealed) && !po_secret_is_plain(sealed));
+    assert_true(po_secret_is_stored(plain) && po_secret_is_plain(plain));
+    assert_string_equal(plain, "plain:dwD/Xwo=");
+    assert_false(po_secret_is_stored("whsec_abc") || po_secret_is_stored(NULL));
+    unsigned char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(po_secret_open(master, "t1/webhook/we_1", sealed, &out, &len), PO_OK);
+    assert_int_equal(len, sizeof bin);
+    assert_memory_equal(out, bin, sizeof bin);
+    free(out);
+    assert_int_equal(po_secret_open(NULL, "t1/webhook/we_1", plain, &out, &len), PO_OK);
+    assert_int_equal(len, sizeof bin);
+    assert_memory_equal(out, bin, sizeof bin);
+    free(out);
+    /* a plain value with a master key, a sealed one without */
+    assert_int_equal(po_secret_open(master, "t1/webhook/we_1", plain, &out, &len), PO_ERR_INVALID);
+    assert_int_equal(po_secret_open(NULL, "t1/webhook/we_1", sealed, &out, &len), PO_ERR_INVALID);
+    assert_int_equal(po_secret_open(NULL, "t1/webhook/we_1", "plain:*not base64*", &out, &len),
+                     PO_ERR_INVALID);
+    free(sealed);
+    free(plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -460,6 +495,7 @@ int main(void)
         cmocka_unit_test(simulator_signs_like_wechatpay),
         cmocka_unit_test(major_amounts_exact),
         cmocka_unit_test(sealing),
+        cmocka_unit_test(stored_secrets),
     };
     return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
 }

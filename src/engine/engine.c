@@ -252,18 +252,8 @@ static po_err emit_at(struct ev_ctx *c, const char *type, const char *merchant,
     po_engine_event_payload(c->ev, merchant, reason, j);
     if (c->suspense_key[0])
         po_outbox_json_str(j, "suspense_key", c->suspense_key);
-    const char *payload = po_outbox_json_end(j);
-    po_err rc;
-    if (seq == 0) {
-        rc = po_outbox_put(c->s, c->ev->tenant, c->key, type, c->ev->out_trade_no, payload, c->now,
-                           c->err, sizeof c->err);
-    } else if (!payload) {
-        po_errf(c->err, sizeof c->err, "outbox payload of %s too large", type);
-        rc = PO_ERR_LIMIT;
-    } else {
-        struct po_outbox_row row = {c->ev->tenant, c->key, type, c->ev->out_trade_no, seq, payload};
-        rc = po_outbox_insert(c->s, &row, 1, c->now, c->err, sizeof c->err);
-    }
+    po_err rc = po_outbox_put_at(c->s, c->ev->tenant, c->key, type, c->ev->out_trade_no, seq,
+                                 po_outbox_json_end(j), c->now, c->err, sizeof c->err);
     free(j);
     return rc;
 }

@@ -218,5 +218,10 @@ po_err po_outbox_next_seq(struct po_store *s, const char *tenant, const char *ou
 po_err po_outbox_put(struct po_store *s, const char *tenant, const char *key, const char *type,
                      const char *out_trade_no, const char *payload, const char *now, char *err,
                      size_t errcap) PO_MUST_CHECK;
+/* The same at a place already taken (seq > 0: the statement that changed
+ * the order bumped its event_seq); seq 0 takes the next one. */
+po_err po_outbox_put_at(struct po_store *s, const char *tenant, const char *key, const char *type,
+                        const char *out_trade_no, int64_t seq, const char *payload, const char *now,
+                        char *err, size_t errcap) PO_MUST_CHECK;
 
 #endif

@@ -152,18 +152,24 @@ po_err po_outbox_next_seq(struct po_store *s, const char *tenant, const char *ou
     return rc;
 }
 
-po_err po_outbox_put(struct po_store *s, const char *tenant, const char *key, const char *type,
-                     const char *out_trade_no, const char *payload, const char *now, char *err,
-                     size_t errcap)
+po_err po_outbox_put_at(struct po_store *s, const char *tenant, const char *key, const char *type,
+                        const char *out_trade_no, int64_t seq, const char *payload, const char *now,
+                        char *err, size_t errcap)
 {
     if (!payload) {
         po_errf(err, errcap, "outbox payload of %s too large", type);
         return PO_ERR_LIMIT;
     }
-    int64_t seq = 0;
-    po_err rc = po_outbox_next_seq(s, tenant, out_trade_no, &seq, err, errcap);
+    po_err rc = seq ? PO_OK : po_outbox_next_seq(s, tenant, out_trade_no, &seq, err, errcap);
     struct po_outbox_row row = {tenant, key, type, out_trade_no ? out_trade_no : key, seq, payload};
     if (!rc)
         rc = po_outbox_insert(s, &row, 1, now, err, errcap);
     return rc;
+}
+
+po_err po_outbox_put(struct po_store *s, const char *tenant, const char *key, const char *type,
+                     const char *out_trade_no, const char *payload, const char *now, char *err,
+                     size_t errcap)
+{
+    return po_outbox_put_at(s, tenant, key, type, out_trade_no, 0, payload, now, err, errcap);
 }

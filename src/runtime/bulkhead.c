@@ -14,7 +14,7 @@
  * from then on, for recent_ms after its last request, every other tenant
  * is held to its per-tenant share.
  */
-#include "runtime.h"
+#include "runtime_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,12 +27,6 @@
 struct slot {
     char tenant[PO_ID_MAX + 1];
     int n;
-};
-
-/* One of the two tenants that asked last, and when (monotonic ms). */
-struct seen {
-    char tenant[PO_ID_MAX + 1];
-    int64_t at_ms;
 };
 
 /* A credential's identifier (an API key's key_id) and the tenant it last
@@ -48,7 +42,7 @@ struct po_bulkhead {
     int per_tenant, total, in_flight;
     int holders; /* tenants holding a slot now */
     int64_t recent_ms;
-    struct seen last[2]; /* last[0] the latest; never the same tenant twice */
+    struct po_recent recent; /* the two tenants that asked last */
     uint64_t refused;
     struct slot s[SLOTS];
 };
@@ -75,18 +69,10 @@ void po_bulkhead_close(struct po_bulkhead *b)
     free(b);
 }
 
-static uint64_t fnv(const char *s)
-{
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        h = (h ^ *p) * UINT64_C(1099511628211);
-    return h;
-}
-
 /* The tenant's slot (an empty one to use when absent); NULL when full. */
 static struct slot *find(struct po_bulkhead *b, const char *tenant)
 {
-    uint64_t h = fnv(tenant);
+    uint64_t h = po_runtime_hash(tenant);
     struct slot *empty = NULL;
     for (int k = 0; k < SLOTS; k++) {
         struct slot *s = &b->s[(h + (uint64_t)k) % SLOTS];
@@ -100,25 +86,10 @@ static struct slot *find(struct po_bulkhead *b, const char *tenant)
     return empty;
 }
 
-/* Whether a tenant other than this one asked within recent_ms (under mu;
- * last[0] and last[1] are never the same tenant). */
+/* Whether a tenant other than this one asked within recent_ms (under mu). */
 static bool others_asked(const struct po_bulkhead *b, const char *tenant, int64_t now)
 {
-    for (int i = 0; i < 2; i++)
-        if (b->last[i].tenant[0] && strcmp(b->last[i].tenant, tenant) != 0 &&
-            now - b->last[i].at_ms < b->recent_ms)
-            return true;
-    return false;
-}
-
-/* Remembers that tenant asked now (under mu). */
-static void note(struct po_bulkhead *b, const char *tenant, int64_t now)
-{
-    if (strcmp(b->last[0].tenant, tenant) != 0) {
-        b->last[1] = b->last[0];
-        PO_ASSERT(po_strcpy(b->last[0].tenant, sizeof b->last[0].tenant, tenant) == PO_OK);
-    }
-    b->last[0].at_ms = now;
+    return po_recent_other(&b->recent, tenant, now, b->recent_ms);
 }
 
 /* Over its share while another tenant is active (under mu). */
@@ -135,7 +106,7 @@ void po_bulkhead_hint(struct po_bulkhead *b, const char *hint, const char *tenan
     if (!b || strlen(hint) > PO_APIKEY_ID_LEN || strlen(tenant) > PO_ID_MAX)
         return;
     pthread_mutex_lock(&b->mu);
-    struct hint *e = &b->hints[fnv(hint) % HINTS];
+    struct hint *e = &b->hints[po_runtime_hash(hint) % HINTS];
     PO_ASSERT(po_strcpy(e->key, sizeof e->key, hint) == PO_OK);
     PO_ASSERT(po_strcpy(e->tenant, sizeof e->tenant, tenant) == PO_OK);
     pthread_mutex_unlock(&b->mu);
@@ -146,7 +117,7 @@ bool po_bulkhead_hint_over_share(struct po_bulkhead *b, const char *hint)
     if (!b || !hint[0] || strlen(hint) > PO_APIKEY_ID_LEN)
         return false;
     pthread_mutex_lock(&b->mu);
-    const struct hint *e = &b->hints[fnv(hint) % HINTS];
+    const struct hint *e = &b->hints[po_runtime_hash(hint) % HINTS];
     bool over = false;
     if (strcmp(e->key, hint) == 0) {
         const char *t = e->tenant;
@@ -167,7 +138,7 @@ void po_bulkhead_hinted(struct po_bulkhead *b, const char *hint, char *out, size
     if (!b || !hint[0] || strlen(hint) > PO_APIKEY_ID_LEN)
         return;
     pthread_mutex_lock(&b->mu);
-    const struct hint *e = &b->hints[fnv(hint) % HINTS];
+    const struct hint *e = &b->hints[po_runtime_hash(hint) % HINTS];
     if (strcmp(e->key, hint) == 0 && po_strcpy(out, cap, e->tenant) != PO_OK)
         out[0] = '\0';
     pthread_mutex_unlock(&b->mu);
@@ -179,7 +150,7 @@ bool po_bulkhead_enter(struct po_bulkhead *b, const char *tenant)
         return true;
     pthread_mutex_lock(&b->mu);
     int64_t now = po_mono_ms();
-    note(b, tenant, now);
+    po_recent_note(&b->recent, tenant, now);
     struct slot *s = b->in_flight < b->total ? find(b, tenant) : NULL;
     /* Over its share: only while nobody else is active. */
     bool ok = s != NULL && !over_share(b, s, others_asked(b, tenant, now));

@@ -19,7 +19,7 @@
  * submit refuses beyond, and the request is answered "try again" at once
  * instead of waiting unbounded.
  */
-#include "runtime.h"
+#include "runtime_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,7 +40,6 @@ struct lane {
     bool used;                /* ever used: lookups go past it */
     int running, queued;
     struct job *head, *tail;
-    int64_t last_ms; /* last submit (monotonic) */
 };
 
 struct po_workers {
@@ -53,7 +52,7 @@ struct po_workers {
     struct lane *ring[LANES + 1]; /* lanes with queued jobs, in turn */
     int nring, next;              /* next: where the round-robin goes on */
     int active;                   /* lanes with queued or running jobs */
-    struct lane *last[2];         /* the two lanes that submitted last */
+    struct po_recent recent;      /* the two tenants that submitted last */
     pthread_t threads[PO_WORKERS_MAX];
     struct lane lanes[LANES];
 };
@@ -64,9 +63,7 @@ static struct lane *lane_of(struct po_workers *w, const char *tenant)
 {
     if (!tenant || !tenant[0] || strlen(tenant) > PO_ID_MAX)
         return &w->anon;
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (const unsigned char *p = (const unsigned char *)tenant; *p; p++)
-        h = (h ^ *p) * UINT64_C(1099511628211);
+    uint64_t h = po_runtime_hash(tenant);
     struct lane *idle = NULL;
     for (int k = 0; k < LANES; k++) {
         struct lane *l = &w->lanes[(h + (uint64_t)k) % LANES];
@@ -80,10 +77,8 @@ static struct lane *lane_of(struct po_workers *w, const char *tenant)
     }
     if (!idle)
         return &w->anon;
-    if (strcmp(idle->name, tenant) != 0) {
+    if (strcmp(idle->name, tenant) != 0)
         PO_ASSERT(po_strcpy(idle->name, sizeof idle->name, tenant) == PO_OK);
-        idle->last_ms = 0;
-    }
     idle->used = true;
     return idle;
 }
@@ -95,10 +90,7 @@ static bool contended(const struct po_workers *w, const struct lane *l, int64_t 
     int others = w->active - (l->running > 0 || l->queued > 0 ? 1 : 0);
     if (others > 0)
         return true;
-    for (int i = 0; i < 2; i++)
-        if (w->last[i] && w->last[i] != l && now - w->last[i]->last_ms < w->recent_ms)
-            return true;
-    return false;
+    return po_recent_other(&w->recent, l->name, now, w->recent_ms); /* anon's name is "" */
 }
 
 /* Takes the next job round-robin from a lane under its share (any lane
@@ -209,11 +201,8 @@ po_err po_workers_submit(struct po_workers *w, const char *tenant, void (*fn)(vo
     if (l->queued++ == 0)
         w->ring[w->nring++] = l;
     w->queued++;
-    l->last_ms = po_mono_ms();
-    if (l != &w->anon && w->last[0] != l) { /* recency is a tenant's (a probe is none) */
-        w->last[1] = w->last[0];
-        w->last[0] = l;
-    }
+    if (l != &w->anon) /* recency is a tenant's (a probe is none) */
+        po_recent_note(&w->recent, l->name, po_mono_ms());
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return PO_OK;

@@ -496,8 +496,25 @@ static po_err record(struct po_webhooks *w, struct po_store *s, const struct job
     po_clock_iso_ms(t, now, sizeof now);
     po_clock_iso_ms(t + backoff_ms(&w->cfg, attempt), next, sizeof next);
     *out_dead = false;
+    /* Locks in the order a removal takes them (po_webhook_remove: the
+     * endpoint, then its deliveries), so the two never deadlock: first the
+     * endpoint's failing streak (its start, or its end on a success), then
+     * the delivery. A claim that is no longer ours (it expired and another
+     * sender took it) changes nothing: the transaction is rolled back. */
     po_err rc = po_store_begin(s, err, errcap);
     int64_t changed = 0;
+    if (!rc && ok)
+        rc = po_store_exec(s,
+                           "UPDATE webhook_endpoint SET failing_since = NULL WHERE tenant_id = ?"
+                           " AND endpoint_id = ?",
+                           PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(j->endpoint_id)), NULL, NULL, err,
+                           errcap);
+    else if (!rc)
+        rc = po_store_exec(s,
+                           "UPDATE webhook_endpoint SET failing_since = COALESCE(failing_since, ?)"
+                           " WHERE tenant_id = ? AND endpoint_id = ?",
+                           PO_PARAMS(PO_TEXT(now), PO_TEXT(j->tenant), PO_TEXT(j->endpoint_id)),
+                           NULL, NULL, err, errcap);
     if (!rc)
         rc = po_store_exec(
             s,
@@ -512,7 +529,11 @@ static po_err record(struct po_webhooks *w, struct po_store *s, const struct job
                       error && *error ? PO_TEXT(error) : PO_NULLP, PO_TEXT(now), PO_TEXT(j->tenant),
                       PO_TEXT(j->event_id), PO_TEXT(j->endpoint_id), PO_TEXT(j->token)),
             NULL, &changed, err, errcap);
-    if (!rc && changed == 1)
+    if (!rc && changed != 1) {
+        po_store_rollback(s);
+        return PO_OK;
+    }
+    if (!rc)
         rc = po_store_exec(s,
                            "INSERT INTO webhook_attempt (tenant_id, event_id, endpoint_id,"
                            " attempt, at, status_code, latency_ms, error) VALUES (?, ?, ?, ?, ?,"
@@ -522,27 +543,13 @@ static po_err record(struct po_webhooks *w, struct po_store *s, const struct job
                                      status ? PO_I64(status) : PO_NULLP, PO_I64(latency),
                                      error && *error ? PO_TEXT(error) : PO_NULLP),
                            NULL, NULL, err, errcap);
-    /* The endpoint's failing streak: its start, and an alert once it has
-     * lasted alert_after_s. */
-    if (!rc && changed == 1 && ok)
-        rc = po_store_exec(s,
-                           "UPDATE webhook_endpoint SET failing_since = NULL WHERE tenant_id = ?"
-                           " AND endpoint_id = ?",
-                           PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(j->endpoint_id)), NULL, NULL, err,
-                           errcap);
-    else if (!rc && changed == 1)
-        rc = po_store_exec(s,
-                           "UPDATE webhook_endpoint SET failing_since = COALESCE(failing_since, ?)"
-                           " WHERE tenant_id = ? AND endpoint_id = ?",
-                           PO_PARAMS(PO_TEXT(now), PO_TEXT(j->tenant), PO_TEXT(j->endpoint_id)),
-                           NULL, NULL, err, errcap);
-    if (!rc && changed == 1 && !ok)
+    if (!rc && !ok)
         rc = failing_alert(w, s, j, dead, error, status, now, err, errcap);
     if (!rc)
         rc = po_store_commit(s, err, errcap);
     else
         po_store_rollback(s);
-    *out_dead = !rc && dead && changed == 1;
+    *out_dead = !rc && dead;
     return rc;
 }
 

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #define SECRET_HEX 64             /* 32 random bytes */
-#define PO_WEBHOOK_REMOVE_TRIES 5 /* a removal chosen as a deadlock's victim */
+#define PO_WEBHOOK_REMOVE_TRIES 5 /* a removal aborted as a lock's victim */
 /* The last_error of the deliveries a removal ended. */
 #define PO_WEBHOOK_REMOVED "endpoint removed"
 
@@ -259,13 +259,14 @@ static po_err remove_once(struct po_store *s, const char *tenant, const char *id
     return rc;
 }
 
-/* The removal locks the endpoint and then its deliveries; a delivery's
- * result is recorded the other way round (its row, then the endpoint's
- * failing streak), so on PostgreSQL the two can deadlock while the
- * endpoint is being retried, and the database aborts one of them
- * (PO_ERR_TRANSIENT). The gateway retries its side; so does the removal:
- * an operator's or a tenant's remove does not fail because a delivery was
- * being recorded at that moment. */
+/* The removal locks the endpoint and then its deliveries, in the order a
+ * delivery's result is recorded (webhook_delivery.c, record: the
+ * endpoint's failing streak, then the delivery), so the two do not
+ * deadlock each other; they once did, the other way round. Should the
+ * database still abort the removal as a deadlock's or a lock wait's
+ * victim (PO_ERR_TRANSIENT), it is tried again: an operator's or a
+ * tenant's remove does not fail because a delivery was being recorded at
+ * that moment. */
 po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id, char *err,
                          size_t errcap)
 {

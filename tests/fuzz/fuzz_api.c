@@ -59,7 +59,7 @@ static void setup(void)
         abort();
     po_store_close(s);
     fuzz_http_ctx(url, &gw);
-    pool = gw.pool;
+    pool = gw.gw->pool;
     if (po_store_open(url, &checker, err, sizeof err))
         abort();
     po_log_set_level(PO_LOG_ERROR + 1);

@@ -8,21 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the HTTP server gives its handlers: the pool, the account cache,
- * a worker pool and a committer (one thread, batches as in serve). */
+/* What the HTTP server gives its handlers: a gateway's parts (the pool,
+ * the account cache, a worker pool, a committer with batches as in serve),
+ * small, without background jobs or webhook delivery. url must outlive it. */
 static inline void fuzz_http_ctx(const char *url, struct po_http_ctx *ctx)
 {
+    static struct po_gateway *gw;
+    struct po_gateway_cfg g;
     char err[256];
-    struct po_committer_cfg cc = {
-        .db_url = url, .workers = 1, .batch_max = 16, .queue_max = 64, .guard = po_accounts_guard};
-    memset(ctx, 0, sizeof *ctx);
-    if (po_store_pool_open(url, 2, &ctx->pool, err, sizeof err) ||
-        po_accounts_open(NULL, &ctx->cb.accounts) ||
-        po_workers_start(2, 64, 2, 1000, &ctx->cb.workers) ||
-        po_committer_start(&cc, &ctx->cb.committer, err, sizeof err) ||
-        po_idem_local_open(&ctx->idem_local))
+    po_gateway_cfg_init(&g);
+    g.db_url = url;
+    g.pool_size = 2;
+    g.workers = 2;
+    g.committers = 1;
+    g.batch_max = 16;
+    g.no_jobs = true;
+    g.webhooks.senders = 0;
+    if (po_gateway_open(&g, &gw, err, sizeof err))
         abort();
-    ctx->cb.pool = ctx->pool;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->gw = po_gateway_parts(gw);
 }
 
 #endif

@@ -22,9 +22,28 @@ void po_channel_account_free(struct po_channel_account *a)
 {
     for (int i = 0; i < a->nkeys; i++)
         po_pubkey_free(a->keys[i].key);
-    po_pubkey_free(a->alipay_key);
     po_privkey_free(a->merchant_key);
+    if (a->priv) {
+        const struct po_channel_ops *ops = po_channel_find(a->channel);
+        PO_ASSERT(ops && ops->account_free);
+        ops->account_free(a->priv);
+    }
     po_secure_zero(a, sizeof *a);
+}
+
+void *po_account_priv_new(struct po_channel_account *a, size_t size)
+{
+    PO_ASSERT(!a->priv);
+    a->priv = calloc(1, size);
+    return a->priv;
+}
+
+void po_account_priv_free(void *priv, size_t size)
+{
+    if (!priv)
+        return;
+    po_secure_zero(priv, size);
+    free(priv);
 }
 
 bool po_account_value_sealed(json_t *v)

@@ -57,7 +57,7 @@ static po_err verify(const struct po_channel_account *a, const struct po_form *f
     for (int keep = 0; rc == PO_ERR_INVALID && keep <= (has_empty ? 1 : 0); keep++) {
         size_t len = 0;
         char *content = po_alipay_sign_content(f, true, keep == 1, &len);
-        rc = content ? po_rsa_sha256_verify(a->alipay_key, content, len, raw, raw_len)
+        rc = content ? po_rsa_sha256_verify(a->keys[0].key, content, len, raw, raw_len)
                      : PO_ERR_NOMEM;
         free(content);
     }
@@ -150,14 +150,15 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
             goto out;
         }
     }
-    if (!app_id || strcmp(app_id, a->app_id) != 0 ||
-        (a->seller_id[0] && (!seller || strcmp(seller, a->seller_id) != 0))) {
+    const struct po_alipay_account *ali = po_alipay_of(a);
+    if (!app_id || strcmp(app_id, ali->app_id) != 0 ||
+        (ali->seller_id[0] && (!seller || strcmp(seller, ali->seller_id) != 0))) {
         po_notify_mismatch(out,
-                           !app_id || strcmp(app_id, a->app_id) != 0 ? PO_R_APP_ID_MISMATCH
-                                                                     : PO_R_SELLER_ID_MISMATCH,
+                           !app_id || strcmp(app_id, ali->app_id) != 0 ? PO_R_APP_ID_MISMATCH
+                                                                       : PO_R_SELLER_ID_MISMATCH,
                            "notification for app_id %.32s seller_id %.32s, tenant has %.32s %.32s",
-                           app_id ? app_id : "-", seller ? seller : "-", a->app_id,
-                           a->seller_id[0] ? a->seller_id : "-");
+                           app_id ? app_id : "-", seller ? seller : "-", ali->app_id,
+                           ali->seller_id[0] ? ali->seller_id : "-");
         goto out;
     }
     char verr[PO_ERRBUF_MAX];
@@ -212,15 +213,20 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
 static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
                            char *err, size_t errcap)
 {
+    struct po_alipay_account *ali = po_account_priv_new(a, sizeof *ali);
+    if (!ali)
+        return PO_ERR_NOMEM;
     const char *pem = po_json_str(root, "public_key_pem");
     char ignored[PO_SERIAL_MAX + 1];
-    if (!po_set_field(a->app_id, sizeof a->app_id, po_json_str(root, "app_id")) || !pem) {
+    if (!po_set_field(ali->app_id, sizeof ali->app_id, po_json_str(root, "app_id")) || !pem) {
         po_errf(err, errcap, "app_id or Alipay public key missing");
         return PO_ERR_INVALID;
     }
-    (void)po_set_field(a->seller_id, sizeof a->seller_id, po_json_str(root, "seller_id"));
+    (void)po_set_field(ali->seller_id, sizeof ali->seller_id, po_json_str(root, "seller_id"));
     po_err rc =
-        po_pubkey_from_pem(pem, strlen(pem), &a->alipay_key, ignored, sizeof ignored, err, errcap);
+        po_pubkey_from_pem(pem, strlen(pem), &a->keys[0].key, ignored, sizeof ignored, err, errcap);
+    if (!rc)
+        a->nkeys = 1;
     return rc ? rc
               : po_account_load_api(root, master, a, "https://openapi.alipay.com/gateway.do", false,
                                     err, errcap);
@@ -245,12 +251,18 @@ static const struct po_channel_option options[] = {
     {NULL, NULL},
 };
 
+static void account_free(void *priv)
+{
+    po_account_priv_free(priv, sizeof(struct po_alipay_account));
+}
+
 const struct po_channel_ops po_channel_alipay = {
     .name = "alipay",
     .title = "Alipay (RSA2)",
     .options = options,
     .account_build = account_build,
     .account_load = account_load,
+    .account_free = account_free,
     .parse = parse,
     .ack = ack,
     .refund_submit = po_alipay_refund_submit,

@@ -29,8 +29,8 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
         return PO_ERR_NOMEM;
     const char *k[] = {"app_id",    "method",  "format",     "charset",    "sign_type",
                        "timestamp", "version", "notify_url", "biz_content"};
-    const char *v[] = {a->app_id, method, "JSON",        "utf-8",    "RSA2",
-                       ts,        "1.0",  a->notify_url, biz_content};
+    const char *v[] = {po_alipay_of(a)->app_id, method,     "JSON", "utf-8", "RSA2", ts, "1.0",
+                       a->notify_url,           biz_content};
     po_err rc = PO_OK;
     for (size_t i = 0; i < sizeof k / sizeof k[0] && !rc; i++)
         if (*v[i])
@@ -135,7 +135,7 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
         why = "no_response_member";
     else if (!sign || po_b64_decode(sign, strlen(sign), &raw, &raw_len))
         why = "unsigned";
-    else if (po_rsa_sha256_verify(a->alipay_key, text, tlen, raw, raw_len))
+    else if (po_rsa_sha256_verify(a->keys[0].key, text, tlen, raw, raw_len))
         why = "bad_signature";
     else if ((prc = po_json_parse(text, tlen, &out, jerr, sizeof jerr)))
         why = prc == PO_ERR_NOMEM ? "out_of_memory" : "not_json";

@@ -29,23 +29,20 @@
 
 #include <jansson.h>
 
-/* One tenant's configuration for one channel, secrets unsealed. */
+/* One tenant's configuration for one channel, secrets unsealed: what
+ * every channel has in common, and the adapter's own part (priv), which
+ * only its files read. Loaded by po_channel_account_load, released by
+ * po_channel_account_free; a struct copy moves it (never free both). */
 struct po_channel_account {
     char tenant[PO_ID_MAX + 1];
     char channel[PO_CHANNEL_MAX];
     int64_t window_s; /* timestamp tolerance, seconds */
-    /* wechatpay */
-    char mchid[PO_ID_MAX + 1];
-    char appid[PO_ID_MAX + 1];
-    /* service-provider mode: the tenant is this sub-merchant of the
-     * provider named by mchid ("" = a direct merchant) */
-    char sub_mchid[PO_ID_MAX + 1];
-    char sub_appid[PO_ID_MAX + 1];
-    unsigned char apiv3_key[32];
-    size_t apiv3_key_len;
+    /* The public keys that verify what the channel sends: WeChat Pay's
+     * platform certificates or keys, several during a rotation; Alipay's
+     * public key. */
     int nkeys;
     struct {
-        char serial[PO_SERIAL_MAX + 1]; /* certificate serial (hex) or PUB_KEY_ID_… */
+        char serial[PO_SERIAL_MAX + 1]; /* certificate serial (hex), PUB_KEY_ID_…, or "" */
         struct po_pubkey *key;
         int64_t not_after; /* a certificate's end of validity (Unix s); 0: a bare key */
     } keys[PO_CHANNEL_KEYS_MAX];
@@ -55,19 +52,9 @@ struct po_channel_account {
     char notify_url[512]; /* where the channel sends refund results ("" = its default) */
     char merchant_serial[PO_SERIAL_MAX + 1];
     struct po_privkey *merchant_key;
-    /* alipay */
-    char app_id[PO_ID_MAX + 1];
-    char seller_id[PO_ID_MAX + 1];
-    struct po_pubkey *alipay_key;
-    /* stripe: the account and mode its events must name, when set (a
-     * secret shared by two tenants cannot move an event across them) */
-    char stripe_account[PO_ID_MAX + 1]; /* "" = not checked; else acct_… */
-    int stripe_livemode;                /* -1 not checked, 0 test mode, 1 live */
-    int nsecrets;
-    struct {
-        unsigned char v[PO_SECRET_MAX];
-        size_t len;
-    } secrets[PO_WEBHOOK_SECRETS_MAX];
+    /* The adapter's own part: set by its account_load, released (and its
+     * secrets wiped) by its account_free. */
+    void *priv;
 };
 
 /* Releases keys and wipes secrets. */
@@ -359,10 +346,15 @@ struct po_channel_ops {
      * helpers seal the secrets). PO_ERR_INVALID with err for bad input. */
     po_err (*account_build)(const struct po_account_input *in, json_t *cfg, char *err,
                             size_t errcap);
-    /* Fills a's channel fields from the stored document, unsealing with
-     * master (account.c's helpers). */
+    /* Fills a's common fields and its own part (a->priv, allocated first
+     * thing, so that po_channel_account_free releases it whatever fails
+     * later) from the stored document, unsealing with master (account.c's
+     * helpers). */
     po_err (*account_load)(json_t *cfg, const unsigned char *master, struct po_channel_account *a,
                            char *err, size_t errcap);
+    /* Releases the own part account_load allocated, wiping its secrets
+     * (required with a priv; NULL is fine). */
+    void (*account_free)(void *priv);
     /* Verifies and normalises one notification (see po_channel_parse). */
     po_err (*parse)(const struct po_channel_account *a, const struct po_notify_req *req,
                     struct po_notify_result *out);

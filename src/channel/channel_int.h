@@ -49,6 +49,11 @@ bool po_set_field(char *dst, size_t cap, const char *src);
 void po_channel_clean_code(const char *code, long status, char *out, size_t cap);
 
 /* ---- account documents (account.c) ---- */
+/* The adapter's own part of a, zeroed (size bytes); NULL when out of
+ * memory. Its account_free calls po_account_priv_free(priv, size), which
+ * wipes it. */
+void *po_account_priv_new(struct po_channel_account *a, size_t size);
+void po_account_priv_free(void *priv, size_t size);
 /* Seals a secret for its slot "<tenant>/<channel>/<field>" with in->master
  * (or encodes it "plain:" in development mode). NULL on failure. */
 json_t *po_account_seal(const struct po_account_input *in, const char *channel, const char *field,
@@ -85,6 +90,32 @@ po_err po_account_load_api(json_t *cfg, const unsigned char *master, struct po_c
  * 0 when there was no complete answer. Non-OK only for out-of-memory. */
 po_err po_api_request(const char *url, const char *const *headers, int nheaders, const char *body,
                       struct po_api_resp *out) PO_MUST_CHECK;
+
+/* ---- the channels' own parts of an account (a->priv) ---- */
+/* WeChat Pay (wechatpay.c, wechatpay_api.c). */
+struct po_wechatpay_account {
+    char mchid[PO_ID_MAX + 1];
+    char appid[PO_ID_MAX + 1];
+    /* service-provider mode: the tenant is this sub-merchant of the
+     * provider named by mchid ("" = a direct merchant) */
+    char sub_mchid[PO_ID_MAX + 1];
+    char sub_appid[PO_ID_MAX + 1];
+    unsigned char apiv3_key[32];
+    size_t apiv3_key_len;
+};
+static inline const struct po_wechatpay_account *po_wechatpay_of(const struct po_channel_account *a)
+{
+    return a->priv;
+}
+/* Alipay (alipay.c, alipay_api.c); its public key is a->keys[0]. */
+struct po_alipay_account {
+    char app_id[PO_ID_MAX + 1];
+    char seller_id[PO_ID_MAX + 1];
+};
+static inline const struct po_alipay_account *po_alipay_of(const struct po_channel_account *a)
+{
+    return a->priv;
+}
 
 /* ---- the channels' own entry points ---- */
 po_err po_wechatpay_refund_submit(const struct po_channel_account *a,

@@ -52,6 +52,24 @@ static bool hex32(const char *s, size_t len, unsigned char out[32])
     return true;
 }
 
+/* The account's own part: its webhook secrets, and the account and mode
+ * its events must name, when set (a secret shared by two tenants cannot
+ * move an event across them). */
+struct stripe_account {
+    char account[PO_ID_MAX + 1]; /* "" = not checked; else acct_… */
+    int livemode;                /* -1 not checked, 0 test mode, 1 live */
+    int nsecrets;
+    struct {
+        unsigned char v[PO_SECRET_MAX];
+        size_t len;
+    } secrets[PO_WEBHOOK_SECRETS_MAX];
+};
+
+static const struct stripe_account *stripe_of(const struct po_channel_account *a)
+{
+    return a->priv;
+}
+
 static bool verify(const struct po_channel_account *a, const struct po_notify_req *req,
                    struct po_notify_result *out, bool *nomem)
 {
@@ -95,9 +113,11 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
     msg[tl] = '.';
     memcpy(msg + tl + 1, req->body, req->body_len);
     bool match = false;
-    for (int s = 0; s < a->nsecrets; s++) {
+    const struct stripe_account *st = stripe_of(a);
+    for (int s = 0; s < st->nsecrets; s++) {
         unsigned char mac[32];
-        if (po_hmac_sha256(a->secrets[s].v, a->secrets[s].len, msg, tl + 1 + req->body_len, mac)) {
+        if (po_hmac_sha256(st->secrets[s].v, st->secrets[s].len, msg, tl + 1 + req->body_len,
+                           mac)) {
             free(msg);
             *nomem = true;
             return false;
@@ -130,14 +150,15 @@ static void unmapped(struct po_notify_result *out, const char *evt_id, const cha
  * in live) would otherwise let one tenant's event credit the other's order
  * of the same number. A mismatch is a business check: acknowledged, not
  * credited, alerted (merchant_mismatch). */
-static void check_account(const struct po_channel_account *a, json_t *root,
+static void check_account(const struct po_channel_account *account, json_t *root,
                           struct po_notify_result *out)
 {
+    const struct stripe_account *a = stripe_of(account);
     const char *acct = po_json_str(root, "account");
     json_t *live = json_object_get(root, "livemode");
-    bool acct_ok = !a->stripe_account[0] || (acct && strcmp(acct, a->stripe_account) == 0);
-    bool live_ok = a->stripe_livemode < 0 ||
-                   (json_is_boolean(live) && json_is_true(live) == (a->stripe_livemode == 1));
+    bool acct_ok = !a->account[0] || (acct && strcmp(acct, a->account) == 0);
+    bool live_ok =
+        a->livemode < 0 || (json_is_boolean(live) && json_is_true(live) == (a->livemode == 1));
     if (acct_ok && live_ok)
         return;
     po_notify_mismatch(out, PO_R_MERCHANT_MISMATCH,
@@ -145,10 +166,10 @@ static void check_account(const struct po_channel_account *a, json_t *root,
                        " livemode %s",
                        acct ? acct : "-",
                        json_is_boolean(live) ? (json_is_true(live) ? "true" : "false") : "-",
-                       a->stripe_account[0] ? a->stripe_account : "(any)",
-                       a->stripe_livemode < 0 ? "(any)"
-                       : a->stripe_livemode   ? "true"
-                                              : "false");
+                       a->account[0] ? a->account : "(any)",
+                       a->livemode < 0 ? "(any)"
+                       : a->livemode   ? "true"
+                                       : "false");
 }
 
 static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
@@ -294,31 +315,39 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
 static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
                            char *err, size_t errcap)
 {
+    struct stripe_account *st = po_account_priv_new(a, sizeof *st);
+    if (!st)
+        return PO_ERR_NOMEM;
     json_t *list = json_object_get(root, "webhook_secrets");
     size_t i;
     json_t *v;
     json_array_foreach(list, i, v)
     {
-        if (a->nsecrets >= PO_WEBHOOK_SECRETS_MAX)
+        if (st->nsecrets >= PO_WEBHOOK_SECRETS_MAX)
             break;
         char field[48];
         (void)snprintf(field, sizeof field, "webhook_secret/%zu", i);
         po_err rc =
-            po_account_unseal(a, field, json_string_value(v), master, a->secrets[a->nsecrets].v,
-                              sizeof a->secrets[0].v, &a->secrets[a->nsecrets].len, err, errcap);
+            po_account_unseal(a, field, json_string_value(v), master, st->secrets[st->nsecrets].v,
+                              sizeof st->secrets[0].v, &st->secrets[st->nsecrets].len, err, errcap);
         if (rc)
             return rc;
-        a->nsecrets++;
+        st->nsecrets++;
     }
-    if (a->nsecrets == 0) {
+    if (st->nsecrets == 0) {
         po_errf(err, errcap, "no webhook secret");
         return PO_ERR_INVALID;
     }
     json_t *live = json_object_get(root, "livemode");
-    a->stripe_livemode = json_is_boolean(live) ? json_is_true(live) : -1;
-    if (!po_set_field(a->stripe_account, sizeof a->stripe_account, po_json_str(root, "account_id")))
-        a->stripe_account[0] = '\0';
+    st->livemode = json_is_boolean(live) ? json_is_true(live) : -1;
+    if (!po_set_field(st->account, sizeof st->account, po_json_str(root, "account_id")))
+        st->account[0] = '\0';
     return PO_OK;
+}
+
+static void account_free(void *priv)
+{
+    po_account_priv_free(priv, sizeof(struct stripe_account));
 }
 
 static void ack(bool success, unsigned fail_status, const char *msg, struct po_ack *out)
@@ -345,6 +374,7 @@ const struct po_channel_ops po_channel_stripe = {
     .options = options,
     .account_build = account_build,
     .account_load = account_load,
+    .account_free = account_free,
     .parse = parse,
     .ack = ack,
 };

@@ -146,7 +146,8 @@ static po_err decrypt_resource(const struct po_channel_account *a, json_t *body,
         po_notify_reject(out, PO_R_MALFORMED_BODY, "resource.ciphertext is not base64");
         return PO_OK;
     }
-    rc = po_aes_gcm_decrypt(a->apiv3_key, a->apiv3_key_len, (const unsigned char *)nonce,
+    const struct po_wechatpay_account *wx = po_wechatpay_of(a);
+    rc = po_aes_gcm_decrypt(wx->apiv3_key, wx->apiv3_key_len, (const unsigned char *)nonce,
                             strlen(nonce), (const unsigned char *)(aad ? aad : ""),
                             aad ? strlen(aad) : 0, raw, raw_len, &plain, &plain_len);
     free(raw);
@@ -168,9 +169,10 @@ static po_err decrypt_resource(const struct po_channel_account *a, json_t *body,
  * sub-merchant: both must be the tenant's, or tenants sharing a provider's
  * credentials would credit each other's orders. A tenant configured as a
  * sub-merchant takes only such callbacks. */
-static bool account_matches(const struct po_channel_account *a, json_t *r,
+static bool account_matches(const struct po_channel_account *acct, json_t *r,
                             struct po_notify_result *out)
 {
+    const struct po_wechatpay_account *a = po_wechatpay_of(acct);
     const char *sp = po_json_str(r, "sp_mchid");
     const char *mchid = sp ? sp : po_json_str(r, "mchid");
     const char *appid = po_json_str(r, sp ? "sp_appid" : "appid");
@@ -475,16 +477,19 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
 static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
                            char *err, size_t errcap)
 {
-    if (!po_set_field(a->mchid, sizeof a->mchid, po_json_str(root, "mchid"))) {
+    struct po_wechatpay_account *wx = po_account_priv_new(a, sizeof *wx);
+    if (!wx)
+        return PO_ERR_NOMEM;
+    if (!po_set_field(wx->mchid, sizeof wx->mchid, po_json_str(root, "mchid"))) {
         po_errf(err, errcap, "mchid missing");
         return PO_ERR_INVALID;
     }
-    (void)po_set_field(a->appid, sizeof a->appid, po_json_str(root, "appid"));
-    (void)po_set_field(a->sub_mchid, sizeof a->sub_mchid, po_json_str(root, "sub_mchid"));
-    (void)po_set_field(a->sub_appid, sizeof a->sub_appid, po_json_str(root, "sub_appid"));
+    (void)po_set_field(wx->appid, sizeof wx->appid, po_json_str(root, "appid"));
+    (void)po_set_field(wx->sub_mchid, sizeof wx->sub_mchid, po_json_str(root, "sub_mchid"));
+    (void)po_set_field(wx->sub_appid, sizeof wx->sub_appid, po_json_str(root, "sub_appid"));
     po_err rc =
-        po_account_unseal(a, "apiv3_key", po_json_str(root, "apiv3_key"), master, a->apiv3_key,
-                          sizeof a->apiv3_key, &a->apiv3_key_len, err, errcap);
+        po_account_unseal(a, "apiv3_key", po_json_str(root, "apiv3_key"), master, wx->apiv3_key,
+                          sizeof wx->apiv3_key, &wx->apiv3_key_len, err, errcap);
     if (rc)
         return rc;
     json_t *keys = json_object_get(root, "keys");
@@ -545,7 +550,12 @@ static const struct po_channel_option options[] = {
  * service-provider mode; the sub-merchant is its own column). */
 static const char *bill_merchant(const struct po_channel_account *a)
 {
-    return a->mchid;
+    return po_wechatpay_of(a)->mchid;
+}
+
+static void account_free(void *priv)
+{
+    po_account_priv_free(priv, sizeof(struct po_wechatpay_account));
 }
 
 const struct po_channel_ops po_channel_wechatpay = {
@@ -560,4 +570,5 @@ const struct po_channel_ops po_channel_wechatpay = {
     .order_query = po_wechatpay_order_query,
     .bill_parse = po_wechatpay_bill_parse,
     .bill_merchant = bill_merchant,
+    .account_free = account_free,
 };

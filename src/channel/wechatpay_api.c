@@ -52,7 +52,7 @@ static po_err authorization(const struct po_channel_account *a, const char *meth
         rc = po_fmt(out, cap,
                     "Authorization: WECHATPAY2-SHA256-RSA2048 mchid=\"%s\",nonce_str=\"%s\","
                     "signature=\"%s\",timestamp=\"%s\",serial_no=\"%s\"",
-                    a->mchid, nonce, sig, ts, a->merchant_serial);
+                    po_wechatpay_of(a)->mchid, nonce, sig, ts, a->merchant_serial);
     free(sig);
     return rc;
 }
@@ -163,7 +163,7 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
         return PO_ERR_NOMEM;
     char path[256];
     (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", out_trade_no,
-                   a->mchid);
+                   po_wechatpay_of(a)->mchid);
     if (!a->merchant_key)
         (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
     if (po_wechatpay_call(a, "GET", path, NULL, r))
@@ -191,7 +191,8 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
     const char *state = po_json_str(j, "trade_state"), *mchid = po_json_str(j, "mchid");
     json_t *amt = json_object_get(j, "amount");
     struct po_event *ev = &out->ev;
-    bool paid = state && strcmp(state, "SUCCESS") == 0 && mchid && strcmp(mchid, a->mchid) == 0;
+    bool paid = state && strcmp(state, "SUCCESS") == 0 && mchid &&
+                strcmp(mchid, po_wechatpay_of(a)->mchid) == 0;
     out->state = PO_QUERY_NOT_PAID;
     if (paid) {
         const char *cur = po_json_str(amt, "currency");

@@ -7,8 +7,10 @@
 #define PO_FUZZ_COMMON_H
 
 #include "../../src/channel/channel.h"
+#include "../../src/crypto/crypto.h"
 #include "../../src/sim/sim.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,39 +26,47 @@ static inline const char *fuzz_header(void *ctx, const char *name)
     return po_sim_get_header((const struct po_sim_request *)ctx, name);
 }
 
+/* A stored document (doc, taken) loaded as the gateway loads it, in
+ * development mode ("plain:" secrets, no master key). */
+static inline void fuzz_load(const char *channel, json_t *doc, struct po_channel_account *out)
+{
+    char *text = doc ? po_json_dumps(doc, JSON_COMPACT) : NULL;
+    if (!text || po_channel_account_load("t1", channel, text, NULL, out, NULL, 0))
+        abort();
+    free(text);
+    json_decref(doc);
+}
+
+static inline json_t *fuzz_plain(const char *secret)
+{
+    char *stored = NULL;
+    if (po_secret_store(NULL, "", secret, strlen(secret), &stored))
+        abort();
+    json_t *j = json_string(stored);
+    free(stored);
+    return j;
+}
+
 static inline void fuzz_accounts(struct po_channel_account *wx, struct po_channel_account *ali,
                                  struct po_channel_account *st)
 {
     if (!fuzz_key && po_privkey_generate(&fuzz_key))
         abort();
-    char *priv = NULL, *pub = NULL, serial[PO_SERIAL_MAX + 1];
+    char *priv = NULL, *pub = NULL;
     if (po_privkey_to_pem(fuzz_key, &priv, &pub))
         abort();
-    memset(wx, 0, sizeof *wx);
-    memset(ali, 0, sizeof *ali);
-    memset(st, 0, sizeof *st);
-    strcpy(wx->tenant, "t1");         /* lint-ok */
-    strcpy(wx->channel, "wechatpay"); /* lint-ok */
-    strcpy(wx->mchid, "1230000109");  /* lint-ok */
-    wx->window_s = 300;
-    memcpy(wx->apiv3_key, FUZZ_APIV3, 32);
-    wx->apiv3_key_len = 32;
-    strcpy(wx->keys[0].serial, "PUB_KEY_ID_FUZZ"); /* lint-ok */
-    if (po_pubkey_from_pem(pub, strlen(pub), &wx->keys[0].key, serial, sizeof serial, NULL, 0))
-        abort();
-    wx->nkeys = 1;
-    *ali = *wx;
-    ali->nkeys = 0;
-    strcpy(ali->channel, "alipay");          /* lint-ok */
-    strcpy(ali->app_id, "2021000000000001"); /* lint-ok */
-    if (po_pubkey_from_pem(pub, strlen(pub), &ali->alipay_key, serial, sizeof serial, NULL, 0))
-        abort();
-    strcpy(st->tenant, "t1");      /* lint-ok */
-    strcpy(st->channel, "stripe"); /* lint-ok */
-    st->window_s = 300;
-    memcpy(st->secrets[0].v, FUZZ_SECRET, strlen(FUZZ_SECRET));
-    st->secrets[0].len = strlen(FUZZ_SECRET);
-    st->nsecrets = 1;
+    fuzz_load("wechatpay",
+              json_pack("{s:i, s:s, s:o, s:[{s:s, s:s}]}", "window_s", 300, "mchid", "1230000109",
+                        "apiv3_key", fuzz_plain(FUZZ_APIV3), "keys", "serial", "PUB_KEY_ID_FUZZ",
+                        "public_key_pem", pub),
+              wx);
+    fuzz_load("alipay",
+              json_pack("{s:i, s:s, s:s}", "window_s", 300, "app_id", "2021000000000001",
+                        "public_key_pem", pub),
+              ali);
+    fuzz_load(
+        "stripe",
+        json_pack("{s:i, s:[o]}", "window_s", 300, "webhook_secrets", fuzz_plain(FUZZ_SECRET)), st);
     free(priv);
     free(pub);
 }

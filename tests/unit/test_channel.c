@@ -59,24 +59,68 @@ static const char *json_header(void *ctx, const char *name)
     return NULL;
 }
 
+/* A secret as a stored document holds it in development mode. */
+static json_t *plain_secret(const char *secret)
+{
+    char *stored = NULL;
+    assert_int_equal(po_secret_store(NULL, "", secret, strlen(secret), &stored), PO_OK);
+    json_t *j = json_string(stored);
+    free(stored);
+    return j;
+}
+
+/* An account as the gateway has it: the stored document (doc, taken)
+ * loaded by po_channel_account_load, the one loader, in development mode
+ * (no master key: "plain:" secrets), with a 300 s window. */
+static void load_account(const char *channel, json_t *doc, struct po_channel_account *a)
+{
+    json_object_set_new(doc, "window_s", json_integer(300));
+    char *text = po_json_dumps(doc, JSON_COMPACT);
+    char err[256] = "";
+    assert_non_null(text);
+    if (po_channel_account_load("t1", channel, text, NULL, a, err, sizeof err))
+        fail_msg("%s account does not load: %s", channel, err);
+    free(text);
+    json_decref(doc);
+}
+
 static void wechat_account(struct po_channel_account *a, const char *apiv3, const char *mchid)
 {
-    memset(a, 0, sizeof *a);
-    strcpy(a->tenant, "t1");         /* lint-ok */
-    strcpy(a->channel, "wechatpay"); /* lint-ok */
-    strcpy(a->mchid, mchid);         /* lint-ok */
-    a->window_s = 300;
-    a->apiv3_key_len = strlen(apiv3);
-    memcpy(a->apiv3_key, apiv3, a->apiv3_key_len);
     size_t len;
     char *pem = file("wechatpay_test_platform_cert.pem", &len);
-    char err[256];
-    assert_int_equal(po_pubkey_from_pem(pem, len, &a->keys[0].key, a->keys[0].serial,
-                                        sizeof a->keys[0].serial, err, sizeof err),
-                     PO_OK);
+    load_account("wechatpay",
+                 json_pack("{s:s, s:o, s:[{s:s, s:s}]}", "mchid", mchid, "apiv3_key",
+                           plain_secret(apiv3), "keys", "serial", "D7CE59D1F522D701",
+                           "public_key_pem", pem),
+                 a);
     free(pem);
+    assert_int_equal(a->nkeys, 1);
     assert_string_equal(a->keys[0].serial, "D7CE59D1F522D701");
-    a->nkeys = 1;
+}
+
+/* Alipay's public key (SPKI, base64) as PEM, for app_id and seller_id. */
+static void alipay_account(struct po_channel_account *a, const char *spki_b64, const char *app_id,
+                           const char *seller_id)
+{
+    char pem[4096];
+    size_t n = (size_t)snprintf(pem, sizeof pem, "-----BEGIN PUBLIC KEY-----\n");
+    for (size_t i = 0, len = strlen(spki_b64); i < len; i += 64)
+        n += (size_t)snprintf(pem + n, sizeof pem - n, "%.64s\n", spki_b64 + i);
+    (void)snprintf(pem + n, sizeof pem - n, "-----END PUBLIC KEY-----\n");
+    load_account("alipay",
+                 json_pack("{s:s, s:s, s:s}", "app_id", app_id, "seller_id", seller_id,
+                           "public_key_pem", pem),
+                 a);
+    assert_int_equal(a->nkeys, 1);
+}
+
+/* A Stripe account with these webhook secrets (NULL-terminated), in order. */
+static void stripe_account(struct po_channel_account *a, const char *const *secrets)
+{
+    json_t *list = json_array();
+    for (int i = 0; secrets[i]; i++)
+        json_array_append_new(list, plain_secret(secrets[i]));
+    load_account("stripe", json_pack("{s:o}", "webhook_secrets", list), a);
 }
 
 static struct po_notify_result parse_wechat(struct po_channel_account *a, json_t *headers,
@@ -246,15 +290,7 @@ static void alipay_vector(void **state)
     json_t *v = vector("alipay_notify_trade_success.json");
     json_t *params = json_object_get(v, "params");
     struct po_channel_account a;
-    memset(&a, 0, sizeof a);
-    strcpy(a.tenant, "t1");                  /* lint-ok */
-    strcpy(a.channel, "alipay");             /* lint-ok */
-    strcpy(a.app_id, "2019073166072302");    /* lint-ok */
-    strcpy(a.seller_id, "2088531891668739"); /* lint-ok */
-    char err[256];
-    assert_int_equal(
-        po_pubkey_from_spki_b64(S(v, "alipay_public_key_spki_b64"), &a.alipay_key, err, sizeof err),
-        PO_OK);
+    alipay_account(&a, S(v, "alipay_public_key_spki_b64"), "2019073166072302", "2088531891668739");
     char *body = form_from(params, NULL, NULL);
     struct po_notify_result r = parse_form(&a, body);
     if (r.status != PO_NOTIFY_EVENT)
@@ -289,16 +325,20 @@ static void alipay_vector(void **state)
     size_t raw_len = 0;
     assert_int_equal(po_b64_decode(sign, strlen(sign), &raw, &raw_len), PO_OK);
     const char *with_type = "app_id=2019073166072302&sign_type=RSA2";
-    assert_int_equal(po_rsa_sha256_verify(a.alipay_key, with_type, strlen(with_type), raw, raw_len),
-                     PO_ERR_INVALID);
+    assert_int_equal(
+        po_rsa_sha256_verify(a.keys[0].key, with_type, strlen(with_type), raw, raw_len),
+        PO_ERR_INVALID);
     free(raw);
     /* Another app's notification: verified, then a business mismatch. */
-    strcpy(a.app_id, "2019000000000000"); /* lint-ok */
+    struct po_channel_account other;
+    alipay_account(&other, S(v, "alipay_public_key_spki_b64"), "2019000000000000",
+                   "2088531891668739");
     body = form_from(params, NULL, NULL);
-    struct po_notify_result m = parse_form(&a, body);
+    struct po_notify_result m = parse_form(&other, body);
     assert_int_equal(m.status, PO_NOTIFY_MISMATCH);
     assert_string_equal(po_reason_name(m.reason), "app_id_mismatch");
     free(body);
+    po_channel_account_free(&other);
     assert_string_equal(po_reason_name(parse_form(&a, "a=%zz").reason), "malformed_body");
     assert_string_equal(po_reason_name(parse_form(&a, "charset=utf-8&x=%ff%fe").reason),
                         "invalid_utf8");
@@ -311,15 +351,11 @@ static void stripe_vector(void **state)
 {
     (void)state;
     json_t *v = vector("stripe_webhook.json");
-    struct po_channel_account a;
-    memset(&a, 0, sizeof a);
-    strcpy(a.tenant, "t1");      /* lint-ok */
-    strcpy(a.channel, "stripe"); /* lint-ok */
-    a.window_s = 300;
     const char *secret = S(v, "secret");
-    a.secrets[0].len = strlen(secret);
-    memcpy(a.secrets[0].v, secret, a.secrets[0].len);
-    a.nsecrets = 1;
+    struct po_channel_account a, rotated, other;
+    stripe_account(&a, (const char *const[]){secret, NULL});
+    stripe_account(&rotated, (const char *const[]){"whsec_other", secret, NULL});
+    stripe_account(&other, (const char *const[]){"whsec_other", NULL});
     json_t *h = json_pack("{s:s}", "Stripe-Signature", S(v, "header"));
     const char *payload = S(v, "payload");
     /* The vector's payload carries no data.object: passing the signature
@@ -329,25 +365,21 @@ static void stripe_vector(void **state)
     assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000301).reason),
                         "stale_timestamp");
     /* Rotation: the matching secret may be the second. */
-    memcpy(a.secrets[1].v, secret, a.secrets[0].len);
-    a.secrets[1].len = a.secrets[0].len;
-    memcpy(a.secrets[0].v, "whsec_other", 11);
-    a.secrets[0].len = 11;
-    a.nsecrets = 2;
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason),
+    assert_string_equal(po_reason_name(parse_wechat(&rotated, h, payload, 1700000000).reason),
                         "malformed_body");
-    a.nsecrets = 1;
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason),
+    assert_string_equal(po_reason_name(parse_wechat(&other, h, payload, 1700000000).reason),
                         "bad_signature");
     /* Any of several v1 values may match. */
     char multi[256];
     snprintf(multi, sizeof multi, "t=1700000000,v1=%064d,%s", 0, strchr(S(v, "header"), 'v'));
     json_object_set_new(h, "Stripe-Signature", json_string(multi));
-    a.nsecrets = 2;
-    assert_string_equal(po_reason_name(parse_wechat(&a, h, payload, 1700000000).reason),
+    assert_string_equal(po_reason_name(parse_wechat(&rotated, h, payload, 1700000000).reason),
                         "malformed_body");
     json_decref(h);
     json_decref(v);
+    po_channel_account_free(&a);
+    po_channel_account_free(&rotated);
+    po_channel_account_free(&other);
 }
 
 /* What payonce's simulator signs with the public SDK test key verifies

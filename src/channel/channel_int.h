@@ -11,10 +11,6 @@
 #include <jansson.h>
 #include <stdarg.h>
 
-extern const struct po_channel_ops po_channel_wechatpay;
-extern const struct po_channel_ops po_channel_alipay;
-extern const struct po_channel_ops po_channel_stripe;
-
 /* ---- verification results (common.c) ---- */
 /* Marks *out as a verification failure (a VERIFY reason) with a detail. */
 /* The JSON object of a verified notification's text: *doc, or NULL with

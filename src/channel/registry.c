@@ -1,19 +1,30 @@
 /*
  * registry.c — the registered channels. Adding a channel is one file that
- * defines its `const struct po_channel_ops` plus one line here; every
- * other module (routes, metrics, the CLI, reconciliation, refunds) asks
- * this table instead of comparing names.
+ * defines its `const struct po_channel_ops po_channel_NAME` plus one X(NAME)
+ * in PO_CHANNEL_LIST below; every other module (routes, metrics, the CLI,
+ * reconciliation, refunds) asks this table instead of comparing names.
+ * A build may add one channel of its own with PO_CHANNEL_EXTRA=NAME: the
+ * test suite's fourth channel (tests/channel/testpay.c, test_channel4) is
+ * added exactly that way, as a proof that nothing else needs to change.
  */
 #include "channel_int.h"
 
 #include <string.h>
 
-const struct po_channel_ops *const po_channels[] = {
-    &po_channel_wechatpay,
-    &po_channel_alipay,
-    &po_channel_stripe,
-    NULL,
-};
+#ifdef PO_CHANNEL_EXTRA /* a build's own channel, e.g. -DPO_CHANNEL_EXTRA=testpay */
+#define PO_CHANNELS_EXTRA(X) X(PO_CHANNEL_EXTRA)
+#else
+#define PO_CHANNELS_EXTRA(X)
+#endif
+#define PO_CHANNEL_LIST(X) X(wechatpay) X(alipay) X(stripe) PO_CHANNELS_EXTRA(X)
+
+/* (two levels, so that a name given as a macro is expanded before ##) */
+#define DECLARE(name) DECLARE_(name)
+#define DECLARE_(name) extern const struct po_channel_ops po_channel_##name;
+PO_CHANNEL_LIST(DECLARE)
+#define ENTRY(name) ENTRY_(name)
+#define ENTRY_(name) &po_channel_##name,
+const struct po_channel_ops *const po_channels[] = {PO_CHANNEL_LIST(ENTRY) NULL};
 _Static_assert(PO_NELEM(po_channels) - 1 <= PO_CHANNELS_MAX,
                "more channels than PO_CHANNELS_MAX (core/limits.h): raise it");
 

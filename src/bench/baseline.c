@@ -102,7 +102,7 @@ po_err po_bench_engine_alone(struct po_bench_fx *fx, const char *prefix, int n, 
         free(r.d.lat);
         return PO_ERR_NOMEM;
     }
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     for (int i = 0; i < n; i++) {
         struct po_event *e = &r.ev[i];
@@ -162,7 +162,7 @@ struct plain_run {
     struct drive d;
     const char *db_url, *prefix;
     bool hot;
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
 };
 
 struct plain_thread {
@@ -172,7 +172,7 @@ struct plain_thread {
 /* One callback, the plain way. Returns the store error, if any. */
 static po_err plain_one(struct po_store *s, const struct plain_run *r, int i)
 {
-    char key[64], no[PO_ID_MAX + 1], txn[40], merchant[40], err[PO_ERRBUF_MAX];
+    char key[64], no[PO_ID_MAX + 1], txn[40], merchant[40], err[PO_ERRBUF_SIZE];
     (void)snprintf(no, sizeof no, "%s-%d", r->prefix, i);
     (void)snprintf(txn, sizeof txn, "P%s%010d", r->prefix, i);
     (void)snprintf(key, sizeof key, "wechatpay:%s:PAY_SUCCESS", txn);
@@ -239,7 +239,7 @@ static void *plain_thread(void *arg)
 {
     struct plain_run *r = ((struct plain_thread *)arg)->r;
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     if (po_store_open(r->db_url, &s, err, sizeof err)) {
         atomic_fetch_add(&r->d.failed, 1);
         return NULL;

@@ -173,7 +173,7 @@ struct run {
     struct row rows[ROWS_MAX];
     int nrows;
     json_t *store;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
 };
 
 static double per_s(const struct row *r, double count)
@@ -398,7 +398,7 @@ static double verify_cost_us(struct run *R)
     struct po_sim_request *req = calloc(N, sizeof *req);
     struct po_channel_account acct;
     double us = -1;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     if (!req ||
         po_account_fetch(R->fx.s, R->fx.master, "bench", "wechatpay", &acct, err, sizeof err)) {
         free(req);
@@ -684,7 +684,7 @@ struct flood {
     unsigned other_status;
     double wall_s, *lat_ms; /* of every round, concatenated (heap) */
     po_err rc;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
 };
 
 /* Rounds of FLOOD_ROUND fresh orders over 64 connections until stopped. */

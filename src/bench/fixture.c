@@ -185,7 +185,7 @@ po_err po_bench_orders(struct po_bench_fx *fx, const char *prefix, int n, bool h
                        size_t errcap)
 {
     enum { CHUNK = 1000 };
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     for (int from = 0; from < n; from += CHUNK) {
         int to = from + CHUNK < n ? from + CHUNK : n;

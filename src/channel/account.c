@@ -63,13 +63,13 @@ bool po_account_value_sealed(json_t *v)
 static void aad_of(const char *tenant, const char *channel, const char *field, char *out,
                    size_t cap)
 {
-    (void)snprintf(out, cap, "%s/%s/%s", tenant, channel, field);
+    PO_ASSERT(po_fmt(out, cap, "%s/%s/%s", tenant, channel, field) == PO_OK);
 }
 
 json_t *po_account_seal(const struct po_account_input *in, const char *channel, const char *field,
                         const void *secret, size_t len)
 {
-    char aad[PO_ID_MAX + PO_CHANNEL_MAX + 64], *out = NULL;
+    char aad[PO_ID_MAX + PO_CHANNEL_SIZE + 64], *out = NULL;
     aad_of(in->tenant, channel, field, aad, sizeof aad);
     if (po_secret_store(in->master, aad, secret, len, &out))
         return NULL;
@@ -82,7 +82,7 @@ po_err po_account_unseal(const struct po_channel_account *a, const char *field, 
                          const unsigned char *master, unsigned char *dst, size_t cap,
                          size_t *out_len, char *err, size_t errcap)
 {
-    char aad[PO_ID_MAX + PO_CHANNEL_MAX + 64];
+    char aad[PO_ID_MAX + PO_CHANNEL_SIZE + 64];
     unsigned char *plain = NULL;
     size_t len = 0;
     po_err rc;

@@ -135,8 +135,8 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
         if (!refund_no || !*refund_no)
             refund_no = ev->out_trade_no;
         char rid[PO_TXN_ID_MAX + PO_ID_MAX + 2];
-        (void)snprintf(rid, sizeof rid, "%s_%s", ev->channel_txn_id, refund_no);
-        if (!po_set_field(ev->out_refund_no, sizeof ev->out_refund_no, refund_no) ||
+        if (po_fmt(rid, sizeof rid, "%s_%s", ev->channel_txn_id, refund_no) ||
+            !po_set_field(ev->out_refund_no, sizeof ev->out_refund_no, refund_no) ||
             !po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, rid) ||
             !amount(f, "refund_fee", &ev->amount_minor)) {
             po_notify_reject(out, PO_R_MALFORMED_BODY, "refund fields invalid");
@@ -161,7 +161,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
                            ali->seller_id[0] ? ali->seller_id : "-");
         goto out;
     }
-    char verr[PO_ERRBUF_MAX];
+    char verr[PO_ERRBUF_SIZE];
     if (po_event_validate(ev, verr, sizeof verr))
         po_notify_reject(out, PO_R_MALFORMED_BODY, "%s", verr);
 out:
@@ -190,7 +190,7 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
     if (!text)
         return PO_ERR_IO;
     struct po_pubkey *k = NULL;
-    char serial[PO_SERIAL_MAX + 1], kerr[PO_ERRBUF_MAX] = "", *pem = NULL;
+    char serial[PO_SERIAL_MAX + 1], kerr[PO_ERRBUF_SIZE] = "", *pem = NULL;
     /* Alipay hands its key out as bare base64 as often as PEM. */
     po_err rc = strstr(text, "-----BEGIN")
                     ? po_pubkey_from_pem(text, len, &k, serial, sizeof serial, kerr, sizeof kerr)

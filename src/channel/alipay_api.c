@@ -121,7 +121,7 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
     const char *text = NULL;
     size_t tlen = 0;
     json_t *root = NULL, *out = NULL;
-    char jerr[PO_ERRBUF_MAX];
+    char jerr[PO_ERRBUF_SIZE];
     po_err prc = po_json_parse(r->body, r->len, &root, jerr, sizeof jerr);
     const char *sign = po_json_str(root, "sign"), *why = NULL;
     unsigned char *raw = NULL;
@@ -160,7 +160,7 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
 {
     memset(out, 0, sizeof *out);
     out->decision = PO_REFUND_PENDING;
-    char yuan[32], why[PO_REASON_MAX] = "";
+    char yuan[32], why[PO_REASON_SIZE] = "";
     (void)snprintf(yuan, sizeof yuan, "%lld.%02lld", (long long)(r->amount / 100),
                    (long long)(r->amount % 100));
     /* trade_no names a suspense payment (not the order's) exactly. */

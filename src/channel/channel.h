@@ -35,7 +35,7 @@
  * po_channel_account_free; a struct copy moves it (never free both). */
 struct po_channel_account {
     char tenant[PO_ID_MAX + 1];
-    char channel[PO_CHANNEL_MAX];
+    char channel[PO_CHANNEL_SIZE];
     int64_t window_s; /* timestamp tolerance, seconds */
     /* The public keys that verify what the channel sends: WeChat Pay's
      * platform certificates or keys, several during a rotation; Alipay's
@@ -239,8 +239,8 @@ enum po_query_state {
 struct po_query_answer {
     enum po_query_state state;
     long http_status;
-    char why[PO_REASON_MAX]; /* FAILED: what was wrong */
-    struct po_event ev;      /* PAID; validated */
+    char why[PO_REASON_SIZE]; /* FAILED: what was wrong */
+    struct po_event ev;       /* PAID; validated */
 };
 
 /* ---- outbound requests to destinations a tenant chooses (egress.c) ---- */

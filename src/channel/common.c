@@ -30,7 +30,7 @@ void po_notify_reject(struct po_notify_result *out, enum po_reason reason, const
 po_err po_notify_json(const char *text, size_t len, struct po_notify_result *out,
                       enum po_reason reason, const char *what, json_t **doc)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     *doc = NULL;
     po_err rc = po_json_parse(text, len, doc, err, sizeof err);
     if (rc == PO_ERR_NOMEM)

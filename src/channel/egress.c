@@ -457,7 +457,7 @@ po_err po_http_post(const struct po_egress_policy *p, const char *url, const cha
 {
     memset(out, 0, sizeof *out);
     struct target t;
-    char why[PO_ERRBUF_MAX] = "", pin[PO_URL_MAX + RESOLVE_MAX * (INET6_ADDRSTRLEN + 3)];
+    char why[PO_ERRBUF_SIZE] = "", pin[PO_URL_MAX + RESOLVE_MAX * (INET6_ADDRSTRLEN + 3)];
     if (!parse(p, url, &t, why, sizeof why)) {
         out->error = PO_EGRESS_BAD_URL;
         po_errf(out->detail, sizeof out->detail, "%s", why);

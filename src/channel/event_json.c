@@ -70,7 +70,7 @@ po_err po_event_from_json(const char *json, size_t len, struct po_event *out, ch
         return PO_ERR_LIMIT;
     }
     json_t *root = NULL;
-    char jerr[PO_ERRBUF_MAX];
+    char jerr[PO_ERRBUF_SIZE];
     po_err prc = po_json_parse(json, len, &root, jerr, sizeof jerr);
     if (prc) {
         po_errf(err, errcap, "malformed JSON: %s", jerr);

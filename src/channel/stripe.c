@@ -252,7 +252,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
         unmapped(out, evt_id, id_ok ? "metadata.out_refund_no missing" : "data.object.id too long");
         goto out;
     }
-    char verr[PO_ERRBUF_MAX];
+    char verr[PO_ERRBUF_SIZE];
     if (po_event_validate(ev, verr, sizeof verr)) {
         ev->channel_txn_id[0] = ev->channel_refund_id[0] = '\0';
         ev->out_trade_no[0] = '\0';
@@ -281,7 +281,7 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
         size_t len = 0;
         char *sec = po_account_read_file(files[i], true, &len, err, errcap);
         char field[48];
-        (void)snprintf(field, sizeof field, "webhook_secret/%d", i);
+        PO_ASSERT(po_fmt(field, sizeof field, "webhook_secret/%d", i) == PO_OK);
         json_t *s = sec && len > 0 && len <= PO_SECRET_MAX
                         ? po_account_seal(in, "stripe", field, sec, len)
                         : NULL;
@@ -326,7 +326,7 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
         if (st->nsecrets >= PO_WEBHOOK_SECRETS_MAX)
             break;
         char field[48];
-        (void)snprintf(field, sizeof field, "webhook_secret/%zu", i);
+        PO_ASSERT(po_fmt(field, sizeof field, "webhook_secret/%zu", i) == PO_OK);
         po_err rc =
             po_account_unseal(a, field, json_string_value(v), master, st->secrets[st->nsecrets].v,
                               sizeof st->secrets[0].v, &st->secrets[st->nsecrets].len, err, errcap);

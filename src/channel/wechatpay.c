@@ -46,7 +46,7 @@ static void expired_loudly(const struct po_channel_account *a, int k)
     int64_t now = (int64_t)time(NULL), prev = last;
     if (now - prev < 60 || !atomic_compare_exchange_strong(&last, &prev, now))
         return;
-    char at[PO_TIME_MAX];
+    char at[PO_TIME_SIZE];
     po_clock_iso_at(a->keys[k].not_after, at, sizeof at);
     po_log(PO_LOG_ERROR,
            "tenant %s: WeChat Pay platform certificate %s expired at %s: every callback signed"
@@ -321,7 +321,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     /* Profit sharing names no order; the caller fills out_trade_no. */
     if (is_share && !out->ev.out_trade_no[0])
         goto out;
-    char verr[PO_ERRBUF_MAX];
+    char verr[PO_ERRBUF_SIZE];
     if (po_event_validate(&out->ev, verr, sizeof verr))
         po_notify_reject(out, PO_R_MALFORMED_RESOURCE, "%s", verr);
 out:
@@ -343,7 +343,7 @@ static po_err add_key(const struct po_account_input *in, json_t *keys, const cha
     if (!pem)
         return PO_ERR_IO;
     struct po_pubkey *k = NULL;
-    char serial[PO_SERIAL_MAX + 1] = "", kerr[PO_ERRBUF_MAX] = "", *out = NULL;
+    char serial[PO_SERIAL_MAX + 1] = "", kerr[PO_ERRBUF_SIZE] = "", *out = NULL;
     po_err rc = PO_ERR_IO; /* a file that is not what it should be */
     if (po_pubkey_from_pem(pem, len, &k, serial, sizeof serial, kerr, sizeof kerr)) {
         po_errf(err, errcap, "%s: %s", path, kerr);
@@ -364,7 +364,7 @@ static po_err add_key(const struct po_account_input *in, json_t *keys, const cha
     }
     int64_t nb = 0, na = 0, now = (int64_t)time(NULL);
     if (!pub_key_id && po_cert_validity(pem, len, &nb, &na) == PO_OK) {
-        char when[PO_TIME_MAX];
+        char when[PO_TIME_SIZE];
         po_clock_iso_at(na < now ? na : nb, when, sizeof when);
         if (na < now || nb > now) {
             po_errf(err, errcap, "%s: the certificate %s %s", path,
@@ -380,7 +380,7 @@ static po_err add_key(const struct po_account_input *in, json_t *keys, const cha
         json_object_set_new(entry, "not_after", json_integer(na));
     json_array_append_new(keys, entry);
     if (in->note) {
-        char line[PO_SERIAL_MAX + 300], until[PO_TIME_MAX] = "";
+        char line[PO_SERIAL_MAX + 300], until[PO_TIME_SIZE] = "";
         if (na)
             po_clock_iso_at(na, until, sizeof until);
         (void)snprintf(line, sizeof line, "verification key %s from %s%s%s%s", serial, path,

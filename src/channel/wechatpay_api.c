@@ -120,7 +120,7 @@ po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
         return PO_OK;
     }
     struct po_api_resp *resp = malloc(sizeof *resp);
-    char *body = resp ? refund_body(a, r) : NULL, why[PO_REASON_MAX] = "";
+    char *body = resp ? refund_body(a, r) : NULL, why[PO_REASON_SIZE] = "";
     if (!body || po_wechatpay_call(a, "POST", REFUND_PATH, body, resp)) {
         free(body);
         free(resp);
@@ -162,8 +162,8 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
     if (!r)
         return PO_ERR_NOMEM;
     char path[256];
-    (void)snprintf(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", out_trade_no,
-                   po_wechatpay_of(a)->mchid);
+    PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s",
+                     out_trade_no, po_wechatpay_of(a)->mchid) == PO_OK);
     if (!a->merchant_key)
         (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
     if (po_wechatpay_call(a, "GET", path, NULL, r))
@@ -196,7 +196,7 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
     out->state = PO_QUERY_NOT_PAID;
     if (paid) {
         const char *cur = po_json_str(amt, "currency");
-        char verr[PO_ERRBUF_MAX];
+        char verr[PO_ERRBUF_SIZE];
         ev->type = PO_EV_PAY_SUCCESS;
         ev->source = PO_SRC_QUERY;
         ev->amount_minor = json_integer_value(json_object_get(amt, "total"));

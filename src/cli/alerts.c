@@ -66,7 +66,7 @@ int cmd_alerts(struct po_store *s, const struct opts *o)
 static int alert_act(struct po_store *s, const struct opts *o, enum po_alert_action action)
 {
     const char *by = cli_opt(o, "by") ? cli_opt(o, "by") : getenv("USER");
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     bool changed = false;
     po_err rc = po_alert_act(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), action,
                              by ? by : "operator", cli_opt(o, "note"), &changed, err, sizeof err);
@@ -99,7 +99,7 @@ static int alert_engine(struct po_store *s, const struct opts *o, alert_engine_f
                         const char *verb, const char *yes, const char *no)
 {
     const char *by = cli_opt(o, "by") ? cli_opt(o, "by") : getenv("USER");
-    char err[PO_ERRBUF_MAX] = "", js[256];
+    char err[PO_ERRBUF_SIZE] = "", js[256];
     struct po_outcome out;
     bool resolved = false;
     po_err rc = act(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), by ? by : "operator",
@@ -140,7 +140,7 @@ int cmd_alerts_refund(struct po_store *s, const struct opts *o)
     int ret = cli_load_master_key(o, master, &have);
     if (ret)
         return ret;
-    char err[PO_ERRBUF_MAX] = "", money[PO_MONEY_MAX];
+    char err[PO_ERRBUF_SIZE] = "", money[PO_MONEY_MAX];
     struct po_suspense_refund r;
     po_err rc = po_alert_refund(s, have ? master : NULL, cli_opt(o, "tenant"), cli_opt(o, "alert"),
                                 cli_opt(o, "out-refund-no"), by ? by : "operator",

@@ -14,7 +14,7 @@
 
 int cmd_apikey_create(struct po_store *s, const struct opts *o)
 {
-    char key[PO_APIKEY_LEN + 1], id[PO_APIKEY_ID_LEN + 1], err[PO_ERRBUF_MAX] = "";
+    char key[PO_APIKEY_LEN + 1], id[PO_APIKEY_ID_LEN + 1], err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_apikey_create(s, cli_opt(o, "tenant"), key, id, err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
@@ -28,7 +28,7 @@ int cmd_apikey_create(struct po_store *s, const struct opts *o)
 
 int cmd_apikey_revoke(struct po_store *s, const struct opts *o)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_apikey_revoke(s, cli_opt(o, "tenant"), cli_opt(o, "key-id"), err, sizeof err);
     if (rc)
         return cli_fail(rc, err);

@@ -74,7 +74,7 @@ static int check_channel_options(const struct po_channel_ops *ch, const struct o
             size_t used = 0;
             for (int c = 0; po_channels[c]; c++)
                 for (const struct po_channel_option *op = po_channels[c]->options; op->name; op++)
-                    if (strcmp(op->name, n) == 0 && used + PO_CHANNEL_MAX + 2 < sizeof owners)
+                    if (strcmp(op->name, n) == 0 && used + PO_CHANNEL_SIZE + 2 < sizeof owners)
                         used += (size_t)snprintf(owners + used, sizeof owners - used, "%s%s",
                                                  used ? ", " : "", po_channels[c]->name);
             fprintf(stderr, "payonce: --%s is not an option of channel %s (it is for %s only)\n", n,
@@ -118,7 +118,7 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
                                   .opt_all = input_opt_all,
                                   .note = input_note,
                                   .ctx = (void *)(uintptr_t)o};
-    char err[PO_ERRBUF_MAX] = "", *doc = NULL;
+    char err[PO_ERRBUF_SIZE] = "", *doc = NULL;
     po_err rc = po_channel_account_build(ch, &in, &doc, err, sizeof err);
     po_secure_zero(master, sizeof master);
     if (rc == PO_ERR_INVALID || rc == PO_ERR_IO) {

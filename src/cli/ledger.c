@@ -21,7 +21,7 @@
 int cmd_migrate(struct po_store *s, const struct opts *o)
 {
     (void)o;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     int applied = 0, version = 0;
     po_err rc = po_store_migrate(s, &applied, err, sizeof err);
     if (!rc)
@@ -38,7 +38,7 @@ int cmd_tenant_add(struct po_store *s, const struct opts *o)
     const char *t = cli_need(o, "tenant");
     if (!t)
         return EXIT_USAGE;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     bool created = false;
     po_err rc = po_tenant_add(s, t, cli_opt(o, "name"), &created, err, sizeof err);
     if (rc)
@@ -52,7 +52,7 @@ int cmd_merchant_add(struct po_store *s, const struct opts *o)
     const char *t = cli_need(o, "tenant"), *m = cli_need(o, "merchant");
     if (!t || !m)
         return EXIT_USAGE;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     bool created = false;
     po_err rc = po_merchant_add(s, t, m, &created, err, sizeof err);
     if (rc)
@@ -96,7 +96,7 @@ int cmd_order_create(struct po_store *s, const struct opts *o)
     int u = amount_arg(o, &spec.amount_minor);
     if (u)
         return u;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     bool created = false;
     po_err rc = po_order_create(s, &spec, &created, err, sizeof err);
     if (rc)
@@ -148,7 +148,7 @@ int cmd_refund_create(struct po_store *s, const struct opts *o)
     int u = amount_arg(o, &amount);
     if (u)
         return u;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_refund_create(s, t, no, rno, amount, err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
@@ -197,7 +197,7 @@ int cmd_apply(struct po_store *s, const struct opts *o)
         return EXIT_USAGE;
     char *buf = NULL;
     size_t len = 0;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, PO_EVENT_FILE_MAX, &buf, &len)
                                        : po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
     if (rc) {
@@ -239,7 +239,7 @@ static void verify_report(void *ctx, const struct po_violation *v)
 int cmd_verify(struct po_store *s, const struct opts *o)
 {
     struct verify_ctx vc = {.json = cli_flag(o, "json"), .list = json_array()};
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     int count = 0;
     po_err rc = po_ledger_verify(s, verify_report, &vc, &count, err, sizeof err);
     if (rc) {

@@ -112,7 +112,7 @@ int cmd_order_list(struct po_store *s, const struct opts *o)
     int ret = cli_int_opt(o, "limit", 1, 10000, 100, &limit);
     if (ret)
         return ret;
-    char ts[PO_TIME_MAX] = "", key[PO_ID_MAX + 1] = "";
+    char ts[PO_TIME_SIZE] = "", key[PO_ID_MAX + 1] = "";
     const char *after = cli_opt(o, "after");
     if (after) {
         const char *slash = strchr(after, '/');

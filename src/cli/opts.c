@@ -149,7 +149,7 @@ const char *cli_db_url(const struct opts *o)
 
 int cli_open_store(const struct opts *o, struct po_store **out)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_store_open(cli_db_url(o), out, err, sizeof err);
     if (rc) {
         fprintf(stderr, "payonce: cannot open database: %s\n", err);
@@ -196,7 +196,7 @@ int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
     *have = false;
     if (!path || !*path)
         return 0;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_master_key_load(path, key, err, sizeof err)) {
         fprintf(stderr, "payonce: %s\n", err);
         return EXIT_FAIL;

@@ -30,7 +30,7 @@ static int account(struct po_store *s, const struct opts *o, const char *tenant,
     int ret = cli_load_master_key(o, master, &have);
     if (ret)
         return ret;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_account_fetch(s, have ? master : NULL, tenant, channel, out, err, sizeof err);
     po_secure_zero(master, sizeof master);
     return rc ? cli_fail(rc, err) : 0;
@@ -71,7 +71,7 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
         return ret;
     }
     struct po_recon_report r;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     rc = po_recon_import(s, &acct, data, len, cli_flag(o, "force"), progress, NULL, &r, err,
                          sizeof err);
     po_channel_account_free(&acct);
@@ -126,7 +126,7 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
         return ret;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct po_query_report q;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_order_query_round(s, NULL, &acct, min_age, (int)limit, &q, err, sizeof err);
     po_channel_account_free(&acct);
     curl_global_cleanup();

@@ -98,7 +98,7 @@ static int startup_checks(struct po_store *s, const unsigned char *master)
         return EXIT_FAIL;
     }
     int checked = 0, broken = 0;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_webhook_check_secrets(s, master, &checked, &broken, err, sizeof err);
     if (rc)
         return cli_fail(rc, "cannot read the webhook endpoints");
@@ -133,7 +133,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     int ret = cli_load_master_key(o, master, &have);
     if (!ret)
         ret = cfg_gateway(o, &g);
-    char eerr[PO_ERRBUF_MAX] = "";
+    char eerr[PO_ERRBUF_SIZE] = "";
     if (!ret && po_egress_policy_parse(cli_opt(o, "webhook-allow-net"), cli_flag(o, "insecure-dev"),
                                        &g.egress, eerr, sizeof eerr)) {
         fprintf(stderr, "payonce: webhook-allow-net: %s\n", eerr);
@@ -172,7 +172,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     struct po_gateway *gw = NULL;
     struct po_server *srv = NULL;
     struct po_server_cfg scfg = {.admin_token = token};
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     curl_global_init(CURL_GLOBAL_DEFAULT);
     po_err rc = po_gateway_open(&g, &gw, err, sizeof err);
     if (!rc)

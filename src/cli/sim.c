@@ -40,7 +40,7 @@ int cmd_sim_keys(struct po_store *s, const struct opts *o)
     (void)s;
     const char *dir = sim_dir(o), *mode = cli_opt(o, "mode") ? cli_opt(o, "mode") : "cert";
     const char *tenant = cli_opt(o, "tenant") ? cli_opt(o, "tenant") : "TENANT";
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_sim_identity_generate(dir, mode, err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
@@ -240,7 +240,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         return EXIT_USAGE;
     }
     struct po_sim_identity id;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_sim_identity_load(sim_dir(o), &id, err, sizeof err))
         return cli_fail(PO_ERR_INVALID, err);
     if (a.forged && (ret = forge(&id))) {
@@ -376,7 +376,7 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct po_sim_server *srv = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_sim_server_start(&cfg, &srv, err, sizeof err);
     if (rc) {
         curl_global_cleanup();
@@ -426,7 +426,7 @@ int cmd_sim_receiver(struct po_store *s, const struct opts *o)
     sigaddset(&stop, SIGALRM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     struct po_sim_receiver *r = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     rc = po_sim_receiver_start(&cfg, &r, err, sizeof err);
     if (rc) {
         po_secure_zero(secret, len);

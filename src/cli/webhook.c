@@ -48,7 +48,7 @@ int cmd_webhook_add(struct po_store *s, const struct opts *o)
         return x;
     struct po_webhook_new n;
     struct po_egress_policy egress;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_egress_policy_parse(cli_opt(o, "webhook-allow-net"), cli_flag(o, "insecure-dev"),
                                        &egress, err, sizeof err);
     if (rc) {
@@ -92,7 +92,7 @@ int cmd_webhook_list(struct po_store *s, const struct opts *o)
 
 int cmd_webhook_remove(struct po_store *s, const struct opts *o)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_webhook_remove(s, cli_opt(o, "tenant"), cli_opt(o, "endpoint"), err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
@@ -107,7 +107,7 @@ int cmd_webhook_rotate(struct po_store *s, const struct opts *o)
     int x = master_of(o, key, &master);
     if (x)
         return x;
-    char secret[PO_WEBHOOK_SECRET_MAX], err[PO_ERRBUF_MAX] = "";
+    char secret[PO_WEBHOOK_SECRET_SIZE], err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_webhook_rotate(s, master, cli_opt(o, "tenant"), cli_opt(o, "endpoint"), secret,
                                   err, sizeof err);
     po_secure_zero(key, sizeof key);
@@ -120,7 +120,7 @@ int cmd_webhook_rotate(struct po_store *s, const struct opts *o)
 
 int cmd_webhook_redrive(struct po_store *s, const struct opts *o)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     int64_t n = 0;
     const char *since = cli_opt(o, "since");
     if (since && !po_time_valid(since)) {

@@ -199,7 +199,7 @@ bool po_time_valid(const char *s)
     if (!s)
         return false;
     size_t n = strlen(s);
-    if (n < 10 || n >= PO_TIME_MAX)
+    if (n < 10 || n >= PO_TIME_SIZE)
         return false;
     /* YYYY-MM-DD then optional time part of digits and T:.+-Z */
     for (size_t i = 0; i < 10; i++) {
@@ -368,7 +368,7 @@ void po_log(enum po_log_level lvl, const char *fmt, ...)
         return;
     char msg[1024];
     char esc[2200];
-    char ts[PO_TIME_MAX];
+    char ts[PO_TIME_SIZE];
     va_list ap;
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof msg, fmt, ap);

@@ -92,7 +92,7 @@ bool po_time_valid(const char *s);
 bool po_since_valid(const char *s);
 
 /* ---- clock ---- */
-/* Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" into buf (>= PO_TIME_MAX). */
+/* Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" into buf (>= PO_TIME_SIZE). */
 void po_clock_now_iso(char *buf, size_t cap);
 /* A Unix time (seconds) in the same format, milliseconds .000 — the same
  * text ordering, for "older than" comparisons in SQL. */

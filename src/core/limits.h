@@ -4,8 +4,10 @@
  *
  * A request, file or row that exceeds one of these is refused with a clear
  * error (PO_ERR_LIMIT, HTTP 413/431, a usage message); it never truncates
- * silently and never crashes. Units are in the name (_MAX counts or bytes,
- * _MS milliseconds, _S seconds).
+ * silently and never crashes. Units are in the name: _MAX a count, or a
+ * text's length without its NUL (its buffer is [X_MAX + 1]); _SIZE a
+ * buffer's size in bytes, NUL included (the text is at most X_SIZE - 1);
+ * _MS milliseconds, _S seconds.
  */
 #ifndef PO_LIMITS_H
 #define PO_LIMITS_H
@@ -15,21 +17,21 @@
 /* ---- identifiers and text ---- */
 #define PO_ID_MAX 64               /* tenant, merchant, out_trade_no, refund no, receiver */
 #define PO_TXN_ID_MAX 64           /* channel transaction / refund / share ids */
-#define PO_CHANNEL_MAX 16          /* a channel's name, NUL included */
+#define PO_CHANNEL_SIZE 16         /* a channel's name */
 #define PO_CHANNELS_MAX 16         /* registered channels (checked when registry.c compiles) */
-#define PO_KEY_MAX 256             /* derived idempotency key */
+#define PO_KEY_SIZE 256            /* derived idempotency key */
 #define PO_NAME_MAX 128            /* tenant display name */
-#define PO_TIME_MAX 40             /* RFC 3339 timestamp text */
-#define PO_REASON_MAX 64           /* outcome reason code */
-#define PO_ERRBUF_MAX 256          /* caller-supplied error detail buffers */
+#define PO_TIME_SIZE 40            /* RFC 3339 timestamp text */
+#define PO_REASON_SIZE 64          /* outcome reason code */
+#define PO_ERRBUF_SIZE 256         /* caller-supplied error detail buffers */
 #define PO_SERIAL_MAX 64           /* certificate serial (hex) or PUB_KEY_ID_… */
-#define PO_ACCOUNT_MAX 96          /* ledger account name */
-#define PO_DETAIL_MAX 256          /* alert detail text */
+#define PO_ACCOUNT_SIZE 96         /* ledger account name */
+#define PO_DETAIL_SIZE 256         /* alert detail text */
 #define PO_JSON_DEPTH_MAX 64       /* nesting of JSON from outside (objects and arrays) */
-#define PO_EVENT_ID_MAX 40         /* an outbox event id "evt_" + 32 hex, NUL included */
+#define PO_EVENT_ID_SIZE 40        /* an outbox event id "evt_" + 32 hex */
 #define PO_OUTBOX_PAYLOAD_MAX 2048 /* one event's data.object, JSON text */
 #define PO_URL_MAX 512             /* a webhook endpoint's URL */
-#define PO_WEBHOOK_SECRET_MAX 80   /* "whsec_" + 64 hex, NUL included */
+#define PO_WEBHOOK_SECRET_SIZE 80  /* "whsec_" + 64 hex */
 
 /* ---- tenant webhooks and what a tenant may make payonce connect to ---- */
 #define PO_EGRESS_ALLOW_MAX 16           /* networks in the operator's egress allow-list */

@@ -93,7 +93,7 @@ po_err po_alert_settle_refunded(struct po_store *s, const char *tenant, const ch
 {
     po_err rc = PO_OK;
     for (int i = 0; i < PO_NELEM(REFUNDABLE) && !rc; i++) {
-        char akey[PO_KEY_MAX + PO_REASON_MAX + 2];
+        char akey[PO_KEY_SIZE + PO_REASON_SIZE + 2];
         int64_t there = 0;
         if (po_fmt(akey, sizeof akey, "%s|%s", suspense_key, REFUNDABLE[i]))
             return PO_ERR_INVALID;

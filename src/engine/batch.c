@@ -37,7 +37,7 @@
 /* A payment on the set-based path. */
 struct fast {
     int i; /* its index in the batch */
-    char key[PO_KEY_MAX];
+    char key[PO_KEY_SIZE];
     char merchant[PO_ID_MAX + 1]; /* from W1 */
     int64_t seq;                  /* its event's place in the order (W1) */
     bool candidate, won;
@@ -61,7 +61,7 @@ struct batch {
     struct po_ledger_batch deltas;
     struct po_ledger_batch ev_deltas;
     struct ev_ctx c;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
 };
 
 static int order_cmp(const struct po_event *a, const struct po_event *b)
@@ -428,7 +428,7 @@ void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
                            struct po_engine_work *work, size_t nwork)
 {
     PO_ASSERT(n <= PO_BATCH_MAX && nwork <= PO_BATCH_MAX && n + nwork >= 1);
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     struct batch *b = calloc(1, sizeof *b);
     if (!b) {
         all_retry(out, n, PO_ERR_NOMEM);
@@ -437,7 +437,7 @@ void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        char verr[PO_ERRBUF_MAX];
+        char verr[PO_ERRBUF_SIZE];
         PO_ASSERT(po_event_validate(&ev[i], verr, sizeof verr) == PO_OK);
     }
     po_clock_now_iso(now, sizeof now);

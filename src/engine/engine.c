@@ -59,7 +59,7 @@ void po_engine_ctx(struct ev_ctx *c, struct po_store *s, const struct po_engine_
     c->now = now;
     c->deltas = deltas;
     po_err rc = po_event_key(ev, c->key, sizeof c->key);
-    PO_ASSERT(rc == PO_OK); /* validated fields fit PO_KEY_MAX */
+    PO_ASSERT(rc == PO_OK); /* validated fields fit PO_KEY_SIZE */
 }
 
 /* The human-readable detail stored with an alert. */
@@ -173,7 +173,7 @@ static po_err alert(struct ev_ctx *c, enum po_reason reason_code, const char *ou
 {
     const char *reason = po_reason_name(reason_code);
     const struct po_event *ev = c->ev;
-    char akey[PO_KEY_MAX + PO_REASON_MAX + 2], context[PO_ID_MAX + PO_KEY_MAX + 96];
+    char akey[PO_KEY_SIZE + PO_REASON_SIZE + 2], context[PO_ID_MAX + PO_KEY_SIZE + 96];
     po_err rc = po_fmt(akey, sizeof akey, "%s|%s", c->key, reason);
     PO_ASSERT(rc == PO_OK);
     (void)snprintf(context, sizeof context, "tenant %s, channel %s, key %s, outcome %s", ev->tenant,
@@ -275,7 +275,7 @@ void po_engine_account(char *buf, size_t cap, const char *prefix, const char *id
  * the channel received (payment) or paid out (refund) the amount. */
 static po_err suspense(struct ev_ctx *c, struct po_outcome *o, enum po_reason reason, bool money_in)
 {
-    char clearing[PO_ACCOUNT_MAX];
+    char clearing[PO_ACCOUNT_SIZE];
     account(clearing, sizeof clearing, "channel_clearing", c->ev->channel);
     po_err rc = record(c, "suspense", reason);
     if (!rc)
@@ -344,7 +344,7 @@ struct order_row {
     char currency[4];
     char status[16];
     char txn[PO_TXN_ID_MAX + 1];
-    char channel[PO_CHANNEL_MAX];
+    char channel[PO_CHANNEL_SIZE];
 };
 
 static po_err load_order(struct ev_ctx *c, struct order_row *out, bool *found)
@@ -398,7 +398,7 @@ static po_err checked_order(struct ev_ctx *c, struct po_outcome *o, struct order
 static po_err park(struct ev_ctx *c, struct po_outcome *o, enum po_reason reason)
 {
     bool dup = false;
-    char clearing[PO_ACCOUNT_MAX];
+    char clearing[PO_ACCOUNT_SIZE];
     po_err rc = layer1(c, o, &dup);
     if (rc || dup)
         return rc;
@@ -426,7 +426,7 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
         /* Refused again — unless an operator has since parked it to refund
          * it (its key is recorded): then this is a redelivery. */
         bool seen = false, same = true;
-        char why[PO_DETAIL_MAX];
+        char why[PO_DETAIL_SIZE];
         memcpy(why, c->detail, sizeof why);
         rc = layer1_seen(c, &seen, &same);
         if (!rc && seen && same)
@@ -472,7 +472,7 @@ static po_err apply_payment(struct ev_ctx *c, struct po_outcome *o)
     rc = record(c, "applied", PO_R_NONE);
     if (rc)
         return rc;
-    char clearing[PO_ACCOUNT_MAX], payable[PO_ACCOUNT_MAX];
+    char clearing[PO_ACCOUNT_SIZE], payable[PO_ACCOUNT_SIZE];
     account(clearing, sizeof clearing, "channel_clearing", ev->channel);
     account(payable, sizeof payable, "merchant_payable", ord.merchant);
     rc = post(c, "PAY", clearing, payable);
@@ -500,9 +500,9 @@ struct refund_row {
     int64_t amount;
     char currency[4];
     char status[16];
-    char channel[PO_CHANNEL_MAX];
+    char channel[PO_CHANNEL_SIZE];
     char merchant[PO_ID_MAX + 1];
-    char suspense_key[PO_KEY_MAX]; /* "" unless it refunds a suspense payment */
+    char suspense_key[PO_KEY_SIZE]; /* "" unless it refunds a suspense payment */
 };
 
 static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
@@ -606,7 +606,7 @@ static po_err apply_accept(struct ev_ctx *c, struct po_outcome *o)
                 ev->out_trade_no, ev->out_refund_no);
         return reject(o, PO_R_REFUND_EXCEEDS_RESERVED);
     }
-    char payable[PO_ACCOUNT_MAX];
+    char payable[PO_ACCOUNT_SIZE];
     account(payable, sizeof payable, "merchant_payable", rf.merchant);
     rc = post(c, "REFUND", payable, "suspense");
     if (!rc)
@@ -695,7 +695,7 @@ static po_err apply_refund(struct ev_ctx *c, struct po_outcome *o)
     if (ev->type == PO_EV_REFUND_SUCCESS) {
         /* The money goes back to the payer from where it was: the
          * merchant's payable, or the suspense account that parked it. */
-        char clearing[PO_ACCOUNT_MAX], payable[PO_ACCOUNT_MAX];
+        char clearing[PO_ACCOUNT_SIZE], payable[PO_ACCOUNT_SIZE];
         account(clearing, sizeof clearing, "channel_clearing", ev->channel);
         account(payable, sizeof payable, "merchant_payable", rf.merchant);
         rc = post(c, "REFUND", from_suspense ? "suspense" : payable, clearing);
@@ -740,7 +740,7 @@ static po_err apply_profit_share(struct ev_ctx *c, struct po_outcome *o)
     rc = record(c, "applied", PO_R_NONE);
     if (rc)
         return rc;
-    char payable[PO_ACCOUNT_MAX], receiver[PO_ACCOUNT_MAX];
+    char payable[PO_ACCOUNT_SIZE], receiver[PO_ACCOUNT_SIZE];
     account(payable, sizeof payable, "merchant_payable", ord.merchant);
     account(receiver, sizeof receiver, "profit_share", ev->receiver);
     rc = post(c, "PROFIT_SHARE", payable, receiver);
@@ -773,7 +773,7 @@ static po_err sp(struct ev_ctx *c, const char *sql)
  * even that fails (the transaction is lost). */
 static po_err event_failed(struct ev_ctx *c, po_err why, struct po_outcome *o)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     memcpy(err, c->err, sizeof err);
     po_err rc = sp(c, "ROLLBACK TO SAVEPOINT po_event");
     if (!rc)
@@ -846,7 +846,7 @@ po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_re
                        const char *detail, const char *outcome)
 {
     struct ev_ctx *c = calloc(1, sizeof *c);
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     if (!c)
         return PO_ERR_NOMEM;
     po_clock_now_iso(now, sizeof now);

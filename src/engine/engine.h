@@ -95,7 +95,7 @@ struct po_commit_item;
  * verified it, and the version it had. */
 struct po_guard_token {
     char tenant[PO_ID_MAX + 1];
-    char channel[PO_CHANNEL_MAX];
+    char channel[PO_CHANNEL_SIZE];
     int64_t version;
     bool stale; /* out */
 };
@@ -184,7 +184,7 @@ bool po_outbox_type_valid(const char *type);
 /* "evt_" + 32 hex digits of SHA-256(tenant, key, type): the same fact, the
  * same id. */
 po_err po_outbox_event_id(const char *tenant, const char *key, const char *type,
-                          char out[PO_EVENT_ID_MAX]) PO_MUST_CHECK;
+                          char out[PO_EVENT_ID_SIZE]) PO_MUST_CHECK;
 
 /* An event's data.object: a flat JSON object built member by member. */
 struct po_outbox_json {

@@ -15,18 +15,18 @@ struct ev_ctx {
     const struct po_engine_cfg *cfg;
     const struct po_event *ev;
     struct po_event resolved; /* ev with a cumulative refund amount resolved */
-    char key[PO_KEY_MAX];
+    char key[PO_KEY_SIZE];
     const char *now;
     struct po_ledger_batch *deltas; /* this event's balance deltas */
-    char detail[PO_DETAIL_MAX];     /* alert detail for rejected / suspense */
-    char err[PO_ERRBUF_MAX];
+    char detail[PO_DETAIL_SIZE];    /* alert detail for rejected / suspense */
+    char err[PO_ERRBUF_SIZE];
     /* The unique index refused this event's processed record in the batch's
      * set-based attempt (rolled back): a twin's record found now was caught
      * by layer 3. */
     bool conflicted;
     /* A refund of a payment parked in suspense: that payment's key (its
      * events carry it as suspense_key). "" otherwise. */
-    char suspense_key[PO_KEY_MAX];
+    char suspense_key[PO_KEY_SIZE];
 };
 
 /* Prepares c for event ev of a batch whose transaction time is now. */

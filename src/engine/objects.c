@@ -31,7 +31,7 @@ po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, b
         po_errf(err, errcap, "tenant name: at most %d bytes", PO_NAME_MAX);
         return PO_ERR_INVALID;
     }
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(name ? name : tenant), PO_TEXT(now)};
     po_err rc = po_store_exec_tx(s,
@@ -70,7 +70,7 @@ po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merch
             po_errf(err, errcap, "no tenant %s", tenant);
         return rc ? rc : PO_ERR_NOT_FOUND;
     }
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(tenant), PO_TEXT(merchant), PO_TEXT(now)};
     rc = po_store_exec_tx(s,
@@ -105,7 +105,7 @@ static po_err order_validate(const struct po_order_spec *o, char *err, size_t er
     }
     /* The caller checks that the channel is registered (engine/ sits
      * below the channel registry); here only its shape. */
-    if (o->channel && !po_id_valid(o->channel, PO_CHANNEL_MAX - 1)) {
+    if (o->channel && !po_id_valid(o->channel, PO_CHANNEL_SIZE - 1)) {
         po_errf(err, errcap, "channel: a registered channel's name");
         return PO_ERR_INVALID;
     }
@@ -174,7 +174,7 @@ po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *
         set_code(code, codecap, "merchant_not_found");
         return PO_ERR_NOT_FOUND;
     }
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(o->tenant),
@@ -228,7 +228,7 @@ po_err po_order_close(struct po_store *s, const char *tenant, const char *out_tr
                       bool *out_closed_now, char *code, size_t codecap, char *err, size_t errcap)
 {
     set_code(code, codecap, "");
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(out_trade_no)};
@@ -243,7 +243,7 @@ po_err po_order_close(struct po_store *s, const char *tenant, const char *out_tr
         *out_closed_now = true;
         char key[PO_ID_MAX + 16];
         struct po_outbox_json j;
-        (void)snprintf(key, sizeof key, "order:%s:CLOSED", out_trade_no);
+        PO_ASSERT(po_fmt(key, sizeof key, "order:%s:CLOSED", out_trade_no) == PO_OK);
         po_outbox_json_init(&j);
         po_outbox_json_str(&j, "object", "order");
         po_outbox_json_str(&j, "out_trade_no", out_trade_no);
@@ -374,7 +374,7 @@ po_err po_refund_insert(struct po_store *s, const struct po_refund_spec *f, bool
             *out_created = false;
         return rc;
     }
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
     /* The reservation: concurrent requests can never reserve more than was

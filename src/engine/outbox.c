@@ -29,7 +29,7 @@ bool po_outbox_type_valid(const char *type)
 }
 
 po_err po_outbox_event_id(const char *tenant, const char *key, const char *type,
-                          char out[PO_EVENT_ID_MAX])
+                          char out[PO_EVENT_ID_SIZE])
 {
     char *msg = NULL, hex[65];
     po_err rc = po_fmt_alloc(&msg, "%s\n%s\n%s", tenant, key, type);
@@ -37,7 +37,7 @@ po_err po_outbox_event_id(const char *tenant, const char *key, const char *type,
         rc = po_sha256_hex(msg, strlen(msg), hex);
     free(msg);
     if (!rc)
-        (void)snprintf(out, PO_EVENT_ID_MAX, "evt_%.32s", hex);
+        (void)snprintf(out, PO_EVENT_ID_SIZE, "evt_%.32s", hex);
     return rc;
 }
 
@@ -76,7 +76,7 @@ void po_outbox_json_str(struct po_outbox_json *j, const char *name, const char *
         put(j, "null", 4);
         return;
     }
-    char esc[PO_DETAIL_MAX * 6 + 1];
+    char esc[PO_DETAIL_SIZE * 6 + 1];
     size_t n = po_json_escape(value, strlen(value), esc, sizeof esc);
     put(j, "\"", 1);
     put(j, esc, n);
@@ -105,7 +105,7 @@ po_err po_outbox_insert(struct po_store *s, const struct po_outbox_row *rows, in
     if (n == 0)
         return PO_OK;
     struct po_param *cells = malloc((size_t)n * 6 * sizeof *cells);
-    char(*ids)[PO_EVENT_ID_MAX] = malloc((size_t)n * sizeof *ids);
+    char(*ids)[PO_EVENT_ID_SIZE] = malloc((size_t)n * sizeof *ids);
     po_err rc = cells && ids ? PO_OK : PO_ERR_NOMEM;
     for (int i = 0; !rc && i < n; i++) {
         rc = po_outbox_event_id(rows[i].tenant, rows[i].key, rows[i].type, ids[i]);

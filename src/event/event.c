@@ -45,11 +45,11 @@ po_err po_event_key(const struct po_event *ev, char *out, size_t cap)
     return po_fmt(out, cap, "%s:%s:%s:%s", ev->channel, ev->channel_txn_id, ev->receiver, t);
 }
 
-/* A channel's name: 1..PO_CHANNEL_MAX-1 of [a-z0-9_]. */
+/* A channel's name: 1..PO_CHANNEL_SIZE-1 of [a-z0-9_]. */
 static bool channel_shape(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n >= PO_CHANNEL_MAX)
+    if (n == 0 || n >= PO_CHANNEL_SIZE)
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))

@@ -51,7 +51,7 @@ enum po_source {
  * `payonce apply`. Strings are NUL-terminated; empty means absent. */
 struct po_event {
     char tenant[PO_ID_MAX + 1];
-    char channel[PO_CHANNEL_MAX]; /* a registered channel's name */
+    char channel[PO_CHANNEL_SIZE]; /* a registered channel's name */
     enum po_event_type type;
     char channel_txn_id[PO_TXN_ID_MAX + 1]; /* payment id; profit-sharing order id */
     char out_trade_no[PO_ID_MAX + 1];
@@ -67,7 +67,7 @@ struct po_event {
     bool amount_is_cumulative;
     char currency[4];
     enum po_source source;
-    char occurred_at[PO_TIME_MAX];
+    char occurred_at[PO_TIME_SIZE];
     /* Set only by the operator's action on a refund_after_close alert
      * (po_alert_accept; no channel, bill or event file can set it): the
      * refund success that arrived after payonce had closed the refund is

@@ -14,7 +14,7 @@
 void po_access_line(const struct po_hreq *req, const char *msg, unsigned status, uint64_t micros,
                     const char *extra)
 {
-    char ts[PO_TIME_MAX], method[64], path[PATH_LOG_MAX * 6 + 1], line[2560];
+    char ts[PO_TIME_SIZE], method[64], path[PATH_LOG_MAX * 6 + 1], line[2560];
     po_clock_now_iso(ts, sizeof ts);
     const char *m = req->method ? req->method : "", *p = req->path ? req->path : "";
     (void)po_json_escape(m, strnlen(m, 16), method, sizeof method);

@@ -132,7 +132,7 @@ static void summary(struct po_hcall *h, struct po_store *s)
         error(h, 503, "store_unavailable", "the database did not answer; retry");
         return;
     }
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     json_object_set_new(d, "now", json_string(now));
     json_object_set_new(d, "last_hour", po_metrics_last_hour());
@@ -142,7 +142,7 @@ static void summary(struct po_hcall *h, struct po_store *s)
 static void acknowledge(struct po_hcall *h, struct po_store *s)
 {
     json_t *in = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_json_parse(h->req.body, h->req.body_len, &in, NULL, 0) || !json_is_object(in)) {
         json_decref(in);
         error(h, 400, "invalid_request", "a JSON object {tenant, id, note?}");
@@ -173,7 +173,7 @@ static void admin_job(void *arg)
 {
     struct po_hcall *h = arg;
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_pool_acquire(h->ctx->gw->pool, 2000, &s, err, sizeof err)) {
         error(h, 503, "store_unavailable", "no database connection free; retry");
     } else {

@@ -75,7 +75,7 @@ po_err po_api_business(struct po_api_call *c, po_err rc, const char *code, const
 
 bool po_api_acquire(struct po_api_call *c)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (c->s)
         return true;
     if (po_store_pool_acquire(c->ctx->gw->pool, PO_POOL_WAIT_MS, &c->s, err, sizeof err)) {
@@ -286,7 +286,7 @@ static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, con
     it.work = (struct po_engine_work){post_work, &pw, PO_OK};
     /* Spread over the committer's threads (twins of this process never
      * meet there: they wait in po_idem_local). */
-    (void)snprintf(it.route, sizeof it.route, "%s|%s", c->tenant, c->req->request_id);
+    PO_ASSERT(po_fmt(it.route, sizeof it.route, "%s|%s", c->tenant, c->req->request_id) == PO_OK);
     po_committer_apply(c->ctx->gw->cb.committer, &it);
     return it.work.rc;
 }

@@ -27,7 +27,7 @@
 static bool parse_body(struct po_api_call *c, const char *const *allowed, int n, bool may_be_empty)
 {
     const struct po_hreq *q = c->req;
-    char jerr[PO_ERRBUF_MAX] = "";
+    char jerr[PO_ERRBUF_SIZE] = "";
     po_err rc = PO_OK;
     if (may_be_empty && q->body_len == 0)
         rc = (c->in = json_object()) ? PO_OK : PO_ERR_NOMEM;
@@ -149,7 +149,7 @@ static po_err order_create_effect(struct po_api_call *c)
                                  cur ? cur : "CNY",
                                  ch};
     bool created = false;
-    char code[48] = "", err[PO_ERRBUF_MAX] = "";
+    char code[48] = "", err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_order_insert(c->s, &spec, &created, code, sizeof code, err, sizeof err);
     if (rc)
         return po_api_business(c, rc, code, err);
@@ -168,7 +168,7 @@ static bool close_validate(struct po_api_call *c)
 static po_err close_effect(struct po_api_call *c)
 {
     bool now = false;
-    char code[48] = "", err[PO_ERRBUF_MAX] = "";
+    char code[48] = "", err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_order_close(c->s, c->tenant, c->no, &now, code, sizeof code, err, sizeof err);
     if (rc)
         return po_api_business(c, rc, code, err);
@@ -197,7 +197,7 @@ static po_err refund_effect(struct po_api_call *c)
     const char *rno = json_string_value(json_object_get(c->in, "out_refund_no"));
     /* Refunds of a channel with a refund API are submitted to it after
      * commit; the other channels' refunds wait for the notification. */
-    char channel[PO_CHANNEL_MAX] = "";
+    char channel[PO_CHANNEL_SIZE] = "";
     bool found = false;
     po_err rc = po_view_order_channel(c->s, c->tenant, no, channel, sizeof channel, &found);
     if (rc)
@@ -226,7 +226,7 @@ static po_err refund_effect(struct po_api_call *c)
                                json_string_value(json_object_get(c->in, "currency")),
                                submit ? "pending" : "manual"};
     bool created = false;
-    char code[48] = "", err[PO_ERRBUF_MAX] = "";
+    char code[48] = "", err[PO_ERRBUF_SIZE] = "";
     rc = po_refund_insert(c->s, &f, &created, code, sizeof code, err, sizeof err);
     if (rc)
         return po_api_business(c, rc, code, err);
@@ -289,8 +289,8 @@ static void get_balances(struct po_api_call *c)
 /* Keyset paging on (created_at, key): the cursor is the hex of
  * "created_at|key" of the last item returned. */
 struct cursor {
-    char ts[PO_TIME_MAX];
-    char key[PO_KEY_MAX + 1];
+    char ts[PO_TIME_SIZE];
+    char key[PO_KEY_SIZE + 1];
 };
 
 static bool page_args(struct po_api_call *c, struct po_page *pg, struct cursor *cu)
@@ -309,7 +309,7 @@ static bool page_args(struct po_api_call *c, struct po_page *pg, struct cursor *
     if (!cur)
         return true;
     size_t n = strlen(cur);
-    char plain[PO_TIME_MAX + PO_KEY_MAX + 2];
+    char plain[PO_TIME_SIZE + PO_KEY_SIZE + 2];
     bool ok = n % 2 == 0 && n / 2 < sizeof plain;
     for (size_t i = 0; ok && i < n; i += 2) {
         int hi = po_hexval(cur[i]), lo = po_hexval(cur[i + 1]);
@@ -325,7 +325,7 @@ static bool page_args(struct po_api_call *c, struct po_page *pg, struct cursor *
     if (bar)
         *bar = '\0';
     if (!bar || strlen(plain) >= sizeof cu->ts || !po_time_valid(plain) ||
-        strlen(bar + 1) > PO_KEY_MAX) {
+        strlen(bar + 1) > PO_KEY_SIZE) {
         po_api_fail(c, 400, "invalid_parameter", "cursor: pass back next_cursor unchanged",
                     "cursor");
         return false;
@@ -338,7 +338,7 @@ static bool page_args(struct po_api_call *c, struct po_page *pg, struct cursor *
 static json_t *next_cursor(const char *ts, const char *key)
 {
     size_t n = strlen(ts) + 1 + strlen(key);
-    char plain[PO_TIME_MAX + PO_KEY_MAX + PO_REASON_MAX + 4];
+    char plain[PO_TIME_SIZE + PO_KEY_SIZE + PO_REASON_SIZE + 4];
     char *h = malloc(2 * n + 1);
     if (!h)
         return json_null();
@@ -495,7 +495,7 @@ static void create_endpoint(struct po_api_call *c)
         return;
     const char *u = json_string_value(json_object_get(c->in, "url")),
                *ev = json_string_value(json_object_get(c->in, "events"));
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (!u || (json_object_get(c->in, "events") && !ev)) {
         po_api_fail(c, 400, "missing_parameter", "url (and events, a string) are required", "url");
         return;
@@ -526,7 +526,7 @@ static void create_endpoint(struct po_api_call *c)
 
 static void remove_endpoint(struct po_api_call *c)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (!po_api_acquire(c)) {
         po_api_unavailable(c);
         return;
@@ -545,7 +545,7 @@ static void remove_endpoint(struct po_api_call *c)
 
 static void rotate_endpoint(struct po_api_call *c)
 {
-    char err[PO_ERRBUF_MAX] = "", secret[PO_WEBHOOK_SECRET_MAX];
+    char err[PO_ERRBUF_SIZE] = "", secret[PO_WEBHOOK_SECRET_SIZE];
     if (!po_api_acquire(c)) {
         po_api_unavailable(c);
         return;

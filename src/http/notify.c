@@ -18,12 +18,12 @@ static void log_line(const struct po_hreq *req, const char *channel, const char 
                      const struct po_callback *cb, unsigned status, uint64_t micros)
 {
     const struct po_callback_decision *d = &cb->decision;
-    char no[PO_ID_MAX + 24 + PO_KEY_MAX * 2 + 16] = "", extra[2048];
+    char no[PO_ID_MAX + 24 + PO_KEY_SIZE * 2 + 16] = "", extra[2048];
     if (po_id_valid(d->out_trade_no, PO_ID_MAX))
         (void)snprintf(no, sizeof no, ",\"out_trade_no\":\"%s\"", d->out_trade_no);
     /* the idempotency key of a verified event (escaped: a mismatched
      * event's fields were not validated) */
-    char key[PO_KEY_MAX + 1], esc[PO_KEY_MAX * 2 + 1];
+    char key[PO_KEY_SIZE + 1], esc[PO_KEY_SIZE * 2 + 1];
     if (cb->verified &&
         (cb->res.status == PO_NOTIFY_EVENT || cb->res.status == PO_NOTIFY_MISMATCH) &&
         po_event_key(&cb->res.ev, key, sizeof key) == PO_OK) {
@@ -91,7 +91,7 @@ bool po_notify_start(struct po_hcall *h)
     const struct po_hreq *req = &h->req;
     const struct po_channel_ops *ch = po_channel_find(req->params[0]);
     if (!ch) {
-        char names[PO_CHANNELS_MAX * (PO_CHANNEL_MAX + 2)], body[sizeof names + 128];
+        char names[PO_CHANNELS_MAX * (PO_CHANNEL_SIZE + 2)], body[sizeof names + 128];
         po_channel_names(0, names, sizeof names);
         (void)snprintf(body, sizeof body,
                        "{\"error\":{\"code\":\"unknown_channel\",\"message\":\"payonce receives"

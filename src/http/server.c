@@ -313,7 +313,7 @@ static void readyz_job(void *arg)
 {
     struct po_hcall *h = arg;
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_store_pool_acquire(h->ctx->gw->pool, 1000, &s, err, sizeof err);
     if (!rc) {
         rc = po_store_ping(s, err, sizeof err);

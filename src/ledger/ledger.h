@@ -21,8 +21,8 @@
 #include "../store/store.h"
 
 struct po_posting_line {
-    char account[PO_ACCOUNT_MAX]; /* see the account names above */
-    int64_t amount_minor;         /* debit > 0, credit < 0, never 0 */
+    char account[PO_ACCOUNT_SIZE]; /* see the account names above */
+    int64_t amount_minor;          /* debit > 0, credit < 0, never 0 */
 };
 
 /* The journal to write: all lines in one currency, summing to zero. */
@@ -40,7 +40,7 @@ struct po_journal {
 
 struct po_balance_delta {
     char tenant[PO_ID_MAX + 1];
-    char account[PO_ACCOUNT_MAX];
+    char account[PO_ACCOUNT_SIZE];
     char currency[4];
     int64_t delta_minor;
 };

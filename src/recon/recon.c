@@ -164,8 +164,9 @@ static po_err record_fees(struct po_store *s, const struct po_channel_account *a
     for (int i = 0; !rc && i < b->nrows; i++) {
         const struct po_bill_row *row = &b->rows[i];
         char key[PO_TXN_ID_MAX * 2 + 4], day[11];
-        (void)snprintf(key, sizeof key, "%s%s%s", row->txn, row->kind == PO_BILL_REFUND ? "/" : "",
-                       row->kind == PO_BILL_REFUND ? row->refund_id : "");
+        PO_ASSERT(po_fmt(key, sizeof key, "%s%s%s", row->txn,
+                         row->kind == PO_BILL_REFUND ? "/" : "",
+                         row->kind == PO_BILL_REFUND ? row->refund_id : "") == PO_OK);
         memcpy(day, row->time, 10);
         day[10] = '\0';
         rc = po_store_exec(s,
@@ -291,7 +292,7 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
             rc = PO_ERR_INVALID;
             goto out;
         }
-        char verr[PO_ERRBUF_MAX];
+        char verr[PO_ERRBUF_SIZE];
         if (row->amount > 0 &&
             (!row_event(acct, row, &e) || po_event_validate(&e, verr, sizeof verr))) {
             po_errf(err, errcap, "row %d: %s", i + 1, verr);
@@ -345,7 +346,7 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
     json_object_del(rj, "already_imported"); /* a property of an import, not of the run */
     char *doc = rj ? po_json_dumps(rj, JSON_COMPACT) : NULL;
     json_decref(rj);
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     now_iso(now, sizeof now);
     rc = po_store_begin(s, err, errcap);
     if (!rc) {

@@ -33,7 +33,7 @@
 struct po_account_ref {
     struct po_channel_account acct;
     char tenant[PO_ID_MAX + 1];
-    char channel[PO_CHANNEL_MAX];
+    char channel[PO_CHANNEL_SIZE];
     int64_t version;
     atomic_int refs;
     uint64_t swept;              /* the sweep that last found it current */
@@ -264,7 +264,7 @@ po_err po_accounts_guard(struct po_store *s, struct po_guard_token *t, size_t n,
     }
     struct po_rowset rs = {4, (int)n, cells};
     struct po_rows rows;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_store_exec(s,
                               "SELECT v.i FROM ?{v: i int, t text, c text, ver int} LEFT JOIN"
                               " channel_account a ON a.tenant_id = v.t AND a.channel = v.c"

@@ -94,7 +94,7 @@ po_err po_account_check_all(struct po_store *s, const unsigned char *master,
         return rc;
     for (int i = 0; i < r.nrows; i++) {
         struct po_channel_account acct;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         memset(&acct, 0, sizeof acct);
         po_err arc = po_account_fetch(s, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
                                       &acct, err, sizeof err);
@@ -116,7 +116,7 @@ po_err po_account_check_all(struct po_store *s, const unsigned char *master,
 po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
                        char *err, size_t errcap)
 {
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     struct po_rows r;
     po_err rc = po_store_begin(s, err, errcap);

@@ -54,7 +54,7 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
     }
     const char *to = action == PO_ALERT_ACK ? "acknowledged" : "resolved";
     const char *verb = action == PO_ALERT_ACK ? "acknowledge" : "resolve";
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     po_err rc = po_store_begin(s, err, errcap);
     if (rc)
@@ -135,12 +135,12 @@ static bool replayable(const char *reason)
 
 /* An event's key, <channel>:<id>:<type>, split into its channel and the
  * channel's id (a payment's transaction, a refund's refund id). */
-static po_err key_split(const char *key, const char *type, char channel[PO_CHANNEL_MAX],
+static po_err key_split(const char *key, const char *type, char channel[PO_CHANNEL_SIZE],
                         char txn[PO_TXN_ID_MAX + 1])
 {
     const char *first = strchr(key, ':'), *last = strrchr(key, ':');
     if (!first || last == first || strcmp(last + 1, type) != 0 ||
-        (size_t)(first - key) >= PO_CHANNEL_MAX || (size_t)(last - first - 1) > PO_TXN_ID_MAX)
+        (size_t)(first - key) >= PO_CHANNEL_SIZE || (size_t)(last - first - 1) > PO_TXN_ID_MAX)
         return PO_ERR_INVALID;
     memcpy(channel, key, (size_t)(first - key));
     channel[first - key] = '\0';
@@ -183,7 +183,7 @@ static po_err event_of(const struct po_rows *r, const char *tenant, struct po_ev
  * state, and for a PAY_SUCCESS alert the payment event rebuilt from it
  * (payment true; its source the replay's, the alert's in source). */
 struct alert_payment {
-    char reason[PO_REASON_MAX];
+    char reason[PO_REASON_SIZE];
     bool resolved, payment;
     struct po_event ev;
     enum po_source source;
@@ -241,7 +241,7 @@ static po_err apply_audited(struct po_store *s, const char *tenant, const char *
     po_err rc = engine_apply(s, ev, out, err, errcap);
     if (rc)
         return rc;
-    char said[NOTE_MAX + 96], now[PO_TIME_MAX];
+    char said[NOTE_MAX + 96], now[PO_TIME_SIZE];
     (void)snprintf(said, sizeof said, "%s: %s%s%s; %s", done, po_outcome_name(out->kind),
                    out->reason != PO_R_NONE ? " " : "",
                    out->reason != PO_R_NONE ? po_reason_name(out->reason) : "", note);
@@ -439,7 +439,7 @@ static po_err refund_once(struct po_store *s, const char *tenant, const char *al
                           const char *out_refund_no, const char *actor, const char *note,
                           struct po_suspense_refund *out, char *err, size_t errcap)
 {
-    char key[PO_KEY_MAX] = "", theirs[PO_KEY_MAX] = "", now[PO_TIME_MAX];
+    char key[PO_KEY_SIZE] = "", theirs[PO_KEY_SIZE] = "", now[PO_TIME_SIZE];
     bool found = false, resolved = false;
     po_clock_now_iso(now, sizeof now);
     po_err rc = po_store_begin(s, err, errcap);
@@ -532,7 +532,7 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
                 out_refund_no, po_err_name(rc));
         return rc;
     }
-    char key[PO_KEY_MAX];
+    char key[PO_KEY_SIZE];
     bool found = false;
     return refund_state(s, tenant, out_refund_no, out, key, sizeof key, &found, err, errcap);
 }

@@ -52,7 +52,7 @@ po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert
 struct po_suspense_refund {
     char out_refund_no[PO_ID_MAX + 1];
     char out_trade_no[PO_ID_MAX + 1];
-    char channel[PO_CHANNEL_MAX];
+    char channel[PO_CHANNEL_SIZE];
     char txn_id[PO_TXN_ID_MAX + 1];
     int64_t amount;
     char currency[4];

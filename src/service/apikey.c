@@ -39,7 +39,7 @@ po_err po_apikey_create(struct po_store *s, const char *tenant, char key[PO_APIK
     memset(secret, 0, sizeof secret);
     if ((rc = po_sha256_hex(full, strlen(full), hash)))
         return rc;
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     rc = po_store_begin(s, err, errcap);
     if (rc)
@@ -77,7 +77,7 @@ out:
 po_err po_apikey_revoke(struct po_store *s, const char *tenant, const char *key_id, char *err,
                         size_t errcap)
 {
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(now), PO_TEXT(tenant ? tenant : ""),

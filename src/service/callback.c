@@ -42,14 +42,14 @@ static void cb_log(const struct po_callback *cb, enum po_log_level lvl, const ch
     PO_PRINTF(3, 4);
 static void cb_log(const struct po_callback *cb, enum po_log_level lvl, const char *fmt, ...)
 {
-    char msg[512], key[PO_KEY_MAX] = "";
+    char msg[512], key[PO_KEY_SIZE] = "";
     va_list ap;
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (!cb->verified ||
         (cb->res.status != PO_NOTIFY_EVENT && cb->res.status != PO_NOTIFY_MISMATCH) ||
-        po_event_key(&cb->res.ev, key, sizeof key) != PO_OK || !po_id_valid(key, PO_KEY_MAX))
+        po_event_key(&cb->res.ev, key, sizeof key) != PO_OK || !po_id_valid(key, PO_KEY_SIZE))
         (void)snprintf(key, sizeof key, "-");
     po_log(lvl, "request %s: tenant %.64s, channel %s, key %s, outcome %s: %s", cb->request_id,
            po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb->ch->name, key,
@@ -150,7 +150,7 @@ static bool stale_account_could_explain(const struct po_notify_result *r)
  * with the new one. Worker thread only. */
 static po_err recheck(struct po_callback *cb, struct po_store *s)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     struct po_account_ref *fresh = NULL;
     cb->rechecked = true;
     po_err rc = po_accounts_recheck(cb->ctx->accounts, s, cb->acct, &fresh, err, sizeof err);
@@ -220,7 +220,7 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
     case PO_NOTIFY_MISMATCH: {
         /* Verified, but for another merchant or app: an alert, never a
          * credit, and the channel stops resending. */
-        char verr[PO_ERRBUF_MAX];
+        char verr[PO_ERRBUF_SIZE];
         if (po_event_validate(&res->ev, verr, sizeof verr)) {
             refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
             return false;
@@ -251,7 +251,7 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
             decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
             return false;
         }
-        char verr[PO_ERRBUF_MAX];
+        char verr[PO_ERRBUF_SIZE];
         if (po_event_validate(ev, verr, sizeof verr)) {
             refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
             return false;
@@ -268,7 +268,7 @@ static void worker_job(void *arg)
      * at any moment: only ctx is used after that. */
     const struct po_callback_ctx *ctx = cb->ctx;
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     /* The callback's deadline bounds its database work here too: the wait
      * for a connection, and every answer it waits for on it. */
     uint64_t deadline = ctx->deadline_ms > 0 && cb->arrived_us

@@ -44,7 +44,7 @@ static void *sweeper_main(void *arg)
             break;
         pthread_mutex_unlock(&g->sweeper_mu);
         struct po_store *st = NULL;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         if (po_store_pool_acquire(g->parts.pool, 1000, &st, err, sizeof err) == PO_OK) {
             if (po_accounts_sweep(g->parts.cb.accounts, st, NULL))
                 po_log(PO_LOG_WARN, "channel account cache: sweep failed; retrying later");

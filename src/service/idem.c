@@ -57,8 +57,8 @@ po_err po_idem_claim(struct po_store *s, const struct po_idem_req *q, bool fold,
         return rc;
     for (size_t i = 0; i < sizeof rnd; i++)
         (void)snprintf(out->token + 2 * i, 3, "%02x", rnd[i]);
-    char now[PO_TIME_MAX], stale[PO_TIME_MAX],
-        old_token[PO_IDEM_TOKEN_LEN + 1] = "", locked_at[PO_TIME_MAX] = "";
+    char now[PO_TIME_SIZE], stale[PO_TIME_SIZE],
+        old_token[PO_IDEM_TOKEN_LEN + 1] = "", locked_at[PO_TIME_SIZE] = "";
     po_clock_now_iso(now, sizeof now);
     po_clock_iso_at((int64_t)time(NULL) - PO_IDEM_LOCK_S, stale, sizeof stale);
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -121,7 +121,7 @@ po_err po_idem_finish(struct po_store *s, const struct po_idem_req *q, const cha
                       unsigned status, const char *body)
 {
     int64_t changes = 0;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     struct po_param p[] = {PO_I64(status),    PO_TEXT(body),   PO_TEXT(q->tenant),
                            PO_TEXT(q->route), PO_TEXT(q->key), PO_TEXT(token)};
     po_err rc = po_store_exec(s,
@@ -145,7 +145,7 @@ po_err po_idem_release(struct po_store *s, const struct po_idem_req *q, const ch
 
 po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_deleted)
 {
-    char cutoff[PO_TIME_MAX];
+    char cutoff[PO_TIME_SIZE];
     po_clock_iso_at((int64_t)time(NULL) - retention_s, cutoff, sizeof cutoff);
     struct po_param p[] = {PO_TEXT(cutoff)};
     int64_t n = 0;
@@ -158,7 +158,7 @@ po_err po_idem_reap(struct po_store *s, int64_t retention_s, int64_t *out_delete
 
 static po_err sp(struct po_store *s, const char *sql)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     return po_store_exec(s, sql, PO_NO_PARAMS, NULL, NULL, err, sizeof err);
 }
 
@@ -167,7 +167,7 @@ static po_err sp(struct po_store *s, const char *sql)
 static po_err insert_done(struct po_store *s, const struct po_idem_req *q, unsigned status,
                           const char *body)
 {
-    char now[PO_TIME_MAX], err[PO_ERRBUF_MAX];
+    char now[PO_TIME_SIZE], err[PO_ERRBUF_SIZE];
     po_clock_now_iso(now, sizeof now);
     int64_t changes = 0;
     po_err rc = po_store_exec(

@@ -35,7 +35,7 @@ struct po_jobs {
 
 static void query_channel(struct po_jobs *j, struct po_store *s, const struct po_channel_ops *ch)
 {
-    char **tenants = NULL, err[PO_ERRBUF_MAX] = "";
+    char **tenants = NULL, err[PO_ERRBUF_SIZE] = "";
     int n = 0;
     if (po_account_tenants(s, ch->name, &tenants, &n))
         return;
@@ -61,7 +61,7 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                     int64_t *next_reap)
 {
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_open(j->cfg.db_url, &s, err, sizeof err)) {
         po_log(PO_LOG_WARN, "background jobs: %s", err);
         return;

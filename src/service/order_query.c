@@ -53,7 +53,7 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
         return PO_ERR_INVALID;
     }
     struct po_query_report q = {0};
-    char cutoff[PO_TIME_MAX]; /* created at least min_age_s ago, to the second */
+    char cutoff[PO_TIME_SIZE]; /* created at least min_age_s ago, to the second */
     po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
     struct po_rows rows;
     po_err rc = po_store_exec(

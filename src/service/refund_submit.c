@@ -95,7 +95,7 @@ static po_err rejected_events(struct po_store *s, const char *tenant, const char
 static po_err record(struct po_store *s, const char *tenant, const char *out_refund_no,
                      const struct po_refund_pending *p, const char *decision, const char *error)
 {
-    char now[PO_TIME_MAX], err[PO_ERRBUF_MAX];
+    char now[PO_TIME_SIZE], err[PO_ERRBUF_SIZE];
     int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
     po_err rc = po_store_begin(s, err, sizeof err);
@@ -116,8 +116,8 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
             rc = po_order_release_refund(s, tenant, p->out_trade_no, p->amount, now, &changes, err,
                                          sizeof err);
         char key[PO_ID_MAX + 16], akey[PO_ID_MAX + 48], detail[200];
-        (void)snprintf(key, sizeof key, "api:refund:%.64s", out_refund_no);
-        (void)snprintf(akey, sizeof akey, "%s|refund_rejected_by_channel", key);
+        PO_ASSERT(po_fmt(key, sizeof key, "api:refund:%.64s", out_refund_no) == PO_OK);
+        PO_ASSERT(po_fmt(akey, sizeof akey, "%s|refund_rejected_by_channel", key) == PO_OK);
         (void)snprintf(detail, sizeof detail, "the channel refused refund %s of order %s: %s",
                        out_refund_no, p->out_trade_no, error);
         if (!rc && changes == 1)
@@ -157,7 +157,7 @@ po_err po_refund_prepare(struct po_store *s, const unsigned char *master, const 
     po_err rc = load_pending(s, tenant, out_refund_no, &job->p, found);
     if (rc || !*found)
         return rc;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     job->ch = po_channel_find(job->p.channel);
     if (!job->ch || !job->ch->refund_submit) {
         /* stays pending, visible: the order's channel has no refund API */
@@ -230,7 +230,7 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
 po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
                                 int limit, int *out_submitted)
 {
-    char cutoff[PO_TIME_MAX];
+    char cutoff[PO_TIME_SIZE];
     /* last attempt at least min_age_s ago, to the second */
     po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
     struct po_rows r;

@@ -22,7 +22,7 @@
 struct po_refund_pending {
     char out_trade_no[PO_ID_MAX + 1];
     char currency[4];
-    char channel[PO_CHANNEL_MAX];
+    char channel[PO_CHANNEL_SIZE];
     int64_t amount, total;
     /* A refund of a suspense payment: the transaction refunded (the
      * request names it, not the order) and whether it reserved nothing. */

@@ -329,7 +329,7 @@ static json_t *redacted(json_t *doc, int64_t now)
                 json_t *e =
                     json_pack("{s:O}", "serial", json_object_get(k, "serial") ?: json_null());
                 if (json_is_integer(na)) {
-                    char at[PO_TIME_MAX];
+                    char at[PO_TIME_SIZE];
                     po_clock_iso_at((int64_t)json_integer_value(na), at, sizeof at);
                     json_object_set_new(e, "not_after", json_string(at));
                     json_object_set_new(e, "expired", json_boolean(json_integer_value(na) < now));
@@ -350,7 +350,7 @@ po_err po_view_channel(struct po_store *s, const char *tenant, const char *chann
                        json_t **out)
 {
     json_t *doc = NULL;
-    char updated[PO_TIME_MAX] = "";
+    char updated[PO_TIME_SIZE] = "";
     *out = NULL;
     po_err rc = po_account_doc(s, tenant, channel, &doc, updated, sizeof updated);
     if (!rc && doc) {

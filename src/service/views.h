@@ -31,9 +31,9 @@ struct po_page {
     const char *after_ts; /* "" from the start */
     const char *after_key;
     int64_t limit;
-    bool more;                                     /* out */
-    char last_ts[PO_TIME_MAX];                     /* out */
-    char last_key[PO_KEY_MAX + PO_REASON_MAX + 2]; /* out */
+    bool more;                                       /* out */
+    char last_ts[PO_TIME_SIZE];                      /* out */
+    char last_key[PO_KEY_SIZE + PO_REASON_SIZE + 2]; /* out */
 };
 /* A tenant's alerts, oldest first; state NULL or "" for every state,
  * else open, acknowledged or resolved. Each has its id (the alert key),

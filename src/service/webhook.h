@@ -20,8 +20,8 @@
 bool po_webhook_events_ok(const char *events, char *err, size_t errcap);
 
 struct po_webhook_new {
-    char id[PO_ID_MAX + 1];             /* we_ + 16 hex */
-    char secret[PO_WEBHOOK_SECRET_MAX]; /* whsec_…, shown once */
+    char id[PO_ID_MAX + 1];              /* we_ + 16 hex */
+    char secret[PO_WEBHOOK_SECRET_SIZE]; /* whsec_…, shown once */
 };
 /* A new endpoint of tenant for events (NULL: all); its URL must pass the
  * egress policy (po_egress_url_ok: PO_ERR_INVALID); a tenant has at most
@@ -50,7 +50,7 @@ po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master,
                                 int *out_broken, char *err, size_t errcap) PO_MUST_CHECK;
 /* A new secret for the endpoint (the old one stops at once). */
 po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const char *tenant,
-                         const char *id, char secret[PO_WEBHOOK_SECRET_MAX], char *err,
+                         const char *id, char secret[PO_WEBHOOK_SECRET_SIZE], char *err,
                          size_t errcap) PO_MUST_CHECK;
 /* Dead deliveries of the tenant back to pending: one event (event_id), or
  * an endpoint's (endpoint_id) created at or after since (NULL: all). */

@@ -42,7 +42,7 @@
 /* ---- the worker ---- */
 
 struct job {
-    char tenant[PO_ID_MAX + 1], event_id[PO_EVENT_ID_MAX], endpoint_id[PO_ID_MAX + 1];
+    char tenant[PO_ID_MAX + 1], event_id[PO_EVENT_ID_SIZE], endpoint_id[PO_ID_MAX + 1];
     char token[40];
     int64_t attempts;
     int64_t until_ms; /* the claim's expiry: the result must be recorded before */
@@ -226,7 +226,7 @@ static int active_tenants(const struct po_webhooks *w, const struct po_rows *r)
 
 static po_err claim(struct po_webhooks *w, struct po_store *s, char *err, size_t errcap)
 {
-    char now[PO_TIME_MAX], until[PO_TIME_MAX], rr[PO_ID_MAX + 1];
+    char now[PO_TIME_SIZE], until[PO_TIME_SIZE], rr[PO_ID_MAX + 1];
     int64_t t = po_clock_now_ms();
     po_clock_iso_ms(t, now, sizeof now);
     /* A worker that dies mid-attempt (kill -9) leaves its claim to expire:
@@ -343,12 +343,12 @@ static void *claimer_main(void *arg)
 {
     struct po_webhooks *w = arg;
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     int64_t last_measure = 0;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         pthread_mutex_unlock(&w->mu);
-        char now[PO_TIME_MAX];
+        char now[PO_TIME_SIZE];
         po_clock_iso_ms(po_clock_now_ms(), now, sizeof now);
         po_err rc = s ? PO_OK : po_store_open(w->cfg.db_url, &s, err, sizeof err);
         if (!rc)
@@ -378,7 +378,7 @@ static void *claimer_main(void *arg)
  * the POST. */
 struct shot {
     char url[PO_URL_MAX + 1];
-    char secret[PO_WEBHOOK_SECRET_MAX];
+    char secret[PO_WEBHOOK_SECRET_SIZE];
     char *body;
     int64_t created;
 };
@@ -453,10 +453,11 @@ static po_err failing_alert(struct po_webhooks *w, struct po_store *s, const str
                             bool dead, const char *error, long status, const char *now, char *err,
                             size_t errcap)
 {
-    char akey[PO_KEY_MAX], detail[512];
+    char akey[PO_KEY_SIZE], detail[512];
     po_err rc = PO_OK;
     if (dead) {
-        (void)snprintf(akey, sizeof akey, "webhook_dead|%s|%s", j->endpoint_id, j->event_id);
+        PO_ASSERT(po_fmt(akey, sizeof akey, "webhook_dead|%s|%s", j->endpoint_id, j->event_id) ==
+                  PO_OK);
         (void)snprintf(detail, sizeof detail,
                        "event %s to endpoint %s is dead after %" PRId64
                        " attempts (last: %ld %.80s); payonce webhook redrive sends it again",
@@ -474,7 +475,8 @@ static po_err failing_alert(struct po_webhooks *w, struct po_store *s, const str
         return rc;
     const char *since = r.nrows == 1 ? po_rows_get(&r, 0, 0) : NULL;
     if (since && po_clock_unix_of(now) - po_clock_unix_of(since) >= w->cfg.alert_after_s) {
-        (void)snprintf(akey, sizeof akey, "webhook_failing|%s|%s", j->endpoint_id, since);
+        PO_ASSERT(po_fmt(akey, sizeof akey, "webhook_failing|%s|%s", j->endpoint_id, since) ==
+                  PO_OK);
         (void)snprintf(detail, sizeof detail,
                        "endpoint %s has failed every delivery since %s (last: %ld %.80s)",
                        j->endpoint_id, since, status, error ? error : "");
@@ -492,7 +494,7 @@ static po_err record(struct po_webhooks *w, struct po_store *s, const struct job
     bool ok = status >= 200 && status < 300;
     int64_t t = po_clock_now_ms(), attempt = j->attempts + 1;
     bool dead = !ok && t - created * 1000 >= (int64_t)w->cfg.max_age_s * 1000;
-    char now[PO_TIME_MAX], next[PO_TIME_MAX];
+    char now[PO_TIME_SIZE], next[PO_TIME_SIZE];
     po_clock_iso_ms(t, now, sizeof now);
     po_clock_iso_ms(t + backoff_ms(&w->cfg, attempt), next, sizeof next);
     *out_dead = false;
@@ -578,7 +580,7 @@ static po_err record_result(struct po_webhooks *w, const struct job *j, int64_t 
 
 static void send_one(struct po_webhooks *w, const struct job *j)
 {
-    char err[PO_ERRBUF_MAX] = "", herr[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "", herr[PO_ERRBUF_SIZE] = "";
     struct shot shot;
     memset(&shot, 0, sizeof shot);
     struct po_store *s = NULL;
@@ -600,8 +602,8 @@ static void send_one(struct po_webhooks *w, const struct job *j)
     if (po_webhook_sign(shot.secret, t, shot.body, sig, sizeof sig)) {
         (void)snprintf(herr, sizeof herr, "cannot sign (out of memory)");
     } else {
-        (void)snprintf(sighdr, sizeof sighdr, "Payonce-Signature: %s", sig);
-        (void)snprintf(idhdr, sizeof idhdr, "Payonce-Event-Id: %s", j->event_id);
+        PO_ASSERT(po_fmt(sighdr, sizeof sighdr, "Payonce-Signature: %s", sig) == PO_OK);
+        PO_ASSERT(po_fmt(idhdr, sizeof idhdr, "Payonce-Event-Id: %s", j->event_id) == PO_OK);
         const char *h[] = {"Content-Type: application/json", "User-Agent: payonce-webhooks/1",
                            sighdr, idhdr, "Expect:"};
         if (po_http_post(&w->cfg.egress, shot.url, h, PO_NELEM(h), shot.body, w->cfg.timeout_ms,

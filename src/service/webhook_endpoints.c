@@ -25,20 +25,20 @@
 
 static void aad_of(const char *tenant, const char *id, char *out, size_t cap)
 {
-    (void)snprintf(out, cap, "%s/webhook/%s", tenant, id);
+    PO_ASSERT(po_fmt(out, cap, "%s/webhook/%s", tenant, id) == PO_OK);
 }
 
 /* A new secret (whsec_ + 64 hex) and its stored form. */
 static po_err new_secret(const unsigned char *master, const char *tenant, const char *id,
-                         char secret[PO_WEBHOOK_SECRET_MAX], char **stored)
+                         char secret[PO_WEBHOOK_SECRET_SIZE], char **stored)
 {
     unsigned char rnd[SECRET_HEX / 2];
     po_err rc = po_random(rnd, sizeof rnd);
     if (rc)
         return rc;
-    int n = snprintf(secret, PO_WEBHOOK_SECRET_MAX, "whsec_");
+    int n = snprintf(secret, PO_WEBHOOK_SECRET_SIZE, "whsec_");
     for (size_t i = 0; i < sizeof rnd; i++)
-        n += snprintf(secret + n, PO_WEBHOOK_SECRET_MAX - (size_t)n, "%02x", rnd[i]);
+        n += snprintf(secret + n, PO_WEBHOOK_SECRET_SIZE - (size_t)n, "%02x", rnd[i]);
     po_secure_zero(rnd, sizeof rnd);
     /* without a master key: insecure development mode, said loudly by serve */
     char aad[160];
@@ -47,7 +47,7 @@ static po_err new_secret(const unsigned char *master, const char *tenant, const 
 }
 
 po_err po_webhook_open_secret(const unsigned char *master, const char *tenant, const char *id,
-                              const char *stored, char out[PO_WEBHOOK_SECRET_MAX])
+                              const char *stored, char out[PO_WEBHOOK_SECRET_SIZE])
 {
     /* A plain secret is written only without a master key (insecure
      * development); a gateway with a key refuses one, as it refuses plain
@@ -56,7 +56,7 @@ po_err po_webhook_open_secret(const unsigned char *master, const char *tenant, c
      * itself after "plain:" (whsec_…, never base64: '_' is not in its
      * alphabet), and still open. */
     if (!master && strncmp(stored, PO_PLAIN_PREFIX "whsec_", strlen(PO_PLAIN_PREFIX) + 6) == 0)
-        return po_strcpy(out, PO_WEBHOOK_SECRET_MAX, stored + strlen(PO_PLAIN_PREFIX));
+        return po_strcpy(out, PO_WEBHOOK_SECRET_SIZE, stored + strlen(PO_PLAIN_PREFIX));
     char aad[160];
     unsigned char *plain = NULL;
     size_t len = 0;
@@ -64,7 +64,7 @@ po_err po_webhook_open_secret(const unsigned char *master, const char *tenant, c
     po_err rc = po_secret_open(master, aad, stored, &plain, &len);
     if (rc)
         return rc;
-    rc = len < PO_WEBHOOK_SECRET_MAX ? PO_OK : PO_ERR_LIMIT;
+    rc = len < PO_WEBHOOK_SECRET_SIZE ? PO_OK : PO_ERR_LIMIT;
     if (!rc) {
         memcpy(out, plain, len);
         out[len] = '\0';
@@ -111,7 +111,7 @@ po_err po_webhook_add(struct po_store *s, const unsigned char *master, const cha
     int n = snprintf(out->id, sizeof out->id, "we_");
     for (size_t i = 0; i < sizeof rnd; i++)
         n += snprintf(out->id + n, sizeof out->id - (size_t)n, "%02x", rnd[i]);
-    char *stored = NULL, now[PO_TIME_MAX];
+    char *stored = NULL, now[PO_TIME_SIZE];
     rc = new_secret(master, tenant, out->id, out->secret, &stored);
     if (rc)
         return rc;
@@ -226,7 +226,7 @@ po_err po_webhook_get(struct po_store *s, const char *tenant, const char *id, js
 static po_err remove_once(struct po_store *s, const char *tenant, const char *id, char *err,
                           size_t errcap)
 {
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     int64_t changed = 0;
     po_clock_now_iso(now, sizeof now);
     /* Its undelivered events stop at once: their deliveries end as dead
@@ -282,7 +282,7 @@ po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id,
 }
 
 po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const char *tenant,
-                         const char *id, char secret[PO_WEBHOOK_SECRET_MAX], char *err,
+                         const char *id, char secret[PO_WEBHOOK_SECRET_SIZE], char *err,
                          size_t errcap)
 {
     char *stored = NULL;
@@ -300,7 +300,7 @@ po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const 
         rc = PO_ERR_NOT_FOUND;
     }
     if (rc)
-        po_secure_zero(secret, PO_WEBHOOK_SECRET_MAX);
+        po_secure_zero(secret, PO_WEBHOOK_SECRET_SIZE);
     return rc;
 }
 
@@ -308,7 +308,7 @@ po_err po_webhook_redrive(struct po_store *s, const char *tenant, const char *ev
                           const char *endpoint_id, const char *since, int64_t *out_count, char *err,
                           size_t errcap)
 {
-    char now[PO_TIME_MAX];
+    char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
     *out_count = 0;
     if (!event_id && !endpoint_id) {
@@ -375,7 +375,7 @@ po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master,
     if (rc)
         return rc;
     for (int i = 0; i < r.nrows; i++) {
-        char secret[PO_WEBHOOK_SECRET_MAX];
+        char secret[PO_WEBHOOK_SECRET_SIZE];
         po_err o = po_webhook_open_secret(master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
                                           po_rows_get(&r, i, 2), secret);
         po_secure_zero(secret, sizeof secret);

@@ -12,6 +12,6 @@
  * there is no master key (insecure development; a gateway with a key
  * refuses one). */
 po_err po_webhook_open_secret(const unsigned char *master, const char *tenant, const char *id,
-                              const char *stored, char out[PO_WEBHOOK_SECRET_MAX]) PO_MUST_CHECK;
+                              const char *stored, char out[PO_WEBHOOK_SECRET_SIZE]) PO_MUST_CHECK;
 
 #endif

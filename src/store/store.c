@@ -74,7 +74,7 @@ void po_store_keyed_only(struct po_store *s)
 {
     s->keyed = true;
     if (s->ops->keyed_sql) {
-        char err[PO_ERRBUF_MAX];
+        char err[PO_ERRBUF_SIZE];
         if (s->ops->simple(s, s->ops->keyed_sql, err, sizeof err))
             po_log(PO_LOG_WARN, "store: %s: %s", s->ops->keyed_sql, err);
     }
@@ -359,7 +359,7 @@ po_err po_store_migrate(struct po_store *s, int *out_applied, char *err, size_t 
         rc = run_script(s, m->sql, err, errcap);
         if (rc)
             goto fail;
-        char now[PO_TIME_MAX];
+        char now[PO_TIME_SIZE];
         po_clock_now_iso(now, sizeof now);
         struct po_param p[] = {PO_I64(m->version), PO_TEXT(m->name), PO_TEXT(now)};
         rc = po_store_exec(

@@ -69,7 +69,8 @@ static long get(const char *path, char *out, size_t cap)
 int main(int argc, char **argv)
 {
     const char *backend = t_backend(argc, argv);
-    char url[T_URL_MAX], dir[] = "/tmp/payonce-channel4-XXXXXX", path[256], err[PO_ERRBUF_MAX] = "";
+    char url[T_URL_MAX], dir[] = "/tmp/payonce-channel4-XXXXXX", path[256],
+                         err[PO_ERRBUF_SIZE] = "";
     unsigned char master[32];
     if (!mkdtemp(dir) || po_random(master, sizeof master))
         abort();

@@ -74,7 +74,7 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
                !po_set_field(ev->currency, sizeof ev->currency, po_json_str(root, "currency"))) {
         po_notify_reject(out, PO_R_MALFORMED_BODY, "out_trade_no, txn, amount or currency");
     } else {
-        char verr[PO_ERRBUF_MAX];
+        char verr[PO_ERRBUF_SIZE];
         ev->type = PO_EV_PAY_SUCCESS;
         ev->amount_minor = json_integer_value(amt);
         if (po_event_validate(ev, verr, sizeof verr))

@@ -56,7 +56,7 @@ static void on_done(struct po_commit_item *it)
     struct item *x = it->user;
     bool seen = false;
     if (it->out.kind == PO_OUT_APPLIED) {
-        char key[PO_KEY_MAX];
+        char key[PO_KEY_SIZE];
         assert_int_equal(po_event_key(&it->ev, key, sizeof key), PO_OK);
         struct po_param p[] = {PO_TEXT(key)};
         seen = t_count(x->checker, "SELECT COUNT(*) FROM journal WHERE idem_key = ?", p, 1) == 1;
@@ -128,7 +128,7 @@ static void no_ack_before_commit(void **state)
             pthread_cond_init(&items[2 * i + k].cv, NULL);
         }
     }
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     struct po_committer_cfg cc = {.db_url = url,
                                   .workers = strcmp(backend, "sqlite") == 0 ? 1 : 4,
                                   .batch_max = 32,

@@ -300,7 +300,7 @@ static void step_crash(int o, const char *txn)
 static void step_close(int o)
 {
     bool now = false;
-    char code[48] = "", err[PO_ERRBUF_MAX] = "";
+    char code[48] = "", err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_order_close(S, m.tenant, m.no[o], &now, code, sizeof code, err, sizeof err);
     bool ok = m.st[o] != PAID;
     if ((rc == PO_OK) != ok)
@@ -318,7 +318,7 @@ static void step_refund_request(int o)
     char rno[sizeof r->no];
     snprintf(rno, sizeof rno, "%s-R%d", m.no[o], m.nrf[o]);
     PO_ASSERT(po_strcpy(r->no, sizeof r->no, rno) == PO_OK);
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_refund_create(S, m.tenant, m.no[o], r->no, amount, err, sizeof err);
     bool ok = m.st[o] == PAID && m.reserved[o] + amount <= m.amount[o];
     if ((rc == PO_OK) != ok)
@@ -421,7 +421,7 @@ static void check(void)
 
 static void history(uint64_t seed, int steps)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     memset(&m, 0, sizeof m);
     current_seed = seed;
     seed_failed = 0;

@@ -54,7 +54,7 @@ static struct po_engine_cfg engine_cfg;
 
 static void start_committer(const char *backend)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     struct po_committer_cfg cc = {.db_url = url,
                                   .workers = strcmp(backend, "sqlite") == 0 ? 1 : 4,
                                   .batch_max = 128,

@@ -155,7 +155,7 @@ static int64_t q1(const char *sql, const char *arg)
 static void exec_sql(const char *sql)
 {
     struct po_store *s = t_open(url);
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_begin(s, err, sizeof err) ||
         po_store_exec(s, sql, NULL, 0, NULL, NULL, err, sizeof err) ||
         po_store_commit(s, err, sizeof err))
@@ -450,7 +450,7 @@ static void test_in_flight(void)
 static void test_transient(void)
 {
     struct po_store *holder = t_open(url);
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_begin(holder, err, sizeof err) ||
         po_store_exec(holder,
                       "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, amount,"
@@ -755,7 +755,7 @@ static void test_close(void)
     /* The alerts workflow (issue 13 item 9) seen through the API: the
      * alert acknowledged and then resolved by an operator, each move in
      * the audit trail, and ?state= filtering. */
-    char aid[PO_KEY_MAX + 64] = "";
+    char aid[PO_KEY_SIZE + 64] = "";
     {
         json_t *j = json_loads(r.body, 0, NULL);
         size_t i;
@@ -768,7 +768,7 @@ static void test_close(void)
     }
     struct po_store *s = t_open(url);
     bool changed = false;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     T_CHECK(po_alert_act(s, "t1", aid, PO_ALERT_ACK, "ops", "on it", &changed, err, sizeof err) ==
                     PO_OK &&
                 changed,
@@ -1049,7 +1049,7 @@ static void t2_channel(const char *base, const char *keydir, const char *serial)
  * released, an alert is recorded). */
 static void test_refund_submission(void)
 {
-    char sim_base[64], err[PO_ERRBUF_MAX] = "", other[320];
+    char sim_base[64], err[PO_ERRBUF_SIZE] = "", other[320];
     snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
     snprintf(other, sizeof other, "%s/other", dir);
     struct po_sim_identity stranger;
@@ -1382,7 +1382,7 @@ static void t1_alipay(const char *gateway, const char *keydir)
  * leaves it pending for the retry job. */
 static void test_alipay_refunds(void)
 {
-    char gateway[80], err[PO_ERRBUF_MAX] = "";
+    char gateway[80], err[PO_ERRBUF_SIZE] = "";
     snprintf(gateway, sizeof gateway, "http://127.0.0.1:%u/gateway.do", sim_port);
     t1_alipay(gateway, "sim");
     struct resp r;
@@ -1530,7 +1530,7 @@ static void *srefund_one(void *arg)
     struct srefund_racer *a = arg;
     struct po_store *s = t_open(url);
     struct po_suspense_refund r;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     pthread_barrier_wait(a->go);
     a->rc = po_alert_refund(s, mkey, "t1", a->alert, a->no, "ops", "the payer paid twice", &r, err,
                             sizeof err);
@@ -1672,7 +1672,7 @@ static void test_suspense_refunds(void)
     snprintf(alert, sizeof alert, "alipay:%s:PAY_SUCCESS|paid_after_close", atxn);
     struct po_store *s = t_open(url);
     struct po_suspense_refund sr;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     T_CHECK(po_alert_refund(s, mkey, "t1", alert, "SRA-1", "ops", "paid a closed order", &sr, err,
                             sizeof err) == PO_OK &&
                 sr.created && strcmp(sr.submit_state, "submitted") == 0,
@@ -1865,7 +1865,7 @@ int main(int argc, char **argv)
         die("usage: test_api BACKEND PAYONCE");
     po_log_set_level(PO_LOG_ERROR);
     unsigned char master[32];
-    char sd[300], err[PO_ERRBUF_MAX] = "";
+    char sd[300], err[PO_ERRBUF_SIZE] = "";
     t_env_create("api", dir, sizeof dir, master, &id);
     mkey = master;
     snprintf(sd, sizeof sd, "%s/sim", dir);

@@ -190,7 +190,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     unsigned char master[32];
     struct po_sim_identity id, id2;
-    char sd2[300], err[PO_ERRBUF_MAX] = "";
+    char sd2[300], err[PO_ERRBUF_SIZE] = "";
     t_env_create("gateway", dir, sizeof dir, master, &id);
     snprintf(sd2, sizeof sd2, "%s/sim2", dir);
     if (po_sim_identity_generate(sd2, "cert", err, sizeof err) ||

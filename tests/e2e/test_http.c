@@ -475,7 +475,7 @@ static void build_stripe(json_t *cs, const char *out_trade_no, struct po_sim_req
 static void seed(json_t *order, const char *channel)
 {
     struct po_store *s = t_open(url);
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     bool created = false;
     const char *no = jstr(order, "out_trade_no", "");
     int64_t amount = jint(order, "amount", 100);
@@ -652,7 +652,7 @@ static void store_outage(void)
     struct po_sim_request req;
     build_wechatpay(cs, "W-OUTAGE", &req);
     struct po_store *holder = t_open(url);
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     int64_t ch = 0;
     if (po_store_begin(holder, err, sizeof err))
         die(err);
@@ -807,7 +807,7 @@ int main(int argc, char **argv)
     char mkpath[512];
     snprintf(mkpath, sizeof mkpath, "%s/master.key", dir);
     unsigned char master[32];
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_master_key_load(mkpath, master, err, sizeof err))
         die(err);
     struct po_gateway_cfg cfg;

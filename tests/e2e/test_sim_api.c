@@ -283,7 +283,7 @@ int main(int argc, char **argv)
         die("usage: test_sim_api BACKEND PAYONCE");
     po_log_set_level(PO_LOG_ERROR);
     unsigned char master[32];
-    char sd[300], err[PO_ERRBUF_MAX] = "";
+    char sd[300], err[PO_ERRBUF_SIZE] = "";
     struct po_sim_identity id;
     t_env_create("simapi", dir, sizeof dir, master, &id);
     snprintf(sd, sizeof sd, "%s/sim", dir);

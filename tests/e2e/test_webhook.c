@@ -339,7 +339,7 @@ static void order_for(const char *tenant, const char *no)
 {
     struct po_store *s = t_open(url);
     bool created = false;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     struct po_order_spec o = {tenant, "m1", no, 100, "CNY", NULL};
     if (po_order_create(s, &o, &created, err, sizeof err))
         die(err);
@@ -1156,7 +1156,7 @@ static void test_ssrf(void)
     struct po_egress_policy loose = {.allow_loopback = true};
     struct po_store *s = t_open(url);
     for (int i = 0; i <= PO_NELEM(forms); i++, stored++) {
-        char u[200], err[PO_ERRBUF_MAX] = "";
+        char u[200], err[PO_ERRBUF_SIZE] = "";
         if (i == PO_NELEM(forms) && !byname[0])
             break;
         if (i == PO_NELEM(forms))

@@ -25,7 +25,7 @@ static int64_t one(struct po_store *s, const char *sql)
 
 static void pragma(struct po_store *s, const char *sql)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_exec(s, sql, NULL, 0, NULL, NULL, err, sizeof err)) {
         fprintf(stderr, "FAIL: %s: %s\n", sql, err);
         exit(1);

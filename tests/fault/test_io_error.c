@@ -278,7 +278,7 @@ int main(int argc, char **argv)
     int total = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
-            char err[PO_ERRBUF_MAX] = "";
+            char err[PO_ERRBUF_SIZE] = "";
             if (po_store_exec(engine, "PRAGMA wal_autocheckpoint = 1", NULL, 0, NULL, NULL, err,
                               sizeof err))
                 T_CHECK(false, "wal_autocheckpoint: %s", err);

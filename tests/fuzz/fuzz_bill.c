@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const struct po_channel_ops *ops = po_channel_find("wechatpay");
     struct po_bill b = {0}, again = {0};
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     if (ops->bill_parse((const char *)data, size, &b, err, sizeof err) != PO_OK)
         return 0;
     for (int i = 0; i < b.nrows; i++) {

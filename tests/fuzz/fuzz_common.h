@@ -105,7 +105,7 @@ static inline void fuzz_parse(const struct po_channel_account *a, struct po_sim_
                                 .now_unix = (int64_t)time(NULL)};
     struct po_notify_result out;
     if (po_channel_parse(a, &req, &out) == PO_OK && out.status == PO_NOTIFY_EVENT) {
-        char err[PO_ERRBUF_MAX];
+        char err[PO_ERRBUF_SIZE];
         /* Whatever an adapter hands on must be a valid event. */
         if (!out.pay_txn_id[0] && po_event_validate(&out.ev, err, sizeof err))
             abort();

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > PO_BODY_MAX)
         return 0;
     json_t *ours = NULL, *back = NULL;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     po_err rc = po_json_parse((const char *)data, size, &ours, err, sizeof err);
     json_t *theirs = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
     if (rc == PO_OK) {

@@ -52,7 +52,7 @@ static void assert_one_credit(struct po_store *s, int64_t amount)
 
 static void exec_ok(struct po_store *s, const char *sql)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_exec(s, sql, NULL, 0, NULL, NULL, err, sizeof err))
         fail_msg("%s: %s", sql, err);
 }
@@ -332,7 +332,7 @@ static void rejections_alert_and_change_nothing(void **state)
 
 static void channel_of_order_enforced(void **state)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     bool created = false;
     struct po_order_spec spec = {.tenant = "t1",
                                  .merchant = "m1",
@@ -352,7 +352,7 @@ static void channel_of_order_enforced(void **state)
 static void paid_after_close_goes_to_suspense(void **state)
 {
     t_seed_order(S, "ORD-1", 100);
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     int64_t ch = 0;
     struct po_param p[] = {PO_TEXT("ORD-1")};
     assert_int_equal(po_store_exec(S,
@@ -412,14 +412,14 @@ static po_err srefund_in(struct po_store *s, const char *alert, const char *no,
 {
     err[0] = '\0';
     return po_alert_refund(s, NULL, "t1", alert, no, "ops", "the payer paid twice", r, err,
-                           PO_ERRBUF_MAX);
+                           PO_ERRBUF_SIZE);
 }
 
 static void assert_audit_in(struct po_store *s, const char *alert, const char *actions)
 {
     char got[256] = "";
     struct po_rows r;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     struct po_param p[] = {PO_TEXT(alert)};
     assert_int_equal(po_store_exec(s,
                                    "SELECT action FROM alert_action WHERE tenant_id = 't1' AND"
@@ -437,7 +437,7 @@ static void suspense_refund_returns_the_money_once(void **state)
 {
     paid_twice(S);
     struct po_suspense_refund r;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     assert_int_equal(srefund(DUP_ALERT, "SR-1", &r, err), PO_OK);
     assert_true(r.created);
     assert_string_equal(r.channel, "wechatpay");
@@ -507,7 +507,7 @@ static void suspense_refund_closed_then_another(void **state)
     assert_outcome(t_apply(S, NULL, &pay), PO_OUT_SUSPENSE, 0);
     const char *alert = "wechatpay:4200000001:PAY_SUCCESS|paid_after_close";
     struct po_suspense_refund r;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     assert_int_equal(srefund(alert, "SR-1", &r, err), PO_OK);
     /* Closed by the channel: nothing to release, the money stays parked. */
     struct po_event closed =
@@ -536,7 +536,7 @@ static void suspense_refund_refusals(void **state)
     struct po_event unknown = t_pay_event("ORD-9", "4200000009", 100);
     assert_outcome(t_apply(S, NULL, &unknown), PO_OUT_REJECTED, 0);
     struct po_suspense_refund r;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     /* No money in suspense behind an unknown_order alert. */
     assert_int_equal(srefund("wechatpay:4200000009:PAY_SUCCESS|unknown_order", "SR-1", &r, err),
                      PO_ERR_INVALID);
@@ -576,7 +576,7 @@ static void refused_payment_parked_then_refunded(void **state)
     assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal"), 0);
     const char *alert = "wechatpay:4200000007:PAY_SUCCESS|amount_mismatch";
     struct po_suspense_refund r;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     assert_int_equal(srefund(alert, "SR-1", &r, err), PO_OK);
     assert_true(r.created);
     assert_int_equal(r.amount, 90);
@@ -634,7 +634,7 @@ static void suspense_refund_store_fault_moves_nothing(void **state)
 {
     paid_twice(S);
     struct po_suspense_refund r;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     assert_int_equal(srefund(DUP_ALERT, "SR-1", &r, err), PO_OK);
     struct po_event ok = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "SR-1", "5030000009", 100);
     fail_alert_update = true;
@@ -679,7 +679,7 @@ static void refund_after_close_accepted_once(void **state)
     assert_int_equal(t_balance(S, "suspense"), 30);
     struct po_outcome o;
     bool resolved = false;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_alert_accept(S, "t1", LATE_ALERT, "ops", "the channel confirms it", &o,
                                      &resolved, err, sizeof err),
                      PO_OK);
@@ -718,7 +718,7 @@ static void refund_after_close_accept_never_refunds_more_than_paid(void **state)
     assert_outcome(t_apply(S, NULL, &late), PO_OUT_SUSPENSE, 0);
     struct po_outcome o;
     bool resolved = true;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_alert_accept(S, "t1", LATE_ALERT, "ops", "the channel confirms it", &o,
                                      &resolved, err, sizeof err),
                      PO_OK);
@@ -771,7 +771,7 @@ static void refund_closed_releases_reservation(void **state)
     struct po_event pay = t_pay_event("ORD-1", "4200000001", 100);
     assert_outcome(t_apply(S, NULL, &pay), PO_OUT_APPLIED, 0);
     t_seed_refund(S, "ORD-1", "R-1", 100);
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     /* Fully reserved: a second request cannot reserve more. */
     assert_int_equal(po_refund_create(S, "t1", "ORD-1", "R-2", 1, err, sizeof err),
                      PO_ERR_CONFLICT);
@@ -945,7 +945,7 @@ static void batch_large_mixed(void **state)
         t_seed_order(S, no, 100 + i);
         ev[i] = t_pay_event(no, txn, 100 + i);
     }
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_store_exec_tx(S,
                                       "UPDATE pay_order SET status = 'CLOSED' WHERE out_trade_no"
                                       " IN ('BIG-7', 'BIG-8')",
@@ -1039,7 +1039,7 @@ static void verify_names_every_broken_invariant(void **state)
     struct po_event twice = t_pay_event("ORD-1", "4200000003", 100);
     assert_outcome(t_apply(S, NULL, &twice), PO_OUT_SUSPENSE, 0);
     struct po_suspense_refund sr;
-    char serr[PO_ERRBUF_MAX];
+    char serr[PO_ERRBUF_SIZE];
     assert_int_equal(
         srefund("wechatpay:4200000003:PAY_SUCCESS|duplicate_payment", "SR-1", &sr, serr), PO_OK);
     struct po_event back = t_refund_event(PO_EV_REFUND_SUCCESS, "ORD-1", "SR-1", "5030000003", 100);
@@ -1104,7 +1104,7 @@ static void verify_names_every_broken_invariant(void **state)
         exec_ok(S, cases[i].breaks);
         struct t_checks f = {""};
         int n = 0;
-        char err[PO_ERRBUF_MAX] = "", want[64];
+        char err[PO_ERRBUF_SIZE] = "", want[64];
         assert_int_equal(po_ledger_verify(S, t_collect_check, &f, &n, err, sizeof err), PO_OK);
         snprintf(want, sizeof want, " %s ", cases[i].check);
         if (!strstr(f.checks, want))
@@ -1115,7 +1115,7 @@ static void verify_names_every_broken_invariant(void **state)
     }
     /* duplicate_key: the schema itself refuses a second record or journal
      * of one key; verify checks it too, for a database restored by hand. */
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_not_equal(
         po_store_exec_tx(S,
                          "INSERT INTO journal (tenant_id, idem_key, kind, out_trade_no, currency,"

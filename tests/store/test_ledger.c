@@ -84,7 +84,7 @@ static po_err count_balance(void *ctx, int index, const char *sql)
 
 static void post_then_flush(void **state)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     static struct po_ledger_batch deltas;
     po_ledger_batch_reset(&deltas);
     assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
@@ -126,7 +126,7 @@ static void post_then_flush(void **state)
 /* Opens a transaction and posts and flushes one payment of 100 in it. */
 static void post_one(struct po_store *s)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     static struct po_ledger_batch deltas;
     po_ledger_batch_reset(&deltas);
     struct po_journal j = journal("k1", "channel_clearing:wechatpay", "merchant_payable:m1", 100);
@@ -146,7 +146,7 @@ static void flush_rolls_back_with_its_transaction(void **state)
 
 static void verify_names_what_is_broken(void **state)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     post_one(S);
     assert_int_equal(po_store_commit(S, err, sizeof err), PO_OK);
     /* One posting altered: the journal no longer balances, and the cached

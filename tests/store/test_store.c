@@ -33,7 +33,7 @@ static int64_t tenants(struct po_store *s)
 
 static void migrate_is_idempotent(void **state)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     int applied = -1, version = 0;
     assert_int_equal(po_store_migrate(S, &applied, err, sizeof err), PO_OK);
     assert_int_equal(applied, 0); /* setup already migrated */
@@ -45,7 +45,7 @@ static void migrate_is_idempotent(void **state)
 
 static void params_round_trip(void **state)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     struct po_rows r;
     struct po_param p[] = {PO_I64(INT64_C(-9007199254740993)), PO_TEXT("héllo ' \" ; --"),
                            PO_NULLP};
@@ -71,7 +71,7 @@ static void unique_violation_is_conflict(void **state)
 
 static void other_errors_are_store_errors(void **state)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_store_exec(S, "SELEC nonsense", NULL, 0, NULL, NULL, err, sizeof err),
                      PO_ERR_STORE);
     assert_true(strlen(err) > 0);
@@ -99,7 +99,7 @@ static void rollback_discards(void **state)
 
 static void savepoint_rolls_back_only_its_work(void **state)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
     assert_int_equal(ins_tenant(S, "a"), PO_OK);
     assert_int_equal(po_store_exec(S, "SAVEPOINT sp", NULL, 0, NULL, NULL, err, sizeof err), PO_OK);
@@ -119,7 +119,7 @@ static void savepoint_rolls_back_only_its_work(void **state)
 
 static void changes_count_affected_rows(void **state)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     int64_t ch = -1;
     assert_int_equal(ins_tenant(S, "a"), PO_OK);
     assert_int_equal(ins_tenant(S, "b"), PO_OK);
@@ -135,7 +135,7 @@ static void changes_count_affected_rows(void **state)
 
 static void upsert_adds(void **state)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     for (int i = 0; i < 3; i++) {
         struct po_param p[] = {PO_I64(7)};
         assert_int_equal(po_store_exec(S,
@@ -153,7 +153,7 @@ static void upsert_adds(void **state)
  * backends, with every kind of text and NULLs intact. */
 static void row_sets(void **state)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     static const char *const names[] = {
         "plain",          "quote\" and \\ back", "\xe6\x94\xaf\xe4\xbb\x98",
         "tab\tnew\nline", "{braces},[brackets]", "NULL"};
@@ -216,7 +216,7 @@ static void row_sets(void **state)
  * statement. */
 static void statement_cache_evicts_safely(void **state)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < PO_STMT_CACHE_MAX + 40; i++) {
             char sql[96];
@@ -247,7 +247,7 @@ static void bad_urls_are_refused(void **state)
 {
     (void)state;
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_store_open("mysql://x", &s, err, sizeof err), PO_ERR_INVALID);
     assert_non_null(strstr(err, "unsupported"));
     assert_int_equal(po_store_open("sqlite:", &s, err, sizeof err), PO_ERR_INVALID);

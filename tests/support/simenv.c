@@ -29,7 +29,7 @@ void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[
     snprintf(dir, cap, "%s/payonce-%s-XXXXXX", po_tmp_dir(), name);
     if (!mkdtemp(dir))
         die("mkdtemp", dir);
-    char sd[300], mk[300], err[PO_ERRBUF_MAX] = "";
+    char sd[300], mk[300], err[PO_ERRBUF_SIZE] = "";
     snprintf(sd, sizeof sd, "%s/sim", dir);
     if (po_sim_identity_generate(sd, "cert", err, sizeof err))
         die("sim keys", err);
@@ -300,7 +300,7 @@ void t_gateway_cfg(struct po_gateway_cfg *g, const char *url, const unsigned cha
 struct t_gateway *t_gateway_start(const struct po_gateway_cfg *g, const struct po_server_cfg *scfg)
 {
     struct t_gateway *t = calloc(1, sizeof *t);
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (!t)
         die("calloc", "gateway");
     if (po_gateway_open(g, &t->gw, err, sizeof err) ||

@@ -79,7 +79,7 @@ void t_db_create(const char *backend, char *url, size_t cap)
         pg_url_with_db(getenv("PAYONCE_TEST_PG"), name, url, cap);
     }
     struct po_store *s = t_open(url);
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_migrate(s, NULL, err, sizeof err))
         DIE("migrate %s: %s", url, err);
     po_store_close(s);
@@ -107,7 +107,7 @@ void t_db_drop(const char *url)
 struct po_store *t_open(const char *url)
 {
     struct po_store *s = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_store_open(url, &s, err, sizeof err))
         DIE("open %s: %s", url, err);
     return s;
@@ -115,7 +115,7 @@ struct po_store *t_open(const char *url)
 
 void t_seed_tenant(struct po_store *s)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_tenant_add(s, "t1", "Tenant One", NULL, err, sizeof err) ||
         po_merchant_add(s, "t1", "m1", NULL, err, sizeof err))
         DIE("seed tenant: %s", err);
@@ -123,7 +123,7 @@ void t_seed_tenant(struct po_store *s)
 
 void t_seed_order(struct po_store *s, const char *out_trade_no, int64_t amount)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     bool created = false;
     struct po_order_spec o = {.tenant = "t1",
                               .merchant = "m1",
@@ -138,7 +138,7 @@ void t_seed_order(struct po_store *s, const char *out_trade_no, int64_t amount)
 void t_seed_refund(struct po_store *s, const char *out_trade_no, const char *out_refund_no,
                    int64_t amount)
 {
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_refund_create(s, "t1", out_trade_no, out_refund_no, amount, err, sizeof err))
         DIE("seed refund %s: %s", out_refund_no, err);
 }
@@ -192,7 +192,7 @@ struct po_event t_share_event(const char *out_trade_no, const char *share_id, co
 int64_t t_count(struct po_store *s, const char *sql, const struct po_param *p, int n)
 {
     struct po_rows r;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     int64_t v = 0;
     if (po_store_exec(s, sql, p, n, &r, NULL, err, sizeof err))
         DIE("%s: %s", sql, err);
@@ -236,7 +236,7 @@ void t_collect_check(void *ctx, const struct po_violation *v)
 int t_verify(struct po_store *s)
 {
     int n = -1;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     if (po_ledger_verify(s, print_violation, NULL, &n, err, sizeof err))
         DIE("verify: %s", err);
     return n;

@@ -43,14 +43,14 @@ static po_err parse(const char *data, size_t len, struct po_bill *b, char *err)
     assert_non_null(wx);
     assert_non_null(wx->bill_parse);
     memset(b, 0, sizeof *b);
-    return wx->bill_parse(data, len, b, err, PO_ERRBUF_MAX);
+    return wx->bill_parse(data, len, b, err, PO_ERRBUF_SIZE);
 }
 
 static void the_real_bill(void **state)
 {
     (void)state;
     struct po_bill b;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(parse(vector, vector_len, &b, err), PO_OK);
     assert_int_equal(b.nrows, 45);
     int pays = 0, refunds = 0;
@@ -108,7 +108,7 @@ static void line_endings_and_bom(void **state)
     (void)state;
     size_t len;
     struct po_bill b;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     /* The vector has CRLF line ends, as WeChat Pay sends them; LF alone too. */
     assert_non_null(strstr(vector, "\r\n"));
     char *lf = variant("\r\n", "\n", false, &len);
@@ -150,7 +150,7 @@ static void damaged_bills_are_refused(void **state)
         size_t len;
         char *bad = variant(cases[i].from, cases[i].to, true, &len);
         struct po_bill b;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         if (strcmp(bad, vector) == 0)
             fail_msg("case %zu (%s): the mutation did not apply", i, cases[i].why);
         if (parse(bad, len, &b, err) == PO_OK)
@@ -169,7 +169,7 @@ static void damaged_bills_are_refused(void **state)
     assert_non_null(p);
     memcpy(p, ",`0.08,`0.44,`0.14", strlen(",`0.08,`0.44,`0.14"));
     struct po_bill zb;
-    char zerr[PO_ERRBUF_MAX] = "";
+    char zerr[PO_ERRBUF_SIZE] = "";
     assert_int_not_equal(parse(zero, len, &zb, zerr), PO_OK);
     if (!strstr(zerr, "positive amount"))
         fail_msg("a payment of zero: '%s'", zerr);
@@ -177,7 +177,7 @@ static void damaged_bills_are_refused(void **state)
     /* Truncated anywhere before the summary row ends: refused. */
     for (size_t cut = 0; cut < vector_len - 1; cut += vector_len / 40) {
         struct po_bill b;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         if (parse(vector, cut, &b, err) == PO_OK)
             fail_msg("truncated at %zu of %zu: parsed", cut, vector_len);
     }

@@ -97,7 +97,7 @@ static const char *const accepted[] = {
 static void refused_urls(void **state)
 {
     (void)state;
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         err[0] = '\0';
         if (po_egress_url_ok(&strict, refused[i], err, sizeof err))
@@ -109,7 +109,7 @@ static void refused_urls(void **state)
 static void accepted_urls(void **state)
 {
     (void)state;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++)
         if (!po_egress_url_ok(&strict, accepted[i], err, sizeof err))
             fail_msg("refused: %s (%s)", accepted[i], err);
@@ -138,7 +138,7 @@ static void classes(void **state)
 static void allowances(void **state)
 {
     (void)state;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     struct po_egress_policy dev, onprem;
     assert_int_equal(po_egress_policy_parse("", true, &dev, err, sizeof err), PO_OK);
     assert_true(po_egress_url_ok(&dev, "http://127.0.0.1:8080/hook", err, sizeof err));

@@ -23,20 +23,20 @@ static const char good[] =
 
 static po_err parse(const char *js, struct po_event *ev, char *err)
 {
-    return po_event_from_json(js, strlen(js), ev, err, PO_ERRBUF_MAX);
+    return po_event_from_json(js, strlen(js), ev, err, PO_ERRBUF_SIZE);
 }
 
 static void design_example_parses(void **state)
 {
     (void)state;
     struct po_event ev;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(parse(good, &ev, err), PO_OK);
     assert_string_equal(ev.tenant, "t1");
     assert_int_equal(ev.type, PO_EV_PAY_SUCCESS);
     assert_int_equal(ev.amount_minor, 100);
     assert_int_equal(ev.source, PO_SRC_CALLBACK);
-    char key[PO_KEY_MAX];
+    char key[PO_KEY_SIZE];
     assert_int_equal(po_event_key(&ev, key, sizeof key), PO_OK);
     assert_string_equal(key, "wechatpay:4200001234202612020000000001:PAY_SUCCESS");
 }
@@ -80,7 +80,7 @@ static void bad_events_are_refused_with_reasons(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char js[1024];
         struct po_event ev;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         variant(js, sizeof js, cases[i].from, cases[i].to);
         memset(&ev, 0x5a, sizeof ev);
         po_err rc = parse(js, &ev, err);
@@ -89,7 +89,7 @@ static void bad_events_are_refused_with_reasons(void **state)
                      cases[i].expect);
         assert_int_equal(((unsigned char *)&ev)[0], 0x5a); /* untouched */
     }
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     struct po_event ev;
     assert_int_equal(parse("[]", &ev, err), PO_ERR_INVALID);
     assert_int_equal(parse("{", &ev, err), PO_ERR_INVALID);
@@ -113,7 +113,7 @@ static void pitfall_key_derivation_deterministic(void **state)
     struct po_event b = a;
     b.source = PO_SRC_RECONCILIATION;
     memcpy(b.occurred_at, "2027-01-01T00:00:00Z", 21);
-    char ka[PO_KEY_MAX], kb[PO_KEY_MAX], kc[PO_KEY_MAX];
+    char ka[PO_KEY_SIZE], kb[PO_KEY_SIZE], kc[PO_KEY_SIZE];
     assert_int_equal(po_event_key(&a, ka, sizeof ka), PO_OK);
     for (int i = 0; i < 100; i++) { /* no time or randomness: stable across calls */
         assert_int_equal(po_event_key(&b, kb, sizeof kb), PO_OK);

@@ -86,7 +86,7 @@ static void out_of_bounds_refused_by_name(void **state)
         g.no_jobs = true;
         po_option_set(&g, po_option_find(bad[i].name), bad[i].v);
         struct po_gateway *gw = NULL;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         assert_int_equal(po_gateway_open(&g, &gw, err, sizeof err), PO_ERR_INVALID);
         assert_null(gw);
         assert_non_null(strstr(err, bad[i].name));
@@ -105,7 +105,7 @@ static void opens_within_bounds(void **state)
     g.webhooks.senders = 0;
     g.committers = 4;
     struct po_gateway *gw = NULL;
-    char err[PO_ERRBUF_MAX] = "";
+    char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_gateway_open(&g, &gw, err, sizeof err), PO_OK);
     const struct po_gateway_parts *p = po_gateway_parts(gw);
     assert_non_null(p->pool);

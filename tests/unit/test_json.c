@@ -19,7 +19,7 @@
 
 static po_err parse(const char *text, json_t **out)
 {
-    char err[PO_ERRBUF_MAX];
+    char err[PO_ERRBUF_SIZE];
     *out = NULL;
     return po_json_parse(text, strlen(text), out, err, sizeof err);
 }
@@ -93,7 +93,7 @@ static void refuses_with_a_reason(void **state)
     };
     for (int i = 0; i < PO_NELEM(bad); i++) {
         json_t *v = NULL;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         po_err rc = po_json_parse(bad[i].text, strlen(bad[i].text), &v, err, sizeof err);
         if (rc != bad[i].rc || !strstr(err, bad[i].why))
             fail_msg("%s: got %s \"%s\", want %s \"%s\"", bad[i].text, po_err_name(rc), err,
@@ -118,7 +118,7 @@ static void nesting_is_bounded(void **state)
         }
         deep[2 * open] = '\0';
         json_t *v = NULL;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         po_err rc = po_json_parse(deep, strlen(deep), &v, err, sizeof err);
         if (open <= PO_JSON_DEPTH_MAX) {
             assert_int_equal(rc, PO_OK);
@@ -152,7 +152,7 @@ static void allocation_failures_are_nomem(void **state)
         allocs = 0;
         fail_at = k;
         json_t *v = NULL;
-        char err[PO_ERRBUF_MAX] = "";
+        char err[PO_ERRBUF_SIZE] = "";
         po_err rc = po_json_parse(doc, sizeof doc - 1, &v, err, sizeof err);
         if (allocs <= k) { /* nothing failed: the whole document */
             assert_int_equal(rc, PO_OK);

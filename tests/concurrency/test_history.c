@@ -59,13 +59,15 @@ static int pick(int n)
     return (int)(next() % (uint64_t)n);
 }
 
+/* A broken prediction: a failed check (t_fail) naming the seed and step
+ * to replay; the seed stops at its first. */
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
-        if (!seed_failed)                                                                          \
-            printf("history: FAILED seed=%llu step=%d: ", (unsigned long long)current_seed,        \
-                   current_step);                                                                  \
-        printf(__VA_ARGS__);                                                                       \
-        printf("  (replay: test_history BACKEND --seed %llu)\n",                                   \
+        char what_[512];                                                                           \
+        (void)snprintf(what_, sizeof what_, __VA_ARGS__);                                          \
+        what_[strcspn(what_, "\n")] = '\0';                                                        \
+        t_fail("history seed=%llu step=%d: %s  (replay: test_history BACKEND --seed %llu)",        \
+               (unsigned long long)current_seed, current_step, what_,                              \
                (unsigned long long)current_seed);                                                  \
         seed_failed = 1;                                                                           \
     } while (0)
@@ -484,6 +486,7 @@ static void history(uint64_t seed, int steps)
 
 int main(int argc, char **argv)
 {
+    t_report = stdout;
     const char *backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
     long seeds = strcmp(backend, "sqlite") == 0 ? 600 : 150, steps = 40;

@@ -74,7 +74,8 @@ static void *run(void *arg)
     return NULL;
 }
 
-/* One scenario: ROUNDS rounds of two racing transactions. Returns failures. */
+/* One scenario: ROUNDS rounds of two racing transactions. Returns its
+ * failed checks (counted in t_failures too). */
 static int scenario(const char *backend, const char *name, enum po_event_type type,
                     unsigned disabled, int expect_layer)
 {
@@ -82,7 +83,7 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
     struct po_store *s = t_open(url);
     t_seed_tenant(s);
     bool pg = strcmp(backend, "postgres") == 0;
-    int failures = 0, forced = 0;
+    int failures_before = t_failures, forced = 0;
     int layers[4] = {0};
     for (int r = 0; r < ROUNDS; r++) {
         char no[32], id[32], rno[32];
@@ -122,20 +123,17 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
         if (rv.max_inside == 2)
             forced++;
         if (applied != 1 || other->kind != PO_OUT_DUPLICATE) {
-            fprintf(stderr, "%s round %d: outcomes %s/%s\n", name, r,
-                    po_outcome_name(w[0].out.kind), po_outcome_name(w[1].out.kind));
-            failures++;
+            t_fail("%s round %d: outcomes %s/%s", name, r, po_outcome_name(w[0].out.kind),
+                   po_outcome_name(w[1].out.kind));
             continue;
         }
         layers[other->layer]++;
         /* PostgreSQL: both really were past layer 1, so layer 1 could not
          * have caught the twin. SQLite: never two inside at once. */
-        if (pg ? (rv.max_inside != 2 || other->layer != expect_layer)
-               : (rv.max_inside != 1 || other->layer != 1)) {
-            fprintf(stderr, "%s round %d: inside %d, twin caught by layer %d\n", name, r,
-                    rv.max_inside, other->layer);
-            failures++;
-        }
+        T_CHECK(pg ? rv.max_inside == 2 && other->layer == expect_layer
+                   : rv.max_inside == 1 && other->layer == 1,
+                "%s round %d: inside %d, twin caught by layer %d", name, r, rv.max_inside,
+                other->layer);
     }
     const char *kind = type == PO_EV_PAY_SUCCESS      ? "PAY"
                        : type == PO_EV_REFUND_SUCCESS ? "REFUND"
@@ -146,18 +144,15 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
                                "SELECT COUNT(*) FROM posting p JOIN journal j ON j.tenant_id ="
                                " p.tenant_id AND j.idem_key = p.idem_key WHERE j.kind = ?",
                                kp, 1);
-    if (journals != ROUNDS || postings != 2 * ROUNDS || t_verify(s) != 0) {
-        fprintf(stderr, "%s: journals %lld postings %lld\n", name, (long long)journals,
-                (long long)postings);
-        failures++;
-    }
+    T_CHECK(journals == ROUNDS && postings == 2 * ROUNDS && t_verify(s) == 0,
+            "%s: journals %lld postings %lld", name, (long long)journals, (long long)postings);
     t_figure("# seed-incident[%s] %-22s rounds=%d interleaving forced=%d twin caught by"
              " layer1=%d layer2=%d layer3=%d journals=%lld posting pairs=%lld%s\n",
              backend, name, ROUNDS, forced, layers[1], layers[2], layers[3], (long long)journals,
-             (long long)postings / 2, failures ? " FAILED" : "");
+             (long long)postings / 2, t_failures > failures_before ? " FAILED" : "");
     po_store_close(s);
     t_db_drop(url);
-    return failures;
+    return t_failures - failures_before;
 }
 
 int main(int argc, char **argv)

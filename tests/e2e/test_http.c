@@ -43,19 +43,6 @@ static const char *backend;
 static char url[T_URL_MAX], dir[256], bin[PATH_MAX];
 static unsigned port;
 static struct po_privkey *wx_key, *wx_key2, *ali_key;
-static int failures, passes;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passes++;                                                                              \
-        } else {                                                                                   \
-            failures++;                                                                            \
-            printf("FAIL: " __VA_ARGS__); /* stdout: stderr is the captured server log */          \
-            putchar('\n');                                                                         \
-        }                                                                                          \
-    } while (0)
-
 static void die(const char *msg)
 {
     fprintf(stderr, "test_http: %s\n", msg);
@@ -536,7 +523,7 @@ static void known_members(const char *channel, const char *name, const char *wha
         bool ok = false;
         for (size_t i = 0; i < n && !ok; i++)
             ok = strcmp(k, names[i]) == 0;
-        CHECK(ok, "%s/%s: unknown %s key \"%s\"", channel, name, what, k);
+        T_CHECK(ok, "%s/%s: unknown %s key \"%s\"", channel, name, what, k);
     }
 }
 
@@ -555,8 +542,8 @@ static void run_case(const char *channel, json_t *cs)
     known_members(channel, name, "case", cs, case_keys, PO_NELEM(case_keys));
     known_members(channel, name, "expect", ex, expect_keys, PO_NELEM(expect_keys));
     known_members(channel, name, "order", order, order_keys, PO_NELEM(order_keys));
-    CHECK(json_is_object(ex) && json_object_get(ex, "status"), "%s/%s: expect.status is required",
-          channel, name);
+    T_CHECK(json_is_object(ex) && json_object_get(ex, "status"), "%s/%s: expect.status is required",
+            channel, name);
     const char *no = order ? jstr(order, "out_trade_no", "")
                            : jstr(json_object_get(cs, "event"), "out_trade_no", "");
     if (order)
@@ -584,15 +571,15 @@ static void run_case(const char *channel, json_t *cs)
         pthread_join(th[i], NULL);
     long want = (long)jint(ex, "status", 0);
     for (int i = 0; i < n; i++) {
-        CHECK(d[i].reply.status == want, "%s/%s: delivery %d status %ld, expected %ld (%s)",
-              channel, name, i + 1, d[i].reply.status, want, d[i].reply.body);
+        T_CHECK(d[i].reply.status == want, "%s/%s: delivery %d status %ld, expected %ld (%s)",
+                channel, name, i + 1, d[i].reply.status, want, d[i].reply.body);
         const char *body = jstr(ex, "body", NULL), *contains = jstr(ex, "body_contains", NULL);
         if (body)
-            CHECK(strcmp(d[i].reply.body, body) == 0, "%s/%s: body '%s', expected '%s'", channel,
-                  name, d[i].reply.body, body);
+            T_CHECK(strcmp(d[i].reply.body, body) == 0, "%s/%s: body '%s', expected '%s'", channel,
+                    name, d[i].reply.body, body);
         if (contains)
-            CHECK(strstr(d[i].reply.body, contains) != NULL, "%s/%s: body '%s' lacks '%s'", channel,
-                  name, d[i].reply.body, contains);
+            T_CHECK(strstr(d[i].reply.body, contains) != NULL, "%s/%s: body '%s' lacks '%s'",
+                    channel, name, d[i].reply.body, contains);
     }
     struct {
         const char *field, *sql;
@@ -609,8 +596,8 @@ static void run_case(const char *channel, json_t *cs)
         if (!w)
             continue;
         int64_t got = count_for(effects[i].sql, no);
-        CHECK(got == json_integer_value(w), "%s/%s: %s %lld, expected %lld", channel, name,
-              effects[i].field, (long long)got, (long long)json_integer_value(w));
+        T_CHECK(got == json_integer_value(w), "%s/%s: %s %lld, expected %lld", channel, name,
+                effects[i].field, (long long)got, (long long)json_integer_value(w));
     }
     const char *st = jstr(ex, "order_status", NULL);
     if (st) {
@@ -619,7 +606,7 @@ static void run_case(const char *channel, json_t *cs)
                  "SELECT COUNT(*) FROM pay_order WHERE status = '%s' AND"
                  " out_trade_no = ?",
                  st);
-        CHECK(count_for(sql, no) == 1, "%s/%s: order not %s", channel, name, st);
+        T_CHECK(count_for(sql, no) == 1, "%s/%s: order not %s", channel, name, st);
     }
     json_t *um = json_object_get(ex, "unmapped");
     if (um) {
@@ -629,8 +616,8 @@ static void run_case(const char *channel, json_t *cs)
         int64_t got = count_for("SELECT COUNT(*) FROM alert WHERE reason = 'unmappable_event'"
                                 " AND idem_key LIKE ?",
                                 like);
-        CHECK(got == json_integer_value(um), "%s/%s: unmapped %lld, expected %lld", channel, name,
-              (long long)got, (long long)json_integer_value(um));
+        T_CHECK(got == json_integer_value(um), "%s/%s: unmapped %lld, expected %lld", channel, name,
+                (long long)got, (long long)json_integer_value(um));
     }
     int retried = 0;
     for (int i = 0; i < n; i++)
@@ -666,15 +653,15 @@ static void store_outage(void)
     send_once(&d);
     po_store_rollback(holder);
     po_store_close(holder);
-    CHECK(d.reply.status >= 500 && strstr(d.reply.body, "FAIL"),
-          "outage: status %ld body %s, expected 5xx FAIL", d.reply.status, d.reply.body);
-    CHECK(count_for("SELECT COUNT(*) FROM notify_log WHERE out_trade_no = ?", "W-OUTAGE") == 0,
-          "outage: a processed record was written");
+    T_CHECK(d.reply.status >= 500 && strstr(d.reply.body, "FAIL"),
+            "outage: status %ld body %s, expected 5xx FAIL", d.reply.status, d.reply.body);
+    T_CHECK(count_for("SELECT COUNT(*) FROM notify_log WHERE out_trade_no = ?", "W-OUTAGE") == 0,
+            "outage: a processed record was written");
     struct delivery r = {"wechatpay", "t1", &req, {0}, 0};
     send_once(&r);
-    CHECK(r.reply.status == 204, "outage: retry status %ld", r.reply.status);
-    CHECK(count_for("SELECT COUNT(*) FROM journal WHERE out_trade_no = ?", "W-OUTAGE") == 1,
-          "outage: retry not credited once");
+    T_CHECK(r.reply.status == 204, "outage: retry status %ld", r.reply.status);
+    T_CHECK(count_for("SELECT COUNT(*) FROM journal WHERE out_trade_no = ?", "W-OUTAGE") == 1,
+            "outage: retry not credited once");
     printf("# http[%s] store outage: first delivery %ld, retry %ld, credited once\n", backend,
            d.reply.status, r.reply.status);
     po_sim_request_free(&req);
@@ -706,34 +693,34 @@ static void check_admin(void)
 {
     struct reply r;
     admin_call("GET", "/admin", NULL, NULL, &r);
-    CHECK(r.status == 200 && strstr(r.body, "Acknowledge"), "GET /admin: %ld", r.status);
+    T_CHECK(r.status == 200 && strstr(r.body, "Acknowledge"), "GET /admin: %ld", r.status);
     admin_call("GET", "/admin/api/summary", NULL, NULL, &r);
-    CHECK(r.status == 401, "summary without the token: %ld", r.status);
+    T_CHECK(r.status == 401, "summary without the token: %ld", r.status);
     admin_call("GET", "/admin/api/summary", "test-admin-token-0123456788", NULL, &r);
-    CHECK(r.status == 401, "summary with another token: %ld", r.status);
+    T_CHECK(r.status == 401, "summary with another token: %ld", r.status);
     admin_call("GET", "/admin/api/summary", ADMIN_TOKEN, NULL, &r);
     json_t *j = json_loads(r.body, 0, NULL);
     json_t *alert = json_array_get(json_object_get(j, "alerts"), 0);
-    CHECK(r.status == 200 && strstr(r.body, "\"outcome\":\"applied\"") &&
-              strstr(r.body, "\"merchant_balances\"") && alert,
-          "summary: %ld %.300s", r.status, r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"outcome\":\"applied\"") &&
+                strstr(r.body, "\"merchant_balances\"") && alert,
+            "summary: %ld %.300s", r.status, r.body);
     char body[1024];
     snprintf(body, sizeof body, "{\"tenant\":\"%s\",\"id\":\"%s\",\"note\":\"seen\"}",
              json_string_value(json_object_get(alert, "tenant")) ?: "",
              json_string_value(json_object_get(alert, "id")) ?: "");
     json_decref(j);
     admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, body, &r);
-    CHECK(r.status == 200 && strstr(r.body, "\"changed\":true"), "ack: %ld %s", r.status, r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"changed\":true"), "ack: %ld %s", r.status, r.body);
     admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, body, &r);
-    CHECK(r.status == 200 && strstr(r.body, "\"changed\":false"), "ack again: %ld %s", r.status,
-          r.body);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"changed\":false"), "ack again: %ld %s", r.status,
+            r.body);
     admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, "{\"tenant\":\"t1\",\"id\":\"nope\"}",
                &r);
-    CHECK(r.status == 404, "ack of no alert: %ld", r.status);
+    T_CHECK(r.status == 404, "ack of no alert: %ld", r.status);
     admin_call("POST", "/admin/api/alerts/ack", ADMIN_TOKEN, "[1", &r);
-    CHECK(r.status == 400, "ack of broken JSON: %ld", r.status);
+    T_CHECK(r.status == 400, "ack of broken JSON: %ld", r.status);
     admin_call("POST", "/admin/api/alerts/ack", NULL, body, &r);
-    CHECK(r.status == 401, "ack without the token: %ld", r.status);
+    T_CHECK(r.status == 401, "ack without the token: %ld", r.status);
 }
 
 static void check_endpoints(void)
@@ -760,8 +747,8 @@ static void check_endpoints(void)
         snprintf(u, sizeof u, "http://127.0.0.1:%u%s", port, gets[i].path);
         struct t_http_req q = {.url = u};
         r.status = t_http(&q, r.body, sizeof r.body, &r.len);
-        CHECK(r.status == gets[i].status && strstr(r.body, gets[i].contains),
-              "GET %s: %ld, body lacks %s", gets[i].path, r.status, gets[i].contains);
+        T_CHECK(r.status == gets[i].status && strstr(r.body, gets[i].contains),
+                "GET %s: %ld, body lacks %s", gets[i].path, r.status, gets[i].contains);
     }
 }
 
@@ -775,10 +762,10 @@ static void check_log(const char *path)
     int lines = 0;
     for (const char *p = log; (p = strstr(p, "\"msg\":\"callback\",\"request_id\":\"")); p++)
         lines++;
-    CHECK(lines >= 40, "only %d callback log lines", lines);
-    CHECK(!strstr(log, T1_APIV3), "the APIv3 key appears in the log");
-    CHECK(!strstr(log, STRIPE_SECRET), "the webhook secret appears in the log");
-    CHECK(!strstr(log, "PRIVATE KEY"), "a private key appears in the log");
+    T_CHECK(lines >= 40, "only %d callback log lines", lines);
+    T_CHECK(!strstr(log, T1_APIV3), "the APIv3 key appears in the log");
+    T_CHECK(!strstr(log, STRIPE_SECRET), "the webhook secret appears in the log");
+    T_CHECK(!strstr(log, "PRIVATE KEY"), "a private key appears in the log");
     printf("# http[%s] %d callback log lines, no secret in them\n", backend, lines);
     free(log);
 }
@@ -786,6 +773,7 @@ static void check_log(const char *path)
 int main(int argc, char **argv)
 {
     backend = t_backend(argc, argv);
+    t_report = stdout; /* stderr is the captured server log */
     if (argc < 3)
         die("usage: test_http BACKEND PAYONCE_BINARY");
     if (!realpath(argv[2], bin))
@@ -839,7 +827,7 @@ int main(int argc, char **argv)
     check_log(logpath);
     struct po_store *s = t_open(url);
     int violations = t_verify(s);
-    CHECK(violations == 0, "verify found %d violations", violations);
+    T_CHECK(violations == 0, "verify found %d violations", violations);
     po_store_close(s);
     t_db_drop(url);
     curl_global_cleanup();
@@ -850,6 +838,6 @@ int main(int argc, char **argv)
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     if (system(rm)) { /* lint-ok */
     }
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    printf("%d passed, %d failed\n", t_passes, t_failures);
+    return t_failures ? 1 : 0;
 }

@@ -16,6 +16,20 @@
 #include <unistd.h>
 
 int t_passes, t_failures;
+FILE *t_report;
+
+void t_fail(const char *fmt, ...)
+{
+    FILE *f = t_report ? t_report : stderr;
+    va_list ap;
+    va_start(ap, fmt);
+    t_failures++;
+    fputs("FAIL: ", f);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+    va_end(ap);
+}
 
 #define DIE(...)                                                                                   \
     do {                                                                                           \

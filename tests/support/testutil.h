@@ -21,18 +21,21 @@
 
 #define T_URL_MAX 512
 
-/* Checks that count instead of stopping: a failed one prints "FAIL: …" and
- * the program reports t_passes/t_failures at the end. */
+/* The suite's two assertion styles: cmocka's assert_* in the unit and
+ * store tests (one process, one case at a time), and these checks in the
+ * programs that drive servers, processes and threads, which count instead
+ * of stopping: a failed one prints "FAIL: …" (to t_report, or stderr when
+ * it is NULL) and the program reports t_passes/t_failures at the end. */
 extern int t_passes, t_failures;
+extern FILE *t_report;
+/* Counts a failure and says what failed (printf-style). */
+void t_fail(const char *fmt, ...) PO_PRINTF(1, 2);
 #define T_CHECK(cond, ...)                                                                         \
     do {                                                                                           \
         if (cond)                                                                                  \
             t_passes++;                                                                            \
-        else {                                                                                     \
-            t_failures++;                                                                          \
-            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                 \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
+        else                                                                                       \
+            t_fail(__VA_ARGS__);                                                                   \
     } while (0)
 
 /* Picks the backend from argv[1]; exits 77 (skip) or 1 when unavailable. */

@@ -37,6 +37,13 @@ struct worker {
     struct po_outcome out[PO_BATCH_MAX];
     struct po_engine_work work[PO_BATCH_MAX];
     int ev_of[PO_BATCH_MAX], work_of[PO_BATCH_MAX]; /* their item's index */
+    /* the alerts' copies (their works' ctx): the worker's own memory, so
+     * that an alert answered at its deadline may still be written */
+    struct alert_copy {
+        struct po_event ev;
+        struct po_commit_alert a;
+    } alerts[PO_BATCH_MAX];
+    bool work_is_alert[PO_BATCH_MAX];
     struct po_guard_token tok[PO_BATCH_MAX];
     int tok_of[PO_BATCH_MAX];
     /* the batch in items[0..nwatch) (mu): the watchdog answers those past
@@ -180,6 +187,12 @@ static void count_batch(struct po_committer *c, int n, bool failed)
         atomic_fetch_add(&c->failures, 1);
 }
 
+static po_err alert_work(struct po_store *s, void *ctx)
+{
+    const struct alert_copy *a = ctx;
+    return po_engine_alert_in(s, &a->ev, a->a.reason, a->a.detail, a->a.outcome);
+}
+
 /*
  * Applies one batch (w->items[0..n)) and answers each of its items.
  *
@@ -193,7 +206,7 @@ static void run(struct worker *w, int n)
 {
     struct po_committer *c = w->c;
     const struct po_committer_cfg *cfg = &c->cfg;
-    int ng = 0, ne = 0, nw = 0, nans = 0;
+    int ng = 0, ne = 0, nw = 0, na = 0, nans = 0;
     struct po_commit_item *refused = NULL, *answer[PO_BATCH_MAX];
     pthread_mutex_lock(&w->mu);
     for (int i = 0; i < n; i++) {
@@ -223,8 +236,14 @@ static void run(struct worker *w, int n)
             w->abandoned[i] = true; /* answered now, by us */
             it->next = refused;
             refused = it;
+        } else if (it->alert.reason != PO_R_NONE) {
+            w->alerts[na] = (struct alert_copy){it->ev, it->alert};
+            w->work[nw] = (struct po_engine_work){alert_work, &w->alerts[na++], PO_OK};
+            w->work_is_alert[nw] = true;
+            w->work_of[nw++] = i;
         } else if (it->work.fn) {
             w->work[nw] = it->work;
+            w->work_is_alert[nw] = false;
             w->work_of[nw++] = i;
         } else {
             w->ev[ne] = it->ev;
@@ -246,8 +265,11 @@ static void run(struct worker *w, int n)
         answer[nans++] = it;
     }
     for (int j = 0; j < nw; j++) {
+        if (w->abandoned[w->work_of[j]]) {
+            PO_ASSERT(w->work_is_alert[j]); /* works have no deadline */
+            continue;
+        }
         struct po_commit_item *it = w->items[w->work_of[j]];
-        PO_ASSERT(!w->abandoned[w->work_of[j]]); /* works have no deadline */
         it->work.rc = w->work[j].rc;
         answer[nans++] = it;
     }

@@ -842,8 +842,8 @@ po_err po_engine_run_event(struct ev_ctx *c, struct po_ledger_batch *batch_delta
     return PO_OK;
 }
 
-po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_reason reason,
-                       const char *detail, const char *outcome)
+po_err po_engine_alert_in(struct po_store *s, const struct po_event *ev, enum po_reason reason,
+                          const char *detail, const char *outcome)
 {
     struct ev_ctx *c = calloc(1, sizeof *c);
     char now[PO_TIME_SIZE];
@@ -856,14 +856,22 @@ po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_re
     detailf(c, "%s", detail ? detail : "");
     po_err rc = po_event_key(ev, c->key, sizeof c->key);
     PO_ASSERT(rc == PO_OK);
-    rc = po_store_begin(s, c->err, sizeof c->err);
+    rc = alert(c, reason, outcome);
+    free(c);
+    return rc;
+}
+
+po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_reason reason,
+                       const char *detail, const char *outcome)
+{
+    char err[PO_ERRBUF_SIZE];
+    po_err rc = po_store_begin(s, err, sizeof err);
     if (!rc) {
-        rc = alert(c, reason, outcome);
+        rc = po_engine_alert_in(s, ev, reason, detail, outcome);
         if (rc)
             po_store_rollback(s);
         else
-            rc = po_store_commit(s, c->err, sizeof c->err);
+            rc = po_store_commit(s, err, sizeof err);
     }
-    free(c);
     return rc;
 }

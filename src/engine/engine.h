@@ -53,6 +53,9 @@ void po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,
  */
 po_err po_engine_alert(struct po_store *s, const struct po_event *ev, enum po_reason reason,
                        const char *detail, const char *outcome) PO_MUST_CHECK;
+/* The same inside the caller's transaction (the committer's batch). */
+po_err po_engine_alert_in(struct po_store *s, const struct po_event *ev, enum po_reason reason,
+                          const char *detail, const char *outcome) PO_MUST_CHECK;
 
 /* A batch of one. */
 void po_engine_apply(struct po_store *s, const struct po_engine_cfg *cfg, const struct po_event *ev,
@@ -124,14 +127,22 @@ struct po_committer_cfg {
 };
 
 struct po_commit_item {
-    /* in: an event, or (work.fn set) a work */
+    /* in: an event, or (work.fn set) a work, or (alert.reason set) the
+     * alert of a verified event that cannot be applied (ev), written with
+     * po_engine_alert_in from the batch's own copy, so that it may have a
+     * deadline like an event; its result is in work.rc */
     struct po_event ev;
     struct po_engine_work work;
+    struct po_commit_alert {
+        enum po_reason reason; /* PO_R_NONE: not an alert */
+        char detail[PO_DETAIL_SIZE];
+        char outcome[16]; /* the callback's outcome, for the log line */
+    } alert;
     char route[PO_ID_MAX * 2 + 2]; /* routing key; "" routes by the event's tenant and order */
     bool has_guard;                /* guard is set, for cfg.guard */
     struct po_guard_token guard;
-    /* An event's deadline (po_now_us() clock; 0: none — works never have
-     * one). Past it the item is answered retry (deadline_exceeded) at once,
+    /* An event's or an alert's deadline (po_now_us() clock; 0: none —
+     * works never have one). Past it the item is answered retry (deadline_exceeded) at once,
      * whether it is still queued or in a batch the database has not
      * finished: its caller's answer (the channel's FAIL) never waits for a
      * database that does not answer. A batch that still commits later

@@ -99,17 +99,12 @@ static void committed(struct po_commit_item *it)
     finish(cb);
 }
 
-/* Hands the event to the committer; true when done() will come from it. */
-static bool submit(struct po_callback *cb)
+/* Queues cb->item (filled but for these) with the callback's deadline;
+ * true when done() will come from the committer. */
+static bool to_committer(struct po_callback *cb, void (*done)(struct po_commit_item *it))
 {
-    PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
-                        cb->res.ev.out_trade_no) == PO_OK);
-    memset(&cb->item, 0, sizeof cb->item);
-    cb->item.ev = cb->res.ev;
-    cb->item.done = committed;
+    cb->item.done = done;
     cb->item.user = cb;
-    po_accounts_token(cb->acct, &cb->item.guard);
-    cb->item.has_guard = true;
     if (cb->ctx->deadline_ms > 0 && cb->arrived_us)
         cb->item.deadline_us = cb->arrived_us + (uint64_t)cb->ctx->deadline_ms * 1000;
     if (po_committer_submit(cb->ctx->committer, &cb->item) == PO_OK)
@@ -117,6 +112,18 @@ static bool submit(struct po_callback *cb)
     decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
     cb_log(cb, PO_LOG_WARN, "the committer's queue is full");
     return false;
+}
+
+/* Hands the event to the committer; true when done() will come from it. */
+static bool submit(struct po_callback *cb)
+{
+    PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
+                        cb->res.ev.out_trade_no) == PO_OK);
+    memset(&cb->item, 0, sizeof cb->item);
+    cb->item.ev = cb->res.ev;
+    po_accounts_token(cb->acct, &cb->item.guard);
+    cb->item.has_guard = true;
+    return to_committer(cb, committed);
 }
 
 /* To the worker pool; true when done() will come from there. */
@@ -170,15 +177,32 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
     return verify(cb);
 }
 
-/* Records the verification result's alert, then decides kind (the ack is
- * success); retry when the alert cannot be stored. Worker thread only. */
-static void alert_then(struct po_callback *cb, struct po_store *s, enum po_outcome_kind kind)
+static void alerted(struct po_commit_item *it)
+{
+    struct po_callback *cb = it->user;
+    if (it->work.rc == PO_OK)
+        decide(cb, cb->alert_kind, cb->res.reason);
+    else /* not written: at its deadline, or the batch did not commit */
+        decide(cb, PO_OUT_RETRY,
+               it->out.kind == PO_OUT_RETRY ? it->out.reason : PO_R_STORE_UNAVAILABLE);
+    finish(cb);
+}
+
+/* Hands the verification result's alert to the committer, to be written
+ * in a batch like an event (with the callback's deadline); once it is,
+ * the decision is kind (the ack is success), retry when it is not. True
+ * when done() will come from the committer. */
+static bool submit_alert(struct po_callback *cb, enum po_outcome_kind kind)
 {
     const struct po_notify_result *res = &cb->res;
-    if (po_engine_alert(s, &res->ev, res->reason, res->detail, po_outcome_name(kind)))
-        decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
-    else
-        decide(cb, kind, res->reason);
+    memset(&cb->item, 0, sizeof cb->item);
+    cb->item.ev = res->ev;
+    cb->item.alert.reason = res->reason;
+    (void)snprintf(cb->item.alert.detail, sizeof cb->item.alert.detail, "%s", res->detail);
+    PO_ASSERT(po_strcpy(cb->item.alert.outcome, sizeof cb->item.alert.outcome,
+                        po_outcome_name(kind)) == PO_OK);
+    cb->alert_kind = kind;
+    return to_committer(cb, alerted);
 }
 
 /*
@@ -213,10 +237,7 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
         /* Verified, but nothing payonce can apply: one alert keyed by the
          * channel's event id (a resend finds it there), and success, so the
          * channel stops resending. */
-        if (!s)
-            return to_worker(cb);
-        alert_then(cb, s, PO_OUT_IGNORED);
-        return false;
+        return submit_alert(cb, PO_OUT_IGNORED);
     case PO_NOTIFY_MISMATCH: {
         /* Verified, but for another merchant or app: an alert, never a
          * credit, and the channel stops resending. */
@@ -225,12 +246,9 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
             refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
             return false;
         }
-        if (!s)
-            return to_worker(cb);
         PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
                             res->ev.out_trade_no) == PO_OK);
-        alert_then(cb, s, PO_OUT_REJECTED);
-        return false;
+        return submit_alert(cb, PO_OUT_REJECTED);
     }
     case PO_NOTIFY_EVENT:
         break;

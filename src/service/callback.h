@@ -54,6 +54,7 @@ struct po_callback {
     struct po_account_ref *acct;
     struct po_notify_result res;
     struct po_commit_item item;
+    enum po_outcome_kind alert_kind; /* the decision once its alert is written */
     bool verified, rechecked, restale;
 };
 

@@ -9,7 +9,12 @@
  *     an independent connection already sees the event's journal;
  *   - batching: concurrent submitters share batches; a lone event on an
  *     idle committer is a batch of one;
- *   - stopping answers everything still queued.
+ *   - stopping answers everything still queued;
+ *   - the alert of a verified callback that cannot be applied is written
+ *     in a batch like an event: once, with work.rc OK; with a deadline
+ *     that passes while the database stalls, it is answered retry at once
+ *     and its caller's item may be gone (freed in done(): ASan would see a
+ *     touch), while the batch still writes it from its own copy.
  */
 #include "../support/testutil.h"
 
@@ -21,7 +26,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ORDERS 60
 #define SUBMITTERS 8
@@ -31,10 +38,16 @@ static char url[T_URL_MAX];
 static atomic_bool fail_commits;
 static atomic_int commits_failed;
 
+static atomic_bool stall_alerts; /* the alert INSERT waits 300 ms */
+
 static po_err hook(void *ctx, int idx, const char *sql)
 {
     (void)ctx;
     (void)idx;
+    if (atomic_load(&stall_alerts) && strncmp(sql, "INSERT INTO alert ", 18) == 0) {
+        struct timespec ms300 = {0, 300000000L};
+        nanosleep(&ms300, NULL);
+    }
     if (atomic_load(&fail_commits) && strcmp(sql, "COMMIT") == 0) {
         atomic_fetch_add(&commits_failed, 1);
         return PO_ERR_TRANSIENT;
@@ -194,11 +207,82 @@ static void no_ack_before_commit(void **state)
     t_db_drop(url);
 }
 
+static atomic_int alert_answers;
+static enum po_reason alert_answer_reason;
+static po_err alert_answer_rc;
+
+/* The caller of an alert item: notes the answer, then frees the item. */
+static void alert_done(struct po_commit_item *it)
+{
+    alert_answer_reason = it->out.kind == PO_OUT_RETRY ? it->out.reason : PO_R_NONE;
+    alert_answer_rc = it->work.rc;
+    free(it);
+    atomic_fetch_add(&alert_answers, 1);
+}
+
+static struct po_commit_item *alert_item(const char *no, const char *txn, uint64_t deadline_us)
+{
+    struct po_commit_item *it = calloc(1, sizeof *it);
+    assert_non_null(it);
+    it->ev = t_pay_event(no, txn, 100);
+    it->alert.reason = PO_R_MCHID_MISMATCH;
+    (void)snprintf(it->alert.detail, sizeof it->alert.detail, "callback for another mchid");
+    (void)snprintf(it->alert.outcome, sizeof it->alert.outcome, "rejected");
+    it->deadline_us = deadline_us;
+    it->done = alert_done;
+    return it;
+}
+
+static void wait_answers(int n)
+{
+    for (int i = 0; i < 5000 && atomic_load(&alert_answers) < n; i++) {
+        struct timespec ms = {0, 1000000L};
+        nanosleep(&ms, NULL);
+    }
+    assert_int_equal(atomic_load(&alert_answers), n);
+}
+
+static void alerts_in_batches(void **state)
+{
+    (void)state;
+    t_db_create(backend, url, sizeof url);
+    struct po_store *s = t_open(url);
+    t_seed_tenant(s);
+    char err[PO_ERRBUF_SIZE] = "";
+    struct po_committer_cfg cc = {
+        .db_url = url, .workers = 1, .batch_max = 8, .queue_max = 64, .fault = hook};
+    struct po_committer *c = NULL;
+    assert_int_equal(po_committer_start(&cc, &c, err, sizeof err), PO_OK);
+    const char *count = "SELECT COUNT(*) FROM alert WHERE reason = 'mchid_mismatch'";
+    /* Written once, however often it comes. */
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(po_committer_submit(c, alert_item("A-1", "4200ALERT1", 0)), PO_OK);
+        wait_answers(k + 1);
+        assert_int_equal(alert_answer_rc, PO_OK);
+    }
+    assert_int_equal(t_count(s, count, NULL, 0), 1);
+    /* The database stalls past the deadline: answered retry at it, the
+     * item freed by its caller, the alert written anyway from the copy. */
+    atomic_store(&stall_alerts, true);
+    assert_int_equal(po_committer_submit(c, alert_item("A-2", "4200ALERT2", po_now_us() + 50000)),
+                     PO_OK);
+    wait_answers(3);
+    assert_int_equal(alert_answer_reason, PO_R_DEADLINE_EXCEEDED);
+    assert_int_equal(alert_answer_rc, PO_ERR_TRANSIENT);
+    po_committer_stop(c); /* the batch in flight finishes first */
+    atomic_store(&stall_alerts, false);
+    assert_int_equal(t_count(s, count, NULL, 0), 2);
+    assert_int_equal(t_count(s, "SELECT COUNT(*) FROM journal", NULL, 0), 0);
+    po_store_close(s);
+    t_db_drop(url);
+}
+
 int main(int argc, char **argv)
 {
     backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(no_ack_before_commit)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(no_ack_before_commit),
+                                       cmocka_unit_test(alerts_in_batches)};
     char name[64];
     snprintf(name, sizeof name, "committer[%s]", backend);
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);

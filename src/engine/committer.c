@@ -43,7 +43,6 @@ struct worker {
         struct po_event ev;
         struct po_commit_alert a;
     } alerts[PO_BATCH_MAX];
-    bool work_is_alert[PO_BATCH_MAX];
     struct po_guard_token tok[PO_BATCH_MAX];
     int tok_of[PO_BATCH_MAX];
     /* the batch in items[0..nwatch) (mu): the watchdog answers those past
@@ -239,11 +238,9 @@ static void run(struct worker *w, int n)
         } else if (it->alert.reason != PO_R_NONE) {
             w->alerts[na] = (struct alert_copy){it->ev, it->alert};
             w->work[nw] = (struct po_engine_work){alert_work, &w->alerts[na++], PO_OK};
-            w->work_is_alert[nw] = true;
             w->work_of[nw++] = i;
         } else if (it->work.fn) {
             w->work[nw] = it->work;
-            w->work_is_alert[nw] = false;
             w->work_of[nw++] = i;
         } else {
             w->ev[ne] = it->ev;
@@ -266,7 +263,7 @@ static void run(struct worker *w, int n)
     }
     for (int j = 0; j < nw; j++) {
         if (w->abandoned[w->work_of[j]]) {
-            PO_ASSERT(w->work_is_alert[j]); /* works have no deadline */
+            PO_ASSERT(w->work[j].fn == alert_work); /* works have no deadline */
             continue;
         }
         struct po_commit_item *it = w->items[w->work_of[j]];

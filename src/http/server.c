@@ -44,8 +44,7 @@ struct po_server {
     struct MHD_Daemon *daemon;
     struct MHD_Daemon *ops_daemon; /* --ops-listen: health, readiness, metrics */
     struct po_gateway *gw;
-    const struct po_gateway_cfg *cfg; /* the gateway's: listeners and limits */
-    struct po_http_ctx http;          /* what the handlers see */
+    struct po_http_ctx http; /* what the handlers see */
     size_t body_max;
     int64_t (*clock)(void *ctx); /* tests: NULL, the real one */
     void *clock_ctx;
@@ -833,7 +832,6 @@ po_err po_server_start(struct po_gateway *gw, const struct po_server_cfg *cfg,
     if (!srv)
         return PO_ERR_NOMEM;
     srv->gw = gw;
-    srv->cfg = g;
     srv->http.gw = parts;
     srv->body_max = (size_t)g->body_max;
     srv->head_us = g->header_timeout_s * INT64_C(1000000);

@@ -20,8 +20,14 @@
  *     accepted; submitted to the simulator's refund API signed with the
  *     merchant key; its callback, delivered 1 + 3 concurrent times, posts
  *     one reversal; journal paging; the reaper
- * Every part ends by checking the rows and, at the end, every ledger
- * invariant.
+ * Each case is independent: it runs on its own copy of a template database
+ * (two tenants, their merchants and API keys) with its own gateways and
+ * serve child, makes the rows it needs, checks them, and ends with every
+ * ledger invariant on its database. `test_api BACKEND PAYONCE CASE...` runs
+ * some; the order is shuffled by a printed seed (PAYONCE_TEST_SEED). The
+ * simulator is the one channel they all share, as a real one would be: a
+ * refund number is the same refund to it in any case, so no two cases use
+ * the same one.
  */
 #include "../../src/channel/channel.h"
 #include "../../src/http/http.h"
@@ -51,6 +57,7 @@ static char key1[128], key2[128], key3[128];
 static const char *backend;
 static const unsigned char *mkey; /* the master key the accounts are sealed with */
 static struct po_sim_identity id;
+static struct po_sim_identity stranger; /* keys in DIR/other: a merchant no channel knows */
 
 static void die(const char *m)
 {
@@ -249,6 +256,42 @@ static void *bg_post(void *arg)
     return NULL;
 }
 
+/* ---- a case's own rows ---- */
+
+static void sim_pay(const char *order)
+{
+    run("sim pay --dir sim --order %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t1", order,
+        gw_port);
+}
+
+/* t1's WeChat Pay order no of amount, created through the API (a case's
+ * own data: no case relies on another's). */
+static void order_of_t1(const char *no, int64_t amount)
+{
+    char body[200];
+    struct resp r;
+    snprintf(body, sizeof body,
+             "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":%lld,"
+             "\"channel\":\"wechatpay\"}",
+             no, (long long)amount);
+    api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+    if (r.status != 201)
+        die(r.body);
+}
+
+/* ... and paid at the (simulated) channel, credited. */
+static void paid_order_of_t1(const char *no, int64_t amount)
+{
+    char arg[120];
+    order_of_t1(no, amount);
+    snprintf(arg, sizeof arg, "%s:%lld", no, (long long)amount);
+    sim_pay(arg);
+    if (t_count_url(url,
+                    "SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
+                    no) != 1)
+        die("a case's paid order was not credited");
+}
+
 /* ---- the tests ---- */
 
 static void test_auth(void)
@@ -303,7 +346,6 @@ static void test_auth(void)
     T_CHECK(has_code(&r, 401, "invalid_api_key"), "revoked key, other process: %ld", r.status);
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
     T_CHECK(r.status == 200, "key1 after revoking key3: %ld", r.status);
-    snprintf(key3, sizeof key3, "revoked");
     fingerprint(after, sizeof after);
     /* Only the revocation changed something (one key fewer). */
     T_CHECK(strcmp(strrchr(before, '/'), strrchr(after, '/')) != 0 &&
@@ -506,6 +548,7 @@ static void test_bad_input(void)
          "invalid_parameter"},
     };
     char before[256], after[256];
+    order_of_t1("C-1", 2500); /* the refunds below name it */
     fingerprint(before, sizeof before);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct resp r;
@@ -688,6 +731,7 @@ static void test_hostile_table(void)
          "Content-Type: application/x-www-form-urlencoded"},
     };
     char before[256], after[256];
+    order_of_t1("C-1", 2500); /* t1's order, which t2 must not reach */
     fingerprint(before, sizeof before);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct resp r;
@@ -714,12 +758,6 @@ static void test_hostile_table(void)
              " (ambiguous headers, smuggling, header injection) -> clear 4xx each, rows"
              " unchanged\n",
              backend, sizeof cases / sizeof cases[0], raw);
-}
-
-static void sim_pay(const char *order)
-{
-    run("sim pay --dir sim --order %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t1", order,
-        gw_port);
 }
 
 static void test_close(void)
@@ -801,7 +839,7 @@ static void test_close(void)
     T_CHECK(strstr(r.body, "{\"account\":\"suspense\",\"balance\":-300,\"currency\":\"CNY\""),
             "suspense balance: %s", r.body);
     /* A PAID order cannot be closed. */
-    sim_pay("C-1:2500");
+    paid_order_of_t1("C-1", 2500);
     api("POST", gw_port, "/v1/orders/C-1/close", key1, "close-paid", NULL, &r);
     T_CHECK(has_code(&r, 409, "order_paid"), "close a paid order: %ld %s", r.status, r.body);
     T_CHECK(
@@ -1049,13 +1087,8 @@ static void t2_channel(const char *base, const char *keydir, const char *serial)
  * released, an alert is recorded). */
 static void test_refund_submission(void)
 {
-    char sim_base[64], err[PO_ERRBUF_SIZE] = "", other[320];
+    char sim_base[64];
     snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
-    snprintf(other, sizeof other, "%s/other", dir);
-    struct po_sim_identity stranger;
-    if (po_sim_identity_generate(other, "cert", err, sizeof err) ||
-        po_sim_identity_load(other, &stranger, err, sizeof err))
-        die(err);
     t2_channel("http://127.0.0.1:1", "sim", id.merchant_serial); /* nobody listens there */
     struct resp r;
     api("POST", gw_port, "/v1/orders", key2, NULL,
@@ -1103,7 +1136,6 @@ static void test_refund_submission(void)
     T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't2' AND kind = 'REFUND'", NULL) ==
                 1,
             "t2 refund journals");
-    po_sim_identity_free(&stranger);
     /* Issue 13 item 10: an account without the merchant's API key cannot
      * sign a refund request. A pending refund (recorded while the channel
      * was unreachable) stays pending, said, and nothing is sent (port 1
@@ -1779,8 +1811,27 @@ static void journal_item(json_t *e, void *ctx)
     w->balanced = w->balanced && sum == 0;
 }
 
+/* A refund of t1's order through the API, completed by the channel. */
+static void refund_of_t1(const char *no, const char *refund_no, int64_t amount)
+{
+    char body[200];
+    struct resp r;
+    snprintf(body, sizeof body,
+             "{\"out_trade_no\":\"%s\",\"out_refund_no\":\"%s\",\"amount\":%lld}", no, refund_no,
+             (long long)amount);
+    api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+    if (r.status != 201 ||
+        !wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                  refund_no, 1))
+        die("a case's refund did not complete");
+}
+
 static void test_journal_paging(void)
 {
+    paid_order_of_t1("J-1", 1000);
+    paid_order_of_t1("J-2", 300);
+    refund_of_t1("J-1", "JR-1", 600);
+    refund_of_t1("J-1", "JR-2", 400);
     int64_t total = q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't1'", NULL);
     struct journal_walk w = {0, 0, true};
     int pages = 0;
@@ -1790,9 +1841,9 @@ static void test_journal_paging(void)
     T_CHECK(w.lines == q1("SELECT COUNT(*) FROM posting WHERE tenant_id = 't1'", NULL),
             "journal paging: %d posting lines", w.lines);
     struct resp r;
-    api("GET", gw_port, "/v1/journal?out_trade_no=R-1", key1, NULL, NULL, &r);
+    api("GET", gw_port, "/v1/journal?out_trade_no=J-1", key1, NULL, NULL, &r);
     json_t *j = json_loads(r.body, 0, NULL);
-    T_CHECK(json_array_size(json_object_get(j, "data")) == 3, "journal for R-1: %s", r.body);
+    T_CHECK(json_array_size(json_object_get(j, "data")) == 3, "journal for J-1: %s", r.body);
     json_decref(j);
 }
 
@@ -1814,13 +1865,23 @@ static void order_item(json_t *o, void *ctx)
 
 static void test_order_listing(void)
 {
+    paid_order_of_t1("L-1", 100);
+    paid_order_of_t1("L-2", 200);
+    for (int i = 3; i <= 5; i++) {
+        char no[8];
+        snprintf(no, sizeof no, "L-%d", i);
+        order_of_t1(no, 100 * i);
+    }
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key2, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"T2-1\",\"amount\":100}", &r);
+    T_CHECK(r.status == 201, "t2's order: %ld %s", r.status, r.body);
     int64_t total = q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1'", NULL);
     struct order_walk w = {0, true, ""};
     int pages = 0;
     bool ok = walk_pages("/v1/orders", 3, order_item, &w, &pages) && w.ok;
-    T_CHECK(ok && w.seen == total && total >= 4, "order listing: %d of %lld orders in %d pages",
+    T_CHECK(ok && w.seen == total && total == 5, "order listing: %d of %lld orders in %d pages",
             w.seen, (long long)total, pages);
-    struct resp r;
     api("GET", gw_port, "/v1/orders?status=PAID&limit=100", key1, NULL, NULL, &r);
     json_t *j = json_loads(r.body, 0, NULL);
     T_CHECK(r.status == 200 && (int64_t)json_array_size(json_object_get(j, "data")) ==
@@ -1839,36 +1900,191 @@ static void test_order_listing(void)
     T_CHECK(has_code(&r, 400, "invalid_parameter"), "orders?cursor=zz: %ld", r.status);
     /* another tenant sees only its own */
     api("GET", gw_port, "/v1/orders?limit=100", key2, NULL, NULL, &r);
-    T_CHECK(r.status == 200 && !strstr(r.body, "\"R-1\""), "t2 sees t1's orders: %s", r.body);
+    T_CHECK(r.status == 200 && !strstr(r.body, "\"L-1\"") && strstr(r.body, "\"T2-1\""),
+            "t2 sees t1's orders or not its own: %s", r.body);
 }
 
+/* `payonce idempotency reap` deletes stored answers past the retention and
+ * frees their keys; serve's reaper does the same when it starts. */
 static void test_reaper(void)
 {
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key1, "reap-1",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"K-1\",\"amount\":100}", &r);
+    T_CHECK(r.status == 201, "reaper setup: %ld %s", r.status, r.body);
     exec_sql("UPDATE api_idempotency SET created_at = '2001-01-01T00:00:00.000Z' WHERE idem_key ="
-             " 'reuse-1'");
+             " 'reap-1'");
     int64_t n = q1("SELECT COUNT(*) FROM api_idempotency", NULL);
     char out[256];
     run_out(out, sizeof out, "idempotency reap");
     T_CHECK(strncmp(out, "1 stored", 8) == 0, "reap: %s", out);
     T_CHECK(q1("SELECT COUNT(*) FROM api_idempotency", NULL) == n - 1, "reap: rows");
     /* The key is free again: a new request under it runs. */
-    struct resp r;
-    api("POST", gw_port, "/v1/orders", key1, "reuse-1",
+    api("POST", gw_port, "/v1/orders", key1, "reap-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"K-9\",\"amount\":9}", &r);
     T_CHECK(r.status == 201 && !r.replayed, "reused key after reaping: %ld %s", r.status, r.body);
+    /* A stored answer far past the retention: a serve that starts deletes
+     * it. */
+    exec_sql("INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
+             " lock_token, locked_at, status_code, response_body, created_at) VALUES ('t1',"
+             " 'POST /v1/orders', 'ancient', 'x', 'done', 't', '2001-01-01T00:00:00.000Z', 201,"
+             " '{}', '2001-01-01T00:00:00.000Z')");
+    unsigned port = 0;
+    pid_t p = t_serve(dir, bin, url, NULL, &port);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "ancient", 0),
+            "serve's reaper did not delete an answer past the retention");
+    T_CHECK(q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "reap-1") == 1,
+            "serve's reaper deleted an answer within the retention");
+    t_serve_stop(p);
+}
+
+/* ---- the cases, each on its own database and gateways ---- */
+
+static const struct api_case {
+    const char *name;
+    void (*fn)(void);
+} api_cases[] = {
+    {"auth", test_auth},
+    {"concurrent", test_concurrent},
+    {"key_reuse", test_key_reuse},
+    {"in_flight", test_in_flight},
+    {"transient", test_transient},
+    {"bad_input", test_bad_input},
+    {"hostile_table", test_hostile_table},
+    {"close", test_close},
+    {"refunds", test_refunds},
+    {"refund_submission", test_refund_submission},
+    {"silent_channel", test_silent_channel},
+    {"work_conserving", test_work_conserving},
+    {"alipay_refunds", test_alipay_refunds},
+    {"suspense_refunds", test_suspense_refunds},
+    {"journal_paging", test_journal_paging},
+    {"order_listing", test_order_listing},
+    {"reaper", test_reaper},
+};
+enum { API_NCASES = sizeof api_cases / sizeof api_cases[0] };
+
+/* The database every case starts from: tenants t1 and t2, merchant m1 of
+ * each, three API keys. */
+static char tmpl[T_URL_MAX];
+
+struct case_env {
+    struct t_gateway *gw, *gw2;
+    pid_t child;
+};
+
+/* A case's world: a copy of the template, two in-process gateways (the
+ * second never waits for an Idempotency-Key twin and has the in-flight
+ * hook), a `payonce serve` child, t1's WeChat Pay account pointing at the
+ * simulator. Nothing a case leaves behind reaches the next one. */
+static void case_begin(struct case_env *e)
+{
+    t_db_clone(tmpl, url, sizeof url);
+    pthread_mutex_lock(&hook_mu);
+    hook_armed = hook_inside = hook_release = false;
+    pthread_mutex_unlock(&hook_mu);
+    /* A contended API share of 16 (default 4 or 8): the silent channel's
+     * ten hung refunds of t2 stay within it when t1 arrives, so that its
+     * eleventh meets the outbound share, which that case is about. */
+    struct po_gateway_cfg gc, gc2;
+    t_gateway_cfg(&gc, url, mkey);
+    gc.idem_wait_ms = 10000;
+    gc.api_per_tenant = 16;
+    t_gateway_cfg(&gc2, url, mkey);
+    gc2.idem_wait_ms = 0;
+    struct po_server_cfg sc2 = {.api_hook = hook};
+    e->gw = t_gateway_start(&gc, NULL);
+    e->gw2 = t_gateway_start(&gc2, &sc2);
+    gw_port = e->gw->port;
+    gw2_port = e->gw2->port;
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url http://127.0.0.1:%u --merchant-private-key-file"
+        " sim/merchant_private_key.pem --merchant-serial %s"
+        " --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
+        id.mchid, id.appid, sim_port, id.merchant_serial, gw_port);
+    static const char *const wait[] = {"--idempotency-wait-ms", "10000", NULL};
+    e->child = t_serve(dir, bin, url, wait, &child_port);
+}
+
+/* Ends a case: every refund the channel accepted is completed by its
+ * notification first (none is left to land on a later case's gateway),
+ * then the ledger invariants hold on the case's database. */
+static void case_end(struct case_env *e, const char *name)
+{
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE submit_state = 'submitted' AND"
+                     " status = 'PROCESSING' AND tenant_id <> ?",
+                     "", 0),
+            "%s: refunds the channel accepted were never completed", name);
+    t_serve_stop(e->child);
+    t_gateway_stop(e->gw2);
+    t_gateway_stop(e->gw);
+    struct po_store *s = t_open(url);
+    T_CHECK(t_verify(s) == 0, "%s: ledger invariants", name);
+    po_store_close(s);
+    t_db_drop(url);
+}
+
+/* Runs the cases named on the command line (all when none), in an order
+ * shuffled by a printed seed (PAYONCE_TEST_SEED replays it): a case that
+ * relied on another's rows fails in some order. */
+static int run_cases(int argc, char **argv)
+{
+    int order[API_NCASES], n = 0;
+    for (int c = 0; c < API_NCASES; c++) {
+        bool want = argc <= 3;
+        for (int a = 3; a < argc; a++)
+            want = want || strcmp(argv[a], api_cases[c].name) == 0;
+        if (want)
+            order[n++] = c;
+    }
+    if (n == 0 || n < argc - 3) {
+        fprintf(stderr, "test_api: unknown case; the cases are:");
+        for (int c = 0; c < API_NCASES; c++)
+            fprintf(stderr, " %s", api_cases[c].name);
+        fputc('\n', stderr);
+        return -1;
+    }
+    const char *env = getenv("PAYONCE_TEST_SEED");
+    unsigned seed = env && *env ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
+    printf("# api[%s] case order seed %u (PAYONCE_TEST_SEED=%u replays it)\n", backend, seed, seed);
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rand_r(&seed) % (unsigned)(i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        const struct api_case *c = &api_cases[order[i]];
+        int before = t_failures;
+        struct case_env e;
+        printf("# api[%s] case %s\n", backend, c->name);
+        fflush(stdout);
+        case_begin(&e);
+        c->fn();
+        case_end(&e, c->name);
+        printf("# api[%s] case %s: %s\n", backend, c->name, t_failures > before ? "FAILED" : "ok");
+        fflush(stdout);
+        failed += t_failures > before;
+    }
+    return failed;
 }
 
 int main(int argc, char **argv)
 {
     backend = t_backend(argc, argv);
     if (argc < 3 || !realpath(argv[2], bin))
-        die("usage: test_api BACKEND PAYONCE");
+        die("usage: test_api BACKEND PAYONCE [CASE...]");
     po_log_set_level(PO_LOG_ERROR);
     unsigned char master[32];
-    char sd[300], err[PO_ERRBUF_SIZE] = "";
+    char sd[300], other[300], err[PO_ERRBUF_SIZE] = "";
     t_env_create("api", dir, sizeof dir, master, &id);
     mkey = master;
     snprintf(sd, sizeof sd, "%s/sim", dir);
+    snprintf(other, sizeof other, "%s/other", dir);
+    if (po_sim_identity_generate(other, "cert", err, sizeof err) ||
+        po_sim_identity_load(other, &stranger, err, sizeof err))
+        die(err);
     t_db_create(backend, url, sizeof url);
     run("tenant add --tenant t1");
     run("tenant add --tenant t2");
@@ -1882,65 +2098,22 @@ int main(int argc, char **argv)
     T_CHECK(q1("SELECT COUNT(*) FROM api_key WHERE key_hash = ?", key1) == 0 &&
                 q1("SELECT COUNT(*) FROM api_key", NULL) == 3,
             "the key itself is stored");
+    snprintf(tmpl, sizeof tmpl, "%s", url);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    /* A contended API share of 16 (default 4 or 8): the silent channel's
-     * ten hung refunds of t2 stay within it when t1 arrives, so that its
-     * eleventh meets the outbound share, which that test is about. */
-    struct po_gateway_cfg gc, gc2;
-    t_gateway_cfg(&gc, url, master);
-    gc.idem_wait_ms = 10000;
-    gc.api_per_tenant = 16;
-    t_gateway_cfg(&gc2, url, master);
-    gc2.idem_wait_ms = 0;
-    struct po_server_cfg sc2 = {.api_hook = hook};
-    struct t_gateway *gw = t_gateway_start(&gc, NULL), *gw2 = t_gateway_start(&gc2, &sc2);
     struct po_sim_server_cfg sc = {sd, "127.0.0.1:0", 1000, 50};
     struct po_sim_server *sim = NULL;
     if (po_sim_server_start(&sc, &sim, err, sizeof err))
         die(err);
-    gw_port = gw->port;
-    gw2_port = gw2->port;
     sim_port = po_sim_server_port(sim);
-    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
-        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
-        " --api-base-url http://127.0.0.1:%u --merchant-private-key-file"
-        " sim/merchant_private_key.pem --merchant-serial %s"
-        " --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
-        id.mchid, id.appid, sim_port, id.merchant_serial, gw_port);
-    /* A stored answer far past the retention: serve's reaper deletes it
-     * when it starts. */
-    exec_sql("INSERT INTO api_idempotency (tenant_id, route, idem_key, request_hash, state,"
-             " lock_token, locked_at, status_code, response_body, created_at) VALUES ('t1',"
-             " 'POST /v1/orders', 'ancient', 'x', 'done', 't', '2001-01-01T00:00:00.000Z', 201,"
-             " '{}', '2001-01-01T00:00:00.000Z')");
-    static const char *const wait[] = {"--idempotency-wait-ms", "10000", NULL};
-    pid_t child = t_serve(dir, bin, url, wait, &child_port);
-    T_CHECK(wait_for("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "ancient", 0),
-            "serve's reaper did not delete an answer past the retention");
-    test_auth();
-    test_concurrent();
-    test_key_reuse();
-    test_in_flight();
-    test_transient();
-    test_bad_input();
-    test_hostile_table();
-    test_close();
-    test_refunds();
-    test_refund_submission();
-    test_silent_channel();
-    test_work_conserving();
-    test_alipay_refunds();
-    test_suspense_refunds();
-    test_journal_paging();
-    test_order_listing();
-    test_reaper();
-    t_serve_stop(child);
+    int failed = run_cases(argc, argv);
     po_sim_server_stop(sim);
-    t_gateway_stop(gw2);
-    t_gateway_stop(gw);
     po_sim_identity_free(&id);
+    po_sim_identity_free(&stranger);
     curl_global_cleanup();
+    if (failed < 0)
+        return 2;
     char name[64];
-    snprintf(name, sizeof name, "api[%s] tenant API", backend);
+    snprintf(name, sizeof name, "api[%s] tenant API, %d failed case(s)", backend, failed);
+    snprintf(url, sizeof url, "%s", tmpl);
     return t_env_finish(dir, url, name);
 }

@@ -99,6 +99,43 @@ void t_db_create(const char *backend, char *url, size_t cap)
     po_store_close(s);
 }
 
+/* Copies one file (a database not open anywhere) byte for byte. */
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    if (!in || !out)
+        DIE("copy %s to %s", from, to);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            DIE("write %s", to);
+    if (ferror(in) || fclose(out))
+        DIE("copy %s to %s", from, to);
+    fclose(in);
+}
+
+void t_db_clone(const char *src, char *url, size_t cap)
+{
+    static int seq;
+    char name[64];
+    snprintf(name, sizeof name, "po_t_%ld_c%d", (long)getpid(), ++seq);
+    if (strncmp(src, "sqlite:", 7) == 0) {
+        snprintf(url, cap, "sqlite:%s/%s.db", po_tmp_dir(), name);
+        char wal[T_URL_MAX + 8];
+        snprintf(wal, sizeof wal, "%s-wal", src + 7);
+        if (access(wal, F_OK) == 0)
+            DIE("clone %s: it is open somewhere (%s exists)", src, wal);
+        copy_file(src + 7, url + 7);
+        return;
+    }
+    const char *db = strrchr(src, '/') + 1;
+    char sql[200];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s TEMPLATE %.*s", name, (int)strcspn(db, "?"), db);
+    pg_admin(sql);
+    pg_url_with_db(getenv("PAYONCE_TEST_PG"), name, url, cap);
+}
+
 void t_db_drop(const char *url)
 {
     if (strncmp(url, "sqlite:", 7) == 0) {

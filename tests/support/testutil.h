@@ -44,6 +44,10 @@ const char *t_backend(int argc, char **argv);
 /* A fresh empty database for `backend`, migrated. Writes its URL (for more
  * connections) into url. Dropped by t_db_drop. Aborts the test on error. */
 void t_db_create(const char *backend, char *url, size_t cap);
+/* A new database with src's rows (src is open nowhere: SQLite copies the
+ * file, PostgreSQL creates it from src as a template), into url. Dropped
+ * by t_db_drop. */
+void t_db_clone(const char *src, char *url, size_t cap);
 void t_db_drop(const char *url);
 struct po_store *t_open(const char *url);
 

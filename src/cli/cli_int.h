@@ -59,7 +59,7 @@ const char *cli_db_url(const struct opts *o);
  * Returns 0 and sets *have (false when neither is given), or an exit code. */
 int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 
-/* ---- serve's options, declared once (config.c) ---- */
+/* ---- serve's options, declared once (cmd_config.c) ---- */
 /* The committer's options shared by serve and bench: --committers (2),
  * --batch-max (128), --batch-wait-us (200); 0 or EXIT_USAGE. */
 int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,

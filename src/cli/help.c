@@ -106,7 +106,7 @@ static bool is_serve(const struct cli_command *c)
     return c->allowed && strcmp(c->allowed, "@serve") == 0;
 }
 
-/* What an option means: serve's (and config check's) from config.c's
+/* What an option means: serve's (and config check's) from cmd_config.c's
  * table, with its bounds and default; the others' from optdocs, then the
  * table (bench shares the committer's options). */
 static bool find_doc(const struct cli_command *c, const char *name, struct optdoc *out, char *buf,

@@ -77,7 +77,7 @@ const struct cli_command cli_commands[] = {
      "configure a tenant's channel account (secrets sealed)"},
     {"channel", "show", "tenant channel", "tenant channel", "json", cmd_channel_show, false,
      "a channel account, secrets redacted, certificates with their expiry"},
-    /* "@serve": the options of config.c's table, and --config */
+    /* "@serve": the options of cmd_config.c's table, and --config */
     {"serve", NULL, "@serve", "", "insecure-dev", cmd_serve, false,
      "run the gateway: callbacks, tenant API, jobs, webhooks"},
     {"config", "check", "@serve", "", "insecure-dev", cmd_config_check, true,

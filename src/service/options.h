@@ -4,7 +4,7 @@
  * One table says, for every option, its type, default, bounds, what it
  * means and which field of struct po_gateway_cfg it fills. From it come
  * the gateway's defaults (po_gateway_cfg_init) and bounds (po_gateway_open)
- * and, in cli/config.c, the command line's checks, the config file's
+ * and, in cli/cmd_config.c, the command line's checks, the config file's
  * parser, `payonce config check`, `payonce config doc`
  * (docs/configuration.md) and the options' lines in `serve --help`.
  * Part of service.h (which includes every service header).

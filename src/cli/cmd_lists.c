@@ -1,5 +1,5 @@
 /*
- * lists.c — the listings and look-ups an operator expects (issue 13 item
+ * cmd_lists.c — the listings and look-ups an operator expects (issue 13 item
  * 7): tenant list, merchant list, order list, refund show, channel show.
  * Each reads a service view (the same the tenant API serves); --json
  * prints it as it is (integer minor units), otherwise lines for a person

@@ -1,5 +1,5 @@
 /*
- * serve.c — `payonce serve`: runs the HTTP gateway until SIGINT or SIGTERM.
+ * cmd_serve.c — `payonce serve`: runs the HTTP gateway until SIGINT or SIGTERM.
  * Refuses to start without a master key unless --insecure-dev, and then
  * says so loudly at start-up.
  */

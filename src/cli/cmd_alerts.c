@@ -1,5 +1,5 @@
 /*
- * alerts.c — the alerts commands: list, and the operator's actions on one
+ * cmd_alerts.c — the alerts commands: list, and the operator's actions on one
  * (ack, resolve, replay, accept, refund from suspense), each audited.
  */
 #include "../channel/channel.h"

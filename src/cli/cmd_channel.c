@@ -1,5 +1,5 @@
 /*
- * channel.c — `payonce channel set`: a tenant's credentials for one channel.
+ * cmd_channel.c — `payonce channel set`: a tenant's credentials for one channel.
  *
  * The options come from the channel registry; the document (public keys as
  * PEM, secrets sealed with the master key, bound to

@@ -1,5 +1,5 @@
 /*
- * sim.c — `payonce sim`: a channel simulator for integrators and the demo.
+ * cmd_sim.c — `payonce sim`: a channel simulator for integrators and the demo.
  *
  *   payonce sim keys --dir DIR [--mode cert|pubkey] [--tenant T]
  *       fresh platform key pair (certificate or PUB_KEY_ID mode), APIv3 key,

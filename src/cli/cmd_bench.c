@@ -1,5 +1,5 @@
 /*
- * bench.c — `payonce bench`: options, then src/bench does the run. It only
+ * cmd_bench.c — `payonce bench`: options, then src/bench does the run. It only
  * ever writes to a database named explicitly with --db (which must be
  * empty); without it, to a fresh SQLite file of its own.
  */

@@ -1,5 +1,5 @@
 /*
- * recon.c — `payonce recon import` and `payonce recon query`.
+ * cmd_recon.c — `payonce recon import` and `payonce recon query`.
  *
  *   payonce recon import --tenant ID --channel wechatpay FILE [--force] [--json]
  *   payonce recon query  --tenant ID [--min-age SECONDS] [--limit N] [--json]

@@ -1,5 +1,5 @@
 /*
- * config.c — `payonce serve`'s options on the command line and in files.
+ * cmd_config.c — `payonce serve`'s options on the command line and in files.
  *
  * The one option table (service/options.c) says, for every option, its
  * type, default, bounds, what it means and which gateway field it fills.

@@ -1,5 +1,5 @@
 /*
- * webhook.c — `payonce webhook add|list|remove|rotate-secret|redrive|
+ * cmd_webhook.c — `payonce webhook add|list|remove|rotate-secret|redrive|
  * attempts` (docs/webhooks.md). add and rotate-secret print the signing
  * secret alone on stdout: it is shown once and stored sealed with the
  * master key.

@@ -1,5 +1,5 @@
 /*
- * ledger.c — the commands on the ledger and its orders: migrate, tenant and
+ * cmd_ledger.c — the commands on the ledger and its orders: migrate, tenant and
  * merchant add, order create and show, refund create, ledger balances,
  * apply (one normalised event through the engine) and verify.
  */

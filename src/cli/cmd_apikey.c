@@ -1,5 +1,5 @@
 /*
- * apikey.c — `payonce apikey create|revoke|list` and `payonce idempotency
+ * cmd_apikey.c — `payonce apikey create|revoke|list` and `payonce idempotency
  * reap`. create prints the new key alone on stdout (README.md, "The command line"); it is
  * shown once and only its hash is stored.
  */

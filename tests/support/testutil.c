@@ -86,6 +86,7 @@ void t_db_create(const char *backend, char *url, size_t cap)
     snprintf(name, sizeof name, "po_t_%ld_%d", (long)getpid(), ++seq);
     if (strcmp(backend, "sqlite") == 0) {
         snprintf(url, cap, "sqlite:%s/%s.db", po_tmp_dir(), name);
+        t_db_drop(url); /* a leftover of a dead test that had this pid */
     } else {
         char sql[128];
         snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
@@ -122,6 +123,7 @@ void t_db_clone(const char *src, char *url, size_t cap)
     snprintf(name, sizeof name, "po_t_%ld_c%d", (long)getpid(), ++seq);
     if (strncmp(src, "sqlite:", 7) == 0) {
         snprintf(url, cap, "sqlite:%s/%s.db", po_tmp_dir(), name);
+        t_db_drop(url); /* a leftover of a dead test that had this pid */
         char wal[T_URL_MAX + 8];
         snprintf(wal, sizeof wal, "%s-wal", src + 7);
         if (access(wal, F_OK) == 0)

@@ -214,6 +214,7 @@ po_err po_account_load_api(json_t *cfg, const unsigned char *master, struct po_c
         rc = PO_ERR_INVALID;
     }
     po_secure_zero(pem, sizeof pem);
+    a->api_ready = !rc && a->merchant_key && a->api_base_url[0];
     return rc;
 }
 

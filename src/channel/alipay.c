@@ -266,4 +266,6 @@ const struct po_channel_ops po_channel_alipay = {
     .parse = parse,
     .ack = ack,
     .refund_submit = po_alipay_refund_submit,
+    .order_query = po_alipay_order_query,
+    .order_close = po_alipay_order_close,
 };

@@ -146,6 +146,35 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
     return out;
 }
 
+/* One gateway call whose answer counts only when Alipay signed it: the
+ * verified "<method>_response" object (caller json_decrefs), or NULL with
+ * why (no_merchant_key, no_answer, HTTP_<status>, unsigned:<reason>).
+ * *nomem on out-of-memory. */
+static json_t *signed_call(const struct po_channel_account *a, const char *method, json_t *biz,
+                           long *status, char *why, size_t cap, bool *nomem)
+{
+    *status = 0;
+    *nomem = false;
+    char *text = biz ? po_json_dumps(biz, JSON_COMPACT) : NULL, reason[PO_REASON_SIZE] = "";
+    struct po_api_resp *resp = text ? malloc(sizeof *resp) : NULL;
+    po_err rc = resp ? po_alipay_call(a, method, text, resp) : PO_ERR_NOMEM;
+    free(text);
+    json_t *n = NULL;
+    if (rc == PO_ERR_INVALID) {
+        (void)snprintf(why, cap, "no_merchant_key");
+    } else if (rc) {
+        *nomem = true;
+    } else if ((*status = resp->status) == 0) {
+        (void)snprintf(why, cap, "no_answer");
+    } else if (resp->status != 200) {
+        (void)snprintf(why, cap, "HTTP_%ld", resp->status);
+    } else if (!(n = po_alipay_resp_verified(a, resp, method, reason, sizeof reason))) {
+        (void)snprintf(why, cap, "unsigned:%.20s", reason);
+    }
+    free(resp);
+    return n;
+}
+
 /* ---- refund submission: alipay.trade.refund ---- */
 
 #define ALIPAY_REFUND "alipay.trade.refund"
@@ -160,39 +189,22 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
 {
     memset(out, 0, sizeof *out);
     out->decision = PO_REFUND_PENDING;
-    char yuan[32], why[PO_REASON_SIZE] = "";
+    char yuan[32];
     (void)snprintf(yuan, sizeof yuan, "%lld.%02lld", (long long)(r->amount / 100),
                    (long long)(r->amount % 100));
     /* trade_no names a suspense payment (not the order's) exactly. */
-    bool by_txn = r->txn_id && r->txn_id[0];
+    bool by_txn = r->txn_id && r->txn_id[0], nomem = false;
     json_t *biz = json_pack("{s:s, s:s, s:s}", by_txn ? "trade_no" : "out_trade_no",
                             by_txn ? r->txn_id : r->out_trade_no, "refund_amount", yuan,
                             "out_request_no", r->out_refund_no);
-    char *text = biz ? po_json_dumps(biz, JSON_COMPACT) : NULL;
+    json_t *n =
+        signed_call(a, ALIPAY_REFUND, biz, &out->http_status, out->code, sizeof out->code, &nomem);
     json_decref(biz);
-    struct po_api_resp *resp = text ? malloc(sizeof *resp) : NULL;
-    po_err rc = resp ? po_alipay_call(a, ALIPAY_REFUND, text, resp) : PO_ERR_NOMEM;
-    free(text);
-    if (rc == PO_ERR_INVALID) {
-        (void)snprintf(out->code, sizeof out->code, "no_merchant_key");
-        free(resp);
-        return PO_OK;
-    }
-    if (rc) {
-        free(resp);
-        return rc;
-    }
-    out->http_status = resp->status;
-    json_t *n = resp->status == 200
-                    ? po_alipay_resp_verified(a, resp, ALIPAY_REFUND, why, sizeof why)
-                    : NULL;
+    if (nomem)
+        return PO_ERR_NOMEM;
     const char *c = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code");
-    if (resp->status == 0) {
-        (void)snprintf(out->code, sizeof out->code, "no_answer");
-    } else if (resp->status != 200) {
-        (void)snprintf(out->code, sizeof out->code, "HTTP_%ld", resp->status);
-    } else if (!n) {
-        (void)snprintf(out->code, sizeof out->code, "unsigned:%.20s", why);
+    if (!n) {
+        /* no decisive answer: out->code says why */
     } else if (c && strcmp(c, "10000") == 0) {
         out->decision = PO_REFUND_SUBMITTED;
     } else {
@@ -201,9 +213,97 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
             !(sub && strstr(sub, "SYSTEM_ERROR"));
         if (final)
             out->decision = PO_REFUND_REJECTED;
-        po_channel_clean_code(sub ? sub : c, resp->status, out->code, sizeof out->code);
+        po_channel_clean_code(sub ? sub : c, out->http_status, out->code, sizeof out->code);
     }
     json_decref(n);
-    free(resp);
+    return PO_OK;
+}
+
+/* signed_call for a method whose biz_content names one trade by
+ * out_trade_no; *rc PO_ERR_NOMEM on out-of-memory. */
+static json_t *trade_call(const struct po_channel_account *a, const char *method,
+                          const char *out_trade_no, long *status, char *why, size_t cap, po_err *rc)
+{
+    json_t *biz = json_pack("{s:s}", "out_trade_no", out_trade_no);
+    bool nomem = false;
+    json_t *n = signed_call(a, method, biz, status, why, cap, &nomem);
+    json_decref(biz);
+    *rc = nomem ? PO_ERR_NOMEM : PO_OK;
+    return n;
+}
+
+/* 40004 ACQ.TRADE_NOT_EXIST: the buyer never opened the cashier. */
+static bool trade_not_exist(const char *code, const char *sub)
+{
+    return code && strcmp(code, "40004") == 0 && sub && strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0;
+}
+
+/* ---- active query: alipay.trade.query ---- */
+
+#define ALIPAY_QUERY "alipay.trade.query"
+
+/* TRADE_SUCCESS / TRADE_FINISHED: paid, the event the notification would
+ * have made (same type and trade_no: the same key); WAIT_BUYER_PAY,
+ * TRADE_CLOSED and 40004 ACQ.TRADE_NOT_EXIST (the buyer never opened the
+ * cashier): not paid; anything else decides nothing. */
+po_err po_alipay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_query_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_QUERY_FAILED;
+    po_err rc = PO_OK;
+    json_t *n = trade_call(a, ALIPAY_QUERY, out_trade_no, &out->http_status, out->why,
+                           sizeof out->why, &rc);
+    if (!n)
+        return rc;
+    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
+               *status = po_json_str(n, "trade_status");
+    bool ok = code && strcmp(code, "10000") == 0;
+    if (!ok && trade_not_exist(code, sub)) {
+        out->state = PO_QUERY_NOT_PAID;
+    } else if (!ok || !status) {
+        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+    } else if (strcmp(status, "TRADE_SUCCESS") != 0 && strcmp(status, "TRADE_FINISHED") != 0) {
+        out->state = PO_QUERY_NOT_PAID;
+    } else {
+        const char *no = po_json_str(n, "out_trade_no");
+        int64_t amount = 0;
+        bool named = no && strcmp(no, out_trade_no) == 0 &&
+                     po_parse_major_amount(po_json_str(n, "total_amount"), &amount) == PO_OK;
+        po_query_paid(a, out_trade_no, po_json_str(n, "trade_no"), named ? amount : 0, "CNY", out);
+    }
+    json_decref(n);
+    return PO_OK;
+}
+
+/* ---- close: alipay.trade.close ---- */
+
+#define ALIPAY_CLOSE "alipay.trade.close"
+
+/* 10000 closed it; 40004 ACQ.TRADE_NOT_EXIST: the buyer never opened the
+ * cashier, nothing can be paid. Another 40004 (ACQ.TRADE_STATUS_ERROR: paid
+ * or closed already) is a refusal the query settles; the rest decides
+ * nothing. */
+po_err po_alipay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_close_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_CLOSE_FAILED;
+    po_err rc = PO_OK;
+    json_t *n = trade_call(a, ALIPAY_CLOSE, out_trade_no, &out->http_status, out->why,
+                           sizeof out->why, &rc);
+    if (!n)
+        return rc;
+    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code");
+    if (code && strcmp(code, "10000") == 0) {
+        out->state = PO_CLOSE_CLOSED;
+    } else if (trade_not_exist(code, sub)) {
+        out->state = PO_CLOSE_CLOSED;
+    } else {
+        if (code && strcmp(code, "40004") == 0 && !(sub && strstr(sub, "SYSTEM_ERROR")))
+            out->state = PO_CLOSE_REFUSED;
+        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+    }
+    json_decref(n);
     return PO_OK;
 }

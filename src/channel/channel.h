@@ -11,6 +11,7 @@
  *   ack       the channel's own acknowledgement for success and FAIL
  *   refunds   submitting a refund to the channel's refund API (optional)
  *   query     the channel's order-query API (optional)
+ *   close     closing an unpaid order at the channel (optional)
  *   bill      the channel's daily bill format (optional)
  *
  * Adding a channel is one file with its ops plus one line in registry.c.
@@ -52,6 +53,10 @@ struct po_channel_account {
     char notify_url[512]; /* where the channel sends refund results ("" = its default) */
     char merchant_serial[PO_SERIAL_MAX + 1];
     struct po_privkey *merchant_key;
+    /* The account holds what calls the channel's API: the base URL and the
+     * key that signs (merchant_key) or authorises (Stripe's API key) the
+     * requests. Without it the account is for notifications only. */
+    bool api_ready;
     /* The adapter's own part: set by its account_load, released (and its
      * secrets wiped) by its account_free. */
     void *priv;
@@ -243,6 +248,21 @@ struct po_query_answer {
     struct po_event ev;       /* PAID; validated */
 };
 
+enum po_close_state {
+    PO_CLOSE_FAILED,  /* no decisive answer (none, unsigned, 5xx, rate limited): the order
+                         stays open; ask again later */
+    PO_CLOSE_CLOSED,  /* closed at the channel, or the channel never had the order:
+                         nobody can pay it there any more */
+    PO_CLOSE_REFUSED, /* the channel would not close it (paid, or no longer open):
+                         the order query decides */
+};
+
+struct po_close_answer {
+    enum po_close_state state;
+    long http_status;
+    char why[PO_REASON_SIZE]; /* FAILED / REFUSED: the channel's code or what was wrong */
+};
+
 /* ---- outbound requests to destinations a tenant chooses (egress.c) ---- */
 
 /* What an address is; only PUBLIC is sent to without the operator's say. */
@@ -364,9 +384,19 @@ struct po_channel_ops {
      * their notifications). Non-OK only for out-of-memory. */
     po_err (*refund_submit)(const struct po_channel_account *a, const struct po_refund_request *r,
                             struct po_refund_answer *out);
+    /* With refund_submit: an account without the API key still takes
+     * refunds, made in the channel by the tenant and applied from their
+     * notifications (as before the channel had refund_submit); false: such
+     * a refund is refused (409 no_merchant_key). */
+    bool manual_refunds_without_key;
     /* Optional active query of one order. Non-OK only for out-of-memory. */
     po_err (*order_query)(const struct po_channel_account *a, const char *out_trade_no,
                           struct po_query_answer *out);
+    /* Optional close of an unpaid order at the channel (with order_query,
+     * which decides a REFUSED close). Only an answer the channel signed
+     * decides. Non-OK only for out-of-memory. */
+    po_err (*order_close)(const struct po_channel_account *a, const char *out_trade_no,
+                          struct po_close_answer *out);
     /* Optional bill format: parses a bill, refusing (with the line and the
      * reason in err) anything it cannot account for. */
     po_err (*bill_parse)(const char *data, size_t len, struct po_bill *out, char *err,
@@ -387,6 +417,7 @@ int po_channel_index(const char *name);
 #define PO_CAN_REFUND 1u
 #define PO_CAN_QUERY 2u
 #define PO_CAN_BILL 4u
+#define PO_CAN_CLOSE 8u
 void po_channel_names(unsigned need, char *out, size_t cap);
 
 /* The channel's ack for an outcome (through the registry). */

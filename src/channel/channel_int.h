@@ -43,6 +43,13 @@ bool po_set_field(char *dst, size_t cap, const char *src);
 /* A channel's error code, bounded to 40 characters of [A-Za-z0-9_.-]
  * ("HTTP_<status>" when there is none). */
 void po_channel_clean_code(const char *code, long status, char *out, size_t cap);
+/* A channel's answer that the order is paid, as the event its payment
+ * notification would have made (source query; the same type and
+ * transaction id: the same key): out->state PAID, or FAILED
+ * (malformed_answer) when a field is missing or out of bounds. The
+ * currency is upper-cased (Stripe writes it in lower case). */
+void po_query_paid(const struct po_channel_account *a, const char *out_trade_no, const char *txn,
+                   int64_t amount, const char *currency, struct po_query_answer *out);
 
 /* ---- account documents (account.c) ---- */
 /* The adapter's own part of a, zeroed (size bytes); NULL when out of
@@ -113,14 +120,45 @@ static inline const struct po_alipay_account *po_alipay_of(const struct po_chann
     return a->priv;
 }
 
+/* Stripe (stripe.c, stripe_api.c): its webhook secrets, and the account
+ * and mode its events must name, when set (a secret shared by two tenants
+ * cannot move an event across them); the secret API key that calls
+ * Stripe's API ("" = none: payonce does not call it). */
+struct po_stripe_account {
+    char account[PO_ID_MAX + 1]; /* "" = not checked; else acct_… */
+    int livemode;                /* -1 not checked, 0 test mode, 1 live */
+    int nsecrets;
+    struct {
+        unsigned char v[PO_SECRET_MAX];
+        size_t len;
+    } secrets[PO_WEBHOOK_SECRETS_MAX];
+    char api_key[PO_SECRET_MAX + 1];
+};
+static inline const struct po_stripe_account *po_stripe_of(const struct po_channel_account *a)
+{
+    return a->priv;
+}
+
 /* ---- the channels' own entry points ---- */
 po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
                                   const struct po_refund_request *r, struct po_refund_answer *out);
 po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *out_trade_no,
                                 struct po_query_answer *out);
+po_err po_wechatpay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+                                struct po_close_answer *out);
 po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
                                size_t errcap);
 po_err po_alipay_refund_submit(const struct po_channel_account *a,
+                               const struct po_refund_request *r, struct po_refund_answer *out);
+po_err po_alipay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_query_answer *out);
+po_err po_alipay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_close_answer *out);
+po_err po_stripe_order_query(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_query_answer *out);
+po_err po_stripe_order_close(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_close_answer *out);
+po_err po_stripe_refund_submit(const struct po_channel_account *a,
                                const struct po_refund_request *r, struct po_refund_answer *out);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include "channel_int.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -152,4 +153,28 @@ po_err po_parse_major_amount(const char *s, int64_t *out)
         return PO_ERR_INVALID;
     *out = v;
     return PO_OK;
+}
+
+void po_query_paid(const struct po_channel_account *a, const char *out_trade_no, const char *txn,
+                   int64_t amount, const char *currency, struct po_query_answer *out)
+{
+    struct po_event *ev = &out->ev;
+    char verr[PO_ERRBUF_SIZE];
+    memset(ev, 0, sizeof *ev);
+    ev->type = PO_EV_PAY_SUCCESS;
+    ev->source = PO_SRC_QUERY;
+    ev->amount_minor = amount;
+    for (int i = 0; currency && i < 3 && currency[i]; i++)
+        ev->currency[i] = (char)toupper((unsigned char)currency[i]);
+    if (currency && strlen(currency) == 3 &&
+        po_set_field(ev->tenant, sizeof ev->tenant, a->tenant) &&
+        po_set_field(ev->channel, sizeof ev->channel, a->channel) &&
+        po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, out_trade_no) &&
+        po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, txn) &&
+        po_event_validate(ev, verr, sizeof verr) == PO_OK) {
+        out->state = PO_QUERY_PAID;
+        return;
+    }
+    out->state = PO_QUERY_FAILED;
+    (void)snprintf(out->why, sizeof out->why, "malformed_answer");
 }

@@ -52,24 +52,6 @@ static bool hex32(const char *s, size_t len, unsigned char out[32])
     return true;
 }
 
-/* The account's own part: its webhook secrets, and the account and mode
- * its events must name, when set (a secret shared by two tenants cannot
- * move an event across them). */
-struct stripe_account {
-    char account[PO_ID_MAX + 1]; /* "" = not checked; else acct_… */
-    int livemode;                /* -1 not checked, 0 test mode, 1 live */
-    int nsecrets;
-    struct {
-        unsigned char v[PO_SECRET_MAX];
-        size_t len;
-    } secrets[PO_WEBHOOK_SECRETS_MAX];
-};
-
-static const struct stripe_account *stripe_of(const struct po_channel_account *a)
-{
-    return a->priv;
-}
-
 static bool verify(const struct po_channel_account *a, const struct po_notify_req *req,
                    struct po_notify_result *out, bool *nomem)
 {
@@ -113,7 +95,7 @@ static bool verify(const struct po_channel_account *a, const struct po_notify_re
     msg[tl] = '.';
     memcpy(msg + tl + 1, req->body, req->body_len);
     bool match = false;
-    const struct stripe_account *st = stripe_of(a);
+    const struct po_stripe_account *st = po_stripe_of(a);
     for (int s = 0; s < st->nsecrets; s++) {
         unsigned char mac[32];
         if (po_hmac_sha256(st->secrets[s].v, st->secrets[s].len, msg, tl + 1 + req->body_len,
@@ -153,7 +135,7 @@ static void unmapped(struct po_notify_result *out, const char *evt_id, const cha
 static void check_account(const struct po_channel_account *account, json_t *root,
                           struct po_notify_result *out)
 {
-    const struct stripe_account *a = stripe_of(account);
+    const struct po_stripe_account *a = po_stripe_of(account);
     const char *acct = po_json_str(root, "account");
     json_t *live = json_object_get(root, "livemode");
     bool acct_ok = !a->account[0] || (acct && strcmp(acct, a->account) == 0);
@@ -309,13 +291,36 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
         json_object_set_new(cfg, "account_id", json_string(acct));
     if (live)
         json_object_set_new(cfg, "livemode", json_boolean(strcmp(live, "true") == 0));
-    return PO_OK;
+    /* The secret (or restricted) API key that lets payonce call Stripe:
+     * order query, cancel, refunds. */
+    const char *kf = in->opt(in->ctx, "api-key-file");
+    if (kf) {
+        size_t len = 0;
+        char *key = po_account_read_file(kf, true, &len, err, errcap);
+        if (!key)
+            return PO_ERR_IO;
+        while (len && (key[len - 1] == '\n' || key[len - 1] == '\r'))
+            key[--len] = '\0';
+        bool ok =
+            len > 8 && len <= PO_SECRET_MAX &&
+            (strncmp(key, "sk_", 3) == 0 || strncmp(key, "rk_", 3) == 0) &&
+            strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == len;
+        json_t *s = ok ? po_account_seal(in, "stripe", "api_key", key, len) : NULL;
+        po_secure_zero(key, len);
+        free(key);
+        if (!s) {
+            po_errf(err, errcap, "%s: a Stripe secret or restricted key (sk_… or rk_…)", kf);
+            return PO_ERR_IO;
+        }
+        json_object_set_new(cfg, "api_key", s);
+    }
+    return po_account_build_api(in, "stripe", false, cfg, err, errcap);
 }
 
 static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
                            char *err, size_t errcap)
 {
-    struct stripe_account *st = po_account_priv_new(a, sizeof *st);
+    struct po_stripe_account *st = po_account_priv_new(a, sizeof *st);
     if (!st)
         return PO_ERR_NOMEM;
     json_t *list = json_object_get(root, "webhook_secrets");
@@ -342,12 +347,23 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
     st->livemode = json_is_boolean(live) ? json_is_true(live) : -1;
     if (!po_set_field(st->account, sizeof st->account, po_json_str(root, "account_id")))
         st->account[0] = '\0';
-    return PO_OK;
+    const char *key = po_json_str(root, "api_key");
+    if (key) {
+        size_t len = 0;
+        po_err rc = po_account_unseal(a, "api_key", key, master, (unsigned char *)st->api_key,
+                                      sizeof st->api_key - 1, &len, err, errcap);
+        if (rc)
+            return rc;
+        st->api_key[len] = '\0';
+    }
+    po_err rc = po_account_load_api(root, master, a, "https://api.stripe.com", false, err, errcap);
+    a->api_ready = !rc && st->api_key[0] && a->api_base_url[0];
+    return rc;
 }
 
 static void account_free(void *priv)
 {
-    po_account_priv_free(priv, sizeof(struct stripe_account));
+    po_account_priv_free(priv, sizeof(struct po_stripe_account));
 }
 
 static void ack(bool success, unsigned fail_status, const char *msg, struct po_ack *out)
@@ -365,6 +381,8 @@ static const struct po_channel_option options[] = {
     {"timestamp-window", "seconds a webhook's t= may be off (default 300)"},
     {"account-id", "the Stripe account (acct_…) every event must name (Connect's account)"},
     {"livemode", "true or false: every event's livemode must be this"},
+    {"api-key-file", "the secret or restricted API key (sk_…, rk_…) that calls Stripe (sealed)"},
+    {"api-base-url", "Stripe's API base URL (https://; http:// only on loopback)"},
     {NULL, NULL},
 };
 
@@ -377,4 +395,8 @@ const struct po_channel_ops po_channel_stripe = {
     .account_free = account_free,
     .parse = parse,
     .ack = ack,
+    .refund_submit = po_stripe_refund_submit,
+    .manual_refunds_without_key = true,
+    .order_query = po_stripe_order_query,
+    .order_close = po_stripe_order_close,
 };

@@ -568,6 +568,7 @@ const struct po_channel_ops po_channel_wechatpay = {
     .ack = ack,
     .refund_submit = po_wechatpay_refund_submit,
     .order_query = po_wechatpay_order_query,
+    .order_close = po_wechatpay_order_close,
     .bill_parse = po_wechatpay_bill_parse,
     .bill_merchant = bill_merchant,
     .account_free = account_free,

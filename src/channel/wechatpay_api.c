@@ -190,29 +190,66 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
     }
     const char *state = po_json_str(j, "trade_state"), *mchid = po_json_str(j, "mchid");
     json_t *amt = json_object_get(j, "amount");
-    struct po_event *ev = &out->ev;
     bool paid = state && strcmp(state, "SUCCESS") == 0 && mchid &&
                 strcmp(mchid, po_wechatpay_of(a)->mchid) == 0;
     out->state = PO_QUERY_NOT_PAID;
     if (paid) {
         const char *cur = po_json_str(amt, "currency");
-        char verr[PO_ERRBUF_SIZE];
-        ev->type = PO_EV_PAY_SUCCESS;
-        ev->source = PO_SRC_QUERY;
-        ev->amount_minor = json_integer_value(json_object_get(amt, "total"));
-        if (!po_set_field(ev->tenant, sizeof ev->tenant, a->tenant) ||
-            !po_set_field(ev->channel, sizeof ev->channel, "wechatpay") ||
-            !po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, out_trade_no) ||
-            !po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id,
-                          po_json_str(j, "transaction_id")) ||
-            !po_set_field(ev->currency, sizeof ev->currency, cur ? cur : "CNY") ||
-            po_event_validate(ev, verr, sizeof verr)) {
-            out->state = PO_QUERY_FAILED;
-            (void)snprintf(out->why, sizeof out->why, "malformed_answer");
-        } else {
-            out->state = PO_QUERY_PAID;
-        }
+        po_query_paid(a, out_trade_no, po_json_str(j, "transaction_id"),
+                      json_integer_value(json_object_get(amt, "total")), cur ? cur : "CNY", out);
     }
     json_decref(j);
+    return PO_OK;
+}
+
+/* ---- close: POST /v3/pay/transactions/out-trade-no/{no}/close ---- */
+
+/* 204 (an empty body, signed) closed it; 404 ORDER_NOT_EXIST: the channel
+ * never had it, nothing can be paid there. Any other signed 4xx (not 429)
+ * is a refusal — ORDERPAID and the like — that the order query settles;
+ * the rest decides nothing. */
+po_err po_wechatpay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+                                struct po_close_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_CLOSE_FAILED;
+    if (!a->merchant_key) { /* never an unsigned request; nothing is sent */
+        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
+        return PO_OK;
+    }
+    struct po_api_resp *r = malloc(sizeof *r);
+    json_t *in = json_pack("{s:s}", "mchid", po_wechatpay_of(a)->mchid);
+    char *body = in ? po_json_dumps(in, JSON_COMPACT) : NULL, path[256];
+    json_decref(in);
+    PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s/close",
+                     out_trade_no) == PO_OK);
+    if (!r || !body || po_wechatpay_call(a, "POST", path, body, r)) {
+        free(body);
+        free(r);
+        return PO_ERR_NOMEM;
+    }
+    free(body);
+    out->http_status = r->status;
+    char why[PO_REASON_SIZE] = "";
+    bool is_signed = r->status && po_wechatpay_resp_signed(a, r, why, sizeof why);
+    json_t *j = NULL;
+    if (is_signed && r->len && po_json_parse(r->body, r->len, &j, NULL, 0) != PO_OK)
+        j = NULL;
+    const char *code = po_json_str(j, "code");
+    if (r->status == 0) {
+        (void)snprintf(out->why, sizeof out->why, "no_answer");
+    } else if (!is_signed) {
+        (void)snprintf(out->why, sizeof out->why, "HTTP_%ld_unsigned:%.20s", r->status, why);
+    } else if (r->status == 204 || r->status == 200 ||
+               (r->status == 404 && code && strcmp(code, "ORDER_NOT_EXIST") == 0)) {
+        out->state = PO_CLOSE_CLOSED;
+    } else if (r->status >= 400 && r->status < 500 && r->status != 429) {
+        out->state = PO_CLOSE_REFUSED;
+        po_channel_clean_code(code, r->status, out->why, sizeof out->why);
+    } else {
+        po_channel_clean_code(code, r->status, out->why, sizeof out->why);
+    }
+    json_decref(j);
+    free(r);
     return PO_OK;
 }

@@ -58,6 +58,11 @@ const char *cli_db_url(const struct opts *o);
 /* The master key from --master-key-file or PAYONCE_MASTER_KEY_FILE.
  * Returns 0 and sets *have (false when neither is given), or an exit code. */
 int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have);
+/* The tenant's stored account for channel, its secrets unsealed with that
+ * master key; 0, or an exit code after saying why. */
+struct po_channel_account;
+int cli_account(struct po_store *s, const struct opts *o, const char *tenant, const char *channel,
+                struct po_channel_account *out);
 
 /* ---- serve's options, declared once (cmd_config.c) ---- */
 /* The committer's options shared by serve and bench: --committers (2),
@@ -137,6 +142,7 @@ int cmd_alerts_replay(struct po_store *s, const struct opts *o);
 int cmd_alerts_accept(struct po_store *s, const struct opts *o);
 int cmd_alerts_refund(struct po_store *s, const struct opts *o);
 int cmd_channel_set(struct po_store *s, const struct opts *o);
+int cmd_channel_check(struct po_store *s, const struct opts *o);
 int cmd_channel_show(struct po_store *s, const struct opts *o);
 int cmd_tenant_list(struct po_store *s, const struct opts *o);
 int cmd_merchant_list(struct po_store *s, const struct opts *o);

@@ -13,6 +13,7 @@
 #include "../crypto/crypto.h"
 #include "../service/service.h"
 
+#include <curl/curl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,4 +134,64 @@ int cmd_channel_set(struct po_store *s, const struct opts *o)
         return cli_fail(rc, err);
     printf("saved (secrets %s)\n", have ? "sealed with the master key" : "NOT sealed");
     return 0;
+}
+
+/* `payonce channel check`: the account loads (its secrets unseal, its keys
+ * parse) and each API payonce calls at the channel answers, signed, with
+ * the tenant's keys — tried with harmless calls about an order nobody has
+ * (payonce-check-<random>): the order query must say "not paid", the close
+ * "closed, or never there". Refunds are signed with the same key and not
+ * tried (no refund is harmless). */
+int cmd_channel_check(struct po_store *s, const struct opts *o)
+{
+    const char *tenant = cli_opt(o, "tenant"), *channel = cli_opt(o, "channel");
+    const struct po_channel_ops *ch = po_channel_find(channel);
+    if (!ch) {
+        char names[128];
+        po_channel_names(0, names, sizeof names);
+        fprintf(stderr, "payonce: --channel must be one of %s\n", names);
+        return EXIT_USAGE;
+    }
+    struct po_channel_account acct;
+    int ret = cli_account(s, o, tenant, channel, &acct);
+    if (ret)
+        return ret;
+    printf("%s account of tenant %s: loads (%d verification key(s))\n", channel, tenant,
+           acct.nkeys);
+    if (!acct.api_ready) {
+        printf("  API calls      none: no API key (notifications only)\n");
+        po_channel_account_free(&acct);
+        return 0;
+    }
+    char no[40] = "payonce-check-";
+    unsigned char rnd[6];
+    PO_ASSERT(po_random(rnd, sizeof rnd) == PO_OK);
+    for (int i = 0; i < 6; i++)
+        (void)snprintf(no + 14 + 2 * i, 3, "%02x", rnd[i]);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int bad = 0;
+    struct po_query_answer *qa = malloc(sizeof *qa);
+    if (!qa) {
+        po_channel_account_free(&acct);
+        return cli_fail(PO_ERR_NOMEM, "out of memory");
+    }
+    if (ch->order_query) {
+        bool ok = ch->order_query(&acct, no, qa) == PO_OK && qa->state == PO_QUERY_NOT_PAID;
+        bad += !ok;
+        printf("  order query    %s (HTTP %ld%s%s)\n", ok ? "works" : "FAILS", qa->http_status,
+               qa->why[0] ? ": " : "", qa->why);
+    }
+    if (ch->order_close) {
+        struct po_close_answer ca;
+        bool ok = ch->order_close(&acct, no, &ca) == PO_OK && ca.state == PO_CLOSE_CLOSED;
+        bad += !ok;
+        printf("  close          %s (HTTP %ld%s%s)\n", ok ? "works" : "FAILS", ca.http_status,
+               ca.why[0] ? ": " : "", ca.why);
+    }
+    if (ch->refund_submit)
+        printf("  refunds        sent with the same key and address (not tried)\n");
+    free(qa);
+    curl_global_cleanup();
+    po_channel_account_free(&acct);
+    return bad ? EXIT_FAIL : 0;
 }

@@ -22,20 +22,6 @@ static void progress(void *ctx, int64_t done, int64_t total)
         fprintf(stderr, "  %lld / %lld rows\n", (long long)done, (long long)total);
 }
 
-static int account(struct po_store *s, const struct opts *o, const char *tenant,
-                   const char *channel, struct po_channel_account *out)
-{
-    unsigned char master[32];
-    bool have = false;
-    int ret = cli_load_master_key(o, master, &have);
-    if (ret)
-        return ret;
-    char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_account_fetch(s, have ? master : NULL, tenant, channel, out, err, sizeof err);
-    po_secure_zero(master, sizeof master);
-    return rc ? cli_fail(rc, err) : 0;
-}
-
 /* The bills payonce reads (WeChat Pay's) are in CNY. */
 static void money(int64_t minor, char *out, size_t cap)
 {
@@ -65,7 +51,7 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
         return EXIT_FAIL;
     }
     struct po_channel_account acct;
-    int ret = account(s, o, tenant, channel, &acct);
+    int ret = cli_account(s, o, tenant, channel, &acct);
     if (ret) {
         free(data);
         return ret;
@@ -121,7 +107,7 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
     }
     const char *channel = cli_opt(o, "channel") ? cli_opt(o, "channel") : "wechatpay";
     struct po_channel_account acct;
-    int ret = account(s, o, tenant, channel, &acct);
+    int ret = cli_account(s, o, tenant, channel, &acct);
     if (ret)
         return ret;
     curl_global_init(CURL_GLOBAL_DEFAULT);

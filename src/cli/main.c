@@ -77,6 +77,8 @@ const struct cli_command cli_commands[] = {
      "configure a tenant's channel account (secrets sealed)"},
     {"channel", "show", "tenant channel", "tenant channel", "json", cmd_channel_show, false,
      "a channel account, secrets redacted, certificates with their expiry"},
+    {"channel", "check", "tenant channel master-key-file", "tenant channel", "", cmd_channel_check,
+     false, "try each API payonce calls at the channel with the tenant's keys (harmless calls)"},
     /* "@serve": the options of cmd_config.c's table, and --config */
     {"serve", NULL, "@serve", "", "insecure-dev", cmd_serve, false,
      "run the gateway: callbacks, tenant API, jobs, webhooks"},

@@ -6,6 +6,7 @@
 #include "../channel/channel.h"
 #include "../core/core.h"
 #include "../crypto/crypto.h"
+#include "../service/service.h"
 #include "../store/store.h"
 
 #include <jansson.h>
@@ -203,4 +204,18 @@ int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
     }
     *have = true;
     return 0;
+}
+
+int cli_account(struct po_store *s, const struct opts *o, const char *tenant, const char *channel,
+                struct po_channel_account *out)
+{
+    unsigned char master[32];
+    bool have = false;
+    int ret = cli_load_master_key(o, master, &have);
+    if (ret)
+        return ret;
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_account_fetch(s, have ? master : NULL, tenant, channel, out, err, sizeof err);
+    po_secure_zero(master, sizeof master);
+    return rc ? cli_fail(rc, err) : 0;
 }

@@ -85,7 +85,7 @@ bool po_api_acquire(struct po_api_call *c)
     return true;
 }
 
-static void release_conn(struct po_api_call *c)
+void po_api_release(struct po_api_call *c)
 {
     if (c->s)
         po_store_pool_release(c->ctx->gw->pool, c->s);
@@ -185,7 +185,7 @@ static bool claim(struct po_api_call *c, const struct po_idem_req *q, struct po_
                 in_flight(c);
                 return false;
             }
-            release_conn(c); /* do not hold a connection while waiting */
+            po_api_release(c); /* do not hold a connection while waiting */
             sleep_ms(PO_IDEM_POLL_MS);
             waited += PO_IDEM_POLL_MS;
             break;
@@ -247,7 +247,7 @@ static void submit_refund(struct po_api_call *c)
                     ? po_refund_prepare(c->s, c->ctx->gw->cfg->master_key, c->tenant,
                                         c->submit_refund, job, &found)
                     : PO_ERR_TRANSIENT;
-    release_conn(c);
+    po_api_release(c);
     if (!rc && found && job->callable) {
         if (po_bulkhead_enter(c->ctx->gw->outbound_bulkhead, c->tenant)) {
             rc = po_refund_call(job);
@@ -279,7 +279,7 @@ static void submit_refund(struct po_api_call *c)
  * taken over or stored first by a twin (the work rolled back). */
 static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, const char *token)
 {
-    release_conn(c);
+    po_api_release(c);
     struct post_work pw = {c, q, token};
     struct po_commit_item it;
     memset(&it, 0, sizeof it);
@@ -289,6 +289,16 @@ static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, con
     PO_ASSERT(po_fmt(it.route, sizeof it.route, "%s|%s", c->tenant, c->req->request_id) == PO_OK);
     po_committer_apply(c->ctx->gw->cb.committer, &it);
     return it.work.rc;
+}
+
+/* A record claimed from an abandoned one goes back to abandoned when
+ * nothing was stored under it (its lock would free it later anyway). */
+static void release_claim(struct po_api_call *c, const struct po_idem_req *q,
+                          const struct po_idem_claim *cl)
+{
+    if (cl->kind == PO_IDEM_CLAIMED && po_api_acquire(c) && po_idem_release(c->s, q, cl->token))
+        po_log(PO_LOG_WARN, "request %s: Idempotency-Key not released; it frees after %d s",
+               c->req->request_id, PO_IDEM_LOCK_S);
 }
 
 /* The body is read as JSON whatever Content-Type says, but a body that
@@ -344,13 +354,14 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
     struct po_idem_claim cl;
     memset(&cl, 0, sizeof cl);
     po_err rc = PO_OK;
+    bool before_answered = false;
     if (key) {
         request_hash(c, hash);
         if (!hash[0]) {
             po_api_unavailable(c);
             return;
         }
-        release_conn(c); /* never held while waiting for a twin */
+        po_api_release(c); /* never held while waiting for a twin */
         rc = po_idem_local_enter(c->ctx->gw->idem_local, &q, c->ctx->gw->cfg->idem_wait_ms);
         if (rc) {
             if (rc == PO_ERR_CONFLICT)
@@ -365,13 +376,26 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
             rc = PO_OK;
             if (!claim(c, &q, &cl))
                 break;
+            if (attempt == 0 && rt->before && !rt->before(c)) {
+                before_answered = true;
+                break;
+            }
             rc = run_effect(c, &q, cl.token);
             if (rc != PO_ERR_CONFLICT || cl.kind != PO_IDEM_ABSENT || attempt == 2)
                 break;
         }
         po_idem_local_leave(c->ctx->gw->idem_local, &q);
+    } else if (rt->before && !rt->before(c)) {
+        before_answered = true;
     } else {
         rc = run_effect(c, NULL, "");
+    }
+    if (before_answered) {
+        /* Nothing is stored under the key: a record claimed from an
+         * abandoned one goes back to abandoned, and the retry runs. */
+        if (key)
+            release_claim(c, &q, &cl);
+        return;
     }
     if (rc == PO_ERR_CONFLICT && key) {
         /* Our claim was taken over: the other request owns the key. */
@@ -387,10 +411,8 @@ static void handle_post(struct po_api_call *c, const struct po_api_route *rt)
         c->submit_refund[0] = '\0';
         po_api_unavailable(c);
         /* A record claimed from an abandoned one goes back to abandoned. */
-        if (key && cl.kind == PO_IDEM_CLAIMED && po_api_acquire(c) &&
-            po_idem_release(c->s, &q, cl.token))
-            po_log(PO_LOG_WARN, "request %s: Idempotency-Key not released; it frees after %d s",
-                   c->req->request_id, PO_IDEM_LOCK_S);
+        if (key)
+            release_claim(c, &q, &cl);
     }
     if (c->submit_refund[0])
         submit_refund(c);
@@ -512,7 +534,7 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
     uint64_t start = po_now_us();
     struct po_api_call c = {.ctx = ctx, .req = req, .route = route};
     dispatch(&c, allow);
-    release_conn(&c);
+    po_api_release(&c);
     if (c.in_bulkhead)
         po_bulkhead_leave(ctx->gw->api_bulkhead, c.tenant);
     char *body = c.resp ? po_json_dumps(c.resp, JSON_COMPACT | JSON_SORT_KEYS) : NULL;

@@ -44,5 +44,7 @@ po_err po_api_business(struct po_api_call *c, po_err rc, const char *code, const
 /* Borrows a pool connection for the rest of the call; false when none
  * frees up in time (the answer is then 503). */
 bool po_api_acquire(struct po_api_call *c);
+/* Gives it back (before a call that may wait). */
+void po_api_release(struct po_api_call *c);
 
 #endif

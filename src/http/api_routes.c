@@ -165,6 +165,67 @@ static bool close_validate(struct po_api_call *c)
     return parse_body(c, NULL, 0, true);
 }
 
+/* Before the transaction, holding no connection: an open order is closed
+ * at its channel first (docs/api.md). The channel closed it (or never had
+ * it): the effect closes it here. The channel has its payment: credited
+ * through the engine, and the effect then answers 409 order_paid. No
+ * decisive answer: 503 channel_unavailable, the order stays PAYING. */
+static bool close_before(struct po_api_call *c)
+{
+    const struct po_gateway_parts *gw = c->ctx->gw;
+    struct po_close_job *job = calloc(1, sizeof *job);
+    if (!job) {
+        po_api_out_of_memory(c);
+        return false;
+    }
+    if (!po_api_acquire(c)) {
+        free(job);
+        po_api_unavailable(c);
+        return false;
+    }
+    po_err rc = po_order_close_prepare(c->s, gw->cfg->master_key, c->tenant, c->no, job);
+    po_api_release(c);
+    struct po_close_report rep = {.result = PO_CC_LOCAL};
+    bool busy = false;
+    if (!rc && job->callable) {
+        busy = !po_bulkhead_enter(gw->outbound_bulkhead, c->tenant);
+        if (!busy) {
+            rc = po_order_close_call(job, NULL, gw->cb.committer, &rep);
+            po_bulkhead_leave(gw->outbound_bulkhead, c->tenant);
+        }
+    }
+    const char *channel = job->ch ? job->ch->name : "";
+    po_close_job_free(job);
+    free(job);
+    if (rc == PO_ERR_NOT_FOUND) /* the effect answers 404 */
+        return true;
+    if (rc == PO_ERR_NOMEM) {
+        po_api_out_of_memory(c);
+        return false;
+    }
+    if (rc) {
+        po_api_unavailable(c);
+        return false;
+    }
+    if (busy || rep.result == PO_CC_UNDECIDED) {
+        char msg[300];
+        (void)snprintf(msg, sizeof msg,
+                       busy ? "this tenant's calls to its channels are at their limit: the"
+                              " order stays PAYING; retry"
+                            : "%s did not confirm the close (%s): the order stays PAYING; retry",
+                       channel, rep.why);
+        po_log(PO_LOG_WARN, "request %s: close of %s at %s: %s", c->req->request_id, c->no, channel,
+               busy ? "outbound_busy" : rep.why);
+        po_api_fail(c, 503, "channel_unavailable", msg, NULL);
+        c->retry_after = 5;
+        return false;
+    }
+    if (rep.result == PO_CC_PAID)
+        po_log(PO_LOG_INFO, "request %s: %s had paid %s before the close: %s", c->req->request_id,
+               channel, c->no, po_outcome_name(rep.outcome.kind));
+    return true;
+}
+
 static po_err close_effect(struct po_api_call *c)
 {
     bool now = false;
@@ -209,7 +270,10 @@ static po_err refund_effect(struct po_api_call *c)
         (rc = po_account_has_merchant_key(c->s, c->tenant, channel, &has_account, &has_key)))
         return rc;
     /* A channel account without the merchant's API key cannot sign the
-     * refund request: refused now, nothing recorded (issue 13 item 10). */
+     * refund request: refused now, nothing recorded (issue 13 item 10) —
+     * unless the channel takes refunds made in it (Stripe's dashboard). */
+    if (submit && has_account && !has_key && ops->manual_refunds_without_key)
+        submit = false;
     if (submit && has_account && !has_key) {
         char msg[200];
         (void)snprintf(msg, sizeof msg,
@@ -240,7 +304,7 @@ static po_err refund_effect(struct po_api_call *c)
 }
 
 const struct po_api_route po_api_order_create = {NULL, order_create_validate, order_create_effect};
-const struct po_api_route po_api_order_close = {NULL, close_validate, close_effect};
+const struct po_api_route po_api_order_close = {NULL, close_validate, close_effect, close_before};
 const struct po_api_route po_api_refund_create = {NULL, refund_validate, refund_effect};
 
 /* ---- GET routes ---- */

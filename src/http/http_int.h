@@ -111,6 +111,11 @@ struct po_api_route {
     void (*get)(struct po_api_call *c);
     bool (*validate)(struct po_api_call *c);
     po_err (*effect)(struct po_api_call *c);
+    /* Optional: work outside the transaction, before the effect, once the
+     * Idempotency-Key is this request's (a replay never reaches it) —
+     * holding no connection across a channel's API. False when it set the
+     * answer (then nothing is stored under the key). */
+    bool (*before)(struct po_api_call *c);
 };
 
 struct po_route {

@@ -41,7 +41,8 @@ po_err po_account_check_all(struct po_store *s, const unsigned char *master,
 po_err po_account_doc(struct po_store *s, const char *tenant, const char *channel, json_t **doc,
                       char *updated_at, size_t cap) PO_MUST_CHECK;
 /* Whether the tenant has an account for channel, and whether it holds the
- * merchant's API key (refund submission needs it), without unsealing. */
+ * key that calls the channel's API (refund submission needs it): the
+ * merchant's private key, or Stripe's API key; without unsealing. */
 po_err po_account_has_merchant_key(struct po_store *s, const char *tenant, const char *channel,
                                    bool *has_account, bool *has_key) PO_MUST_CHECK;
 /* Stores a document built by po_channel_account_build (insert or replace),

@@ -74,7 +74,10 @@ po_err po_account_has_merchant_key(struct po_store *s, const char *tenant, const
     json_t *doc = NULL;
     po_err rc = po_account_doc(s, tenant, channel, &doc, NULL, 0);
     *has_account = doc != NULL;
-    *has_key = json_is_string(json_object_get(doc, "merchant_private_key"));
+    /* the key that signs (WeChat Pay, Alipay) or authorises (Stripe)
+     * calls to the channel */
+    *has_key = json_is_string(json_object_get(doc, "merchant_private_key")) ||
+               json_is_string(json_object_get(doc, "api_key"));
     json_decref(doc);
     return rc;
 }

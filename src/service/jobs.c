@@ -44,7 +44,9 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
         struct po_query_report q;
         if (po_account_fetch(s, j->cfg.master, tenants[i], ch->name, &acct, err, sizeof err))
             continue;
-        if (po_order_query_round(s, j->cfg.committer, &acct, j->cfg.query_min_age_s, QUERY_LIMIT,
+        /* an account for notifications only: payonce does not call */
+        if (acct.api_ready &&
+            po_order_query_round(s, j->cfg.committer, &acct, j->cfg.query_min_age_s, QUERY_LIMIT,
                                  &q, err, sizeof err) == PO_OK &&
             q.queried)
             po_log(PO_LOG_INFO,

@@ -9,6 +9,9 @@
  */
 #include "order_query.h"
 
+#include "account.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -50,6 +53,13 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
         po_channel_names(PO_CAN_QUERY, names, sizeof names);
         po_errf(err, errcap, "%s has no order-query API (channels with one: %s)", acct->channel,
                 names);
+        return PO_ERR_INVALID;
+    }
+    if (!acct->api_ready) {
+        po_errf(err, errcap,
+                "the tenant's %s account has no API key to call the channel with (channel set"
+                " --merchant-private-key-file, or --api-key-file for Stripe)",
+                acct->channel);
         return PO_ERR_INVALID;
     }
     struct po_query_report q = {0};
@@ -102,4 +112,90 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
     po_rows_free(&rows);
     *out = q;
     return PO_OK;
+}
+
+/* ---- closing an order at its channel first ---- */
+
+po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
+                              const char *out_trade_no, struct po_close_job *job)
+{
+    memset(job, 0, sizeof *job);
+    if (po_strcpy(job->tenant, sizeof job->tenant, tenant) ||
+        po_strcpy(job->out_trade_no, sizeof job->out_trade_no, out_trade_no))
+        return PO_ERR_INVALID;
+    struct po_rows rows;
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_store_exec(s,
+                              "SELECT status, COALESCE(channel, '') FROM pay_order WHERE"
+                              " tenant_id = ? AND out_trade_no = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &rows, NULL, err,
+                              sizeof err);
+    if (rc)
+        return rc;
+    if (rows.nrows != 1) {
+        po_rows_free(&rows);
+        return PO_ERR_NOT_FOUND;
+    }
+    bool paying = strcmp(po_rows_get(&rows, 0, 0), "PAYING") == 0;
+    job->ch = po_channel_find(po_rows_get(&rows, 0, 1));
+    po_rows_free(&rows);
+    if (!paying || !job->ch || !job->ch->order_close || !job->ch->order_query)
+        return PO_OK;
+    rc = po_account_fetch(s, master, tenant, job->ch->name, &job->acct, err, sizeof err);
+    if (rc == PO_ERR_NOT_FOUND) /* the tenant does not use the channel through payonce */
+        return PO_OK;
+    if (rc) {
+        po_log(PO_LOG_WARN, "tenant %s: the %s account cannot be loaded to close %s: %s", tenant,
+               job->ch->name, out_trade_no, err);
+        return PO_ERR_STORE;
+    }
+    /* An account for notifications only does not let payonce call the
+     * channel. */
+    job->callable = job->acct.api_ready;
+    return PO_OK;
+}
+
+po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
+                           struct po_committer *committer, struct po_close_report *out)
+{
+    memset(out, 0, sizeof *out);
+    out->result = PO_CC_LOCAL;
+    if (!job->callable)
+        return PO_OK;
+    struct po_close_answer ca;
+    po_err rc = job->ch->order_close(&job->acct, job->out_trade_no, &ca);
+    if (rc)
+        return rc;
+    out->http_status = ca.http_status;
+    if (ca.state == PO_CLOSE_CLOSED) {
+        out->result = PO_CC_CLOSED;
+        return PO_OK;
+    }
+    out->result = PO_CC_UNDECIDED;
+    (void)snprintf(out->why, sizeof out->why, "%s", ca.why);
+    if (ca.state == PO_CLOSE_FAILED)
+        return PO_OK;
+    /* Refused: paid there, or no longer open. The query says which. */
+    struct po_query_answer *qa = malloc(sizeof *qa);
+    if (!qa)
+        return PO_ERR_NOMEM;
+    rc = job->ch->order_query(&job->acct, job->out_trade_no, qa);
+    if (!rc && qa->state == PO_QUERY_NOT_PAID) {
+        out->result = PO_CC_CLOSED;
+    } else if (!rc && qa->state == PO_QUERY_PAID) {
+        if (apply(s, committer, &qa->ev, &out->outcome) == PO_OK)
+            out->result = PO_CC_PAID;
+        else
+            (void)snprintf(out->why, sizeof out->why, "store_unavailable");
+    } else if (!rc) {
+        out->http_status = qa->http_status;
+        (void)snprintf(out->why, sizeof out->why, "query:%.50s", qa->why);
+    }
+    free(qa);
+    return rc;
+}
+
+void po_close_job_free(struct po_close_job *job)
+{
+    po_channel_account_free(&job->acct);
 }

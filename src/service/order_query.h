@@ -1,5 +1,6 @@
 /*
- * order_query.h — the active order query at the channel, for missed callbacks (order_query.c).
+ * order_query.h — the order at its channel (order_query.c): the active query, for missed
+ * callbacks, and closing it there before payonce closes it.
  * Part of service.h (which includes every service header).
  */
 #ifndef PO_SERVICE_ORDER_QUERY_H
@@ -31,5 +32,48 @@ struct po_query_report {
 po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
                             const struct po_channel_account *acct, int64_t min_age_s, int limit,
                             struct po_query_report *out, char *err, size_t errcap) PO_MUST_CHECK;
+
+/* ---- closing an order at its channel first (order_query.c) ---- */
+
+enum po_channel_close {
+    PO_CC_LOCAL,     /* nothing to do at a channel (not PAYING, no channel, a channel
+                        without a close API, no account of the tenant for it, or one
+                        without the API base URL and merchant key): close here alone */
+    PO_CC_CLOSED,    /* the channel closed it (or never had it): close it here */
+    PO_CC_PAID,      /* the channel has its payment: applied through the engine
+                        (outcome), so the order is no longer open */
+    PO_CC_UNDECIDED, /* no decisive answer: the order stays PAYING; ask again later */
+};
+
+struct po_close_job {
+    char tenant[PO_ID_MAX + 1];
+    char out_trade_no[PO_ID_MAX + 1];
+    const struct po_channel_ops *ch;
+    struct po_channel_account acct;
+    bool callable; /* PAYING on a channel with a close API, the account loaded */
+};
+
+struct po_close_report {
+    enum po_channel_close result;
+    long http_status;
+    char why[PO_REASON_SIZE];  /* UNDECIDED: the channel's code or what was wrong */
+    struct po_outcome outcome; /* PAID: what the engine made of the payment */
+};
+
+/* Reads the order and the tenant's account for its channel (secrets
+ * unsealed with master) into job. PO_ERR_NOT_FOUND: no such order. */
+po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
+                              const char *out_trade_no, struct po_close_job *job) PO_MUST_CHECK;
+/*
+ * Asks the channel to close job's order (no connection is held: the call
+ * may take the API's whole timeout). A refusal is settled by the order
+ * query: paid -> the payment enters the engine with exactly the key its
+ * callback would have had (committer: serve's front door; NULL: on s, the
+ * offline CLI); not paid -> closed. Non-OK only for out-of-memory.
+ */
+po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
+                           struct po_committer *committer,
+                           struct po_close_report *out) PO_MUST_CHECK;
+void po_close_job_free(struct po_close_job *job);
 
 #endif

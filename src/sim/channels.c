@@ -6,6 +6,7 @@
  */
 #include "sim_int.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,12 +259,16 @@ static po_err stripe_refund(const struct po_sim_identity *id, const struct po_si
                             int64_t now, struct po_sim_request *out)
 {
     int64_t at = r->refunded_at ? r->refunded_at : now;
+    char cur[4] = "cny";
+    for (int i = 0; r->currency && i < 3 && r->currency[i]; i++)
+        cur[i] = (char)tolower((unsigned char)r->currency[i]);
+    const char *status = !r->status || strcmp(r->status, "SUCCESS") == 0 ? "succeeded" : "failed";
     /* The Refund object (re_…) itself: its own id, amount and status. */
     return stripe(id, "refund.updated", r->refund_id, at,
-                  json_pack("{s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s}}", "id", r->refund_id, "object",
-                            "refund", "amount", (json_int_t)r->amount, "currency", "cny", "status",
-                            "succeeded", "metadata", "out_trade_no", r->out_trade_no,
-                            "out_refund_no", r->out_refund_no),
+                  json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:{s:s, s:s}}", "id", r->refund_id,
+                            "object", "refund", "amount", (json_int_t)r->amount, "currency", cur,
+                            "payment_intent", r->txn ? r->txn : "", "status", status, "metadata",
+                            "out_trade_no", r->out_trade_no, "out_refund_no", r->out_refund_no),
                   now, out);
 }
 

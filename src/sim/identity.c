@@ -43,7 +43,7 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
     char *mer_priv = NULL, *mer_pub = NULL, mer_serial[32];
     char *doc = NULL;
     unsigned char raw[32];
-    char apiv3[33], secret[48], serial[PO_SERIAL_MAX + 1], digits[24];
+    char apiv3[33], secret[48], api_key[48], serial[PO_SERIAL_MAX + 1], digits[24];
     static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     po_err rc = PO_OK;
     bool pubkey = strcmp(mode, "pubkey") == 0;
@@ -66,6 +66,12 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
     for (int i = 0; i < 32; i++)
         secret[6 + i] = alnum[raw[i] % 62];
     secret[38] = '\0';
+    if ((rc = po_random(raw, 32)))
+        goto out;
+    memcpy(api_key, "sk_test_", 8);
+    for (int i = 0; i < 32; i++)
+        api_key[8 + i] = alnum[raw[i] % 62];
+    api_key[40] = '\0';
     random_digits(digits, 16);
     if (pubkey) {
         (void)snprintf(serial, sizeof serial, "PUB_KEY_ID_0114%s", digits);
@@ -97,6 +103,7 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
         (rc = write_file(dir, "alipay_private_key.pem", ali_priv, strlen(ali_priv), true)) ||
         (rc = write_file(dir, "alipay_public_key.pem", ali_pub, strlen(ali_pub), false)) ||
         (rc = write_file(dir, "stripe_webhook_secret", secret, strlen(secret), true)) ||
+        (rc = write_file(dir, "stripe_api_key", api_key, strlen(api_key), true)) ||
         (rc = write_file(dir, "merchant_private_key.pem", mer_priv, strlen(mer_priv), true)) ||
         (rc = write_file(dir, "merchant_public_key.pem", mer_pub, strlen(mer_pub), false)))
         po_errf(err, errcap, "cannot write into %s", dir);
@@ -105,6 +112,7 @@ out:
         po_errf(err, errcap, "key generation failed (%s)", po_err_name(rc));
     po_secure_zero(apiv3, sizeof apiv3);
     po_secure_zero(secret, sizeof secret);
+    po_secure_zero(api_key, sizeof api_key);
     free(doc);
     free(cert);
     free(wx_priv);
@@ -182,6 +190,16 @@ po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *
         if (!rc) {
             memcpy(out->secret, buf, len);
             out->secret_len = len;
+        }
+        po_secure_zero(buf, len);
+        free(buf);
+    }
+    /* Older directories have no Stripe API key: the simulated Stripe API
+     * then refuses every request (401). */
+    if (!rc && read_in(dir, "stripe_api_key", &buf, &len) == PO_OK) {
+        if (len < sizeof out->stripe_api_key) {
+            memcpy(out->stripe_api_key, buf, len);
+            out->stripe_api_key[len] = '\0';
         }
         po_secure_zero(buf, len);
         free(buf);

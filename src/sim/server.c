@@ -78,7 +78,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             .body = q->body.data ? q->body.data : ""};
     if (q->body.too_large)
         sim_error(&call, 413, "PARAM_ERROR", "body too large");
-    else if (po_sim_wx_route(s, &call) < 0 && po_sim_alipay_route(s, &call) < 0)
+    else if (po_sim_wx_route(s, &call) < 0 && po_sim_alipay_route(s, &call) < 0 &&
+             po_sim_stripe_route(s, &call) < 0)
         sim_error(&call, 404, "NOT_FOUND", "no such API in the simulator");
     enum MHD_Result r = send_answer(s, c, &call);
     free(call.body_out);

@@ -94,6 +94,7 @@ struct po_sim_identity {
     unsigned char apiv3[32];
     unsigned char secret[128];
     size_t secret_len;
+    char stripe_api_key[64]; /* sk_test_…: what the simulated Stripe API accepts */
 };
 /* Generates a fresh identity into dir; mode "cert" or "pubkey". */
 po_err po_sim_identity_generate(const char *dir, const char *mode, char *err,
@@ -127,6 +128,7 @@ struct po_sim_refund {
                               total so far (TRADE_CLOSED when it is total) */
     const char *status;    /* SUCCESS | CLOSED | ABNORMAL */
     int64_t refunded_at;   /* when the channel settled it (unix s); 0: now */
+    const char *currency;  /* ISO 4217 (NULL: CNY); Stripe writes it in lower case */
 };
 po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_sim_refund *r,
                              int64_t now, struct po_sim_request *out) PO_MUST_CHECK;

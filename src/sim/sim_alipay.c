@@ -10,73 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A form body decoded into at most 32 pairs (the sim's own decoder; the
- * gateway's requests are what payonce's src/channel/form.c wrote). */
-struct sim_form {
-    int n;
-    char *k[32], *v[32];
-};
-
-static void sim_form_free(struct sim_form *f)
-{
-    for (int i = 0; i < f->n; i++) {
-        free(f->k[i]);
-        free(f->v[i]);
-    }
-    f->n = 0;
-}
-
-static char *sim_unescape(const char *s, size_t len)
-{
-    char *d = malloc(len + 1);
-    size_t j = 0;
-    for (size_t i = 0; d && i < len; i++) {
-        unsigned hi, lo;
-        if (s[i] == '+') {
-            d[j++] = ' ';
-        } else if (s[i] == '%' && i + 2 < len && sscanf(s + i + 1, "%1x%1x", &hi, &lo) == 2) {
-            d[j++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (s[i] == '%') {
-            free(d);
-            return NULL;
-        } else {
-            d[j++] = s[i];
-        }
-    }
-    if (d)
-        d[j] = '\0';
-    return d;
-}
-
-static bool sim_form_parse(const char *body, struct sim_form *f)
-{
-    for (const char *p = body; *p && f->n < 32;) {
-        size_t len = strcspn(p, "&");
-        const char *eq = memchr(p, '=', len);
-        if (!eq)
-            return false;
-        f->k[f->n] = sim_unescape(p, (size_t)(eq - p));
-        f->v[f->n] = sim_unescape(eq + 1, (size_t)(p + len - eq - 1));
-        if (!f->k[f->n] || !f->v[f->n]) {
-            free(f->k[f->n]);
-            free(f->v[f->n]);
-            return false;
-        }
-        f->n++;
-        p += len + (p[len] == '&');
-    }
-    return f->n > 0;
-}
-
-static const char *sim_form_get(const struct sim_form *f, const char *k)
-{
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->k[i], k) == 0)
-            return f->v[i];
-    return "";
-}
-
 /* "12.30" -> 1230; -1 unless digits with at most two decimals. */
 static int64_t sim_fen(const char *y)
 {
@@ -121,14 +54,153 @@ static int alipay_error(struct po_sim_server *s, struct sim_call *c, const char 
                                   sub_code, "sub_msg", sub_msg));
 }
 
-/* POST /gateway.do, method alipay.trade.refund: the request must be signed
- * RSA2 with the app's key (the simulator's merchant key pair stands for
- * it); refunds are idempotent on (out_trade_no, out_request_no), as
- * Alipay's; the result is notified to the request's notify_url as a
- * trade_status_sync form (TRADE_CLOSED when fully refunded). */
-static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
+/* alipay.trade.refund: refunds are idempotent on (out_trade_no,
+ * out_request_no), as Alipay's; the result is notified to the request's
+ * notify_url as a trade_status_sync form (TRADE_CLOSED when fully
+ * refunded). */
+static int trade_refund(struct po_sim_server *s, struct sim_call *c, const struct sim_form *f,
+                        json_t *biz)
 {
     static const char node[] = "alipay_trade_refund_response";
+    const char *out_trade_no = sim_jstr(biz, "out_trade_no"),
+               *out_request_no = sim_jstr(biz, "out_request_no");
+    const char *trade_no = sim_jstr(biz, "trade_no"); /* either names the trade */
+    const char *notify_url = sim_form_get(f, "notify_url");
+    int64_t want = sim_fen(sim_jstr(biz, "refund_amount"));
+    int ret;
+    if ((*trade_no ? !po_id_valid(trade_no, 64) : !po_id_valid(out_trade_no, 64)) ||
+        !po_id_valid(out_request_no, 64) || want <= 0 || strlen(notify_url) >= 500)
+        return alipay_error(s, c, node, "40002", "isv.missing-parameter",
+                            "out_trade_no or trade_no, out_request_no, refund_amount");
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
+    json_t *p = *trade_no ? sim_find_payment(payments, "alipay", "txn", trade_no)
+                          : sim_find_payment(payments, "alipay", "out_trade_no", out_trade_no),
+           *r;
+    json_t *existing = NULL;
+    json_int_t already = 0;
+    size_t i;
+    char order[65];
+    (void)snprintf(order, sizeof order, "%s", p ? sim_jstr(p, "out_trade_no") : out_trade_no);
+    out_trade_no = order;
+    json_array_foreach(refunds, i, r)
+    {
+        if (!sim_refund_of(r, "alipay") || !p ||
+            strcmp(sim_jstr(r, "txn"), sim_jstr(p, "txn")) != 0)
+            continue;
+        already += sim_jint(r, "amount");
+        if (strcmp(sim_jstr(r, "out_refund_no"), out_request_no) == 0)
+            existing = r;
+    }
+    char refund_id[40] = "", when[32], fee[32], txn[65];
+    const char *sub = NULL;
+    bool notify = false;
+    json_int_t total = sim_jint(p, "amount");
+    (void)snprintf(txn, sizeof txn, "%s", sim_jstr(p, "txn"));
+    sim_beijing_now(when, sizeof when);
+    if (!p) {
+        sub = "ACQ.TRADE_NOT_EXIST";
+    } else if (existing) {
+        /* The same request again: the same refund, no money moves. */
+        (void)snprintf(when, sizeof when, "%s", sim_jstr(existing, "time"));
+    } else if (already + want > total) {
+        sub = "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL";
+    } else {
+        sim_new_id("2088", refund_id, sizeof refund_id);
+        json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "alipay",
+                                "out_trade_no", out_trade_no, "txn", txn, "out_refund_no",
+                                out_request_no, "refund_id", refund_id, "amount", (json_int_t)want,
+                                "total", total, "time", when);
+        sim_append_jsonl(s->dir, "refunds.jsonl", rec);
+        json_decref(rec);
+        already += want;
+        notify = *notify_url != '\0';
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(payments);
+    json_decref(refunds);
+    sim_yuan(already, fee, sizeof fee);
+    if (notify)
+        sim_start_refund_job(s, notify_url, "alipay", out_trade_no, txn, out_request_no, refund_id,
+                             already, total); /* refund_fee: the refunded total */
+    if (sub)
+        ret = alipay_error(s, c, node, "40004", sub,
+                           strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0 ? "交易不存在" : "退款金额超限");
+    else
+        ret = alipay_reply(s, c, node,
+                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "code", "10000",
+                                     "msg", "Success", "trade_no", txn, "out_trade_no",
+                                     out_trade_no, "buyer_logon_id", "pay***@example.com",
+                                     "fund_change", existing ? "N" : "Y", "refund_fee", fee,
+                                     "gmt_refund_pay", when));
+    return ret;
+}
+
+/* alipay.trade.query: a trade the simulator has a payment for is
+ * TRADE_SUCCESS (amounts in yuan, send_pay_date in Beijing time); one it
+ * closed is TRADE_CLOSED; any other is 40004 ACQ.TRADE_NOT_EXIST (the
+ * buyer never opened the cashier). */
+static int trade_query(struct po_sim_server *s, struct sim_call *c, json_t *biz)
+{
+    static const char node[] = "alipay_trade_query_response";
+    const char *no = sim_jstr(biz, "out_trade_no");
+    if (!po_id_valid(no, 64))
+        return alipay_error(s, c, node, "40002", "isv.missing-parameter", "out_trade_no");
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *closed = sim_read_jsonl(s->dir, "closed.jsonl");
+    json_t *p = sim_find_payment(payments, "alipay", "out_trade_no", no);
+    bool was_closed = sim_find_payment(closed, "alipay", "out_trade_no", no) != NULL;
+    json_t *inner = NULL;
+    if (p) {
+        char yuan[32];
+        sim_yuan(sim_jint(p, "amount"), yuan, sizeof yuan);
+        inner = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "code", "10000",
+                          "msg", "Success", "buyer_logon_id", "pay***@example.com",
+                          "buyer_pay_amount", yuan, "out_trade_no", no, "receipt_amount", yuan,
+                          "send_pay_date", sim_jstr(p, "time"), "total_amount", yuan, "trade_no",
+                          sim_jstr(p, "txn"), "trade_status", "TRADE_SUCCESS");
+    } else if (was_closed) {
+        inner =
+            json_pack("{s:s, s:s, s:s, s:s, s:s}", "code", "10000", "msg", "Success",
+                      "out_trade_no", no, "total_amount", "0.00", "trade_status", "TRADE_CLOSED");
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(payments);
+    json_decref(closed);
+    if (!inner)
+        return alipay_error(s, c, node, "40004", "ACQ.TRADE_NOT_EXIST", "交易不存在");
+    return alipay_reply(s, c, node, inner);
+}
+
+/* alipay.trade.close: a paid trade is 40004 ACQ.TRADE_STATUS_ERROR; any
+ * other is closed (recorded in closed.jsonl). */
+static int trade_close(struct po_sim_server *s, struct sim_call *c, json_t *biz)
+{
+    static const char node[] = "alipay_trade_close_response";
+    const char *no = sim_jstr(biz, "out_trade_no");
+    if (!po_id_valid(no, 64))
+        return alipay_error(s, c, node, "40002", "isv.missing-parameter", "out_trade_no");
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    bool paid = sim_find_payment(payments, "alipay", "out_trade_no", no) != NULL;
+    if (!paid)
+        sim_record_close(s, "alipay", no);
+    pthread_mutex_unlock(&s->mu);
+    json_decref(payments);
+    if (paid)
+        return alipay_error(s, c, node, "40004", "ACQ.TRADE_STATUS_ERROR", "交易状态不合法");
+    return alipay_reply(
+        s, c, node,
+        json_pack("{s:s, s:s, s:s}", "code", "10000", "msg", "Success", "out_trade_no", no));
+}
+
+/* POST /gateway.do: the request must be signed RSA2 with the app's key
+ * (the simulator's merchant key pair stands for it), for the app_id the
+ * simulator has; then one of the methods above. */
+static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
+{
     struct sim_form f = {0};
     if (!sim_form_parse(c->body, &f)) {
         sim_form_free(&f);
@@ -137,88 +209,31 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     const char *keys[32], *vals[32];
     for (int i = 0; i < f.n; i++)
         keys[i] = f.k[i], vals[i] = f.v[i];
-    int ret;
+    static const char *const methods[] = {"alipay.trade.refund", "alipay.trade.query",
+                                          "alipay.trade.close"};
+    const char *method = sim_form_get(&f, "method");
+    int m = 0;
+    while (m < 3 && strcmp(method, methods[m]) != 0)
+        m++;
+    char node[64];
+    size_t n = 0;
+    for (; m < 3 && method[n] && n < 40; n++)
+        node[n] = method[n] == '.' ? '_' : method[n];
+    (void)snprintf(node + n, sizeof node - n, "_response");
     json_t *biz = json_loads(sim_form_get(&f, "biz_content"), 0, NULL);
-    const char *out_trade_no = sim_jstr(biz, "out_trade_no"),
-               *out_request_no = sim_jstr(biz, "out_request_no");
-    const char *trade_no = sim_jstr(biz, "trade_no"); /* either names the trade */
-    const char *notify_url = sim_form_get(&f, "notify_url");
-    int64_t want = sim_fen(sim_jstr(biz, "refund_amount"));
-    if (strcmp(sim_form_get(&f, "method"), "alipay.trade.refund") != 0) {
+    int ret;
+    if (m == 3)
         ret = alipay_error(s, c, "error_response", "40002", "isv.invalid-method", "不存在的方法名");
-    } else if (strcmp(sim_form_get(&f, "app_id"), s->id.app_id) != 0) {
+    else if (strcmp(sim_form_get(&f, "app_id"), s->id.app_id) != 0)
         ret = alipay_error(s, c, node, "40002", "isv.invalid-app-id", "无效的AppID参数");
-    } else if (!po_sim_alipay_verify(s->id.merchant_pub, keys, vals, f.n)) {
+    else if (!po_sim_alipay_verify(s->id.merchant_pub, keys, vals, f.n))
         ret = alipay_error(s, c, node, "40002", "isv.invalid-signature", "验签出错");
-    } else if ((*trade_no ? !po_id_valid(trade_no, 64) : !po_id_valid(out_trade_no, 64)) ||
-               !po_id_valid(out_request_no, 64) || want <= 0 || strlen(notify_url) >= 500) {
-        ret = alipay_error(s, c, node, "40002", "isv.missing-parameter",
-                           "out_trade_no or trade_no, out_request_no, refund_amount");
-    } else {
-        pthread_mutex_lock(&s->mu);
-        json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
-        json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
-        json_t *p = *trade_no ? sim_find_payment(payments, "alipay", "txn", trade_no)
-                              : sim_find_payment(payments, "alipay", "out_trade_no", out_trade_no),
-               *r;
-        json_t *existing = NULL;
-        json_int_t already = 0;
-        size_t i;
-        char order[65];
-        (void)snprintf(order, sizeof order, "%s", p ? sim_jstr(p, "out_trade_no") : out_trade_no);
-        out_trade_no = order;
-        json_array_foreach(refunds, i, r)
-        {
-            if (!sim_refund_of(r, "alipay") || !p ||
-                strcmp(sim_jstr(r, "txn"), sim_jstr(p, "txn")) != 0)
-                continue;
-            already += sim_jint(r, "amount");
-            if (strcmp(sim_jstr(r, "out_refund_no"), out_request_no) == 0)
-                existing = r;
-        }
-        char refund_id[40] = "", when[32], fee[32], txn[65];
-        const char *sub = NULL;
-        bool notify = false;
-        json_int_t total = sim_jint(p, "amount");
-        (void)snprintf(txn, sizeof txn, "%s", sim_jstr(p, "txn"));
-        sim_beijing_now(when, sizeof when);
-        if (!p) {
-            sub = "ACQ.TRADE_NOT_EXIST";
-        } else if (existing) {
-            /* The same request again: the same refund, no money moves. */
-            (void)snprintf(when, sizeof when, "%s", sim_jstr(existing, "time"));
-        } else if (already + want > total) {
-            sub = "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL";
-        } else {
-            sim_new_id("2088", refund_id, sizeof refund_id);
-            json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "channel", "alipay",
-                                    "out_trade_no", out_trade_no, "txn", txn, "out_refund_no",
-                                    out_request_no, "refund_id", refund_id, "amount",
-                                    (json_int_t)want, "total", total, "time", when);
-            sim_append_jsonl(s->dir, "refunds.jsonl", rec);
-            json_decref(rec);
-            already += want;
-            notify = *notify_url != '\0';
-        }
-        pthread_mutex_unlock(&s->mu);
-        json_decref(payments);
-        json_decref(refunds);
-        sim_yuan(already, fee, sizeof fee);
-        if (notify)
-            sim_start_refund_job(s, notify_url, "alipay", out_trade_no, txn, out_request_no,
-                                 refund_id, already, total); /* refund_fee: the refunded total */
-        if (sub)
-            ret = alipay_error(s, c, node, "40004", sub,
-                               strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0 ? "交易不存在"
-                                                                       : "退款金额超限");
-        else
-            ret = alipay_reply(s, c, node,
-                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "code",
-                                         "10000", "msg", "Success", "trade_no", txn, "out_trade_no",
-                                         out_trade_no, "buyer_logon_id", "pay***@example.com",
-                                         "fund_change", existing ? "N" : "Y", "refund_fee", fee,
-                                         "gmt_refund_pay", when));
-    }
+    else if (m == 0)
+        ret = trade_refund(s, c, &f, biz);
+    else if (m == 1)
+        ret = trade_query(s, c, biz);
+    else
+        ret = trade_close(s, c, biz);
     json_decref(biz);
     sim_form_free(&f);
     return ret;

@@ -65,6 +65,7 @@ int sim_error(struct sim_call *c, unsigned status, const char *code, const char 
 /* The API families; each returns -1 when the path is not its own. */
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c);
 int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c);
+int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c);
 
 /* ---- state in the simulator's directory (state.c) ---- */
 /* Every line of DIR/name parsed as JSON (NULL entries skipped). */
@@ -76,6 +77,19 @@ json_int_t sim_jint(json_t *o, const char *k);
  * existed carry none: WeChat Pay). */
 bool sim_refund_of(json_t *r, const char *channel);
 json_t *sim_find_payment(json_t *payments, const char *channel, const char *key, const char *value);
+/* A form body decoded into at most 32 pairs (sim_form.c: the simulator's
+ * own decoder, apart from payonce's src/channel/form.c). */
+struct sim_form {
+    int n;
+    char *k[32], *v[32];
+};
+bool sim_form_parse(const char *body, struct sim_form *f);
+/* The value of k, "" when absent. */
+const char *sim_form_get(const struct sim_form *f, const char *k);
+void sim_form_free(struct sim_form *f);
+
+/* Records that channel closed out_trade_no (closed.jsonl); under s->mu. */
+void sim_record_close(struct po_sim_server *s, const char *channel, const char *out_trade_no);
 /* prefix + 24 random digits (the channels' refund ids look so). */
 void sim_new_id(const char *prefix, char *out, size_t cap);
 /* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */

@@ -24,17 +24,21 @@ static int query_order(struct po_sim_server *s, struct sim_call *c, const char *
         r = sim_error(c, 404, "ORDER_NOT_EXIST", "订单不存在");
     } else {
         json_int_t amount = sim_jint(p, "amount");
-        r = sim_reply_json(c, 200,
-                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s},"
-                                     " s:{s:I, s:I, s:s, s:s}}",
-                                     "appid", s->id.appid, "mchid", s->id.mchid, "out_trade_no",
-                                     out_trade_no, "transaction_id", sim_jstr(p, "txn"),
-                                     "trade_type", "JSAPI", "trade_state", "SUCCESS",
-                                     "trade_state_desc", "支付成功", "bank_type", "OTHERS",
-                                     "success_time", sim_jstr(p, "time"), "payer", "openid",
-                                     "oPayonceSimulatedPayer", "amount", "total", amount,
-                                     "payer_total", amount, "currency", sim_jstr(p, "currency"),
-                                     "payer_currency", sim_jstr(p, "currency")));
+        /* RFC 3339 with the +08:00 offset, as the API writes it (the
+         * record keeps the bill's "YYYY-MM-DD hh:mm:ss", Beijing time) */
+        char when[40];
+        (void)snprintf(when, sizeof when, "%.10sT%.8s+08:00", sim_jstr(p, "time"),
+                       strlen(sim_jstr(p, "time")) > 11 ? sim_jstr(p, "time") + 11 : "00:00:00");
+        r = sim_reply_json(
+            c, 200,
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s},"
+                      " s:{s:I, s:I, s:s, s:s}}",
+                      "appid", s->id.appid, "mchid", s->id.mchid, "out_trade_no", out_trade_no,
+                      "transaction_id", sim_jstr(p, "txn"), "trade_type", "JSAPI", "trade_state",
+                      "SUCCESS", "trade_state_desc", "支付成功", "bank_type", "OTHERS",
+                      "success_time", when, "payer", "openid", "oPayonceSimulatedPayer", "amount",
+                      "total", amount, "payer_total", amount, "currency", sim_jstr(p, "currency"),
+                      "payer_currency", sim_jstr(p, "currency")));
     }
     json_decref(payments);
     return r;
@@ -342,6 +346,32 @@ static int refund(struct po_sim_server *s, struct sim_call *c)
     return sim_reply_json(c, 200, resp);
 }
 
+/* POST .../out-trade-no/{no}/close, body {"mchid"}: 204 with an empty,
+ * signed body, and the close recorded in closed.jsonl; an order the
+ * simulator has a payment for is refused 400 ORDERPAID (the code of
+ * WeChat Pay's own refusal; the adapter does not rely on it: it asks the
+ * order query). */
+static int close_order(struct po_sim_server *s, struct sim_call *c, const char *out_trade_no)
+{
+    if (!merchant_signed(s, c, "POST", c->path, c->body))
+        return sim_error(c, 401, "SIGN_ERROR", "签名错误");
+    json_t *in = json_loads(c->body, 0, NULL);
+    bool ok = json_is_object(in) && strcmp(sim_jstr(in, "mchid"), s->id.mchid) == 0;
+    json_decref(in);
+    if (!ok)
+        return sim_error(c, 400, "PARAM_ERROR", "mchid does not match");
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    bool paid = sim_find_payment(payments, "wechatpay", "out_trade_no", out_trade_no) != NULL;
+    if (!paid)
+        sim_record_close(s, "wechatpay", out_trade_no);
+    pthread_mutex_unlock(&s->mu);
+    json_decref(payments);
+    if (paid)
+        return sim_error(c, 400, "ORDERPAID", "订单已支付");
+    return sim_reply(c, 204, "application/json", "", true);
+}
+
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
 {
     static const char qpath[] = "/v3/pay/transactions/out-trade-no/";
@@ -355,5 +385,17 @@ int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
         return bill_download(s, c);
     if (post && strcmp(c->path, "/v3/refund/domestic/refunds") == 0)
         return refund(s, c);
+    size_t n = strlen(c->path);
+    if (post && strncmp(c->path, qpath, sizeof qpath - 1) == 0 && n > sizeof qpath + 6 &&
+        strcmp(c->path + n - 6, "/close") == 0) {
+        char no[PO_ID_MAX + 1];
+        size_t len = n - 6 - (sizeof qpath - 1);
+        if (len > PO_ID_MAX)
+            return sim_error(c, 400, "PARAM_ERROR", "out_trade_no");
+        memcpy(no, c->path + sizeof qpath - 1, len);
+        no[len] = '\0';
+        if (po_id_valid(no, PO_ID_MAX))
+            return close_order(s, c, no);
+    }
     return -1;
 }

@@ -98,3 +98,13 @@ void sim_yuan(int64_t minor, char *out, size_t cap)
 {
     (void)snprintf(out, cap, "%lld.%02lld", (long long)(minor / 100), (long long)(minor % 100));
 }
+
+void sim_record_close(struct po_sim_server *s, const char *channel, const char *out_trade_no)
+{
+    char when[32];
+    sim_beijing_now(when, sizeof when);
+    json_t *rec = json_pack("{s:s, s:s, s:s}", "channel", channel, "out_trade_no", out_trade_no,
+                            "time", when);
+    sim_append_jsonl(s->dir, "closed.jsonl", rec);
+    json_decref(rec);
+}

@@ -264,19 +264,24 @@ static void sim_pay(const char *order)
         gw_port);
 }
 
-/* t1's WeChat Pay order no of amount, created through the API (a case's
+/* t1's order no of amount on channel, created through the API (a case's
  * own data: no case relies on another's). */
-static void order_of_t1(const char *no, int64_t amount)
+static void order_on(const char *no, int64_t amount, const char *channel)
 {
     char body[200];
     struct resp r;
     snprintf(body, sizeof body,
              "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":%lld,"
-             "\"channel\":\"wechatpay\"}",
-             no, (long long)amount);
+             "\"channel\":\"%s\"}",
+             no, (long long)amount, channel);
     api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
     if (r.status != 201)
         die(r.body);
+}
+
+static void order_of_t1(const char *no, int64_t amount)
+{
+    order_on(no, amount, "wechatpay");
 }
 
 /* ... and paid at the (simulated) channel, credited. */
@@ -918,27 +923,37 @@ static void refund_cb_3x(const struct po_sim_refund *rf, long status[3])
     po_sim_request_free(&req);
 }
 
-/* The refund the simulator recorded for out_refund_no (its refund id). */
-static bool sim_refund_id(const char *out_refund_no, char *out, size_t cap)
+/* The first record of the simulator's file (sim/NAME.jsonl) whose k1 is
+ * v1 and, with k2, whose k2 is v2; NULL when none (json_decref it). */
+static json_t *sim_record(const char *name, const char *k1, const char *v1, const char *k2,
+                          const char *v2)
 {
     char path[512], *lines = NULL;
     size_t len = 0;
-    snprintf(path, sizeof path, "%s/sim/refunds.jsonl", dir);
+    snprintf(path, sizeof path, "%s/sim/%s.jsonl", dir, name);
     if (po_file_read(path, 1 << 20, &lines, &len))
-        return false;
-    bool found = false;
+        return NULL;
+    json_t *found = NULL;
     for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l && !found;
          l = strtok_r(NULL, "\n", &save)) {
         json_t *j = json_loads(l, 0, NULL);
-        if (strcmp(json_string_value(json_object_get(j, "out_refund_no")) ?: "", out_refund_no) ==
-            0) {
-            snprintf(out, cap, "%s", json_string_value(json_object_get(j, "refund_id")) ?: "");
-            found = true;
-        }
+        if (strcmp(json_string_value(json_object_get(j, k1)) ?: "", v1) == 0 &&
+            (!k2 || strcmp(json_string_value(json_object_get(j, k2)) ?: "", v2) == 0))
+            found = json_incref(j);
         json_decref(j);
     }
     free(lines);
     return found;
+}
+
+/* The refund the simulator recorded for out_refund_no (its refund id). */
+static bool sim_refund_id(const char *out_refund_no, char *out, size_t cap)
+{
+    json_t *r = sim_record("refunds", "out_refund_no", out_refund_no, NULL, NULL);
+    if (r)
+        snprintf(out, cap, "%s", json_string_value(json_object_get(r, "refund_id")) ?: "");
+    json_decref(r);
+    return r != NULL;
 }
 
 struct refund_racer {
@@ -1811,6 +1826,340 @@ static void journal_item(json_t *e, void *ctx)
     w->balanced = w->balanced && sum == 0;
 }
 
+/* ---- closing at the channel (issue 23, item 2) ---- */
+
+/* Whether the simulator recorded that channel closed out_trade_no. */
+static bool sim_closed(const char *channel, const char *no)
+{
+    json_t *r = sim_record("closed", "channel", channel, "out_trade_no", no);
+    json_decref(r);
+    return r != NULL;
+}
+
+/* t1's WeChat Pay account at base, verifying answers with the platform
+ * certificate in certdir (sim: the simulator's; other: a stranger's). */
+static void t1_wechatpay(const char *base, const char *certdir)
+{
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file %s/wechatpay_platform_cert.pem"
+        " --api-base-url %s --merchant-private-key-file sim/merchant_private_key.pem"
+        " --merchant-serial %s --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
+        id.mchid, id.appid, certdir, base, id.merchant_serial, gw_port);
+}
+
+static int64_t pay_journals(const char *no)
+{
+    return q1("SELECT COUNT(*) FROM journal WHERE tenant_id = 't1' AND kind = 'PAY' AND"
+              " out_trade_no = ?",
+              no);
+}
+
+static bool status_is(const char *no, const char *status)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND status = '%s' AND"
+             " out_trade_no = ?",
+             status);
+    return q1(sql, no) == 1;
+}
+
+static void close_order(const char *no, const char *idem, struct resp *r)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/orders/%s/close", no);
+    api("POST", gw_port, path, key1, idem, NULL, r);
+}
+
+static void test_close_at_channel(void)
+{
+    struct resp r;
+    char sim_base[64], gateway[80];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    snprintf(gateway, sizeof gateway, "%s/gateway.do", sim_base);
+    /* WeChat Pay, open at the channel: closed there first, then here. */
+    order_on("CW-1", 300, "wechatpay");
+    close_order("CW-1", "cw-1", &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("wechatpay", "CW-1"),
+            "wechatpay close: %ld %s (closed at the channel: %d)", r.status, r.body,
+            sim_closed("wechatpay", "CW-1"));
+    /* Paid at the channel, its notification lost: the channel refuses
+     * the close, the query finds the payment, which is credited once;
+     * the close is 409 order_paid. */
+    order_on("CW-2", 400, "wechatpay");
+    run("sim pay --dir sim --order CW-2:400 --txn 4200000000000000000000009401 --lose");
+    close_order("CW-2", "cw-2", &r);
+    T_CHECK(has_code(&r, 409, "order_paid") && status_is("CW-2", "PAID") &&
+                pay_journals("CW-2") == 1 && !sim_closed("wechatpay", "CW-2"),
+            "wechatpay close of an order paid at the channel: %ld %s", r.status, r.body);
+    /* ... and the lost notification, arriving after all, is a duplicate. */
+    unsigned st = t_sim_pay(gw_port, &id, "t1", "CW-2", "4200000000000000000000009401", 400);
+    T_CHECK(st == 204 && pay_journals("CW-2") == 1, "the late notification: %u, %lld journals", st,
+            (long long)pay_journals("CW-2"));
+    /* The channel does not answer: 503 channel_unavailable, the order
+     * stays PAYING, nothing is stored under the key. */
+    order_on("CW-3", 500, "wechatpay");
+    T_CHECK(t_cli_status(dir, bin, url, "channel check --tenant t1 --channel wechatpay") == 0,
+            "channel check, wechatpay: query and close work");
+    t1_wechatpay("http://127.0.0.1:1", "sim");
+    T_CHECK(t_cli_status(dir, bin, url, "channel check --tenant t1 --channel wechatpay") == 1,
+            "channel check, wechatpay unreachable: exit 1");
+    close_order("CW-3", "cw-3", &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && r.retry_after[0] &&
+                status_is("CW-3", "PAYING") &&
+                q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "cw-3") == 0,
+            "wechatpay close, channel unreachable: %ld %s", r.status, r.body);
+    /* Answers the platform did not sign (a stranger's certificate stands
+     * in for the platform's): not believed, the order stays PAYING. */
+    t1_wechatpay(sim_base, "other");
+    close_order("CW-3", "cw-3", &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "unsigned") &&
+                status_is("CW-3", "PAYING"),
+            "wechatpay close, an answer not signed by the platform: %ld %s", r.status, r.body);
+    /* The channel back: the same key closes it. */
+    t1_wechatpay(sim_base, "sim");
+    close_order("CW-3", "cw-3", &r);
+    T_CHECK(r.status == 200 && !r.replayed && jstr_is(&r, "status", "CLOSED"),
+            "wechatpay close once the channel answers: %ld %s", r.status, r.body);
+
+    /* Alipay: alipay.trade.close, alipay.trade.query. */
+    t1_alipay(gateway, "sim");
+    T_CHECK(t_cli_status(dir, bin, url, "channel check --tenant t1 --channel alipay") == 0,
+            "channel check, alipay: query and close work");
+    order_on("CA-1", 300, "alipay");
+    close_order("CA-1", NULL, &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("alipay", "CA-1"),
+            "alipay close: %ld %s", r.status, r.body);
+    order_on("CA-2", 600, "alipay");
+    run("sim pay --dir sim --channel alipay --order CA-2:600 --txn 2026120422001400000000009402"
+        " --lose");
+    close_order("CA-2", "ca-2", &r);
+    T_CHECK(has_code(&r, 409, "order_paid") && status_is("CA-2", "PAID") &&
+                pay_journals("CA-2") == 1,
+            "alipay close of a trade paid at the channel: %ld %s", r.status, r.body);
+    /* An answer that does not verify with the tenant's Alipay key. */
+    order_on("CA-3", 700, "alipay");
+    run("channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+        " --alipay-public-key-file other/alipay_public_key.pem --api-base-url %s"
+        " --merchant-private-key-file sim/merchant_private_key.pem"
+        " --notify-url http://127.0.0.1:%u/notify/alipay/t1",
+        id.app_id, id.seller_id, gateway, gw_port);
+    close_order("CA-3", NULL, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("CA-3", "PAYING"),
+            "alipay close, an answer not signed by Alipay: %ld %s", r.status, r.body);
+    T_CHECK(t_cli_status(dir, bin, url, "channel check --tenant t1 --channel alipay") == 1,
+            "channel check, alipay answers that do not verify: exit 1");
+    /* The active order query now runs for Alipay: a payment whose
+     * notification was lost is found and credited once. */
+    t1_alipay(gateway, "sim");
+    order_on("CA-4", 800, "alipay");
+    run("sim pay --dir sim --channel alipay --order CA-4:800 --txn 2026120422001400000000009404"
+        " --lose");
+    struct po_store *s = t_open(url);
+    struct po_channel_account *acct = calloc(1, sizeof *acct);
+    struct po_query_report qr;
+    char err[PO_ERRBUF_SIZE] = "";
+    T_CHECK(acct && po_account_fetch(s, mkey, "t1", "alipay", acct, err, sizeof err) == PO_OK &&
+                po_order_query_round(s, NULL, acct, 0, 100, &qr, err, sizeof err) == PO_OK &&
+                qr.replayed == 1 && qr.failed == 0,
+            "alipay order query: %s (%lld replayed, %lld failed)", err, (long long)qr.replayed,
+            (long long)qr.failed);
+    po_channel_account_free(acct);
+    free(acct);
+    po_store_close(s);
+    T_CHECK(status_is("CA-4", "PAID") && pay_journals("CA-4") == 1 && status_is("CA-3", "PAYING"),
+            "alipay order query: CA-4 credited once, CA-3 (not paid) untouched");
+    /* An order without a channel account (t2 has none): closed here, as
+     * before. */
+    api("POST", gw_port, "/v1/orders", key2, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"CN-1\",\"amount\":100,"
+        "\"channel\":\"wechatpay\"}",
+        &r);
+    api("POST", gw_port, "/v1/orders/CN-1/close", key2, NULL, NULL, &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("wechatpay", "CN-1"),
+            "close without a channel account: %ld %s", r.status, r.body);
+    /* ... nor with an account for notifications only (no API base URL,
+     * no merchant key to sign with). */
+    run("channel set --tenant t2 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
+        id.mchid, id.appid);
+    api("POST", gw_port, "/v1/orders", key2, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"CN-2\",\"amount\":100,"
+        "\"channel\":\"wechatpay\"}",
+        &r);
+    api("POST", gw_port, "/v1/orders/CN-2/close", key2, NULL, NULL, &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("wechatpay", "CN-2"),
+            "close with an account for notifications only: %ld %s", r.status, r.body);
+}
+
+/* ---- Stripe: query, cancel, refunds (issue 23) ---- */
+
+/* t1's Stripe account; keydir's stripe_api_key (sim: the simulator's;
+ * other: a key it does not know; NULL: none, notifications only). */
+static void t1_stripe(const char *keydir)
+{
+    char key[320] = "";
+    if (keydir)
+        snprintf(key, sizeof key, " --api-key-file %s/stripe_api_key", keydir);
+    run("channel set --tenant t1 --channel stripe --webhook-secret-file sim/stripe_webhook_secret"
+        "%s --api-base-url http://127.0.0.1:%u",
+        key, sim_port);
+}
+
+static void stripe_order(const char *no, int64_t amount)
+{
+    char body[200];
+    struct resp r;
+    snprintf(body, sizeof body,
+             "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":%lld,"
+             "\"currency\":\"USD\",\"channel\":\"stripe\"}",
+             no, (long long)amount);
+    api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+    if (r.status != 201)
+        die(r.body);
+}
+
+/* What the tenant's own code does today: a PaymentIntent for the order,
+ * created at (simulated) Stripe with the tenant's key. Its id into pi. */
+static void stripe_intent(const char *no, int64_t amount, char *pi, size_t cap)
+{
+    char u[128], form[200], auth[200], body[4096];
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/v1/payment_intents", sim_port);
+    snprintf(form, sizeof form, "amount=%lld&currency=usd&metadata%%5Bout_trade_no%%5D=%s",
+             (long long)amount, no);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", id.stripe_api_key);
+    const char *h[] = {auth, "Content-Type: application/x-www-form-urlencoded", NULL};
+    struct t_http_req q = {.method = "POST", .url = u, .headers = h, .body = form};
+    size_t len = 0;
+    long st = t_http(&q, body, sizeof body, &len);
+    json_t *j = json_loads(body, 0, NULL);
+    snprintf(pi, cap, "%s", json_string_value(json_object_get(j, "id")) ?: "");
+    json_decref(j);
+    if (st != 200 || strncmp(pi, "pi_", 3) != 0)
+        die(body);
+}
+
+static int64_t count_in(const char *sql, const char *arg)
+{
+    return q1(sql, arg);
+}
+
+static void test_stripe_lifecycle(void)
+{
+    struct resp r;
+    t1_stripe("sim");
+    /* Close: the order's open PaymentIntent is canceled at Stripe first. */
+    char pi[64];
+    stripe_order("SC-1", 1200);
+    stripe_intent("SC-1", 1200, pi, sizeof pi);
+    close_order("SC-1", "sc-1", &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("stripe", "SC-1"),
+            "stripe close: %ld %s (canceled at Stripe: %d)", r.status, r.body,
+            sim_closed("stripe", "SC-1"));
+    /* No PaymentIntent at all: nothing can be paid; closed. */
+    stripe_order("SC-3", 300);
+    close_order("SC-3", NULL, &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("stripe", "SC-3"),
+            "stripe close without a PaymentIntent: %ld %s", r.status, r.body);
+    /* Paid at Stripe, its webhook lost: the search finds the succeeded
+     * PaymentIntent, credited once with the webhook's key; 409. */
+    stripe_order("SC-2", 1500);
+    run("sim pay --dir sim --channel stripe --currency USD --order SC-2:1500"
+        " --txn pi_000000000000000000009501 --lose");
+    close_order("SC-2", "sc-2", &r);
+    T_CHECK(has_code(&r, 409, "order_paid") && status_is("SC-2", "PAID") &&
+                pay_journals("SC-2") == 1,
+            "stripe close of an order paid at Stripe: %ld %s", r.status, r.body);
+    T_CHECK(count_in("SELECT COUNT(*) FROM notify_log WHERE source = 'query' AND idem_key = ?",
+                     "stripe:pi_000000000000000000009501:PAY_SUCCESS") == 1,
+            "the query's payment has the webhook's key");
+    /* A key Stripe does not know (401): nothing decided, PAYING. */
+    stripe_order("SC-4", 400);
+    T_CHECK(t_cli_status(dir, bin, url, "channel check --tenant t1 --channel stripe") == 0,
+            "channel check, stripe: query and close work");
+    t1_stripe("other");
+    T_CHECK(t_cli_status(dir, bin, url, "channel check --tenant t1 --channel stripe") == 1,
+            "channel check, stripe with a key it refuses: exit 1");
+    close_order("SC-4", NULL, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("SC-4", "PAYING"),
+            "stripe close with a key Stripe refuses: %ld %s", r.status, r.body);
+    t1_stripe("sim");
+    /* Refunds: POST /v1/refunds at Stripe with payonce's refund as
+     * Stripe's Idempotency-Key; the refund.updated webhook completes it,
+     * three copies at once: one reversal. */
+    int before = sim_refunds();
+    api("POST", gw_port, "/v1/refunds", key1, "sr-1",
+        "{\"out_trade_no\":\"SC-2\",\"out_refund_no\":\"SR-1\",\"amount\":500}", &r);
+    T_CHECK(r.status == 201 && jstr_is(&r, "status", "PROCESSING") && sim_refunds() == before + 1,
+            "stripe refund: %ld %s (%d at Stripe)", r.status, r.body, sim_refunds() - before);
+    api("GET", gw_port, "/v1/refunds/SR-1", key1, NULL, NULL, &r);
+    T_CHECK(strstr(r.body, "\"state\":\"submitted\""), "stripe refund submitted: %s", r.body);
+    char refund_id[64] = "";
+    T_CHECK(sim_refund_id("SR-1", refund_id, sizeof refund_id) && strncmp(refund_id, "re_", 3) == 0,
+            "no Stripe refund id for SR-1");
+    struct po_sim_refund rf = {
+        "stripe", "SC-2", "pi_000000000000000000009501", "SR-1", refund_id, 500, 1500, "SUCCESS",
+        0,        "USD"};
+    long st[3];
+    refund_cb_3x(&rf, st);
+    T_CHECK(st[0] == 200 && st[1] == 200 && st[2] == 200 &&
+                count_in("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND"
+                         " out_refund_no = ?",
+                         "SR-1") == 1 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "SC-2") == 500,
+            "stripe refund webhook x3: %ld %ld %ld", st[0], st[1], st[2]);
+    /* The same refund submitted again (a lost answer): Stripe's
+     * Idempotency-Key makes it the same refund, no second one. */
+    struct po_store *s = t_open(url);
+    struct po_channel_account *acct = calloc(1, sizeof *acct);
+    char err[PO_ERRBUF_SIZE] = "";
+    struct po_refund_answer ans;
+    struct po_refund_request rq = {"SC-2", "SR-1", 500, 1500, "USD", NULL};
+    T_CHECK(acct && po_account_fetch(s, mkey, "t1", "stripe", acct, err, sizeof err) == PO_OK &&
+                po_channel_find("stripe")->refund_submit(acct, &rq, &ans) == PO_OK &&
+                ans.decision == PO_REFUND_SUBMITTED && sim_refunds() == before + 1,
+            "stripe refund again: %s %d %s (%d at Stripe)", err, (int)ans.decision, ans.code,
+            sim_refunds() - before);
+    /* A payment Stripe does not have (credited in payonce from elsewhere):
+     * refused for good, the refund CLOSED and its reservation free. */
+    stripe_order("SC-6", 900);
+    struct po_event ev = t_pay_event("SC-6", "pi_000000000000000000009506", 900);
+    memcpy(ev.channel, "stripe", 7);
+    memcpy(ev.tenant, "t1", 3);
+    memcpy(ev.currency, "USD", 4);
+    T_CHECK(t_apply(s, NULL, &ev).kind == PO_OUT_APPLIED, "SC-6 paid outside the simulator");
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"SC-6\",\"out_refund_no\":\"SR-6\",\"amount\":900}", &r);
+    api("GET", gw_port, "/v1/refunds/SR-6", key1, NULL, NULL, &r);
+    T_CHECK(jstr_is(&r, "status", "CLOSED") && strstr(r.body, "\"state\":\"rejected\"") &&
+                q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "SC-6") == 0,
+            "stripe refund of a payment Stripe does not have: %s", r.body);
+    /* The active query: a payment whose webhook was lost, credited once. */
+    stripe_order("SC-5", 700);
+    run("sim pay --dir sim --channel stripe --currency USD --order SC-5:700"
+        " --txn pi_000000000000000000009505 --lose");
+    struct po_query_report qr;
+    T_CHECK(po_order_query_round(s, NULL, acct, 0, 100, &qr, err, sizeof err) == PO_OK &&
+                qr.replayed == 1 && qr.failed == 0 && status_is("SC-5", "PAID") &&
+                pay_journals("SC-5") == 1 && status_is("SC-4", "PAYING"),
+            "stripe order query: %s (%lld replayed, %lld failed)", err, (long long)qr.replayed,
+            (long long)qr.failed);
+    po_channel_account_free(acct);
+    free(acct);
+    po_store_close(s);
+    /* An account for webhooks only (no API key): refunds are made in
+     * Stripe by the tenant and recorded here as before (manual), closes
+     * are payonce's alone. */
+    t1_stripe(NULL);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"SC-5\",\"out_refund_no\":\"SR-5\",\"amount\":100}", &r);
+    T_CHECK(r.status == 201 && strstr(r.body, "\"state\":\"manual\""),
+            "stripe refund without an API key: %ld %s", r.status, r.body);
+    close_order("SC-4", NULL, &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("stripe", "SC-4"),
+            "stripe close without an API key: %ld %s", r.status, r.body);
+}
+
 /* A refund of t1's order through the API, completed by the channel. */
 static void refund_of_t1(const char *no, const char *refund_no, int64_t amount)
 {
@@ -1952,6 +2301,8 @@ static const struct api_case {
     {"bad_input", test_bad_input},
     {"hostile_table", test_hostile_table},
     {"close", test_close},
+    {"close_at_channel", test_close_at_channel},
+    {"stripe_lifecycle", test_stripe_lifecycle},
     {"refunds", test_refunds},
     {"refund_submission", test_refund_submission},
     {"silent_channel", test_silent_channel},

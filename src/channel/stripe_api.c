@@ -1,0 +1,274 @@
+/*
+ * stripe_api.c — calls to Stripe's API with the tenant's secret key
+ * (Authorization: Bearer sk_…, form-encoded bodies): the PaymentIntent of an
+ * order found by metadata.out_trade_no (the search API), its cancel, and
+ * refunds with Stripe's own Idempotency-Key. Stripe does not sign its
+ * answers (TLS is its authentication); an answer counts when it is a 2xx
+ * JSON object of the expected kind, and its error bodies are
+ * {"error":{"type","code","message"}}.
+ */
+#include "channel_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A member's text, "" when absent. */
+static const char *field(json_t *o, const char *k)
+{
+    const char *v = po_json_str(o, k);
+    return v ? v : "";
+}
+
+/* One call: GET path, or POST path with a form body; idem, when not
+ * NULL, is sent as Stripe's Idempotency-Key. PO_ERR_INVALID (nothing sent)
+ * without an API key. */
+static po_err call(const struct po_channel_account *a, const char *path, const char *form,
+                   const char *idem, struct po_api_resp *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct po_stripe_account *st = po_stripe_of(a);
+    if (!st->api_key[0])
+        return PO_ERR_INVALID;
+    char url[512], auth[PO_SECRET_MAX + 32], key[PO_ID_MAX + 80];
+    po_err rc = po_fmt(url, sizeof url, "%s%s", a->api_base_url, path);
+    if (!rc)
+        rc = po_fmt(auth, sizeof auth, "Authorization: Bearer %s", st->api_key);
+    if (!rc && idem)
+        rc = po_fmt(key, sizeof key, "Idempotency-Key: %s", idem);
+    if (rc)
+        return rc;
+    const char *h[] = {"Accept: application/json", "Stripe-Version: 2024-06-20", auth,
+                       form ? "Content-Type: application/x-www-form-urlencoded" : NULL,
+                       idem ? key : NULL};
+    rc = po_api_request(url, h, 5, form, out);
+    po_secure_zero(auth, sizeof auth);
+    return rc;
+}
+
+/* The answer as a JSON object, or NULL (*why: no_answer, not_json,
+ * HTTP_<status>:<error.code>). */
+static json_t *answer(const struct po_api_resp *r, char *why, size_t cap)
+{
+    json_t *j = NULL;
+    if (r->status == 0) {
+        (void)snprintf(why, cap, "no_answer");
+        return NULL;
+    }
+    if (po_json_parse(r->body, r->len, &j, NULL, 0) != PO_OK || !json_is_object(j)) {
+        json_decref(j);
+        (void)snprintf(why, cap, "HTTP_%ld_not_json", r->status);
+        return NULL;
+    }
+    if (r->status < 200 || r->status >= 300) {
+        po_channel_clean_code(po_json_str(json_object_get(j, "error"), "code"), r->status, why,
+                              cap);
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* The order's PaymentIntents: GET /v1/payment_intents/search with
+ * query=metadata['out_trade_no']:'<no>' (out_trade_no is [A-Za-z0-9_-],
+ * nothing in it needs quoting inside the query language). *data: the
+ * list's "data", owned by *root; NULL with why when there is no usable
+ * answer. Non-OK only for out-of-memory. */
+static po_err intents_of(const struct po_channel_account *a, const char *out_trade_no,
+                         json_t **root, json_t **data, long *status, char *why, size_t cap)
+{
+    *root = *data = NULL;
+    char path[256];
+    PO_ASSERT(po_fmt(path, sizeof path,
+                     "/v1/payment_intents/search?query=metadata%%5B%%27out_trade_no%%27%%5D%%3A"
+                     "%%27%s%%27&limit=10",
+                     out_trade_no) == PO_OK);
+    struct po_api_resp *r = malloc(sizeof *r);
+    po_err rc = r ? call(a, path, NULL, NULL, r) : PO_ERR_NOMEM;
+    if (rc == PO_ERR_INVALID) {
+        (void)snprintf(why, cap, "no_api_key");
+        rc = PO_OK;
+    } else if (!rc) {
+        *status = r->status;
+        *root = answer(r, why, cap);
+    }
+    free(r);
+    *data = json_object_get(*root, "data");
+    if (*root && !json_is_array(*data)) {
+        (void)snprintf(why, cap, "not_a_list");
+        json_decref(*root);
+        *root = *data = NULL;
+    }
+    return rc;
+}
+
+/* The first PaymentIntent of data in status st, or NULL. */
+static json_t *intent_in(json_t *data, const char *st)
+{
+    size_t i;
+    json_t *pi;
+    json_array_foreach(data, i, pi) if (strcmp(field(pi, "status"), st) == 0) return pi;
+    return NULL;
+}
+
+/* ---- active query ---- */
+
+/* A succeeded PaymentIntent is the payment: the event its
+ * payment_intent.succeeded webhook would have made (the same id: the same
+ * key). None succeeded (or none at all): not paid. */
+po_err po_stripe_order_query(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_query_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_QUERY_FAILED;
+    json_t *root, *data;
+    po_err rc =
+        intents_of(a, out_trade_no, &root, &data, &out->http_status, out->why, sizeof out->why);
+    if (rc || !data)
+        return rc;
+    json_t *pi = intent_in(data, "succeeded");
+    out->state = PO_QUERY_NOT_PAID;
+    if (pi) {
+        json_t *amt = json_object_get(pi, "amount_received");
+        bool ours =
+            strcmp(field(json_object_get(pi, "metadata"), "out_trade_no"), out_trade_no) == 0;
+        po_query_paid(a, out_trade_no, po_json_str(pi, "id"),
+                      ours && json_is_integer(amt) ? json_integer_value(amt) : 0,
+                      po_json_str(pi, "currency"), out);
+    }
+    json_decref(root);
+    return PO_OK;
+}
+
+/* ---- close: cancel the order's open PaymentIntents ---- */
+
+/* No PaymentIntent: nothing can be paid. A succeeded one: refused (the
+ * query credits it). Each open one (not canceled) is canceled:
+ * POST /v1/payment_intents/{id}/cancel; Stripe's 400
+ * payment_intent_unexpected_state (it just succeeded, or is processing) is
+ * a refusal the query settles. */
+po_err po_stripe_order_close(const struct po_channel_account *a, const char *out_trade_no,
+                             struct po_close_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_CLOSE_FAILED;
+    json_t *root, *data;
+    po_err rc =
+        intents_of(a, out_trade_no, &root, &data, &out->http_status, out->why, sizeof out->why);
+    if (rc || !data)
+        return rc;
+    if (intent_in(data, "succeeded")) {
+        out->state = PO_CLOSE_REFUSED;
+        (void)snprintf(out->why, sizeof out->why, "succeeded");
+        json_decref(root);
+        return PO_OK;
+    }
+    struct po_api_resp *r = malloc(sizeof *r);
+    if (!r) {
+        json_decref(root);
+        return PO_ERR_NOMEM;
+    }
+    out->state = PO_CLOSE_CLOSED;
+    size_t i;
+    json_t *pi;
+    json_array_foreach(data, i, pi)
+    {
+        const char *id = po_json_str(pi, "id"), *st = field(pi, "status");
+        if (strcmp(st, "canceled") == 0)
+            continue;
+        char path[160];
+        if (!id || !po_id_valid(id, PO_TXN_ID_MAX) ||
+            po_fmt(path, sizeof path, "/v1/payment_intents/%s/cancel", id)) {
+            out->state = PO_CLOSE_FAILED;
+            (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+            break;
+        }
+        rc = call(a, path, "cancellation_reason=abandoned", NULL, r);
+        if (rc) {
+            out->state = PO_CLOSE_FAILED;
+            break;
+        }
+        out->http_status = r->status;
+        json_t *j = answer(r, out->why, sizeof out->why);
+        bool canceled = j && strcmp(field(j, "status"), "canceled") == 0;
+        json_decref(j);
+        if (!canceled) {
+            out->state = strstr(out->why, "payment_intent_unexpected_state") ? PO_CLOSE_REFUSED
+                                                                             : PO_CLOSE_FAILED;
+            break;
+        }
+    }
+    free(r);
+    json_decref(root);
+    return rc == PO_ERR_NOMEM ? rc : PO_OK;
+}
+
+/* ---- refund submission: POST /v1/refunds ---- */
+
+/* The payment is the order's succeeded PaymentIntent (found by its
+ * metadata) or, for a payment parked in suspense, the one named by txn_id.
+ * metadata carries out_trade_no and out_refund_no, so that the refund.*
+ * webhooks map back; Stripe's Idempotency-Key is payonce's refund
+ * (tenant and out_refund_no), so a resubmission after a lost answer is
+ * the same refund. 2xx submitted; 4xx other than 409 (a concurrent
+ * request with the key) and 429 rejected; anything else pending. */
+po_err po_stripe_refund_submit(const struct po_channel_account *a,
+                               const struct po_refund_request *r, struct po_refund_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->decision = PO_REFUND_PENDING;
+    if (!po_stripe_of(a)->api_key[0]) {
+        (void)snprintf(out->code, sizeof out->code, "no_api_key");
+        return PO_OK;
+    }
+    char pi[PO_TXN_ID_MAX + 1] = "";
+    if (r->txn_id && r->txn_id[0]) {
+        (void)snprintf(pi, sizeof pi, "%s", r->txn_id);
+    } else {
+        json_t *root, *data;
+        po_err rc = intents_of(a, r->out_trade_no, &root, &data, &out->http_status, out->code,
+                               sizeof out->code);
+        if (rc)
+            return rc;
+        json_t *paid = intent_in(data, "succeeded");
+        if (data && !paid) {
+            out->decision = PO_REFUND_REJECTED;
+            (void)snprintf(out->code, sizeof out->code, "no_succeeded_payment_intent");
+        }
+        if (paid && po_strcpy(pi, sizeof pi, field(paid, "id")) != PO_OK)
+            pi[0] = '\0';
+        json_decref(root);
+        if (!pi[0])
+            return PO_OK;
+    }
+    if (!po_id_valid(pi, PO_TXN_ID_MAX)) { /* it goes into a form */
+        (void)snprintf(out->code, sizeof out->code, "malformed_answer");
+        return PO_OK;
+    }
+    char form[512], idem[PO_ID_MAX * 2 + 16];
+    PO_ASSERT(po_fmt(form, sizeof form,
+                     "payment_intent=%s&amount=%lld&metadata%%5Bout_trade_no%%5D=%s"
+                     "&metadata%%5Bout_refund_no%%5D=%s",
+                     pi, (long long)r->amount, r->out_trade_no, r->out_refund_no) == PO_OK);
+    PO_ASSERT(po_fmt(idem, sizeof idem, "payonce-refund-%s-%s", a->tenant, r->out_refund_no) ==
+              PO_OK);
+    struct po_api_resp *resp = malloc(sizeof *resp);
+    po_err rc = resp ? call(a, "/v1/refunds", form, idem, resp) : PO_ERR_NOMEM;
+    if (rc) {
+        free(resp);
+        return rc;
+    }
+    out->http_status = resp->status;
+    json_t *j = answer(resp, out->code, sizeof out->code);
+    if (j && strcmp(field(j, "object"), "refund") == 0) {
+        out->decision = PO_REFUND_SUBMITTED;
+        out->code[0] = '\0';
+    } else if (!j && resp->status >= 400 && resp->status < 500 && resp->status != 409 &&
+               resp->status != 429) {
+        out->decision = PO_REFUND_REJECTED;
+    }
+    json_decref(j);
+    free(resp);
+    return PO_OK;
+}

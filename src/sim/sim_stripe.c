@@ -1,0 +1,268 @@
+/*
+ * sim_stripe.c — the simulated Stripe API: PaymentIntents (create, search
+ * by metadata, cancel) and refunds, behind `Authorization: Bearer` with the
+ * simulator's secret key (stripe_api_key), form-encoded requests and
+ * Stripe's error bodies {"error":{"type","code","message"}}. State:
+ * intents.jsonl (a PaymentIntent's latest line wins), payments.jsonl (a
+ * payment `sim pay --channel stripe` made is its PaymentIntent, succeeded)
+ * and refunds.jsonl. Refund webhooks are not sent by themselves: Stripe
+ * sends them to the endpoint configured in its dashboard, which the
+ * simulator does not know (`payonce sim` builds them for tests).
+ */
+#include "sim_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int stripe_error(struct sim_call *c, unsigned status, const char *code, const char *message)
+{
+    json_t *e = json_pack("{s:s, s:s}", "type", "invalid_request_error", "message", message);
+    if (e && code)
+        json_object_set_new(e, "code", json_string(code));
+    return sim_reply_json(c, status, json_pack("{s:o}", "error", e));
+}
+
+static bool authorised(const struct po_sim_server *s, struct sim_call *c)
+{
+    const char *h = c->header(c->ctx, "Authorization");
+    return s->id.stripe_api_key[0] && h && strncmp(h, "Bearer ", 7) == 0 &&
+           strcmp(h + 7, s->id.stripe_api_key) == 0;
+}
+
+static json_t *intent_json(const char *id, const char *no, json_int_t amount, const char *cur,
+                           const char *status)
+{
+    char lower[4] = "";
+    for (int i = 0; i < 3 && cur[i]; i++)
+        lower[i] = (char)(cur[i] | 0x20);
+    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:{s:s}, s:s, s:b}", "id", id, "object",
+                     "payment_intent", "amount", amount, "amount_received",
+                     strcmp(status, "succeeded") == 0 ? amount : 0, "currency", lower, "status",
+                     status, "metadata", "out_trade_no", no, "client_secret", "pi_secret_sim",
+                     "livemode", 0);
+}
+
+/* The order's PaymentIntents: its payments (succeeded) and the intents
+ * created for it (latest status), each id once. Under s->mu. */
+static json_t *intents_for(struct po_sim_server *s, const char *no)
+{
+    json_t *out = json_array(), *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *intents = sim_read_jsonl(s->dir, "intents.jsonl");
+    size_t i;
+    json_t *p;
+    json_array_foreach(payments, i, p) if (strcmp(sim_jstr(p, "channel"), "stripe") == 0 &&
+                                           strcmp(sim_jstr(p, "out_trade_no"), no) == 0)
+        json_array_append_new(out, intent_json(sim_jstr(p, "txn"), no, sim_jint(p, "amount"),
+                                               sim_jstr(p, "currency"), "succeeded"));
+    json_array_foreach(intents, i, p)
+    {
+        if (strcmp(sim_jstr(p, "out_trade_no"), no) != 0)
+            continue;
+        size_t k;
+        json_t *q, *seen = NULL;
+        json_array_foreach(out, k, q) if (strcmp(sim_jstr(q, "id"), sim_jstr(p, "id")) == 0) seen =
+            q;
+        if (seen && strcmp(sim_jstr(seen, "status"), "succeeded") == 0)
+            continue; /* paid: its payment says so */
+        json_t *pi = intent_json(sim_jstr(p, "id"), no, sim_jint(p, "amount"),
+                                 sim_jstr(p, "currency"), sim_jstr(p, "status"));
+        if (seen)
+            json_object_update(seen, pi), json_decref(pi);
+        else
+            json_array_append_new(out, pi);
+    }
+    json_decref(payments);
+    json_decref(intents);
+    return out;
+}
+
+/* GET /v1/payment_intents/search?query=metadata['out_trade_no']:'NO' —
+ * the one query form payonce sends. */
+static int search(struct po_sim_server *s, struct sim_call *c)
+{
+    static const char pre[] = "metadata['out_trade_no']:'";
+    const char *q = c->arg(c->ctx, "query");
+    char no[PO_ID_MAX + 1];
+    size_t len = q ? strlen(q) : 0;
+    if (!q || strncmp(q, pre, sizeof pre - 1) != 0 || len < sizeof pre || q[len - 1] != '\'' ||
+        len - sizeof pre > PO_ID_MAX)
+        return stripe_error(c, 400, "parameter_invalid_string", "query: metadata['out_trade_no']");
+    memcpy(no, q + sizeof pre - 1, len - sizeof pre);
+    no[len - sizeof pre] = '\0';
+    if (!po_id_valid(no, PO_ID_MAX))
+        return stripe_error(c, 400, "parameter_invalid_string", "query: metadata['out_trade_no']");
+    pthread_mutex_lock(&s->mu);
+    json_t *data = intents_for(s, no);
+    pthread_mutex_unlock(&s->mu);
+    return sim_reply_json(c, 200,
+                          json_pack("{s:s, s:o, s:b, s:s, s:n}", "object", "search_result", "data",
+                                    data, "has_more", 0, "url", "/v1/payment_intents/search",
+                                    "next_page"));
+}
+
+/* POST /v1/payment_intents: amount, currency, metadata[out_trade_no] — what
+ * a tenant's own code does today, and what payonce will do (issue 23). */
+static int create(struct po_sim_server *s, struct sim_call *c, const struct sim_form *f)
+{
+    const char *no = sim_form_get(f, "metadata[out_trade_no]"), *cur = sim_form_get(f, "currency");
+    int64_t amount = 0;
+    if (po_parse_i64(sim_form_get(f, "amount"), 1, PO_AMOUNT_MAX, &amount) ||
+        !po_id_valid(no, PO_ID_MAX) || strlen(cur) != 3)
+        return stripe_error(c, 400, "parameter_missing",
+                            "amount, currency and metadata[out_trade_no]");
+    char id[40], upper[4];
+    sim_new_id("pi_", id, sizeof id);
+    for (int i = 0; i < 4; i++)
+        upper[i] = (char)(i < 3 ? cur[i] & ~0x20 : '\0');
+    json_t *rec =
+        json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", id, "out_trade_no", no, "amount",
+                  (json_int_t)amount, "currency", upper, "status", "requires_payment_method");
+    pthread_mutex_lock(&s->mu);
+    sim_append_jsonl(s->dir, "intents.jsonl", rec);
+    pthread_mutex_unlock(&s->mu);
+    json_decref(rec);
+    return sim_reply_json(
+        c, 200, intent_json(id, no, (json_int_t)amount, upper, "requires_payment_method"));
+}
+
+/* POST /v1/payment_intents/{id}/cancel: an open one becomes canceled; a
+ * succeeded or canceled one is 400 payment_intent_unexpected_state. */
+static int cancel(struct po_sim_server *s, struct sim_call *c, const char *id)
+{
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *intents = sim_read_jsonl(s->dir, "intents.jsonl"), *last = NULL, *p;
+    size_t i;
+    json_array_foreach(intents, i, p) if (strcmp(sim_jstr(p, "id"), id) == 0) last = p;
+    bool paid = sim_find_payment(payments, "stripe", "txn", id) != NULL;
+    json_t *ans = NULL;
+    const char *state = last ? sim_jstr(last, "status") : "";
+    if (last && !paid && strcmp(state, "canceled") != 0) {
+        json_t *rec = json_deep_copy(last);
+        json_object_set_new(rec, "status", json_string("canceled"));
+        sim_append_jsonl(s->dir, "intents.jsonl", rec);
+        json_decref(rec);
+        sim_record_close(s, "stripe", sim_jstr(last, "out_trade_no"));
+        ans = intent_json(id, sim_jstr(last, "out_trade_no"), sim_jint(last, "amount"),
+                          sim_jstr(last, "currency"), "canceled");
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(payments);
+    json_decref(intents);
+    if (ans)
+        return sim_reply_json(c, 200, ans);
+    if (!last && !paid)
+        return stripe_error(c, 404, "resource_missing", "No such payment_intent");
+    return stripe_error(c, 400, "payment_intent_unexpected_state",
+                        paid ? "You cannot cancel this PaymentIntent because it has a status of"
+                               " succeeded."
+                             : "You cannot cancel this PaymentIntent because it has a status of"
+                               " canceled.");
+}
+
+/* POST /v1/refunds: payment_intent, amount, metadata; Idempotency-Key: the
+ * same key again is the same refund. More than was paid is 400
+ * amount_too_large; an unknown payment 400 resource_missing. */
+static int refund(struct po_sim_server *s, struct sim_call *c, const struct sim_form *f)
+{
+    const char *pi = sim_form_get(f, "payment_intent"),
+               *idem = c->header(c->ctx, "Idempotency-Key");
+    const char *rno = sim_form_get(f, "metadata[out_refund_no]");
+    int64_t want = 0;
+    if (!po_id_valid(pi, PO_TXN_ID_MAX) ||
+        po_parse_i64(sim_form_get(f, "amount"), 1, PO_AMOUNT_MAX, &want) ||
+        !po_id_valid(rno, PO_ID_MAX))
+        return stripe_error(c, 400, "parameter_missing",
+                            "payment_intent, amount, metadata[out_refund_no]");
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl"), *r, *same = NULL;
+    json_t *p = sim_find_payment(payments, "stripe", "txn", pi);
+    json_int_t already = 0;
+    size_t i;
+    json_array_foreach(refunds, i, r)
+    {
+        if (!sim_refund_of(r, "stripe") || strcmp(sim_jstr(r, "txn"), pi) != 0)
+            continue;
+        already += sim_jint(r, "amount");
+        if (idem && strcmp(sim_jstr(r, "idem"), idem) == 0)
+            same = r;
+    }
+    const char *code = NULL;
+    char id[40] = "";
+    json_int_t amount = want;
+    if (same) {
+        (void)snprintf(id, sizeof id, "%s", sim_jstr(same, "refund_id"));
+        amount = sim_jint(same, "amount");
+    } else if (!p) {
+        code = "resource_missing";
+    } else if (already + want > sim_jint(p, "amount")) {
+        code = "amount_too_large";
+    } else {
+        char when[32];
+        sim_new_id("re_", id, sizeof id);
+        sim_beijing_now(when, sizeof when);
+        json_t *rec =
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "channel", "stripe",
+                      "out_trade_no", sim_jstr(p, "out_trade_no"), "txn", pi, "out_refund_no", rno,
+                      "refund_id", id, "amount", (json_int_t)want, "total", sim_jint(p, "amount"),
+                      "time", when, "idem", idem ? idem : "");
+        sim_append_jsonl(s->dir, "refunds.jsonl", rec);
+        json_decref(rec);
+    }
+    char cur[4] = "usd";
+    for (int k = 0; p && k < 3 && sim_jstr(p, "currency")[k]; k++)
+        cur[k] = (char)(sim_jstr(p, "currency")[k] | 0x20);
+    char no[PO_ID_MAX + 1];
+    (void)snprintf(no, sizeof no, "%s", p ? sim_jstr(p, "out_trade_no") : "");
+    pthread_mutex_unlock(&s->mu);
+    json_decref(payments);
+    json_decref(refunds);
+    if (code)
+        return stripe_error(c, 400, code,
+                            strcmp(code, "amount_too_large") == 0
+                                ? "Refund amount is greater than the unrefunded amount"
+                                : "No such payment_intent");
+    return sim_reply_json(c, 200,
+                          json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:{s:s, s:s}}", "id", id,
+                                    "object", "refund", "amount", amount, "currency", cur,
+                                    "payment_intent", pi, "status", "succeeded", "metadata",
+                                    "out_trade_no", no, "out_refund_no", rno));
+}
+
+int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c)
+{
+    static const char pis[] = "/v1/payment_intents/";
+    if (strncmp(c->path, "/v1/", 4) != 0)
+        return -1;
+    if (!authorised(s, c))
+        return stripe_error(c, 401, NULL, "Invalid API Key provided");
+    bool get = strcmp(c->method, "GET") == 0, post = strcmp(c->method, "POST") == 0;
+    if (get && strcmp(c->path, "/v1/payment_intents/search") == 0)
+        return search(s, c);
+    struct sim_form f = {0};
+    if (post && c->body && *c->body && !sim_form_parse(c->body, &f)) {
+        sim_form_free(&f);
+        return stripe_error(c, 400, "parameter_invalid_string", "a form body");
+    }
+    int ret = -2;
+    size_t n = strlen(c->path);
+    if (post && strcmp(c->path, "/v1/payment_intents") == 0) {
+        ret = create(s, c, &f);
+    } else if (post && strcmp(c->path, "/v1/refunds") == 0) {
+        ret = refund(s, c, &f);
+    } else if (post && strncmp(c->path, pis, sizeof pis - 1) == 0 && n > sizeof pis + 7 &&
+               strcmp(c->path + n - 7, "/cancel") == 0 && n - 7 - (sizeof pis - 1) <= PO_ID_MAX) {
+        char id[PO_ID_MAX + 1];
+        size_t len = n - 7 - (sizeof pis - 1);
+        memcpy(id, c->path + sizeof pis - 1, len);
+        id[len] = '\0';
+        ret = po_id_valid(id, PO_ID_MAX) ? cancel(s, c, id)
+                                         : stripe_error(c, 404, "resource_missing", "No such id");
+    }
+    sim_form_free(&f);
+    if (ret == -2)
+        return stripe_error(c, 404, NULL, "Unrecognized request URL");
+    return ret;
+}

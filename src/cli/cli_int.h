@@ -142,6 +142,8 @@ int cmd_alerts_replay(struct po_store *s, const struct opts *o);
 int cmd_alerts_accept(struct po_store *s, const struct opts *o);
 int cmd_alerts_refund(struct po_store *s, const struct opts *o);
 int cmd_channel_set(struct po_store *s, const struct opts *o);
+int cmd_tenant_set(struct po_store *s, const struct opts *o);
+int cmd_order_close(struct po_store *s, const struct opts *o);
 int cmd_channel_check(struct po_store *s, const struct opts *o);
 int cmd_channel_show(struct po_store *s, const struct opts *o);
 int cmd_tenant_list(struct po_store *s, const struct opts *o);

@@ -12,6 +12,7 @@
 #include "../store/store.h"
 
 #include <jansson.h>
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,28 @@ int cmd_tenant_add(struct po_store *s, const struct opts *o)
     if (rc)
         return cli_fail(rc, err);
     printf("tenant %s %s\n", t, created ? "added" : "already exists with the same name");
+    return 0;
+}
+
+int cmd_tenant_set(struct po_store *s, const struct opts *o)
+{
+    const char *t = cli_need(o, "tenant"), *ttl = cli_need(o, "order-ttl");
+    int64_t v = 0;
+    if (!t || !ttl)
+        return EXIT_USAGE;
+    if (po_parse_i64(ttl, 0, PO_ORDER_EXPIRY_MAX_S, &v)) {
+        fprintf(stderr, "payonce: --order-ttl: 0 (none) to %d seconds\n", PO_ORDER_EXPIRY_MAX_S);
+        return EXIT_USAGE;
+    }
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_tenant_set_order_ttl(s, t, v, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    if (v)
+        printf("tenant %s: orders created without time_expire expire %lld s after creation\n", t,
+               (long long)v);
+    else
+        printf("tenant %s: orders expire only when created with time_expire\n", t);
     return 0;
 }
 
@@ -121,9 +144,9 @@ int cmd_order_show(struct po_store *s, const struct opts *o)
     if (cli_flag(o, "json"))
         return cli_print_json(doc);
     static const char *const order[] = {
-        "tenant",          "out_trade_no", "merchant",       "channel", "amount",
-        "currency",        "status",       "channel_txn_id", "paid_at", "refund_reserved",
-        "refunded_amount", "created_at",   "updated_at"};
+        "tenant",          "out_trade_no", "merchant",       "channel",    "amount",
+        "currency",        "status",       "channel_txn_id", "paid_at",    "refund_reserved",
+        "refunded_amount", "created_at",   "updated_at",     "time_expire"};
     const char *cur = json_string_value(json_object_get(doc, "currency"));
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         json_t *v = json_object_get(doc, order[i]);
@@ -259,4 +282,45 @@ int cmd_verify(struct po_store *s, const struct opts *o)
             fprintf(stderr, "verify: %d violation%s\n", count, count == 1 ? "" : "s");
     }
     return count == 0 ? 0 : EXIT_VERIFY;
+}
+
+/* `payonce order close`: as POST /v1/orders/{no}/close — at the order's
+ * channel first (when the tenant's account may call it), then here; paid
+ * at the channel meanwhile -> credited, exit 1 (order_paid); no decisive
+ * answer -> the order stays PAYING, exit 75 (try again). */
+int cmd_order_close(struct po_store *s, const struct opts *o)
+{
+    const char *t = cli_need(o, "tenant"), *no = cli_need(o, "out-trade-no");
+    if (!t || !no)
+        return EXIT_USAGE;
+    unsigned char master[32];
+    bool have = false;
+    int ret = cli_load_master_key(o, master, &have);
+    if (ret)
+        return ret;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct po_close_report rep;
+    po_err rc = po_order_close_everywhere(s, NULL, have ? master : NULL, t, no, &rep);
+    curl_global_cleanup();
+    po_secure_zero(master, sizeof master);
+    if (rc == PO_ERR_NOT_FOUND)
+        return cli_fail(rc, "no such order");
+    if (rc)
+        return cli_fail(rc, "the order could not be closed");
+    if (rep.result == PO_CC_UNDECIDED) {
+        fprintf(stderr, "payonce: the channel did not confirm the close (%s): %s stays PAYING\n",
+                rep.why, no);
+        return EXIT_TEMPFAIL;
+    }
+    json_t *doc = NULL;
+    if (po_view_order(s, t, no, &doc) || !doc)
+        return cli_fail(PO_ERR_STORE, "the order cannot be read");
+    const char *st = json_string_value(json_object_get(doc, "status"));
+    bool closed = st && strcmp(st, "CLOSED") == 0;
+    printf("%s: %s%s\n", no, st ? st : "-",
+           rep.result == PO_CC_CLOSED ? " (closed at the channel first)"
+           : rep.result == PO_CC_PAID ? " (the channel had its payment: credited)"
+                                      : "");
+    json_decref(doc);
+    return closed ? 0 : EXIT_FAIL;
 }

@@ -37,6 +37,8 @@ static const struct optdoc optdocs[] = {
      "the 32-byte master key that seals secrets (default PAYONCE_MASTER_KEY_FILE)"},
     {"tenant", "ID", "the tenant"},
     {"name", "NAME", "a display name"},
+    {"order-ttl", "SECONDS",
+     "orders created without time_expire expire this long after creation (0: never)"},
     {"merchant", "ID", "the merchant (a sub-merchant of the tenant)"},
     {"out-trade-no", "NO", "the order number the tenant gave the channel"},
     {"out-refund-no", "NO",

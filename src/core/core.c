@@ -216,6 +216,48 @@ bool po_time_valid(const char *s)
     return true;
 }
 
+po_err po_time_parse(const char *s, int64_t *out)
+{
+    int y, mo, d, h, mi, se, n = 0;
+    if (!po_time_valid(s) ||
+        sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 || n != 19 ||
+        mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+        return PO_ERR_INVALID;
+    const char *p = s + 19;
+    if (*p == '.') {
+        do
+            p++;
+        while (*p >= '0' && *p <= '9');
+        if (p == s + 20)
+            return PO_ERR_INVALID;
+    }
+    int64_t off = 0;
+    if (*p == 'Z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om, k = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
+            return PO_ERR_INVALID;
+        off = (*p == '+' ? 1 : -1) * (int64_t)(oh * 3600 + om * 60);
+        p += 6;
+    } else {
+        return PO_ERR_INVALID;
+    }
+    if (*p)
+        return PO_ERR_INVALID;
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = se};
+    time_t t = timegm(&tm);
+    if (tm.tm_mday != d) /* 31 February */
+        return PO_ERR_INVALID;
+    *out = (int64_t)t - off;
+    return PO_OK;
+}
+
 void po_clock_iso_ms(int64_t unix_ms, char *buf, size_t cap)
 {
     struct tm tm;

@@ -90,6 +90,10 @@ bool po_time_valid(const char *s);
 /* A time to compare with stored times (UTC, compared as text): a date, or
  * a po_time_valid time without an offset other than Z. */
 bool po_since_valid(const char *s);
+/* An RFC 3339 time with its offset — "YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)",
+ * as WeChat Pay's time_expire — as Unix seconds; PO_ERR_INVALID for
+ * anything else (an out-of-range field included). */
+po_err po_time_parse(const char *s, int64_t *out) PO_MUST_CHECK;
 
 /* ---- clock ---- */
 /* Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" into buf (>= PO_TIME_SIZE). */

@@ -81,18 +81,19 @@
 /* Plain integers: each is also spelled as text with PO_STR (core.h). */
 
 /* ---- channels ---- */
-#define PO_BODY_MAX (64 * 1024)          /* callback and API request body bytes */
-#define PO_HEADER_MEMORY_MAX (32 * 1024) /* request line and headers per connection */
-#define PO_HEADER_VALUE_MAX 512          /* one signature-related header value */
-#define PO_SIG_HEADER_MAX 2048           /* Stripe-Signature */
-#define PO_CHANNEL_KEYS_MAX 8            /* verification keys per tenant (rotation) */
-#define PO_WEBHOOK_SECRETS_MAX 4         /* Stripe-style secrets per tenant (rotation) */
-#define PO_SIGNATURES_MAX 8              /* v1= signatures in one Stripe-Signature */
-#define PO_SECRET_MAX 128                /* one webhook secret */
-#define PO_FORM_PARAMS_MAX 64            /* Alipay form fields */
-#define PO_WINDOW_DEFAULT_S 300          /* timestamp tolerance */
-#define PO_API_RESP_MAX 16384            /* a channel API's answer */
-#define PO_API_TIMEOUT_S 10              /* a channel API call, in all */
+#define PO_BODY_MAX (64 * 1024)            /* callback and API request body bytes */
+#define PO_HEADER_MEMORY_MAX (32 * 1024)   /* request line and headers per connection */
+#define PO_HEADER_VALUE_MAX 512            /* one signature-related header value */
+#define PO_SIG_HEADER_MAX 2048             /* Stripe-Signature */
+#define PO_CHANNEL_KEYS_MAX 8              /* verification keys per tenant (rotation) */
+#define PO_WEBHOOK_SECRETS_MAX 4           /* Stripe-style secrets per tenant (rotation) */
+#define PO_SIGNATURES_MAX 8                /* v1= signatures in one Stripe-Signature */
+#define PO_SECRET_MAX 128                  /* one webhook secret */
+#define PO_ORDER_EXPIRY_MAX_S (90 * 86400) /* an order's time_expire, at most this ahead */
+#define PO_FORM_PARAMS_MAX 64              /* Alipay form fields */
+#define PO_WINDOW_DEFAULT_S 300            /* timestamp tolerance */
+#define PO_API_RESP_MAX 16384              /* a channel API's answer */
+#define PO_API_TIMEOUT_S 10                /* a channel API call, in all */
 #define PO_API_CONNECT_TIMEOUT_S 5
 /* Per-tenant shares (bulkheads): refund submissions with a channel's API at
  * once, per tenant and in all; callbacks in flight per tenant. A share

@@ -18,6 +18,29 @@ static bool exists(struct po_store *s, const char *sql, const struct po_param *p
     return found;
 }
 
+po_err po_tenant_set_order_ttl(struct po_store *s, const char *tenant, int64_t ttl_s, char *err,
+                               size_t errcap)
+{
+    if (ttl_s < 0 || ttl_s > PO_ORDER_EXPIRY_MAX_S) {
+        po_errf(err, errcap, "order expiry: 0 (none) to %d seconds", PO_ORDER_EXPIRY_MAX_S);
+        return PO_ERR_INVALID;
+    }
+    int64_t n = 0;
+    po_err rc = po_store_begin(s, err, errcap);
+    if (!rc)
+        rc = po_store_exec(s, "UPDATE tenant SET order_ttl_s = ? WHERE tenant_id = ?",
+                           PO_PARAMS(ttl_s ? PO_I64(ttl_s) : PO_NULLP, PO_TEXT(tenant)), NULL, &n,
+                           err, errcap);
+    if (!rc && n != 1) {
+        po_errf(err, errcap, "no tenant %s", tenant);
+        rc = PO_ERR_NOT_FOUND;
+    }
+    if (!rc)
+        return po_store_commit(s, err, errcap);
+    po_store_rollback(s);
+    return rc;
+}
+
 po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, bool *created,
                      char *err, size_t errcap)
 {
@@ -174,9 +197,22 @@ po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *
         set_code(code, codecap, "merchant_not_found");
         return PO_ERR_NOT_FOUND;
     }
-    char now[PO_TIME_SIZE];
-    int64_t changes = 0;
+    char now[PO_TIME_SIZE], expires[PO_TIME_SIZE] = "";
+    int64_t changes = 0, at = o->expires_at;
     po_clock_now_iso(now, sizeof now);
+    if (!at) { /* the tenant's default, if it has one */
+        struct po_rows t;
+        rc = po_store_exec(s, "SELECT COALESCE(order_ttl_s, 0) FROM tenant WHERE tenant_id = ?",
+                           PO_PARAMS(PO_TEXT(o->tenant)), &t, NULL, err, errcap);
+        if (rc)
+            return rc;
+        int64_t ttl = 0;
+        if (t.nrows == 1 && po_rows_i64(&t, 0, 0, &ttl) == PO_OK && ttl > 0)
+            at = po_clock_unix_of(now) + ttl;
+        po_rows_free(&t);
+    }
+    if (at)
+        po_clock_iso_at(at, expires, sizeof expires);
     struct po_param p[] = {PO_TEXT(o->tenant),
                            PO_TEXT(o->out_trade_no),
                            PO_TEXT(o->merchant),
@@ -184,14 +220,15 @@ po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *
                            PO_I64(o->amount_minor),
                            PO_TEXT(o->currency),
                            PO_TEXT(now),
-                           PO_TEXT(now)};
+                           PO_TEXT(now),
+                           at ? PO_TEXT(expires) : PO_NULLP};
     /* ON CONFLICT DO NOTHING: a repeat (or a concurrent twin, once it has
      * committed) leaves the transaction usable on both backends. */
     rc = po_store_exec(
         s,
         "INSERT INTO pay_order (tenant_id, out_trade_no, merchant_id, channel, amount,"
-        " currency, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?,"
-        " 'PAYING', ?, ?) ON CONFLICT DO NOTHING",
+        " currency, status, created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?,"
+        " 'PAYING', ?, ?, ?) ON CONFLICT DO NOTHING",
         p, PO_NELEM(p), NULL, &changes, err, errcap);
     if (rc)
         return rc;

@@ -12,6 +12,11 @@
 /* Idempotent for identical input: adding what exists with the same fields
  * succeeds with *created false (created may be NULL); a tenant that exists
  * with another name is PO_ERR_CONFLICT, naming it. */
+/* The tenant's default order expiry: orders created without a time_expire
+ * expire ttl_s after their creation (0: never). In its own transaction;
+ * PO_ERR_NOT_FOUND when there is no such tenant. */
+po_err po_tenant_set_order_ttl(struct po_store *s, const char *tenant, int64_t ttl_s, char *err,
+                               size_t errcap) PO_MUST_CHECK;
 po_err po_tenant_add(struct po_store *s, const char *tenant, const char *name, bool *created,
                      char *err, size_t errcap) PO_MUST_CHECK;
 po_err po_merchant_add(struct po_store *s, const char *tenant, const char *merchant, bool *created,
@@ -24,6 +29,7 @@ struct po_order_spec {
     int64_t amount_minor;
     const char *currency;
     const char *channel; /* NULL: any channel may pay it */
+    int64_t expires_at;  /* Unix s; 0: the tenant's order_ttl_s after now, if it has one */
 };
 
 /*

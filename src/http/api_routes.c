@@ -115,16 +115,36 @@ static bool currency_member(struct po_api_call *c, const char **out, const char 
 
 /* ---- POST routes: validation, and the effect inside the transaction ---- */
 
-static const char *const ORDER_CREATE_FIELDS[] = {"merchant", "out_trade_no", "amount", "currency",
-                                                  "channel"};
+static const char *const ORDER_CREATE_FIELDS[] = {"merchant", "out_trade_no", "amount",
+                                                  "currency", "channel",      "time_expire"};
+
+/* time_expire: RFC 3339 with its offset (WeChat Pay's form), after now and
+ * within PO_ORDER_EXPIRY_MAX_S; *at 0 when absent. */
+static bool expiry_member(struct po_api_call *c, int64_t *at)
+{
+    json_t *v = json_object_get(c->in, "time_expire");
+    *at = 0;
+    if (!v || json_is_null(v))
+        return true;
+    int64_t now = po_clock_now_ms() / 1000;
+    if (!json_string_value(v) || po_time_parse(json_string_value(v), at) || *at <= now ||
+        *at > now + PO_ORDER_EXPIRY_MAX_S) {
+        po_api_fail(c, 400, "invalid_parameter",
+                    "time_expire: an RFC 3339 time with its offset, in the future and within 90"
+                    " days, e.g. 2026-12-04T18:00:00+08:00",
+                    "time_expire");
+        return false;
+    }
+    return true;
+}
 
 static bool order_create_validate(struct po_api_call *c)
 {
-    int64_t amount = 0;
+    int64_t amount = 0, at = 0;
     const char *cur = NULL;
-    if (!parse_body(c, ORDER_CREATE_FIELDS, 5, false) || !id_member(c, "merchant", true, NULL) ||
+    if (!parse_body(c, ORDER_CREATE_FIELDS, 6, false) || !id_member(c, "merchant", true, NULL) ||
         !id_member(c, "out_trade_no", true, NULL) || !amount_member(c, &amount) ||
-        !currency_member(c, &cur, "CNY"))
+        !currency_member(c, &cur, "CNY") || !expiry_member(c, &at))
         return false;
     json_t *ch = json_object_get(c->in, "channel");
     if (ch && !json_is_null(ch) &&
@@ -142,12 +162,17 @@ static po_err order_create_effect(struct po_api_call *c)
 {
     const char *cur = json_string_value(json_object_get(c->in, "currency"));
     const char *ch = json_string_value(json_object_get(c->in, "channel"));
+    const char *te = json_string_value(json_object_get(c->in, "time_expire"));
+    int64_t at = 0;
+    if (te && po_time_parse(te, &at)) /* validated: it parses */
+        at = 0;
     struct po_order_spec spec = {c->tenant,
                                  json_string_value(json_object_get(c->in, "merchant")),
                                  json_string_value(json_object_get(c->in, "out_trade_no")),
                                  (int64_t)json_integer_value(json_object_get(c->in, "amount")),
                                  cur ? cur : "CNY",
-                                 ch};
+                                 ch,
+                                 at};
     bool created = false;
     char code[48] = "", err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_order_insert(c->s, &spec, &created, code, sizeof code, err, sizeof err);

@@ -5,7 +5,9 @@
  * requests need):
  *   active query   for every channel with an order-query API, each
  *                  tenant's orders still PAYING after min_age are queried
- *                  at the channel (po_order_query_round)
+ *                  at the channel (po_order_query_round); with it, orders
+ *                  past their expiry are closed at their channel first
+ *                  (po_order_expire_round)
  *   refund retry   API refunds whose submission got no decisive answer are
  *                  submitted again (the channels are idempotent on it)
  *   reaper         stored Idempotency-Key responses past the retention
@@ -23,6 +25,7 @@
 #define REAP_INTERVAL_MAX_S 3600
 #define QUERY_LIMIT 100
 #define REFUND_LIMIT 100
+#define EXPIRE_LIMIT 100
 
 struct po_jobs {
     struct po_jobs_cfg cfg;
@@ -72,6 +75,16 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
         for (int i = 0; po_channels[i]; i++)
             if (po_channels[i]->order_query)
                 query_channel(j, s, po_channels[i]);
+        /* and the orders past their expiry, closed at their channel first */
+        struct po_expiry_report x;
+        if (po_order_expire_round(s, j->cfg.committer, j->cfg.master, EXPIRE_LIMIT, &x, err,
+                                  sizeof err) == PO_OK &&
+            x.expired)
+            po_log(PO_LOG_INFO,
+                   "order expiry: %lld expired, %lld closed, %lld paid at the channel, %lld left"
+                   " PAYING",
+                   (long long)x.expired, (long long)x.closed, (long long)x.paid,
+                   (long long)x.undecided);
         *next_query = now + j->cfg.query_s;
     }
     if (j->cfg.refund_s && now >= *next_refund) {

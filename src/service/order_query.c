@@ -11,6 +11,8 @@
 
 #include "account.h"
 
+#include "../engine/objects.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,4 +200,98 @@ po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
 void po_close_job_free(struct po_close_job *job)
 {
     po_channel_account_free(&job->acct);
+}
+
+/* ---- expiry: expired orders closed at their channel, then here ---- */
+
+struct close_here {
+    const char *tenant, *out_trade_no;
+};
+
+/* PAYING -> CLOSED here (a payment that won the race: nothing to close). */
+static po_err close_here(struct po_store *s, void *ctx)
+{
+    struct close_here *x = ctx;
+    char code[48] = "", err[PO_ERRBUF_SIZE] = "";
+    bool now = false;
+    po_err rc =
+        po_order_close(s, x->tenant, x->out_trade_no, &now, code, sizeof code, err, sizeof err);
+    return rc == PO_ERR_CONFLICT ? PO_OK : rc;
+}
+
+/* close_here through serve's committer, or in a transaction of its own on
+ * s (the offline CLI). */
+static po_err close_locally(struct po_store *s, struct po_committer *committer, const char *tenant,
+                            const char *out_trade_no)
+{
+    struct close_here x = {tenant, out_trade_no};
+    if (committer) {
+        struct po_commit_item it;
+        memset(&it, 0, sizeof it);
+        it.work = (struct po_engine_work){close_here, &x, PO_OK};
+        PO_ASSERT(po_fmt(it.route, sizeof it.route, "%s|%s", tenant, out_trade_no) == PO_OK);
+        po_committer_apply(committer, &it);
+        return it.work.rc;
+    }
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_store_begin(s, err, sizeof err);
+    if (!rc)
+        rc = close_here(s, &x);
+    if (!rc)
+        return po_store_commit(s, err, sizeof err);
+    po_store_rollback(s);
+    return rc;
+}
+
+po_err po_order_close_everywhere(struct po_store *s, struct po_committer *committer,
+                                 const unsigned char *master, const char *tenant,
+                                 const char *out_trade_no, struct po_close_report *out)
+{
+    memset(out, 0, sizeof *out);
+    struct po_close_job *job = malloc(sizeof *job);
+    if (!job)
+        return PO_ERR_NOMEM;
+    po_err rc = po_order_close_prepare(s, master, tenant, out_trade_no, job);
+    if (!rc)
+        rc = po_order_close_call(job, s, committer, out);
+    po_close_job_free(job);
+    free(job);
+    if (!rc && out->result != PO_CC_PAID && out->result != PO_CC_UNDECIDED)
+        rc = close_locally(s, committer, tenant, out_trade_no);
+    return rc;
+}
+
+po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
+                             const unsigned char *master, int limit, struct po_expiry_report *out,
+                             char *err, size_t errcap)
+{
+    struct po_expiry_report x = {0};
+    char now[PO_TIME_SIZE];
+    po_clock_now_iso(now, sizeof now);
+    struct po_rows rows;
+    po_err rc = po_store_exec(s,
+                              "SELECT tenant_id, out_trade_no FROM pay_order WHERE status ="
+                              " 'PAYING' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY"
+                              " expires_at LIMIT ?",
+                              PO_PARAMS(PO_TEXT(now), PO_I64(limit)), &rows, NULL, err, errcap);
+    if (rc)
+        return rc;
+    for (int i = 0; i < rows.nrows && rc != PO_ERR_NOMEM; i++) {
+        const char *tenant = po_rows_get(&rows, i, 0), *no = po_rows_get(&rows, i, 1);
+        struct po_close_report rep;
+        x.expired++;
+        rc = po_order_close_everywhere(s, committer, master, tenant, no, &rep);
+        if (!rc && rep.result == PO_CC_PAID) {
+            x.paid++;
+        } else if (!rc && rep.result != PO_CC_UNDECIDED) {
+            x.closed++;
+        } else {
+            x.undecided++;
+            po_log(PO_LOG_WARN, "tenant %s: expired order %s stays PAYING: %s", tenant, no,
+                   rc ? po_err_name(rc) : rep.why);
+        }
+    }
+    po_rows_free(&rows);
+    *out = x;
+    return rc == PO_ERR_NOMEM ? rc : PO_OK;
 }

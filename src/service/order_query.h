@@ -76,4 +76,28 @@ po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
                            struct po_close_report *out) PO_MUST_CHECK;
 void po_close_job_free(struct po_close_job *job);
 
+/* prepare + call, and, when the channel closed it (or has nothing to
+ * close), the close here — through committer (serve), or in a
+ * transaction of its own on s (the CLI). PO_ERR_NOT_FOUND: no such order;
+ * a PAID order is left as it is (out->result LOCAL, nothing closed). */
+po_err po_order_close_everywhere(struct po_store *s, struct po_committer *committer,
+                                 const unsigned char *master, const char *tenant,
+                                 const char *out_trade_no,
+                                 struct po_close_report *out) PO_MUST_CHECK;
+
+struct po_expiry_report {
+    int64_t expired, closed, paid, undecided;
+};
+/*
+ * Every order still PAYING past its expiry (time_expire, or its tenant's
+ * default; at most limit a round, the oldest first) is closed the way
+ * POST /v1/orders/{no}/close closes it: at its channel first, then here;
+ * paid there -> credited (not closed); no decisive answer -> left PAYING
+ * for the next round. The local close goes through committer (serve), or
+ * a transaction of its own on s.
+ */
+po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
+                             const unsigned char *master, int limit, struct po_expiry_report *out,
+                             char *err, size_t errcap) PO_MUST_CHECK;
+
 #endif

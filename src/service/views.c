@@ -71,17 +71,20 @@ static po_err one(struct po_store *s, const char *sql, const char *tenant, const
     return PO_OK;
 }
 
+/* The order object's members, in the columns' order of ORDER_COLUMNS. */
+static const char *const ORDER_FIELDS[] = {
+    "out_trade_no", "merchant",       "channel",    "#amount",          "currency",
+    "status",       "channel_txn_id", "paid_at",    "#refund_reserved", "#refunded_amount",
+    "created_at",   "updated_at",     "time_expire"};
+#define ORDER_COLUMNS                                                                              \
+    "out_trade_no, merchant_id, channel, amount, currency, status, channel_txn_id, paid_at,"       \
+    " refund_reserved, refunded_amount, created_at, updated_at, expires_at"
+
 po_err po_view_order(struct po_store *s, const char *tenant, const char *out_trade_no, json_t **out)
 {
-    static const char *const f[] = {"out_trade_no",     "merchant",   "channel",
-                                    "#amount",          "currency",   "status",
-                                    "channel_txn_id",   "paid_at",    "#refund_reserved",
-                                    "#refunded_amount", "created_at", "updated_at"};
     return one(s,
-               "SELECT out_trade_no, merchant_id, channel, amount, currency, status,"
-               " channel_txn_id, paid_at, refund_reserved, refunded_amount, created_at,"
-               " updated_at FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
-               tenant, out_trade_no, "order", f, NFIELDS(f), out);
+               "SELECT " ORDER_COLUMNS " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
+               tenant, out_trade_no, "order", ORDER_FIELDS, NFIELDS(ORDER_FIELDS), out);
 }
 
 po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,
@@ -121,10 +124,6 @@ po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_re
 po_err po_view_orders(struct po_store *s, const char *tenant, const struct po_order_filter *f,
                       struct po_page *pg, json_t **out)
 {
-    static const char *const fl[] = {"out_trade_no",     "merchant",   "channel",
-                                     "#amount",          "currency",   "status",
-                                     "channel_txn_id",   "paid_at",    "#refund_reserved",
-                                     "#refunded_amount", "created_at", "updated_at"};
     const char *ts = pg->after_ts ? pg->after_ts : "", *key = pg->after_key ? pg->after_key : "";
     const char *status = f && f->status ? f->status : "",
                *merchant = f && f->merchant ? f->merchant : "",
@@ -132,8 +131,7 @@ po_err po_view_orders(struct po_store *s, const char *tenant, const struct po_or
     struct po_rows r;
     po_err rc = po_store_exec(
         s,
-        "SELECT out_trade_no, merchant_id, channel, amount, currency, status, channel_txn_id,"
-        " paid_at, refund_reserved, refunded_amount, created_at, updated_at FROM pay_order"
+        "SELECT " ORDER_COLUMNS " FROM pay_order"
         " WHERE tenant_id = ? AND (? = '' OR status = ?) AND (? = '' OR merchant_id = ?) AND"
         " (? = '' OR created_at >= ?) AND (? = '' OR created_at > ? OR (created_at = ? AND"
         " out_trade_no > ?)) ORDER BY created_at, out_trade_no LIMIT ?",
@@ -143,7 +141,7 @@ po_err po_view_orders(struct po_store *s, const char *tenant, const struct po_or
         &r, NULL, NULL, 0);
     if (rc)
         return rc;
-    *out = page_of(&r, pg, "order", fl, NFIELDS(fl), 10, 0);
+    *out = page_of(&r, pg, "order", ORDER_FIELDS, NFIELDS(ORDER_FIELDS), 10, 0);
     return PO_OK;
 }
 

@@ -32,6 +32,26 @@ static const char *arg_of(void *ctx, const char *name)
     return MHD_lookup_connection_value((struct MHD_Connection *)ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
+struct args_walk {
+    void (*each)(void *each_ctx, const char *k, const char *v);
+    void *each_ctx;
+};
+
+static enum MHD_Result one_arg(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+    (void)kind;
+    struct args_walk *w = cls;
+    w->each(w->each_ctx, k, v);
+    return MHD_YES;
+}
+
+static void args_of(void *ctx, void (*each)(void *each_ctx, const char *k, const char *v),
+                    void *each_ctx)
+{
+    struct args_walk w = {each, each_ctx};
+    MHD_get_connection_values((struct MHD_Connection *)ctx, MHD_GET_ARGUMENT_KIND, one_arg, &w);
+}
+
 /* Queues the answer, signed like WeChat Pay's when asked: Wechatpay-*
  * headers over "ts\nnonce\nbody\n" with the platform key. */
 static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connection *c,
@@ -74,6 +94,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             .path = url,
                             .header = header_of,
                             .arg = arg_of,
+                            .args = args_of,
                             .ctx = c,
                             .body = q->body.data ? q->body.data : ""};
     if (q->body.too_large)

@@ -199,10 +199,21 @@ static int trade_close(struct po_sim_server *s, struct sim_call *c, json_t *biz)
 /* POST /gateway.do: the request must be signed RSA2 with the app's key
  * (the simulator's merchant key pair stands for it), for the app_id the
  * simulator has; then one of the methods above. */
+static void query_arg(void *ctx, const char *k, const char *v)
+{
+    (void)sim_form_add(ctx, k, v);
+}
+
 static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
 {
     struct sim_form f = {0};
-    if (!sim_form_parse(c->body, &f)) {
+    /* The parameters come in the body, the query string, or both: the
+     * official SDKs send the common ones (method, app_id, sign, …) in the
+     * query string and biz_content in the body; every one is signed. */
+    bool ok = !*c->body || sim_form_parse(c->body, &f);
+    if (ok && c->args)
+        c->args(c->ctx, query_arg, &f);
+    if (!ok || f.n == 0) {
         sim_form_free(&f);
         return alipay_error(s, c, "error_response", "40002", "isv.invalid-parameter", "参数无效");
     }

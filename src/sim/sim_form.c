@@ -69,3 +69,18 @@ const char *sim_form_get(const struct sim_form *f, const char *k)
             return f->v[i];
     return "";
 }
+
+bool sim_form_add(struct sim_form *f, const char *k, const char *v)
+{
+    if (f->n >= 32 || *sim_form_get(f, k))
+        return false;
+    f->k[f->n] = strdup(k);
+    f->v[f->n] = strdup(v ? v : "");
+    if (!f->k[f->n] || !f->v[f->n]) {
+        free(f->k[f->n]);
+        free(f->v[f->n]);
+        return false;
+    }
+    f->n++;
+    return true;
+}

@@ -45,6 +45,9 @@ struct sim_call {
     const char *method, *path;
     const char *(*header)(void *ctx, const char *name);
     const char *(*arg)(void *ctx, const char *name);
+    /* Every query-string argument, decoded, in order. */
+    void (*args)(void *ctx, void (*each)(void *each_ctx, const char *k, const char *v),
+                 void *each_ctx);
     void *ctx;
     const char *body; /* "" when none */
     /* the answer */
@@ -86,6 +89,9 @@ struct sim_form {
 bool sim_form_parse(const char *body, struct sim_form *f);
 /* The value of k, "" when absent. */
 const char *sim_form_get(const struct sim_form *f, const char *k);
+/* Adds a decoded pair (copied) unless k is there already or the form is
+ * full; false when it could not. */
+bool sim_form_add(struct sim_form *f, const char *k, const char *v);
 void sim_form_free(struct sim_form *f);
 
 /* Records that channel closed out_trade_no (closed.jsonl); under s->mu. */

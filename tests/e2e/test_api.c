@@ -1921,11 +1921,63 @@ static void test_close_at_channel(void)
     close_order("CW-3", "cw-3", &r);
     T_CHECK(r.status == 200 && !r.replayed && jstr_is(&r, "status", "CLOSED"),
             "wechatpay close once the channel answers: %ld %s", r.status, r.body);
+    /* The CLI closes the same way (payonce order close). */
+    order_on("CW-5", 500, "wechatpay");
+    order_on("CW-6", 600, "wechatpay");
+    run("sim pay --dir sim --order CW-6:600 --txn 4200000000000000000000009406 --lose");
+    T_CHECK(t_cli_status(dir, bin, url, "order close --tenant t1 --out-trade-no CW-5") == 0 &&
+                status_is("CW-5", "CLOSED") && sim_closed("wechatpay", "CW-5"),
+            "order close (CLI): closed at the channel and here");
+    T_CHECK(t_cli_status(dir, bin, url, "order close --tenant t1 --out-trade-no CW-6") == 1 &&
+                status_is("CW-6", "PAID") && pay_journals("CW-6") == 1,
+            "order close (CLI) of an order paid at the channel: credited once, exit 1");
 
     /* Alipay: alipay.trade.close, alipay.trade.query. */
     t1_alipay(gateway, "sim");
     T_CHECK(t_cli_status(dir, bin, url, "channel check --tenant t1 --channel alipay") == 0,
             "channel check, alipay: query and close work");
+    /* What alipay-sdk sends: the common parameters (sign included) in the
+     * query string, biz_content in the body. The simulated gateway reads
+     * both, as Alipay's does. */
+    {
+        char path[400], *pem = NULL, u[2048], ans[4096] = "";
+        size_t len = 0;
+        struct po_privkey *k = NULL;
+        struct po_form f = {0}, q = {0}, b = {0};
+        snprintf(path, sizeof path, "%s/sim/merchant_private_key.pem", dir);
+        const char *kv[][2] = {
+            {"app_id", id.app_id}, {"method", "alipay.trade.query"},
+            {"format", "JSON"},    {"charset", "utf-8"},
+            {"sign_type", "RSA2"}, {"timestamp", "2026-12-04 10:00:00"},
+            {"version", "1.0"},    {"biz_content", "{\"out_trade_no\":\"CA-9\"}"}};
+        bool ok = po_file_read(path, 1 << 16, &pem, &len) == PO_OK &&
+                  po_privkey_from_pem(pem, len, &k) == PO_OK;
+        for (size_t i = 0; ok && i < sizeof kv / sizeof kv[0]; i++)
+            ok = po_form_add(&f, kv[i][0], kv[i][1]) == PO_OK;
+        ok = ok && po_alipay_sign_form(k, &f, false) == PO_OK;
+        for (int i = 0; ok && i < f.n; i++)
+            ok = po_form_add(strcmp(f.p[i].key, "biz_content") ? &q : &b, f.p[i].key, f.p[i].val) ==
+                 PO_OK;
+        char *qs = ok ? po_form_encode(&q, NULL) : NULL, *bs = ok ? po_form_encode(&b, NULL) : NULL;
+        long hst = 0;
+        if (qs && bs) {
+            snprintf(u, sizeof u, "%s?%s", gateway, qs);
+            const char *h[] = {"Content-Type: application/x-www-form-urlencoded;charset=utf-8",
+                               NULL};
+            struct t_http_req rq = {.method = "POST", .url = u, .headers = h, .body = bs};
+            hst = t_http(&rq, ans, sizeof ans, &len);
+        }
+        T_CHECK(hst == 200 && strstr(ans, "alipay_trade_query_response") &&
+                    strstr(ans, "ACQ.TRADE_NOT_EXIST") && !strstr(ans, "isv."),
+                "the SDK's request shape at the simulated gateway: %ld %.300s", hst, ans);
+        free(qs);
+        free(bs);
+        free(pem);
+        po_form_free(&f);
+        po_form_free(&q);
+        po_form_free(&b);
+        po_privkey_free(k);
+    }
     order_on("CA-1", 300, "alipay");
     close_order("CA-1", NULL, &r);
     T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("alipay", "CA-1"),
@@ -1990,6 +2042,94 @@ static void test_close_at_channel(void)
     api("POST", gw_port, "/v1/orders/CN-2/close", key2, NULL, NULL, &r);
     T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("wechatpay", "CN-2"),
             "close with an account for notifications only: %ld %s", r.status, r.body);
+}
+
+/* ---- expiry: closed at the channel by itself (issue 23, item 2) ---- */
+
+static void test_order_expiry(void)
+{
+    struct resp r;
+    /* time_expire: RFC 3339 with its offset, in the future. */
+    static const char *const bad[] = {"2001-01-01T00:00:00+08:00", "tomorrow",
+                                      "2026-02-31T10:00:00+08:00", "2099-01-01T00:00:00"};
+    for (int i = 0; i < 4; i++) {
+        char body[200];
+        snprintf(body, sizeof body,
+                 "{\"merchant\":\"m1\",\"out_trade_no\":\"E-0\",\"amount\":1,"
+                 "\"time_expire\":\"%s\"}",
+                 bad[i]);
+        api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+        T_CHECK(has_code(&r, 400, "invalid_parameter") && strstr(r.body, "time_expire"),
+                "time_expire %s: %ld %s", bad[i], r.status, r.body);
+    }
+    /* An hour ahead, written in Beijing time: kept as that instant (UTC). */
+    int64_t at = po_clock_now_ms() / 1000 + 3600;
+    char te[40], utc[PO_TIME_SIZE], body[240];
+    time_t bj = (time_t)(at + 8 * 3600);
+    struct tm tm;
+    gmtime_r(&bj, &tm);
+    strftime(te, sizeof te, "%Y-%m-%dT%H:%M:%S+08:00", &tm);
+    po_clock_iso_at(at, utc, sizeof utc);
+    snprintf(body, sizeof body,
+             "{\"merchant\":\"m1\",\"out_trade_no\":\"E-1\",\"amount\":100,"
+             "\"channel\":\"wechatpay\",\"time_expire\":\"%s\"}",
+             te);
+    api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+    T_CHECK(r.status == 201 && jstr_is(&r, "time_expire", utc), "time_expire %s -> %s: %s", te, utc,
+            r.body);
+    /* The tenant's default: orders created without one expire after it. */
+    run("tenant set --tenant t1 --order-ttl 600");
+    order_on("E-2", 200, "wechatpay");
+    api("GET", gw_port, "/v1/orders/E-2", key1, NULL, NULL, &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    int64_t ttl = po_clock_unix_of(json_string_value(json_object_get(j, "time_expire"))) -
+                  po_clock_unix_of(json_string_value(json_object_get(j, "created_at")));
+    json_decref(j);
+    T_CHECK(ttl == 600, "the tenant's default expiry: %lld s (%s)", (long long)ttl, r.body);
+    /* Expiry passes: E-1 is closed at the channel, then here; E-3, paid
+     * at the channel with its callback lost, is credited instead. */
+    order_on("E-3", 300, "wechatpay");
+    run("sim pay --dir sim --order E-3:300 --txn 4200000000000000000000009603 --lose");
+    exec_sql("UPDATE pay_order SET expires_at = '2001-01-01T00:00:00.000Z' WHERE out_trade_no IN"
+             " ('E-1', 'E-3')");
+    struct po_store *s = t_open(url);
+    struct po_expiry_report x;
+    char err[PO_ERRBUF_SIZE] = "";
+    T_CHECK(po_order_expire_round(s, NULL, mkey, 100, &x, err, sizeof err) == PO_OK &&
+                x.expired == 2 && x.closed == 1 && x.paid == 1 && x.undecided == 0,
+            "expiry round: %s (%lld expired, %lld closed, %lld paid, %lld undecided)", err,
+            (long long)x.expired, (long long)x.closed, (long long)x.paid, (long long)x.undecided);
+    po_store_close(s);
+    T_CHECK(status_is("E-1", "CLOSED") && sim_closed("wechatpay", "E-1") &&
+                status_is("E-3", "PAID") && pay_journals("E-3") == 1 && status_is("E-2", "PAYING"),
+            "expired: E-1 closed at the channel and here, E-3 credited, E-2 (not due) open");
+    T_CHECK(q1("SELECT COUNT(*) FROM outbox_event WHERE tenant_id = 't1' AND type = ?",
+               "order.closed") == 1,
+            "one order.closed event");
+    /* The channel unreachable: the expired order stays PAYING. */
+    order_on("E-4", 400, "wechatpay");
+    exec_sql("UPDATE pay_order SET expires_at = '2001-01-01T00:00:00.000Z' WHERE out_trade_no ="
+             " 'E-4'");
+    t1_wechatpay("http://127.0.0.1:1", "sim");
+    s = t_open(url);
+    T_CHECK(po_order_expire_round(s, NULL, mkey, 100, &x, err, sizeof err) == PO_OK &&
+                x.undecided == 1 && status_is("E-4", "PAYING"),
+            "expiry with the channel unreachable: %lld undecided", (long long)x.undecided);
+    po_store_close(s);
+    /* serve does it by itself, every --query-interval, through its
+     * committer. */
+    char sim_base[64];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    t1_wechatpay(sim_base, "sim");
+    static const char *const every[] = {"--query-interval", "1", NULL};
+    unsigned port = 0;
+    pid_t p = t_serve(dir, bin, url, every, &port);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM pay_order WHERE status = 'CLOSED' AND out_trade_no = ?",
+                     "E-4", 1),
+            "serve did not close the expired order E-4");
+    t_serve_stop(p);
+    T_CHECK(sim_closed("wechatpay", "E-4") && status_is("E-2", "PAYING"),
+            "serve's expiry: E-4 closed at the channel, E-2 (not due) open");
 }
 
 /* ---- Stripe: query, cancel, refunds (issue 23) ---- */
@@ -2303,6 +2443,7 @@ static const struct api_case {
     {"close", test_close},
     {"close_at_channel", test_close_at_channel},
     {"stripe_lifecycle", test_stripe_lifecycle},
+    {"order_expiry", test_order_expiry},
     {"refunds", test_refunds},
     {"refund_submission", test_refund_submission},
     {"silent_channel", test_silent_channel},

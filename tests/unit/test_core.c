@@ -109,6 +109,34 @@ static void money_for_people(void **state)
     assert_false(po_since_valid("yesterday"));
 }
 
+/* RFC 3339 with its offset (time_expire): one instant however written;
+ * everything else refused. */
+static void times_with_offsets(void **state)
+{
+    (void)state;
+    int64_t a = 0, b = 0, c = 0;
+    assert_int_equal(po_time_parse("2026-12-04T18:00:00+08:00", &a), PO_OK);
+    assert_int_equal(po_time_parse("2026-12-04T10:00:00Z", &b), PO_OK);
+    assert_int_equal(po_time_parse("2026-12-04T05:30:00.250-04:30", &c), PO_OK);
+    assert_int_equal(a, 1796378400);
+    assert_int_equal(a, b);
+    assert_int_equal(a, c);
+    static const char *const bad[] = {"2026-12-04T18:00:00",
+                                      "2026-12-04 18:00:00+08:00",
+                                      "2026-02-31T10:00:00Z",
+                                      "2026-13-01T10:00:00Z",
+                                      "2026-12-04T24:00:00Z",
+                                      "2026-12-04T18:00:00+8:00",
+                                      "2026-12-04T18:00:00.Z",
+                                      "2026-12-04T18:00:00Zjunk",
+                                      "2026-12-04",
+                                      "2026-12-04T18:00:00+08:60",
+                                      "tomorrow",
+                                      ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(po_time_parse(bad[i], &a), PO_ERR_INVALID);
+}
+
 static void json_escape_any_bytes(void **state)
 {
     (void)state;
@@ -138,7 +166,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_i64_is_strict), cmocka_unit_test(json_escape_any_bytes),
         cmocka_unit_test(bounded_copies),      cmocka_unit_test(validation),
-        cmocka_unit_test(money_for_people),
+        cmocka_unit_test(money_for_people),    cmocka_unit_test(times_with_offsets),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

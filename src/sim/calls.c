@@ -68,7 +68,8 @@ static void *notify_refund(void *arg)
                                 .deadline_ms = 5000,
                                 .max_attempts = atomic_load(&srv->stopping) ? 1 : 0,
                                 .label = j->out_refund_no,
-                                .log = stdout};
+                                .log = stdout,
+                                .cancel = &srv->stopping};
     struct po_sim_result res;
     po_sim_deliver(&d, &res);
     free(j);

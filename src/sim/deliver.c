@@ -112,10 +112,16 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
     for (int k = 0; k <= n; k++) {
         if (d->max_attempts && k >= d->max_attempts)
             break;
-        if (k > 0) {
-            double wait = sched[k - 1] / factor;
-            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-            nanosleep(&ts, NULL);
+        if (k > 0) { /* the wait, in slices that see a cancel */
+            double until = mono_s() + sched[k - 1] / factor;
+            for (double left;
+                 (left = until - mono_s()) > 0 && !(d->cancel && atomic_load(d->cancel));) {
+                double w = left < 0.01 ? left : 0.01;
+                struct timespec ts = {0, (long)(w * 1e9)};
+                nanosleep(&ts, NULL);
+            }
+            if (d->cancel && atomic_load(d->cancel))
+                break;
         }
         const char *what = "";
         int64_t now = d->clock ? d->clock(d->clock_ctx) : (int64_t)time(NULL);

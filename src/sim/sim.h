@@ -10,6 +10,7 @@
 #include "../core/core.h"
 #include "../crypto/crypto.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 struct po_sim_request {
@@ -212,6 +213,9 @@ struct po_sim_delivery {
      * run the schedule faster and let the signed time move as fast. */
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
+    /* When set and it becomes true, no further attempt is made (a
+     * simulator that stops ends the deliveries under way); NULL: none. */
+    const atomic_bool *cancel;
 };
 
 struct po_sim_result {

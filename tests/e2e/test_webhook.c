@@ -245,9 +245,16 @@ static void on_done(void *cls, struct MHD_Connection *c, void **state,
 /* Starts the receiver on rx.port (0: any free port, remembered). */
 static void rx_up(void)
 {
-    rx.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
-                            (uint16_t)rx.port, NULL, NULL, on_hook, NULL,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
+    /* The port it had may be held for a moment by another process's
+     * connection (a busy machine hands ephemeral ports out again): try
+     * again for up to 10 s. */
+    for (int i = 0; i < 100 && !rx.d; i++) {
+        rx.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
+                                (uint16_t)rx.port, NULL, NULL, on_hook, NULL,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
+        if (!rx.d)
+            usleep(100000);
+    }
     if (!rx.d)
         die("receiver did not start");
     rx.port = MHD_get_daemon_info(rx.d, MHD_DAEMON_INFO_BIND_PORT)->port;

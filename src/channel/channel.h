@@ -12,6 +12,7 @@
  *   refunds   submitting a refund to the channel's refund API (optional)
  *   query     the channel's order-query API (optional)
  *   close     closing an unpaid order at the channel (optional)
+ *   refund query  the result of a submitted refund (optional)
  *   bill      the channel's daily bill format (optional)
  *
  * Adding a channel is one file with its ops plus one line in registry.c.
@@ -263,6 +264,21 @@ struct po_close_answer {
     char why[PO_REASON_SIZE]; /* FAILED / REFUSED: the channel's code or what was wrong */
 };
 
+enum po_refund_query_state {
+    PO_RQ_FAILED,    /* no decisive answer: ask again later */
+    PO_RQ_PENDING,   /* the channel is still processing it */
+    PO_RQ_FINAL,     /* ev: its result, the event the refund's notification would
+                        have made (the same key), source query */
+    PO_RQ_NOT_FOUND, /* the channel has no such refund */
+};
+
+struct po_refund_query_answer {
+    enum po_refund_query_state state;
+    long http_status;
+    char why[PO_REASON_SIZE];
+    struct po_event ev;
+};
+
 /* ---- outbound requests to destinations a tenant chooses (egress.c) ---- */
 
 /* What an address is; only PUBLIC is sent to without the operator's say. */
@@ -397,6 +413,11 @@ struct po_channel_ops {
      * decides. Non-OK only for out-of-memory. */
     po_err (*order_close)(const struct po_channel_account *a, const char *out_trade_no,
                           struct po_close_answer *out);
+    /* Optional query of a submitted refund (r->txn_id: the payment it
+     * refunds). Only an answer the channel signed decides. Non-OK only for
+     * out-of-memory. */
+    po_err (*refund_query)(const struct po_channel_account *a, const struct po_refund_request *r,
+                           struct po_refund_query_answer *out);
     /* Optional bill format: parses a bill, refusing (with the line and the
      * reason in err) anything it cannot account for. */
     po_err (*bill_parse)(const char *data, size_t len, struct po_bill *out, char *err,

@@ -50,6 +50,12 @@ void po_channel_clean_code(const char *code, long status, char *out, size_t cap)
  * currency is upper-cased (Stripe writes it in lower case). */
 void po_query_paid(const struct po_channel_account *a, const char *out_trade_no, const char *txn,
                    int64_t amount, const char *currency, struct po_query_answer *out);
+/* The same for a refund's final result: type (REFUND_SUCCESS / _CLOSED /
+ * _ABNORMAL) with the refund's own ids, as its notification makes it;
+ * out->state FINAL, or FAILED (malformed_answer). */
+void po_query_refund(const struct po_channel_account *a, enum po_event_type type,
+                     const struct po_refund_request *r, const char *refund_id, const char *txn,
+                     int64_t amount, const char *currency, struct po_refund_query_answer *out);
 
 /* ---- account documents (account.c) ---- */
 /* The adapter's own part of a, zeroed (size bytes); NULL when out of
@@ -160,5 +166,10 @@ po_err po_stripe_order_close(const struct po_channel_account *a, const char *out
                              struct po_close_answer *out);
 po_err po_stripe_refund_submit(const struct po_channel_account *a,
                                const struct po_refund_request *r, struct po_refund_answer *out);
+po_err po_stripe_refund_query(const struct po_channel_account *a, const struct po_refund_request *r,
+                              struct po_refund_query_answer *out);
+po_err po_wechatpay_refund_query(const struct po_channel_account *a,
+                                 const struct po_refund_request *r,
+                                 struct po_refund_query_answer *out);
 
 #endif

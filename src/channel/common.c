@@ -155,26 +155,48 @@ po_err po_parse_major_amount(const char *s, int64_t *out)
     return PO_OK;
 }
 
-void po_query_paid(const struct po_channel_account *a, const char *out_trade_no, const char *txn,
-                   int64_t amount, const char *currency, struct po_query_answer *out)
+/* An answer's event: the fields every query result has, the currency
+ * upper-cased; false when one does not fit. */
+static bool query_event(const struct po_channel_account *a, enum po_event_type type,
+                        const char *out_trade_no, const char *txn, int64_t amount,
+                        const char *currency, struct po_event *ev)
 {
-    struct po_event *ev = &out->ev;
-    char verr[PO_ERRBUF_SIZE];
     memset(ev, 0, sizeof *ev);
-    ev->type = PO_EV_PAY_SUCCESS;
+    ev->type = type;
     ev->source = PO_SRC_QUERY;
     ev->amount_minor = amount;
     for (int i = 0; currency && i < 3 && currency[i]; i++)
         ev->currency[i] = (char)toupper((unsigned char)currency[i]);
-    if (currency && strlen(currency) == 3 &&
-        po_set_field(ev->tenant, sizeof ev->tenant, a->tenant) &&
-        po_set_field(ev->channel, sizeof ev->channel, a->channel) &&
-        po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, out_trade_no) &&
-        po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, txn) &&
-        po_event_validate(ev, verr, sizeof verr) == PO_OK) {
-        out->state = PO_QUERY_PAID;
-        return;
-    }
-    out->state = PO_QUERY_FAILED;
-    (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+    return currency && strlen(currency) == 3 &&
+           po_set_field(ev->tenant, sizeof ev->tenant, a->tenant) &&
+           po_set_field(ev->channel, sizeof ev->channel, a->channel) &&
+           po_set_field(ev->out_trade_no, sizeof ev->out_trade_no, out_trade_no) &&
+           (!txn || !*txn || po_set_field(ev->channel_txn_id, sizeof ev->channel_txn_id, txn));
+}
+
+void po_query_paid(const struct po_channel_account *a, const char *out_trade_no, const char *txn,
+                   int64_t amount, const char *currency, struct po_query_answer *out)
+{
+    char verr[PO_ERRBUF_SIZE];
+    bool ok = txn && *txn &&
+              query_event(a, PO_EV_PAY_SUCCESS, out_trade_no, txn, amount, currency, &out->ev) &&
+              po_event_validate(&out->ev, verr, sizeof verr) == PO_OK;
+    out->state = ok ? PO_QUERY_PAID : PO_QUERY_FAILED;
+    if (!ok)
+        (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+}
+
+void po_query_refund(const struct po_channel_account *a, enum po_event_type type,
+                     const struct po_refund_request *r, const char *refund_id, const char *txn,
+                     int64_t amount, const char *currency, struct po_refund_query_answer *out)
+{
+    struct po_event *ev = &out->ev;
+    char verr[PO_ERRBUF_SIZE];
+    bool ok = query_event(a, type, r->out_trade_no, txn, amount, currency, ev) &&
+              po_set_field(ev->out_refund_no, sizeof ev->out_refund_no, r->out_refund_no) &&
+              po_set_field(ev->channel_refund_id, sizeof ev->channel_refund_id, refund_id) &&
+              po_event_validate(ev, verr, sizeof verr) == PO_OK;
+    out->state = ok ? PO_RQ_FINAL : PO_RQ_FAILED;
+    if (!ok)
+        (void)snprintf(out->why, sizeof out->why, "malformed_answer");
 }

@@ -399,4 +399,5 @@ const struct po_channel_ops po_channel_stripe = {
     .manual_refunds_without_key = true,
     .order_query = po_stripe_order_query,
     .order_close = po_stripe_order_close,
+    .refund_query = po_stripe_refund_query,
 };

@@ -272,3 +272,58 @@ po_err po_stripe_refund_submit(const struct po_channel_account *a,
     free(resp);
     return PO_OK;
 }
+
+/* ---- refund query: GET /v1/refunds?payment_intent= ---- */
+
+/* The refund is the one of the payment (r->txn_id, its PaymentIntent)
+ * whose metadata.out_refund_no is ours: succeeded -> REFUND_SUCCESS,
+ * failed / canceled -> REFUND_CLOSED (as its refund.* webhook), pending
+ * or requires_action -> pending; none -> no such refund. */
+po_err po_stripe_refund_query(const struct po_channel_account *a, const struct po_refund_request *r,
+                              struct po_refund_query_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_RQ_FAILED;
+    if (!r->txn_id || !po_id_valid(r->txn_id, PO_TXN_ID_MAX)) {
+        (void)snprintf(out->why, sizeof out->why, "no_payment_intent");
+        return PO_OK;
+    }
+    char path[200];
+    PO_ASSERT(po_fmt(path, sizeof path, "/v1/refunds?payment_intent=%s&limit=100", r->txn_id) ==
+              PO_OK);
+    struct po_api_resp *resp = malloc(sizeof *resp);
+    po_err rc = resp ? call(a, path, NULL, NULL, resp) : PO_ERR_NOMEM;
+    if (rc == PO_ERR_INVALID) {
+        (void)snprintf(out->why, sizeof out->why, "no_api_key");
+        rc = PO_OK;
+    }
+    json_t *j = rc ? NULL : answer(resp, out->why, sizeof out->why);
+    out->http_status = rc ? 0 : resp->status;
+    free(resp);
+    json_t *data = json_object_get(j, "data"), *re, *mine = NULL;
+    size_t i;
+    json_array_foreach(data, i,
+                       re) if (strcmp(field(json_object_get(re, "metadata"), "out_refund_no"),
+                                      r->out_refund_no) == 0) mine = re;
+    const char *st = field(mine, "status");
+    if (!j) {
+        /* no decisive answer: why says it */
+    } else if (!json_is_array(data)) {
+        (void)snprintf(out->why, sizeof out->why, "not_a_list");
+    } else if (!mine) {
+        out->state = PO_RQ_NOT_FOUND;
+    } else if (strcmp(st, "pending") == 0 || strcmp(st, "requires_action") == 0) {
+        out->state = PO_RQ_PENDING;
+    } else if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
+               strcmp(st, "canceled") == 0) {
+        json_t *amt = json_object_get(mine, "amount");
+        po_query_refund(
+            a, strcmp(st, "succeeded") == 0 ? PO_EV_REFUND_SUCCESS : PO_EV_REFUND_CLOSED, r,
+            po_json_str(mine, "id"), NULL, json_is_integer(amt) ? json_integer_value(amt) : 0,
+            po_json_str(mine, "currency"), out);
+    } else {
+        (void)snprintf(out->why, sizeof out->why, "unknown_status");
+    }
+    json_decref(j);
+    return rc;
+}

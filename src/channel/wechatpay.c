@@ -569,6 +569,7 @@ const struct po_channel_ops po_channel_wechatpay = {
     .refund_submit = po_wechatpay_refund_submit,
     .order_query = po_wechatpay_order_query,
     .order_close = po_wechatpay_order_close,
+    .refund_query = po_wechatpay_refund_query,
     .bill_parse = po_wechatpay_bill_parse,
     .bill_merchant = bill_merchant,
     .account_free = account_free,

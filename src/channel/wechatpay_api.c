@@ -253,3 +253,56 @@ po_err po_wechatpay_order_close(const struct po_channel_account *a, const char *
     free(r);
     return PO_OK;
 }
+
+/* ---- refund query: GET /v3/refund/domestic/refunds/{out_refund_no} ---- */
+
+/* A signed answer decides: status SUCCESS / CLOSED / ABNORMAL is final
+ * (the event REFUND.* would have made), PROCESSING pending; a signed 404
+ * RESOURCE_NOT_EXISTS: no such refund. */
+po_err po_wechatpay_refund_query(const struct po_channel_account *a,
+                                 const struct po_refund_request *r,
+                                 struct po_refund_query_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_RQ_FAILED;
+    const struct po_wechatpay_account *wx = po_wechatpay_of(a);
+    char path[256];
+    PO_ASSERT(po_fmt(path, sizeof path, "/v3/refund/domestic/refunds/%s%s%s", r->out_refund_no,
+                     wx->sub_mchid[0] ? "?sub_mchid=" : "", wx->sub_mchid) == PO_OK);
+    struct po_api_resp *resp = malloc(sizeof *resp);
+    if (!resp)
+        return PO_ERR_NOMEM;
+    if (!a->merchant_key)
+        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
+    if (po_wechatpay_call(a, "GET", path, NULL, resp))
+        resp->status = 0;
+    out->http_status = resp->status;
+    json_t *j = NULL;
+    bool is_signed = resp->status && po_wechatpay_resp_signed(a, resp, out->why, sizeof out->why);
+    if (is_signed && po_json_parse(resp->body, resp->len, &j, NULL, 0) != PO_OK)
+        j = NULL;
+    free(resp);
+    const char *st = po_json_str(j, "status"), *code = po_json_str(j, "code");
+    if (!is_signed || !j) {
+        if (!out->why[0])
+            (void)snprintf(out->why, sizeof out->why, "HTTP_%ld", out->http_status);
+    } else if (out->http_status == 404 && code && strcmp(code, "RESOURCE_NOT_EXISTS") == 0) {
+        out->state = PO_RQ_NOT_FOUND;
+    } else if (out->http_status != 200 || !st) {
+        po_channel_clean_code(code, out->http_status, out->why, sizeof out->why);
+    } else if (strcmp(st, "PROCESSING") == 0) {
+        out->state = PO_RQ_PENDING;
+    } else {
+        enum po_event_type t = strcmp(st, "SUCCESS") == 0  ? PO_EV_REFUND_SUCCESS
+                               : strcmp(st, "CLOSED") == 0 ? PO_EV_REFUND_CLOSED
+                                                           : PO_EV_REFUND_ABNORMAL;
+        json_t *amt = json_object_get(j, "amount");
+        if (strcmp(st, "SUCCESS") && strcmp(st, "CLOSED") && strcmp(st, "ABNORMAL"))
+            (void)snprintf(out->why, sizeof out->why, "unknown_status");
+        else
+            po_query_refund(a, t, r, po_json_str(j, "refund_id"), po_json_str(j, "transaction_id"),
+                            json_integer_value(json_object_get(amt, "refund")), "CNY", out);
+    }
+    json_decref(j);
+    return PO_OK;
+}

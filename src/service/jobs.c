@@ -7,7 +7,9 @@
  *                  tenant's orders still PAYING after min_age are queried
  *                  at the channel (po_order_query_round); with it, orders
  *                  past their expiry are closed at their channel first
- *                  (po_order_expire_round)
+ *                  (po_order_expire_round), and refunds submitted and
+ *                  still PROCESSING after min_age are queried
+ *                  (po_refund_query_round)
  *   refund retry   API refunds whose submission got no decisive answer are
  *                  submitted again (the channels are idempotent on it)
  *   reaper         stored Idempotency-Key responses past the retention
@@ -75,6 +77,16 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
         for (int i = 0; po_channels[i]; i++)
             if (po_channels[i]->order_query)
                 query_channel(j, s, po_channels[i]);
+        /* refunds the channel accepted whose result never came */
+        struct po_refund_query_report rq;
+        if (po_refund_query_round(s, j->cfg.committer, j->cfg.master, j->cfg.query_min_age_s,
+                                  QUERY_LIMIT, &rq, err, sizeof err) == PO_OK &&
+            rq.queried)
+            po_log(PO_LOG_INFO,
+                   "refund query: %lld queried, %lld completed now, %lld already, %lld still"
+                   " processing, %lld failed",
+                   (long long)rq.queried, (long long)rq.applied, (long long)rq.matched,
+                   (long long)rq.pending, (long long)rq.failed);
         /* and the orders past their expiry, closed at their channel first */
         struct po_expiry_report x;
         if (po_order_expire_round(s, j->cfg.committer, j->cfg.master, EXPIRE_LIMIT, &x, err,

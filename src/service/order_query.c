@@ -295,3 +295,65 @@ po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
     *out = x;
     return rc == PO_ERR_NOMEM ? rc : PO_OK;
 }
+
+/* ---- refunds the channel accepted and never answered ---- */
+
+po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
+                             const unsigned char *master, int64_t min_age_s, int limit,
+                             struct po_refund_query_report *out, char *err, size_t errcap)
+{
+    struct po_refund_query_report x = {0};
+    char cutoff[PO_TIME_SIZE];
+    po_clock_iso_at((int64_t)time(NULL) - min_age_s + 1, cutoff, sizeof cutoff);
+    struct po_rows rows;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT r.tenant_id, r.out_refund_no, r.out_trade_no, r.amount, o.amount, r.currency,"
+        " COALESCE(r.channel, o.channel, ''), COALESCE(r.txn_id, o.channel_txn_id, '') FROM refund"
+        " r JOIN pay_order o ON o.tenant_id = r.tenant_id AND o.out_trade_no = r.out_trade_no"
+        " WHERE r.status = 'PROCESSING' AND r.submit_state = 'submitted' AND r.updated_at < ?"
+        " ORDER BY r.updated_at LIMIT ?",
+        PO_PARAMS(PO_TEXT(cutoff), PO_I64(limit)), &rows, NULL, err, errcap);
+    if (rc)
+        return rc;
+    struct po_channel_account *acct = calloc(1, sizeof *acct);
+    struct po_refund_query_answer *a = malloc(sizeof *a);
+    for (int i = 0; acct && a && i < rows.nrows; i++) {
+        const char *tenant = po_rows_get(&rows, i, 0);
+        const struct po_channel_ops *ch = po_channel_find(po_rows_get(&rows, i, 6));
+        struct po_refund_request req = {po_rows_get(&rows, i, 2), po_rows_get(&rows, i, 1), 0, 0,
+                                        po_rows_get(&rows, i, 5), po_rows_get(&rows, i, 7)};
+        char aerr[PO_ERRBUF_SIZE] = "";
+        if (!ch || !ch->refund_query || po_rows_i64(&rows, i, 3, &req.amount) ||
+            po_rows_i64(&rows, i, 4, &req.total) ||
+            po_account_fetch(s, master, tenant, ch->name, acct, aerr, sizeof aerr))
+            continue;
+        x.queried++;
+        if (!acct->api_ready || ch->refund_query(acct, &req, a)) {
+            x.failed++;
+        } else if (a->state == PO_RQ_FINAL) {
+            struct po_outcome o;
+            if (apply(s, committer, &a->ev, &o)) {
+                x.failed++;
+            } else {
+                x.applied += o.kind == PO_OUT_APPLIED;
+                x.matched += o.kind != PO_OUT_APPLIED;
+            }
+        } else if (a->state == PO_RQ_FAILED || a->state == PO_RQ_NOT_FOUND) {
+            x.failed++;
+            po_log(PO_LOG_WARN, "tenant %s: refund query for %s: HTTP %ld %s", tenant,
+                   req.out_refund_no, a->http_status,
+                   a->state == PO_RQ_NOT_FOUND ? "the channel has no such refund" : a->why);
+        } else {
+            x.pending++;
+        }
+        po_channel_account_free(acct);
+        memset(acct, 0, sizeof *acct);
+    }
+    rc = acct && a ? PO_OK : PO_ERR_NOMEM;
+    free(acct);
+    free(a);
+    po_rows_free(&rows);
+    *out = x;
+    return rc;
+}

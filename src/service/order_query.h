@@ -100,4 +100,22 @@ po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
                              const unsigned char *master, int limit, struct po_expiry_report *out,
                              char *err, size_t errcap) PO_MUST_CHECK;
 
+/* ---- refunds the channel accepted and never answered (order_query.c) ---- */
+
+struct po_refund_query_report {
+    int64_t queried, applied, matched, pending, failed;
+};
+/*
+ * Refunds submitted to their channel and still PROCESSING min_age_s after
+ * their last change (their notification lost, or late) are queried at the
+ * channel's refund-query API; a final answer (SUCCESS / CLOSED / ABNORMAL)
+ * the channel signed enters the engine with exactly the key the refund's
+ * notification would have had (source query). At most limit a round.
+ * committer: serve's; NULL applies on s.
+ */
+po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
+                             const unsigned char *master, int64_t min_age_s, int limit,
+                             struct po_refund_query_report *out, char *err,
+                             size_t errcap) PO_MUST_CHECK;
+
 #endif

@@ -231,6 +231,37 @@ static int refund(struct po_sim_server *s, struct sim_call *c, const struct sim_
                                     "out_trade_no", no, "out_refund_no", rno));
 }
 
+/* GET /v1/refunds?payment_intent=pi: that payment's refunds (all
+ * succeeded), newest last. */
+static int list_refunds(struct po_sim_server *s, struct sim_call *c)
+{
+    const char *pi = c->arg(c->ctx, "payment_intent");
+    if (!pi || !po_id_valid(pi, PO_TXN_ID_MAX))
+        return stripe_error(c, 400, "parameter_missing", "payment_intent");
+    pthread_mutex_lock(&s->mu);
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl"), *r;
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *p = sim_find_payment(payments, "stripe", "txn", pi), *data = json_array();
+    char cur[4] = "usd";
+    for (int k = 0; p && k < 3 && sim_jstr(p, "currency")[k]; k++)
+        cur[k] = (char)(sim_jstr(p, "currency")[k] | 0x20);
+    size_t i;
+    json_array_foreach(refunds, i,
+                       r) if (sim_refund_of(r, "stripe") && strcmp(sim_jstr(r, "txn"), pi) == 0)
+        json_array_append_new(
+            data, json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:{s:s, s:s}}", "id",
+                            sim_jstr(r, "refund_id"), "object", "refund", "amount",
+                            sim_jint(r, "amount"), "currency", cur, "payment_intent", pi, "status",
+                            "succeeded", "metadata", "out_trade_no", sim_jstr(r, "out_trade_no"),
+                            "out_refund_no", sim_jstr(r, "out_refund_no")));
+    pthread_mutex_unlock(&s->mu);
+    json_decref(refunds);
+    json_decref(payments);
+    return sim_reply_json(c, 200,
+                          json_pack("{s:s, s:o, s:b, s:s}", "object", "list", "data", data,
+                                    "has_more", 0, "url", "/v1/refunds"));
+}
+
 int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c)
 {
     static const char pis[] = "/v1/payment_intents/";
@@ -241,6 +272,8 @@ int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c)
     bool get = strcmp(c->method, "GET") == 0, post = strcmp(c->method, "POST") == 0;
     if (get && strcmp(c->path, "/v1/payment_intents/search") == 0)
         return search(s, c);
+    if (get && strcmp(c->path, "/v1/refunds") == 0)
+        return list_refunds(s, c);
     struct sim_form f = {0};
     if (post && c->body && *c->body && !sim_form_parse(c->body, &f)) {
         sim_form_free(&f);

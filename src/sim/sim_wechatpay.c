@@ -372,6 +372,40 @@ static int close_order(struct po_sim_server *s, struct sim_call *c, const char *
     return sim_reply(c, 204, "application/json", "", true);
 }
 
+/* GET /v3/refund/domestic/refunds/{out_refund_no}: the refund as its
+ * create answer, now SUCCESS with success_time (the simulator's refunds
+ * all succeed); 404 RESOURCE_NOT_EXISTS for others. */
+static int refund_query(struct po_sim_server *s, struct sim_call *c, const char *out_refund_no)
+{
+    if (!merchant_signed(s, c, "GET", c->path, ""))
+        return sim_error(c, 401, "SIGN_ERROR", "签名错误");
+    pthread_mutex_lock(&s->mu);
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl"), *r, *mine = NULL;
+    size_t i;
+    json_array_foreach(refunds, i, r) if (sim_refund_of(r, "wechatpay") &&
+                                          strcmp(sim_jstr(r, "out_refund_no"), out_refund_no) == 0)
+        mine = r;
+    json_t *ans = NULL;
+    if (mine) {
+        char when[40];
+        (void)snprintf(when, sizeof when, "%.10sT%.8s+08:00", sim_jstr(mine, "time"),
+                       strlen(sim_jstr(mine, "time")) > 11 ? sim_jstr(mine, "time") + 11
+                                                           : "00:00:00");
+        ans = json_pack(
+            "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:s}}", "refund_id",
+            sim_jstr(mine, "refund_id"), "out_refund_no", out_refund_no, "transaction_id",
+            sim_jstr(mine, "txn"), "out_trade_no", sim_jstr(mine, "out_trade_no"), "channel",
+            "ORIGINAL", "status", "SUCCESS", "create_time", when, "success_time", when, "amount",
+            "total", sim_jint(mine, "total"), "refund", sim_jint(mine, "amount"), "payer_total",
+            sim_jint(mine, "total"), "payer_refund", sim_jint(mine, "amount"), "currency", "CNY");
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(refunds);
+    if (!mine)
+        return sim_error(c, 404, "RESOURCE_NOT_EXISTS", "退款单不存在");
+    return sim_reply_json(c, 200, ans);
+}
+
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
 {
     static const char qpath[] = "/v3/pay/transactions/out-trade-no/";
@@ -385,6 +419,10 @@ int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
         return bill_download(s, c);
     if (post && strcmp(c->path, "/v3/refund/domestic/refunds") == 0)
         return refund(s, c);
+    static const char rpath[] = "/v3/refund/domestic/refunds/";
+    if (get && strncmp(c->path, rpath, sizeof rpath - 1) == 0 &&
+        po_id_valid(c->path + sizeof rpath - 1, PO_ID_MAX))
+        return refund_query(s, c, c->path + sizeof rpath - 1);
     size_t n = strlen(c->path);
     if (post && strncmp(c->path, qpath, sizeof qpath - 1) == 0 && n > sizeof qpath + 6 &&
         strcmp(c->path + n - 6, "/close") == 0) {

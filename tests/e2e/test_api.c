@@ -2300,6 +2300,90 @@ static void test_stripe_lifecycle(void)
             "stripe close without an API key: %ld %s", r.status, r.body);
 }
 
+/* ---- refund query: a refund whose result never came (issue 23, item 3) ---- */
+
+static void test_refund_query(void)
+{
+    struct resp r;
+    char sim_base[64], gwn[96];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    snprintf(gwn, sizeof gwn, "http://127.0.0.1:%u/notify/stripe/t1", gw_port);
+    /* WeChat Pay: the refund result is sent where nobody listens. */
+    paid_order_of_t1("RQ-1", 1000);
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url %s --merchant-private-key-file sim/merchant_private_key.pem"
+        " --merchant-serial %s --notify-url http://127.0.0.1:1/notify/wechatpay/t1",
+        id.mchid, id.appid, sim_base, id.merchant_serial);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"RQ-1\",\"out_refund_no\":\"RQR-1\",\"amount\":300}", &r);
+    T_CHECK(r.status == 201, "RQR-1: %ld %s", r.status, r.body);
+    /* Stripe: refunds are never notified by the simulator. */
+    t1_stripe("sim");
+    stripe_order("RQ-2", 900);
+    run("sim pay --dir sim --channel stripe --currency USD --order RQ-2:900"
+        " --txn pi_000000000000000000009702 --notify-url %s",
+        gwn);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"RQ-2\",\"out_refund_no\":\"RQR-2\",\"amount\":400}", &r);
+    T_CHECK(r.status == 201, "RQR-2: %ld %s", r.status, r.body);
+    T_CHECK(q1("SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND status = 'PROCESSING' AND"
+               " submit_state = ?",
+               "submitted") == 2,
+            "two refunds submitted and unanswered");
+    /* The query finds both results and applies them once each. */
+    struct po_store *s = t_open(url);
+    struct po_refund_query_report rq;
+    char err[PO_ERRBUF_SIZE] = "";
+    T_CHECK(po_refund_query_round(s, NULL, mkey, 0, 100, &rq, err, sizeof err) == PO_OK &&
+                rq.queried == 2 && rq.applied == 2 && rq.failed == 0,
+            "refund query: %s (%lld queried, %lld applied, %lld failed)", err,
+            (long long)rq.queried, (long long)rq.applied, (long long)rq.failed);
+    po_store_close(s);
+    T_CHECK(q1("SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND status = ? AND"
+               " out_refund_no IN ('RQR-1', 'RQR-2')",
+               "SUCCESS") == 2 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "RQ-1") == 300 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "RQ-2") == 400,
+            "refund query: both SUCCESS, amounts refunded");
+    /* The lost notifications arrive after all, three copies each at once:
+     * the same key, nothing more. */
+    char rid1[64] = "", rid2[64] = "";
+    T_CHECK(sim_refund_id("RQR-1", rid1, sizeof rid1) && sim_refund_id("RQR-2", rid2, sizeof rid2),
+            "the simulator's refund ids");
+    char txn1[80] = "";
+    {
+        struct po_store *t = t_open(url);
+        struct po_rows rows;
+        if (po_store_exec(t, "SELECT channel_txn_id FROM pay_order WHERE out_trade_no = ?",
+                          PO_PARAMS(PO_TEXT("RQ-1")), &rows, NULL, NULL, 0) == PO_OK) {
+            snprintf(txn1, sizeof txn1, "%s", rows.nrows ? po_rows_get(&rows, 0, 0) : "");
+            po_rows_free(&rows);
+        }
+        po_store_close(t);
+    }
+    struct po_sim_refund rf1 = {"wechatpay", "RQ-1", txn1, "RQR-1", rid1, 300, 1000, "SUCCESS"};
+    struct po_sim_refund rf2 = {
+        "stripe", "RQ-2", "pi_000000000000000000009702", "RQR-2", rid2, 400, 900, "SUCCESS",
+        0,        "USD"};
+    long st1[3], st2[3];
+    refund_cb_3x(&rf1, st1);
+    refund_cb_3x(&rf2, st2);
+    T_CHECK(st1[0] / 100 == 2 && st1[2] / 100 == 2 && st2[0] == 200 && st2[2] == 200 &&
+                q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no IN"
+                   " ('RQR-1', 'RQR-2') AND tenant_id = ?",
+                   "t1") == 2,
+            "late notifications: %ld %ld / %ld %ld, %lld reversals", st1[0], st1[2], st2[0], st2[2],
+            (long long)q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no"
+                          " IN ('RQR-1', 'RQR-2') AND tenant_id = ?",
+                          "t1"));
+    T_CHECK(q1("SELECT COUNT(*) FROM notify_log WHERE source = 'query' AND tenant_id = ? AND"
+               " event_type LIKE 'REFUND%'",
+               "t1") == 2,
+            "the two results were applied from the query");
+    t1_wechatpay(sim_base, "sim");
+}
+
 /* A refund of t1's order through the API, completed by the channel. */
 static void refund_of_t1(const char *no, const char *refund_no, int64_t amount)
 {
@@ -2444,6 +2528,7 @@ static const struct api_case {
     {"close_at_channel", test_close_at_channel},
     {"stripe_lifecycle", test_stripe_lifecycle},
     {"order_expiry", test_order_expiry},
+    {"refund_query", test_refund_query},
     {"refunds", test_refunds},
     {"refund_submission", test_refund_submission},
     {"silent_channel", test_silent_channel},

@@ -256,6 +256,8 @@ static void account_free(void *priv)
     po_account_priv_free(priv, sizeof(struct po_alipay_account));
 }
 
+static const char *const alipay_pay_methods[] = {"precreate", "page", "wap", NULL};
+
 const struct po_channel_ops po_channel_alipay = {
     .name = "alipay",
     .title = "Alipay (RSA2)",
@@ -267,5 +269,8 @@ const struct po_channel_ops po_channel_alipay = {
     .ack = ack,
     .refund_submit = po_alipay_refund_submit,
     .order_query = po_alipay_order_query,
+    .pay_methods = alipay_pay_methods,
+    .pay_create = po_alipay_pay_create,
+    .pay_notify_url = true,
     .order_close = po_alipay_order_close,
 };

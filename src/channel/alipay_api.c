@@ -13,6 +13,41 @@
 #include <string.h>
 #include <time.h>
 
+/* "yyyy-MM-dd HH:mm:ss" in Beijing time (the gateway's timestamp and
+ * time_expire). */
+static void beijing_time(int64_t at, char *out, size_t cap)
+{
+    time_t t = (time_t)(at + 8 * 3600);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+/* A gateway request's parameters in alipay-sdk's order (format only when
+ * given, empty values left out), signed RSA2 with key: sign comes last. */
+static po_err request_form(const struct po_privkey *key, const char *app_id, const char *method,
+                           const char *format, const char *ts, const char *notify_url,
+                           const char *return_url, const char *biz_content, struct po_form *f)
+{
+    const char *k[] = {"method",    "app_id",    "format",     "charset",    "version",
+                       "sign_type", "timestamp", "notify_url", "return_url", "biz_content"};
+    const char *v[] = {method,
+                       app_id,
+                       format ? format : "",
+                       "utf-8",
+                       "1.0",
+                       "RSA2",
+                       ts,
+                       notify_url ? notify_url : "",
+                       return_url ? return_url : "",
+                       biz_content};
+    po_err rc = PO_OK;
+    for (size_t i = 0; i < sizeof k / sizeof k[0] && !rc; i++)
+        if (*v[i])
+            rc = po_form_add(f, k[i], v[i]);
+    return rc ? rc : po_alipay_sign_form(key, f, false);
+}
+
 po_err po_alipay_call(const struct po_channel_account *a, const char *method,
                       const char *biz_content, struct po_api_resp *out)
 {
@@ -20,23 +55,12 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
     if (!a->merchant_key)
         return PO_ERR_INVALID;
     char ts[24];
-    time_t t = time(NULL) + 8 * 3600; /* the gateway wants Beijing time */
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    (void)strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    beijing_time((int64_t)time(NULL), ts, sizeof ts);
     struct po_form *f = calloc(1, sizeof *f);
     if (!f)
         return PO_ERR_NOMEM;
-    const char *k[] = {"app_id",    "method",  "format",     "charset",    "sign_type",
-                       "timestamp", "version", "notify_url", "biz_content"};
-    const char *v[] = {po_alipay_of(a)->app_id, method,     "JSON", "utf-8", "RSA2", ts, "1.0",
-                       a->notify_url,           biz_content};
-    po_err rc = PO_OK;
-    for (size_t i = 0; i < sizeof k / sizeof k[0] && !rc; i++)
-        if (*v[i])
-            rc = po_form_add(f, k[i], v[i]);
-    if (!rc)
-        rc = po_alipay_sign_form(a->merchant_key, f, false);
+    po_err rc = request_form(a->merchant_key, po_alipay_of(a)->app_id, method, "JSON", ts,
+                             a->notify_url, NULL, biz_content, f);
     char *body = rc ? NULL : po_form_encode(f, NULL);
     po_form_free(f);
     free(f);
@@ -48,6 +72,85 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
         rc = po_api_request(a->api_base_url, h, 2, body, out);
     }
     free(body);
+    return rc;
+}
+
+/* Appends s to *b (grown as needed), HTML-escaped when esc. */
+static bool put(char **b, size_t *len, size_t *cap, const char *s, bool esc)
+{
+    for (; *s; s++) {
+        const char *r = NULL;
+        if (esc)
+            r = *s == '"'    ? "&quot;"
+                : *s == '&'  ? "&amp;"
+                : *s == '<'  ? "&lt;"
+                : *s == '>'  ? "&gt;"
+                : *s == '\'' ? "&#39;"
+                             : NULL;
+        size_t n = r ? strlen(r) : 1;
+        if (*len + n + 1 > *cap) {
+            size_t nc = (*cap + n) * 2;
+            char *p = realloc(*b, nc);
+            if (!p)
+                return false;
+            *b = p;
+            *cap = nc;
+        }
+        memcpy(*b + *len, r ? r : s, n);
+        *len += n;
+        (*b)[*len] = '\0';
+    }
+    return true;
+}
+
+po_err po_alipay_browser_pay(const struct po_privkey *key, const char *gateway, const char *app_id,
+                             const char *method, const char *notify_url, const char *return_url,
+                             const char *biz_content, const char *ts, char **form_html, char **url)
+{
+    *form_html = *url = NULL;
+    struct po_form *f = calloc(1, sizeof *f), *q = calloc(1, sizeof *q);
+    po_err rc =
+        f && q ? request_form(key, app_id, method, NULL, ts, notify_url, return_url, biz_content, f)
+               : PO_ERR_NOMEM;
+    /* the form's action carries everything but biz_content, a hidden input */
+    for (int i = 0; !rc && i < f->n; i++)
+        if (strcmp(f->p[i].key, "biz_content") != 0)
+            rc = po_form_add(q, f->p[i].key, f->p[i].val);
+    char *all = rc ? NULL : po_form_encode(f, NULL), *qs = rc ? NULL : po_form_encode(q, NULL);
+    size_t len = 0, cap = 0;
+    char *html = NULL;
+    bool ok =
+        all && qs && put(&html, &len, &cap, "<form action=\"", false) &&
+        put(&html, &len, &cap, gateway, true) && put(&html, &len, &cap, "?", false) &&
+        put(&html, &len, &cap, qs, false) &&
+        put(&html, &len, &cap,
+            "\" method=\"post\" name=\"alipaySDKSubmit\" id=\"alipaySDKSubmit\">"
+            "<input type=\"hidden\" name=\"biz_content\" value=\"",
+            false) &&
+        put(&html, &len, &cap, biz_content, true) &&
+        put(&html, &len, &cap,
+            "\" /></form><script>document.forms[\"alipaySDKSubmit\"].submit();</script>", false);
+    size_t ulen = all ? strlen(gateway) + strlen(all) + 2 : 0;
+    char *u = ok ? malloc(ulen) : NULL;
+    if (u)
+        (void)snprintf(u, ulen, "%s?%s", gateway, all);
+    if (!rc && !u)
+        rc = PO_ERR_NOMEM;
+    if (!rc) {
+        *form_html = html;
+        *url = u;
+    } else {
+        free(html);
+        free(u);
+    }
+    free(all);
+    free(qs);
+    if (f)
+        po_form_free(f);
+    if (q)
+        po_form_free(q);
+    free(f);
+    free(q);
     return rc;
 }
 
@@ -306,4 +409,100 @@ po_err po_alipay_order_close(const struct po_channel_account *a, const char *out
     }
     json_decref(n);
     return PO_OK;
+}
+
+/* ---- creating the payment: precreate (QR), page / wap pay (the browser's) ---- */
+
+#define ALIPAY_PRECREATE "alipay.trade.precreate"
+
+/* biz_content of the payment: yuan, the subject, Beijing time_expire. */
+static json_t *pay_biz(const struct po_pay_request *r, const char *product_code)
+{
+    char yuan[32], te[24];
+    (void)snprintf(yuan, sizeof yuan, "%lld.%02lld", (long long)(r->amount / 100),
+                   (long long)(r->amount % 100));
+    json_t *j = json_pack("{s:s}", "out_trade_no", r->out_trade_no);
+    if (j && product_code)
+        json_object_set_new(j, "product_code", json_string(product_code));
+    if (j) {
+        json_object_set_new(j, "total_amount", json_string(yuan));
+        json_object_set_new(
+            j, "subject",
+            json_string(r->description && *r->description ? r->description : r->out_trade_no));
+    }
+    if (j && r->expires_at) {
+        beijing_time(r->expires_at, te, sizeof te);
+        json_object_set_new(j, "time_expire", json_string(te));
+    }
+    return j;
+}
+
+/* precreate: 10000 with qr_code creates; 40002 / 40004 (not a
+ * SYSTEM_ERROR: a reused out_trade_no with other parameters is
+ * ACQ.CONTEXT_INCONSISTENT, a paid one ACQ.TRADE_HAS_SUCCESS) refuses; the
+ * rest decides nothing. page / wap pay are not server calls: the signed
+ * request is handed to the buyer's browser (a form that submits itself,
+ * or the same as one GET URL), and Alipay creates the trade when the
+ * buyer opens it. Alipay takes CNY only. */
+po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
+                            struct po_pay_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_PAY_FAILED;
+    if (!a->merchant_key) {
+        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
+        return PO_OK;
+    }
+    if (strcmp(r->currency, "CNY") != 0) {
+        out->state = PO_PAY_REFUSED;
+        (void)snprintf(out->why, sizeof out->why, "currency_not_supported");
+        return PO_OK;
+    }
+    bool precreate = strcmp(r->pay_method, "precreate") == 0,
+         page = strcmp(r->pay_method, "page") == 0;
+    json_t *biz = pay_biz(r, precreate ? NULL : page ? "FAST_INSTANT_TRADE_PAY" : "QUICK_WAP_WAY");
+    if (!biz)
+        return PO_ERR_NOMEM;
+    po_err rc = PO_OK;
+    if (!precreate) {
+        char ts[24], *form = NULL, *url = NULL, *text = po_json_dumps(biz, JSON_COMPACT);
+        beijing_time((int64_t)time(NULL), ts, sizeof ts);
+        rc = text ? po_alipay_browser_pay(a->merchant_key, a->api_base_url, po_alipay_of(a)->app_id,
+                                          page ? "alipay.trade.page.pay" : "alipay.trade.wap.pay",
+                                          a->notify_url, r->return_url, text, ts, &form, &url)
+                  : PO_ERR_NOMEM;
+        if (!rc && !(out->payment = json_pack("{s:s, s:s}", "form", form, "url", url)))
+            rc = PO_ERR_NOMEM;
+        if (!rc)
+            out->state = PO_PAY_CREATED;
+        free(text);
+        free(form);
+        free(url);
+        json_decref(biz);
+        return rc;
+    }
+    bool nomem = false;
+    json_t *n =
+        signed_call(a, ALIPAY_PRECREATE, biz, &out->http_status, out->why, sizeof out->why, &nomem);
+    json_decref(biz);
+    if (nomem)
+        return PO_ERR_NOMEM;
+    if (!n)
+        return PO_OK;
+    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
+               *qr = po_json_str(n, "qr_code"), *no = po_json_str(n, "out_trade_no");
+    if (code && strcmp(code, "10000") == 0 && qr && *qr && strlen(qr) < 1024 &&
+        (!no || strcmp(no, r->out_trade_no) == 0)) {
+        if ((out->payment = json_pack("{s:s}", "qr_code", qr)))
+            out->state = PO_PAY_CREATED;
+        else
+            rc = PO_ERR_NOMEM;
+    } else {
+        if (code && (strcmp(code, "40002") == 0 || strcmp(code, "40004") == 0) &&
+            !(sub && strstr(sub, "SYSTEM_ERROR")))
+            out->state = PO_PAY_REFUSED;
+        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+    }
+    json_decref(n);
+    return rc;
 }

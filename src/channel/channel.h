@@ -279,6 +279,40 @@ struct po_refund_query_answer {
     struct po_event ev;
 };
 
+/* A payment to create at the channel for an order (POST /v1/orders with a
+ * pay_method): what the buyer will pay, and where the channel notifies. */
+struct po_pay_request {
+    const char *tenant;
+    const char *out_trade_no;
+    const char *pay_method; /* one of the channel's pay_methods */
+    int64_t amount;         /* minor units */
+    const char *currency;
+    int64_t expires_at;       /* Unix s; 0: none */
+    const char *description;  /* what is bought (WeChat description, Alipay subject) */
+    const char *payer_openid; /* WeChat JSAPI: the payer's openid under the appid */
+    const char *payer_ip;     /* WeChat H5: the payer's client IP */
+    const char *return_url;   /* Alipay page / wap pay: where the buyer returns */
+};
+
+enum po_pay_state {
+    PO_PAY_FAILED,  /* no decisive answer (none, unsigned, 5xx, rate limited): nothing is
+                       known to exist at the channel; the same request again is safe (the
+                       channel is idempotent on the order number) */
+    PO_PAY_CREATED, /* created: payment holds what the buyer's side needs */
+    PO_PAY_REFUSED, /* the channel refused it for good (its code in why) */
+};
+
+struct po_pay_answer {
+    enum po_pay_state state;
+    long http_status;
+    char why[PO_REASON_SIZE];
+    /* CREATED: the channel's own id of the payment ("" when it gives none
+     * before the payment: WeChat Native / H5, Alipay), and what the
+     * tenant's front end needs, a JSON object (caller json_decrefs). */
+    char channel_id[PO_TXN_ID_MAX + 1];
+    json_t *payment;
+};
+
 /* ---- outbound requests to destinations a tenant chooses (egress.c) ---- */
 
 /* What an address is; only PUBLIC is sent to without the operator's say. */
@@ -418,6 +452,18 @@ struct po_channel_ops {
      * out-of-memory. */
     po_err (*refund_query)(const struct po_channel_account *a, const struct po_refund_request *r,
                            struct po_refund_query_answer *out);
+    /* Optional: creates the payment of an order at the channel
+     * (po_pay_request), with the account's notify URL. pay_methods names
+     * what it can create (NULL-terminated; the first is the default).
+     * Only an answer the channel signed counts. Non-OK only for
+     * out-of-memory. */
+    const char *const *pay_methods;
+    po_err (*pay_create)(const struct po_channel_account *a, const struct po_pay_request *r,
+                         struct po_pay_answer *out);
+    /* The channel is told where to notify with each payment (the
+     * account's notify_url, required to create one); false: the endpoint
+     * is configured at the channel (Stripe's dashboard). */
+    bool pay_notify_url;
     /* Optional bill format: parses a bill, refusing (with the line and the
      * reason in err) anything it cannot account for. */
     po_err (*bill_parse)(const char *data, size_t len, struct po_bill *out, char *err,
@@ -439,6 +485,7 @@ int po_channel_index(const char *name);
 #define PO_CAN_QUERY 2u
 #define PO_CAN_BILL 4u
 #define PO_CAN_CLOSE 8u
+#define PO_CAN_CREATE 16u
 void po_channel_names(unsigned need, char *out, size_t cap);
 
 /* The channel's ack for an outcome (through the registry). */
@@ -503,6 +550,21 @@ char *po_alipay_sign_content(const struct po_form *f, bool notify, bool keep_emp
                              size_t *out_len);
 po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f,
                            bool notify) PO_MUST_CHECK;
+
+/* WeChat Pay JSAPI: paySign, base64 SHA256withRSA with the merchant key
+ * over "appId\ntimeStamp\nnonceStr\nprepay_id=…\n" (*out_sig heap). */
+po_err po_wechatpay_bridge_sign(const struct po_privkey *key, const char *appid, const char *ts,
+                                const char *nonce, const char *prepay_id,
+                                char **out_sig) PO_MUST_CHECK;
+/* Alipay page / wap pay: the request signed with the app key (timestamp
+ * ts, Beijing time) as the buyer's browser submits it — an HTML form that
+ * submits itself (biz_content a hidden input, the rest in the action's
+ * query string, as alipay-sdk writes it) and the same as one GET URL.
+ * Both heap. */
+po_err po_alipay_browser_pay(const struct po_privkey *key, const char *gateway, const char *app_id,
+                             const char *method, const char *notify_url, const char *return_url,
+                             const char *biz_content, const char *ts, char **form_html,
+                             char **url) PO_MUST_CHECK;
 
 /* Yuan (or dollars) text to minor units, exactly: "12.3" -> 1230, "0.01" -> 1.
  * At most two decimals; no sign, exponent or spaces. */

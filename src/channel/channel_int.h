@@ -171,5 +171,11 @@ po_err po_stripe_refund_query(const struct po_channel_account *a, const struct p
 po_err po_wechatpay_refund_query(const struct po_channel_account *a,
                                  const struct po_refund_request *r,
                                  struct po_refund_query_answer *out);
+po_err po_wechatpay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
+                               struct po_pay_answer *out);
+po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
+                            struct po_pay_answer *out);
+po_err po_stripe_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
+                            struct po_pay_answer *out);
 
 #endif

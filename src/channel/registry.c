@@ -47,6 +47,7 @@ static bool can(const struct po_channel_ops *c, unsigned need)
     return (!(need & PO_CAN_REFUND) || c->refund_submit) &&
            (!(need & PO_CAN_QUERY) || c->order_query) &&
            (!(need & PO_CAN_CLOSE) || (c->order_close && c->order_query)) &&
+           (!(need & PO_CAN_CREATE) || c->pay_create) &&
            (!(need & PO_CAN_BILL) || (c->bill_parse && c->bill_merchant));
 }
 

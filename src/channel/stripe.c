@@ -386,6 +386,8 @@ static const struct po_channel_option options[] = {
     {NULL, NULL},
 };
 
+static const char *const stripe_pay_methods[] = {"payment_intent", NULL};
+
 const struct po_channel_ops po_channel_stripe = {
     .name = "stripe",
     .title = "Stripe-style webhooks (HMAC-SHA256)",
@@ -398,6 +400,9 @@ const struct po_channel_ops po_channel_stripe = {
     .refund_submit = po_stripe_refund_submit,
     .manual_refunds_without_key = true,
     .order_query = po_stripe_order_query,
+    .pay_methods = stripe_pay_methods,
+    .pay_create = po_stripe_pay_create,
+    .pay_notify_url = false,
     .order_close = po_stripe_order_close,
     .refund_query = po_stripe_refund_query,
 };

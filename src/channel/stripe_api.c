@@ -327,3 +327,72 @@ po_err po_stripe_refund_query(const struct po_channel_account *a, const struct p
     json_decref(j);
     return rc;
 }
+
+/* ---- creating the payment: POST /v1/payment_intents ---- */
+
+/* A PaymentIntent for the order (amount in the currency's minor unit,
+ * metadata.out_trade_no so its webhooks map back), with Stripe's
+ * Idempotency-Key payonce-order-{tenant}-{out_trade_no}: a repeat is the
+ * same PaymentIntent. The buyer's side needs its client_secret. A 4xx
+ * (not 409 — the same key in flight — nor 429) refuses; the rest decides
+ * nothing. */
+po_err po_stripe_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
+                            struct po_pay_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_PAY_FAILED;
+    if (!po_stripe_of(a)->api_key[0]) {
+        (void)snprintf(out->why, sizeof out->why, "no_api_key");
+        return PO_OK;
+    }
+    char amount[24], cur[4], idem[PO_ID_MAX * 2 + 16];
+    (void)snprintf(amount, sizeof amount, "%lld", (long long)r->amount);
+    for (int i = 0; i < 4; i++)
+        cur[i] = (char)tolower((unsigned char)r->currency[i]);
+    cur[3] = '\0';
+    PO_ASSERT(po_fmt(idem, sizeof idem, "payonce-order-%s-%s", a->tenant, r->out_trade_no) ==
+              PO_OK);
+    struct po_form *f = calloc(1, sizeof *f);
+    const char *k[] = {"amount", "currency", "automatic_payment_methods[enabled]",
+                       "metadata[out_trade_no]", "description"};
+    const char *v[] = {amount, cur, "true", r->out_trade_no, r->description ? r->description : ""};
+    po_err rc = f ? PO_OK : PO_ERR_NOMEM;
+    for (size_t i = 0; i < sizeof k / sizeof k[0] && !rc; i++)
+        if (*v[i])
+            rc = po_form_add(f, k[i], v[i]);
+    char *form = rc ? NULL : po_form_encode(f, NULL);
+    if (f)
+        po_form_free(f);
+    free(f);
+    struct po_api_resp *resp = form ? malloc(sizeof *resp) : NULL;
+    rc = resp ? call(a, "/v1/payment_intents", form, idem, resp) : PO_ERR_NOMEM;
+    free(form);
+    if (rc) {
+        free(resp);
+        return rc;
+    }
+    out->http_status = resp->status;
+    json_t *j = answer(resp, out->why, sizeof out->why);
+    const char *id = field(j, "id"), *secret = field(j, "client_secret");
+    if (j && strcmp(field(j, "object"), "payment_intent") == 0 &&
+        strcmp(field(json_object_get(j, "metadata"), "out_trade_no"), r->out_trade_no) == 0 &&
+        json_integer_value(json_object_get(j, "amount")) == r->amount &&
+        po_id_valid(id, PO_TXN_ID_MAX) && *secret && strlen(secret) < 256) {
+        if ((out->payment = json_pack("{s:s, s:s, s:s}", "payment_intent", id, "client_secret",
+                                      secret, "status", field(j, "status")))) {
+            out->state = PO_PAY_CREATED;
+            out->why[0] = '\0';
+            PO_ASSERT(po_strcpy(out->channel_id, sizeof out->channel_id, id) == PO_OK);
+        } else {
+            rc = PO_ERR_NOMEM;
+        }
+    } else if (j) {
+        (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+    } else if (resp->status >= 400 && resp->status < 500 && resp->status != 409 &&
+               resp->status != 429) {
+        out->state = PO_PAY_REFUSED;
+    }
+    json_decref(j);
+    free(resp);
+    return rc;
+}

@@ -558,6 +558,8 @@ static void account_free(void *priv)
     po_account_priv_free(priv, sizeof(struct po_wechatpay_account));
 }
 
+static const char *const wechatpay_pay_methods[] = {"native", "jsapi", "h5", NULL};
+
 const struct po_channel_ops po_channel_wechatpay = {
     .name = "wechatpay",
     .title = "WeChat Pay API v3",
@@ -568,6 +570,9 @@ const struct po_channel_ops po_channel_wechatpay = {
     .ack = ack,
     .refund_submit = po_wechatpay_refund_submit,
     .order_query = po_wechatpay_order_query,
+    .pay_methods = wechatpay_pay_methods,
+    .pay_create = po_wechatpay_pay_create,
+    .pay_notify_url = true,
     .order_close = po_wechatpay_order_close,
     .refund_query = po_wechatpay_refund_query,
     .bill_parse = po_wechatpay_bill_parse,

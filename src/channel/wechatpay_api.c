@@ -86,6 +86,56 @@ bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct p
     return ok;
 }
 
+/* One call whose answer counts only when the platform signed it.
+ * *status: the HTTP status, 0 when there was no answer (or the account
+ * has no merchant key: nothing is sent unsigned); *is_signed; *j: a signed
+ * answer's JSON body (NULL when empty or not JSON; caller json_decrefs);
+ * why: what was wrong with the signature. Non-OK only for out-of-memory. */
+struct signed_answer {
+    long status;
+    bool is_signed;
+    json_t *j;
+    char why[PO_REASON_SIZE];
+};
+
+static po_err signed_json(const struct po_channel_account *a, const char *method, const char *path,
+                          const char *body, struct signed_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    struct po_api_resp *r = malloc(sizeof *r);
+    if (!r)
+        return PO_ERR_NOMEM;
+    po_err rc = po_wechatpay_call(a, method, path, body, r);
+    if (rc == PO_ERR_INVALID) { /* no merchant key: nothing was sent */
+        r->status = 0;
+        rc = PO_OK;
+    }
+    if (!rc && (out->status = r->status) != 0 &&
+        (out->is_signed = po_wechatpay_resp_signed(a, r, out->why, sizeof out->why)) && r->len &&
+        po_json_parse(r->body, r->len, &out->j, NULL, 0) != PO_OK)
+        out->j = NULL; /* a signed answer that does not parse says nothing more */
+    free(r);
+    return rc;
+}
+
+/* The reason of an answer that decides nothing: no_answer,
+ * HTTP_<status>_unsigned:<why>, or the channel's code. */
+static void undecided(const struct signed_answer *sa, char *out, size_t cap)
+{
+    if (sa->status == 0)
+        (void)snprintf(out, cap, "no_answer");
+    else if (!sa->is_signed)
+        (void)snprintf(out, cap, "HTTP_%ld_unsigned:%.20s", sa->status, sa->why);
+    else
+        po_channel_clean_code(po_json_str(sa->j, "code"), sa->status, out, cap);
+}
+
+/* A signed 4xx other than 429: the channel refused for good. */
+static bool refused(const struct signed_answer *sa)
+{
+    return sa->is_signed && sa->status >= 400 && sa->status < 500 && sa->status != 429;
+}
+
 /* ---- refund submission: POST /v3/refund/domestic/refunds ---- */
 
 #define REFUND_PATH "/v3/refund/domestic/refunds"
@@ -119,34 +169,21 @@ po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
         (void)snprintf(out->code, sizeof out->code, "no_merchant_key");
         return PO_OK;
     }
-    struct po_api_resp *resp = malloc(sizeof *resp);
-    char *body = resp ? refund_body(a, r) : NULL, why[PO_REASON_SIZE] = "";
-    if (!body || po_wechatpay_call(a, "POST", REFUND_PATH, body, resp)) {
-        free(body);
-        free(resp);
-        return PO_ERR_NOMEM;
-    }
+    char *body = refund_body(a, r);
+    struct signed_answer sa;
+    po_err rc = body ? signed_json(a, "POST", REFUND_PATH, body, &sa) : PO_ERR_NOMEM;
     free(body);
-    out->http_status = resp->status;
-    bool is_signed = resp->status && po_wechatpay_resp_signed(a, resp, why, sizeof why);
-    json_t *j = NULL;
-    if (is_signed && po_json_parse(resp->body, resp->len, &j, NULL, 0) != PO_OK)
-        j = NULL; /* no code: the decision rests on the status alone */
-    const char *code = po_json_str(j, "code");
-    if (is_signed && resp->status >= 200 && resp->status < 300) {
+    if (rc)
+        return rc;
+    out->http_status = sa.status;
+    if (sa.is_signed && sa.status >= 200 && sa.status < 300) {
         out->decision = PO_REFUND_SUBMITTED;
-    } else if (is_signed && resp->status >= 400 && resp->status < 500 && resp->status != 429) {
-        out->decision = PO_REFUND_REJECTED;
-        po_channel_clean_code(code, resp->status, out->code, sizeof out->code);
-    } else if (resp->status == 0) {
-        (void)snprintf(out->code, sizeof out->code, "no_answer");
-    } else if (!is_signed) {
-        (void)snprintf(out->code, sizeof out->code, "HTTP_%ld_unsigned:%.20s", resp->status, why);
     } else {
-        po_channel_clean_code(code, resp->status, out->code, sizeof out->code);
+        if (refused(&sa))
+            out->decision = PO_REFUND_REJECTED;
+        undecided(&sa, out->code, sizeof out->code);
     }
-    json_decref(j);
-    free(resp);
+    json_decref(sa.j);
     return PO_OK;
 }
 
@@ -158,34 +195,30 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
 {
     memset(out, 0, sizeof *out);
     out->state = PO_QUERY_FAILED;
-    struct po_api_resp *r = malloc(sizeof *r);
-    if (!r)
-        return PO_ERR_NOMEM;
     char path[256];
     PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s",
                      out_trade_no, po_wechatpay_of(a)->mchid) == PO_OK);
-    if (!a->merchant_key)
+    if (!a->merchant_key) {
         (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
-    if (po_wechatpay_call(a, "GET", path, NULL, r))
-        r->status = 0;
-    out->http_status = r->status;
-    if (r->status == 404) {
+        return PO_OK;
+    }
+    struct signed_answer sa;
+    po_err rc = signed_json(a, "GET", path, NULL, &sa);
+    if (rc)
+        return rc;
+    out->http_status = sa.status;
+    json_t *j = sa.j;
+    const char *code = po_json_str(j, "code");
+    if (sa.is_signed && sa.status == 404 && code && strcmp(code, "ORDER_NOT_EXIST") == 0) {
         out->state = PO_QUERY_NOT_PAID;
-        free(r);
+        json_decref(j);
         return PO_OK;
     }
-    if (r->status != 200 || !po_wechatpay_resp_signed(a, r, out->why, sizeof out->why)) {
-        if (!out->why[0])
-            (void)snprintf(out->why, sizeof out->why, "HTTP_%ld", r->status);
-        free(r);
-        return PO_OK;
-    }
-    json_t *j = NULL;
-    po_err prc = po_json_parse(r->body, r->len, &j, NULL, 0);
-    free(r);
-    if (prc) { /* a signed answer that does not parse says nothing */
-        (void)snprintf(out->why, sizeof out->why, "%s",
-                       prc == PO_ERR_NOMEM ? "out_of_memory" : "not_json");
+    if (sa.status != 200 || !j) {
+        undecided(&sa, out->why, sizeof out->why);
+        if (sa.status == 200 && sa.is_signed)
+            (void)snprintf(out->why, sizeof out->why, "not_json");
+        json_decref(j);
         return PO_OK;
     }
     const char *state = po_json_str(j, "trade_state"), *mchid = po_json_str(j, "mchid");
@@ -217,40 +250,27 @@ po_err po_wechatpay_order_close(const struct po_channel_account *a, const char *
         (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
         return PO_OK;
     }
-    struct po_api_resp *r = malloc(sizeof *r);
     json_t *in = json_pack("{s:s}", "mchid", po_wechatpay_of(a)->mchid);
     char *body = in ? po_json_dumps(in, JSON_COMPACT) : NULL, path[256];
     json_decref(in);
     PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s/close",
                      out_trade_no) == PO_OK);
-    if (!r || !body || po_wechatpay_call(a, "POST", path, body, r)) {
-        free(body);
-        free(r);
-        return PO_ERR_NOMEM;
-    }
+    struct signed_answer sa;
+    po_err rc = body ? signed_json(a, "POST", path, body, &sa) : PO_ERR_NOMEM;
     free(body);
-    out->http_status = r->status;
-    char why[PO_REASON_SIZE] = "";
-    bool is_signed = r->status && po_wechatpay_resp_signed(a, r, why, sizeof why);
-    json_t *j = NULL;
-    if (is_signed && r->len && po_json_parse(r->body, r->len, &j, NULL, 0) != PO_OK)
-        j = NULL;
-    const char *code = po_json_str(j, "code");
-    if (r->status == 0) {
-        (void)snprintf(out->why, sizeof out->why, "no_answer");
-    } else if (!is_signed) {
-        (void)snprintf(out->why, sizeof out->why, "HTTP_%ld_unsigned:%.20s", r->status, why);
-    } else if (r->status == 204 || r->status == 200 ||
-               (r->status == 404 && code && strcmp(code, "ORDER_NOT_EXIST") == 0)) {
+    if (rc)
+        return rc;
+    out->http_status = sa.status;
+    const char *code = po_json_str(sa.j, "code");
+    if (sa.is_signed && (sa.status == 204 || sa.status == 200 ||
+                         (sa.status == 404 && code && strcmp(code, "ORDER_NOT_EXIST") == 0))) {
         out->state = PO_CLOSE_CLOSED;
-    } else if (r->status >= 400 && r->status < 500 && r->status != 429) {
-        out->state = PO_CLOSE_REFUSED;
-        po_channel_clean_code(code, r->status, out->why, sizeof out->why);
     } else {
-        po_channel_clean_code(code, r->status, out->why, sizeof out->why);
+        if (refused(&sa))
+            out->state = PO_CLOSE_REFUSED;
+        undecided(&sa, out->why, sizeof out->why);
     }
-    json_decref(j);
-    free(r);
+    json_decref(sa.j);
     return PO_OK;
 }
 
@@ -269,23 +289,19 @@ po_err po_wechatpay_refund_query(const struct po_channel_account *a,
     char path[256];
     PO_ASSERT(po_fmt(path, sizeof path, "/v3/refund/domestic/refunds/%s%s%s", r->out_refund_no,
                      wx->sub_mchid[0] ? "?sub_mchid=" : "", wx->sub_mchid) == PO_OK);
-    struct po_api_resp *resp = malloc(sizeof *resp);
-    if (!resp)
-        return PO_ERR_NOMEM;
-    if (!a->merchant_key)
+    if (!a->merchant_key) {
         (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
-    if (po_wechatpay_call(a, "GET", path, NULL, resp))
-        resp->status = 0;
-    out->http_status = resp->status;
-    json_t *j = NULL;
-    bool is_signed = resp->status && po_wechatpay_resp_signed(a, resp, out->why, sizeof out->why);
-    if (is_signed && po_json_parse(resp->body, resp->len, &j, NULL, 0) != PO_OK)
-        j = NULL;
-    free(resp);
+        return PO_OK;
+    }
+    struct signed_answer sa;
+    po_err rc = signed_json(a, "GET", path, NULL, &sa);
+    if (rc)
+        return rc;
+    out->http_status = sa.status;
+    json_t *j = sa.j;
     const char *st = po_json_str(j, "status"), *code = po_json_str(j, "code");
-    if (!is_signed || !j) {
-        if (!out->why[0])
-            (void)snprintf(out->why, sizeof out->why, "HTTP_%ld", out->http_status);
+    if (!sa.is_signed || !j) {
+        undecided(&sa, out->why, sizeof out->why);
     } else if (out->http_status == 404 && code && strcmp(code, "RESOURCE_NOT_EXISTS") == 0) {
         out->state = PO_RQ_NOT_FOUND;
     } else if (out->http_status != 200 || !st) {
@@ -305,4 +321,127 @@ po_err po_wechatpay_refund_query(const struct po_channel_account *a,
     }
     json_decref(j);
     return PO_OK;
+}
+
+/* ---- creating the payment: POST /v3/pay/transactions/{native,jsapi,h5} ---- */
+
+po_err po_wechatpay_bridge_sign(const struct po_privkey *key, const char *appid, const char *ts,
+                                const char *nonce, const char *prepay_id, char **out_sig)
+{
+    *out_sig = NULL;
+    char msg[512];
+    po_err rc = po_fmt(msg, sizeof msg, "%s\n%s\n%s\nprepay_id=%s\n", appid, ts, nonce, prepay_id);
+    return rc ? rc : po_rsa_sha256_sign_b64(key, msg, strlen(msg), out_sig);
+}
+
+/* "2026-12-04T18:00:00+08:00": time_expire as WeChat Pay writes it. */
+static void beijing_rfc3339(int64_t at, char *out, size_t cap)
+{
+    time_t t = (time_t)(at + 8 * 3600);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    (void)strftime(out, cap, "%Y-%m-%dT%H:%M:%S+08:00", &tm);
+}
+
+/* The prepay request body: direct merchants name appid/mchid, service
+ * providers sp_appid/sp_mchid/sub_mchid (and the payer as sp_openid). */
+static char *prepay_body(const struct po_channel_account *a, const struct po_pay_request *r)
+{
+    const struct po_wechatpay_account *wx = po_wechatpay_of(a);
+    bool sp = wx->sub_mchid[0] != '\0';
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:I, s:s}}", sp ? "sp_appid" : "appid",
+                          wx->appid, sp ? "sp_mchid" : "mchid", wx->mchid, "description",
+                          r->description && *r->description ? r->description : r->out_trade_no,
+                          "out_trade_no", r->out_trade_no, "notify_url", a->notify_url, "amount",
+                          "total", (json_int_t)r->amount, "currency", r->currency);
+    if (j && sp)
+        json_object_set_new(j, "sub_mchid", json_string(wx->sub_mchid));
+    if (j && r->expires_at) {
+        char te[40];
+        beijing_rfc3339(r->expires_at, te, sizeof te);
+        json_object_set_new(j, "time_expire", json_string(te));
+    }
+    if (j && strcmp(r->pay_method, "jsapi") == 0)
+        json_object_set_new(j, "payer",
+                            json_pack("{s:s}", sp ? "sp_openid" : "openid", r->payer_openid));
+    if (j && strcmp(r->pay_method, "h5") == 0)
+        json_object_set_new(
+            j, "scene_info",
+            json_pack("{s:s, s:{s:s}}", "payer_client_ip", r->payer_ip, "h5_info", "type", "Wap"));
+    char *body = j ? po_json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return body;
+}
+
+/* JSAPI: the parameters WeixinJSBridge / wx.requestPayment take, signed
+ * with the merchant key (v3_jsapi_bridge_sign.json). NULL: out of memory. */
+static json_t *bridge_params(const struct po_channel_account *a, const char *prepay_id)
+{
+    char ts[24], nonce[33], pkg[PO_TXN_ID_MAX + 16], *sig = NULL;
+    unsigned char rnd[16];
+    if (po_random(rnd, sizeof rnd))
+        return NULL;
+    for (int i = 0; i < 16; i++)
+        (void)snprintf(nonce + 2 * i, 3, "%02X", rnd[i]);
+    (void)snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
+    (void)snprintf(pkg, sizeof pkg, "prepay_id=%s", prepay_id);
+    const char *appid = po_wechatpay_of(a)->appid;
+    if (po_wechatpay_bridge_sign(a->merchant_key, appid, ts, nonce, prepay_id, &sig))
+        return NULL;
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "appId", appid, "timeStamp", ts,
+                          "nonceStr", nonce, "package", pkg, "signType", "RSA", "paySign", sig);
+    free(sig);
+    return j;
+}
+
+/* A signed 200 with the method's field creates; a signed 4xx (not 429) is
+ * a refusal (PARAM_ERROR, a reused out_trade_no with other parameters,
+ * ORDERPAID, ORDER_CLOSED, NOAUTH); the rest decides nothing. */
+po_err po_wechatpay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
+                               struct po_pay_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_PAY_FAILED;
+    if (!a->merchant_key) {
+        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
+        return PO_OK;
+    }
+    bool sp = po_wechatpay_of(a)->sub_mchid[0] != '\0';
+    const char *want = strcmp(r->pay_method, "native") == 0  ? "code_url"
+                       : strcmp(r->pay_method, "jsapi") == 0 ? "prepay_id"
+                                                             : "h5_url";
+    char path[64];
+    PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/%stransactions/%s", sp ? "partner/" : "",
+                     r->pay_method) == PO_OK);
+    char *body = prepay_body(a, r);
+    struct signed_answer sa;
+    po_err rc = body ? signed_json(a, "POST", path, body, &sa) : PO_ERR_NOMEM;
+    free(body);
+    if (rc)
+        return rc;
+    out->http_status = sa.status;
+    json_t *j = sa.j;
+    const char *v = po_json_str(j, want);
+    if (sa.is_signed && out->http_status == 200 && v && *v && strlen(v) < 2048) {
+        bool jsapi = strcmp(want, "prepay_id") == 0;
+        if (jsapi && !po_id_valid(v, PO_TXN_ID_MAX)) {
+            (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+        } else {
+            out->payment = jsapi ? bridge_params(a, v) : json_pack("{s:s}", want, v);
+            if (jsapi && out->payment)
+                json_object_set_new(out->payment, "prepay_id", json_string(v));
+            if (!out->payment)
+                rc = PO_ERR_NOMEM;
+            else
+                out->state = PO_PAY_CREATED;
+            if (jsapi)
+                PO_ASSERT(po_strcpy(out->channel_id, sizeof out->channel_id, v) == PO_OK);
+        }
+    } else {
+        if (refused(&sa))
+            out->state = PO_PAY_REFUSED;
+        undecided(&sa, out->why, sizeof out->why);
+    }
+    json_decref(j);
+    return rc;
 }

@@ -7,7 +7,9 @@
  *       commands that configure a tenant to trust them
  *   payonce sim pay --dir DIR --notify-url URL --order NO:AMOUNT [...]
  *       the channel "pays" the orders and notifies at least once, on its
- *       real retry schedule (compressed by --time-factor), until acked
+ *       real retry schedule (compressed by --time-factor), until acked;
+ *       with --created, --order NO pays the payment payonce created at the
+ *       simulated channel, to the notify URL it was given
  *
  *   payonce sim serve --dir DIR [--listen 127.0.0.1:PORT] [--time-factor F]
  *       [--refund-delay-ms MS]
@@ -74,7 +76,34 @@ struct sim_order {
     char out_trade_no[PO_ID_MAX + 1];
     int64_t amount;
     char txn[PO_TXN_ID_MAX + 1];
+    /* --created: as the payment was created at the channel */
+    char currency[4];
+    char url[512];
 };
+
+/* --created: the order is paid as it was created at the simulated
+ * channel — its amount, currency, notify URL (Stripe: its PaymentIntent). */
+static int created_order(const struct opts *o, const char *channel, struct sim_order *so,
+                         bool amount_given)
+{
+    struct po_sim_created cp;
+    if (po_sim_created_find(sim_dir(o), channel, so->out_trade_no, &cp)) {
+        fprintf(stderr, "payonce: --created: no payment was created at %s for %s\n", channel,
+                so->out_trade_no);
+        return EXIT_USAGE;
+    }
+    if (amount_given && so->amount != cp.amount) {
+        fprintf(stderr, "payonce: --created: %s was created for %lld, not %lld\n", so->out_trade_no,
+                (long long)cp.amount, (long long)so->amount);
+        return EXIT_USAGE;
+    }
+    so->amount = cp.amount;
+    memcpy(so->currency, cp.currency, sizeof so->currency);
+    memcpy(so->url, cp.notify_url, sizeof so->url);
+    if (cp.intent[0])
+        memcpy(so->txn, cp.intent, sizeof so->txn);
+    return 0;
+}
 
 /* One copy of one notification, delivered on the schedule. */
 struct copy {
@@ -102,11 +131,15 @@ static int parse_orders(const struct opts *o, const char *channel, struct sim_or
         fprintf(stderr, "payonce: --txn goes with a single --order\n");
         return EXIT_USAGE;
     }
+    bool created = cli_flag(o, "created");
     for (int i = 0; i < k; i++) {
         const char *colon = strrchr(vals[i], ':');
         struct sim_order *so = &orders[i];
+        memset(so, 0, sizeof *so);
+        if (created && !colon)
+            colon = vals[i] + strlen(vals[i]);
         if (!colon || (size_t)(colon - vals[i]) > PO_ID_MAX ||
-            po_parse_i64(colon + 1, 1, PO_AMOUNT_MAX, &so->amount)) {
+            ((!created || *colon) && po_parse_i64(colon + 1, 1, PO_AMOUNT_MAX, &so->amount))) {
             fprintf(stderr, "payonce: --order %s: expected OUT_TRADE_NO:AMOUNT_MINOR\n", vals[i]);
             return EXIT_USAGE;
         }
@@ -124,6 +157,16 @@ static int parse_orders(const struct opts *o, const char *channel, struct sim_or
             }
         } else {
             po_sim_new_txn(channel, so->txn, sizeof so->txn);
+        }
+        int r = created ? created_order(o, channel, so, *colon != '\0') : 0;
+        if (r)
+            return r;
+        if (created && !so->url[0] && !cli_opt(o, "notify-url") && !cli_flag(o, "lose")) {
+            fprintf(stderr,
+                    "payonce: --created: %s notifies the endpoint set in its dashboard:"
+                    " give --notify-url\n",
+                    channel);
+            return EXIT_USAGE;
         }
     }
     *n = k;
@@ -199,8 +242,8 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
                 PO_SIM_COPIES_MAX);
         return EXIT_USAGE;
     }
-    if (!a->url && !cli_flag(o, "lose")) {
-        fprintf(stderr, "payonce: --notify-url is required (unless --lose)\n");
+    if (!a->url && !cli_flag(o, "lose") && !cli_flag(o, "created")) {
+        fprintf(stderr, "payonce: --notify-url is required (unless --lose or --created)\n");
         return EXIT_USAGE;
     }
     if (!cli_opt(o, "time-factor") && !a->forged && !cli_flag(o, "lose") && attempts != 1) {
@@ -265,16 +308,18 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             struct timespec ts = {a.pace_ms / 1000, (long)(a.pace_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
         }
+        const char *cur = so->currency[0] ? so->currency : a.currency;
+        const char *url = so->url[0] && !cli_opt(o, "notify-url") ? so->url : a.url;
         if (!a.forged)
-            record(sim_dir(o), a.channel, so, a.currency, cli_flag(o, "lose"));
+            record(sim_dir(o), a.channel, so, cur, cli_flag(o, "lose"));
         if (cli_flag(o, "lose")) {
             printf("  %-28s lost: never sent (reconciliation must find it)\n", so->out_trade_no);
             lost++;
             continue;
         }
-        struct po_sim_payment p = {a.channel,  so->out_trade_no,
-                                   so->txn,    tamper ? tamper : so->amount,
-                                   a.currency, (int64_t)time(NULL)};
+        struct po_sim_payment p = {a.channel, so->out_trade_no,
+                                   so->txn,   tamper ? tamper : so->amount,
+                                   cur,       (int64_t)time(NULL)};
         struct po_sim_notice notice = {&id, &p, NULL};
         struct po_sim_request probe; /* built once up front: a failure is ours */
         if (po_sim_notice_build(&notice, p.paid_at, &probe)) {
@@ -288,7 +333,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             memset(&copies[c], 0, sizeof copies[c]);
             (void)snprintf(copies[c].label, sizeof copies[c].label, "%s%s#%d", so->out_trade_no,
                            a.forged ? "(forged)" : "", c + 1);
-            copies[c].d = (struct po_sim_delivery){.url = a.url,
+            copies[c].d = (struct po_sim_delivery){.url = url,
                                                    .channel = a.channel,
                                                    .notice = &notice,
                                                    .time_factor = a.factor,

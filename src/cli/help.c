@@ -87,7 +87,11 @@ static const struct optdoc optdocs[] = {
     {"copies", "N", "deliveries of each callback (the channel's at-least-once, default 1)"},
     {"concurrent", NULL, "send the copies at the same time"},
     {"reorder", NULL, "deliver orders out of order"},
-    {"lose", NULL, "lose the first delivery (the channel retries)"},
+    {"lose", NULL,
+     "the payment happens but no callback is ever sent (the query or the bill finds it)"},
+    {"created", NULL,
+     "pay the payments payonce created at the simulated channel (--order NO), for their amount,"
+     " to the notify URL they were given"},
     {"forge", NULL, "send a callback signed with a wrong key (must be refused)"},
     {"tamper-amount", "MINOR", "change the amount after signing (must be refused)"},
     {"time-factor", "F",

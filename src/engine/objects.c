@@ -261,6 +261,45 @@ po_err po_order_create(struct po_store *s, const struct po_order_spec *o, bool *
     return rc;
 }
 
+po_err po_order_set_payment(struct po_store *s, const char *tenant, const char *out_trade_no,
+                            const char *pay_method, const char *channel_id, const char *payment,
+                            char *code, size_t codecap, char *err, size_t errcap)
+{
+    set_code(code, codecap, "");
+    char now[PO_TIME_SIZE];
+    int64_t changes = 0;
+    po_clock_now_iso(now, sizeof now);
+    struct po_param p[] = {PO_TEXT(pay_method), *channel_id ? PO_TEXT(channel_id) : PO_NULLP,
+                           PO_TEXT(payment),    PO_TEXT(now),
+                           PO_TEXT(tenant),     PO_TEXT(out_trade_no)};
+    po_err rc = po_store_exec(s,
+                              "UPDATE pay_order SET pay_method = ?, channel_order_id = ?,"
+                              " payment = ?, updated_at = ? WHERE tenant_id = ? AND"
+                              " out_trade_no = ? AND pay_method IS NULL",
+                              p, PO_NELEM(p), NULL, &changes, err, errcap);
+    if (rc || changes == 1)
+        return rc;
+    struct po_rows r;
+    rc = po_store_exec(s,
+                       "SELECT COALESCE(pay_method, '') FROM pay_order WHERE tenant_id = ? AND"
+                       " out_trade_no = ?",
+                       PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    if (r.nrows == 0) {
+        po_errf(err, errcap, "no order %s", out_trade_no);
+        set_code(code, codecap, "order_not_found");
+        rc = PO_ERR_NOT_FOUND;
+    } else if (strcmp(po_rows_get(&r, 0, 0), pay_method) != 0) {
+        po_errf(err, errcap, "order %s's payment was created with pay_method %s", out_trade_no,
+                po_rows_get(&r, 0, 0));
+        set_code(code, codecap, "order_exists");
+        rc = PO_ERR_CONFLICT;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
 po_err po_order_close(struct po_store *s, const char *tenant, const char *out_trade_no,
                       bool *out_closed_now, char *code, size_t codecap, char *err, size_t errcap)
 {

@@ -51,6 +51,15 @@ po_err po_order_create(struct po_store *s, const struct po_order_spec *o, bool *
 po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *out_created,
                        char *code, size_t codecap, char *err, size_t errcap) PO_MUST_CHECK;
 
+/* Records the payment created at the channel for an order (pay_method,
+ * the channel's id or "", the buyer's side's JSON text). Once: an order
+ * whose payment is recorded keeps it — the same pay_method again is not
+ * an error (the recorded one stands), another is PO_ERR_CONFLICT
+ * (order_exists). */
+po_err po_order_set_payment(struct po_store *s, const char *tenant, const char *out_trade_no,
+                            const char *pay_method, const char *channel_id, const char *payment,
+                            char *code, size_t codecap, char *err, size_t errcap) PO_MUST_CHECK;
+
 /* PAYING -> CLOSED, a conditional update. Closing a CLOSED order again is
  * not an error (*out_closed_now false); a PAID order is PO_ERR_CONFLICT. */
 po_err po_order_close(struct po_store *s, const char *tenant, const char *out_trade_no,

@@ -559,6 +559,8 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
         po_hresp_header(out, "WWW-Authenticate", "Bearer realm=\"payonce\"");
     log_line(&c, out->status, po_now_us() - start);
     po_metrics_api(c.route, out->status, c.replayed);
+    if (c.state_free)
+        c.state_free(c.state);
     json_decref(c.in);
     json_decref(c.resp);
 }

@@ -27,6 +27,10 @@ struct po_api_call {
     const char *allow;    /* 405: allowed methods */
     /* after commit: a refund to hand to the channel */
     char submit_refund[PO_ID_MAX + 1];
+    /* What a route's before step leaves for its effect, released with
+     * state_free when the call ends. */
+    void *state;
+    void (*state_free)(void *state);
 };
 
 /* Sets an error answer {"error":{"code","message","param"?}}. */

@@ -17,6 +17,7 @@
 
 #include "../engine/objects.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +116,9 @@ static bool currency_member(struct po_api_call *c, const char **out, const char 
 
 /* ---- POST routes: validation, and the effect inside the transaction ---- */
 
-static const char *const ORDER_CREATE_FIELDS[] = {"merchant", "out_trade_no", "amount",
-                                                  "currency", "channel",      "time_expire"};
+static const char *const ORDER_CREATE_FIELDS[] = {
+    "merchant",   "out_trade_no", "amount",       "currency",        "channel",   "time_expire",
+    "pay_method", "description",  "payer_openid", "payer_client_ip", "return_url"};
 
 /* time_expire: RFC 3339 with its offset (WeChat Pay's form), after now and
  * within PO_ORDER_EXPIRY_MAX_S; *at 0 when absent. */
@@ -138,13 +140,81 @@ static bool expiry_member(struct po_api_call *c, int64_t *at)
     return true;
 }
 
+/* A text member within max bytes, no control characters (NULL when
+ * absent; false with the answer set when bad). */
+static bool text_member(struct po_api_call *c, const char *name, size_t max, const char *what,
+                        const char **out)
+{
+    json_t *v = json_object_get(c->in, name);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return true;
+    const char *s = json_string_value(v);
+    bool ok = s && *s && strlen(s) <= max;
+    for (const char *p = s; ok && *p; p++)
+        ok = (unsigned char)*p >= 0x20 && *p != 0x7f;
+    if (!ok) {
+        char msg[200];
+        (void)snprintf(msg, sizeof msg, "%s: %s, at most %zu bytes", name, what, max);
+        po_api_fail(c, 400, "invalid_parameter", msg, name);
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
+/* pay_method and the members that go with it (docs/api.md, "Creating the
+ * payment at the channel"). */
+static bool pay_members(struct po_api_call *c, const char *channel)
+{
+    const char *m = NULL, *desc = NULL, *openid = NULL, *ip = NULL, *ret = NULL;
+    if (!text_member(c, "pay_method", 23, "one of the channel's pay methods", &m) ||
+        !text_member(c, "description", 256, "what is bought, shown to the buyer", &desc) ||
+        !text_member(c, "payer_openid", PO_ID_MAX, "the payer's openid", &openid) ||
+        !text_member(c, "payer_client_ip", 45, "the payer's IP address", &ip) ||
+        !text_member(c, "return_url", 500, "an https:// URL", &ret))
+        return false;
+    const struct po_channel_ops *ops = channel ? po_channel_find(channel) : NULL;
+    bool known = false;
+    for (int i = 0; m && ops && ops->pay_methods && ops->pay_methods[i]; i++)
+        known = known || strcmp(ops->pay_methods[i], m) == 0;
+    const char *bad = NULL, *param = NULL;
+    unsigned char addr[16];
+    if (!m && (desc || openid || ip || ret))
+        bad = "description, payer_openid, payer_client_ip and return_url go with a pay_method",
+        param = "pay_method";
+    else if (m && !ops)
+        bad = "pay_method: needs the order's channel", param = "channel";
+    else if (m && !known)
+        bad = "pay_method: wechatpay native|jsapi|h5, alipay precreate|page|wap, stripe"
+              " payment_intent",
+        param = "pay_method";
+    else if (m && (strcmp(m, "jsapi") == 0) != (openid != NULL))
+        bad = "payer_openid: required with pay_method jsapi, and only with it",
+        param = "payer_openid";
+    else if (openid && !po_id_valid(openid, PO_ID_MAX))
+        bad = "payer_openid: the payer's openid under the account's appid", param = "payer_openid";
+    else if (m && (strcmp(m, "h5") == 0) != (ip != NULL))
+        bad = "payer_client_ip: required with pay_method h5, and only with it",
+        param = "payer_client_ip";
+    else if (ip && inet_pton(strchr(ip, ':') ? AF_INET6 : AF_INET, ip, addr) != 1)
+        bad = "payer_client_ip: an IPv4 or IPv6 address", param = "payer_client_ip";
+    else if (ret && ((strcmp(m, "page") && strcmp(m, "wap")) ||
+                     (strncmp(ret, "https://", 8) && strncmp(ret, "http://", 7)) ||
+                     strpbrk(ret, " \"'<>\\")))
+        bad = "return_url: an http(s) URL, only with pay_method page or wap", param = "return_url";
+    if (bad)
+        po_api_fail(c, 400, "invalid_parameter", bad, param);
+    return !bad;
+}
+
 static bool order_create_validate(struct po_api_call *c)
 {
     int64_t amount = 0, at = 0;
     const char *cur = NULL;
-    if (!parse_body(c, ORDER_CREATE_FIELDS, 6, false) || !id_member(c, "merchant", true, NULL) ||
-        !id_member(c, "out_trade_no", true, NULL) || !amount_member(c, &amount) ||
-        !currency_member(c, &cur, "CNY") || !expiry_member(c, &at))
+    if (!parse_body(c, ORDER_CREATE_FIELDS, (int)PO_NELEM(ORDER_CREATE_FIELDS), false) ||
+        !id_member(c, "merchant", true, NULL) || !id_member(c, "out_trade_no", true, NULL) ||
+        !amount_member(c, &amount) || !currency_member(c, &cur, "CNY") || !expiry_member(c, &at))
         return false;
     json_t *ch = json_object_get(c->in, "channel");
     if (ch && !json_is_null(ch) &&
@@ -155,13 +225,13 @@ static bool order_create_validate(struct po_api_call *c)
         po_api_fail(c, 400, "invalid_parameter", msg, "channel");
         return false;
     }
-    return true;
+    return pay_members(c, json_string_value(ch));
 }
 
-static po_err order_create_effect(struct po_api_call *c)
+/* The order as the body describes it (strings borrowed from c->in). */
+static struct po_order_spec order_spec(struct po_api_call *c)
 {
     const char *cur = json_string_value(json_object_get(c->in, "currency"));
-    const char *ch = json_string_value(json_object_get(c->in, "channel"));
     const char *te = json_string_value(json_object_get(c->in, "time_expire"));
     int64_t at = 0;
     if (te && po_time_parse(te, &at)) /* validated: it parses */
@@ -171,17 +241,123 @@ static po_err order_create_effect(struct po_api_call *c)
                                  json_string_value(json_object_get(c->in, "out_trade_no")),
                                  (int64_t)json_integer_value(json_object_get(c->in, "amount")),
                                  cur ? cur : "CNY",
-                                 ch,
+                                 json_string_value(json_object_get(c->in, "channel")),
                                  at};
+    return spec;
+}
+
+/* A before step that could not decide: out of memory, or the store. */
+static bool before_failed(struct po_api_call *c, po_err rc)
+{
+    if (rc == PO_ERR_NOMEM)
+        po_api_out_of_memory(c);
+    else
+        po_api_unavailable(c);
+    return false;
+}
+
+static void pay_job_free(void *p)
+{
+    po_pay_job_free(p);
+    free(p);
+}
+
+static unsigned refusal_status(const char *code)
+{
+    return strcmp(code, "invalid_request") == 0 ? 400 : 409;
+}
+
+/* With a pay_method, before the transaction and holding no connection:
+ * the order is recorded, then its payment created at the channel
+ * (service/order_pay.c); the effect records the channel's answer. No
+ * decisive answer: 503 channel_unavailable (the order stays PAYING, the
+ * same request again creates it); the channel refused: 409
+ * channel_refused with its code. */
+static bool create_before(struct po_api_call *c)
+{
+    const char *method = json_string_value(json_object_get(c->in, "pay_method"));
+    if (!method)
+        return true;
+    const struct po_gateway_parts *gw = c->ctx->gw;
+    struct po_pay_job *job = calloc(1, sizeof *job);
+    if (!job) {
+        po_api_out_of_memory(c);
+        return false;
+    }
+    c->state = job;
+    c->state_free = pay_job_free;
+    struct po_order_spec spec = order_spec(c);
+    struct po_pay_ask ask = {method, json_string_value(json_object_get(c->in, "description")),
+                             json_string_value(json_object_get(c->in, "payer_openid")),
+                             json_string_value(json_object_get(c->in, "payer_client_ip")),
+                             json_string_value(json_object_get(c->in, "return_url"))};
+    if (!po_api_acquire(c)) {
+        po_api_unavailable(c);
+        return false;
+    }
+    po_err rc = po_order_pay_prepare(c->s, gw->cfg->master_key, &spec, &ask, job);
+    po_api_release(c);
+    if (rc)
+        return before_failed(c, rc);
+    if (job->step == PO_PAYSTEP_REFUSED && job->order_refused) {
+        /* the order itself is refused: the effect answers as without a
+         * pay_method (and the answer is stored under the key) */
+        pay_job_free(job);
+        c->state = NULL;
+        c->state_free = NULL;
+        return true;
+    }
+    if (job->step == PO_PAYSTEP_REFUSED) {
+        po_api_fail(c, refusal_status(job->code), job->code, job->err, NULL);
+        return false;
+    }
+    if (job->step == PO_PAYSTEP_STORED)
+        return true;
+    if (!po_bulkhead_enter(gw->outbound_bulkhead, c->tenant)) {
+        po_api_fail(c, 503, "channel_unavailable",
+                    "this tenant's calls to its channels are at their limit: the order is"
+                    " recorded (PAYING), its payment not created yet; retry",
+                    NULL);
+        c->retry_after = 5;
+        return false;
+    }
+    rc = po_order_pay_call(job);
+    po_bulkhead_leave(gw->outbound_bulkhead, c->tenant);
+    if (rc) {
+        po_api_out_of_memory(c);
+        return false;
+    }
+    if (job->ans.state == PO_PAY_CREATED)
+        return true;
+    char msg[300];
+    bool refused = job->ans.state == PO_PAY_REFUSED;
+    (void)snprintf(msg, sizeof msg,
+                   refused ? "%s refused the payment (%s): the order is recorded (PAYING)"
+                           : "%s did not create the payment (%s): the order is recorded (PAYING);"
+                             " retry",
+                   job->ch->name, job->ans.why);
+    po_log(PO_LOG_WARN, "request %s: payment of %s at %s: %s", c->req->request_id,
+           job->out_trade_no, job->ch->name, job->ans.why);
+    po_api_fail(c, refused ? 409 : 503, refused ? "channel_refused" : "channel_unavailable", msg,
+                NULL);
+    c->retry_after = refused ? 0 : 5;
+    return false;
+}
+
+static po_err order_create_effect(struct po_api_call *c)
+{
+    struct po_order_spec spec = order_spec(c);
+    struct po_pay_job *job = c->state;
     bool created = false;
     char code[48] = "", err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_order_insert(c->s, &spec, &created, code, sizeof code, err, sizeof err);
+    po_err rc = job ? po_order_pay_record(c->s, &spec, job, code, sizeof code, err, sizeof err)
+                    : po_order_insert(c->s, &spec, &created, code, sizeof code, err, sizeof err);
     if (rc)
         return po_api_business(c, rc, code, err);
     rc = po_view_order(c->s, c->tenant, spec.out_trade_no, &c->resp);
     if (!rc && !c->resp)
         rc = PO_ERR_STORE;
-    c->status = created ? 201 : 200;
+    c->status = (job ? job->created : created) ? 201 : 200;
     return rc;
 }
 
@@ -224,14 +400,8 @@ static bool close_before(struct po_api_call *c)
     free(job);
     if (rc == PO_ERR_NOT_FOUND) /* the effect answers 404 */
         return true;
-    if (rc == PO_ERR_NOMEM) {
-        po_api_out_of_memory(c);
-        return false;
-    }
-    if (rc) {
-        po_api_unavailable(c);
-        return false;
-    }
+    if (rc)
+        return before_failed(c, rc);
     if (busy || rep.result == PO_CC_UNDECIDED) {
         char msg[300];
         (void)snprintf(msg, sizeof msg,
@@ -328,7 +498,8 @@ static po_err refund_effect(struct po_api_call *c)
     return rc;
 }
 
-const struct po_api_route po_api_order_create = {NULL, order_create_validate, order_create_effect};
+const struct po_api_route po_api_order_create = {NULL, order_create_validate, order_create_effect,
+                                                 create_before};
 const struct po_api_route po_api_order_close = {NULL, close_validate, close_effect, close_before};
 const struct po_api_route po_api_refund_create = {NULL, refund_validate, refund_effect};
 

@@ -35,6 +35,7 @@
 #include "idem.h"
 #include "refund_submit.h"
 #include "order_query.h"
+#include "order_pay.h"
 #include "jobs.h"
 #include "webhook.h"
 #include "gateway.h"

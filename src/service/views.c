@@ -5,6 +5,7 @@
  * an integer.
  */
 #include "account.h"
+#include "order_pay.h"
 #include "views.h"
 #include "webhook.h"
 
@@ -73,18 +74,24 @@ static po_err one(struct po_store *s, const char *sql, const char *tenant, const
 
 /* The order object's members, in the columns' order of ORDER_COLUMNS. */
 static const char *const ORDER_FIELDS[] = {
-    "out_trade_no", "merchant",       "channel",    "#amount",          "currency",
-    "status",       "channel_txn_id", "paid_at",    "#refund_reserved", "#refunded_amount",
-    "created_at",   "updated_at",     "time_expire"};
+    "out_trade_no", "merchant",       "channel",     "#amount",          "currency",
+    "status",       "channel_txn_id", "paid_at",     "#refund_reserved", "#refunded_amount",
+    "created_at",   "updated_at",     "time_expire", "pay_method",       "channel_order_id"};
 #define ORDER_COLUMNS                                                                              \
     "out_trade_no, merchant_id, channel, amount, currency, status, channel_txn_id, paid_at,"       \
-    " refund_reserved, refunded_amount, created_at, updated_at, expires_at"
+    " refund_reserved, refunded_amount, created_at, updated_at, expires_at, pay_method,"           \
+    " channel_order_id"
 
 po_err po_view_order(struct po_store *s, const char *tenant, const char *out_trade_no, json_t **out)
 {
-    return one(s,
-               "SELECT " ORDER_COLUMNS " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
-               tenant, out_trade_no, "order", ORDER_FIELDS, NFIELDS(ORDER_FIELDS), out);
+    po_err rc =
+        one(s, "SELECT " ORDER_COLUMNS " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
+            tenant, out_trade_no, "order", ORDER_FIELDS, NFIELDS(ORDER_FIELDS), out);
+    /* the payment created at the channel: what the buyer's side needs */
+    json_t *pay = NULL;
+    if (!rc && *out && !(rc = po_order_payment(s, tenant, out_trade_no, &pay)) && pay)
+        json_object_set_new(*out, "payment", pay);
+    return rc;
 }
 
 po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,

@@ -235,6 +235,18 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out);
 bool po_sim_is_ack(const char *channel, long status, const char *body);
 /* Whether the simulator plays this channel. */
 bool po_sim_channel_known(const char *channel);
+/* A payment created at the simulated channel (a prepay, a precreate or
+ * page pay, a PaymentIntent), as `sim pay --created` pays it. */
+struct po_sim_created {
+    int64_t amount;
+    char currency[4];
+    char notify_url[512];           /* "" for Stripe (its endpoint is the dashboard's) */
+    char intent[PO_TXN_ID_MAX + 1]; /* Stripe: the PaymentIntent paid */
+};
+/* The latest payment created for out_trade_no on channel in the
+ * simulator's directory; PO_ERR_NOT_FOUND when there is none. */
+po_err po_sim_created_find(const char *dir, const char *channel, const char *out_trade_no,
+                           struct po_sim_created *out) PO_MUST_CHECK;
 /* A fresh transaction id shaped like the channel's. */
 void po_sim_new_txn(const char *channel, char *out, size_t cap);
 

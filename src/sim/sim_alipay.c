@@ -196,6 +196,69 @@ static int trade_close(struct po_sim_server *s, struct sim_call *c, json_t *biz)
         json_pack("{s:s, s:s, s:s}", "code", "10000", "msg", "Success", "out_trade_no", no));
 }
 
+/* alipay.trade.precreate (a QR code), and alipay.trade.page.pay /
+ * alipay.trade.wap.pay as the buyer's browser submits them (the cashier
+ * page is answered): the payment is kept in created.jsonl with the
+ * request's notify_url, for `sim pay --created`. The same out_trade_no
+ * with another amount is 40004 ACQ.CONTEXT_INCONSISTENT, a paid one
+ * ACQ.TRADE_HAS_SUCCESS, a closed one ACQ.TRADE_HAS_CLOSE; the same
+ * again is the same QR code. */
+static int trade_create(struct po_sim_server *s, struct sim_call *c, const struct sim_form *f,
+                        json_t *biz, const char *method)
+{
+    bool precreate = strcmp(method, "precreate") == 0;
+    const char *node = precreate ? "alipay_trade_precreate_response" : "error_response";
+    const char *no = sim_jstr(biz, "out_trade_no"), *url = sim_form_get(f, "notify_url");
+    int64_t amount = sim_fen(sim_jstr(biz, "total_amount"));
+    const char *pc = sim_jstr(biz, "product_code");
+    if (!po_id_valid(no, 64) || amount <= 0 || !*sim_jstr(biz, "subject") ||
+        (!precreate &&
+         strcmp(pc, strcmp(method, "page") == 0 ? "FAST_INSTANT_TRADE_PAY" : "QUICK_WAP_WAY") != 0))
+        return alipay_error(s, c, node, "40002", "isv.missing-parameter",
+                            "out_trade_no, total_amount, subject, product_code");
+    pthread_mutex_lock(&s->mu);
+    json_t *prev = NULL, *ans = NULL;
+    enum sim_trade t = sim_trade_of(s, "alipay", no, &prev);
+    const char *sub = NULL;
+    if (t == SIM_TRADE_PAID)
+        sub = "ACQ.TRADE_HAS_SUCCESS";
+    else if (t == SIM_TRADE_CLOSED)
+        sub = "ACQ.TRADE_HAS_CLOSE";
+    else if (prev &&
+             (sim_jint(prev, "amount") != amount || strcmp(sim_jstr(prev, "notify_url"), url) != 0))
+        sub = "ACQ.CONTEXT_INCONSISTENT";
+    else if (prev && strcmp(sim_jstr(prev, "method"), method) == 0)
+        ans = json_deep_copy(json_object_get(prev, "answer"));
+    else {
+        char id[48], qr[96];
+        sim_new_id("", id, sizeof id);
+        (void)snprintf(qr, sizeof qr, "https://qr.alipay.com/bax%.20s", id);
+        ans = json_pack("{s:s, s:s, s:s, s:s}", "code", "10000", "msg", "Success", "out_trade_no",
+                        no, "qr_code", qr);
+        json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:O}", "channel", "alipay",
+                                "method", method, "out_trade_no", no, "amount", (json_int_t)amount,
+                                "currency", "CNY", "notify_url", url, "id", qr, "answer", ans);
+        sim_append_jsonl(s->dir, "created.jsonl", rec);
+        json_decref(rec);
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(prev);
+    if (sub) {
+        json_decref(ans);
+        return alipay_error(s, c, node, "40004", sub, "交易状态不合法");
+    }
+    if (precreate)
+        return alipay_reply(s, c, node, ans);
+    json_decref(ans);
+    char page[512];
+    (void)snprintf(page, sizeof page,
+                   "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>支付宝 - 网上支付"
+                   " 安全快速！</title></head><body><h1>payonce simulator cashier</h1><p>%s: ¥%s"
+                   "</p></body></html>",
+                   no, sim_jstr(biz, "total_amount"));
+    return sim_reply(c, 200, "text/html;charset=utf-8", page, false);
+}
+
 /* POST /gateway.do: the request must be signed RSA2 with the app's key
  * (the simulator's merchant key pair stands for it), for the app_id the
  * simulator has; then one of the methods above. */
@@ -220,20 +283,25 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     const char *keys[32], *vals[32];
     for (int i = 0; i < f.n; i++)
         keys[i] = f.k[i], vals[i] = f.v[i];
-    static const char *const methods[] = {"alipay.trade.refund", "alipay.trade.query",
-                                          "alipay.trade.close"};
+    static const char *const methods[] = {"alipay.trade.refund",   "alipay.trade.query",
+                                          "alipay.trade.close",    "alipay.trade.precreate",
+                                          "alipay.trade.page.pay", "alipay.trade.wap.pay"};
+    enum { NM = 6 };
     const char *method = sim_form_get(&f, "method");
     int m = 0;
-    while (m < 3 && strcmp(method, methods[m]) != 0)
+    while (m < NM && strcmp(method, methods[m]) != 0)
         m++;
     char node[64];
     size_t n = 0;
-    for (; m < 3 && method[n] && n < 40; n++)
+    for (; m < NM && method[n] && n < 40; n++)
         node[n] = method[n] == '.' ? '_' : method[n];
     (void)snprintf(node + n, sizeof node - n, "_response");
     json_t *biz = json_loads(sim_form_get(&f, "biz_content"), 0, NULL);
     int ret;
-    if (m == 3)
+    /* page / wap pay come from the buyer's browser (GET or POST); the
+     * server-to-server methods are POSTed */
+    bool browser = m == 4 || m == 5;
+    if (m == NM || (strcmp(c->method, "POST") != 0 && !browser))
         ret = alipay_error(s, c, "error_response", "40002", "isv.invalid-method", "不存在的方法名");
     else if (strcmp(sim_form_get(&f, "app_id"), s->id.app_id) != 0)
         ret = alipay_error(s, c, node, "40002", "isv.invalid-app-id", "无效的AppID参数");
@@ -243,8 +311,10 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         ret = trade_refund(s, c, &f, biz);
     else if (m == 1)
         ret = trade_query(s, c, biz);
-    else
+    else if (m == 2)
         ret = trade_close(s, c, biz);
+    else
+        ret = trade_create(s, c, &f, biz, m == 3 ? "precreate" : m == 4 ? "page" : "wap");
     json_decref(biz);
     sim_form_free(&f);
     return ret;
@@ -252,7 +322,8 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
 
 int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c)
 {
-    if (strcmp(c->method, "POST") == 0 && strcmp(c->path, "/gateway.do") == 0)
+    if ((strcmp(c->method, "POST") == 0 || strcmp(c->method, "GET") == 0) &&
+        strcmp(c->path, "/gateway.do") == 0)
         return alipay_gateway(s, c);
     return -1;
 }

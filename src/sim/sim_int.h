@@ -94,6 +94,16 @@ const char *sim_form_get(const struct sim_form *f, const char *k);
 bool sim_form_add(struct sim_form *f, const char *k, const char *v);
 void sim_form_free(struct sim_form *f);
 
+/* The latest payment created at the channel for out_trade_no
+ * (created.jsonl: channel, method, out_trade_no, amount, currency,
+ * notify_url, id, answer), or NULL. */
+json_t *sim_find_created(json_t *created, const char *channel, const char *out_trade_no);
+/* What the simulated channel knows of out_trade_no before it creates a
+ * payment for it; *prev: the latest one created (json_decref it), or
+ * NULL. Under s->mu. */
+enum sim_trade { SIM_TRADE_OPEN, SIM_TRADE_PAID, SIM_TRADE_CLOSED };
+enum sim_trade sim_trade_of(struct po_sim_server *s, const char *channel, const char *out_trade_no,
+                            json_t **prev);
 /* Records that channel closed out_trade_no (closed.jsonl); under s->mu. */
 void sim_record_close(struct po_sim_server *s, const char *channel, const char *out_trade_no);
 /* prefix + 24 random digits (the channels' refund ids look so). */

@@ -101,29 +101,55 @@ static int search(struct po_sim_server *s, struct sim_call *c)
                                     "next_page"));
 }
 
-/* POST /v1/payment_intents: amount, currency, metadata[out_trade_no] — what
- * a tenant's own code does today, and what payonce will do (issue 23). */
+/* POST /v1/payment_intents: amount, currency, metadata[out_trade_no]
+ * (kept in intents.jsonl, with its client_secret). With an
+ * Idempotency-Key, as Stripe: the same key and body again answer the same
+ * PaymentIntent; the same key with another body is 400
+ * idempotency_error. */
 static int create(struct po_sim_server *s, struct sim_call *c, const struct sim_form *f)
 {
     const char *no = sim_form_get(f, "metadata[out_trade_no]"), *cur = sim_form_get(f, "currency");
+    const char *idem = c->header(c->ctx, "Idempotency-Key");
     int64_t amount = 0;
     if (po_parse_i64(sim_form_get(f, "amount"), 1, PO_AMOUNT_MAX, &amount) ||
         !po_id_valid(no, PO_ID_MAX) || strlen(cur) != 3)
         return stripe_error(c, 400, "parameter_missing",
                             "amount, currency and metadata[out_trade_no]");
-    char id[40], upper[4];
-    sim_new_id("pi_", id, sizeof id);
+    if (idem && (strlen(idem) > 255 || !*idem))
+        return stripe_error(c, 400, "parameter_invalid_string", "Idempotency-Key");
+    char id[40], upper[4], secret[80];
     for (int i = 0; i < 4; i++)
         upper[i] = (char)(i < 3 ? cur[i] & ~0x20 : '\0');
-    json_t *rec =
-        json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", id, "out_trade_no", no, "amount",
-                  (json_int_t)amount, "currency", upper, "status", "requires_payment_method");
     pthread_mutex_lock(&s->mu);
-    sim_append_jsonl(s->dir, "intents.jsonl", rec);
+    json_t *intents = sim_read_jsonl(s->dir, "intents.jsonl"), *p, *same = NULL;
+    size_t i;
+    json_array_foreach(intents, i, p) if (idem && strcmp(sim_jstr(p, "idem"), idem) == 0 && !same)
+        same = p;
+    bool conflict = same && strcmp(sim_jstr(same, "request"), c->body) != 0;
+    if (same) {
+        (void)snprintf(id, sizeof id, "%s", sim_jstr(same, "id"));
+        (void)snprintf(secret, sizeof secret, "%s", sim_jstr(same, "client_secret"));
+    } else {
+        sim_new_id("pi_", id, sizeof id);
+        sim_new_id("_secret_", secret, sizeof secret);
+        memmove(secret + strlen(id), secret, strlen(secret) + 1);
+        memcpy(secret, id, strlen(id));
+        json_t *rec = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s}", "id", id,
+                                "out_trade_no", no, "amount", (json_int_t)amount, "currency", upper,
+                                "status", "requires_payment_method", "client_secret", secret,
+                                "idem", idem ? idem : "", "request", c->body);
+        sim_append_jsonl(s->dir, "intents.jsonl", rec);
+        json_decref(rec);
+    }
     pthread_mutex_unlock(&s->mu);
-    json_decref(rec);
-    return sim_reply_json(
-        c, 200, intent_json(id, no, (json_int_t)amount, upper, "requires_payment_method"));
+    json_decref(intents);
+    if (conflict)
+        return stripe_error(c, 400, "idempotency_error",
+                            "Keys for idempotent requests can only be used with the same"
+                            " parameters they were first used with.");
+    json_t *pi = intent_json(id, no, (json_int_t)amount, upper, "requires_payment_method");
+    json_object_set_new(pi, "client_secret", json_string(secret));
+    return sim_reply_json(c, 200, pi);
 }
 
 /* POST /v1/payment_intents/{id}/cancel: an open one becomes canceled; a

@@ -18,9 +18,21 @@ static int query_order(struct po_sim_server *s, struct sim_call *c, const char *
     if (!mchid || strcmp(mchid, s->id.mchid) != 0)
         return sim_error(c, 400, "PARAM_ERROR", "mchid does not match");
     json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *created = sim_read_jsonl(s->dir, "created.jsonl");
+    json_t *closed = sim_read_jsonl(s->dir, "closed.jsonl");
     json_t *p = sim_find_payment(payments, "wechatpay", "out_trade_no", out_trade_no);
+    json_t *made = sim_find_created(created, "wechatpay", out_trade_no);
+    bool was_closed = sim_find_payment(closed, "wechatpay", "out_trade_no", out_trade_no);
     int r;
-    if (!p) {
+    if (!p && made) { /* created, not paid: NOTPAY, or CLOSED once closed */
+        r = sim_reply_json(c, 200,
+                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:I, s:s}}", "appid",
+                                     s->id.appid, "mchid", s->id.mchid, "out_trade_no",
+                                     out_trade_no, "trade_state", was_closed ? "CLOSED" : "NOTPAY",
+                                     "trade_state_desc", was_closed ? "订单已关闭" : "订单未支付",
+                                     "amount", "total", sim_jint(made, "amount"), "currency",
+                                     sim_jstr(made, "currency")));
+    } else if (!p) {
         r = sim_error(c, 404, "ORDER_NOT_EXIST", "订单不存在");
     } else {
         json_int_t amount = sim_jint(p, "amount");
@@ -41,6 +53,8 @@ static int query_order(struct po_sim_server *s, struct sim_call *c, const char *
                       "payer_currency", sim_jstr(p, "currency")));
     }
     json_decref(payments);
+    json_decref(created);
+    json_decref(closed);
     return r;
 }
 
@@ -406,6 +420,83 @@ static int refund_query(struct po_sim_server *s, struct sim_call *c, const char 
     return sim_reply_json(c, 200, ans);
 }
 
+/* POST /v3/pay/transactions/{native,jsapi,h5}: the merchant's
+ * Authorization; the body names the simulator's appid and mchid, the
+ * order, its amount and the notify_url the payment will be notified to
+ * (kept in created.jsonl for `sim pay --created`). The same out_trade_no
+ * with the same parameters is the same payment (the same prepay_id or
+ * code_url); with others 400 INVALID_REQUEST, as WeChat Pay's "商户订单号
+ * 重复"; a paid order 400 ORDERPAID, a closed one 400 ORDER_CLOSED. */
+static int prepay(struct po_sim_server *s, struct sim_call *c, const char *method)
+{
+    if (!merchant_signed(s, c, "POST", c->path, c->body))
+        return sim_error(c, 401, "SIGN_ERROR", "签名错误");
+    json_t *in = json_loads(c->body, 0, NULL), *amt = json_object_get(in, "amount");
+    const char *no = sim_jstr(in, "out_trade_no"), *url = sim_jstr(in, "notify_url"),
+               *cur = json_object_get(amt, "currency") ? sim_jstr(amt, "currency") : "CNY";
+    json_int_t total = sim_jint(amt, "total");
+    bool jsapi = strcmp(method, "jsapi") == 0, h5 = strcmp(method, "h5") == 0;
+    const char *bad = !json_is_object(in)                                           ? "body"
+                      : strcmp(sim_jstr(in, "appid"), s->id.appid) != 0             ? "appid"
+                      : strcmp(sim_jstr(in, "mchid"), s->id.mchid) != 0             ? "mchid"
+                      : !po_id_valid(no, 32)                                        ? "out_trade_no"
+                      : !*sim_jstr(in, "description")                               ? "description"
+                      : strncmp(url, "http", 4) != 0 || strlen(url) > 255           ? "notify_url"
+                      : total <= 0 || strlen(cur) != 3                              ? "amount"
+                      : jsapi && !*sim_jstr(json_object_get(in, "payer"), "openid") ? "payer.openid"
+                      : h5 && !*sim_jstr(json_object_get(in, "scene_info"), "payer_client_ip")
+                          ? "scene_info.payer_client_ip"
+                          : NULL;
+    if (bad) {
+        char msg[80];
+        (void)snprintf(msg, sizeof msg, "%s: 参数错误", bad);
+        json_decref(in);
+        return sim_error(c, 400, "PARAM_ERROR", msg);
+    }
+    pthread_mutex_lock(&s->mu);
+    json_t *prev = NULL, *ans = NULL;
+    enum sim_trade t = sim_trade_of(s, "wechatpay", no, &prev);
+    const char *code = NULL;
+    if (t == SIM_TRADE_PAID)
+        code = "ORDERPAID";
+    else if (t == SIM_TRADE_CLOSED)
+        code = "ORDER_CLOSED";
+    else if (prev &&
+             (strcmp(sim_jstr(prev, "method"), method) != 0 || sim_jint(prev, "amount") != total ||
+              strcmp(sim_jstr(prev, "currency"), cur) != 0 ||
+              strcmp(sim_jstr(prev, "notify_url"), url) != 0 ||
+              strcmp(sim_jstr(prev, "time_expire"), sim_jstr(in, "time_expire")) != 0))
+        code = "INVALID_REQUEST";
+    else if (prev)
+        ans = json_deep_copy(json_object_get(prev, "answer"));
+    else {
+        char id[48], v[160];
+        sim_new_id("wx", id, sizeof id);
+        if (jsapi)
+            ans = json_pack("{s:s}", "prepay_id", id);
+        else if (h5)
+            (void)snprintf(v, sizeof v,
+                           "https://wx.tenpay.com/cgi-bin/mmpayweb-bin/checkmweb?prepay_id=%s", id),
+                ans = json_pack("{s:s}", "h5_url", v);
+        else
+            (void)snprintf(v, sizeof v, "weixin://wxpay/bizpayurl?pr=%.12s", id + 14),
+                ans = json_pack("{s:s}", "code_url", v);
+        json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:O}", "channel",
+                                "wechatpay", "method", method, "out_trade_no", no, "amount", total,
+                                "currency", cur, "notify_url", url, "id", id, "time_expire",
+                                sim_jstr(in, "time_expire"), "answer", ans);
+        sim_append_jsonl(s->dir, "created.jsonl", rec);
+        json_decref(rec);
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(prev);
+    json_decref(in);
+    if (code)
+        return sim_error(c, 400, code,
+                         strcmp(code, "INVALID_REQUEST") == 0 ? "201 商户订单号重复" : code);
+    return sim_reply_json(c, 200, ans);
+}
+
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
 {
     static const char qpath[] = "/v3/pay/transactions/out-trade-no/";
@@ -419,6 +510,13 @@ int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
         return bill_download(s, c);
     if (post && strcmp(c->path, "/v3/refund/domestic/refunds") == 0)
         return refund(s, c);
+    static const char *const prepay_kinds[] = {"native", "jsapi", "h5"};
+    for (int k = 0; post && k < 3; k++) {
+        char p[48];
+        (void)snprintf(p, sizeof p, "/v3/pay/transactions/%s", prepay_kinds[k]);
+        if (strcmp(c->path, p) == 0)
+            return prepay(s, c, prepay_kinds[k]);
+    }
     static const char rpath[] = "/v3/refund/domestic/refunds/";
     if (get && strncmp(c->path, rpath, sizeof rpath - 1) == 0 &&
         po_id_valid(c->path + sizeof rpath - 1, PO_ID_MAX))

@@ -73,6 +73,33 @@ json_t *sim_find_payment(json_t *payments, const char *channel, const char *key,
     return NULL;
 }
 
+enum sim_trade sim_trade_of(struct po_sim_server *s, const char *channel, const char *out_trade_no,
+                            json_t **prev)
+{
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *closed = sim_read_jsonl(s->dir, "closed.jsonl");
+    json_t *created = sim_read_jsonl(s->dir, "created.jsonl");
+    enum sim_trade t =
+        sim_find_payment(payments, channel, "out_trade_no", out_trade_no) ? SIM_TRADE_PAID
+        : sim_find_payment(closed, channel, "out_trade_no", out_trade_no) ? SIM_TRADE_CLOSED
+                                                                          : SIM_TRADE_OPEN;
+    *prev = json_incref(sim_find_created(created, channel, out_trade_no));
+    json_decref(payments);
+    json_decref(closed);
+    json_decref(created);
+    return t;
+}
+
+json_t *sim_find_created(json_t *created, const char *channel, const char *out_trade_no)
+{
+    json_t *last = NULL, *p;
+    size_t i;
+    json_array_foreach(created, i, p) if (strcmp(sim_jstr(p, "channel"), channel) == 0 &&
+                                          strcmp(sim_jstr(p, "out_trade_no"), out_trade_no) == 0)
+        last = p;
+    return last;
+}
+
 /* prefix + 24 random digits (the channels' refund ids look so). */
 void sim_new_id(const char *prefix, char *out, size_t cap)
 {
@@ -107,4 +134,32 @@ void sim_record_close(struct po_sim_server *s, const char *channel, const char *
                             "time", when);
     sim_append_jsonl(s->dir, "closed.jsonl", rec);
     json_decref(rec);
+}
+
+po_err po_sim_created_find(const char *dir, const char *channel, const char *out_trade_no,
+                           struct po_sim_created *out)
+{
+    memset(out, 0, sizeof *out);
+    bool stripe = strcmp(channel, "stripe") == 0;
+    json_t *all = sim_read_jsonl(dir, stripe ? "intents.jsonl" : "created.jsonl"), *p, *hit = NULL;
+    size_t i;
+    json_array_foreach(all, i, p)
+    {
+        /* a PaymentIntent's first line is its creation (later ones its
+         * status); the others' latest line is the payment */
+        if (strcmp(sim_jstr(p, "out_trade_no"), out_trade_no) != 0 ||
+            (stripe ? !*sim_jstr(p, "client_secret")
+                    : strcmp(sim_jstr(p, "channel"), channel) != 0))
+            continue;
+        hit = p;
+    }
+    po_err rc = PO_ERR_NOT_FOUND;
+    if (hit && po_strcpy(out->currency, sizeof out->currency, sim_jstr(hit, "currency")) == PO_OK &&
+        po_strcpy(out->notify_url, sizeof out->notify_url, sim_jstr(hit, "notify_url")) == PO_OK &&
+        po_strcpy(out->intent, sizeof out->intent, stripe ? sim_jstr(hit, "id") : "") == PO_OK) {
+        out->amount = sim_jint(hit, "amount");
+        rc = PO_OK;
+    }
+    json_decref(all);
+    return rc;
 }

@@ -41,6 +41,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2300,6 +2301,395 @@ static void test_stripe_lifecycle(void)
             "stripe close without an API key: %ld %s", r.status, r.body);
 }
 
+/* ---- creating the payment at the channel (issue 23, item 1) ---- */
+
+static void *create_one(void *arg)
+{
+    struct refund_racer *a = arg;
+    pthread_barrier_wait(a->go);
+    api("POST", a->port, "/v1/orders", key1, a->idem, a->body, &a->r);
+    return NULL;
+}
+
+/* The order's payment object in an answer (json_decref it), or NULL. */
+static json_t *payment_of(const struct resp *r)
+{
+    json_t *j = json_loads(r->body, 0, NULL);
+    json_t *p = json_incref(json_object_get(j, "payment"));
+    json_decref(j);
+    return p;
+}
+
+static const char *pstr(json_t *p, const char *k)
+{
+    return json_string_value(json_object_get(p, k)) ?: "";
+}
+
+/* How many payments the simulated channel created for no. */
+static int sim_created(const char *file, const char *no)
+{
+    char path[512], *lines = NULL, pat[128];
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sim/%s.jsonl", dir, file);
+    snprintf(pat, sizeof pat, "\"out_trade_no\":\"%s\"", no);
+    if (po_file_read(path, 1 << 20, &lines, &len))
+        return 0;
+    int n = 0;
+    for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        n += strstr(l, pat) && (strcmp(file, "intents") || strstr(l, "\"client_secret\""));
+    free(lines);
+    return n;
+}
+
+static void create_pay(const char *idem, struct resp *r, const char *fmt, ...) PO_PRINTF(3, 4);
+static void create_pay(const char *idem, struct resp *r, const char *fmt, ...)
+{
+    char body[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    api("POST", gw_port, "/v1/orders", key1, idem, body, r);
+}
+
+static bool no_payment(const char *no)
+{
+    return q1("SELECT COUNT(*) FROM pay_order WHERE tenant_id = 't1' AND out_trade_no = ? AND"
+              " payment IS NULL AND pay_method IS NULL AND status = 'PAYING'",
+              no) == 1;
+}
+
+static void test_create_at_channel(void)
+{
+    struct resp r, r2;
+    char sim_base[64], gateway[80], gwn[96];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    snprintf(gateway, sizeof gateway, "%s/gateway.do", sim_base);
+    snprintf(gwn, sizeof gwn, "http://127.0.0.1:%u/notify/stripe/t1", gw_port);
+    t1_wechatpay(sim_base, "sim");
+    /* WeChat Pay Native: the QR code's content; the channel was given the
+     * order's amount, its expiry (Beijing time) and payonce's notify URL. */
+    char te[40], te_utc[40];
+    time_t exp = time(NULL) + 3600, bj = exp + 8 * 3600;
+    struct tm tm;
+    gmtime_r(&bj, &tm);
+    strftime(te, sizeof te, "%Y-%m-%dT%H:%M:%S+08:00", &tm);
+    gmtime_r(&exp, &tm);
+    strftime(te_utc, sizeof te_utc, "%Y-%m-%dT%H:%M:%S", &tm);
+    create_pay("pw-1", &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-1\",\"amount\":500,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"native\",\"description\":\"测试商品\","
+               "\"time_expire\":\"%s\"}",
+               te);
+    json_t *pay = payment_of(&r), *rec = sim_record("created", "out_trade_no", "PW-1", NULL, NULL);
+    char notify[96];
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%u/notify/wechatpay/t1", gw_port);
+    T_CHECK(r.status == 201 && jstr_is(&r, "pay_method", "native") &&
+                strncmp(pstr(pay, "code_url"), "weixin://wxpay/bizpayurl?pr=", 28) == 0 && rec &&
+                json_integer_value(json_object_get(rec, "amount")) == 500 &&
+                strcmp(pstr(rec, "notify_url"), notify) == 0 &&
+                strcmp(pstr(rec, "time_expire"), te) == 0 && strstr(r.body, te_utc),
+            "wechatpay native: %ld %s", r.status, r.body);
+    json_decref(rec);
+    /* Retried with its key: the stored answer; with another key: the
+     * recorded payment, the channel not asked again. */
+    create_pay("pw-1", &r2,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-1\",\"amount\":500,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"native\",\"description\":\"测试商品\","
+               "\"time_expire\":\"%s\"}",
+               te);
+    T_CHECK(r2.status == 201 && r2.replayed && strcmp(r2.body, r.body) == 0,
+            "the same create again: %ld %s", r2.status, r2.body);
+    create_pay("pw-1b", &r2,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-1\",\"amount\":500,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"native\",\"time_expire\":\"%s\"}",
+               te);
+    json_t *pay2 = payment_of(&r2);
+    T_CHECK(r2.status == 200 && pay2 &&
+                strcmp(pstr(pay2, "code_url"), pstr(pay, "code_url")) == 0 &&
+                sim_created("created", "PW-1") == 1,
+            "the same order with another key: %ld %s (%d at the channel)", r2.status, r2.body,
+            sim_created("created", "PW-1"));
+    json_decref(pay2);
+    json_decref(pay);
+    /* Paid through the simulator as created, three copies at once:
+     * credited once. */
+    run("sim pay --dir sim --created --order PW-1 --copies 3 --concurrent");
+    T_CHECK(status_is("PW-1", "PAID") && pay_journals("PW-1") == 1,
+            "the created payment paid: %lld journals", (long long)pay_journals("PW-1"));
+    /* JSAPI: the prepay_id and the JS bridge's parameters, signed with
+     * the merchant key. */
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-2\",\"amount\":200,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"jsapi\",\"payer_openid\":\"oUpF8uMuAJO_M2pxb1Q9"
+               "zNjWeS6o\"}");
+    pay = payment_of(&r);
+    {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s\n%s\n%s\n%s\n", pstr(pay, "appId"), pstr(pay, "timeStamp"),
+                 pstr(pay, "nonceStr"), pstr(pay, "package"));
+        unsigned char *raw = NULL;
+        size_t rl = 0;
+        bool ok =
+            po_b64_decode(pstr(pay, "paySign"), strlen(pstr(pay, "paySign")), &raw, &rl) == PO_OK &&
+            po_rsa_sha256_verify(id.merchant_pub, msg, strlen(msg), raw, rl) == PO_OK;
+        free(raw);
+        char pkg[96];
+        snprintf(pkg, sizeof pkg, "prepay_id=%s", pstr(pay, "prepay_id"));
+        T_CHECK(r.status == 201 && ok && strcmp(pstr(pay, "appId"), id.appid) == 0 &&
+                    strcmp(pstr(pay, "signType"), "RSA") == 0 &&
+                    strcmp(pstr(pay, "package"), pkg) == 0 &&
+                    jstr_is(&r, "channel_order_id", pstr(pay, "prepay_id")),
+                "wechatpay jsapi: %ld %s", r.status, r.body);
+    }
+    json_decref(pay);
+    /* H5: the cashier URL. */
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-3\",\"amount\":300,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"h5\",\"payer_client_ip\":\"203.0.113.7\"}");
+    pay = payment_of(&r);
+    T_CHECK(r.status == 201 && strncmp(pstr(pay, "h5_url"), "https://wx.tenpay.com/", 22) == 0,
+            "wechatpay h5: %ld %s", r.status, r.body);
+    json_decref(pay);
+    /* Bad requests change nothing. */
+    static const char *const bad[] = {
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-X\",\"amount\":1,\"channel\":\"wechatpay\","
+        "\"pay_method\":\"jsapi\"}",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-X\",\"amount\":1,\"pay_method\":\"native\"}",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-X\",\"amount\":1,\"channel\":\"wechatpay\","
+        "\"pay_method\":\"precreate\"}",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-X\",\"amount\":1,\"channel\":\"wechatpay\","
+        "\"pay_method\":\"h5\",\"payer_client_ip\":\"999.1.1.1\"}",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-X\",\"amount\":1,\"channel\":\"wechatpay\","
+        "\"description\":\"no pay_method\"}",
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-X\",\"amount\":1,\"channel\":\"alipay\","
+        "\"pay_method\":\"page\",\"return_url\":\"javascript:alert(1)\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        api("POST", gw_port, "/v1/orders", key1, NULL, bad[i], &r);
+        T_CHECK(r.status == 400 &&
+                    q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "PW-X") == 0,
+                "bad create %zu: %ld %s", i, r.status, r.body);
+    }
+    /* The order refused as without a pay_method (stored under the key);
+     * another pay_method for an order whose payment exists. */
+    create_pay("pw-x", &r,
+               "{\"merchant\":\"nobody\",\"out_trade_no\":\"PW-X\",\"amount\":1,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"native\"}");
+    T_CHECK(has_code(&r, 404, "merchant_not_found") &&
+                q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ?", "PW-X") == 0 &&
+                q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "pw-x") == 1,
+            "a create for a merchant the tenant does not have: %ld %s", r.status, r.body);
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-3\",\"amount\":300,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"native\"}");
+    T_CHECK(has_code(&r, 409, "order_exists") && strstr(r.body, "h5"),
+            "another pay_method for a created payment: %ld %s", r.status, r.body);
+    /* The channel refuses: the tenant's own code created PW-4 at the
+     * channel for another amount (INVALID_REQUEST, the order number
+     * reused), PW-5 was paid there already (ORDERPAID): 409
+     * channel_refused, the order recorded without a payment. */
+    {
+        struct po_store *s = t_open(url);
+        struct po_channel_account *acct = calloc(1, sizeof *acct);
+        char err[PO_ERRBUF_SIZE] = "";
+        struct po_pay_request rq = {"t1", "PW-4", "native", 999, "CNY", 0, "x", NULL, NULL, NULL};
+        struct po_pay_answer ans = {0};
+        T_CHECK(acct &&
+                    po_account_fetch(s, mkey, "t1", "wechatpay", acct, err, sizeof err) == PO_OK &&
+                    po_channel_find("wechatpay")->pay_create(acct, &rq, &ans) == PO_OK &&
+                    ans.state == PO_PAY_CREATED,
+                "PW-4 created at the channel by the tenant's code: %s %s", err, ans.why);
+        json_decref(ans.payment);
+        po_channel_account_free(acct);
+        free(acct);
+        po_store_close(s);
+    }
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-4\",\"amount\":400,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"native\"}");
+    T_CHECK(has_code(&r, 409, "channel_refused") && strstr(r.body, "INVALID_REQUEST") &&
+                no_payment("PW-4"),
+            "an order number the channel has with other parameters: %ld %s", r.status, r.body);
+    run("sim pay --dir sim --order PW-5:500 --txn 4200000000000000000000009605 --lose");
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-5\",\"amount\":500,\"channel\":"
+               "\"wechatpay\",\"pay_method\":\"native\"}");
+    T_CHECK(has_code(&r, 409, "channel_refused") && strstr(r.body, "ORDERPAID") &&
+                no_payment("PW-5") && pay_journals("PW-5") == 0,
+            "an order paid at the channel already: %ld %s", r.status, r.body);
+    /* No answer, then answers the platform did not sign: 503, the order
+     * PAYING without a payment, nothing stored under the key; the channel
+     * back, the same key creates it — one payment at the channel. */
+    const char *pw6 = "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-6\",\"amount\":600,\"channel\":"
+                      "\"wechatpay\",\"pay_method\":\"native\"}";
+    t1_wechatpay("http://127.0.0.1:1", "sim");
+    api("POST", gw_port, "/v1/orders", key1, "pw-6", pw6, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && r.retry_after[0] && no_payment("PW-6") &&
+                q1("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "pw-6") == 0,
+            "wechatpay unreachable: %ld %s", r.status, r.body);
+    t1_wechatpay(sim_base, "other");
+    api("POST", gw_port, "/v1/orders", key1, "pw-6", pw6, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "unsigned") &&
+                no_payment("PW-6"),
+            "wechatpay answers not signed by the platform: %ld %s", r.status, r.body);
+    t1_wechatpay(sim_base, "sim");
+    api("POST", gw_port, "/v1/orders", key1, "pw-6", pw6, &r);
+    pay = payment_of(&r);
+    T_CHECK(r.status == 200 && !r.replayed && *pstr(pay, "code_url") &&
+                sim_created("created", "PW-6") == 1,
+            "wechatpay back: %ld %s (%d at the channel)", r.status, r.body,
+            sim_created("created", "PW-6"));
+    json_decref(pay);
+    /* Four creates of one new order at once, each with its own key: one
+     * payment at the channel, the same one in every answer. */
+    {
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 4);
+        struct refund_racer a[4];
+        pthread_t th[4];
+        char keys[4][16];
+        for (int i = 0; i < 4; i++) {
+            snprintf(keys[i], sizeof keys[i], "pw-7-%d", i);
+            a[i] = (struct refund_racer){&go,
+                                         "{\"merchant\":\"m1\",\"out_trade_no\":\"PW-7\","
+                                         "\"amount\":700,\"channel\":\"wechatpay\","
+                                         "\"pay_method\":\"native\"}",
+                                         keys[i],
+                                         gw_port,
+                                         {0}};
+            pthread_create(&th[i], NULL, create_one, &a[i]);
+        }
+        int ok = 0, created = 0;
+        char first[160] = "";
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            json_t *p = payment_of(&a[i].r);
+            if ((a[i].r.status == 200 || a[i].r.status == 201) && *pstr(p, "code_url") &&
+                (!first[0] || strcmp(first, pstr(p, "code_url")) == 0))
+                ok++, created += a[i].r.status == 201;
+            if (!first[0])
+                snprintf(first, sizeof first, "%s", pstr(p, "code_url"));
+            json_decref(p);
+        }
+        pthread_barrier_destroy(&go);
+        T_CHECK(ok == 4 && created == 1 && sim_created("created", "PW-7") == 1,
+                "four creates at once: %d answered the one payment, %d created, %d at the"
+                " channel",
+                ok, created, sim_created("created", "PW-7"));
+    }
+
+    /* Alipay: precreate (a QR code), paid as created; page pay (the
+     * browser's signed form), opened by the buyer, paid. */
+    t1_alipay(gateway, "sim");
+    create_pay("pa-1", &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PA-1\",\"amount\":8888,\"channel\":"
+               "\"alipay\",\"pay_method\":\"precreate\",\"description\":\"Iphone6 16G\"}");
+    pay = payment_of(&r);
+    T_CHECK(r.status == 201 && strncmp(pstr(pay, "qr_code"), "https://qr.alipay.com/", 22) == 0,
+            "alipay precreate: %ld %s", r.status, r.body);
+    json_decref(pay);
+    run("sim pay --dir sim --channel alipay --created --order PA-1 --copies 3 --concurrent");
+    T_CHECK(status_is("PA-1", "PAID") && pay_journals("PA-1") == 1,
+            "alipay precreate paid: %lld journals", (long long)pay_journals("PA-1"));
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PA-2\",\"amount\":1200,\"channel\":"
+               "\"alipay\",\"pay_method\":\"page\",\"return_url\":\"https://shop.example/done\"}");
+    pay = payment_of(&r);
+    {
+        char want[256], page[4096] = "";
+        size_t plen = 0;
+        snprintf(want, sizeof want, "<form action=\"%s?method=alipay.trade.page.pay&app_id=%s&",
+                 gateway, id.app_id);
+        struct t_http_req rq = {.method = "GET", .url = pstr(pay, "url")};
+        long hst = *pstr(pay, "url") ? t_http(&rq, page, sizeof page, &plen) : 0;
+        T_CHECK(r.status == 201 && strncmp(pstr(pay, "form"), want, strlen(want)) == 0 &&
+                    strstr(pstr(pay, "form"), "name=\"biz_content\"") && hst == 200 &&
+                    strstr(page, "PA-2") && sim_created("created", "PA-2") == 1,
+                "alipay page pay: %ld %s; the browser: %ld %.200s", r.status, r.body, hst, page);
+    }
+    json_decref(pay);
+    run("sim pay --dir sim --channel alipay --created --order PA-2:1200");
+    T_CHECK(status_is("PA-2", "PAID") && pay_journals("PA-2") == 1, "alipay page pay paid");
+    /* Alipay takes CNY only; an answer its key did not sign. */
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PA-3\",\"amount\":100,\"currency\":\"USD\","
+               "\"channel\":\"alipay\",\"pay_method\":\"precreate\"}");
+    T_CHECK(has_code(&r, 409, "channel_refused") && strstr(r.body, "currency_not_supported") &&
+                no_payment("PA-3"),
+            "alipay in USD: %ld %s", r.status, r.body);
+    run("channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+        " --alipay-public-key-file other/alipay_public_key.pem --api-base-url %s"
+        " --merchant-private-key-file sim/merchant_private_key.pem"
+        " --notify-url http://127.0.0.1:%u/notify/alipay/t1",
+        id.app_id, id.seller_id, gateway, gw_port);
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PA-4\",\"amount\":100,\"channel\":"
+               "\"alipay\",\"pay_method\":\"precreate\"}");
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "unsigned") &&
+                no_payment("PA-4"),
+            "alipay answer not signed by Alipay: %ld %s", r.status, r.body);
+
+    /* Stripe: a PaymentIntent with payonce's Idempotency-Key; its
+     * client_secret for Stripe.js; paid (its webhook), credited once. */
+    t1_stripe("sim");
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PS-1\",\"amount\":1500,\"currency\":"
+               "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}");
+    pay = payment_of(&r);
+    json_t *pi = sim_record("intents", "idem", "payonce-order-t1-PS-1", NULL, NULL);
+    T_CHECK(r.status == 201 && strncmp(pstr(pay, "client_secret"), "pi_", 3) == 0 && pi &&
+                strcmp(pstr(pi, "id"), pstr(pay, "payment_intent")) == 0 &&
+                jstr_is(&r, "channel_order_id", pstr(pi, "id")),
+            "stripe payment_intent: %ld %s", r.status, r.body);
+    json_decref(pi);
+    /* The same create after a lost answer (the order's payment not yet
+     * recorded): Stripe's Idempotency-Key gives the same PaymentIntent. */
+    {
+        struct po_store *s = t_open(url);
+        struct po_channel_account *acct = calloc(1, sizeof *acct);
+        char err[PO_ERRBUF_SIZE] = "";
+        struct po_pay_request rq = {"t1", "PS-1", "payment_intent", 1500, "USD", 0, NULL, NULL,
+                                    NULL, NULL};
+        struct po_pay_answer ans = {0};
+        T_CHECK(acct && po_account_fetch(s, mkey, "t1", "stripe", acct, err, sizeof err) == PO_OK &&
+                    po_channel_find("stripe")->pay_create(acct, &rq, &ans) == PO_OK &&
+                    ans.state == PO_PAY_CREATED &&
+                    strcmp(pstr(ans.payment, "client_secret"), pstr(pay, "client_secret")) == 0 &&
+                    sim_created("intents", "PS-1") == 1,
+                "stripe create again: %s %s (%d at Stripe)", err, ans.why,
+                sim_created("intents", "PS-1"));
+        json_decref(ans.payment);
+        po_channel_account_free(acct);
+        free(acct);
+        po_store_close(s);
+    }
+    json_decref(pay);
+    run("sim pay --dir sim --channel stripe --created --order PS-1 --notify-url %s --copies 3"
+        " --concurrent",
+        gwn);
+    T_CHECK(status_is("PS-1", "PAID") && pay_journals("PS-1") == 1 &&
+                q1("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND"
+                   " channel_txn_id = channel_order_id",
+                   "PS-1") == 1,
+            "stripe paid: %lld journals", (long long)pay_journals("PS-1"));
+    /* A key Stripe refuses (401): refused, nothing created. */
+    t1_stripe("other");
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PS-2\",\"amount\":100,\"currency\":"
+               "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}");
+    T_CHECK(has_code(&r, 409, "channel_refused") && no_payment("PS-2") &&
+                sim_created("intents", "PS-2") == 0,
+            "stripe with a key it refuses: %ld %s", r.status, r.body);
+    /* An account for webhooks only cannot create payments. */
+    t1_stripe(NULL);
+    create_pay(NULL, &r,
+               "{\"merchant\":\"m1\",\"out_trade_no\":\"PS-3\",\"amount\":100,\"currency\":"
+               "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}");
+    T_CHECK(has_code(&r, 409, "channel_not_configured"), "stripe without an API key: %ld %s",
+            r.status, r.body);
+}
+
 /* ---- refund query: a refund whose result never came (issue 23, item 3) ---- */
 
 static void test_refund_query(void)
@@ -2527,6 +2917,7 @@ static const struct api_case {
     {"close", test_close},
     {"close_at_channel", test_close_at_channel},
     {"stripe_lifecycle", test_stripe_lifecycle},
+    {"create_at_channel", test_create_at_channel},
     {"order_expiry", test_order_expiry},
     {"refund_query", test_refund_query},
     {"refunds", test_refunds},

@@ -516,6 +516,64 @@ static void stored_secrets(void **state)
     free(plain);
 }
 
+/* JSAPI's paySign: the WeChat Pay rule (wechatpay-go's
+ * PrepayWithRequestPayment) over the official page's example values,
+ * signed with the SDKs' public test key — the vector's exact signature
+ * (PKCS#1 v1.5 is deterministic). */
+static void jsapi_bridge_sign_vector(void **st)
+{
+    (void)st;
+    json_t *v = vector("wechatpay/v3_jsapi_bridge_sign.json"), *p = json_object_get(v, "params");
+    size_t len = 0;
+    char *pem = file("wechatpay_test_private_key.pem", &len), *sig = NULL;
+    struct po_privkey *k = NULL;
+    assert_int_equal(po_privkey_from_pem(pem, len, &k), PO_OK);
+    const char *pkg = S(p, "package");
+    assert_true(strncmp(pkg, "prepay_id=", 10) == 0);
+    assert_int_equal(po_wechatpay_bridge_sign(k, S(p, "appId"), S(p, "timeStamp"), S(p, "nonceStr"),
+                                              pkg + 10, &sig),
+                     PO_OK);
+    assert_string_equal(sig, S(p, "paySign"));
+    free(sig);
+    po_privkey_free(k);
+    free(pem);
+    json_decref(v);
+}
+
+/* Alipay page pay: the signed request handed to the browser is exactly
+ * alipay-sdk's (its sign, its form's action, its hidden biz_content). */
+static void alipay_page_pay_vector(void **st)
+{
+    (void)st;
+    json_t *v = vector("alipay/request_signing_and_page_pay.json"),
+           *ex = json_object_get(v, "page_pay_example"), *p = json_object_get(ex, "params");
+    size_t len = 0;
+    char *pem = file("alipay/test_rsa2_private_key.pem", &len), *form = NULL, *url = NULL;
+    struct po_privkey *k = NULL;
+    assert_int_equal(po_privkey_from_pem(pem, len, &k), PO_OK);
+    const char *action = S(ex, "form_action");
+    const char *q = strchr(action, '?');
+    assert_non_null(q);
+    char gateway[256];
+    snprintf(gateway, sizeof gateway, "%.*s", (int)(q - action), action);
+    assert_int_equal(po_alipay_browser_pay(k, gateway, S(p, "app_id"), S(p, "method"),
+                                           S(p, "notify_url"), S(p, "return_url"),
+                                           S(p, "biz_content"), S(p, "timestamp"), &form, &url),
+                     PO_OK);
+    assert_string_equal(form, S(ex, "form_html"));
+    /* the GET form: the action's parameters plus biz_content */
+    assert_true(strncmp(url, action, strlen(gateway) + 1) == 0);
+    assert_non_null(strstr(url, "&biz_content=%7B%22out_trade_no%22%3A%2220150320010101001%22"));
+    char *sig = strstr(url, "&sign=");
+    assert_non_null(sig);
+    assert_non_null(strstr(action, sig));
+    free(form);
+    free(url);
+    po_privkey_free(k);
+    free(pem);
+    json_decref(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -528,6 +586,8 @@ int main(void)
         cmocka_unit_test(major_amounts_exact),
         cmocka_unit_test(sealing),
         cmocka_unit_test(stored_secrets),
+        cmocka_unit_test(jsapi_bridge_sign_vector),
+        cmocka_unit_test(alipay_page_pay_vector),
     };
     return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
 }

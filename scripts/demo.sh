@@ -12,6 +12,12 @@
 #   - the tenant API: a double-clicked order creates one order; a refund is
 #     submitted to the simulator's refund API and its callback posts the
 #     reversal once
+#   - payments created at the channel by payonce (WeChat Pay Native: the QR
+#     code's content) and paid as created; an order closed at the channel
+#     before payonce closes it; a Stripe refund submitted with Stripe's
+#     Idempotency-Key and completed by the refund query; yesterday's bill
+#     downloaded and reconciled by `serve` by itself, crediting a payment
+#     whose notification never came
 #   - the tenant's own system (`payonce sim receiver`) told by signed
 #     webhooks what was credited: one event per credited payment although
 #     each callback came three times, after refusing the first deliveries
@@ -49,10 +55,12 @@ sim() { # sim ARGS...: run the simulator, show its lines, count its attempts
   attempts=$((attempts + n))
   return $rc
 }
-start_server() { # start_server [PORT]   (webhooks to http://127.0.0.1 need --insecure-dev;
+start_server() { # start_server [PORT [OPTION...]]   (webhooks to http://127.0.0.1 need --insecure-dev;
   # their retry schedule is compressed from 30 s, 1 m, 2 m … to 0.2 s, 0.4 s …)
-  "$BIN" serve --listen "127.0.0.1:${1:-0}" --insecure-dev --webhook-retry-base-ms 200 \
-    --webhook-retry-cap-ms 1000 >>server.out 2>>server.log & server_pid=$!
+  # (the daily reconciliation is off but in step 11, which turns it on)
+  local p=${1:-0}; shift 2>/dev/null
+  "$BIN" serve --listen "127.0.0.1:$p" --insecure-dev --webhook-retry-base-ms 200 \
+    --webhook-retry-cap-ms 1000 --recon-interval 0 "$@" >>server.out 2>>server.log & server_pid=$!
   for _ in $(seq 1 100); do grep -q "listening on port" server.out 2>/dev/null && break; sleep 0.05; done
   port=$(sed -n 's/^listening on port //p' server.out | tail -n1)
   [ -n "$port" ] || { echo "demo: the server did not start"; cat server.log; exit 1; }
@@ -71,7 +79,8 @@ gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); 
 # The channel's APIs (order query, refunds) are the simulator's; payonce signs its requests with
 # the merchant key, and WeChat sends refund results to the gateway's notify URL.
 grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" |
-  sed "s#--platform-cert-file \(.*\)\$#--platform-cert-file \1 --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim/merchant_private_key.pem --merchant-serial $mser --notify-url http://127.0.0.1:$gport/notify/wechatpay/$T#" > configure.sh
+  sed "s#--platform-cert-file \(.*\)\$#--platform-cert-file \1 --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim/merchant_private_key.pem --merchant-serial $mser --notify-url http://127.0.0.1:$gport/notify/wechatpay/$T#" |
+  sed "s#--webhook-secret-file \(.*stripe_webhook_secret\)\$#--webhook-secret-file \1 --api-key-file sim/stripe_api_key --api-base-url http://127.0.0.1:$sport#" > configure.sh
 bash configure.sh > configure.out 2>&1 || { cat configure.out; exit 1; }
 grep -c saved configure.out | xargs printf '   %s channel accounts configured (WeChat Pay with a platform certificate, Alipay, Stripe-style), secrets sealed\n'
 for o in ORD-1001:1280 ORD-1002:4500 ORD-1003:990 ORD-1004:2000 ORD-1005:3600 ORD-1006:700 ORD-1007:1100; do
@@ -156,21 +165,66 @@ for _ in $(seq 1 100); do
 done
 expect "RF-2001 submitted to the channel, its callback arrived" "$(field rf.json '["submission"]["state"]') $(field rf.json '["status"]')" "submitted SUCCESS"
 
-say "10. The tenant's own system was told, by signed webhooks, what was credited"
-# 8 payments credited (7 orders and ORD-2001), 1 refund, 1 alert (the tampered amount).
-for _ in $(seq 1 200); do [ "$(wc -l < events.jsonl 2>/dev/null || echo 0)" -ge 10 ] && break; sleep 0.05; done
+say "10. Payments created at the channel; an order closed there; a Stripe refund"
+# payonce creates the payment at WeChat Pay with its own notify URL and the
+# order's amount; the buyer pays it (the simulator, as created), three copies.
+code=$(post create.json orders create-3001 '{"merchant":"'$M'","out_trade_no":"ORD-3001","amount":2500,"channel":"wechatpay","pay_method":"native","description":"Flat white x5"}')
+echo "   POST /v1/orders ORD-3001 pay_method native: HTTP $code, code_url $(field create.json '["payment"]["code_url"]')"
+sim --created --order ORD-3001 --copies 3 --concurrent
+expect "ORD-3001 created at the channel and paid as created" "$(field create.json '["pay_method"]') $("$BIN" order show --tenant $T --out-trade-no ORD-3001 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" "native PAID"
+# An order the buyer never pays: closed at the channel first, then here.
+post create2.json orders create-3002 '{"merchant":"'$M'","out_trade_no":"ORD-3002","amount":900,"channel":"wechatpay","pay_method":"native"}' > /dev/null
+code=$(post close.json orders/ORD-3002/close close-3002 '')
+closed_there=$(python3 -c "import json; print(any(json.loads(l)['out_trade_no']=='ORD-3002' for l in open('sim/closed.jsonl')))" 2>/dev/null || echo False)
+echo "   POST /v1/orders/ORD-3002/close: HTTP $code, $(field close.json '["status"]'); closed at WeChat Pay first: $closed_there"
+expect "ORD-3002 closed at the channel, then here" "$(field close.json '["status"]') $closed_there" "CLOSED True"
+# A Stripe refund: POST /v1/refunds at Stripe with payonce's refund as its
+# Idempotency-Key; its result is asked for by the refund query (serve, every
+# second here), which completes it through the engine.
+code=$(post srefund.json refunds refund-1005 '{"out_trade_no":"ORD-1005","out_refund_no":"RF-1005","amount":1000}')
+echo "   POST /v1/refunds RF-1005 (Stripe, 1000): HTTP $code, status $(field srefund.json '["status"]')"
+stop_server
+start_server "$port" --query-interval 1 --query-min-age 0
+for _ in $(seq 1 100); do
+  curl -s -o srf.json "$A/refunds/RF-1005" -H "Authorization: Bearer $KEY"
+  [ "$(field srf.json '["status"]')" = SUCCESS ] && break; sleep 0.1
+done
+expect "RF-1005 submitted to Stripe, completed by the refund query" "$(field srf.json '["submission"]["state"]') $(field srf.json '["status"]')" "submitted SUCCESS"
+
+say "11. Yesterday's bill, downloaded and reconciled by serve by itself"
+# ORD-3003 was paid yesterday (Beijing time) and its notification never came.
+# serve fetches yesterday's WeChat Pay bill (tradebill, gzip, SHA-1 checked)
+# once published (--recon-at 00:00 here; WeChat publishes at 10:00) and
+# imports it: nobody runs a command.
+yesterday=$(TZ=Asia/Shanghai date -d yesterday +%F)
+"$BIN" order create --tenant $T --merchant $M --out-trade-no ORD-3003 --amount 1800 | sed 's/^/   /'
+"$BIN" sim pay --dir sim --order ORD-3003:1800 --lose --paid-on "$yesterday" | sed 's/^/ /' | grep -v '^ sim:'
+stop_server
+start_server "$port" --recon-interval 1 --recon-at 00:00
+for _ in $(seq 1 150); do
+  grep -q "bill of $yesterday reconciled" server.log && break; sleep 0.1
+done
+grep -o "tenant $T: wechatpay bill of $yesterday reconciled[^\"]*" server.log | head -n1 | sed 's/^/   /'
+recon_credited=$(sed -n "s/.*bill of $yesterday reconciled: [0-9]* rows, \([0-9]*\) credited now.*/\1/p" server.log | head -n1)
+expect "payments credited by the daily reconciliation" "${recon_credited:-0}" 1
+expect "ORD-3003 credited by the daily reconciliation" "$("$BIN" order show --tenant $T --out-trade-no ORD-3003 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" PAID
+"$BIN" recon runs --tenant $T | sed 's/^/   /'
+
+say "12. The tenant's own system was told, by signed webhooks, what was credited"
+# 10 payments credited (7 orders, ORD-2001, ORD-3001, ORD-3003), 2 refunds, 1 alert (the tampered amount).
+for _ in $(seq 1 200); do [ "$(wc -l < events.jsonl 2>/dev/null || echo 0)" -ge 13 ] && break; sleep 0.05; done
 grep -E 'answered 500|seen before' receiver.out | head -n 3 | sed 's/^/   /'
 grep 'new: acted on' receiver.out | sed 's/^receiver: /   /'
 ev() { python3 -c "import json,sys; print(sorted(json.loads(l)['data']['object'].get('out_trade_no','') for l in open('events.jsonl') if json.loads(l)['type']=='$1'))"; }
-expect "payment.credited once for each credited payment" "$(ev payment.credited)" "['ORD-1001', 'ORD-1002', 'ORD-1003', 'ORD-1004', 'ORD-1005', 'ORD-1006', 'ORD-1007', 'ORD-2001']"
-expect "refund.succeeded for ORD-2001's refund" "$(ev refund.succeeded)" "['ORD-2001']"
+expect "payment.credited once for each credited payment" "$(ev payment.credited)" "['ORD-1001', 'ORD-1002', 'ORD-1003', 'ORD-1004', 'ORD-1005', 'ORD-1006', 'ORD-1007', 'ORD-2001', 'ORD-3001', 'ORD-3003']"
+expect "refund.succeeded for ORD-2001's and ORD-1005's refunds" "$(ev refund.succeeded)" "['ORD-1005', 'ORD-2001']"
 expect "alert.raised for the tampered amount" "$(ev alert.raised)" "['ORD-1004']"
 expect "every event id acted on once" "$(python3 -c "import json; ids=[json.loads(l)['id'] for l in open('events.jsonl')]; print(len(ids) == len(set(ids)))")" True
 webhook_deliveries=$(grep -c '^receiver: evt_' receiver.out)
 stop_server
 stop_rx
 
-say "11. What the gateway answered (from its log) and what the ledger says"
+say "13. What the gateway answered (from its log) and what the ledger says"
 python3 - server.log > outcomes.txt <<'EOF'
 import json, sys, collections
 c = collections.Counter()
@@ -188,18 +242,18 @@ n() { awk -v k="$1" '$1==k {print $2}' outcomes.txt | grep . || echo 0; }
 "$BIN" alerts --tenant $T | sed 's/^/   /'
 bal() { "$BIN" ledger balances --tenant $T --json | python3 -c "import json,sys; d=json.load(sys.stdin); print({b['account']:b['balance'] for b in d['balances']}.get('$1',0))"; }
 
-say "12. Checks"
+say "14. Checks"
 dups=$(( $(n duplicate:1) + $(n duplicate:2) + $(n duplicate:3) ))
-expect "callbacks credited (seven payments, one refund; once each)" "$(n applied)" 8
-expect "duplicates caught (two per order delivered 3 times)"    "$dups" 8
+expect "callbacks credited (eight payments, one refund; once each)" "$(n applied)" 9
+expect "duplicates caught (two per order delivered 3 times)"    "$dups" 10
 expect "forged callbacks refused (bad_signature)"               "$(n invalid:bad_signature)" 1
 expect "tampered amount rejected, alert recorded"               "$(n rejected)" 1
 expect "alerts"                                                 "$("$BIN" alerts --tenant $T --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["alerts"]))')" 1
-expect "channel_clearing:wechatpay = 1280+4500+2000+700+1100+1500-500" "$(bal channel_clearing:wechatpay)" 10580
+expect "channel_clearing:wechatpay = 1280+4500+2000+700+1100+1500-500+2500+1800" "$(bal channel_clearing:wechatpay)" 14880
 expect "channel_clearing:alipay = 990"                          "$(bal channel_clearing:alipay)" 990
-expect "channel_clearing:stripe = 3600"                         "$(bal channel_clearing:stripe)" 3600
-expect "merchant_payable:$M"                                    "$(bal merchant_payable:$M)" -15170
-for o in ORD-1001 ORD-1002 ORD-1003 ORD-1004 ORD-1005 ORD-1006 ORD-1007 ORD-2001; do
+expect "channel_clearing:stripe = 3600-1000"                    "$(bal channel_clearing:stripe)" 2600
+expect "merchant_payable:$M"                                    "$(bal merchant_payable:$M)" -18470
+for o in ORD-1001 ORD-1002 ORD-1003 ORD-1004 ORD-1005 ORD-1006 ORD-1007 ORD-2001 ORD-3001 ORD-3003; do
   expect "$o is PAID" "$("$BIN" order show --tenant $T --out-trade-no $o --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" PAID
 done
 if "$BIN" verify > verify.out 2>&1; then expect "payonce verify" pass pass; else cat verify.out; expect "payonce verify" fail pass; fi
@@ -207,7 +261,8 @@ if "$BIN" verify > verify.out 2>&1; then expect "payonce verify" pass pass; else
 say "Summary"
 printf '   %-44s %6s\n' "deliveries sent (attempts)" "$attempts" \
   "credited from callbacks (payments, refunds)" "$(n applied)" \
-  "recovered by reconciliation" "$recovered" \
+  "recovered by the active query" "$recovered" \
+  "recovered by the daily reconciliation (by itself)" "${recon_credited:-0}" \
   "duplicates caught by layer 1 (entry)" "$(n duplicate:1)" \
   "duplicates caught by layer 2 (state)" "$(n duplicate:2)" \
   "duplicates caught by layer 3 (unique)" "$(n duplicate:3)" \

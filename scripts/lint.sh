@@ -31,10 +31,10 @@ declare -A allowed=(
   [channel]="core crypto event"
   [recon]="core crypto store event engine channel"
   [runtime]="core"
-  [service]="core crypto store event ledger engine channel runtime"
-  [http]="core crypto store event engine channel runtime service"
+  [service]="core crypto store event ledger engine channel recon runtime"
+  [http]="core crypto store event engine channel recon runtime service"
   [sim]="core crypto"
-  [bench]="core crypto store event ledger engine channel runtime service sim"
+  [bench]="core crypto store event ledger engine channel recon runtime service sim"
   [cli]="core crypto store event ledger engine channel recon runtime service http sim bench"
 )
 for dir in src/*/; do
@@ -70,6 +70,7 @@ check_header 'openssl/' 'src/crypto/'
 check_header 'sqlite3\.h' 'src/store/sqlite\.c'
 check_header 'libpq-fe\.h' 'src/store/postgres\.c'
 check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/listen\.h'
+check_header 'zlib\.h' 'src/channel/wechatpay_api\.c|src/sim/|tests/'
 check_header 'curl/' 'src/channel/api_http\.c|src/channel/egress\.c|src/sim/|src/cli/'
 check_header 'jansson\.h' 'src/channel/|src/recon/|src/service/|src/http/|src/sim/|src/bench/|src/cli/'
 

@@ -1,12 +1,14 @@
 /*
  * api_http.c — one bounded HTTP request to a channel's API (libcurl): 10 s
  * total, 5 s to connect, http(s) only, the answer capped at 16 KiB, and
- * WeChat Pay's Wechatpay-* response headers kept for its signature check.
+ * WeChat Pay's Wechatpay-* response headers kept for its signature check;
+ * and one bounded download (a bill: 120 s, up to a stated size).
  */
 #include "channel_int.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -52,26 +54,98 @@ static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
     return len;
 }
 
+/* A download's growing buffer, bounded by max. */
+struct download {
+    char *data;
+    size_t len, cap, max;
+    bool nomem;
+};
+
+static size_t on_download(char *d, size_t sz, size_t n, void *ctx)
+{
+    struct download *b = ctx;
+    size_t take = sz * n;
+    if (b->len + take + 1 > b->max)
+        return 0; /* too large: abort the transfer */
+    if (b->len + take + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap < b->len + take + 1)
+            cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (!p) {
+            b->nomem = true;
+            return 0;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, d, take);
+    b->len += take;
+    b->data[b->len] = '\0';
+    return take;
+}
+
+/* The common settings of one bounded request, its headers in *h (the
+ * caller frees them after the transfer); NULL when out of memory. */
+static CURL *easy(const char *url, const char *const *headers, int nheaders, long timeout_s,
+                  struct curl_slist **h)
+{
+    *h = NULL;
+    for (int i = 0; i < nheaders; i++)
+        if (headers[i])
+            *h = curl_slist_append(*h, headers[i]);
+    CURL *c = curl_easy_init();
+    if (!c) {
+        curl_slist_free_all(*h);
+        *h = NULL;
+        return NULL;
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    return c;
+}
+
+po_err po_api_download(const char *url, const char *const *headers, int nheaders, size_t max,
+                       char **data, size_t *len, long *status)
+{
+    *data = NULL;
+    *len = 0;
+    *status = 0;
+    struct curl_slist *h;
+    CURL *c = easy(url, headers, nheaders, 120L, &h);
+    if (!c)
+        return PO_ERR_NOMEM;
+    struct download b = {NULL, 0, 0, max, false};
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_download);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (b.nomem || !*status) {
+        free(b.data);
+        return b.nomem ? PO_ERR_NOMEM : PO_OK;
+    }
+    *data = b.data ? b.data : calloc(1, 1);
+    *len = b.len;
+    return *data ? PO_OK : PO_ERR_NOMEM;
+}
+
 po_err po_api_request(const char *url, const char *const *headers, int nheaders, const char *body,
                       struct po_api_resp *out)
 {
-    CURL *c = curl_easy_init();
+    struct curl_slist *h;
+    CURL *c = easy(url, headers, nheaders, 10L, &h);
     if (!c)
         return PO_ERR_NOMEM;
-    struct curl_slist *h = NULL;
-    for (int i = 0; i < nheaders; i++)
-        if (headers[i])
-            h = curl_slist_append(h, headers[i]);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     if (body) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));

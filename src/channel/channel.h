@@ -405,6 +405,30 @@ struct po_bill {
 };
 void po_bill_free(struct po_bill *b);
 
+/* A day's bill downloaded from the channel (ops bill_fetch). */
+enum po_bill_state {
+    PO_BILL_FAILED,    /* no usable bill (no answer, unsigned, refused, a download that
+                          is truncated or does not match its hash): ask again later */
+    PO_BILL_NOT_READY, /* the channel has not published it yet */
+    PO_BILL_NONE,      /* the channel has no bill for the day: no trades */
+    PO_BILL_FETCHED,   /* data: the bill as bill_parse reads it */
+};
+struct po_bill_fetch {
+    enum po_bill_state state;
+    long http_status;
+    char why[PO_REASON_SIZE];
+    char *data; /* FETCHED: heap, len bytes (caller frees) */
+    size_t len;
+};
+
+/* WeChat Pay's bill download, checked: the gzip file inflated (within
+ * PO_BILL_MAX, the whole stream, nothing after it) and its SHA-1 equal to
+ * sha1_hex, the hash of the original bill that tradebill's signed answer
+ * gave. *out heap (NUL-terminated). PO_ERR_INVALID with why: bad_gzip,
+ * truncated, too_large, hash_mismatch. */
+po_err po_wechatpay_bill_unpack(const char *gz, size_t len, const char *sha1_hex, char **out,
+                                size_t *out_len, char *why, size_t cap) PO_MUST_CHECK;
+
 /* ---- the registry ---- */
 
 struct po_channel_ops {
@@ -468,6 +492,15 @@ struct po_channel_ops {
      * reason in err) anything it cannot account for. */
     po_err (*bill_parse)(const char *data, size_t len, struct po_bill *out, char *err,
                          size_t errcap);
+    /* Optional, with bill_parse: downloads the bill of one day (date
+     * YYYY-MM-DD in the channel's time zone). Non-OK only for
+     * out-of-memory. */
+    po_err (*bill_fetch)(const struct po_channel_account *a, const char *date,
+                         struct po_bill_fetch *out);
+    /* With bill_fetch: the channel's day (its offset from UTC, seconds) and
+     * when a day's bill is published (seconds after the next midnight
+     * there): the daily reconciliation's defaults. */
+    int bill_tz_s, bill_publish_s;
     /* With bill_parse: the merchant id this account's rows carry
      * (po_bill_row.mchid); a bill with rows for another is refused. */
     const char *(*bill_merchant)(const struct po_channel_account *a);

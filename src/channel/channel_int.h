@@ -99,6 +99,12 @@ po_err po_account_load_api(json_t *cfg, const unsigned char *master, struct po_c
  * 0 when there was no complete answer. Non-OK only for out-of-memory. */
 po_err po_api_request(const char *url, const char *const *headers, int nheaders, const char *body,
                       struct po_api_resp *out) PO_MUST_CHECK;
+/* One GET of a file up to max bytes, 120 s in all: *data (heap,
+ * NUL-terminated, *len bytes) and *status; *status 0 and *data NULL when
+ * there was no complete answer (none, or over max). Non-OK only for
+ * out-of-memory. */
+po_err po_api_download(const char *url, const char *const *headers, int nheaders, size_t max,
+                       char **data, size_t *len, long *status) PO_MUST_CHECK;
 
 /* ---- the channels' own parts of an account (a->priv) ---- */
 /* WeChat Pay (wechatpay.c, wechatpay_api.c). */
@@ -171,6 +177,8 @@ po_err po_stripe_refund_query(const struct po_channel_account *a, const struct p
 po_err po_wechatpay_refund_query(const struct po_channel_account *a,
                                  const struct po_refund_request *r,
                                  struct po_refund_query_answer *out);
+po_err po_wechatpay_bill_fetch(const struct po_channel_account *a, const char *date,
+                               struct po_bill_fetch *out);
 po_err po_wechatpay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
                                struct po_pay_answer *out);
 po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,

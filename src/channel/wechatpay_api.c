@@ -6,11 +6,13 @@
  */
 #include "channel_int.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <zlib.h>
 
 static const char *resp_header(void *ctx, const char *name)
 {
@@ -443,5 +445,148 @@ po_err po_wechatpay_pay_create(const struct po_channel_account *a, const struct 
         undecided(&sa, out->why, sizeof out->why);
     }
     json_decref(j);
+    return rc;
+}
+
+/* ---- the daily bill: GET /v3/bill/tradebill, then its download_url ---- */
+
+po_err po_wechatpay_bill_unpack(const char *gz, size_t len, const char *sha1_hex, char **out,
+                                size_t *out_len, char *why, size_t cap)
+{
+    *out = NULL;
+    *out_len = 0;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK) /* gzip framing */
+        return PO_ERR_NOMEM;
+    size_t have = 0, room = len * 4 + 65536;
+    if (room > PO_BILL_MAX)
+        room = PO_BILL_MAX;
+    char *buf = malloc(room + 1);
+    int zr = Z_OK;
+    const char *bad = NULL;
+    z.next_in = (unsigned char *)(uintptr_t)gz;
+    z.avail_in = (uInt)len;
+    while (buf && !bad) {
+        if (have == room) {
+            if (room >= PO_BILL_MAX) {
+                bad = "too_large";
+                break;
+            }
+            size_t nr = room * 2 > PO_BILL_MAX ? PO_BILL_MAX : room * 2;
+            char *p = realloc(buf, nr + 1);
+            if (!p) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = p;
+            room = nr;
+        }
+        z.next_out = (unsigned char *)buf + have;
+        z.avail_out = (uInt)(room - have);
+        zr = inflate(&z, Z_NO_FLUSH);
+        have = room - z.avail_out;
+        if (zr == Z_STREAM_END)
+            break;
+        if (zr == Z_BUF_ERROR && z.avail_in == 0)
+            bad = "truncated";
+        else if (zr != Z_OK && zr != Z_BUF_ERROR)
+            bad = zr == Z_MEM_ERROR ? NULL : "bad_gzip";
+        if (zr == Z_MEM_ERROR) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    if (!bad && buf && z.avail_in != 0)
+        bad = "bad_gzip"; /* something after the stream */
+    inflateEnd(&z);
+    if (!buf)
+        return PO_ERR_NOMEM;
+    char got[41] = "";
+    if (!bad && po_sha1_hex(buf, have, got) != PO_OK) {
+        free(buf);
+        return PO_ERR_NOMEM;
+    }
+    if (!bad && strcasecmp(got, sha1_hex) != 0)
+        bad = "hash_mismatch";
+    if (bad) {
+        free(buf);
+        (void)snprintf(why, cap, "%s", bad);
+        return PO_ERR_INVALID;
+    }
+    buf[have] = '\0';
+    *out = buf;
+    *out_len = have;
+    return PO_OK;
+}
+
+static bool hex40(const char *s)
+{
+    size_t n = 0;
+    for (; s && s[n]; n++)
+        if (!isxdigit((unsigned char)s[n]))
+            return false;
+    return n == 40;
+}
+
+/* tradebill's signed answer names the file and its hash; a date without
+ * trades is 400 NO_STATEMENT_EXIST, one not published yet 400
+ * STATEMENT_CREATING. The download (not signed: the hash is its check) is
+ * fetched only from the API's own origin, with the merchant's
+ * Authorization over its path. */
+po_err po_wechatpay_bill_fetch(const struct po_channel_account *a, const char *date,
+                               struct po_bill_fetch *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_BILL_FAILED;
+    if (!a->merchant_key) {
+        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
+        return PO_OK;
+    }
+    const struct po_wechatpay_account *wx = po_wechatpay_of(a);
+    char path[256];
+    PO_ASSERT(po_fmt(path, sizeof path,
+                     "/v3/bill/tradebill?bill_date=%s&bill_type=ALL&tar_type=GZIP%s%s", date,
+                     wx->sub_mchid[0] ? "&sub_mchid=" : "", wx->sub_mchid) == PO_OK);
+    struct signed_answer sa;
+    po_err rc = signed_json(a, "GET", path, NULL, &sa);
+    if (rc)
+        return rc;
+    out->http_status = sa.status;
+    const char *code = po_json_str(sa.j, "code"), *url = po_json_str(sa.j, "download_url"),
+               *hash = po_json_str(sa.j, "hash_value"), *ht = po_json_str(sa.j, "hash_type");
+    size_t blen = strlen(a->api_base_url);
+    if (sa.is_signed && sa.status == 400 && code && strcmp(code, "NO_STATEMENT_EXIST") == 0) {
+        out->state = PO_BILL_NONE;
+    } else if (sa.is_signed && sa.status == 400 && code &&
+               strcmp(code, "STATEMENT_CREATING") == 0) {
+        out->state = PO_BILL_NOT_READY;
+    } else if (!sa.is_signed || sa.status != 200) {
+        undecided(&sa, out->why, sizeof out->why);
+    } else if (!url || !hex40(hash) || !ht || strcmp(ht, "SHA1") != 0 ||
+               strncmp(url, a->api_base_url, blen) != 0 || url[blen] != '/' || strlen(url) > 1024) {
+        (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+    } else {
+        char auth[1400], *gz = NULL;
+        size_t gzlen = 0;
+        long st = 0;
+        rc = authorization(a, "GET", url + blen, "", auth, sizeof auth);
+        const char *h[] = {"Accept: application/json", auth};
+        if (!rc)
+            rc = po_api_download(url, h, 2, PO_BILL_MAX, &gz, &gzlen, &st);
+        if (!rc && st != 200) {
+            (void)snprintf(out->why, sizeof out->why, st ? "download_HTTP_%ld" : "no_answer", st);
+        } else if (!rc) {
+            rc = po_wechatpay_bill_unpack(gz, gzlen, hash, &out->data, &out->len, out->why,
+                                          sizeof out->why);
+            if (rc == PO_ERR_INVALID)
+                rc = PO_OK; /* refused whole: why says so */
+            else if (!rc)
+                out->state = PO_BILL_FETCHED;
+        }
+        free(gz);
+    }
+    json_decref(sa.j);
     return rc;
 }

@@ -162,6 +162,7 @@ int cmd_sim_serve(struct po_store *s, const struct opts *o);
 int cmd_recon_import(struct po_store *s, const struct opts *o);
 int cmd_recon_query(struct po_store *s, const struct opts *o);
 int cmd_recon_runs(struct po_store *s, const struct opts *o);
+int cmd_recon_fetch(struct po_store *s, const struct opts *o);
 int cmd_apikey_create(struct po_store *s, const struct opts *o);
 int cmd_webhook_add(struct po_store *s, const struct opts *o);
 int cmd_sim_receiver(struct po_store *s, const struct opts *o);

@@ -28,6 +28,41 @@ static void money(int64_t minor, char *out, size_t cap)
     po_money_format(minor, "CNY", out, cap);
 }
 
+/* The report of one import, as JSON (--json) or for people; what names
+ * the bill. */
+static int print_report(const struct opts *o, const char *what, const struct po_recon_report *rp)
+{
+    struct po_recon_report r = *rp;
+    if (cli_flag(o, "json")) {
+        json_t *j = po_recon_report_json(&r);
+        char *doc = j ? po_json_dumps(j, JSON_COMPACT) : NULL;
+        printf("%s\n", doc ? doc : "{}");
+        free(doc);
+        json_decref(j);
+        return 0;
+    }
+    char a[PO_MONEY_MAX], b[PO_MONEY_MAX], c[PO_MONEY_MAX];
+    if (r.already_imported)
+        printf("%s was already imported (sha256 %.16s…); nothing changed. Its report:\n", what,
+               r.file_sha256);
+    money(r.payments_amount, a, sizeof a);
+    money(r.refunds_amount, b, sizeof b);
+    money(r.replayed_amount, c, sizeof c);
+    printf("reconciled %s .. %s, %lld rows\n", r.period_start, r.period_end, (long long)r.rows);
+    printf("  %-44s %6lld  %16s\n", "payments in the bill", (long long)r.payments, a);
+    printf("  %-44s %6lld  %16s\n", "refunds in the bill", (long long)r.refunds, b);
+    printf("  %-44s %6lld  %16s\n", "replayed now (we had missed them)", (long long)r.replayed, c);
+    printf("  %-44s %6lld\n", "already applied (duplicates)", (long long)r.matched);
+    printf("  %-44s %6lld\n", "mismatched or unknown to us (alerts)", (long long)r.mismatched);
+    printf("  %-44s %6lld\n", "parked in suspense (alerts)", (long long)r.suspense);
+    printf("  %-44s %6lld\n", "zero-amount rows (nothing to credit)", (long long)r.zero_amount);
+    printf("  %-44s %6lld\n", "our PAID orders missing from the bill (alerts)",
+           (long long)r.missing_from_bill);
+    printf("  %-44s %6s  %8lld.%05lld\n", "channel fees", "", (long long)(r.fees_milli / 100000),
+           (long long)llabs(r.fees_milli % 100000));
+    return 0;
+}
+
 int cmd_recon_import(struct po_store *s, const struct opts *o)
 {
     const char *tenant = cli_opt(o, "tenant"), *channel = cli_opt(o, "channel"),
@@ -66,34 +101,7 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: %s: refused, nothing applied from it: %s\n", file, err);
         return EXIT_FAIL;
     }
-    if (cli_flag(o, "json")) {
-        json_t *j = po_recon_report_json(&r);
-        char *doc = j ? po_json_dumps(j, JSON_COMPACT) : NULL;
-        printf("%s\n", doc ? doc : "{}");
-        free(doc);
-        json_decref(j);
-        return 0;
-    }
-    char a[PO_MONEY_MAX], b[PO_MONEY_MAX], c[PO_MONEY_MAX];
-    if (r.already_imported)
-        printf("%s was already imported (sha256 %.16s…); nothing changed. Its report:\n", file,
-               r.file_sha256);
-    money(r.payments_amount, a, sizeof a);
-    money(r.refunds_amount, b, sizeof b);
-    money(r.replayed_amount, c, sizeof c);
-    printf("reconciled %s .. %s, %lld rows\n", r.period_start, r.period_end, (long long)r.rows);
-    printf("  %-44s %6lld  %16s\n", "payments in the bill", (long long)r.payments, a);
-    printf("  %-44s %6lld  %16s\n", "refunds in the bill", (long long)r.refunds, b);
-    printf("  %-44s %6lld  %16s\n", "replayed now (we had missed them)", (long long)r.replayed, c);
-    printf("  %-44s %6lld\n", "already applied (duplicates)", (long long)r.matched);
-    printf("  %-44s %6lld\n", "mismatched or unknown to us (alerts)", (long long)r.mismatched);
-    printf("  %-44s %6lld\n", "parked in suspense (alerts)", (long long)r.suspense);
-    printf("  %-44s %6lld\n", "zero-amount rows (nothing to credit)", (long long)r.zero_amount);
-    printf("  %-44s %6lld\n", "our PAID orders missing from the bill (alerts)",
-           (long long)r.missing_from_bill);
-    printf("  %-44s %6s  %8lld.%05lld\n", "channel fees", "", (long long)(r.fees_milli / 100000),
-           (long long)llabs(r.fees_milli % 100000));
-    return 0;
+    return print_report(o, file, &r);
 }
 
 int cmd_recon_query(struct po_store *s, const struct opts *o)
@@ -159,4 +167,50 @@ int cmd_recon_runs(struct po_store *s, const struct opts *o)
         json_string_value(json_object_get(run, "file_sha256")));
     json_decref(list);
     return 0;
+}
+
+int cmd_recon_fetch(struct po_store *s, const struct opts *o)
+{
+    const char *tenant = cli_opt(o, "tenant"), *channel = cli_opt(o, "channel"),
+               *date = cli_opt(o, "date");
+    const struct po_channel_ops *ch = po_channel_find(channel);
+    if (!ch || !ch->bill_fetch) {
+        fprintf(stderr, "payonce: --channel: payonce downloads the bills of wechatpay\n");
+        return EXIT_USAGE;
+    }
+    if (!date || strlen(date) != 10 || !po_time_valid(date)) {
+        fprintf(stderr, "payonce: --date YYYY-MM-DD (the channel's day)\n");
+        return EXIT_USAGE;
+    }
+    struct po_channel_account acct;
+    int ret = cli_account(s, o, tenant, channel, &acct);
+    if (ret)
+        return ret;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct po_recon_day_result r;
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_recon_fetch_day(s, &acct, date, cli_flag(o, "force"), po_clock_now_ms() / 1000,
+                                   1800, &r, err, sizeof err);
+    po_channel_account_free(&acct);
+    curl_global_cleanup();
+    if (rc)
+        return cli_fail(rc, err);
+    if (r.imported) {
+        char what[64];
+        (void)snprintf(what, sizeof what, "the %s bill of %s", channel, date);
+        return print_report(o, what, &r.report);
+    }
+    const char *msg = r.state == PO_BILL_NONE        ? "the channel has no bill for the day (no"
+                                                       " trades): nothing to reconcile"
+                      : r.state == PO_BILL_NOT_READY ? "not published yet: try again later"
+                                                     : "could not be fetched";
+    if (cli_flag(o, "json"))
+        printf("{\"date\":\"%s\",\"state\":\"%s\",\"why\":\"%s\"}\n", date,
+               r.state == PO_BILL_NONE        ? "none"
+               : r.state == PO_BILL_NOT_READY ? "not_ready"
+                                              : "failed",
+               r.why);
+    else
+        printf("the %s bill of %s: %s%s%s\n", channel, date, msg, r.why[0] ? ": " : "", r.why);
+    return r.state == PO_BILL_NONE ? 0 : r.state == PO_BILL_NOT_READY ? EXIT_TEMPFAIL : EXIT_FAIL;
 }

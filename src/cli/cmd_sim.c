@@ -174,13 +174,15 @@ static int parse_orders(const struct opts *o, const char *channel, struct sim_or
 }
 
 static void record(const char *dir, const char *channel, const struct sim_order *so,
-                   const char *currency, bool lost)
+                   const char *currency, bool lost, const char *paid_on)
 {
     char path[1024], when[32];
     time_t t = time(NULL) + 8 * 3600; /* Beijing time, as WeChat Pay's bills */
     struct tm tm;
     gmtime_r(&t, &tm);
     (void)strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    if (paid_on) /* an earlier day's payment: that day, at this time of day */
+        memcpy(when, paid_on, 10);
     (void)snprintf(path, sizeof path, "%s/payments.jsonl", dir);
     json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "channel", channel, "out_trade_no",
                           so->out_trade_no, "txn", so->txn, "amount", (json_int_t)so->amount,
@@ -240,6 +242,12 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
                 "payonce: --copies 1-%d, --max-attempts 1-100, --deadline-ms"
                 " 100-60000, --time-factor 1-1000000, --pace-ms 0-60000\n",
                 PO_SIM_COPIES_MAX);
+        return EXIT_USAGE;
+    }
+    const char *on = cli_opt(o, "paid-on");
+    if (on && (!cli_flag(o, "lose") || strlen(on) != 10 || !po_time_valid(on))) {
+        fprintf(stderr, "payonce: --paid-on YYYY-MM-DD goes with --lose (a payment of an earlier"
+                        " day whose notification never came)\n");
         return EXIT_USAGE;
     }
     if (!a->url && !cli_flag(o, "lose") && !cli_flag(o, "created")) {
@@ -311,7 +319,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         const char *cur = so->currency[0] ? so->currency : a.currency;
         const char *url = so->url[0] && !cli_opt(o, "notify-url") ? so->url : a.url;
         if (!a.forged)
-            record(sim_dir(o), a.channel, so, cur, cli_flag(o, "lose"));
+            record(sim_dir(o), a.channel, so, cur, cli_flag(o, "lose"), cli_opt(o, "paid-on"));
         if (cli_flag(o, "lose")) {
             printf("  %-28s lost: never sent (reconciliation must find it)\n", so->out_trade_no);
             lost++;

@@ -54,6 +54,7 @@ static const struct optdoc optdocs[] = {
      "development only: allow http:// to loopback and an unsealed (missing) master key"},
     {"file", "FILE", "the bill file (also accepted as the last argument)"},
     {"force", NULL, "import a bill again even if this file was imported before"},
+    {"date", "YYYY-MM-DD", "the bill's day, in the channel's time zone (WeChat Pay: Beijing time)"},
     {"min-age", "SECONDS", "only orders unpaid for at least this long (default 300)"},
     {"limit", "N", "at most N orders (recon query: default 1000; order list: a page, default 100)"},
     {"alert", "ID", "the alert's id (alerts lists it; also accepted as the last argument)"},
@@ -89,6 +90,8 @@ static const struct optdoc optdocs[] = {
     {"reorder", NULL, "deliver orders out of order"},
     {"lose", NULL,
      "the payment happens but no callback is ever sent (the query or the bill finds it)"},
+    {"paid-on", "YYYY-MM-DD",
+     "with --lose: the payment was made on that day (Beijing time), for that day's bill"},
     {"created", NULL,
      "pay the payments payonce created at the simulated channel (--order NO), for their amount,"
      " to the notify URL they were given"},

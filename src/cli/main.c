@@ -96,7 +96,7 @@ const struct cli_command cli_commands[] = {
      "make the channel simulator's keys"},
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
-     " deadline-ms pace-ms",
+     " deadline-ms pace-ms paid-on",
      "order", "concurrent reorder lose forge created", cmd_sim_pay, true,
      "pay orders through the simulated channel (callbacks to payonce)"},
     {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true,
@@ -107,6 +107,8 @@ const struct cli_command cli_commands[] = {
      cmd_recon_import, false, "import a channel bill and reconcile it"},
     {"recon", "query", "tenant channel min-age limit master-key-file", "tenant", "json",
      cmd_recon_query, false, "ask the channel about unpaid orders (active query)"},
+    {"recon", "fetch", "tenant channel date master-key-file", "tenant channel date", "force json",
+     cmd_recon_fetch, false, "download one day's bill from the channel and reconcile it"},
     {"recon", "runs", "tenant", "tenant", "json", cmd_recon_runs, false,
      "what was reconciled when"},
     {"apikey", "create", "tenant", "tenant", "", cmd_apikey_create, false,

@@ -121,6 +121,31 @@ static int api_share(const struct po_gateway_cfg *cfg, int committers)
     return share < 1 ? 1 : share;
 }
 
+/* --recon-at and --recon-deadline; the deadline must come after the
+ * fetch (after every channel's publishing time when --recon-at is not
+ * given). */
+static po_err recon_times(const struct po_gateway_cfg *cfg, struct po_recon_daily_cfg *r, char *err,
+                          size_t errcap)
+{
+    int64_t latest = 0;
+    for (int i = 0; po_channels[i]; i++)
+        if (po_channels[i]->bill_fetch && po_channels[i]->bill_publish_s > latest)
+            latest = po_channels[i]->bill_publish_s;
+    if (cfg->recon_at && *cfg->recon_at && !po_recon_time_parse(cfg->recon_at, &r->at_s)) {
+        po_errf(err, errcap, "recon-at: HH:MM, e.g. 10:30");
+        return PO_ERR_INVALID;
+    }
+    if (!po_recon_time_parse(cfg->recon_deadline ? cfg->recon_deadline : "18:00", &r->deadline_s)) {
+        po_errf(err, errcap, "recon-deadline: HH:MM, e.g. 18:00");
+        return PO_ERR_INVALID;
+    }
+    if (r->deadline_s <= (r->at_s >= 0 ? r->at_s : latest)) {
+        po_errf(err, errcap, "recon-deadline must come after the bills are fetched (recon-at)");
+        return PO_ERR_INVALID;
+    }
+    return PO_OK;
+}
+
 po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out, char *err,
                        size_t errcap)
 {
@@ -184,8 +209,11 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
                                  .query_min_age_s = cfg->query_min_age_s,
                                  .refund_s = cfg->refund_s,
                                  .retention_s = cfg->retention_s,
+                                 .recon_s = cfg->recon_s,
+                                 .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
                                  .committer = p->cb.committer};
-        if ((rc = po_jobs_start(&jc, &g->jobs)) != PO_OK)
+        rc = recon_times(cfg, &jc.recon, err, errcap);
+        if (!rc && (rc = po_jobs_start(&jc, &g->jobs)) != PO_OK)
             po_errf(err, errcap, "the background jobs cannot start");
     }
     if (rc) {

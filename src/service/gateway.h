@@ -57,6 +57,12 @@ struct po_gateway_cfg {
     int64_t idem_wait_ms;
     /* The background jobs (jobs.h): intervals (0: off) and retention. */
     int64_t query_s, query_min_age_s, refund_s, retention_s;
+    /* The daily reconciliation (recon_daily.h): how often it looks (0:
+     * off), when a day is fetched and its deadline ("HH:MM" in the
+     * channel's zone, the day after; recon_at NULL: when the channel
+     * publishes), its retry and how many past days it looks at. */
+    int64_t recon_s, recon_retry_s, recon_days;
+    const char *recon_at, *recon_deadline;
     bool no_jobs; /* tests and tools: no background jobs at all */
     /* The webhook delivery worker (webhook.h; senders 0: none). Its
      * db_url, master and egress are the gateway's. */

@@ -12,6 +12,9 @@
  *                  (po_refund_query_round)
  *   refund retry   API refunds whose submission got no decisive answer are
  *                  submitted again (the channels are idempotent on it)
+ *   daily recon    each day's bill downloaded once the channel publishes it,
+ *                  imported, retried, alerted past its deadline
+ *                  (po_recon_daily_round)
  *   reaper         stored Idempotency-Key responses past the retention
  */
 #include "account.h"
@@ -65,7 +68,7 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
 }
 
 static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t *next_refund,
-                    int64_t *next_reap)
+                    int64_t *next_recon, int64_t *next_reap)
 {
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";
@@ -107,6 +110,18 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
             po_log(PO_LOG_INFO, "refund retry: %d refunds submitted to the channel", n);
         *next_refund = now + j->cfg.refund_s;
     }
+    if (j->cfg.recon_s && now >= *next_recon) {
+        struct po_recon_daily_report x;
+        if (po_recon_daily_round(s, j->cfg.master, &j->cfg.recon, now, &x, err, sizeof err))
+            po_log(PO_LOG_WARN, "daily reconciliation: %s", err);
+        else if (x.due)
+            po_log(PO_LOG_INFO,
+                   "daily reconciliation: %lld day(s) due, %lld imported, %lld without trades,"
+                   " %lld not published yet, %lld failed, %lld overdue",
+                   (long long)x.due, (long long)x.imported, (long long)x.none,
+                   (long long)x.not_ready, (long long)x.failed, (long long)x.overdue);
+        *next_recon = now + j->cfg.recon_s;
+    }
     if (now >= *next_reap) {
         int64_t n = 0;
         if (po_idem_reap(s, j->cfg.retention_s, &n) == PO_OK && n)
@@ -123,7 +138,7 @@ static void *jobs_main(void *arg)
     struct po_jobs *j = arg;
     int64_t start = (int64_t)time(NULL);
     int64_t next_query = start + j->cfg.query_s, next_refund = start + j->cfg.refund_s,
-            next_reap = start;
+            next_recon = start + 5, next_reap = start;
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         int64_t now = (int64_t)time(NULL), next = next_reap;
@@ -131,6 +146,8 @@ static void *jobs_main(void *arg)
             next = next_query;
         if (j->cfg.refund_s && next_refund < next)
             next = next_refund;
+        if (j->cfg.recon_s && next_recon < next)
+            next = next_recon;
         if (next > now) {
             struct timespec until = po_deadline_us((next - now) * INT64_C(1000000));
             while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0)
@@ -138,7 +155,7 @@ static void *jobs_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&j->mu);
-        run_due(j, now, &next_query, &next_refund, &next_reap);
+        run_due(j, now, &next_query, &next_refund, &next_recon, &next_reap);
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);

@@ -10,6 +10,7 @@
 #include "../engine/engine.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
+#include "recon_daily.h"
 
 #include <jansson.h>
 
@@ -22,6 +23,8 @@ struct po_jobs_cfg {
     int64_t query_min_age_s;
     int64_t refund_s;    /* refund resubmission interval (0 = off) */
     int64_t retention_s; /* Idempotency-Key retention */
+    int64_t recon_s;     /* the daily reconciliation's round interval (0 = off) */
+    struct po_recon_daily_cfg recon;
     /* serve's committer: every engine call of the jobs goes through it
      * (NULL: applied on the jobs' own connection) */
     struct po_committer *committer;

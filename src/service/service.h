@@ -36,6 +36,7 @@
 #include "refund_submit.h"
 #include "order_query.h"
 #include "order_pay.h"
+#include "recon_daily.h"
 #include "jobs.h"
 #include "webhook.h"
 #include "gateway.h"

@@ -21,7 +21,22 @@ int sim_reply(struct sim_call *c, unsigned status, const char *type, const char 
     c->status = status;
     c->type = type;
     c->body_out = strdup(body);
+    c->body_out_len = 0;
     c->wx_signed = wx_signed;
+    return 0;
+}
+
+int sim_reply_bytes(struct sim_call *c, unsigned status, const char *type, const void *body,
+                    size_t len)
+{
+    free(c->body_out);
+    c->status = status;
+    c->type = type;
+    c->body_out = malloc(len + 1);
+    c->body_out_len = c->body_out ? len : 0;
+    if (c->body_out)
+        memcpy(c->body_out, body, len), c->body_out[len] = '\0';
+    c->wx_signed = false;
     return 0;
 }
 

@@ -58,14 +58,15 @@ static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connectio
                                    struct sim_call *call)
 {
     const char *body = call->body_out ? call->body_out : "";
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)(uintptr_t)body,
-                                                             MHD_RESPMEM_MUST_COPY);
+    size_t blen = call->body_out_len ? call->body_out_len : strlen(body);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(blen, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", call->type ? call->type : "application/json");
     struct po_sim_request sig;
     memset(&sig, 0, sizeof sig);
-    if (call->wx_signed && po_sim_wechatpay_sign(s->id.wx_key, s->id.serial, body, strlen(body),
+    if (call->wx_signed && po_sim_wechatpay_sign(s->id.wx_key, s->id.serial, body, blen,
                                                  (int64_t)time(NULL), &sig) == PO_OK)
         for (int i = 0; i < sig.nheaders; i++)
             MHD_add_response_header(r, sig.name[i], sig.value[i]);

@@ -53,13 +53,17 @@ struct sim_call {
     /* the answer */
     unsigned status;
     const char *type;
-    char *body_out; /* heap */
-    bool wx_signed; /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
+    char *body_out;      /* heap */
+    size_t body_out_len; /* 0: strlen(body_out) */
+    bool wx_signed;      /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
 };
 /* ---- the handlers' side of the server (calls.c) ---- */
 /* Sets the answer (body copied); returns 0 so handlers can `return` it. */
 int sim_reply(struct sim_call *c, unsigned status, const char *type, const char *body,
               bool wx_signed);
+/* A binary answer of len bytes (unsigned). */
+int sim_reply_bytes(struct sim_call *c, unsigned status, const char *type, const void *body,
+                    size_t len);
 /* A WeChat Pay JSON answer (signed); j is consumed. */
 int sim_reply_json(struct sim_call *c, unsigned status, json_t *j);
 /* A WeChat Pay error answer {"code","message"} (signed). */

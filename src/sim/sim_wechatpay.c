@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 static int query_order(struct po_sim_server *s, struct sim_call *c, const char *out_trade_no)
 {
@@ -189,16 +190,73 @@ static bool valid_date(const char *d)
     return d && strlen(d) == 10 && po_time_valid(d);
 }
 
+/* Whether the simulator's operator marked date's bills as not published
+ * yet: a line "YYYY-MM-DD" in DIR/bill_not_ready (WeChat Pay publishes a
+ * day's bill at 10:00 the next day; the tests move their own clock, not
+ * the simulator's, so the simulator is told). */
+static bool bill_not_ready(const struct po_sim_server *s, const char *date)
+{
+    char path[1024], line[64];
+    (void)snprintf(path, sizeof path, "%s/bill_not_ready", s->dir);
+    FILE *f = fopen(path, "r");
+    bool hit = false;
+    while (f && !hit && fgets(line, sizeof line, f))
+        hit = strncmp(line, date, 10) == 0;
+    if (f)
+        fclose(f);
+    return hit;
+}
+
+/* Whether a bill has a detail row. */
+static bool bill_has_rows(const char *bill)
+{
+    const char *second = strstr(bill, "\r\n");
+    return second && second[2] == '`';
+}
+
+/* gzip of data (tar_type=GZIP); NULL when out of memory. */
+static unsigned char *gzip_of(const char *data, size_t len, size_t *out_len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return NULL;
+    size_t cap = deflateBound(&z, (uLong)len);
+    unsigned char *out = malloc(cap);
+    z.next_in = (unsigned char *)(uintptr_t)data;
+    z.avail_in = (uInt)len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    if (!out || deflate(&z, Z_FINISH) != Z_STREAM_END) {
+        free(out);
+        out = NULL;
+    }
+    *out_len = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
+
 static int trade_bill(struct po_sim_server *s, struct sim_call *c)
 {
     const char *date = c->arg(c->ctx, "bill_date");
     const char *type = c->arg(c->ctx, "bill_type");
+    const char *tar = c->arg(c->ctx, "tar_type");
     if (!type)
         type = "ALL";
     if (!valid_date(date) ||
-        (strcmp(type, "ALL") && strcmp(type, "SUCCESS") && strcmp(type, "REFUND")))
+        (strcmp(type, "ALL") && strcmp(type, "SUCCESS") && strcmp(type, "REFUND")) ||
+        (tar && strcmp(tar, "GZIP")))
         return sim_error(c, 400, "PARAM_ERROR",
-                         "bill_date YYYY-MM-DD, bill_type ALL|SUCCESS|REFUND");
+                         "bill_date YYYY-MM-DD, bill_type ALL|SUCCESS|REFUND, tar_type GZIP");
+    if (bill_not_ready(s, date))
+        return sim_error(c, 400, "STATEMENT_CREATING", "账单生成中");
+    /* a day without any trade has no bill; a day with payments and no
+     * refunds has an empty REFUND bill */
+    char *all = build_bill(s, date, "ALL");
+    bool none = all && !bill_has_rows(all);
+    free(all);
+    if (none)
+        return sim_error(c, 400, "NO_STATEMENT_EXIST", "账单文件不存在");
     char *bill = build_bill(s, date, type);
     if (!bill)
         return sim_error(c, 500, "SYSTEM_ERROR", "bill too large");
@@ -208,8 +266,8 @@ static int trade_bill(struct po_sim_server *s, struct sim_call *c)
     if (rc)
         return sim_error(c, 500, "SYSTEM_ERROR", "out of memory");
     const char *host = c->header(c->ctx, "Host");
-    (void)snprintf(url, sizeof url, "http://%s/v3/billdownload/file?token=%s_%s",
-                   host ? host : "127.0.0.1", date, type);
+    (void)snprintf(url, sizeof url, "http://%s/v3/billdownload/file?token=%s_%s%s",
+                   host ? host : "127.0.0.1", date, type, tar ? "_GZIP" : "");
     return sim_reply_json(
         c, 200,
         json_pack("{s:s, s:s, s:s}", "hash_type", "SHA1", "hash_value", hash, "download_url", url));
@@ -218,16 +276,29 @@ static int trade_bill(struct po_sim_server *s, struct sim_call *c)
 static int bill_download(struct po_sim_server *s, struct sim_call *c)
 {
     const char *token = c->arg(c->ctx, "token");
-    char date[11] = "";
-    if (!token || strlen(token) < 12 || token[10] != '_')
+    char date[11] = "", type[16] = "";
+    if (!token || strlen(token) < 12 || strlen(token) > 30 || token[10] != '_')
         return sim_error(c, 400, "PARAM_ERROR", "bad token");
     memcpy(date, token, 10);
+    (void)snprintf(type, sizeof type, "%s", token + 11);
+    char *gz = strstr(type, "_GZIP");
+    if (gz)
+        *gz = '\0';
     if (!valid_date(date))
         return sim_error(c, 400, "PARAM_ERROR", "bad token");
-    char *bill = build_bill(s, date, token + 11);
+    char *bill = build_bill(s, date, type);
     if (!bill)
         return sim_error(c, 500, "SYSTEM_ERROR", "bill too large");
-    int r = sim_reply(c, 200, "text/csv; charset=utf-8", bill, true);
+    int r;
+    if (gz) {
+        size_t n = 0;
+        unsigned char *z = gzip_of(bill, strlen(bill), &n);
+        r = z ? sim_reply_bytes(c, 200, "application/octet-stream", z, n)
+              : sim_error(c, 500, "SYSTEM_ERROR", "out of memory");
+        free(z);
+    } else {
+        r = sim_reply(c, 200, "text/csv; charset=utf-8", bill, true);
+    }
     free(bill);
     return r;
 }

@@ -2690,6 +2690,117 @@ static void test_create_at_channel(void)
             r.status, r.body);
 }
 
+/* ---- reconciliation by itself (issue 23, item 4) ---- */
+
+static void bill_not_ready(const char *dates)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/sim/bill_not_ready", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die("cannot write bill_not_ready");
+    fputs(dates, f);
+    fclose(f);
+}
+
+static void recon_round(int64_t now, struct po_recon_daily_report *x)
+{
+    struct po_store *s = t_open(url);
+    struct po_recon_daily_cfg cfg = {-1, 18 * 3600, 1800, 3};
+    char err[PO_ERRBUF_SIZE] = "";
+    if (po_recon_daily_round(s, mkey, &cfg, now, x, err, sizeof err) != PO_OK)
+        die(err);
+    po_store_close(s);
+}
+
+static void test_daily_recon(void)
+{
+    char sim_base[64], day0[16], day2[16], sql[200];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    t1_wechatpay(sim_base, "sim");
+    /* Today (Beijing): DR-1 paid at the channel, its notification lost;
+     * DR-2 paid and notified. */
+    order_on("DR-1", 600, "wechatpay");
+    order_on("DR-2", 700, "wechatpay");
+    run("sim pay --dir sim --order DR-1:600 --txn 4200000000000000000000009801 --lose");
+    T_CHECK(t_sim_pay(gw_port, &id, "t1", "DR-2", "4200000000000000000000009802", 700) == 204,
+            "DR-2 notified");
+    int64_t now = (int64_t)time(NULL), bj = now + 8 * 3600;
+    int64_t midnight = bj - bj % 86400 - 8 * 3600; /* today's Beijing midnight, in UTC */
+    time_t t = (time_t)(bj - bj % 86400);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(day0, sizeof day0, "%Y-%m-%d", &tm);
+    t += 2 * 86400;
+    gmtime_r(&t, &tm);
+    strftime(day2, sizeof day2, "%Y-%m-%d", &tm);
+    int64_t d1 = midnight + 86400, d2 = d1 + 86400, d3 = d2 + 86400;
+    struct po_recon_daily_report x;
+    /* Tomorrow 09:00: today's bill is not published before 10:00. */
+    recon_round(d1 + 9 * 3600, &x);
+    T_CHECK(x.due == 0 && status_is("DR-1", "PAYING"), "before 10:00: %lld due", (long long)x.due);
+    /* 10:30: WeChat Pay is still making it (STATEMENT_CREATING). */
+    bill_not_ready(day0);
+    recon_round(d1 + 37800, &x);
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND state = 'pending' AND"
+             " bill_date = ?");
+    T_CHECK(x.due == 1 && x.not_ready == 1 && status_is("DR-1", "PAYING") && q1(sql, day0) == 1,
+            "not published yet: %lld due, %lld not ready", (long long)x.due,
+            (long long)x.not_ready);
+    /* Ten minutes later: not tried again before --recon-retry. */
+    recon_round(d1 + 37800 + 600, &x);
+    T_CHECK(x.due == 0, "retried too soon: %lld due", (long long)x.due);
+    /* Published, but answered under a key that is not the platform's:
+     * nothing imported. */
+    bill_not_ready("");
+    t1_wechatpay(sim_base, "other");
+    recon_round(d1 + 37800 + 1800, &x);
+    T_CHECK(x.due == 1 && x.failed == 1 && x.imported == 0 && status_is("DR-1", "PAYING"),
+            "an unsigned tradebill answer: %lld failed", (long long)x.failed);
+    /* The next try: downloaded (gzip, SHA-1 checked), imported: DR-1
+     * credited once, DR-2 matched. */
+    t1_wechatpay(sim_base, "sim");
+    recon_round(d1 + 37800 + 3600, &x);
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND state = 'done' AND"
+             " file_sha256 IS NOT NULL AND bill_date = ?");
+    T_CHECK(x.imported == 1 && status_is("DR-1", "PAID") && pay_journals("DR-1") == 1 &&
+                pay_journals("DR-2") == 1 && q1(sql, day0) == 1 &&
+                q1("SELECT COUNT(*) FROM recon_run WHERE tenant_id = ?", "t1") == 1,
+            "reconciled by itself: %lld imported", (long long)x.imported);
+    /* Done is done; the late notification is a duplicate. */
+    recon_round(d1 + 37800 + 7200, &x);
+    T_CHECK(x.due == 0, "a done day again: %lld due", (long long)x.due);
+    T_CHECK(t_sim_pay(gw_port, &id, "t1", "DR-1", "4200000000000000000000009801", 600) == 204 &&
+                pay_journals("DR-1") == 1,
+            "the late notification after reconciliation: one credit");
+    /* The next day had no trades: no bill (NO_STATEMENT_EXIST), done. */
+    recon_round(d2 + 37800, &x);
+    T_CHECK(x.due == 1 && x.none == 1 && x.overdue == 0, "a day without trades: %lld none",
+            (long long)x.none);
+    /* The day after that is still not published at 18:30 the next day:
+     * one recon_overdue alert, not two. */
+    bill_not_ready(day2);
+    recon_round(d3 + 66600, &x);
+    int64_t alerts =
+        q1("SELECT COUNT(*) FROM alert WHERE tenant_id = 't1' AND reason = ?", "recon_overdue");
+    recon_round(d3 + 66600 + 1800, &x);
+    T_CHECK(alerts == 1 &&
+                q1("SELECT COUNT(*) FROM alert WHERE tenant_id = 't1' AND reason = ?",
+                   "recon_overdue") == 1 &&
+                x.not_ready == 1,
+            "overdue: %lld alert(s)", (long long)alerts);
+    /* By hand: payonce recon fetch. */
+    T_CHECK(t_cli_status(dir, bin, url, "recon fetch --tenant t1 --channel wechatpay --date %s",
+                         day0) == 0,
+            "recon fetch of a reconciled day: exit 0 (already imported)");
+    T_CHECK(t_cli_status(dir, bin, url, "recon fetch --tenant t1 --channel wechatpay --date %s",
+                         day2) == 75,
+            "recon fetch of a day not published: exit 75");
+    bill_not_ready("");
+}
+
 /* ---- refund query: a refund whose result never came (issue 23, item 3) ---- */
 
 static void test_refund_query(void)
@@ -2918,6 +3029,7 @@ static const struct api_case {
     {"close_at_channel", test_close_at_channel},
     {"stripe_lifecycle", test_stripe_lifecycle},
     {"create_at_channel", test_create_at_channel},
+    {"daily_recon", test_daily_recon},
     {"order_expiry", test_order_expiry},
     {"refund_query", test_refund_query},
     {"refunds", test_refunds},

@@ -5,7 +5,9 @@
  * CRLF or LF line ends and with or without its BOM, and every way a bill can be damaged —
  * truncated, a summary that disagrees, a malformed amount, a missing
  * column, a field without its backtick — refuses the whole file with the
- * line and the reason.
+ * line and the reason. And the download's check: the gzip file WeChat Pay
+ * serves (tar_type=GZIP) inflates to the bill whose SHA-1 tradebill named,
+ * or is refused whole (truncated, trailing bytes, another hash).
  */
 #include "../../src/channel/channel.h"
 
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 static char *vector;
 static size_t vector_len;
@@ -183,12 +186,81 @@ static void damaged_bills_are_refused(void **state)
     }
 }
 
+/* The vector bill gzip-compressed, as the download serves it. */
+static unsigned char *gz(size_t *n)
+{
+    uLong cap = compressBound((uLong)vector_len) + 64;
+    unsigned char *out = malloc(cap);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    z.next_in = (unsigned char *)vector;
+    z.avail_in = (uInt)vector_len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *n = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
+
+static void gzip_download_checked(void **state)
+{
+    (void)state;
+    size_t n = 0, len = 0;
+    unsigned char *z = gz(&n);
+    char sha[41], why[64] = "", *out = NULL;
+    assert_int_equal(po_sha1_hex(vector, vector_len, sha), PO_OK);
+    /* whole, the hash in either case: the bill itself */
+    assert_int_equal(po_wechatpay_bill_unpack((char *)z, n, sha, &out, &len, why, sizeof why),
+                     PO_OK);
+    assert_int_equal(len, vector_len);
+    assert_memory_equal(out, vector, len);
+    free(out);
+    for (char *p = sha; *p; p++)
+        *p = (char)((*p >= 'a' && *p <= 'f') ? *p - 32 : *p);
+    assert_int_equal(po_wechatpay_bill_unpack((char *)z, n, sha, &out, &len, why, sizeof why),
+                     PO_OK);
+    free(out);
+    /* truncated anywhere: refused, nothing out */
+    size_t cuts[] = {n - 1, n - 8, n / 2, 10};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        out = NULL;
+        assert_int_equal(
+            po_wechatpay_bill_unpack((char *)z, cuts[i], sha, &out, &len, why, sizeof why),
+            PO_ERR_INVALID);
+        assert_null(out);
+    }
+    /* bytes after the stream */
+    unsigned char *more = malloc(n + 4);
+    memcpy(more, z, n);
+    memcpy(more + n, "junk", 4);
+    assert_int_equal(
+        po_wechatpay_bill_unpack((char *)more, n + 4, sha, &out, &len, why, sizeof why),
+        PO_ERR_INVALID);
+    assert_string_equal(why, "bad_gzip");
+    free(more);
+    /* a hash that is not the bill's: another file, or one changed on the way */
+    char other[41];
+    memcpy(other, sha, sizeof other);
+    other[0] = other[0] == '0' ? '1' : '0';
+    assert_int_equal(po_wechatpay_bill_unpack((char *)z, n, other, &out, &len, why, sizeof why),
+                     PO_ERR_INVALID);
+    assert_string_equal(why, "hash_mismatch");
+    assert_null(out);
+    /* not gzip at all */
+    assert_int_equal(po_wechatpay_bill_unpack(vector, vector_len, sha, &out, &len, why, sizeof why),
+                     PO_ERR_INVALID);
+    free(z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_real_bill),
         cmocka_unit_test(line_endings_and_bom),
         cmocka_unit_test(damaged_bills_are_refused),
+        cmocka_unit_test(gzip_download_checked),
     };
     return cmocka_run_group_tests_name("bill", tests, load, unload);
 }

@@ -1,0 +1,64 @@
+/*
+ * recon_daily.h — reconciliation by itself (recon_daily.c): every day's bill
+ * of every tenant's channel account downloaded from the channel once it is
+ * published, imported through the one import (src/recon), retried while it
+ * is not ready, and an alert when a day is still not reconciled at its
+ * deadline. `payonce serve` runs the round; `payonce recon fetch` does one
+ * day by hand.
+ * Part of service.h (which includes every service header).
+ */
+#ifndef PO_SERVICE_RECON_DAILY_H
+#define PO_SERVICE_RECON_DAILY_H
+
+#include "../channel/channel.h"
+#include "../core/core.h"
+#include "../recon/recon.h"
+#include "../store/store.h"
+
+struct po_recon_daily_cfg {
+    int64_t at_s;       /* when a day is fetched, seconds after the next midnight in the
+                           channel's zone; -1: when the channel publishes it */
+    int64_t deadline_s; /* a day not reconciled by then (the same clock) raises an alert */
+    int64_t retry_s;    /* a day that could not be done is tried again after this */
+    int days;           /* how many past days a round looks at (catching up after a stop),
+                           never before the first day reconciled for the account */
+};
+
+/* One day of one account: fetched, imported, recorded in recon_day. */
+struct po_recon_day_result {
+    enum po_bill_state state;
+    char why[PO_REASON_SIZE];
+    bool imported;                 /* the bill went through the import (report) */
+    struct po_recon_report report; /* imported */
+};
+
+/* Downloads date's bill (YYYY-MM-DD, the channel's day) for the account
+ * and imports it (force: import a file imported before again), recording
+ * the day's state at now (Unix s) with next try at now + retry_s when it
+ * is not done. PO_ERR_INVALID when the channel cannot download bills or
+ * the account cannot call it (err says which). */
+po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *acct,
+                          const char *date, bool force, int64_t now, int64_t retry_s,
+                          struct po_recon_day_result *out, char *err, size_t errcap) PO_MUST_CHECK;
+
+struct po_recon_daily_report {
+    int64_t due, imported, none, not_ready, failed, overdue;
+};
+
+/*
+ * One round at now (Unix s — serve's clock, a test's moved one): for every
+ * channel that downloads bills and every tenant account of it that may
+ * call the channel, the past cfg->days days whose bill is published by
+ * now (at cfg->at_s, in the channel's zone) and not done are fetched
+ * (po_recon_fetch_day), each at most every retry_s; a day still not done
+ * past its deadline raises one alert (recon_overdue) for the tenant.
+ */
+po_err po_recon_daily_round(struct po_store *s, const unsigned char *master,
+                            const struct po_recon_daily_cfg *cfg, int64_t now,
+                            struct po_recon_daily_report *out, char *err,
+                            size_t errcap) PO_MUST_CHECK;
+
+/* "HH:MM" -> seconds after midnight; false when malformed. */
+bool po_recon_time_parse(const char *hhmm, int64_t *out);
+
+#endif

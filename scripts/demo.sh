@@ -262,7 +262,7 @@ say "Summary"
 printf '   %-44s %6s\n' "deliveries sent (attempts)" "$attempts" \
   "credited from callbacks (payments, refunds)" "$(n applied)" \
   "recovered by the active query" "$recovered" \
-  "recovered by the daily reconciliation (by itself)" "${recon_credited:-0}" \
+  "recovered by the daily reconciliation" "${recon_credited:-0}" \
   "duplicates caught by layer 1 (entry)" "$(n duplicate:1)" \
   "duplicates caught by layer 2 (state)" "$(n duplicate:2)" \
   "duplicates caught by layer 3 (unique)" "$(n duplicate:3)" \

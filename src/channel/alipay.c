@@ -273,4 +273,5 @@ const struct po_channel_ops po_channel_alipay = {
     .pay_create = po_alipay_pay_create,
     .pay_notify_url = true,
     .order_close = po_alipay_order_close,
+    .refund_query = po_alipay_refund_query,
 };

@@ -313,6 +313,35 @@ struct po_pay_answer {
     json_t *payment;
 };
 
+/* The channel's own record of the notifications it sent (Stripe's events
+ * API), walked from a point in time. */
+struct po_event_walk {
+    bool ok; /* every page was answered: the walk is whole */
+    long http_status;
+    char why[PO_REASON_SIZE];
+    int n;
+    struct po_notify_result *r; /* heap: n events, oldest first, each as its webhook would have
+                                   been parsed (status EVENT with ev, IGNORE, UNMAPPED,
+                                   MISMATCH); source query */
+    int64_t newest;             /* the newest event's creation time (Unix s; 0: none) */
+};
+void po_event_walk_free(struct po_event_walk *w);
+
+/* The channel's current verification keys as its API hands them out
+ * (WeChat Pay's GET /v3/certificates), each checked. */
+struct po_key_fetch {
+    bool ok; /* an answer the channel signed, every certificate decrypted and valid */
+    long http_status;
+    char why[PO_REASON_SIZE];
+    int n;
+    struct {
+        char serial[PO_SERIAL_MAX + 1];
+        char *pem; /* the public key, PEM (heap) */
+        int64_t not_before, not_after;
+    } k[PO_CHANNEL_KEYS_MAX];
+};
+void po_key_fetch_free(struct po_key_fetch *f);
+
 /* ---- outbound requests to destinations a tenant chooses (egress.c) ---- */
 
 /* What an address is; only PUBLIC is sent to without the operator's say. */
@@ -488,6 +517,14 @@ struct po_channel_ops {
      * account's notify_url, required to create one); false: the endpoint
      * is configured at the channel (Stripe's dashboard). */
     bool pay_notify_url;
+    /* Optional: the channel's verification keys, fetched (a rotation's
+     * successor before it signs anything). Non-OK only for out-of-memory. */
+    po_err (*keys_fetch)(const struct po_channel_account *a, struct po_key_fetch *out);
+    /* Optional: the events the channel created since (Unix s, inclusive),
+     * page at a time (its page size), at most max; only a whole walk
+     * counts. Non-OK only for out-of-memory. */
+    po_err (*events_since)(const struct po_channel_account *a, int64_t since, int page, int max,
+                           struct po_event_walk *out);
     /* Optional bill format: parses a bill, refusing (with the line and the
      * reason in err) anything it cannot account for. */
     po_err (*bill_parse)(const char *data, size_t len, struct po_bill *out, char *err,

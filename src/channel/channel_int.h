@@ -164,6 +164,8 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
                                const struct po_refund_request *r, struct po_refund_answer *out);
 po_err po_alipay_order_query(const struct po_channel_account *a, const char *out_trade_no,
                              struct po_query_answer *out);
+po_err po_alipay_refund_query(const struct po_channel_account *a, const struct po_refund_request *r,
+                              struct po_refund_query_answer *out);
 po_err po_alipay_order_close(const struct po_channel_account *a, const char *out_trade_no,
                              struct po_close_answer *out);
 po_err po_stripe_order_query(const struct po_channel_account *a, const char *out_trade_no,
@@ -177,12 +179,19 @@ po_err po_stripe_refund_query(const struct po_channel_account *a, const struct p
 po_err po_wechatpay_refund_query(const struct po_channel_account *a,
                                  const struct po_refund_request *r,
                                  struct po_refund_query_answer *out);
+po_err po_wechatpay_keys_fetch(const struct po_channel_account *a, struct po_key_fetch *out);
 po_err po_wechatpay_bill_fetch(const struct po_channel_account *a, const char *date,
                                struct po_bill_fetch *out);
 po_err po_wechatpay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
                                struct po_pay_answer *out);
 po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
                             struct po_pay_answer *out);
+/* A Stripe event object (what a webhook's body parses to), verified by
+ * whoever fetched it, mapped as its webhook would be (stripe.c). */
+void po_stripe_event_map(const struct po_channel_account *a, json_t *root,
+                         struct po_notify_result *out);
+po_err po_stripe_events_since(const struct po_channel_account *a, int64_t since, int page, int max,
+                              struct po_event_walk *out);
 po_err po_stripe_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
                             struct po_pay_answer *out);
 

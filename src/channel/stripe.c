@@ -154,17 +154,9 @@ static void check_account(const struct po_channel_account *account, json_t *root
                                        : "false");
 }
 
-static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
-                    struct po_notify_result *out)
+void po_stripe_event_map(const struct po_channel_account *a, json_t *root,
+                         struct po_notify_result *out)
 {
-    bool nomem = false;
-    if (!verify(a, req, out, &nomem))
-        return nomem ? PO_ERR_NOMEM : PO_OK;
-    json_t *root = NULL;
-    po_err rc =
-        po_notify_json(req->body, req->body_len, out, PO_R_MALFORMED_BODY, "the body", &root);
-    if (rc || !root)
-        return rc;
     const char *type = po_json_str(root, "type"), *evt_id = po_json_str(root, "id");
     json_t *obj = json_object_get(json_object_get(root, "data"), "object");
     json_t *meta = json_object_get(obj, "metadata");
@@ -243,6 +235,21 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
     }
     check_account(a, root, out);
 out:
+    return;
+}
+
+static po_err parse(const struct po_channel_account *a, const struct po_notify_req *req,
+                    struct po_notify_result *out)
+{
+    bool nomem = false;
+    if (!verify(a, req, out, &nomem))
+        return nomem ? PO_ERR_NOMEM : PO_OK;
+    json_t *root = NULL;
+    po_err rc =
+        po_notify_json(req->body, req->body_len, out, PO_R_MALFORMED_BODY, "the body", &root);
+    if (rc || !root)
+        return rc;
+    po_stripe_event_map(a, root, out);
     json_decref(root);
     return PO_OK;
 }
@@ -404,5 +411,6 @@ const struct po_channel_ops po_channel_stripe = {
     .pay_create = po_stripe_pay_create,
     .pay_notify_url = false,
     .order_close = po_stripe_order_close,
+    .events_since = po_stripe_events_since,
     .refund_query = po_stripe_refund_query,
 };

@@ -396,3 +396,96 @@ po_err po_stripe_pay_create(const struct po_channel_account *a, const struct po_
     free(resp);
     return rc;
 }
+
+/* ---- missed-event recovery: GET /v1/events ---- */
+
+void po_event_walk_free(struct po_event_walk *w)
+{
+    free(w->r);
+    memset(w, 0, sizeof *w);
+}
+
+/* Stripe lists events newest first, page after page (starting_after the
+ * last one shown) while has_more; the events kept 30 days. Each one is
+ * mapped exactly as its webhook (po_stripe_event_map): the same key, so an
+ * event recovered and its webhook arriving late are one. */
+po_err po_stripe_events_since(const struct po_channel_account *a, int64_t since, int page, int max,
+                              struct po_event_walk *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!po_stripe_of(a)->api_key[0]) {
+        (void)snprintf(out->why, sizeof out->why, "no_api_key");
+        return PO_OK;
+    }
+    out->r = calloc((size_t)max, sizeof *out->r);
+    struct po_api_resp *resp = malloc(sizeof *resp);
+    if (!out->r || !resp) {
+        free(resp);
+        po_event_walk_free(out);
+        return PO_ERR_NOMEM;
+    }
+    char after[PO_TXN_ID_MAX + 1] = "";
+    bool more = true;
+    po_err rc = PO_OK;
+    while (!rc && more) {
+        char path[512];
+        PO_ASSERT(po_fmt(path, sizeof path,
+                         "/v1/events?created%%5Bgte%%5D=%lld&limit=%d"
+                         "&types%%5B%%5D=payment_intent.succeeded&types%%5B%%5D=refund.created"
+                         "&types%%5B%%5D=refund.updated&types%%5B%%5D=charge.refund.updated%s%s",
+                         (long long)since, page, after[0] ? "&starting_after=" : "",
+                         after) == PO_OK);
+        if ((rc = call(a, path, NULL, NULL, resp)))
+            break;
+        out->http_status = resp->status;
+        json_t *j = answer(resp, out->why, sizeof out->why), *data = json_object_get(j, "data");
+        if (!j || strcmp(field(j, "object"), "list") != 0 || !json_is_array(data)) {
+            if (j)
+                (void)snprintf(out->why, sizeof out->why, "not_a_list");
+            json_decref(j);
+            break;
+        }
+        more = json_is_true(json_object_get(j, "has_more"));
+        size_t i;
+        json_t *e;
+        bool bad = false;
+        json_array_foreach(data, i, e)
+        {
+            const char *id = field(e, "id");
+            json_t *created = json_object_get(e, "created");
+            if (!po_id_valid(id, PO_TXN_ID_MAX) || !json_is_integer(created)) {
+                bad = true;
+                break;
+            }
+            if (out->n == max) {
+                more = true;
+                break;
+            }
+            struct po_notify_result *r = &out->r[out->n++];
+            po_stripe_event_map(a, e, r);
+            r->ev.source = PO_SRC_QUERY;
+            if (json_integer_value(created) > out->newest)
+                out->newest = json_integer_value(created);
+            PO_ASSERT(po_strcpy(after, sizeof after, id) == PO_OK);
+        }
+        size_t got = json_array_size(data);
+        json_decref(j);
+        if (bad) {
+            (void)snprintf(out->why, sizeof out->why, "malformed_event");
+            break;
+        }
+        if (more && (out->n == max || got == 0)) {
+            (void)snprintf(out->why, sizeof out->why, got ? "too_many_events" : "empty_page");
+            break; /* not whole: the oldest are not seen */
+        }
+        out->ok = !more;
+    }
+    free(resp);
+    /* oldest first */
+    for (int i = 0; i < out->n / 2; i++) {
+        struct po_notify_result t = out->r[i];
+        out->r[i] = out->r[out->n - 1 - i];
+        out->r[out->n - 1 - i] = t;
+    }
+    return rc;
+}

@@ -575,6 +575,7 @@ const struct po_channel_ops po_channel_wechatpay = {
     .pay_notify_url = true,
     .order_close = po_wechatpay_order_close,
     .bill_fetch = po_wechatpay_bill_fetch,
+    .keys_fetch = po_wechatpay_keys_fetch,
     .bill_tz_s = 8 * 3600,       /* Beijing */
     .bill_publish_s = 10 * 3600, /* a day's bill from 10:00 the next day */
     .refund_query = po_wechatpay_refund_query,

@@ -590,3 +590,140 @@ po_err po_wechatpay_bill_fetch(const struct po_channel_account *a, const char *d
     json_decref(sa.j);
     return rc;
 }
+
+/* ---- platform certificates: GET /v3/certificates ---- */
+
+void po_key_fetch_free(struct po_key_fetch *f)
+{
+    for (int i = 0; i < f->n; i++)
+        free(f->k[i].pem);
+    memset(f, 0, sizeof *f);
+}
+
+/* One encrypt_certificate: AEAD_AES_256_GCM with the APIv3 key (only
+ * WeChat Pay and the merchant hold it: a certificate that decrypts is
+ * WeChat Pay's), its serial the one named, valid now. *key: its public
+ * key (caller frees); false with why. */
+static bool one_cert(const struct po_channel_account *a, json_t *item, int64_t now,
+                     struct po_key_fetch *out, struct po_pubkey **key, bool *nomem)
+{
+    json_t *enc = json_object_get(item, "encrypt_certificate");
+    const char *serial = po_json_str(item, "serial_no"), *alg = po_json_str(enc, "algorithm"),
+               *ct = po_json_str(enc, "ciphertext"), *nonce = po_json_str(enc, "nonce"),
+               *aad = po_json_str(enc, "associated_data");
+    const char *why = NULL;
+    unsigned char *raw = NULL, *plain = NULL;
+    size_t raw_len = 0, plain_len = 0;
+    char got[PO_SERIAL_MAX + 1] = "", ignored[PO_ERRBUF_SIZE];
+    int64_t nb = 0, na = 0;
+    const struct po_wechatpay_account *wx = po_wechatpay_of(a);
+    po_err rc = PO_OK;
+    if (!serial || !alg || strcmp(alg, "AEAD_AES_256_GCM") != 0 || !ct || !nonce)
+        why = "malformed_answer";
+    else if ((rc = po_b64_decode(ct, strlen(ct), &raw, &raw_len)))
+        why = "malformed_answer";
+    else if ((rc =
+                  po_aes_gcm_decrypt(wx->apiv3_key, wx->apiv3_key_len, (const unsigned char *)nonce,
+                                     strlen(nonce), (const unsigned char *)(aad ? aad : ""),
+                                     aad ? strlen(aad) : 0, raw, raw_len, &plain, &plain_len)))
+        why = "decrypt_failed";
+    else if ((rc = po_pubkey_from_pem((const char *)plain, plain_len, key, got, sizeof got, ignored,
+                                      sizeof ignored)))
+        why = "not_a_certificate";
+    else if (strcasecmp(got, serial) != 0)
+        why = "serial_mismatch";
+    else if ((rc = po_cert_validity((const char *)plain, plain_len, &nb, &na)) || na <= now ||
+             nb > now + 30 * 86400)
+        why = rc ? "not_a_certificate" : "not_valid_now";
+    else if (out->n == PO_CHANNEL_KEYS_MAX)
+        why = "too_many_certificates";
+    else if ((rc = po_pubkey_to_pem(*key, &out->k[out->n].pem)))
+        why = "out_of_memory";
+    free(raw);
+    if (plain)
+        po_secure_zero(plain, plain_len);
+    free(plain);
+    *nomem = rc == PO_ERR_NOMEM;
+    if (why) {
+        (void)snprintf(out->why, sizeof out->why, "%s", why);
+        return false;
+    }
+    PO_ASSERT(po_strcpy(out->k[out->n].serial, sizeof out->k[0].serial, got) == PO_OK);
+    out->k[out->n].not_before = nb;
+    out->k[out->n].not_after = na;
+    out->n++;
+    return true;
+}
+
+/* The answer counts when the platform signed it — with a key the account
+ * trusts, or with one of the certificates it hands out (the successor,
+ * once WeChat Pay signs with it); every certificate must decrypt with the
+ * APIv3 key and be valid, or none is taken. */
+po_err po_wechatpay_keys_fetch(const struct po_channel_account *a, struct po_key_fetch *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!a->merchant_key) {
+        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
+        return PO_OK;
+    }
+    struct po_api_resp *r = malloc(sizeof *r);
+    if (!r)
+        return PO_ERR_NOMEM;
+    po_err rc = po_wechatpay_call(a, "GET", "/v3/certificates", NULL, r);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    out->http_status = r->status;
+    json_t *j = NULL, *data = NULL;
+    if (r->status != 200 || po_json_parse(r->body, r->len, &j, NULL, 0) != PO_OK ||
+        !json_is_array(data = json_object_get(j, "data")) || json_array_size(data) == 0) {
+        (void)snprintf(out->why, sizeof out->why, r->status ? "HTTP_%ld" : "no_answer", r->status);
+        if (r->status == 200)
+            (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+        json_decref(j);
+        free(r);
+        return PO_OK;
+    }
+    /* the account as it is, plus the certificates handed out: the keys the
+     * answer's signature may be checked with (a copy: nothing is freed
+     * through it) */
+    struct po_channel_account with = *a;
+    struct po_pubkey *fresh[PO_CHANNEL_KEYS_MAX] = {0};
+    int nfresh = 0;
+    int64_t now = (int64_t)time(NULL);
+    bool all = true, nomem = false;
+    size_t i;
+    json_t *item;
+    json_array_foreach(data, i, item)
+    {
+        struct po_pubkey *k = NULL;
+        if (!(all = one_cert(a, item, now, out, &k, &nomem))) {
+            po_pubkey_free(k);
+            break;
+        }
+        fresh[nfresh++] = k;
+        if (with.nkeys < PO_CHANNEL_KEYS_MAX) {
+            int w = with.nkeys++;
+            memcpy(with.keys[w].serial, out->k[out->n - 1].serial, sizeof with.keys[w].serial);
+            with.keys[w].key = k;
+            with.keys[w].not_after = out->k[out->n - 1].not_after;
+        }
+    }
+    char why[PO_REASON_SIZE] = "";
+    if (all && !po_wechatpay_resp_signed(&with, r, why, sizeof why)) {
+        all = false;
+        (void)snprintf(out->why, sizeof out->why, "unsigned:%.20s", why);
+    }
+    out->ok = all;
+    if (!all) { /* none is taken */
+        for (int k = 0; k < out->n; k++)
+            free(out->k[k].pem);
+        out->n = 0;
+    }
+    for (int k = 0; k < nfresh; k++)
+        po_pubkey_free(fresh[k]);
+    json_decref(j);
+    free(r);
+    return nomem ? PO_ERR_NOMEM : PO_OK;
+}

@@ -49,6 +49,25 @@ po_err po_account_has_merchant_key(struct po_store *s, const char *tenant, const
  * in its own transaction. PO_ERR_NOT_FOUND when the tenant does not exist. */
 po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
                        char *err, size_t errcap) PO_MUST_CHECK;
+/* ---- the channel's verification keys kept current (account_store.c) ---- */
+
+struct po_keys_refresh_report {
+    int64_t accounts, added, dropped, failed;
+};
+/*
+ * For every account of a channel that hands out its keys (ops keys_fetch:
+ * WeChat Pay's platform certificates) and that verifies with certificates
+ * (a public-key account has nothing to rotate) and may call the channel:
+ * the keys fetched are added to the stored document, expired ones dropped
+ * (at now, Unix s), and the document saved only if nobody changed it
+ * meanwhile (the version it was read at) — which bumps its version, so
+ * serve's account cache takes the new keys. A fetch that is not whole
+ * changes nothing (failed counts it; the log says why).
+ */
+po_err po_keys_refresh_round(struct po_store *s, const unsigned char *master, int64_t now,
+                             struct po_keys_refresh_report *out, char *err,
+                             size_t errcap) PO_MUST_CHECK;
+
 /* Tenants having an account for channel, in order (heap array of heap
  * strings; free with po_strings_free). */
 po_err po_account_tenants(struct po_store *s, const char *channel, char ***out,

@@ -210,6 +210,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
                                  .refund_s = cfg->refund_s,
                                  .retention_s = cfg->retention_s,
                                  .recon_s = cfg->recon_s,
+                                 .keys_s = cfg->keys_s,
                                  .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
                                  .committer = p->cb.committer};
         rc = recon_times(cfg, &jc.recon, err, errcap);

@@ -62,6 +62,9 @@ struct po_gateway_cfg {
      * channel's zone, the day after; recon_at NULL: when the channel
      * publishes), its retry and how many past days it looks at. */
     int64_t recon_s, recon_retry_s, recon_days;
+    /* How often the channels' verification keys are refreshed (WeChat Pay's
+     * platform certificates; 0: off). */
+    int64_t keys_s;
     const char *recon_at, *recon_deadline;
     bool no_jobs; /* tests and tools: no background jobs at all */
     /* The webhook delivery worker (webhook.h; senders 0: none). Its

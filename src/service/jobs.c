@@ -9,12 +9,16 @@
  *                  past their expiry are closed at their channel first
  *                  (po_order_expire_round), and refunds submitted and
  *                  still PROCESSING after min_age are queried
- *                  (po_refund_query_round)
+ *                  (po_refund_query_round); and the channel's events since
+ *                  the last walk, for webhooks that never came
+ *                  (po_events_recover_round)
  *   refund retry   API refunds whose submission got no decisive answer are
  *                  submitted again (the channels are idempotent on it)
  *   daily recon    each day's bill downloaded once the channel publishes it,
  *                  imported, retried, alerted past its deadline
  *                  (po_recon_daily_round)
+ *   keys           the channels' verification keys refreshed
+ *                  (po_keys_refresh_round: WeChat Pay's platform certificates)
  *   reaper         stored Idempotency-Key responses past the retention
  */
 #include "account.h"
@@ -62,13 +66,25 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
                    " %lld not paid, %lld failed",
                    tenants[i], ch->name, (long long)q.queried, (long long)q.replayed,
                    (long long)q.matched, (long long)q.not_paid, (long long)q.failed);
+        /* the channel's own record of what it notified (Stripe's events) */
+        struct po_recover_report rr;
+        if (acct.api_ready && ch->events_since &&
+            po_events_recover_round(s, j->cfg.committer, &acct, (int64_t)time(NULL), 100, &rr, err,
+                                    sizeof err) == PO_OK &&
+            (rr.replayed || !rr.whole))
+            po_log(PO_LOG_INFO,
+                   "tenant %s: %s events since the cursor: %lld, %lld credited now (their"
+                   " webhooks never came), %lld already, %lld rejected%s%s",
+                   tenants[i], ch->name, (long long)rr.events, (long long)rr.replayed,
+                   (long long)rr.matched, (long long)rr.rejected,
+                   rr.whole ? "" : "; not whole, the cursor stays: ", rr.whole ? "" : rr.why);
         po_channel_account_free(&acct);
     }
     po_strings_free(tenants, n);
 }
 
 static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t *next_refund,
-                    int64_t *next_recon, int64_t *next_reap)
+                    int64_t *next_recon, int64_t *next_keys, int64_t *next_reap)
 {
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";
@@ -78,7 +94,7 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
     }
     if (j->cfg.query_s && now >= *next_query) {
         for (int i = 0; po_channels[i]; i++)
-            if (po_channels[i]->order_query)
+            if (po_channels[i]->order_query || po_channels[i]->events_since)
                 query_channel(j, s, po_channels[i]);
         /* refunds the channel accepted whose result never came */
         struct po_refund_query_report rq;
@@ -122,6 +138,12 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                    (long long)x.not_ready, (long long)x.failed, (long long)x.overdue);
         *next_recon = now + j->cfg.recon_s;
     }
+    if (j->cfg.keys_s && now >= *next_keys) {
+        struct po_keys_refresh_report k;
+        if (po_keys_refresh_round(s, j->cfg.master, now, &k, err, sizeof err))
+            po_log(PO_LOG_WARN, "verification keys refresh: %s", err);
+        *next_keys = now + j->cfg.keys_s;
+    }
     if (now >= *next_reap) {
         int64_t n = 0;
         if (po_idem_reap(s, j->cfg.retention_s, &n) == PO_OK && n)
@@ -138,7 +160,7 @@ static void *jobs_main(void *arg)
     struct po_jobs *j = arg;
     int64_t start = (int64_t)time(NULL);
     int64_t next_query = start + j->cfg.query_s, next_refund = start + j->cfg.refund_s,
-            next_recon = start + 5, next_reap = start;
+            next_recon = start + 5, next_keys = start + 10, next_reap = start;
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         int64_t now = (int64_t)time(NULL), next = next_reap;
@@ -148,6 +170,8 @@ static void *jobs_main(void *arg)
             next = next_refund;
         if (j->cfg.recon_s && next_recon < next)
             next = next_recon;
+        if (j->cfg.keys_s && next_keys < next)
+            next = next_keys;
         if (next > now) {
             struct timespec until = po_deadline_us((next - now) * INT64_C(1000000));
             while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0)
@@ -155,7 +179,7 @@ static void *jobs_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&j->mu);
-        run_due(j, now, &next_query, &next_refund, &next_recon, &next_reap);
+        run_due(j, now, &next_query, &next_refund, &next_recon, &next_keys, &next_reap);
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);

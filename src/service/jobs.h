@@ -24,6 +24,7 @@ struct po_jobs_cfg {
     int64_t refund_s;    /* refund resubmission interval (0 = off) */
     int64_t retention_s; /* Idempotency-Key retention */
     int64_t recon_s;     /* the daily reconciliation's round interval (0 = off) */
+    int64_t keys_s;      /* verification keys refresh interval (0 = off) */
     struct po_recon_daily_cfg recon;
     /* serve's committer: every engine call of the jobs goes through it
      * (NULL: applied on the jobs' own connection) */

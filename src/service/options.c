@@ -85,6 +85,10 @@ const struct po_option po_options[] = {
      GW(recon_retry_s)},
     {"recon-days", PO_OPT_INT, 1, 31, 3, NULL, "N",
      "days back the daily reconciliation catches up (after a stop)", false, GW(recon_days)},
+    {"keys-interval", PO_OPT_INT, 0, 7 * D, 21600, NULL, "S",
+     "download the channels' verification keys every S seconds (WeChat Pay's platform"
+     " certificates: a successor is trusted before it signs; expired ones dropped; 0: off)",
+     false, GW(keys_s)},
     {"refund-retry-interval", PO_OPT_INT, 0, D, 30, NULL, "S",
      "resubmit pending refunds every S seconds (0: off)", false, GW(refund_s)},
     {"webhook-senders", PO_OPT_INT, 0, 32, 8, NULL, "N",

@@ -357,3 +357,95 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
     *out = x;
     return rc;
 }
+
+/* ---- recovering missed notifications: the channel's events ---- */
+
+#define RECOVER_MAX 5000
+#define RECOVER_OVERLAP_S 300
+#define RECOVER_FIRST_S 86400
+
+static po_err cursor_get(struct po_store *s, const struct po_channel_account *a, int64_t *v,
+                         bool *found, char *err, size_t errcap)
+{
+    struct po_rows r;
+    po_err rc =
+        po_store_exec(s,
+                      "SELECT value FROM channel_cursor WHERE tenant_id = ? AND"
+                      " channel = ? AND name = 'events'",
+                      PO_PARAMS(PO_TEXT(a->tenant), PO_TEXT(a->channel)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1 && po_rows_i64(&r, 0, 0, v) == PO_OK;
+    po_rows_free(&r);
+    return PO_OK;
+}
+
+static po_err cursor_set(struct po_store *s, const struct po_channel_account *a, int64_t v,
+                         char *err, size_t errcap)
+{
+    char now[PO_TIME_SIZE];
+    po_clock_now_iso(now, sizeof now);
+    return po_store_exec(
+        s,
+        "INSERT INTO channel_cursor (tenant_id, channel, name, value, updated_at)"
+        " VALUES (?, ?, 'events', ?, ?) ON CONFLICT (tenant_id, channel, name)"
+        " DO UPDATE SET value = excluded.value, updated_at ="
+        " excluded.updated_at WHERE excluded.value > channel_cursor.value",
+        PO_PARAMS(PO_TEXT(a->tenant), PO_TEXT(a->channel), PO_I64(v), PO_TEXT(now)), NULL, NULL,
+        err, errcap);
+}
+
+po_err po_events_recover_round(struct po_store *s, struct po_committer *committer,
+                               const struct po_channel_account *acct, int64_t now, int page,
+                               struct po_recover_report *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    const struct po_channel_ops *ch = po_channel_find(acct->channel);
+    if (!ch || !ch->events_since) {
+        po_errf(err, errcap, "%s has no events API payonce reads", acct->channel);
+        return PO_ERR_INVALID;
+    }
+    int64_t cursor = 0;
+    bool found = false;
+    po_err rc = cursor_get(s, acct, &cursor, &found, err, errcap);
+    if (rc)
+        return rc;
+    int64_t since = found ? cursor - RECOVER_OVERLAP_S : now - RECOVER_FIRST_S;
+    struct po_event_walk w;
+    if ((rc = ch->events_since(acct, since, page, RECOVER_MAX, &w)))
+        return rc;
+    out->events = w.n;
+    (void)snprintf(out->why, sizeof out->why, "%s", w.why);
+    for (int i = 0; i < w.n && !rc; i++) {
+        const struct po_notify_result *r = &w.r[i];
+        if (r->status != PO_NOTIFY_EVENT) {
+            out->ignored++;
+            continue;
+        }
+        struct po_outcome o;
+        if ((rc = apply(s, committer, &r->ev, &o)))
+            break;
+        if (o.kind == PO_OUT_APPLIED)
+            out->replayed++;
+        else if (o.kind == PO_OUT_DUPLICATE)
+            out->matched++;
+        else
+            out->rejected++;
+    }
+    out->whole = w.ok && !rc;
+    /* A whole walk saw everything up to now: the next one starts from the
+     * newest event or from now, less the overlap (events of the same
+     * second, a list that is a moment behind), so a quiet account's walk
+     * does not grow towards Stripe's 30 days. */
+    out->cursor = found ? cursor : since;
+    if (out->whole)
+        out->cursor = w.newest > now - RECOVER_OVERLAP_S ? w.newest : now - RECOVER_OVERLAP_S;
+    if (out->whole)
+        rc = cursor_set(s, acct, out->cursor, err, errcap);
+    else if (rc == PO_ERR_TRANSIENT)
+        po_errf(err, errcap,
+                "the engine did not take the events in time; the next round"
+                " tries again");
+    po_event_walk_free(&w);
+    return rc;
+}

@@ -118,4 +118,27 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
                              struct po_refund_query_report *out, char *err,
                              size_t errcap) PO_MUST_CHECK;
 
+/* ---- recovering missed notifications from the channel's events (order_query.c) ---- */
+
+struct po_recover_report {
+    int64_t events, replayed, matched, rejected, ignored;
+    bool whole;     /* the walk covered everything since the cursor: it moved */
+    int64_t cursor; /* the events' creation time it starts from next */
+    char why[PO_REASON_SIZE];
+};
+
+/*
+ * Walks the account's channel events (ops events_since, page events a
+ * page) from the tenant's cursor (the newest event of the last whole walk,
+ * less a 5-minute overlap; the first walk starts a day before now) and
+ * applies each payment or refund through the engine with exactly its
+ * webhook's key (committer: serve's; NULL: on s): a webhook that never came
+ * is credited once, one that came is a duplicate. The cursor moves only
+ * after a whole walk. PO_ERR_INVALID when the channel has no events API.
+ */
+po_err po_events_recover_round(struct po_store *s, struct po_committer *committer,
+                               const struct po_channel_account *acct, int64_t now, int page,
+                               struct po_recover_report *out, char *err,
+                               size_t errcap) PO_MUST_CHECK;
+
 #endif

@@ -196,6 +196,45 @@ static int trade_close(struct po_sim_server *s, struct sim_call *c, json_t *biz)
         json_pack("{s:s, s:s, s:s}", "code", "10000", "msg", "Success", "out_trade_no", no));
 }
 
+/* alipay.trade.fastpay.refund.query: the refund of out_request_no on the
+ * trade (by out_trade_no or trade_no) is REFUND_SUCCESS with its own
+ * refund_amount (the simulator's refunds all succeed); any other is 10000
+ * without refund_status (not refunded), as Alipay answers. */
+static int refund_query(struct po_sim_server *s, struct sim_call *c, json_t *biz)
+{
+    static const char node[] = "alipay_trade_fastpay_refund_query_response";
+    const char *no = sim_jstr(biz, "out_trade_no"), *trade = sim_jstr(biz, "trade_no"),
+               *req = sim_jstr(biz, "out_request_no");
+    if ((*trade ? !po_id_valid(trade, 64) : !po_id_valid(no, 64)) || !po_id_valid(req, 64))
+        return alipay_error(s, c, node, "40002", "isv.missing-parameter",
+                            "out_trade_no or trade_no, out_request_no");
+    pthread_mutex_lock(&s->mu);
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl"), *r, *mine = NULL;
+    size_t i;
+    json_array_foreach(refunds, i, r)
+    {
+        if (sim_refund_of(r, "alipay") && strcmp(sim_jstr(r, "out_refund_no"), req) == 0 &&
+            (*trade ? strcmp(sim_jstr(r, "txn"), trade)
+                    : strcmp(sim_jstr(r, "out_trade_no"), no)) == 0)
+            mine = r;
+    }
+    json_t *inner =
+        json_pack("{s:s, s:s, s:s}", "code", "10000", "msg", "Success", "out_request_no", req);
+    if (mine) {
+        char yuan[32], total[32];
+        sim_yuan(sim_jint(mine, "amount"), yuan, sizeof yuan);
+        sim_yuan(sim_jint(mine, "total"), total, sizeof total);
+        json_object_set_new(inner, "out_trade_no", json_string(sim_jstr(mine, "out_trade_no")));
+        json_object_set_new(inner, "trade_no", json_string(sim_jstr(mine, "txn")));
+        json_object_set_new(inner, "refund_amount", json_string(yuan));
+        json_object_set_new(inner, "total_amount", json_string(total));
+        json_object_set_new(inner, "refund_status", json_string("REFUND_SUCCESS"));
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(refunds);
+    return alipay_reply(s, c, node, inner);
+}
+
 /* alipay.trade.precreate (a QR code), and alipay.trade.page.pay /
  * alipay.trade.wap.pay as the buyer's browser submits them (the cashier
  * page is answered): the payment is kept in created.jsonl with the
@@ -283,10 +322,14 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     const char *keys[32], *vals[32];
     for (int i = 0; i < f.n; i++)
         keys[i] = f.k[i], vals[i] = f.v[i];
-    static const char *const methods[] = {"alipay.trade.refund",   "alipay.trade.query",
-                                          "alipay.trade.close",    "alipay.trade.precreate",
-                                          "alipay.trade.page.pay", "alipay.trade.wap.pay"};
-    enum { NM = 6 };
+    static const char *const methods[] = {"alipay.trade.refund",
+                                          "alipay.trade.query",
+                                          "alipay.trade.close",
+                                          "alipay.trade.precreate",
+                                          "alipay.trade.page.pay",
+                                          "alipay.trade.wap.pay",
+                                          "alipay.trade.fastpay.refund.query"};
+    enum { NM = 7 };
     const char *method = sim_form_get(&f, "method");
     int m = 0;
     while (m < NM && strcmp(method, methods[m]) != 0)
@@ -313,6 +356,8 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         ret = trade_query(s, c, biz);
     else if (m == 2)
         ret = trade_close(s, c, biz);
+    else if (m == 6)
+        ret = refund_query(s, c, biz);
     else
         ret = trade_create(s, c, &f, biz, m == 3 ? "precreate" : m == 4 ? "page" : "wap");
     json_decref(biz);

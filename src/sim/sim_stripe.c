@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int stripe_error(struct sim_call *c, unsigned status, const char *code, const char *message)
 {
@@ -257,6 +258,114 @@ static int refund(struct po_sim_server *s, struct sim_call *c, const struct sim_
                                     "out_trade_no", no, "out_refund_no", rno));
 }
 
+/* A refund record as Stripe's Refund object (the simulator's all
+ * succeed). */
+static json_t *refund_json(json_t *r, const char *cur)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:{s:s, s:s}}", "id", sim_jstr(r, "refund_id"),
+                     "object", "refund", "amount", sim_jint(r, "amount"), "currency", cur,
+                     "payment_intent", sim_jstr(r, "txn"), "status", "succeeded", "metadata",
+                     "out_trade_no", sim_jstr(r, "out_trade_no"), "out_refund_no",
+                     sim_jstr(r, "out_refund_no"));
+}
+
+/* "YYYY-MM-DD hh:mm:ss" Beijing time (the records') -> Unix s. */
+static int64_t record_time(json_t *rec)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *t = sim_jstr(rec, "time");
+    if (sscanf(t, "%4d-%2d-%2d %2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec) != 6)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (int64_t)timegm(&tm) - 8 * 3600;
+}
+
+static json_t *event_json(const char *id, int64_t created, const char *type, json_t *obj)
+{
+    return json_pack("{s:s, s:s, s:s, s:I, s:s, s:b, s:i, s:{s:n, s:n}, s:{s:o}}", "id", id,
+                     "object", "event", "api_version", "2024-06-20", "created", (json_int_t)created,
+                     "type", type, "livemode", 0, "pending_webhooks", 0, "request", "id",
+                     "idempotency_key", "data", "object", obj);
+}
+
+static int by_newest(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    json_int_t cx = sim_jint(x, "created"), cy = sim_jint(y, "created");
+    if (cx != cy)
+        return cx < cy ? 1 : -1;
+    return -strcmp(sim_jstr(x, "id"), sim_jstr(y, "id"));
+}
+
+/* GET /v1/events?created[gte]=T&limit=N[&starting_after=evt]: the
+ * simulator's Stripe payments (payment_intent.succeeded, lost ones too)
+ * and refunds (refund.updated, succeeded) as Stripe's events, newest
+ * first, a page of limit (default 10, at most 100) after starting_after,
+ * with has_more. Event ids are stable: evt_ and the object's id. */
+static int list_events(struct po_sim_server *s, struct sim_call *c)
+{
+    const char *gte = c->arg(c->ctx, "created[gte]"), *lim = c->arg(c->ctx, "limit"),
+               *after = c->arg(c->ctx, "starting_after");
+    int64_t since = 0, limit = 10;
+    if ((gte && po_parse_i64(gte, 0, INT64_C(99999999999), &since)) ||
+        (lim && po_parse_i64(lim, 1, 100, &limit)))
+        return stripe_error(c, 400, "parameter_invalid_integer", "created[gte], limit");
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
+    pthread_mutex_unlock(&s->mu);
+    size_t cap = json_array_size(payments) + json_array_size(refunds) + 1, n = 0, i;
+    json_t **all = calloc(cap, sizeof *all), *p;
+    char id[PO_ID_MAX + 8];
+    json_array_foreach(payments, i, p)
+    {
+        int64_t t = record_time(p);
+        if (!all || strcmp(sim_jstr(p, "channel"), "stripe") != 0 || t < since)
+            continue;
+        (void)snprintf(id, sizeof id, "evt_%s", sim_jstr(p, "txn"));
+        all[n++] =
+            event_json(id, t, "payment_intent.succeeded",
+                       intent_json(sim_jstr(p, "txn"), sim_jstr(p, "out_trade_no"),
+                                   sim_jint(p, "amount"), sim_jstr(p, "currency"), "succeeded"));
+    }
+    json_array_foreach(refunds, i, p)
+    {
+        int64_t t = record_time(p);
+        if (!all || !sim_refund_of(p, "stripe") || t < since)
+            continue;
+        json_t *pay = sim_find_payment(payments, "stripe", "txn", sim_jstr(p, "txn"));
+        char cur[4] = "usd";
+        for (int k = 0; pay && k < 3 && sim_jstr(pay, "currency")[k]; k++)
+            cur[k] = (char)(sim_jstr(pay, "currency")[k] | 0x20);
+        (void)snprintf(id, sizeof id, "evt_%s", sim_jstr(p, "refund_id"));
+        all[n++] = event_json(id, t, "refund.updated", refund_json(p, cur));
+    }
+    json_decref(payments);
+    json_decref(refunds);
+    if (!all)
+        return stripe_error(c, 500, NULL, "out of memory");
+    qsort(all, n, sizeof *all, by_newest);
+    size_t from = 0;
+    if (after) {
+        while (from < n && strcmp(sim_jstr(all[from], "id"), after) != 0)
+            from++;
+        from = from < n ? from + 1 : n;
+    }
+    json_t *data = json_array();
+    for (size_t k = from; k < n && k < from + (size_t)limit; k++)
+        json_array_append(data, all[k]);
+    bool more = from + (size_t)limit < n;
+    for (size_t k = 0; k < n; k++)
+        json_decref(all[k]);
+    free(all);
+    return sim_reply_json(c, 200,
+                          json_pack("{s:s, s:o, s:b, s:s}", "object", "list", "data", data,
+                                    "has_more", more, "url", "/v1/events"));
+}
+
 /* GET /v1/refunds?payment_intent=pi: that payment's refunds (all
  * succeeded), newest last. */
 static int list_refunds(struct po_sim_server *s, struct sim_call *c)
@@ -274,12 +383,7 @@ static int list_refunds(struct po_sim_server *s, struct sim_call *c)
     size_t i;
     json_array_foreach(refunds, i,
                        r) if (sim_refund_of(r, "stripe") && strcmp(sim_jstr(r, "txn"), pi) == 0)
-        json_array_append_new(
-            data, json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:{s:s, s:s}}", "id",
-                            sim_jstr(r, "refund_id"), "object", "refund", "amount",
-                            sim_jint(r, "amount"), "currency", cur, "payment_intent", pi, "status",
-                            "succeeded", "metadata", "out_trade_no", sim_jstr(r, "out_trade_no"),
-                            "out_refund_no", sim_jstr(r, "out_refund_no")));
+        json_array_append_new(data, refund_json(r, cur));
     pthread_mutex_unlock(&s->mu);
     json_decref(refunds);
     json_decref(payments);
@@ -300,6 +404,8 @@ int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c)
         return search(s, c);
     if (get && strcmp(c->path, "/v1/refunds") == 0)
         return list_refunds(s, c);
+    if (get && strcmp(c->path, "/v1/events") == 0)
+        return list_events(s, c);
     struct sim_form f = {0};
     if (post && c->body && *c->body && !sim_form_parse(c->body, &f)) {
         sim_form_free(&f);

@@ -568,6 +568,73 @@ static int prepay(struct po_sim_server *s, struct sim_call *c, const char *metho
     return sim_reply_json(c, 200, ans);
 }
 
+/* "2026-12-04T18:00:00+08:00" of a Unix time. */
+static void rfc3339_bj(int64_t t, char *out, size_t cap)
+{
+    time_t b = (time_t)(t + 8 * 3600);
+    struct tm tm;
+    gmtime_r(&b, &tm);
+    (void)strftime(out, cap, "%Y-%m-%dT%H:%M:%S+08:00", &tm);
+}
+
+/* One platform certificate as /v3/certificates hands it out: encrypted
+ * with the merchant's APIv3 key (AEAD_AES_256_GCM, a fresh nonce,
+ * associated_data "certificate"), its serial and validity beside it; NULL
+ * when the file is not a certificate. */
+static json_t *cert_item(const struct po_sim_server *s, const char *file)
+{
+    char path[1024], *pem = NULL, serial[PO_SERIAL_MAX + 1] = "", ignored[PO_ERRBUF_SIZE];
+    size_t len = 0;
+    (void)snprintf(path, sizeof path, "%s/%s", s->dir, file);
+    if (po_file_read(path, 65536, &pem, &len))
+        return NULL;
+    struct po_pubkey *k = NULL;
+    int64_t nb = 0, na = 0;
+    unsigned char *ct = NULL, rnd[6];
+    size_t ct_len = 0;
+    char nonce[13] = "", *b64 = NULL, from[40], to[40];
+    json_t *item = NULL;
+    if (po_pubkey_from_pem(pem, len, &k, serial, sizeof serial, ignored, sizeof ignored) == PO_OK &&
+        po_cert_validity(pem, len, &nb, &na) == PO_OK && po_random(rnd, sizeof rnd) == PO_OK) {
+        for (int i = 0; i < 6; i++)
+            (void)snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
+        if (po_aes_gcm_encrypt(s->id.apiv3, sizeof s->id.apiv3, (const unsigned char *)nonce, 12,
+                               (const unsigned char *)"certificate", 11, (const unsigned char *)pem,
+                               len, &ct, &ct_len) == PO_OK &&
+            po_b64_encode(ct, ct_len, &b64) == PO_OK) {
+            rfc3339_bj(nb, from, sizeof from);
+            rfc3339_bj(na, to, sizeof to);
+            item = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "serial_no", serial,
+                             "effective_time", from, "expire_time", to, "encrypt_certificate",
+                             "algorithm", "AEAD_AES_256_GCM", "associated_data", "certificate",
+                             "nonce", nonce, "ciphertext", b64);
+        }
+    }
+    po_pubkey_free(k);
+    free(ct);
+    free(b64);
+    free(pem);
+    return item;
+}
+
+/* GET /v3/certificates: the merchant's Authorization; the platform
+ * certificate (wechatpay_platform_cert.pem) and, during a rotation, its
+ * successor (wechatpay_platform_cert_next.pem, when the tests put one
+ * there), each encrypted with the APIv3 key; signed with the current
+ * platform key like every answer. In public-key mode there is none. */
+static int certificates(struct po_sim_server *s, struct sim_call *c)
+{
+    if (!merchant_signed(s, c, "GET", c->path, ""))
+        return sim_error(c, 401, "SIGN_ERROR", "签名错误");
+    json_t *data = json_array(), *a = cert_item(s, "wechatpay_platform_cert.pem"),
+           *b = cert_item(s, "wechatpay_platform_cert_next.pem");
+    if (a)
+        json_array_append_new(data, a);
+    if (b)
+        json_array_append_new(data, b);
+    return sim_reply_json(c, 200, json_pack("{s:o}", "data", data));
+}
+
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
 {
     static const char qpath[] = "/v3/pay/transactions/out-trade-no/";
@@ -577,6 +644,8 @@ int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c)
         return query_order(s, c, c->path + sizeof qpath - 1);
     if (get && strcmp(c->path, "/v3/bill/tradebill") == 0)
         return trade_bill(s, c);
+    if (get && strcmp(c->path, "/v3/certificates") == 0)
+        return certificates(s, c);
     if (get && strcmp(c->path, "/v3/billdownload/file") == 0)
         return bill_download(s, c);
     if (post && strcmp(c->path, "/v3/refund/domestic/refunds") == 0)

@@ -2801,6 +2801,228 @@ static void test_daily_recon(void)
     bill_not_ready("");
 }
 
+/* ---- Stripe: webhooks that never came, recovered from /v1/events ---- */
+
+struct recover_racer {
+    pthread_barrier_t *go;
+    struct po_recover_report rep;
+    po_err rc;
+};
+
+static void *recover_one(void *arg)
+{
+    struct recover_racer *a = arg;
+    struct po_store *s = t_open(url);
+    struct po_channel_account *acct = calloc(1, sizeof *acct);
+    char err[PO_ERRBUF_SIZE] = "";
+    if (!acct || po_account_fetch(s, mkey, "t1", "stripe", acct, err, sizeof err))
+        die(err);
+    pthread_barrier_wait(a->go);
+    a->rc =
+        po_events_recover_round(s, NULL, acct, (int64_t)time(NULL), 2, &a->rep, err, sizeof err);
+    po_channel_account_free(acct);
+    free(acct);
+    po_store_close(s);
+    return NULL;
+}
+
+static struct po_recover_report recover_stripe(void)
+{
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 1);
+    struct recover_racer a = {&go, {0}, PO_OK};
+    recover_one(&a);
+    pthread_barrier_destroy(&go);
+    if (a.rc)
+        die("po_events_recover_round");
+    return a.rep;
+}
+
+static void test_stripe_events(void)
+{
+    t1_stripe("sim");
+    /* Three payments whose webhooks never came: recovered from the
+     * events, two to a page (has_more), each credited once. */
+    static const char *const nos[] = {"SE-1", "SE-2", "SE-3"};
+    char txn[3][40];
+    for (int i = 0; i < 3; i++) {
+        stripe_order(nos[i], 100 * (i + 1));
+        snprintf(txn[i], sizeof txn[i], "pi_00000000000000000000980%d", i + 1);
+        run("sim pay --dir sim --channel stripe --currency USD --order %s:%d --txn %s --lose",
+            nos[i], 100 * (i + 1), txn[i]);
+    }
+    struct po_recover_report x = recover_stripe();
+    /* (the simulator is shared by the cases: the events of other cases'
+     * Stripe payments are there too, for orders this database does not
+     * have — rejected, never credited) */
+    T_CHECK(x.whole && x.events >= 3 && x.replayed == 3 && status_is("SE-1", "PAID") &&
+                pay_journals("SE-1") == 1 && pay_journals("SE-2") == 1 &&
+                pay_journals("SE-3") == 1 &&
+                count_in("SELECT COUNT(*) FROM notify_log WHERE source = 'query' AND idem_key = ?",
+                         "stripe:pi_000000000000000000009801:PAY_SUCCESS") == 1,
+            "recovered from /v1/events, 2 a page: %lld events, %lld credited, whole %d (%s)",
+            (long long)x.events, (long long)x.replayed, x.whole, x.why);
+    /* Again: the cursor moved; what the overlap shows again is a
+     * duplicate, nothing new. */
+    x = recover_stripe();
+    T_CHECK(x.whole && x.replayed == 0 && pay_journals("SE-2") == 1,
+            "a second walk: %lld events, %lld credited", (long long)x.events,
+            (long long)x.replayed);
+    /* A late webhook of a recovered payment: a duplicate. */
+    struct po_sim_payment pay = {"stripe", "SE-1", txn[0], 100, "USD", (int64_t)time(NULL)};
+    struct po_sim_notice notice = {&id, &pay, NULL};
+    struct po_sim_request req;
+    if (po_sim_notice_build(&notice, (int64_t)time(NULL), &req))
+        die("stripe webhook");
+    char ans[512];
+    T_CHECK(t_http_sim(gw_port, "/notify/stripe/t1", &req, ans, sizeof ans) == 200 &&
+                pay_journals("SE-1") == 1,
+            "the late webhook of a recovered payment: one credit");
+    po_sim_request_free(&req);
+    /* A lost payment whose webhook arrives at the same moment as the
+     * walk that recovers it, three copies: credited once. */
+    stripe_order("SE-4", 400);
+    run("sim pay --dir sim --channel stripe --currency USD --order SE-4:400"
+        " --txn pi_000000000000000000009804 --lose");
+    struct po_sim_payment pay4 = {"stripe", "SE-4", "pi_000000000000000000009804",
+                                  400,      "USD",  (int64_t)time(NULL)};
+    struct po_sim_notice n4 = {&id, &pay4, NULL};
+    if (po_sim_notice_build(&n4, (int64_t)time(NULL), &req))
+        die("stripe webhook");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 4);
+    struct recover_racer rr = {&go, {0}, PO_OK};
+    struct cb cbs[3];
+    pthread_t th[4];
+    pthread_create(&th[0], NULL, recover_one, &rr);
+    for (int i = 0; i < 3; i++) {
+        cbs[i] = (struct cb){&go, &req, 0, "stripe"};
+        pthread_create(&th[i + 1], NULL, send_cb, &cbs[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    po_sim_request_free(&req);
+    T_CHECK(rr.rc == PO_OK && cbs[0].status == 200 && cbs[1].status == 200 &&
+                cbs[2].status == 200 && pay_journals("SE-4") == 1 && status_is("SE-4", "PAID"),
+            "the walk and three webhooks at once: %lld journal(s)",
+            (long long)pay_journals("SE-4"));
+    /* A key Stripe refuses: nothing applied, the cursor stays. */
+    stripe_order("SE-5", 500);
+    run("sim pay --dir sim --channel stripe --currency USD --order SE-5:500"
+        " --txn pi_000000000000000000009805 --lose");
+    t1_stripe("other");
+    x = recover_stripe();
+    T_CHECK(!x.whole && x.replayed == 0 && status_is("SE-5", "PAYING") && strstr(x.why, "401"),
+            "events with a key Stripe refuses: whole %d, %s", x.whole, x.why);
+    t1_stripe("sim");
+    x = recover_stripe();
+    T_CHECK(x.whole && x.replayed == 1 && status_is("SE-5", "PAID"), "the key back: %lld credited",
+            (long long)x.replayed);
+}
+
+/* ---- WeChat Pay platform certificates, rotated by payonce (issue 23, item 1) ---- */
+
+static struct po_keys_refresh_report keys_refresh(void)
+{
+    struct po_store *s = t_open(url);
+    struct po_keys_refresh_report x;
+    char err[PO_ERRBUF_SIZE] = "";
+    if (po_keys_refresh_round(s, mkey, (int64_t)time(NULL), &x, err, sizeof err))
+        die(err);
+    po_store_close(s);
+    return x;
+}
+
+static int64_t stored_keys(void)
+{
+    struct po_store *s = t_open(url);
+    json_t *doc = NULL;
+    if (po_account_doc(s, "t1", "wechatpay", &doc, NULL, 0) || !doc)
+        die("the wechatpay account");
+    int64_t n = (int64_t)json_array_size(json_object_get(doc, "keys"));
+    json_decref(doc);
+    po_store_close(s);
+    return n;
+}
+
+static void test_platform_keys(void)
+{
+    char sim_base[64], path[512];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    t1_wechatpay(sim_base, "sim");
+    order_on("PK-1", 900, "wechatpay");
+    /* WeChat Pay's successor certificate, handed out by /v3/certificates
+     * before the platform signs with it. */
+    struct po_privkey *next = NULL;
+    char *pem = NULL, *priv = NULL, *pub = NULL;
+    const char *serial = "7E1F00000000000000000000000000000000A1B2";
+    snprintf(path, sizeof path, "%s/sim/wechatpay_platform_cert_next.pem", dir);
+    if (po_privkey_generate(&next) || po_cert_self_signed(next, serial, "Tenpay.com sign", &pem) ||
+        po_privkey_to_pem(next, &priv, &pub))
+        die("the successor certificate");
+    FILE *cf = fopen(path, "w");
+    if (!cf || fputs(pem, cf) < 0 || fclose(cf))
+        die("the successor certificate's file");
+    struct po_sim_identity id2 = id;
+    id2.wx_key = next;
+    snprintf(id2.serial, sizeof id2.serial, "%s", serial);
+    /* Signed with the successor before payonce has it: refused. */
+    unsigned st = t_sim_pay(gw_port, &id2, "t1", "PK-1", "4200000000000000000000009901", 900);
+    T_CHECK(st / 100 == 4 && status_is("PK-1", "PAYING"),
+            "a callback signed by a certificate payonce does not have: %u", st);
+    /* An APIv3 key that does not decrypt the certificates: nothing taken. */
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "other/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url %s --merchant-private-key-file sim/merchant_private_key.pem"
+        " --merchant-serial %s",
+        id.mchid, id.appid, sim_base, id.merchant_serial);
+    struct po_keys_refresh_report x = keys_refresh();
+    T_CHECK(x.accounts == 1 && x.failed == 1 && x.added == 0 && stored_keys() == 1,
+            "certificates that do not decrypt: %lld failed, %lld added", (long long)x.failed,
+            (long long)x.added);
+    /* The refresh: the successor added (decrypted with the APIv3 key, its
+     * serial and validity checked, the answer's signature verified). */
+    t1_wechatpay(sim_base, "sim");
+    x = keys_refresh();
+    T_CHECK(x.accounts == 1 && x.added == 1 && x.failed == 0 && stored_keys() == 2,
+            "refreshed: %lld added, %lld failed, %lld stored", (long long)x.added,
+            (long long)x.failed, (long long)stored_keys());
+    x = keys_refresh();
+    T_CHECK(x.added == 0 && stored_keys() == 2, "refreshed again: nothing new");
+    /* The platform signs with the successor now: the gateway, holding the
+     * account in its cache, sees the new version and accepts it. */
+    st = t_sim_pay(gw_port, &id2, "t1", "PK-1", "4200000000000000000000009901", 900);
+    T_CHECK(st == 204 && status_is("PK-1", "PAID") && pay_journals("PK-1") == 1,
+            "signed with the successor after the refresh: %u", st);
+    /* An expired key in the account is dropped by the refresh. */
+    {
+        struct po_store *s = t_open(url);
+        json_t *doc = NULL;
+        char err[PO_ERRBUF_SIZE] = "";
+        if (po_account_doc(s, "t1", "wechatpay", &doc, NULL, 0) || !doc)
+            die("the wechatpay account");
+        json_array_append_new(json_object_get(doc, "keys"),
+                              json_pack("{s:s, s:s, s:I}", "serial", "0DEAD0", "public_key_pem",
+                                        pub, "not_after", (json_int_t)1000));
+        char *text = po_json_dumps(doc, JSON_COMPACT);
+        if (!text || po_account_save(s, "t1", "wechatpay", text, err, sizeof err))
+            die(err);
+        free(text);
+        json_decref(doc);
+        po_store_close(s);
+    }
+    T_CHECK(stored_keys() == 3, "an expired key put in the account");
+    x = keys_refresh();
+    T_CHECK(x.dropped == 1 && stored_keys() == 2, "the expired key dropped: %lld",
+            (long long)x.dropped);
+    remove(path);
+    free(pem);
+    free(priv);
+    free(pub);
+    po_privkey_free(next);
+}
+
 /* ---- refund query: a refund whose result never came (issue 23, item 3) ---- */
 
 static void test_refund_query(void)
@@ -2828,25 +3050,43 @@ static void test_refund_query(void)
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"RQ-2\",\"out_refund_no\":\"RQR-2\",\"amount\":400}", &r);
     T_CHECK(r.status == 201, "RQR-2: %ld %s", r.status, r.body);
+    /* Alipay: alipay.trade.fastpay.refund.query; its notification (with
+     * the trade's cumulative refund_fee) goes where nobody listens. */
+    char gateway[80], alin[96];
+    snprintf(gateway, sizeof gateway, "%s/gateway.do", sim_base);
+    snprintf(alin, sizeof alin, "http://127.0.0.1:%u/notify/alipay/t1", gw_port);
+    run("channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+        " --alipay-public-key-file sim/alipay_public_key.pem --api-base-url %s"
+        " --merchant-private-key-file sim/merchant_private_key.pem"
+        " --notify-url http://127.0.0.1:1/notify/alipay/t1",
+        id.app_id, id.seller_id, gateway);
+    order_on("RQ-3", 800, "alipay");
+    run("sim pay --dir sim --channel alipay --order RQ-3:800 --txn 2026120422001400000000009703"
+        " --notify-url %s",
+        alin);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"RQ-3\",\"out_refund_no\":\"RQR-3\",\"amount\":300}", &r);
+    T_CHECK(r.status == 201, "RQR-3: %ld %s", r.status, r.body);
     T_CHECK(q1("SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND status = 'PROCESSING' AND"
                " submit_state = ?",
-               "submitted") == 2,
-            "two refunds submitted and unanswered");
-    /* The query finds both results and applies them once each. */
+               "submitted") == 3,
+            "three refunds submitted and unanswered");
+    /* The query finds the three results and applies them once each. */
     struct po_store *s = t_open(url);
     struct po_refund_query_report rq;
     char err[PO_ERRBUF_SIZE] = "";
     T_CHECK(po_refund_query_round(s, NULL, mkey, 0, 100, &rq, err, sizeof err) == PO_OK &&
-                rq.queried == 2 && rq.applied == 2 && rq.failed == 0,
+                rq.queried == 3 && rq.applied == 3 && rq.failed == 0,
             "refund query: %s (%lld queried, %lld applied, %lld failed)", err,
             (long long)rq.queried, (long long)rq.applied, (long long)rq.failed);
     po_store_close(s);
     T_CHECK(q1("SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND status = ? AND"
-               " out_refund_no IN ('RQR-1', 'RQR-2')",
-               "SUCCESS") == 2 &&
+               " out_refund_no IN ('RQR-1', 'RQR-2', 'RQR-3')",
+               "SUCCESS") == 3 &&
                 q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "RQ-1") == 300 &&
-                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "RQ-2") == 400,
-            "refund query: both SUCCESS, amounts refunded");
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "RQ-2") == 400 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "RQ-3") == 300,
+            "refund query: all three SUCCESS, amounts refunded");
     /* The lost notifications arrive after all, three copies each at once:
      * the same key, nothing more. */
     char rid1[64] = "", rid2[64] = "";
@@ -2867,21 +3107,29 @@ static void test_refund_query(void)
     struct po_sim_refund rf2 = {
         "stripe", "RQ-2", "pi_000000000000000000009702", "RQR-2", rid2, 400, 900, "SUCCESS",
         0,        "USD"};
-    long st1[3], st2[3];
+    char rid3[64] = "";
+    T_CHECK(sim_refund_id("RQR-3", rid3, sizeof rid3), "the simulator's Alipay refund id");
+    /* Alipay's notification carries refund_fee, the trade's refunded total */
+    struct po_sim_refund rf3 = {
+        "alipay", "RQ-3", "2026120422001400000000009703", "RQR-3", rid3, 300, 800, "SUCCESS"};
+    long st1[3], st2[3], st3[3];
     refund_cb_3x(&rf1, st1);
     refund_cb_3x(&rf2, st2);
+    refund_cb_3x(&rf3, st3);
     T_CHECK(st1[0] / 100 == 2 && st1[2] / 100 == 2 && st2[0] == 200 && st2[2] == 200 &&
+                st3[0] == 200 && st3[2] == 200 &&
                 q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no IN"
-                   " ('RQR-1', 'RQR-2') AND tenant_id = ?",
-                   "t1") == 2,
-            "late notifications: %ld %ld / %ld %ld, %lld reversals", st1[0], st1[2], st2[0], st2[2],
+                   " ('RQR-1', 'RQR-2', 'RQR-3') AND tenant_id = ?",
+                   "t1") == 3,
+            "late notifications: %ld %ld / %ld %ld / %ld %ld, %lld reversals", st1[0], st1[2],
+            st2[0], st2[2], st3[0], st3[2],
             (long long)q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no"
-                          " IN ('RQR-1', 'RQR-2') AND tenant_id = ?",
+                          " IN ('RQR-1', 'RQR-2', 'RQR-3') AND tenant_id = ?",
                           "t1"));
     T_CHECK(q1("SELECT COUNT(*) FROM notify_log WHERE source = 'query' AND tenant_id = ? AND"
                " event_type LIKE 'REFUND%'",
-               "t1") == 2,
-            "the two results were applied from the query");
+               "t1") == 3,
+            "the three results were applied from the query");
     t1_wechatpay(sim_base, "sim");
 }
 
@@ -3030,6 +3278,8 @@ static const struct api_case {
     {"stripe_lifecycle", test_stripe_lifecycle},
     {"create_at_channel", test_create_at_channel},
     {"daily_recon", test_daily_recon},
+    {"stripe_events", test_stripe_events},
+    {"platform_keys", test_platform_keys},
     {"order_expiry", test_order_expiry},
     {"refund_query", test_refund_query},
     {"refunds", test_refunds},

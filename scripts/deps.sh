@@ -8,7 +8,7 @@
 # install.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
-      libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev postgresql-15 clang
+      libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libzip-dev postgresql-15 clang
       libclang-rt-14-dev clang-format python3 util-linux curl groff-base adduser chromium)
 # The dashboard's browser test runs playwright-core (npm) with the machine's
 # Node.js (20 or later); Debian's nodejs and npm only when there is none.

@@ -71,6 +71,7 @@ check_header 'sqlite3\.h' 'src/store/sqlite\.c'
 check_header 'libpq-fe\.h' 'src/store/postgres\.c'
 check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/listen\.h'
 check_header 'zlib\.h' 'src/channel/wechatpay_api\.c|src/sim/|tests/'
+check_header 'zip\.h' 'src/channel/alipay_bill\.c|src/sim/|tests/'
 check_header 'curl/' 'src/channel/api_http\.c|src/channel/egress\.c|src/sim/|src/cli/'
 check_header 'jansson\.h' 'src/channel/|src/recon/|src/service/|src/http/|src/sim/|src/bench/|src/cli/'
 

@@ -256,6 +256,12 @@ static void account_free(void *priv)
     po_account_priv_free(priv, sizeof(struct po_alipay_account));
 }
 
+/* The bill's rows carry the account's PID: the seller id. */
+static const char *bill_merchant(const struct po_channel_account *a)
+{
+    return po_alipay_of(a)->seller_id;
+}
+
 static const char *const alipay_pay_methods[] = {"precreate", "page", "wap", NULL};
 
 const struct po_channel_ops po_channel_alipay = {
@@ -274,4 +280,9 @@ const struct po_channel_ops po_channel_alipay = {
     .pay_notify_url = true,
     .order_close = po_alipay_order_close,
     .refund_query = po_alipay_refund_query,
+    .bill_parse = po_alipay_bill_parse,
+    .bill_merchant = bill_merchant,
+    .bill_fetch = po_alipay_bill_fetch,
+    .bill_tz_s = 8 * 3600,       /* Beijing */
+    .bill_publish_s = 10 * 3600, /* a day's bill from about 09:00 the next day */
 };

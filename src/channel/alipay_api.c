@@ -557,3 +557,50 @@ po_err po_alipay_refund_query(const struct po_channel_account *a, const struct p
     json_decref(n);
     return PO_OK;
 }
+
+/* ---- the daily bill: alipay.data.dataservice.bill.downloadurl.query ---- */
+
+#define ALIPAY_BILL_URL "alipay.data.dataservice.bill.downloadurl.query"
+
+/* 10000 names the file (a zip, its URL valid 30 s), downloaded as it is:
+ * bill_parse reads the zip; a day without trades is 40004
+ * isp.bill_not_exist; anything else decides nothing (tried again). */
+po_err po_alipay_bill_fetch(const struct po_channel_account *a, const char *date,
+                            struct po_bill_fetch *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_BILL_FAILED;
+    bool nomem = false;
+    json_t *biz = json_pack("{s:s, s:s}", "bill_type", "trade", "bill_date", date);
+    json_t *n = biz ? signed_call(a, ALIPAY_BILL_URL, biz, &out->http_status, out->why,
+                                  sizeof out->why, &nomem)
+                    : NULL;
+    json_decref(biz);
+    if (!biz || nomem)
+        return PO_ERR_NOMEM;
+    if (!n)
+        return PO_OK;
+    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
+               *url = po_json_str(n, "bill_download_url");
+    po_err rc = PO_OK;
+    if (code && strcmp(code, "40004") == 0 && sub && strcmp(sub, "isp.bill_not_exist") == 0) {
+        out->state = PO_BILL_NONE;
+    } else if (!code || strcmp(code, "10000") != 0) {
+        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+    } else if (!url || strlen(url) > 2048 ||
+               (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)) {
+        (void)snprintf(out->why, sizeof out->why, "malformed_answer");
+    } else {
+        long st = 0;
+        rc = po_api_download(url, NULL, 0, PO_BILL_MAX, &out->data, &out->len, &st);
+        if (!rc && st == 200) {
+            out->state = PO_BILL_FETCHED;
+        } else if (!rc) {
+            free(out->data);
+            out->data = NULL;
+            (void)snprintf(out->why, sizeof out->why, st ? "download_HTTP_%ld" : "no_answer", st);
+        }
+    }
+    json_decref(n);
+    return rc;
+}

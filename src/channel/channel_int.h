@@ -106,6 +106,18 @@ po_err po_api_request(const char *url, const char *const *headers, int nheaders,
 po_err po_api_download(const char *url, const char *const *headers, int nheaders, size_t max,
                        char **data, size_t *len, long *status) PO_MUST_CHECK;
 
+/* ---- bills (wechatpay_bill.c, shared by every bill format) ---- */
+/* Exact fixed-point: s with at most scale decimals -> value * 10^scale
+ * (within 10^17), a leading '-' allowed; false otherwise. */
+bool po_bill_fixed(const char *s, int scale, int64_t *out);
+/* *sum += v within the same bound; false (nothing changed) beyond it. */
+bool po_bill_add(int64_t *sum, int64_t v);
+/* The index of the column named name among h[0..n), or -1. */
+int po_bill_col(char **h, int n, const char *name);
+/* A new zeroed row at the end of b (grown by doubling *cap); NULL when out
+ * of memory. The caller counts it (b->nrows++) once it is whole. */
+struct po_bill_row *po_bill_row_add(struct po_bill *b, int *cap);
+
 /* ---- the channels' own parts of an account (a->priv) ---- */
 /* WeChat Pay (wechatpay.c, wechatpay_api.c). */
 struct po_wechatpay_account {
@@ -164,6 +176,10 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
                                const struct po_refund_request *r, struct po_refund_answer *out);
 po_err po_alipay_order_query(const struct po_channel_account *a, const char *out_trade_no,
                              struct po_query_answer *out);
+po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
+                            size_t errcap);
+po_err po_alipay_bill_fetch(const struct po_channel_account *a, const char *date,
+                            struct po_bill_fetch *out);
 po_err po_alipay_refund_query(const struct po_channel_account *a, const struct po_refund_request *r,
                               struct po_refund_query_answer *out);
 po_err po_alipay_order_close(const struct po_channel_account *a, const char *out_trade_no,
@@ -192,6 +208,10 @@ void po_stripe_event_map(const struct po_channel_account *a, json_t *root,
                          struct po_notify_result *out);
 po_err po_stripe_events_since(const struct po_channel_account *a, int64_t since, int page, int max,
                               struct po_event_walk *out);
+po_err po_stripe_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
+                            size_t errcap);
+po_err po_stripe_bill_fetch(const struct po_channel_account *a, const char *date,
+                            struct po_bill_fetch *out);
 po_err po_stripe_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
                             struct po_pay_answer *out);
 

@@ -393,6 +393,14 @@ static const struct po_channel_option options[] = {
     {NULL, NULL},
 };
 
+/* The balance transactions listed are the API key's own account's: there
+ * is no merchant id in them to compare. */
+static const char *bill_merchant(const struct po_channel_account *a)
+{
+    (void)a;
+    return "";
+}
+
 static const char *const stripe_pay_methods[] = {"payment_intent", NULL};
 
 const struct po_channel_ops po_channel_stripe = {
@@ -412,5 +420,10 @@ const struct po_channel_ops po_channel_stripe = {
     .pay_notify_url = false,
     .order_close = po_stripe_order_close,
     .events_since = po_stripe_events_since,
+    .bill_parse = po_stripe_bill_parse,
+    .bill_merchant = bill_merchant,
+    .bill_fetch = po_stripe_bill_fetch,
+    .bill_tz_s = 0,             /* Stripe's days are UTC */
+    .bill_publish_s = 2 * 3600, /* the day's balance transactions, complete */
     .refund_query = po_stripe_refund_query,
 };

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A member's text, "" when absent. */
 static const char *field(json_t *o, const char *k)
@@ -397,6 +398,28 @@ po_err po_stripe_pay_create(const struct po_channel_account *a, const struct po_
     return rc;
 }
 
+/* One page of a Stripe list at path: *j the answer (caller json_decrefs),
+ * *data its array, *more its has_more; *j NULL with why when the page is
+ * not a list. Non-OK only for out-of-memory. */
+static po_err list_page(const struct po_channel_account *a, const char *path,
+                        struct po_api_resp *resp, long *status, char *why, size_t cap, json_t **j,
+                        json_t **data, bool *more)
+{
+    po_err rc = call(a, path, NULL, NULL, resp);
+    if (rc)
+        return rc;
+    *status = resp->status;
+    *j = answer(resp, why, cap);
+    *data = json_object_get(*j, "data");
+    if (*j && (strcmp(field(*j, "object"), "list") != 0 || !json_is_array(*data))) {
+        (void)snprintf(why, cap, "not_a_list");
+        json_decref(*j);
+        *j = *data = NULL;
+    }
+    *more = json_is_true(json_object_get(*j, "has_more"));
+    return PO_OK;
+}
+
 /* ---- missed-event recovery: GET /v1/events ---- */
 
 void po_event_walk_free(struct po_event_walk *w)
@@ -435,17 +458,11 @@ po_err po_stripe_events_since(const struct po_channel_account *a, int64_t since,
                          "&types%%5B%%5D=refund.updated&types%%5B%%5D=charge.refund.updated%s%s",
                          (long long)since, page, after[0] ? "&starting_after=" : "",
                          after) == PO_OK);
-        if ((rc = call(a, path, NULL, NULL, resp)))
+        json_t *j = NULL, *data = NULL;
+        if ((rc = list_page(a, path, resp, &out->http_status, out->why, sizeof out->why, &j, &data,
+                            &more)) ||
+            !j)
             break;
-        out->http_status = resp->status;
-        json_t *j = answer(resp, out->why, sizeof out->why), *data = json_object_get(j, "data");
-        if (!j || strcmp(field(j, "object"), "list") != 0 || !json_is_array(data)) {
-            if (j)
-                (void)snprintf(out->why, sizeof out->why, "not_a_list");
-            json_decref(j);
-            break;
-        }
-        more = json_is_true(json_object_get(j, "has_more"));
         size_t i;
         json_t *e;
         bool bad = false;
@@ -487,5 +504,77 @@ po_err po_stripe_events_since(const struct po_channel_account *a, int64_t since,
         out->r[i] = out->r[out->n - 1 - i];
         out->r[out->n - 1 - i] = t;
     }
+    return rc;
+}
+
+/* ---- the day's balance transactions: GET /v1/balance_transactions ---- */
+
+/* The day (UTC, Stripe's) walked page by page (expand[]=data.source, so
+ * each charge names its PaymentIntent and each refund its metadata) into
+ * one document, the bill po_stripe_bill_parse reads. A day without any is
+ * NONE; a walk that is not whole decides nothing. */
+po_err po_stripe_bill_fetch(const struct po_channel_account *a, const char *date,
+                            struct po_bill_fetch *out)
+{
+    memset(out, 0, sizeof *out);
+    out->state = PO_BILL_FAILED;
+    if (!po_stripe_of(a)->api_key[0]) {
+        (void)snprintf(out->why, sizeof out->why, "no_api_key");
+        return PO_OK;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (sscanf(date, "%4d-%2d-%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday) != 3) {
+        (void)snprintf(out->why, sizeof out->why, "bad_date");
+        return PO_OK;
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    long long from = (long long)timegm(&tm), to = from + 86400;
+    json_t *all = json_array();
+    struct po_api_resp *resp = malloc(sizeof *resp);
+    char after[PO_TXN_ID_MAX + 1] = "";
+    bool more = true, whole = false;
+    po_err rc = all && resp ? PO_OK : PO_ERR_NOMEM;
+    for (int pages = 0; !rc && more && pages < 1000; pages++) {
+        char path[400];
+        PO_ASSERT(po_fmt(path, sizeof path,
+                         "/v1/balance_transactions?created%%5Bgte%%5D=%lld&created%%5Blt%%5D=%lld"
+                         "&limit=100&expand%%5B%%5D=data.source%s%s",
+                         from, to, after[0] ? "&starting_after=" : "", after) == PO_OK);
+        json_t *j = NULL, *data = NULL;
+        if ((rc = list_page(a, path, resp, &out->http_status, out->why, sizeof out->why, &j, &data,
+                            &more)) ||
+            !j)
+            break;
+        size_t n = json_array_size(data);
+        const char *last = n ? field(json_array_get(data, n - 1), "id") : "";
+        if (json_array_extend(all, data) ||
+            (more && (!n || po_strcpy(after, sizeof after, last) != PO_OK))) {
+            json_decref(j);
+            (void)snprintf(out->why, sizeof out->why, n ? "malformed_answer" : "empty_page");
+            break;
+        }
+        json_decref(j);
+        whole = !more;
+    }
+    free(resp);
+    if (!rc && whole && json_array_size(all) == 0) {
+        out->state = PO_BILL_NONE;
+    } else if (!rc && whole) {
+        json_t *doc =
+            json_pack("{s:s, s:s, s:O}", "object", "payonce_stripe_day", "date", date, "data", all);
+        char *text = doc ? po_json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        if (!text) {
+            rc = PO_ERR_NOMEM;
+        } else {
+            out->data = text;
+            out->len = strlen(text);
+            out->state = PO_BILL_FETCHED;
+            out->why[0] = '\0';
+        }
+    }
+    json_decref(all);
     return rc;
 }

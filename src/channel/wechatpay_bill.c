@@ -28,7 +28,7 @@
  * scaling. Every step is checked before it multiplies: 16 digits scaled by
  * 10^5 would not fit an int64 (found by fuzzing: "4200000263200000000"
  * as a fee wrapped silently in a release build). */
-static bool fixed(const char *s, int scale, int64_t *out)
+bool po_bill_fixed(const char *s, int scale, int64_t *out)
 {
     bool neg = *s == '-';
     if (neg)
@@ -58,7 +58,7 @@ static bool fixed(const char *s, int scale, int64_t *out)
 }
 
 /* *sum += v, false (nothing changed) when it would leave the bound. */
-static bool add_bounded(int64_t *sum, int64_t v)
+bool po_bill_add(int64_t *sum, int64_t v)
 {
     int64_t t;
     if (__builtin_add_overflow(*sum, v, &t) || t > PO_BILL_FIXED_MAX || t < -PO_BILL_FIXED_MAX)
@@ -95,7 +95,7 @@ struct cols {
         refund, refund_status, fee, total, requested;
 };
 
-static int col(char **h, int n, const char *name)
+int po_bill_col(char **h, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(h[i], name) == 0)
@@ -106,6 +106,21 @@ static int col(char **h, int n, const char *name)
 static bool copy(char *dst, size_t cap, const char *src)
 {
     return po_strcpy(dst, cap, src) == PO_OK;
+}
+
+struct po_bill_row *po_bill_row_add(struct po_bill *b, int *cap)
+{
+    if (b->nrows == *cap) {
+        int nc = *cap ? *cap * 2 : 256;
+        struct po_bill_row *r = realloc(b->rows, (size_t)nc * sizeof *r);
+        if (!r)
+            return NULL;
+        b->rows = r;
+        *cap = nc;
+    }
+    struct po_bill_row *r = &b->rows[b->nrows];
+    memset(r, 0, sizeof *r);
+    return r;
 }
 
 void po_bill_free(struct po_bill *b)
@@ -158,11 +173,14 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
         if (nh == 0) { /* the header */
             nh = split(line, h, false);
             c = (struct cols){
-                col(h, nh, "交易时间"),     col(h, nh, "商户号"),       col(h, nh, "特约商户号"),
-                col(h, nh, "微信订单号"),   col(h, nh, "商户订单号"),   col(h, nh, "交易状态"),
-                col(h, nh, "货币种类"),     col(h, nh, "应结订单金额"), col(h, nh, "微信退款单号"),
-                col(h, nh, "商户退款单号"), col(h, nh, "退款金额"),     col(h, nh, "退款状态"),
-                col(h, nh, "手续费"),       col(h, nh, "订单金额"),     col(h, nh, "申请退款金额")};
+                po_bill_col(h, nh, "交易时间"),     po_bill_col(h, nh, "商户号"),
+                po_bill_col(h, nh, "特约商户号"),   po_bill_col(h, nh, "微信订单号"),
+                po_bill_col(h, nh, "商户订单号"),   po_bill_col(h, nh, "交易状态"),
+                po_bill_col(h, nh, "货币种类"),     po_bill_col(h, nh, "应结订单金额"),
+                po_bill_col(h, nh, "微信退款单号"), po_bill_col(h, nh, "商户退款单号"),
+                po_bill_col(h, nh, "退款金额"),     po_bill_col(h, nh, "退款状态"),
+                po_bill_col(h, nh, "手续费"),       po_bill_col(h, nh, "订单金额"),
+                po_bill_col(h, nh, "申请退款金额")};
             if (nh < 0 || c.time < 0 || c.mchid < 0 || c.txn < 0 || c.out_trade_no < 0 ||
                 c.status < 0 || c.settle < 0 || c.fee < 0)
                 BAD("line 1: not a WeChat Pay trade bill header (交易时间, 商户号, 微信订单号, "
@@ -184,9 +202,10 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             int64_t count = 0, settle = 0, refund = 0, fee = 0, total = 0, requested = 0;
             /* Every column the summary header names is there and a number:
              * a bill cut inside its last line is refused too. */
-            if (ns < 5 || ns != nsh || !fixed(f[0], 1, &count) || !fixed(f[1], 2, &settle) ||
-                !fixed(f[2], 2, &refund) || !fixed(f[4], 5, &fee) ||
-                (ns >= 6 && !fixed(f[5], 2, &total)) || (ns >= 7 && !fixed(f[6], 2, &requested)))
+            if (ns < 5 || ns != nsh || !po_bill_fixed(f[0], 1, &count) ||
+                !po_bill_fixed(f[1], 2, &settle) || !po_bill_fixed(f[2], 2, &refund) ||
+                !po_bill_fixed(f[4], 5, &fee) || (ns >= 6 && !po_bill_fixed(f[5], 2, &total)) ||
+                (ns >= 7 && !po_bill_fixed(f[6], 2, &requested)))
                 BAD("line %d: malformed summary row", lineno);
             /* Fees are summed at 1e-5 yuan and stated to 0.01 or 1e-5. */
             if (count != (int64_t)b.nrows * 10)
@@ -211,17 +230,11 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
                 n < 0 ? 0 : n, nh);
         if (b.nrows >= PO_BILL_ROWS_MAX)
             BAD("more than %d rows", PO_BILL_ROWS_MAX);
-        if (b.nrows == cap) {
-            cap = cap ? cap * 2 : 256;
-            struct po_bill_row *r = realloc(b.rows, (size_t)cap * sizeof *r);
-            if (!r) {
-                rc = PO_ERR_NOMEM;
-                goto out;
-            }
-            b.rows = r;
+        struct po_bill_row *r = po_bill_row_add(&b, &cap);
+        if (!r) {
+            rc = PO_ERR_NOMEM;
+            goto out;
         }
-        struct po_bill_row *r = &b.rows[b.nrows];
-        memset(r, 0, sizeof *r);
         int64_t settle = 0, refund = 0, total = 0, requested = 0;
         bool is_refund = strcmp(f[c.status], "REFUND") == 0;
         r->kind = is_refund ? PO_BILL_REFUND : PO_BILL_PAY;
@@ -234,10 +247,10 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             !copy(r->out_trade_no, sizeof r->out_trade_no, f[c.out_trade_no]) ||
             !copy(r->currency, sizeof r->currency, c.currency >= 0 ? f[c.currency] : "CNY"))
             BAD("line %d: a field is missing or too long", lineno);
-        if (!fixed(f[c.settle], 2, &settle) || !fixed(f[c.fee], 5, &r->fee_milli) ||
-            (c.refund >= 0 && !fixed(f[c.refund], 2, &refund)) ||
-            (c.total >= 0 && !fixed(f[c.total], 2, &total)) ||
-            (c.requested >= 0 && !fixed(f[c.requested], 2, &requested)))
+        if (!po_bill_fixed(f[c.settle], 2, &settle) || !po_bill_fixed(f[c.fee], 5, &r->fee_milli) ||
+            (c.refund >= 0 && !po_bill_fixed(f[c.refund], 2, &refund)) ||
+            (c.total >= 0 && !po_bill_fixed(f[c.total], 2, &total)) ||
+            (c.requested >= 0 && !po_bill_fixed(f[c.requested], 2, &requested)))
             BAD("line %d: an amount is not a decimal in yuan (at most 2 decimals; fees 5)", lineno);
         if (settle < 0 || refund < 0 || total < 0 || requested < 0)
             BAD("line %d: negative amount", lineno);
@@ -260,9 +273,9 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             strlen(r->currency) != 3)
             BAD("line %d: a row needs a positive amount, 微信订单号, 商户订单号 and a currency",
                 lineno);
-        if (!add_bounded(&sum_settle, settle) || !add_bounded(&sum_refund, refund) ||
-            !add_bounded(&sum_fee, r->fee_milli) || !add_bounded(&sum_total, total) ||
-            !add_bounded(&sum_requested, requested))
+        if (!po_bill_add(&sum_settle, settle) || !po_bill_add(&sum_refund, refund) ||
+            !po_bill_add(&sum_fee, r->fee_milli) || !po_bill_add(&sum_total, total) ||
+            !po_bill_add(&sum_requested, requested))
             BAD("line %d: the bill's totals leave the bound of an amount", lineno);
         if (!b.period_start[0] || strcmp(day, b.period_start) < 0)
             memcpy(b.period_start, day, 11);

@@ -22,7 +22,7 @@ static void progress(void *ctx, int64_t done, int64_t total)
         fprintf(stderr, "  %lld / %lld rows\n", (long long)done, (long long)total);
 }
 
-/* The bills payonce reads (WeChat Pay's) are in CNY. */
+/* The bills payonce reads (WeChat Pay's, Alipay's) are in CNY. */
 static void money(int64_t minor, char *out, size_t cap)
 {
     po_money_format(minor, "CNY", out, cap);
@@ -175,7 +175,12 @@ int cmd_recon_fetch(struct po_store *s, const struct opts *o)
                *date = cli_opt(o, "date");
     const struct po_channel_ops *ch = po_channel_find(channel);
     if (!ch || !ch->bill_fetch) {
-        fprintf(stderr, "payonce: --channel: payonce downloads the bills of wechatpay\n");
+        char names[128] = "";
+        for (int i = 0, n = 0; po_channels[i]; i++)
+            if (po_channels[i]->bill_fetch)
+                n += snprintf(names + n, sizeof names - (size_t)n, "%s%s", n ? ", " : "",
+                              po_channels[i]->name);
+        fprintf(stderr, "payonce: --channel: payonce downloads the bills of %s\n", names);
         return EXIT_USAGE;
     }
     if (!date || strlen(date) != 10 || !po_time_valid(date)) {

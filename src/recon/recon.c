@@ -91,7 +91,8 @@ static int txn_cmp(const void *a, const void *b)
 }
 
 /* Our PAID orders whose payment the bill's days do not contain: alerts.
- * The bill's days are Beijing time (+08:00); paid_at is UTC. */
+ * The bill's days are the channel's (WeChat Pay, Alipay: Beijing time,
+ * +08:00; Stripe: UTC); paid_at is UTC. */
 static po_err missing_from_bill(struct po_store *s, const struct po_channel_account *acct,
                                 const struct po_bill *b, struct po_recon_report *r, char *err,
                                 size_t errcap)
@@ -111,10 +112,12 @@ static po_err missing_from_bill(struct po_store *s, const struct po_channel_acco
         free(txns);
         return PO_ERR_INVALID;
     }
-    time_t start = timegm(&tm) - 8 * 3600;
+    const struct po_channel_ops *ch = po_channel_find(acct->channel);
+    time_t tz = ch && ch->bill_fetch ? ch->bill_tz_s : 8 * 3600;
+    time_t start = timegm(&tm) - tz;
     memset(&tm, 0, sizeof tm);
     (void)strptime(b->period_end, "%Y-%m-%d", &tm);
-    time_t end = timegm(&tm) + 16 * 3600;
+    time_t end = timegm(&tm) + 86400 - tz;
     strftime(from, sizeof from, "%Y-%m-%dT%H:%M:%S", gmtime_r(&start, &tm));
     strftime(to, sizeof to, "%Y-%m-%dT%H:%M:%S", gmtime_r(&end, &tm));
     struct po_rows rows;

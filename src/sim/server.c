@@ -100,6 +100,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             .body = q->body.data ? q->body.data : ""};
     if (q->body.too_large)
         sim_error(&call, 413, "PARAM_ERROR", "body too large");
+    else if (sim_fault(s, &call))
+        ; /* the channel failing, as the tests asked (DIR/faults) */
     else if (po_sim_wx_route(s, &call) < 0 && po_sim_alipay_route(s, &call) < 0 &&
              po_sim_stripe_route(s, &call) < 0)
         sim_error(&call, 404, "NOT_FOUND", "no such API in the simulator");

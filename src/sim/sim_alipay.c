@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <iconv.h>
+#include <zip.h>
 
 /* "12.30" -> 1230; -1 unless digits with at most two decimals. */
 static int64_t sim_fen(const char *y)
@@ -298,6 +301,188 @@ static int trade_create(struct po_sim_server *s, struct sim_call *c, const struc
     return sim_reply(c, 200, "text/html;charset=utf-8", page, false);
 }
 
+/* ---- the daily bill: alipay.data.dataservice.bill.downloadurl.query ---- */
+
+/* UTF-8 -> GBK (heap); NULL when it cannot be. */
+static char *to_gbk(const char *in, size_t *out_len)
+{
+    iconv_t cd = iconv_open("GBK", "UTF-8");
+    if (cd == (iconv_t)-1)
+        return NULL;
+    size_t len = strlen(in), cap = len + 16, left_in = len, left_out = cap;
+    char *out = malloc(cap), *src = (char *)(uintptr_t)in, *dst = out;
+    if (out && iconv(cd, &src, &left_in, &dst, &left_out) == (size_t)-1) {
+        free(out);
+        out = NULL;
+    }
+    iconv_close(cd);
+    *out_len = out ? cap - left_out : 0;
+    return out;
+}
+
+/* A zip of n named entries (through a temporary file: libzip writes
+ * archives to files); heap, *len bytes; NULL on failure. */
+static char *zip_of(const char *const *names, char *const *datas, const size_t *lens, int n,
+                    size_t *len)
+{
+    char path[] = "/tmp/payonce-sim-zip-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return NULL;
+    close(fd);
+    int zerr = 0;
+    zip_t *z = zip_open(path, ZIP_TRUNCATE, &zerr);
+    bool ok = z != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        zip_source_t *src = zip_source_buffer(z, datas[i], lens[i], 0);
+        ok = src && zip_file_add(z, names[i], src, ZIP_FL_ENC_UTF_8) >= 0;
+        if (!ok && src)
+            zip_source_free(src);
+    }
+    if (z && (!ok ? (zip_discard(z), false) : zip_close(z) != 0))
+        ok = false;
+    char *out = NULL;
+    if (ok && po_file_read(path, PO_SIM_BILL_MAX, &out, len) != PO_OK)
+        out = NULL;
+    unlink(path);
+    return out;
+}
+
+/* The day's Alipay payments and refunds as its 业务明细 (detail) and 汇总
+ * (summary) CSVs, GBK, zipped; NULL when the day had none (*none). */
+static char *alipay_bill_zip(struct po_sim_server *s, const char *date, size_t *len, bool *none)
+{
+    struct buf {
+        char *p;
+        size_t n;
+    } d = {NULL, 0};
+    FILE *m = open_memstream(&d.p, &d.n);
+    if (!m)
+        return NULL;
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
+    pthread_mutex_unlock(&s->mu);
+    fprintf(m,
+            "#支付宝业务明细查询\r\n#账号：[%s0156]\r\n#起始日期：[%.4s年%.2s月%.2s日 00:00:00]"
+            "   终止日期：[%.4s年%.2s月%.2s日 23:59:59]\r\n#---------------------------------"
+            "--------业务明细列表----------------------------------------\r\n",
+            s->id.seller_id, date, date + 5, date + 8, date, date + 5, date + 8);
+    fprintf(m, "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,"
+               "操作员,终端号,对方账户,订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,"
+               "支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称,商家红包消费金额（元）,"
+               "卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注\r\n");
+    int64_t np = 0, nr = 0, sp = 0, sr = 0;
+    size_t i;
+    json_t *p;
+    json_array_foreach(payments, i, p)
+    {
+        if (strcmp(sim_jstr(p, "channel"), "alipay") != 0 ||
+            strncmp(sim_jstr(p, "time"), date, 10) != 0)
+            continue;
+        char y[32];
+        sim_yuan(sim_jint(p, "amount"), y, sizeof y);
+        fprintf(m,
+                "%s\t,%s\t,交易\t,payonce 模拟商品,%s,%s,\t,\t,\t,\t,*付款(pay***@example.com)\t,"
+                "%s,%s,0.00,0.00,0.00,0.00,0.00,,0.00\t,0.00,\t,0.00,0.00,\r\n",
+                sim_jstr(p, "txn"), sim_jstr(p, "out_trade_no"), sim_jstr(p, "time"),
+                sim_jstr(p, "time"), y, y);
+        np++, sp += sim_jint(p, "amount");
+    }
+    json_array_foreach(refunds, i, p)
+    {
+        if (!sim_refund_of(p, "alipay") || strncmp(sim_jstr(p, "time"), date, 10) != 0)
+            continue;
+        char y[32];
+        sim_yuan(sim_jint(p, "amount"), y, sizeof y);
+        fprintf(m,
+                "%s\t,%s\t,退款\t,payonce 模拟商品,%s,%s,\t,\t,\t,\t,*付款(pay***@example.com)\t,"
+                "-%s,-%s,0.00,0.00,0.00,0.00,0.00,,0.00\t,0.00,%s\t,0.00,0.00,\r\n",
+                sim_jstr(p, "txn"), sim_jstr(p, "out_trade_no"), sim_jstr(p, "time"),
+                sim_jstr(p, "time"), y, y, sim_jstr(p, "out_refund_no"));
+        nr++, sr += sim_jint(p, "amount");
+    }
+    json_decref(payments);
+    json_decref(refunds);
+    char a[32], b[32];
+    sim_yuan(sp, a, sizeof a);
+    sim_yuan(sr, b, sizeof b);
+    fprintf(
+        m,
+        "#-----------------------------------------业务明细列表结束---------------------------"
+        "---------\r\n#交易合计：%lld笔，商家实收共%s元，商家优惠共0.00元\r\n#退款合计：%lld笔，"
+        "商家实收退款共%s%s元，商家优惠退款共0.00元\r\n#导出时间：[%.4s年%.2s月%.2s日 09:00:00]"
+        "\r\n",
+        (long long)np, a, (long long)nr, sr ? "-" : "", b, date, date + 5, date + 8);
+    fclose(m);
+    *none = np + nr == 0;
+    char summary[512];
+    (void)snprintf(summary, sizeof summary,
+                   "#支付宝业务汇总查询\r\n#账号：[%s0156]\r\n门店编号,门店名称,交易订单总笔数,"
+                   "退款订单总笔数,订单金额（元）,商家实收（元）\r\n合计,,%lld,%lld,%s,%s\r\n",
+                   s->id.seller_id, (long long)np, (long long)nr, a, a);
+    size_t gl = 0, sl = 0;
+    char *gd = *none ? NULL : to_gbk(d.p, &gl), *gs = *none ? NULL : to_gbk(summary, &sl);
+    free(d.p);
+    char *zip = NULL;
+    if (gd && gs) {
+        char day[9], n1[96], n2[96];
+        (void)snprintf(day, sizeof day, "%.4s%.2s%.2s", date, date + 5, date + 8);
+        (void)snprintf(n1, sizeof n1, "%s0156_%s_业务明细.csv", s->id.seller_id, day);
+        (void)snprintf(n2, sizeof n2, "%s0156_%s_业务明细(汇总).csv", s->id.seller_id, day);
+        const char *names[] = {n1, n2};
+        char *datas[] = {gd, gs};
+        size_t lens[] = {gl, sl};
+        zip = zip_of(names, datas, lens, 2, len);
+    }
+    free(gd);
+    free(gs);
+    return zip;
+}
+
+/* The download URL of the day's bill (the real one is valid 30 s); a day
+ * without trades is 40004 isp.bill_not_exist; a day listed in
+ * DIR/bill_not_ready is 20000 (the gateway's own failure): not decided. */
+static int bill_url(struct po_sim_server *s, struct sim_call *c, json_t *biz)
+{
+    static const char node[] = "alipay_data_dataservice_bill_downloadurl_query_response";
+    const char *date = sim_jstr(biz, "bill_date");
+    if (strcmp(sim_jstr(biz, "bill_type"), "trade") != 0 || strlen(date) != 10 ||
+        !po_time_valid(date))
+        return alipay_error(s, c, node, "40002", "isv.invalid-parameter",
+                            "bill_type trade, bill_date yyyy-MM-dd");
+    if (sim_bill_not_ready(s, date))
+        return alipay_error(s, c, node, "20000", "isp.unknow-error", "系统繁忙");
+    size_t len = 0;
+    bool none = false;
+    char *zip = alipay_bill_zip(s, date, &len, &none);
+    free(zip);
+    if (none)
+        return alipay_error(s, c, node, "40004", "isp.bill_not_exist", "账单不存在");
+    const char *host = c->header(c->ctx, "Host");
+    char url[256];
+    (void)snprintf(url, sizeof url, "http://%s/alipay/downloadBillFile?bizDates=%s",
+                   host ? host : "127.0.0.1", date);
+    return alipay_reply(
+        s, c, node,
+        json_pack("{s:s, s:s, s:s}", "code", "10000", "msg", "Success", "bill_download_url", url));
+}
+
+/* GET /alipay/downloadBillFile?bizDates=D: the zip itself. */
+static int bill_download(struct po_sim_server *s, struct sim_call *c)
+{
+    const char *date = c->arg(c->ctx, "bizDates");
+    if (!date || strlen(date) != 10 || !po_time_valid(date))
+        return sim_reply(c, 400, "text/plain", "bad bizDates", false);
+    size_t len = 0;
+    bool none = false;
+    char *zip = alipay_bill_zip(s, date, &len, &none);
+    int r = zip ? sim_reply_bytes(c, 200, "application/octet-stream", zip, len)
+                : sim_reply(c, 404, "text/plain", "no bill", false);
+    free(zip);
+    return r;
+}
+
 /* POST /gateway.do: the request must be signed RSA2 with the app's key
  * (the simulator's merchant key pair stands for it), for the app_id the
  * simulator has; then one of the methods above. */
@@ -328,8 +513,9 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
                                           "alipay.trade.precreate",
                                           "alipay.trade.page.pay",
                                           "alipay.trade.wap.pay",
-                                          "alipay.trade.fastpay.refund.query"};
-    enum { NM = 7 };
+                                          "alipay.trade.fastpay.refund.query",
+                                          "alipay.data.dataservice.bill.downloadurl.query"};
+    enum { NM = 8 };
     const char *method = sim_form_get(&f, "method");
     int m = 0;
     while (m < NM && strcmp(method, methods[m]) != 0)
@@ -358,6 +544,8 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         ret = trade_close(s, c, biz);
     else if (m == 6)
         ret = refund_query(s, c, biz);
+    else if (m == 7)
+        ret = bill_url(s, c, biz);
     else
         ret = trade_create(s, c, &f, biz, m == 3 ? "precreate" : m == 4 ? "page" : "wap");
     json_decref(biz);
@@ -367,6 +555,8 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
 
 int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c)
 {
+    if (strcmp(c->method, "GET") == 0 && strcmp(c->path, "/alipay/downloadBillFile") == 0)
+        return bill_download(s, c);
     if ((strcmp(c->method, "POST") == 0 || strcmp(c->method, "GET") == 0) &&
         strcmp(c->path, "/gateway.do") == 0)
         return alipay_gateway(s, c);

@@ -108,6 +108,20 @@ json_t *sim_find_created(json_t *created, const char *channel, const char *out_t
 enum sim_trade { SIM_TRADE_OPEN, SIM_TRADE_PAID, SIM_TRADE_CLOSED };
 enum sim_trade sim_trade_of(struct po_sim_server *s, const char *channel, const char *out_trade_no,
                             json_t **prev);
+/* Whether the tests marked date's bills as not published yet: a line
+ * "YYYY-MM-DD" in DIR/bill_not_ready (the channels publish a day's bill
+ * the next morning; the tests move their own clock, not the simulator's,
+ * so the simulator is told). */
+bool sim_bill_not_ready(const struct po_sim_server *s, const char *date);
+/* Whether DIR/file has value as one of its lines (the tests' switches). */
+bool sim_listed(const struct po_sim_server *s, const char *file, const char *value);
+/* The channel failing on purpose: DIR/faults holds lines "METHOD PATH
+ * STATUS COUNT" (PATH a prefix of the request's path); the next COUNT
+ * requests that match are answered STATUS in the channel's own shape —
+ * 429 its rate limit (WeChat Pay FREQUENCY_LIMITED, Stripe rate_limit,
+ * Alipay's gateway HTTP 429), 5xx its server error (SYSTEM_ERROR,
+ * api_error, HTTP 5xx). true when it answered. Under s->mu. */
+bool sim_fault(struct po_sim_server *s, struct sim_call *c);
 /* Records that channel closed out_trade_no (closed.jsonl); under s->mu. */
 void sim_record_close(struct po_sim_server *s, const char *channel, const char *out_trade_no);
 /* prefix + 24 random digits (the channels' refund ids look so). */

@@ -300,6 +300,30 @@ static int by_newest(const void *a, const void *b)
     return -strcmp(sim_jstr(x, "id"), sim_jstr(y, "id"));
 }
 
+/* One page of a Stripe list: all (n objects, taken) sorted newest first,
+ * the limit after the one named after, with has_more. */
+static int reply_page(struct sim_call *c, json_t **all, size_t n, const char *after, int64_t limit,
+                      const char *url)
+{
+    qsort(all, n, sizeof *all, by_newest);
+    size_t from = 0;
+    if (after) {
+        while (from < n && strcmp(sim_jstr(all[from], "id"), after) != 0)
+            from++;
+        from = from < n ? from + 1 : n;
+    }
+    json_t *data = json_array();
+    for (size_t k = from; k < n && k < from + (size_t)limit; k++)
+        json_array_append(data, all[k]);
+    bool more = from + (size_t)limit < n;
+    for (size_t k = 0; k < n; k++)
+        json_decref(all[k]);
+    free(all);
+    return sim_reply_json(c, 200,
+                          json_pack("{s:s, s:o, s:b, s:s}", "object", "list", "data", data,
+                                    "has_more", more, "url", url));
+}
+
 /* GET /v1/events?created[gte]=T&limit=N[&starting_after=evt]: the
  * simulator's Stripe payments (payment_intent.succeeded, lost ones too)
  * and refunds (refund.updated, succeeded) as Stripe's events, newest
@@ -347,23 +371,76 @@ static int list_events(struct po_sim_server *s, struct sim_call *c)
     json_decref(refunds);
     if (!all)
         return stripe_error(c, 500, NULL, "out of memory");
-    qsort(all, n, sizeof *all, by_newest);
-    size_t from = 0;
-    if (after) {
-        while (from < n && strcmp(sim_jstr(all[from], "id"), after) != 0)
-            from++;
-        from = from < n ? from + 1 : n;
+    return reply_page(c, all, n, after, limit, "/v1/events");
+}
+
+/* GET /v1/balance_transactions?created[gte]=&created[lt]=&limit=
+ * [&starting_after=][&expand[]=data.source]: the simulator's Stripe
+ * payments (type charge, the fee 2.9% + 30, the source a Charge naming its
+ * PaymentIntent and metadata) and refunds (type refund, negative, the
+ * source a Refund), newest first, paged with has_more. */
+static int list_balance(struct po_sim_server *s, struct sim_call *c)
+{
+    const char *gte = c->arg(c->ctx, "created[gte]"), *lt = c->arg(c->ctx, "created[lt]"),
+               *lim = c->arg(c->ctx, "limit"), *after = c->arg(c->ctx, "starting_after"),
+               *exp = c->arg(c->ctx, "expand[]");
+    int64_t from = 0, to = INT64_C(99999999999), limit = 10;
+    if ((gte && po_parse_i64(gte, 0, INT64_C(99999999999), &from)) ||
+        (lt && po_parse_i64(lt, 0, INT64_C(99999999999), &to)) ||
+        (lim && po_parse_i64(lim, 1, 100, &limit)))
+        return stripe_error(c, 400, "parameter_invalid_integer", "created, limit");
+    bool expand = exp && strcmp(exp, "data.source") == 0;
+    pthread_mutex_lock(&s->mu);
+    json_t *payments = sim_read_jsonl(s->dir, "payments.jsonl");
+    json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl");
+    pthread_mutex_unlock(&s->mu);
+    size_t cap = json_array_size(payments) + json_array_size(refunds) + 1, n = 0, i;
+    json_t **all = calloc(cap, sizeof *all), *p;
+    char id[PO_ID_MAX + 8], ch[PO_ID_MAX + 8];
+    json_array_foreach(payments, i, p)
+    {
+        int64_t t = record_time(p);
+        if (!all || strcmp(sim_jstr(p, "channel"), "stripe") != 0 || t < from || t >= to)
+            continue;
+        json_int_t amount = sim_jint(p, "amount"), fee = (amount * 29 + 500) / 1000 + 30;
+        char cur[4] = "usd";
+        for (int k = 0; k < 3 && sim_jstr(p, "currency")[k]; k++)
+            cur[k] = (char)(sim_jstr(p, "currency")[k] | 0x20);
+        (void)snprintf(id, sizeof id, "txn_%s", sim_jstr(p, "txn") + 3);
+        (void)snprintf(ch, sizeof ch, "ch_%s", sim_jstr(p, "txn") + 3);
+        json_t *src = expand ? json_pack("{s:s, s:s, s:I, s:s, s:s, s:{s:s}}", "id", ch, "object",
+                                         "charge", "amount", amount, "currency", cur,
+                                         "payment_intent", sim_jstr(p, "txn"), "metadata",
+                                         "out_trade_no", sim_jstr(p, "out_trade_no"))
+                             : json_string(ch);
+        all[n++] = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o, s:[{s:I, s:s}]}",
+                             "id", id, "object", "balance_transaction", "amount", amount, "fee",
+                             fee, "net", amount - fee, "created", (json_int_t)t, "currency", cur,
+                             "type", "charge", "reporting_category", "charge", "source", src,
+                             "fee_details", "amount", fee, "type", "stripe_fee");
     }
-    json_t *data = json_array();
-    for (size_t k = from; k < n && k < from + (size_t)limit; k++)
-        json_array_append(data, all[k]);
-    bool more = from + (size_t)limit < n;
-    for (size_t k = 0; k < n; k++)
-        json_decref(all[k]);
-    free(all);
-    return sim_reply_json(c, 200,
-                          json_pack("{s:s, s:o, s:b, s:s}", "object", "list", "data", data,
-                                    "has_more", more, "url", "/v1/events"));
+    json_array_foreach(refunds, i, p)
+    {
+        int64_t t = record_time(p);
+        if (!all || !sim_refund_of(p, "stripe") || t < from || t >= to)
+            continue;
+        json_t *pay = sim_find_payment(payments, "stripe", "txn", sim_jstr(p, "txn"));
+        char cur[4] = "usd";
+        for (int k = 0; pay && k < 3 && sim_jstr(pay, "currency")[k]; k++)
+            cur[k] = (char)(sim_jstr(pay, "currency")[k] | 0x20);
+        (void)snprintf(id, sizeof id, "txn_%s", sim_jstr(p, "refund_id") + 3);
+        json_t *src = expand ? refund_json(p, cur) : json_string(sim_jstr(p, "refund_id"));
+        all[n++] = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o, s:[]}", "id", id,
+                             "object", "balance_transaction", "amount", -sim_jint(p, "amount"),
+                             "fee", (json_int_t)0, "net", -sim_jint(p, "amount"), "created",
+                             (json_int_t)t, "currency", cur, "type", "refund", "reporting_category",
+                             "refund", "source", src, "fee_details");
+    }
+    json_decref(payments);
+    json_decref(refunds);
+    if (!all)
+        return stripe_error(c, 500, NULL, "out of memory");
+    return reply_page(c, all, n, after, limit, "/v1/balance_transactions");
 }
 
 /* GET /v1/refunds?payment_intent=pi: that payment's refunds (all
@@ -406,6 +483,8 @@ int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c)
         return list_refunds(s, c);
     if (get && strcmp(c->path, "/v1/events") == 0)
         return list_events(s, c);
+    if (get && strcmp(c->path, "/v1/balance_transactions") == 0)
+        return list_balance(s, c);
     struct sim_form f = {0};
     if (post && c->body && *c->body && !sim_form_parse(c->body, &f)) {
         sim_form_free(&f);

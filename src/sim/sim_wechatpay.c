@@ -190,23 +190,6 @@ static bool valid_date(const char *d)
     return d && strlen(d) == 10 && po_time_valid(d);
 }
 
-/* Whether the simulator's operator marked date's bills as not published
- * yet: a line "YYYY-MM-DD" in DIR/bill_not_ready (WeChat Pay publishes a
- * day's bill at 10:00 the next day; the tests move their own clock, not
- * the simulator's, so the simulator is told). */
-static bool bill_not_ready(const struct po_sim_server *s, const char *date)
-{
-    char path[1024], line[64];
-    (void)snprintf(path, sizeof path, "%s/bill_not_ready", s->dir);
-    FILE *f = fopen(path, "r");
-    bool hit = false;
-    while (f && !hit && fgets(line, sizeof line, f))
-        hit = strncmp(line, date, 10) == 0;
-    if (f)
-        fclose(f);
-    return hit;
-}
-
 /* Whether a bill has a detail row. */
 static bool bill_has_rows(const char *bill)
 {
@@ -248,7 +231,7 @@ static int trade_bill(struct po_sim_server *s, struct sim_call *c)
         (tar && strcmp(tar, "GZIP")))
         return sim_error(c, 400, "PARAM_ERROR",
                          "bill_date YYYY-MM-DD, bill_type ALL|SUCCESS|REFUND, tar_type GZIP");
-    if (bill_not_ready(s, date))
+    if (sim_bill_not_ready(s, date))
         return sim_error(c, 400, "STATEMENT_CREATING", "账单生成中");
     /* a day without any trade has no bill; a day with payments and no
      * refunds has an empty REFUND bill */
@@ -471,18 +454,22 @@ static int refund_query(struct po_sim_server *s, struct sim_call *c, const char 
                                           strcmp(sim_jstr(r, "out_refund_no"), out_refund_no) == 0)
         mine = r;
     json_t *ans = NULL;
+    /* a refund the tests listed in DIR/refund_abnormal ends ABNORMAL (the
+     * payer's account could not take it), as WeChat Pay reports it */
+    bool abnormal = mine && sim_listed(s, "refund_abnormal", out_refund_no);
     if (mine) {
         char when[40];
         (void)snprintf(when, sizeof when, "%.10sT%.8s+08:00", sim_jstr(mine, "time"),
                        strlen(sim_jstr(mine, "time")) > 11 ? sim_jstr(mine, "time") + 11
                                                            : "00:00:00");
-        ans = json_pack(
-            "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:s}}", "refund_id",
-            sim_jstr(mine, "refund_id"), "out_refund_no", out_refund_no, "transaction_id",
-            sim_jstr(mine, "txn"), "out_trade_no", sim_jstr(mine, "out_trade_no"), "channel",
-            "ORIGINAL", "status", "SUCCESS", "create_time", when, "success_time", when, "amount",
-            "total", sim_jint(mine, "total"), "refund", sim_jint(mine, "amount"), "payer_total",
-            sim_jint(mine, "total"), "payer_refund", sim_jint(mine, "amount"), "currency", "CNY");
+        ans = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:s}}",
+                        "refund_id", sim_jstr(mine, "refund_id"), "out_refund_no", out_refund_no,
+                        "transaction_id", sim_jstr(mine, "txn"), "out_trade_no",
+                        sim_jstr(mine, "out_trade_no"), "channel", "ORIGINAL", "status",
+                        abnormal ? "ABNORMAL" : "SUCCESS", "create_time", when, "success_time",
+                        when, "amount", "total", sim_jint(mine, "total"), "refund",
+                        sim_jint(mine, "amount"), "payer_total", sim_jint(mine, "total"),
+                        "payer_refund", sim_jint(mine, "amount"), "currency", "CNY");
     }
     pthread_mutex_unlock(&s->mu);
     json_decref(refunds);

@@ -5,6 +5,8 @@
  */
 #include "sim_int.h"
 
+#include <pthread.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,4 +164,74 @@ po_err po_sim_created_find(const char *dir, const char *channel, const char *out
     }
     json_decref(all);
     return rc;
+}
+
+bool sim_listed(const struct po_sim_server *s, const char *file, const char *value)
+{
+    char path[1024], line[256];
+    (void)snprintf(path, sizeof path, "%s/%s", s->dir, file);
+    FILE *f = fopen(path, "r");
+    bool hit = false;
+    size_t n = strlen(value);
+    while (f && !hit && fgets(line, sizeof line, f))
+        hit = strncmp(line, value, n) == 0 && (line[n] == '\n' || line[n] == '\0');
+    if (f)
+        fclose(f);
+    return hit;
+}
+
+bool sim_bill_not_ready(const struct po_sim_server *s, const char *date)
+{
+    return sim_listed(s, "bill_not_ready", date);
+}
+
+bool sim_fault(struct po_sim_server *s, struct sim_call *c)
+{
+    char path[1024];
+    (void)snprintf(path, sizeof path, "%s/faults", s->dir);
+    pthread_mutex_lock(&s->mu);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    char lines[16][512];
+    int n = 0, hit = -1;
+    unsigned status = 0;
+    while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
+        char m[16], p[400];
+        unsigned st = 0;
+        int count = 0;
+        if (sscanf(lines[n], "%15s %399s %u %d", m, p, &st, &count) == 4 && hit < 0 && count > 0 &&
+            strcmp(m, c->method) == 0 && strncmp(c->path, p, strlen(p)) == 0) {
+            hit = n;
+            status = st;
+            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d\n", m, p, st, count - 1);
+        }
+        n++;
+    }
+    fclose(f);
+    if (hit >= 0 && (f = fopen(path, "w"))) {
+        for (int i = 0; i < n; i++)
+            fputs(lines[i], f);
+        fclose(f);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (hit < 0)
+        return false;
+    bool limited = status == 429;
+    if (strncmp(c->path, "/v3/", 4) == 0)
+        (void)sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",
+                        limited ? "频率超限" : "系统错误，请稍后重试");
+    else if (strncmp(c->path, "/v1/", 4) == 0)
+        (void)sim_reply_json(c, status,
+                             json_pack("{s:{s:s, s:s, s:s}}", "error", "type",
+                                       limited ? "rate_limit_error" : "api_error", "code",
+                                       limited ? "rate_limit" : "api_error", "message",
+                                       limited ? "Too many requests hit the API too quickly."
+                                               : "An unknown error occurred"));
+    else
+        (void)sim_reply(c, status, "text/html", limited ? "Too Many Requests" : "Bad Gateway",
+                        false);
+    return true;
 }

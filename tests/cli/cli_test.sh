@@ -79,8 +79,8 @@ EOF
   has apply-missing "$tmp/err" "cannot read $tmp/nope.json: no such file"
   check recon-missing 1 "$BIN" recon import --db "$db" --tenant t1 --channel wechatpay "$tmp/nope.csv"
   has recon-missing "$tmp/err" "cannot read $tmp/nope.csv: no such file"
-  check recon-alipay 2 "$BIN" recon import --db "$db" --tenant t1 --channel alipay "$tmp/nope.csv"
-  has recon-alipay "$tmp/err" "payonce reads the bills of wechatpay"
+  check recon-channel 2 "$BIN" recon import --db "$db" --tenant t1 --channel paypal "$tmp/nope.csv"
+  has recon-channel "$tmp/err" "payonce reads the bills of wechatpay, alipay, stripe"
   head -c 70000 /dev/zero | tr '\0' ' ' >"$tmp/huge.json"
   check apply-huge 1 "$BIN" apply --db "$db" --event "$tmp/huge.json"; has apply-huge "$tmp/err" "64 KiB"
 

@@ -2801,6 +2801,194 @@ static void test_daily_recon(void)
     bill_not_ready("");
 }
 
+/* Alipay's day: alipay.data.dataservice.bill.downloadurl.query, a zip of
+ * GBK CSVs, imported by the same daily round. */
+static void test_daily_recon_alipay(void)
+{
+    char sim_base[64], gateway[80], day0[16], alin[96];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    snprintf(gateway, sizeof gateway, "%s/gateway.do", sim_base);
+    snprintf(alin, sizeof alin, "http://127.0.0.1:%u/notify/alipay/t1", gw_port);
+    t1_alipay(gateway, "sim");
+    order_on("DA-1", 1200, "alipay");
+    order_on("DA-2", 1300, "alipay");
+    run("sim pay --dir sim --channel alipay --order DA-1:1200 --txn 2026120422001400000000009811"
+        " --lose");
+    run("sim pay --dir sim --channel alipay --order DA-2:1300 --txn 2026120422001400000000009812"
+        " --notify-url %s",
+        alin);
+    int64_t now = (int64_t)time(NULL), bj = now + 8 * 3600;
+    int64_t d1 = bj - bj % 86400 - 8 * 3600 + 86400;
+    time_t t = (time_t)(bj - bj % 86400);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(day0, sizeof day0, "%Y-%m-%d", &tm);
+    struct po_recon_daily_report x;
+    /* Alipay answers its own failure first (20000): tried again later. */
+    /* (t1's WeChat Pay account is reconciled by the same round: the
+     * checks read Alipay's own day) */
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND channel = 'alipay' AND"
+             " bill_date = ? AND state = 'pending'");
+    bill_not_ready(day0);
+    recon_round(d1 + 37800, &x);
+    T_CHECK(x.failed >= 1 && q1(sql, day0) == 1 && status_is("DA-1", "PAYING"),
+            "alipay bill not given: %lld failed, DA-1 PAYING %d", (long long)x.failed,
+            status_is("DA-1", "PAYING"));
+    bill_not_ready("");
+    recon_round(d1 + 37800 + 1800, &x);
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND channel = 'alipay' AND"
+             " bill_date = ? AND state = 'done'");
+    T_CHECK(x.imported >= 1 && q1(sql, day0) == 1 && status_is("DA-1", "PAID") &&
+                pay_journals("DA-1") == 1 && pay_journals("DA-2") == 1,
+            "alipay's zip of GBK CSVs reconciled: %lld imported, %lld failed",
+            (long long)x.imported, (long long)x.failed);
+    T_CHECK(t_cli_status(dir, bin, url, "recon fetch --tenant t1 --channel alipay --date %s",
+                         day0) == 0,
+            "recon fetch, alipay: exit 0");
+}
+
+/* Stripe's day (UTC): its balance transactions, charges and refunds,
+ * reconciled by the same daily round. */
+static void test_daily_recon_stripe(void)
+{
+    struct resp r;
+    char gwn[96], dayU[16], sql[220];
+    snprintf(gwn, sizeof gwn, "http://127.0.0.1:%u/notify/stripe/t1", gw_port);
+    t1_stripe("sim");
+    stripe_order("DS-1", 1500);
+    stripe_order("DS-2", 2500);
+    run("sim pay --dir sim --channel stripe --currency USD --order DS-1:1500"
+        " --txn pi_000000000000000000009821 --lose");
+    run("sim pay --dir sim --channel stripe --currency USD --order DS-2:2500"
+        " --txn pi_000000000000000000009822 --notify-url %s",
+        gwn);
+    /* a refund Stripe made; its refund.updated webhook never comes */
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"DS-2\",\"out_refund_no\":\"DSR-2\",\"amount\":700}", &r);
+    T_CHECK(r.status == 201, "DSR-2: %ld %s", r.status, r.body);
+    int64_t now = (int64_t)time(NULL), midnight = now - now % 86400;
+    time_t t = (time_t)midnight;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(dayU, sizeof dayU, "%Y-%m-%d", &tm);
+    struct po_recon_daily_report x;
+    recon_round(midnight + 86400 + 3 * 3600, &x);
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND channel = 'stripe' AND"
+             " bill_date = ? AND state = 'done'");
+    T_CHECK(q1(sql, dayU) == 1 && status_is("DS-1", "PAID") && pay_journals("DS-1") == 1 &&
+                pay_journals("DS-2") == 1 &&
+                q1("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                   "DSR-2") == 1 &&
+                q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_refund_no = ?",
+                   "DSR-2") == 1,
+            "Stripe's day from its balance transactions: %lld imported, %lld failed (%s)",
+            (long long)x.imported, (long long)x.failed, dayU);
+    /* fees recorded from Stripe's fee_details: 2.9% + 30 */
+    T_CHECK(q1("SELECT COUNT(*) FROM recon_fee WHERE tenant_id = 't1' AND channel = 'stripe' AND"
+               " out_trade_no = ? AND fee_milli = 74000",
+               "DS-1") == 1,
+            "Stripe's fee of DS-1 recorded");
+    T_CHECK(t_cli_status(dir, bin, url, "recon fetch --tenant t1 --channel stripe --date %s",
+                         dayU) == 0,
+            "recon fetch, stripe: exit 0");
+}
+
+/* ---- the channels failing: rate limits, 5xx, a refund that ends ABNORMAL ---- */
+
+static void sim_file(const char *name, const char *content)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/sim/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(content, f) < 0 || fclose(f))
+        die("cannot write a simulator switch");
+}
+
+static void test_channel_failures(void)
+{
+    struct resp r;
+    char sim_base[64], gateway[80];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    snprintf(gateway, sizeof gateway, "%s/gateway.do", sim_base);
+    t1_wechatpay(sim_base, "sim");
+    const char *pf1 = "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-1\",\"amount\":100,\"channel\":"
+                      "\"wechatpay\",\"pay_method\":\"native\"}";
+    /* WeChat Pay rate-limits the create (429 FREQUENCY_LIMITED): 503, the
+     * same request again creates it, once */
+    sim_file("faults", "POST /v3/pay/transactions/native 429 1\n");
+    api("POST", gw_port, "/v1/orders", key1, "pf-1", pf1, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "FREQUENCY_LIMITED") &&
+                no_payment("PF-1"),
+            "wechatpay create rate-limited: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/orders", key1, "pf-1", pf1, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "code_url") && sim_created("created", "PF-1") == 1,
+            "wechatpay create after the rate limit: %ld %s", r.status, r.body);
+    /* its close meets a 500 SYSTEM_ERROR: 503, the order stays PAYING */
+    sim_file("faults", "POST /v3/pay/transactions/out-trade-no/ 500 1\n");
+    close_order("PF-1", "pf-1c", &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "SYSTEM_ERROR") &&
+                status_is("PF-1", "PAYING"),
+            "wechatpay close meets a 500: %ld %s", r.status, r.body);
+    close_order("PF-1", "pf-1c", &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED"), "the close again: %ld %s", r.status,
+            r.body);
+    /* Alipay's gateway down (HTTP 502) for a precreate */
+    t1_alipay(gateway, "sim");
+    sim_file("faults", "POST /gateway.do 502 1\n");
+    const char *pf2 = "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-2\",\"amount\":200,\"channel\":"
+                      "\"alipay\",\"pay_method\":\"precreate\"}";
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf2, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "HTTP_502") &&
+                no_payment("PF-2"),
+            "alipay gateway 502: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf2, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "qr_code"), "alipay after the 502: %ld %s", r.status,
+            r.body);
+    /* Stripe's rate limit (429 rate_limit) on the PaymentIntent */
+    t1_stripe("sim");
+    sim_file("faults", "POST /v1/payment_intents 429 1\n");
+    const char *pf3 = "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-3\",\"amount\":300,\"currency\":"
+                      "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}";
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "rate_limit") &&
+                no_payment("PF-3"),
+            "stripe rate limit: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "client_secret") &&
+                sim_created("intents", "PF-3") == 1,
+            "stripe after the rate limit: %ld %s (%d at Stripe)", r.status, r.body,
+            sim_created("intents", "PF-3"));
+    sim_file("faults", "");
+    /* A WeChat Pay refund that ends ABNORMAL (the payer's account could not
+     * take it), its notification lost: the refund query ends it so. */
+    paid_order_of_t1("PF-5", 500);
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url %s --merchant-private-key-file sim/merchant_private_key.pem"
+        " --merchant-serial %s --notify-url http://127.0.0.1:1/notify/wechatpay/t1",
+        id.mchid, id.appid, sim_base, id.merchant_serial);
+    sim_file("refund_abnormal", "RPF-5\n");
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"PF-5\",\"out_refund_no\":\"RPF-5\",\"amount\":200}", &r);
+    T_CHECK(r.status == 201, "RPF-5: %ld %s", r.status, r.body);
+    struct po_store *s = t_open(url);
+    struct po_refund_query_report rq;
+    char err[PO_ERRBUF_SIZE] = "";
+    T_CHECK(po_refund_query_round(s, NULL, mkey, 0, 100, &rq, err, sizeof err) == PO_OK &&
+                rq.applied == 1 &&
+                q1("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'ABNORMAL'",
+                   "RPF-5") == 1 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "PF-5") == 0,
+            "a refund that ends ABNORMAL: %s (%lld applied)", err, (long long)rq.applied);
+    po_store_close(s);
+    sim_file("refund_abnormal", "");
+    t1_wechatpay(sim_base, "sim");
+}
+
 /* ---- Stripe: webhooks that never came, recovered from /v1/events ---- */
 
 struct recover_racer {
@@ -3278,6 +3466,9 @@ static const struct api_case {
     {"stripe_lifecycle", test_stripe_lifecycle},
     {"create_at_channel", test_create_at_channel},
     {"daily_recon", test_daily_recon},
+    {"daily_recon_alipay", test_daily_recon_alipay},
+    {"daily_recon_stripe", test_daily_recon_stripe},
+    {"channel_failures", test_channel_failures},
     {"stripe_events", test_stripe_events},
     {"platform_keys", test_platform_keys},
     {"order_expiry", test_order_expiry},

@@ -11,6 +11,8 @@
  */
 #include "../../src/channel/channel.h"
 
+#include <jansson.h>
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <iconv.h>
+#include <unistd.h>
+#include <zip.h>
 #include <zlib.h>
 
 static char *vector;
@@ -254,6 +259,168 @@ static void gzip_download_checked(void **state)
     free(z);
 }
 
+/* ---- Alipay: the zip of GBK CSVs ---- */
+
+static char *to_gbk(const char *in, size_t len, size_t *out_len)
+{
+    iconv_t cd = iconv_open("GBK", "UTF-8");
+    assert_true(cd != (iconv_t)-1);
+    size_t cap = len + 16, left_in = len, left_out = cap;
+    char *out = malloc(cap), *src = (char *)(uintptr_t)in, *dst = out;
+    assert_true(iconv(cd, &src, &left_in, &dst, &left_out) != (size_t)-1);
+    iconv_close(cd);
+    *out_len = cap - left_out;
+    return out;
+}
+
+/* A zip holding data (and a summary file beside it), as Alipay serves. */
+static char *zip1(const char *data, size_t len, size_t *zlen)
+{
+    char path[] = "/tmp/payonce-test-zip-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    int e = 0;
+    zip_t *z = zip_open(path, ZIP_TRUNCATE, &e);
+    assert_non_null(z);
+    static const char summary[] = "#\xd6\xa7\xb8\xb6\xb1\xa6\r\n"; /* GBK, not a detail */
+    zip_source_t *a = zip_source_buffer(z, summary, sizeof summary - 1, 0),
+                 *b = zip_source_buffer(z, data, len, 0);
+    assert_true(zip_file_add(z, "summary.csv", a, 0) >= 0);
+    assert_true(zip_file_add(z, "detail.csv", b, 0) >= 0);
+    assert_int_equal(zip_close(z), 0);
+    char *out = NULL;
+    assert_int_equal(po_file_read(path, 1 << 20, &out, zlen), PO_OK);
+    unlink(path);
+    return out;
+}
+
+static char *alipay_vector(size_t *len)
+{
+    char *v = NULL;
+    assert_int_equal(
+        po_file_read(PO_TEST_DATA_DIR "/vectors/alipay/trade_bill_detail.csv", 1 << 20, &v, len),
+        PO_OK);
+    return v;
+}
+
+static void alipay_bill_parsed(void **state)
+{
+    (void)state;
+    size_t len = 0, gl = 0, zl = 0;
+    char *v = alipay_vector(&len), *gbk = to_gbk(v, len, &gl), *zip = zip1(gbk, gl, &zl);
+    const struct po_channel_ops *ali = po_channel_find("alipay");
+    char err[256] = "";
+    /* the zip as downloaded, the GBK detail, and the UTF-8 one: the same */
+    const char *in[] = {zip, gbk, v};
+    size_t lens[] = {zl, gl, len};
+    for (int k = 0; k < 3; k++) {
+        struct po_bill b = {0};
+        assert_int_equal(ali->bill_parse(in[k], lens[k], &b, err, sizeof err), PO_OK);
+        assert_int_equal(b.nrows, 10);
+        int pays = 0, refunds = 0;
+        int64_t paid = 0, refunded = 0;
+        for (int i = 0; i < b.nrows; i++) {
+            assert_string_equal(b.rows[i].mchid, "2088021109625633");
+            if (b.rows[i].kind == PO_BILL_PAY)
+                pays++, paid += b.rows[i].amount;
+            else
+                refunds++, refunded += b.rows[i].amount;
+        }
+        assert_int_equal(pays, 6);
+        assert_int_equal(refunds, 4);
+        assert_int_equal(paid, 6);
+        assert_int_equal(refunded, 4);
+        /* ids without their tab; a refund keyed as its notification */
+        assert_string_equal(b.rows[0].txn, "2019091622001458860515315453");
+        assert_string_equal(b.rows[0].out_trade_no, "service_1568601259302");
+        assert_string_equal(b.rows[1].out_refund_no, "re_test_1568602607356");
+        assert_string_equal(b.rows[1].refund_id,
+                            "2019091622001458860515315453_re_test_1568602607356");
+        assert_string_equal(b.period_start, "2019-09-16");
+        po_bill_free(&b);
+    }
+    /* refused whole: totals that disagree, a truncated archive, a file cut
+     * before its totals */
+    char *bad = strdup(v);
+    char *at = strstr(bad, "6笔");
+    assert_non_null(at);
+    *at = '7';
+    struct po_bill b = {0};
+    assert_int_equal(ali->bill_parse(bad, strlen(bad), &b, err, sizeof err), PO_ERR_INVALID);
+    assert_non_null(strstr(err, "totals"));
+    assert_int_equal(ali->bill_parse(zip, zl - 30, &b, err, sizeof err), PO_ERR_INVALID);
+    assert_int_equal(ali->bill_parse(zip, zl / 2, &b, err, sizeof err), PO_ERR_INVALID);
+    char *cut = strstr(bad, "#-----------------------------------------业务明细列表结束");
+    assert_non_null(cut);
+    *cut = '\0';
+    assert_int_equal(ali->bill_parse(bad, strlen(bad), &b, err, sizeof err), PO_ERR_INVALID);
+    free(bad);
+    free(zip);
+    free(gbk);
+    free(v);
+}
+
+/* ---- Stripe: a day of balance transactions ---- */
+
+static void stripe_day_parsed(void **state)
+{
+    (void)state;
+    json_error_t e;
+    json_t *v =
+        json_load_file(PO_TEST_DATA_DIR "/vectors/stripe/balance_transactions_list.json", 0, &e);
+    assert_non_null(v);
+    json_t *list = json_object_get(json_object_get(v, "response"), "data");
+    assert_true(json_is_array(list));
+    json_t *day = json_pack("{s:s, s:s, s:O}", "object", "payonce_stripe_day", "date", "2009-02-13",
+                            "data", list);
+    const struct po_channel_ops *st = po_channel_find("stripe");
+    char err[256] = "", *text = json_dumps(day, JSON_COMPACT);
+    struct po_bill b = {0};
+    /* as listed without expand[]=data.source: refused, the sources unnamed */
+    assert_int_equal(st->bill_parse(text, strlen(text), &b, err, sizeof err), PO_ERR_INVALID);
+    assert_non_null(strstr(err, "expand"));
+    free(text);
+    /* expanded (what payonce asks for): two charges of one PaymentIntent's
+     * charge and the refund, mapped by their metadata */
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(day, "data"), i, t)
+    {
+        const char *src = json_string_value(json_object_get(t, "source"));
+        bool refund = strncmp(src, "re_", 3) == 0;
+        json_t *o =
+            json_pack("{s:s, s:s, s:s, s:{s:s}}", "id", src, "object", refund ? "refund" : "charge",
+                      "payment_intent", "pi_vector1", "metadata", "out_trade_no", "V-1");
+        if (refund)
+            json_object_set_new(json_object_get(o, "metadata"), "out_refund_no",
+                                json_string("VR-1"));
+        json_object_set_new(t, "source", o);
+    }
+    text = json_dumps(day, JSON_COMPACT);
+    assert_int_equal(st->bill_parse(text, strlen(text), &b, err, sizeof err), PO_OK);
+    assert_int_equal(b.nrows, 3);
+    assert_int_equal(b.rows[0].kind, PO_BILL_REFUND);
+    assert_int_equal(b.rows[0].amount, 100);
+    assert_string_equal(b.rows[0].refund_id, "re_1Pgc72B7WZ01zgkWqPvrRrPE");
+    assert_string_equal(b.rows[0].out_refund_no, "VR-1");
+    assert_int_equal(b.rows[1].kind, PO_BILL_PAY);
+    assert_int_equal(b.rows[1].amount, 1099);
+    assert_int_equal(b.rows[1].fee_milli, 62000);
+    assert_string_equal(b.rows[1].txn, "pi_vector1");
+    assert_string_equal(b.rows[1].currency, "USD");
+    po_bill_free(&b);
+    free(text);
+    /* Stripe's arithmetic broken in one row: the day refused whole */
+    json_object_set_new(json_array_get(json_object_get(day, "data"), 1), "net", json_integer(1036));
+    text = json_dumps(day, JSON_COMPACT);
+    assert_int_equal(st->bill_parse(text, strlen(text), &b, err, sizeof err), PO_ERR_INVALID);
+    assert_non_null(strstr(err, "arithmetic"));
+    free(text);
+    json_decref(day);
+    json_decref(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +428,8 @@ int main(void)
         cmocka_unit_test(line_endings_and_bom),
         cmocka_unit_test(damaged_bills_are_refused),
         cmocka_unit_test(gzip_download_checked),
+        cmocka_unit_test(alipay_bill_parsed),
+        cmocka_unit_test(stripe_day_parsed),
     };
     return cmocka_run_group_tests_name("bill", tests, load, unload);
 }

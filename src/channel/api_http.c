@@ -1,12 +1,13 @@
 /*
  * api_http.c — one bounded HTTP request to a channel's API (libcurl): 10 s
- * total, 5 s to connect, http(s) only, the answer capped at 16 KiB, and
- * WeChat Pay's Wechatpay-* response headers kept for its signature check;
- * and one bounded download (a bill: 120 s, up to a stated size).
+ * total by default (serve's --channel-timeout-ms), 5 s to connect at most, http(s) only, the answer
+ * capped at 16 KiB, and WeChat Pay's Wechatpay-* response headers kept for its signature check; and
+ * one bounded download (a bill: 120 s, up to a stated size).
  */
 #include "channel_int.h"
 
 #include <curl/curl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,15 @@ static size_t on_download(char *d, size_t sz, size_t n, void *ctx)
 
 /* The common settings of one bounded request, its headers in *h (the
  * caller frees them after the transfer); NULL when out of memory. */
-static CURL *easy(const char *url, const char *const *headers, int nheaders, long timeout_s,
+/* A channel API call's whole budget (a bill download has its own). */
+static atomic_long api_timeout_ms = 10000;
+
+void po_api_set_timeout_ms(long ms)
+{
+    atomic_store(&api_timeout_ms, ms < 100 ? 100 : ms);
+}
+
+static CURL *easy(const char *url, const char *const *headers, int nheaders, long timeout_ms,
                   struct curl_slist **h)
 {
     *h = NULL;
@@ -102,8 +111,8 @@ static CURL *easy(const char *url, const char *const *headers, int nheaders, lon
     }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, *h);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 5000 ? timeout_ms : 5000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     return c;
@@ -116,7 +125,7 @@ po_err po_api_download(const char *url, const char *const *headers, int nheaders
     *len = 0;
     *status = 0;
     struct curl_slist *h;
-    CURL *c = easy(url, headers, nheaders, 120L, &h);
+    CURL *c = easy(url, headers, nheaders, 120000L, &h);
     if (!c)
         return PO_ERR_NOMEM;
     struct download b = {NULL, 0, 0, max, false};
@@ -139,7 +148,7 @@ po_err po_api_request(const char *url, const char *const *headers, int nheaders,
                       struct po_api_resp *out)
 {
     struct curl_slist *h;
-    CURL *c = easy(url, headers, nheaders, 10L, &h);
+    CURL *c = easy(url, headers, nheaders, atomic_load(&api_timeout_ms), &h);
     if (!c)
         return PO_ERR_NOMEM;
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);

@@ -188,6 +188,11 @@ struct po_api_resp {
     char serial[80], sig[700], ts[32], nonce[80];
 };
 
+/* The budget of every channel API call from now on (default 10 s; at
+ * least 100 ms): serve's --channel-timeout-ms. A call without an answer by
+ * then decides nothing (no_answer). */
+void po_api_set_timeout_ms(long ms);
+
 /* Calls a->api_base_url + path (method GET with body NULL, or POST with a
  * JSON body), signed with the merchant's API key. PO_ERR_INVALID, nothing
  * sent, when the account has no merchant key; otherwise non-OK only for

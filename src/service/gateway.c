@@ -156,6 +156,8 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
     if (!g)
         return PO_ERR_NOMEM;
     g->cfg = *cfg;
+    if (cfg->channel_timeout_ms) /* the process's one budget for channel calls */
+        po_api_set_timeout_ms((long)cfg->channel_timeout_ms);
     if (cfg->master_key) {
         memcpy(g->master, cfg->master_key, PO_MASTER_KEY_LEN);
         g->cfg.master_key = g->master;

@@ -85,6 +85,9 @@ const struct po_option po_options[] = {
      GW(recon_retry_s)},
     {"recon-days", PO_OPT_INT, 1, 31, 3, NULL, "N",
      "days back the daily reconciliation catches up (after a stop)", false, GW(recon_days)},
+    {"channel-timeout-ms", PO_OPT_INT, 100, 60000, 10000, NULL, "MS",
+     "a call to a channel's API without an answer by then decides nothing (tried again later)",
+     false, GW(channel_timeout_ms)},
     {"keys-interval", PO_OPT_INT, 0, 7 * D, 21600, NULL, "S",
      "download the channels' verification keys every S seconds (WeChat Pay's platform"
      " certificates: a successor is trusted before it signs; expired ones dropped; 0: off)",

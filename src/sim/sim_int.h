@@ -120,7 +120,10 @@ bool sim_listed(const struct po_sim_server *s, const char *file, const char *val
  * requests that match are answered STATUS in the channel's own shape —
  * 429 its rate limit (WeChat Pay FREQUENCY_LIMITED, Stripe rate_limit,
  * Alipay's gateway HTTP 429), 5xx its server error (SYSTEM_ERROR,
- * api_error, HTTP 5xx). true when it answered. Under s->mu. */
+ * api_error, HTTP 5xx); STATUS 0 holds the request PO_SIM_HANG_MS before
+ * answering (a channel that does not answer in time). true when it
+ * answered. */
+#define PO_SIM_HANG_MS 3000
 bool sim_fault(struct po_sim_server *s, struct sim_call *c);
 /* Records that channel closed out_trade_no (closed.jsonl); under s->mu. */
 void sim_record_close(struct po_sim_server *s, const char *channel, const char *out_trade_no);

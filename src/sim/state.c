@@ -219,6 +219,12 @@ bool sim_fault(struct po_sim_server *s, struct sim_call *c)
     pthread_mutex_unlock(&s->mu);
     if (hit < 0)
         return false;
+    if (status == 0) { /* no answer in time: hold the request, then close it */
+        struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        (void)sim_reply(c, 504, "text/plain", "Gateway Timeout", false);
+        return true;
+    }
     bool limited = status == 429;
     if (strncmp(c->path, "/v3/", 4) == 0)
         (void)sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",

@@ -2962,6 +2962,52 @@ static void test_channel_failures(void)
                 sim_created("intents", "PF-3") == 1,
             "stripe after the rate limit: %ld %s (%d at Stripe)", r.status, r.body,
             sim_created("intents", "PF-3"));
+    /* No answer in time (the calls' budget is 1 s here; serve's
+     * --channel-timeout-ms, 10 s by default): nothing decided, nothing
+     * recorded; the same request again creates it. */
+    po_api_set_timeout_ms(1000);
+    t1_wechatpay(sim_base, "sim");
+    sim_file("faults", "POST /v3/pay/transactions/native 0 1\nPOST /gateway.do 0 1\n"
+                       "POST /v1/payment_intents 0 1\nGET /v3/bill/tradebill 0 1\n");
+    const char *pf6 = "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-6\",\"amount\":600,\"channel\":"
+                      "\"wechatpay\",\"pay_method\":\"native\"}";
+    api("POST", gw_port, "/v1/orders", key1, "pf-6", pf6, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "no_answer") &&
+                no_payment("PF-6"),
+            "wechatpay create without an answer in time: %ld %s", r.status, r.body);
+    api("POST", gw_port, "/v1/orders", key1, "pf-6", pf6, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "code_url"), "and again: %ld %s", r.status, r.body);
+    t1_alipay(gateway, "sim");
+    const char *pf7 = "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-7\",\"amount\":700,\"channel\":"
+                      "\"alipay\",\"pay_method\":\"precreate\"}";
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf7, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "no_answer") &&
+                no_payment("PF-7"),
+            "alipay precreate without an answer in time: %ld %s", r.status, r.body);
+    t1_stripe("sim");
+    const char *pf8 = "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-8\",\"amount\":800,\"currency\":"
+                      "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}";
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf8, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "no_answer") &&
+                no_payment("PF-8") && sim_created("intents", "PF-8") == 0,
+            "stripe create without an answer in time: %ld %s", r.status, r.body);
+    {
+        struct po_store *ts = t_open(url);
+        struct po_channel_account *acct = calloc(1, sizeof *acct);
+        char terr[PO_ERRBUF_SIZE] = "";
+        struct po_bill_fetch bf;
+        T_CHECK(acct &&
+                    po_account_fetch(ts, mkey, "t1", "wechatpay", acct, terr, sizeof terr) ==
+                        PO_OK &&
+                    po_channel_find("wechatpay")->bill_fetch(acct, "2026-01-01", &bf) == PO_OK &&
+                    bf.state == PO_BILL_FAILED && strcmp(bf.why, "no_answer") == 0,
+                "a bill request without an answer in time: %s %d %s", terr, (int)bf.state, bf.why);
+        free(bf.data);
+        po_channel_account_free(acct);
+        free(acct);
+        po_store_close(ts);
+    }
+    po_api_set_timeout_ms(10000);
     sim_file("faults", "");
     /* A WeChat Pay refund that ends ABNORMAL (the payer's account could not
      * take it), its notification lost: the refund query ends it so. */

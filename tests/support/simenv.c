@@ -188,8 +188,12 @@ pid_t t_serve(const char *dir, const char *bin, const char *url, const char *con
                             "--query-interval",
                             "0",
                             "--refund-retry-interval",
+                            "0",
+                            "--recon-interval",
+                            "0",
+                            "--keys-interval",
                             "0"};
-    int n = 12;
+    int n = 16;
     for (int i = 0; extra && extra[i] && n < 31; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The options of `channel set`: the common ones and every registered
  * channel's, from the registry (space-separated, for the option parser). */
@@ -188,6 +189,63 @@ int cmd_channel_check(struct po_store *s, const struct opts *o)
         printf("  close          %s (HTTP %ld%s%s)\n", ok ? "works" : "FAILS", ca.http_status,
                ca.why[0] ? ": " : "", ca.why);
     }
+    if (ch->refund_query) {
+        char rno[48];
+        (void)snprintf(rno, sizeof rno, "%s-r", no);
+        struct po_refund_request rq = {no, rno, 1, 1, "CNY", ""};
+        char pi[40] = "pi_"; /* Stripe asks by PaymentIntent: one nobody has */
+        memcpy(pi + 3, no + 14, 12);
+        if (strcmp(ch->name, "stripe") == 0)
+            rq.txn_id = pi;
+        struct po_refund_query_answer *ra = malloc(sizeof *ra);
+        /* a signed answer: no such refund (Alipay: nothing refunded yet) */
+        bool ok = ra && ch->refund_query(&acct, &rq, ra) == PO_OK &&
+                  (ra->state == PO_RQ_NOT_FOUND || ra->state == PO_RQ_PENDING);
+        bad += !ok;
+        printf("  refund query   %s (HTTP %ld%s%s)\n", ok ? "works" : "FAILS",
+               ra ? ra->http_status : 0, ra && ra->why[0] ? ": " : "", ra ? ra->why : "");
+        free(ra);
+    }
+    bool certs = false; /* verifies with certificates: a public-key account has none to fetch */
+    for (int i = 0; i < acct.nkeys; i++)
+        certs = certs || acct.keys[i].not_after != 0;
+    if (ch->keys_fetch && certs) {
+        struct po_key_fetch kf;
+        bool ok = ch->keys_fetch(&acct, &kf) == PO_OK && kf.ok;
+        bad += !ok;
+        printf("  certificates   %s (HTTP %ld%s%s, %d handed out)\n", ok ? "works" : "FAILS",
+               kf.http_status, kf.why[0] ? ": " : "", kf.why, kf.n);
+        po_key_fetch_free(&kf);
+    }
+    if (ch->events_since) { /* the last hour's events, one page */
+        struct po_event_walk w;
+        po_err rc = ch->events_since(&acct, (int64_t)time(NULL) - 3600, 10, 10, &w);
+        bool more = rc == PO_OK && !w.ok && strcmp(w.why, "too_many_events") == 0;
+        bool ok = rc == PO_OK && (w.ok || more); /* the pages were answered */
+        bad += !ok;
+        printf("  events         %s (HTTP %ld%s%s, %s%d in the last hour)\n",
+               ok ? "works" : "FAILS", w.http_status, w.why[0] && !more ? ": " : "",
+               more ? "" : w.why, more ? "at least " : "", w.n);
+        po_event_walk_free(&w);
+    }
+    if (ch->bill_fetch) { /* the day before yesterday's bill, in the channel's zone */
+        char day[16];
+        time_t t = time(NULL) + ch->bill_tz_s - 2 * 86400;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        (void)strftime(day, sizeof day, "%Y-%m-%d", &tm);
+        struct po_bill_fetch bf;
+        bool ok = ch->bill_fetch(&acct, day, &bf) == PO_OK && bf.state != PO_BILL_FAILED;
+        bad += !ok;
+        static const char *const said[] = {"failed", "not published yet", "no trades",
+                                           "downloaded"};
+        printf("  bill           %s (%s: %s, HTTP %ld%s%s)\n", ok ? "works" : "FAILS", day,
+               said[bf.state], bf.http_status, bf.why[0] ? ": " : "", bf.why);
+        free(bf.data);
+    }
+    if (ch->pay_create)
+        printf("  create         sent with the same key and address (not tried: it would make a"
+               " payment)\n");
     if (ch->refund_submit)
         printf("  refunds        sent with the same key and address (not tried)\n");
     free(qa);

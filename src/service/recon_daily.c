@@ -62,15 +62,21 @@ static po_err record_day(struct po_store *s, const struct po_channel_account *a,
                            next_try ? PO_TEXT(next) : PO_NULLP,
                            sha && *sha ? PO_TEXT(sha) : PO_NULLP,
                            PO_TEXT(when)};
+    /* A day reconciled (or found empty) stays so when a later fetch of it
+     * (recon fetch by hand) fails: that import still stands. */
+#define KEEP "excluded.state = 'pending' AND recon_day.state <> 'pending'"
     return po_store_exec(s,
                          "INSERT INTO recon_day (tenant_id, channel, bill_date, state, attempts,"
                          " last_error, next_try_at, file_sha256, updated_at) VALUES (?, ?, ?, ?,"
                          " 1, ?, ?, ?, ?) ON CONFLICT (tenant_id, channel, bill_date) DO UPDATE"
-                         " SET state = excluded.state, attempts = recon_day.attempts + 1,"
-                         " last_error = excluded.last_error, next_try_at = excluded.next_try_at,"
+                         " SET state = CASE WHEN " KEEP " THEN recon_day.state ELSE"
+                         " excluded.state END, attempts = recon_day.attempts + 1,"
+                         " last_error = excluded.last_error, next_try_at = CASE WHEN " KEEP
+                         " THEN recon_day.next_try_at ELSE excluded.next_try_at END,"
                          " file_sha256 = COALESCE(excluded.file_sha256, recon_day.file_sha256),"
                          " updated_at = excluded.updated_at",
                          p, PO_NELEM(p), NULL, NULL, err, errcap);
+#undef KEEP
 }
 
 po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *acct,

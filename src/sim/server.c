@@ -52,6 +52,20 @@ static void args_of(void *ctx, void (*each)(void *each_ctx, const char *k, const
     MHD_get_connection_values((struct MHD_Connection *)ctx, MHD_GET_ARGUMENT_KIND, one_arg, &w);
 }
 
+/* One character of an answer changed, near its middle: a digit moved on
+ * by one (the text stays well-formed), else a bit of a byte (a file). */
+static void sim_tamper(char *b, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (n / 2 + k) % n;
+        if (b[i] >= '0' && b[i] <= '9') {
+            b[i] = b[i] == '9' ? '0' : (char)(b[i] + 1);
+            return;
+        }
+    }
+    b[n / 2] ^= 0x01;
+}
+
 /* Queues the answer, signed like WeChat Pay's when asked: Wechatpay-*
  * headers over "ts\nnonce\nbody\n" with the platform key. */
 static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connection *c,
@@ -59,8 +73,15 @@ static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connectio
 {
     const char *body = call->body_out ? call->body_out : "";
     size_t blen = call->body_out_len ? call->body_out_len : strlen(body);
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(blen, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    /* tampered on the way: what is sent differs from what was signed */
+    char *changed = call->tamper && blen ? malloc(blen) : NULL;
+    if (changed) {
+        memcpy(changed, body, blen);
+        sim_tamper(changed, blen);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        blen, changed ? changed : (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    free(changed);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", call->type ? call->type : "application/json");
@@ -68,8 +89,12 @@ static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connectio
     memset(&sig, 0, sizeof sig);
     if (call->wx_signed && po_sim_wechatpay_sign(s->id.wx_key, s->id.serial, body, blen,
                                                  (int64_t)time(NULL), &sig) == PO_OK)
-        for (int i = 0; i < sig.nheaders; i++)
+        for (int i = 0; i < sig.nheaders; i++) {
+            /* nothing to change in an empty answer: its signed timestamp */
+            if (call->tamper && !blen && strcmp(sig.name[i], "Wechatpay-Timestamp") == 0)
+                sim_tamper(sig.value[i], strlen(sig.value[i]));
             MHD_add_response_header(r, sig.name[i], sig.value[i]);
+        }
     enum MHD_Result ok = MHD_queue_response(c, call->status ? call->status : 500, r);
     MHD_destroy_response(r);
     return ok;
@@ -98,10 +123,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             .args = args_of,
                             .ctx = c,
                             .body = q->body.data ? q->body.data : ""};
+    /* the channel failing, as the tests asked (DIR/faults) */
+    int fault = q->body.too_large ? -1 : sim_fault_take(s, &call, NULL);
+    call.tamper = fault == PO_SIM_FAULT_TAMPER;
     if (q->body.too_large)
         sim_error(&call, 413, "PARAM_ERROR", "body too large");
-    else if (sim_fault(s, &call))
-        ; /* the channel failing, as the tests asked (DIR/faults) */
+    else if (fault >= 0 && !call.tamper)
+        sim_fault_answer(&call, fault);
     else if (po_sim_wx_route(s, &call) < 0 && po_sim_alipay_route(s, &call) < 0 &&
              po_sim_stripe_route(s, &call) < 0)
         sim_error(&call, 404, "NOT_FOUND", "no such API in the simulator");

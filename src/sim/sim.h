@@ -147,6 +147,11 @@ po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_s
  * Authorization; the refund result is notified to the request's notify_url
  * after refund_delay_ms, on the retry schedule.
  */
+/* The ways DIR/faults makes the simulated channels fail, besides an HTTP
+ * status (docs/simulator.md): no answer in time, an answer that is not
+ * the API's and nobody signed, the API's answer changed after signing. */
+enum { PO_SIM_FAULT_HANG = 0, PO_SIM_FAULT_GARBLED = 1, PO_SIM_FAULT_TAMPER = 2 };
+
 struct po_sim_server_cfg {
     const char *dir;
     const char *listen;

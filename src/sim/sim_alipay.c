@@ -530,7 +530,13 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     /* page / wap pay come from the buyer's browser (GET or POST); the
      * server-to-server methods are POSTed */
     bool browser = m == 4 || m == 5;
-    if (m == NM || (strcmp(c->method, "POST") != 0 && !browser))
+    int fault = m < NM ? sim_fault_take(s, c, method) : -1;
+    c->tamper = c->tamper || fault == PO_SIM_FAULT_TAMPER;
+    if (fault >= 500)
+        ret = alipay_error(s, c, node, "20000", "isp.unknow-error", "服务暂不可用");
+    else if (fault >= 0 && fault != PO_SIM_FAULT_TAMPER)
+        ret = sim_fault_answer(c, fault);
+    else if (m == NM || (strcmp(c->method, "POST") != 0 && !browser))
         ret = alipay_error(s, c, "error_response", "40002", "isv.invalid-method", "不存在的方法名");
     else if (strcmp(sim_form_get(&f, "app_id"), s->id.app_id) != 0)
         ret = alipay_error(s, c, node, "40002", "isv.invalid-app-id", "无效的AppID参数");

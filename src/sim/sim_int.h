@@ -56,6 +56,7 @@ struct sim_call {
     char *body_out;      /* heap */
     size_t body_out_len; /* 0: strlen(body_out) */
     bool wx_signed;      /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
+    bool tamper;         /* change one character of the answer after signing (DIR/faults) */
 };
 /* ---- the handlers' side of the server (calls.c) ---- */
 /* Sets the answer (body copied); returns 0 so handlers can `return` it. */
@@ -116,15 +117,26 @@ bool sim_bill_not_ready(const struct po_sim_server *s, const char *date);
 /* Whether DIR/file has value as one of its lines (the tests' switches). */
 bool sim_listed(const struct po_sim_server *s, const char *file, const char *value);
 /* The channel failing on purpose: DIR/faults holds lines "METHOD PATH
- * STATUS COUNT" (PATH a prefix of the request's path); the next COUNT
+ * STATUS COUNT [API]" (PATH a prefix of the request's path; API, for
+ * Alipay's gateway, the method parameter it must name); the next COUNT
  * requests that match are answered STATUS in the channel's own shape —
  * 429 its rate limit (WeChat Pay FREQUENCY_LIMITED, Stripe rate_limit,
  * Alipay's gateway HTTP 429), 5xx its server error (SYSTEM_ERROR,
- * api_error, HTTP 5xx); STATUS 0 holds the request PO_SIM_HANG_MS before
- * answering (a channel that does not answer in time). true when it
- * answered. */
+ * api_error, HTTP 5xx; a line naming an Alipay API: the gateway's signed
+ * 20000 isp.unknow-error, as Alipay answers one it cannot serve now), or:
+ * PO_SIM_FAULT_HANG holds the request PO_SIM_HANG_MS before answering (a
+ * channel that does not answer in time), PO_SIM_FAULT_GARBLED answers 200
+ * with a body nobody signed that is not the API's answer (a proxy's page,
+ * a truncated reply), PO_SIM_FAULT_TAMPER the API's own answer with one
+ * character changed after it was signed. */
 #define PO_SIM_HANG_MS 3000
-bool sim_fault(struct po_sim_server *s, struct sim_call *c);
+/* The fault set for c (its line's count taken down), or -1: none. api:
+ * the Alipay method c names (only lines naming it match), or NULL (only
+ * lines naming none match). */
+int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api);
+/* Answers c as fault st (not PO_SIM_FAULT_TAMPER, which the caller applies
+ * to the API's answer: c->tamper) in the channel's shape; returns 0. */
+int sim_fault_answer(struct sim_call *c, int st);
 /* Records that channel closed out_trade_no (closed.jsonl); under s->mu. */
 void sim_record_close(struct po_sim_server *s, const char *channel, const char *out_trade_no);
 /* prefix + 24 random digits (the channels' refund ids look so). */

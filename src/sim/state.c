@@ -185,7 +185,7 @@ bool sim_bill_not_ready(const struct po_sim_server *s, const char *date)
     return sim_listed(s, "bill_not_ready", date);
 }
 
-bool sim_fault(struct po_sim_server *s, struct sim_call *c)
+int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api)
 {
     char path[1024];
     (void)snprintf(path, sizeof path, "%s/faults", s->dir);
@@ -193,20 +193,23 @@ bool sim_fault(struct po_sim_server *s, struct sim_call *c)
     FILE *f = fopen(path, "r");
     if (!f) {
         pthread_mutex_unlock(&s->mu);
-        return false;
+        return -1;
     }
     char lines[16][512];
     int n = 0, hit = -1;
     unsigned status = 0;
     while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
-        char m[16], p[400];
+        char m[16], p[400], named[64] = "";
         unsigned st = 0;
         int count = 0;
-        if (sscanf(lines[n], "%15s %399s %u %d", m, p, &st, &count) == 4 && hit < 0 && count > 0 &&
-            strcmp(m, c->method) == 0 && strncmp(c->path, p, strlen(p)) == 0) {
+        int k = sscanf(lines[n], "%15s %399s %u %d %63s", m, p, &st, &count, named);
+        bool same_api = api ? k == 5 && strcmp(named, api) == 0 : k == 4;
+        if (k >= 4 && same_api && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
+            strncmp(c->path, p, strlen(p)) == 0) {
             hit = n;
             status = st;
-            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d\n", m, p, st, count - 1);
+            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s\n", m, p, st, count - 1,
+                           named);
         }
         n++;
     }
@@ -217,27 +220,29 @@ bool sim_fault(struct po_sim_server *s, struct sim_call *c)
         fclose(f);
     }
     pthread_mutex_unlock(&s->mu);
-    if (hit < 0)
-        return false;
-    if (status == 0) { /* no answer in time: hold the request, then close it */
+    return hit < 0 ? -1 : (int)status;
+}
+
+int sim_fault_answer(struct sim_call *c, int st)
+{
+    if (st == PO_SIM_FAULT_HANG) { /* no answer in time: hold the request, then close it */
         struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
         nanosleep(&ts, NULL);
-        (void)sim_reply(c, 504, "text/plain", "Gateway Timeout", false);
-        return true;
+        return sim_reply(c, 504, "text/plain", "Gateway Timeout", false);
     }
+    if (st == PO_SIM_FAULT_GARBLED)
+        return sim_reply(c, 200, "application/json", "{\"unexpected\":\"answer\"}", false);
+    unsigned status = (unsigned)st;
     bool limited = status == 429;
     if (strncmp(c->path, "/v3/", 4) == 0)
-        (void)sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",
-                        limited ? "频率超限" : "系统错误，请稍后重试");
-    else if (strncmp(c->path, "/v1/", 4) == 0)
-        (void)sim_reply_json(c, status,
-                             json_pack("{s:{s:s, s:s, s:s}}", "error", "type",
-                                       limited ? "rate_limit_error" : "api_error", "code",
-                                       limited ? "rate_limit" : "api_error", "message",
-                                       limited ? "Too many requests hit the API too quickly."
-                                               : "An unknown error occurred"));
-    else
-        (void)sim_reply(c, status, "text/html", limited ? "Too Many Requests" : "Bad Gateway",
-                        false);
-    return true;
+        return sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",
+                         limited ? "频率超限" : "系统错误，请稍后重试");
+    if (strncmp(c->path, "/v1/", 4) == 0)
+        return sim_reply_json(c, status,
+                              json_pack("{s:{s:s, s:s, s:s}}", "error", "type",
+                                        limited ? "rate_limit_error" : "api_error", "code",
+                                        limited ? "rate_limit" : "api_error", "message",
+                                        limited ? "Too many requests hit the API too quickly."
+                                                : "An unknown error occurred"));
+    return sim_reply(c, status, "text/html", limited ? "Too Many Requests" : "Bad Gateway", false);
 }

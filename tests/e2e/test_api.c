@@ -171,19 +171,37 @@ static void exec_sql(const char *sql)
     po_store_close(s);
 }
 
-/* Everything a request could change, as one comparable string. */
+/* Everything a request could change, as one comparable string (one
+ * connection for all of it). */
 static void fingerprint(char *out, size_t cap)
 {
-    snprintf(out, cap, "%lld/%lld/%lld/%lld/%lld/%lld/%lld/%lld/%lld",
-             (long long)q1("SELECT COUNT(*) FROM pay_order", NULL),
-             (long long)q1("SELECT COALESCE(SUM(amount), 0) FROM pay_order", NULL),
-             (long long)q1("SELECT COUNT(*) FROM pay_order WHERE status = 'CLOSED'", NULL),
-             (long long)q1("SELECT COALESCE(SUM(refund_reserved), 0) FROM pay_order", NULL),
-             (long long)q1("SELECT COUNT(*) FROM refund", NULL),
-             (long long)q1("SELECT COUNT(*) FROM api_idempotency", NULL),
-             (long long)q1("SELECT COUNT(*) FROM journal", NULL),
-             (long long)q1("SELECT COUNT(*) FROM alert", NULL),
-             (long long)q1("SELECT COUNT(*) FROM api_key WHERE revoked_at IS NULL", NULL));
+    static const char *const sql[] = {
+        "SELECT COUNT(*) FROM pay_order",
+        "SELECT COALESCE(SUM(amount), 0) FROM pay_order",
+        "SELECT COUNT(*) FROM pay_order WHERE status = 'CLOSED'",
+        "SELECT COALESCE(SUM(refund_reserved), 0) FROM pay_order",
+        "SELECT COUNT(*) FROM refund",
+        "SELECT COUNT(*) FROM api_idempotency",
+        "SELECT COUNT(*) FROM journal",
+        "SELECT COUNT(*) FROM alert",
+        "SELECT COUNT(*) FROM pay_order WHERE payment IS NOT NULL",
+        "SELECT COUNT(*) FROM refund WHERE submit_state = 'submitted'",
+        "SELECT COUNT(*) FROM refund WHERE status = 'PROCESSING'",
+        "SELECT COUNT(*) FROM recon_run",
+        "SELECT COUNT(*) FROM recon_day WHERE state = 'done'",
+        "SELECT COUNT(*) FROM channel_cursor",
+        "SELECT COALESCE(SUM(version), 0) FROM channel_account",
+        "SELECT COUNT(*) FROM outbox_event",
+        /* last: test_auth compares all but this one */
+        "SELECT COUNT(*) FROM api_key WHERE revoked_at IS NULL",
+    };
+    struct po_store *s = t_open(url);
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0] && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? "/" : "",
+                              (long long)t_count(s, sql[i], NULL, 0));
+    po_store_close(s);
 }
 
 /* ---- concurrency ---- */
@@ -3035,6 +3053,391 @@ static void test_channel_failures(void)
     t1_wechatpay(sim_base, "sim");
 }
 
+/* ---- every cell of the capability matrix failing (issue 23's tests) ----
+ *
+ * For each channel, each operation payonce makes there is run while the
+ * channel fails in each of its ways — its documented error answers, no
+ * answer in time, an answer nobody signed, an answer changed after it was
+ * signed — and must decide nothing: the same rows before and after (the
+ * ledger, the orders, the refunds, the bills imported, the cursors, the
+ * keys), the order or refund left for a later try. Then, the channel back,
+ * the same operation decides: the cell was able to change something. */
+
+enum cell_op { OP_CREATE, OP_KEYS, OP_QUERY, OP_CLOSE, OP_RQUERY, OP_RSUBMIT, OP_EVENTS, OP_BILL };
+
+struct matrix_cell {
+    enum cell_op op;
+    const char *name;
+    const char *fault; /* "METHOD PATH-PREFIX" the simulator fails */
+    const char *api;   /* Alipay's method name, or NULL */
+};
+
+struct matrix_mode {
+    const char *name;
+    int status; /* a DIR/faults status (PO_SIM_FAULT_* or HTTP) */
+};
+
+/* One channel's world: its orders and refunds, made by matrix_setup. */
+struct matrix_world {
+    const char *channel;
+    char q[16], k[16], p[16], c[16], r1[16], r2[16];
+    char create[256], day[11];
+    bool refund_made;
+};
+
+static bool refund_state_is(const char *no, const char *state)
+{
+    char path[64], want[48];
+    struct resp r;
+    snprintf(path, sizeof path, "/v1/refunds/%s", no);
+    snprintf(want, sizeof want, "\"state\":\"%s\"", state);
+    api("GET", gw_port, path, key1, NULL, NULL, &r);
+    return r.status == 200 && strstr(r.body, want);
+}
+
+static bool refund_status_is(const char *no, const char *status)
+{
+    char sql[120];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND status = '%s' AND"
+             " out_refund_no = ?",
+             status);
+    return q1(sql, no) == 1;
+}
+
+static struct po_channel_account *account_of_t1(const char *channel)
+{
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = calloc(1, sizeof *a);
+    char err[PO_ERRBUF_SIZE] = "";
+    if (!a || po_account_fetch(s, mkey, "t1", channel, a, err, sizeof err))
+        die(err);
+    po_store_close(s);
+    return a;
+}
+
+static void account_drop(struct po_channel_account *a)
+{
+    po_channel_account_free(a);
+    free(a);
+}
+
+/* t1's account of w->channel at the simulator; notify: the notify URL
+ * (NULL: where nobody listens, so that results are found by asking). */
+static void matrix_account(const struct matrix_world *w, bool notified)
+{
+    char base[64], notify[96];
+    snprintf(base, sizeof base, "http://127.0.0.1:%u", sim_port);
+    if (notified)
+        snprintf(notify, sizeof notify, "http://127.0.0.1:%u/notify/%s/t1", gw_port, w->channel);
+    else
+        snprintf(notify, sizeof notify, "http://127.0.0.1:1/notify/%s/t1", w->channel);
+    if (strcmp(w->channel, "wechatpay") == 0)
+        run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+            "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+            " --api-base-url %s --merchant-private-key-file sim/merchant_private_key.pem"
+            " --merchant-serial %s --notify-url %s",
+            id.mchid, id.appid, base, id.merchant_serial, notify);
+    else if (strcmp(w->channel, "alipay") == 0)
+        run("channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+            " --alipay-public-key-file sim/alipay_public_key.pem --api-base-url %s/gateway.do"
+            " --merchant-private-key-file sim/merchant_private_key.pem --notify-url %s",
+            id.app_id, id.seller_id, base, notify);
+    else
+        t1_stripe("sim");
+}
+
+/* The channel's payment of order no, made by the simulator: notified to
+ * payonce (credited) or lost (only asking finds it). */
+static void matrix_paid(const struct matrix_world *w, const char *no, int64_t amount, int txn,
+                        bool lost)
+{
+    char txnid[64], notify[96];
+    bool stripe = strcmp(w->channel, "stripe") == 0;
+    if (stripe)
+        snprintf(txnid, sizeof txnid, "pi_0000000000000000000099%02d", txn);
+    else if (strcmp(w->channel, "alipay") == 0)
+        snprintf(txnid, sizeof txnid, "20261204220014000000000099%02d", txn);
+    else
+        snprintf(txnid, sizeof txnid, "42000000000000000000000099%02d", txn);
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%u/notify/%s/t1", gw_port, w->channel);
+    run("sim pay --dir sim --channel %s --currency %s --order %s:%lld --txn %s %s%s", w->channel,
+        stripe ? "USD" : "CNY", no, (long long)amount, txnid, lost ? "--lose" : "--notify-url ",
+        lost ? "" : notify);
+}
+
+static void matrix_order(const struct matrix_world *w, const char *no, int64_t amount)
+{
+    if (strcmp(w->channel, "stripe") == 0)
+        stripe_order(no, amount);
+    else
+        order_on(no, amount, w->channel);
+}
+
+/* A refund of w->p submitted to the channel now and completed there, its
+ * notification lost: only the refund query finds the result. */
+static void matrix_setup(struct matrix_world *w, const char *channel, char tag)
+{
+    memset(w, 0, sizeof *w);
+    w->channel = channel;
+    snprintf(w->q, sizeof w->q, "MX%c-Q", tag);
+    snprintf(w->k, sizeof w->k, "MX%c-K", tag);
+    snprintf(w->p, sizeof w->p, "MX%c-P", tag);
+    snprintf(w->c, sizeof w->c, "MX%c-C", tag);
+    snprintf(w->r1, sizeof w->r1, "MX%c-R1", tag);
+    snprintf(w->r2, sizeof w->r2, "MX%c-R2", tag);
+    bool stripe = strcmp(channel, "stripe") == 0;
+    snprintf(w->create, sizeof w->create,
+             "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":300,\"currency\":\"%s\","
+             "\"channel\":\"%s\",\"pay_method\":\"%s\"}",
+             w->c, stripe ? "USD" : "CNY", channel,
+             stripe                           ? "payment_intent"
+             : strcmp(channel, "alipay") == 0 ? "precreate"
+                                              : "native");
+    /* the channel's day today: UTC for Stripe, Beijing time for the others */
+    time_t t = time(NULL) + (stripe ? 0 : 8 * 3600);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(w->day, sizeof w->day, "%Y-%m-%d", &tm);
+    matrix_account(w, true);
+    matrix_order(w, w->q, 700);
+    matrix_paid(w, w->q, 700, tag == 'W' ? 1 : tag == 'A' ? 2 : 3, true);
+    matrix_order(w, w->k, 400);
+    if (stripe) {
+        char pi[64];
+        stripe_intent(w->k, 400, pi, sizeof pi);
+    }
+    matrix_order(w, w->p, 1000);
+    matrix_paid(w, w->p, 1000, tag == 'W' ? 4 : tag == 'A' ? 5 : 6, false);
+    T_CHECK(status_is(w->p, "PAID"), "matrix %s: %s credited", channel, w->p);
+    matrix_account(w, false);
+    char body[160];
+    struct resp r;
+    snprintf(body, sizeof body, "{\"out_trade_no\":\"%s\",\"out_refund_no\":\"%s\",\"amount\":100}",
+             w->p, w->r2);
+    api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+    T_CHECK(r.status == 201 && refund_state_is(w->r2, "submitted"),
+            "matrix %s: %s submitted: %ld %s", channel, w->r2, r.status, r.body);
+}
+
+/* Runs the cell's operation once; true when its result is the one
+ * expected: decided (ok) or left for a later try (!ok). */
+static bool matrix_act(struct matrix_world *w, enum cell_op op, bool ok, char *why, size_t cap)
+{
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = account_of_t1(w->channel);
+    char err[PO_ERRBUF_SIZE] = "", body[160];
+    struct resp r = {0};
+    bool good = false;
+    int64_t now = (int64_t)time(NULL);
+    switch (op) {
+    case OP_CREATE:
+        api("POST", gw_port, "/v1/orders", key1, NULL, w->create, &r);
+        good = ok ? (r.status == 200 || r.status == 201) && !no_payment(w->c)
+                  : has_code(&r, 503, "channel_unavailable") && no_payment(w->c);
+        snprintf(why, cap, "%ld %.200s", r.status, r.body);
+        break;
+    case OP_KEYS: {
+        struct po_keys_refresh_report x;
+        po_err rc = po_keys_refresh_round(s, mkey, now, &x, err, sizeof err);
+        good = rc == PO_OK && x.accounts >= 1 && (ok ? x.failed == 0 : x.failed >= 1 && !x.added);
+        snprintf(why, cap, "%s: %lld accounts, %lld added, %lld failed", err, (long long)x.accounts,
+                 (long long)x.added, (long long)x.failed);
+        break;
+    }
+    case OP_QUERY: {
+        struct po_query_report x;
+        po_err rc = po_order_query_round(s, NULL, a, 0, 100, &x, err, sizeof err);
+        good = rc == PO_OK && (ok ? x.replayed == 1 && status_is(w->q, "PAID")
+                                  : x.replayed == 0 && x.failed >= 1 && status_is(w->q, "PAYING"));
+        snprintf(why, cap, "%s: %lld queried, %lld replayed, %lld failed", err,
+                 (long long)x.queried, (long long)x.replayed, (long long)x.failed);
+        break;
+    }
+    case OP_CLOSE:
+        close_order(w->k, NULL, &r);
+        good = ok ? r.status == 200 && status_is(w->k, "CLOSED")
+                  : has_code(&r, 503, "channel_unavailable") && status_is(w->k, "PAYING");
+        snprintf(why, cap, "%ld %.200s", r.status, r.body);
+        break;
+    case OP_RQUERY: {
+        struct po_refund_query_report x;
+        po_err rc = po_refund_query_round(s, NULL, mkey, 0, 100, &x, err, sizeof err);
+        good = rc == PO_OK &&
+               (ok ? x.applied == 1 && refund_status_is(w->r2, "SUCCESS")
+                   : x.applied == 0 && x.failed >= 1 && refund_status_is(w->r2, "PROCESSING"));
+        snprintf(why, cap, "%s: %lld queried, %lld applied, %lld failed", err, (long long)x.queried,
+                 (long long)x.applied, (long long)x.failed);
+        break;
+    }
+    case OP_RSUBMIT: {
+        int n = 0;
+        po_err rc = PO_OK;
+        if (!w->refund_made) { /* the refund itself, while the channel fails */
+            snprintf(body, sizeof body,
+                     "{\"out_trade_no\":\"%s\",\"out_refund_no\":\"%s\",\"amount\":200}", w->p,
+                     w->r1);
+            api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+            w->refund_made = r.status == 201;
+        } else {
+            rc = po_refund_submit_pending(s, mkey, 0, 100, &n);
+        }
+        good = rc == PO_OK && w->refund_made &&
+               refund_state_is(w->r1, ok ? "submitted" : "pending") &&
+               refund_status_is(w->r1, "PROCESSING");
+        char path[64];
+        snprintf(path, sizeof path, "/v1/refunds/%s", w->r1);
+        api("GET", gw_port, path, key1, NULL, NULL, &r);
+        snprintf(why, cap, "%d submitted; %.300s", n, r.body);
+        break;
+    }
+    case OP_EVENTS: {
+        struct po_recover_report x;
+        po_err rc = po_events_recover_round(s, NULL, a, now, 100, &x, err, sizeof err);
+        good = rc == PO_OK && (ok ? x.whole : !x.whole && x.replayed == 0);
+        snprintf(why, cap, "%s: %lld events, %lld replayed, whole %d (%s)", err,
+                 (long long)x.events, (long long)x.replayed, (int)x.whole, x.why);
+        break;
+    }
+    case OP_BILL: {
+        struct po_recon_day_result x;
+        po_err rc = po_recon_fetch_day(s, a, w->day, true, now, 60, &x, err, sizeof err);
+        good = rc == PO_OK && (ok ? x.imported : x.state == PO_BILL_FAILED && !x.imported);
+        snprintf(why, cap, "%s: state %d (%s), imported %d", err, (int)x.state, x.why,
+                 (int)x.imported);
+        break;
+    }
+    }
+    account_drop(a);
+    po_store_close(s);
+    return good;
+}
+
+static void matrix_channel(const char *channel, char tag, const struct matrix_cell *cells,
+                           int ncells, const struct matrix_mode *modes, int nmodes)
+{
+    struct matrix_world w;
+    matrix_setup(&w, channel, tag);
+    /* channel check tries each API that can be tried harmlessly */
+    char out[4096];
+    int st = t_cli_all(dir, bin, url, out, sizeof out, "channel check --tenant t1 --channel %s",
+                       channel);
+    bool stripe = strcmp(channel, "stripe") == 0, wx = strcmp(channel, "wechatpay") == 0;
+    T_CHECK(st == 0 && !strstr(out, "FAILS") && strstr(out, "order query    works") &&
+                strstr(out, "close          works") && strstr(out, "refund query   works") &&
+                strstr(out, "bill           works (") &&
+                (!wx || strstr(out, "certificates   works")) &&
+                (!stripe || strstr(out, "events         works")),
+            "channel check, %s: %d\n%s", channel, st, out);
+    sim_file("faults",
+             stripe ? "GET /v1/balance_transactions 500 1\n"
+             : wx   ? "GET /v3/bill/tradebill 1 1\n"
+                    : "POST /gateway.do 2 1 alipay.data.dataservice.bill.downloadurl.query\n");
+    st = t_cli_all(dir, bin, url, out, sizeof out, "channel check --tenant t1 --channel %s",
+                   channel);
+    sim_file("faults", "");
+    T_CHECK(st == 1 && strstr(out, "bill           FAILS (") && strstr(out, ": failed, HTTP"),
+            "channel check, %s, its bill API failing: %d\n%s", channel, st, out);
+    int checked = 0;
+    for (int c = 0; c < ncells; c++) {
+        for (int m = 0; m < nmodes; m++) {
+            char line[256], why[400] = "";
+            snprintf(line, sizeof line, "%s %d 99%s%s\n", cells[c].fault, modes[m].status,
+                     cells[c].api ? " " : "", cells[c].api ? cells[c].api : "");
+            sim_file("faults", line);
+            /* no answer: the calls' budget (serve's --channel-timeout-ms) is
+             * short of the simulator's hold */
+            po_api_set_timeout_ms(modes[m].status == PO_SIM_FAULT_HANG ? 200 : 10000);
+            int sims = sim_refunds();
+            char before[400], after[400];
+            fingerprint(before, sizeof before);
+            /* the first create records the order, the first refund the
+             * refund (pending): both are left for a later try */
+            bool first = m == 0 && (cells[c].op == OP_CREATE || cells[c].op == OP_RSUBMIT);
+            bool undecided = matrix_act(&w, cells[c].op, false, why, sizeof why);
+            po_api_set_timeout_ms(10000);
+            sim_file("faults", "");
+            fingerprint(after, sizeof after);
+            T_CHECK(undecided && (first || strcmp(before, after) == 0) &&
+                        (sim_refunds() == sims || modes[m].status == PO_SIM_FAULT_TAMPER),
+                    "%s %s, %s: not left undecided (%s); rows %s -> %s; %d refunds at the"
+                    " channel (only a tampered answer's request reached it)",
+                    channel, cells[c].name, modes[m].name, why, before, after,
+                    sim_refunds() - sims);
+            checked++;
+        }
+        char why[400] = "";
+        T_CHECK(matrix_act(&w, cells[c].op, true, why, sizeof why),
+                "%s %s, the channel back: not decided (%s)", channel, cells[c].name, why);
+        if (cells[c].op == OP_RSUBMIT) { /* R1's result, its notification lost */
+            struct po_store *s = t_open(url);
+            struct po_refund_query_report x;
+            char err[PO_ERRBUF_SIZE] = "";
+            T_CHECK(po_refund_query_round(s, NULL, mkey, 0, 100, &x, err, sizeof err) == PO_OK &&
+                        x.applied == 1 && refund_status_is(w.r1, "SUCCESS"),
+                    "%s: %s completed by the query: %s", channel, w.r1, err);
+            po_store_close(s);
+        }
+    }
+    t_figure("# api[%s] channel matrix, %s: %d operations x %d ways of failing = %d cells left"
+             " undecided, each then decided\n",
+             backend, channel, ncells, nmodes, checked);
+    matrix_account(&w, true);
+}
+
+static void test_channel_matrix(void)
+{
+    static const struct matrix_cell wx[] = {
+        {OP_CREATE, "create (Native)", "POST /v3/pay/transactions/native", NULL},
+        {OP_KEYS, "platform certificates", "GET /v3/certificates", NULL},
+        {OP_QUERY, "order query", "GET /v3/pay/transactions/out-trade-no/", NULL},
+        {OP_CLOSE, "close", "POST /v3/pay/transactions/out-trade-no/", NULL},
+        {OP_RQUERY, "refund query", "GET /v3/refund/domestic/refunds/", NULL},
+        {OP_RSUBMIT, "refund", "POST /v3/refund/domestic/refunds", NULL},
+        {OP_BILL, "trade bill", "GET /v3/bill/tradebill", NULL},
+        {OP_BILL, "bill download", "GET /v3/billdownload/file", NULL},
+    };
+    static const struct matrix_mode wx_modes[] = {
+        {"500 SYSTEM_ERROR", 500},         {"429 FREQUENCY_LIMITED", 429},
+        {"no answer", PO_SIM_FAULT_HANG},  {"unsigned", PO_SIM_FAULT_GARBLED},
+        {"tampered", PO_SIM_FAULT_TAMPER},
+    };
+    static const struct matrix_cell ali[] = {
+        {OP_CREATE, "precreate", "POST /gateway.do", "alipay.trade.precreate"},
+        {OP_QUERY, "trade query", "POST /gateway.do", "alipay.trade.query"},
+        {OP_CLOSE, "trade close", "POST /gateway.do", "alipay.trade.close"},
+        {OP_RQUERY, "refund query", "POST /gateway.do", "alipay.trade.fastpay.refund.query"},
+        {OP_RSUBMIT, "refund", "POST /gateway.do", "alipay.trade.refund"},
+        {OP_BILL, "bill URL", "POST /gateway.do", "alipay.data.dataservice.bill.downloadurl.query"},
+        {OP_BILL, "bill download", "GET /alipay/downloadBillFile", NULL},
+    };
+    static const struct matrix_mode ali_modes[] = {
+        {"20000 isp.unknow-error", 500},   {"HTTP 502", 502},
+        {"no answer", PO_SIM_FAULT_HANG},  {"unsigned", PO_SIM_FAULT_GARBLED},
+        {"tampered", PO_SIM_FAULT_TAMPER},
+    };
+    /* Stripe signs its webhooks, not its API answers (TLS authenticates
+     * them): its unsigned way is an answer that is not the API's. */
+    static const struct matrix_cell st[] = {
+        {OP_CREATE, "PaymentIntent", "POST /v1/payment_intents", NULL},
+        {OP_QUERY, "PaymentIntent search", "GET /v1/payment_intents/search", NULL},
+        {OP_CLOSE, "cancel", "POST /v1/payment_intents/", NULL},
+        {OP_RQUERY, "refunds of the PaymentIntent", "GET /v1/refunds", NULL},
+        {OP_RSUBMIT, "refund", "POST /v1/refunds", NULL},
+        {OP_EVENTS, "events", "GET /v1/events", NULL},
+        {OP_BILL, "balance transactions", "GET /v1/balance_transactions", NULL},
+    };
+    static const struct matrix_mode st_modes[] = {
+        {"500 api_error", 500},
+        {"429 rate_limit", 429},
+        {"no answer", PO_SIM_FAULT_HANG},
+        {"not Stripe's answer", PO_SIM_FAULT_GARBLED},
+    };
+    matrix_channel("wechatpay", 'W', wx, 8, wx_modes, 5);
+    matrix_channel("alipay", 'A', ali, 7, ali_modes, 5);
+    matrix_channel("stripe", 'S', st, 7, st_modes, 4);
+}
+
 /* ---- Stripe: webhooks that never came, recovered from /v1/events ---- */
 
 struct recover_racer {
@@ -3515,6 +3918,7 @@ static const struct api_case {
     {"daily_recon_alipay", test_daily_recon_alipay},
     {"daily_recon_stripe", test_daily_recon_stripe},
     {"channel_failures", test_channel_failures},
+    {"channel_matrix", test_channel_matrix},
     {"stripe_events", test_stripe_events},
     {"platform_keys", test_platform_keys},
     {"order_expiry", test_order_expiry},

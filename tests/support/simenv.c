@@ -44,8 +44,9 @@ void t_env_create(const char *name, char *dir, size_t cap, unsigned char master[
         die("sim identity", err);
 }
 
+/* whole: all of stdout into out (else its first line) */
 static int cli_run(const char *dir, const char *bin, const char *url, char *out, size_t cap,
-                   const char *args)
+                   const char *args, bool whole)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
@@ -54,38 +55,58 @@ static int cli_run(const char *dir, const char *bin, const char *url, char *out,
     FILE *p = popen(cmd, "r");
     if (!p)
         die("popen", args);
-    char line[512] = "";
-    if (!fgets(line, sizeof line, p))
-        line[0] = '\0';
-    while (fgetc(p) != EOF) {
-    }
+    char line[4096] = "";
+    size_t n = 0;
+    for (int c; (c = fgetc(p)) != EOF;)
+        if (n + 1 < sizeof line && (whole || !memchr(line, '\n', n)))
+            line[n++] = (char)c;
+    line[n] = '\0';
     int st = pclose(p);
-    line[strcspn(line, "\n")] = '\0';
+    if (!whole)
+        line[strcspn(line, "\n")] = '\0';
     if (out)
         snprintf(out, cap, "%s", line);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* must: abort the test when it does not exit 0 */
+static int cli_runv(const char *dir, const char *bin, const char *url, char *out, size_t cap,
+                    bool whole, bool must, const char *fmt, va_list ap)
+{
+    char args[2048];
+    vsnprintf(args, sizeof args, fmt, ap);
+    int st = cli_run(dir, bin, url, out, cap, args, whole);
+    if (st != 0 && must)
+        die("payonce failed", args);
+    return st;
+}
+
 void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t cap,
            const char *fmt, ...)
 {
-    char args[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    (void)cli_runv(dir, bin, url, out, cap, false, true, fmt, ap);
     va_end(ap);
-    if (cli_run(dir, bin, url, out, cap, args) != 0)
-        die("payonce failed", args);
 }
 
 int t_cli_status(const char *dir, const char *bin, const char *url, const char *fmt, ...)
 {
-    char args[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    int st = cli_runv(dir, bin, url, NULL, 0, false, false, fmt, ap);
     va_end(ap);
-    return cli_run(dir, bin, url, NULL, 0, args);
+    return st;
+}
+
+int t_cli_all(const char *dir, const char *bin, const char *url, char *out, size_t cap,
+              const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = cli_runv(dir, bin, url, out, cap, true, false, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 size_t t_body_write(char *d, size_t sz, size_t n, void *ctx)

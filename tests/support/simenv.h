@@ -29,6 +29,9 @@ void t_cli(const char *dir, const char *bin, const char *url, char *out, size_t 
  * aborting when it is not 0. */
 int t_cli_status(const char *dir, const char *bin, const char *url, const char *fmt, ...)
     PO_PRINTF(4, 5);
+/* The same, with all of its stdout (up to 4 KiB) into out. */
+int t_cli_all(const char *dir, const char *bin, const char *url, char *out, size_t cap,
+              const char *fmt, ...) PO_PRINTF(6, 7);
 
 /* Starts `BIN serve` on a free loopback port against url, with the master
  * key of dir, no background jobs and the extra options (NULL-terminated,

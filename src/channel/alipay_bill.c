@@ -86,10 +86,15 @@ static char *unzip_detail(const char *data, size_t len, size_t *out_len, const c
         }
         zip_file_t *f = zip_fopen_index(z, (zip_uint64_t)i, 0);
         char *raw = f ? malloc(st.size + 1) : NULL;
-        zip_int64_t got = raw ? zip_fread(f, raw, st.size) : -1;
-        if (f)
-            zip_fclose(f); /* a CRC mismatch shows here or in the read */
-        if (got < 0 || (zip_uint64_t)got != st.size) {
+        /* read to the end: libzip checks the entry's CRC-32 only on
+         * reaching it (a read of exactly its size returns unchecked data) */
+        zip_int64_t got = raw ? 0 : -1, k = 0;
+        while (got >= 0 && (k = zip_fread(f, raw + got, st.size + 1 - (zip_uint64_t)got)) > 0)
+            got += k;
+        if (k < 0)
+            got = -1;
+        int closed = f ? zip_fclose(f) : 0;
+        if (got < 0 || (zip_uint64_t)got != st.size || closed != 0) {
             free(raw);
             *why = "an entry does not read whole (truncated or damaged archive)";
             break;

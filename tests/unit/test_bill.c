@@ -355,6 +355,27 @@ static void alipay_bill_parsed(void **state)
     assert_non_null(cut);
     *cut = '\0';
     assert_int_equal(ali->bill_parse(bad, strlen(bad), &b, err, sizeof err), PO_ERR_INVALID);
+    /* a bit changed anywhere in the archive: refused, or (a header's date,
+     * a file name) the same bill — never a different one */
+    int refused = 0;
+    for (size_t i = 0; i < zl; i++) {
+        zip[i] ^= 0x04;
+        struct po_bill f = {0};
+        po_err rc = ali->bill_parse(zip, zl, &f, err, sizeof err);
+        zip[i] ^= 0x04;
+        if (rc) {
+            refused++;
+            continue;
+        }
+        int64_t sum = 0;
+        for (int r = 0; r < f.nrows; r++)
+            sum += f.rows[r].amount;
+        if (f.nrows != 10 || sum != 10 ||
+            strcmp(f.rows[0].txn, "2019091622001458860515315453") != 0)
+            fail_msg("byte %zu of %zu changed: a different bill parsed (%d rows)", i, zl, f.nrows);
+        po_bill_free(&f);
+    }
+    assert_true(refused > (int)zl / 2);
     free(bad);
     free(zip);
     free(gbk);

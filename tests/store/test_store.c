@@ -9,6 +9,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -263,6 +264,131 @@ static void ping_works(void **state)
     assert_string_equal(po_store_backend(S), t_fx_backend);
 }
 
+/* The plan past one primary (docs/scaling.md): every table distributes by
+ * tenant_id on a sharded PostgreSQL (Citus) — it has the column, and its
+ * primary key and every unique index begin with it — or is one of these
+ * reference tables, copied whole to every node. A migration that breaks
+ * it fails here, on both stores. */
+static const char *const reference_tables[] = {
+    "schema_version", /* the migrations applied: one row per migration */
+    "api_key",        /* found by key id before the tenant is known (authentication) */
+    NULL,
+};
+
+static bool is_reference(const char *table)
+{
+    for (int i = 0; reference_tables[i]; i++)
+        if (strcmp(reference_tables[i], table) == 0)
+            return true;
+    return false;
+}
+
+/* Each unique index of table (the primary key's included) as rows
+ * (name, is_primary, first column). */
+static void unique_indexes(struct po_store *s, const char *table, struct po_rows *r)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    struct po_param p[] = {PO_TEXT(table)};
+    const char *sql =
+        strcmp(po_store_backend(s), "sqlite") == 0
+            ? "SELECT il.name, CASE WHEN il.origin = 'pk' THEN 1 ELSE 0 END,"
+              " (SELECT ii.name FROM pragma_index_info(il.name) ii WHERE ii.seqno = 0)"
+              " FROM pragma_index_list(?) il WHERE il.\"unique\" = 1"
+            : "SELECT CAST(i.indexrelid AS regclass)::text, CASE WHEN i.indisprimary THEN 1 ELSE"
+              " 0 END, a.attname::text FROM pg_index i JOIN pg_attribute a ON a.attrelid ="
+              " i.indrelid AND a.attnum = i.indkey[0] WHERE i.indisunique AND i.indrelid ="
+              " CAST(CAST(? AS TEXT) AS regclass)";
+    if (po_store_exec(s, sql, p, 1, r, NULL, err, sizeof err))
+        fail_msg("%s: %s", table, err);
+}
+
+/* true when every table distributes by tenant; else why names the first
+ * that does not. */
+static bool distributes_by_tenant(struct po_store *s, char *why, size_t cap)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    struct po_rows tables;
+    bool sqlite = strcmp(po_store_backend(s), "sqlite") == 0;
+    if (po_store_exec(s,
+                      sqlite ? "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT"
+                               " LIKE 'sqlite_%' ORDER BY name"
+                             : "SELECT tablename::text FROM pg_tables WHERE schemaname ="
+                               " current_schema() ORDER BY tablename",
+                      NULL, 0, &tables, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    int references = 0, named = 0;
+    why[0] = '\0';
+    for (int t = 0; t < tables.nrows && !why[0]; t++) {
+        const char *table = po_rows_get(&tables, t, 0);
+        if (is_reference(table)) {
+            references++;
+            continue;
+        }
+        char sql[200];
+        snprintf(sql, sizeof sql, "SELECT COUNT(tenant_id) FROM %s WHERE 1 = 0", table);
+        struct po_rows none;
+        if (po_store_exec(s, sql, NULL, 0, &none, NULL, err, sizeof err)) {
+            snprintf(why, cap, "table %s has no tenant_id", table);
+            break;
+        }
+        po_rows_free(&none);
+        struct po_rows ix;
+        unique_indexes(s, table, &ix);
+        int primary = 0;
+        for (int i = 0; i < ix.nrows && !why[0]; i++) {
+            primary += strcmp(po_rows_get(&ix, i, 1), "1") == 0;
+            const char *first = po_rows_get(&ix, i, 2);
+            if (!first || strcmp(first, "tenant_id") != 0)
+                snprintf(why, cap, "table %s: unique index %s begins with %s, not tenant_id", table,
+                         po_rows_get(&ix, i, 0), first ? first : "an expression");
+        }
+        if (!why[0] && primary != 1)
+            snprintf(why, cap, "table %s has no primary key", table);
+        po_rows_free(&ix);
+    }
+    while (reference_tables[named])
+        named++;
+    /* every reference table named exists (the list does not rot) */
+    if (!why[0] && references != named)
+        snprintf(why, cap, "%d of the %d reference tables exist", references, named);
+    if (!why[0] && tables.nrows < 20)
+        snprintf(why, cap, "only %d tables", tables.nrows);
+    po_rows_free(&tables);
+    return !why[0];
+}
+
+static void every_table_distributes_by_tenant(void **state)
+{
+    char why[300] = "";
+    if (!distributes_by_tenant(S, why, sizeof why))
+        fail_msg("%s (a new table: key it by tenant_id first, or name it a reference table"
+                 " with its reason)",
+                 why);
+    /* ... and the check sees each way a table can break it */
+    static const char *const strays[][2] = {
+        {"CREATE TABLE stray (id TEXT PRIMARY KEY)", "table stray has no tenant_id"},
+        {"CREATE TABLE stray (tenant_id TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (id,"
+         " tenant_id))",
+         "begins with id, not tenant_id"},
+        {"CREATE TABLE stray (tenant_id TEXT NOT NULL, id TEXT NOT NULL, code TEXT, PRIMARY KEY"
+         " (tenant_id, id), UNIQUE (code))",
+         "begins with code, not tenant_id"},
+        {"CREATE TABLE stray (tenant_id TEXT NOT NULL, id TEXT NOT NULL)",
+         "table stray has no primary key"},
+    };
+    char err[PO_ERRBUF_SIZE] = "";
+    for (size_t i = 0; i < sizeof strays / sizeof strays[0]; i++) {
+        assert_int_equal(po_store_exec(S, strays[i][0], NULL, 0, NULL, NULL, err, sizeof err),
+                         PO_OK);
+        assert_false(distributes_by_tenant(S, why, sizeof why));
+        if (!strstr(why, strays[i][1]))
+            fail_msg("%s: %s", strays[i][0], why);
+        assert_int_equal(po_store_exec(S, "DROP TABLE stray", NULL, 0, NULL, NULL, err, sizeof err),
+                         PO_OK);
+    }
+    assert_true(distributes_by_tenant(S, why, sizeof why));
+}
+
 int main(int argc, char **argv)
 {
     t_fx_backend = t_backend(argc, argv);
@@ -281,6 +407,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(read_snapshot_is_stable, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(ping_works, t_fx_setup, t_fx_teardown),
         cmocka_unit_test(bad_urls_are_refused),
+        cmocka_unit_test_setup_teardown(every_table_distributes_by_tenant, t_fx_setup,
+                                        t_fx_teardown),
     };
     char name[64];
     snprintf(name, sizeof name, "store[%s]", t_fx_backend);

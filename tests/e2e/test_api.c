@@ -3871,11 +3871,20 @@ static void test_reaper(void)
     api("POST", gw_port, "/v1/orders", key1, "reap-1",
         "{\"merchant\":\"m1\",\"out_trade_no\":\"K-1\",\"amount\":100}", &r);
     T_CHECK(r.status == 201, "reaper setup: %ld %s", r.status, r.body);
-    exec_sql("UPDATE api_idempotency SET created_at = '2001-01-01T00:00:00.000Z' WHERE idem_key ="
-             " 'reap-1'");
+    /* An hour old: past the reap's retention here (60 s), within that of
+     * the case's serve child (a week), whose own reaper must not take it
+     * first. */
+    char sql[200], hour_ago[32];
+    time_t t = time(NULL) - 3600;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(hour_ago, sizeof hour_ago, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+    snprintf(sql, sizeof sql,
+             "UPDATE api_idempotency SET created_at = '%s' WHERE idem_key = 'reap-1'", hour_ago);
+    exec_sql(sql);
     int64_t n = q1("SELECT COUNT(*) FROM api_idempotency", NULL);
     char out[256];
-    run_out(out, sizeof out, "idempotency reap");
+    run_out(out, sizeof out, "idempotency reap --retention 60");
     T_CHECK(strncmp(out, "1 stored", 8) == 0, "reap: %s", out);
     T_CHECK(q1("SELECT COUNT(*) FROM api_idempotency", NULL) == n - 1, "reap: rows");
     /* The key is free again: a new request under it runs. */

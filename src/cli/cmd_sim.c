@@ -131,6 +131,12 @@ static int parse_orders(const struct opts *o, const char *channel, struct sim_or
         fprintf(stderr, "payonce: --txn goes with a single --order\n");
         return EXIT_USAGE;
     }
+    if (cli_flag(o, "again") && (cli_opt(o, "txn") || cli_flag(o, "lose") ||
+                                 cli_flag(o, "created") || cli_flag(o, "forge"))) {
+        fprintf(stderr, "payonce: --again delivers earlier payments: not with --txn, --lose,"
+                        " --created or --forge\n");
+        return EXIT_USAGE;
+    }
     bool created = cli_flag(o, "created");
     for (int i = 0; i < k; i++) {
         const char *colon = strrchr(vals[i], ':');
@@ -149,7 +155,14 @@ static int parse_orders(const struct opts *o, const char *channel, struct sim_or
             fprintf(stderr, "payonce: --order %s: bad out_trade_no\n", vals[i]);
             return EXIT_USAGE;
         }
-        if (cli_opt(o, "txn")) {
+        if (cli_flag(o, "again")) { /* the channel's redelivery: the same transaction */
+            if (!po_sim_payment_txn(sim_dir(o), channel, so->out_trade_no, so->txn,
+                                    sizeof so->txn)) {
+                fprintf(stderr, "payonce: --again: no earlier payment of %s in %s\n",
+                        so->out_trade_no, sim_dir(o));
+                return EXIT_USAGE;
+            }
+        } else if (cli_opt(o, "txn")) {
             if (!po_id_valid(cli_opt(o, "txn"), PO_TXN_ID_MAX) ||
                 po_strcpy(so->txn, sizeof so->txn, cli_opt(o, "txn"))) {
                 fprintf(stderr, "payonce: --txn: 1-64 characters of [A-Za-z0-9_-]\n");
@@ -210,7 +223,8 @@ static int forge(struct po_sim_identity *id)
 
 struct sim_pay_args {
     const char *channel, *currency, *url;
-    int copies;
+    const char *urls[PO_SIM_COPIES_MAX + 1]; /* --notify-url repeated: copy c to urls[c % nurls] */
+    int nurls, copies;
     bool concurrent, forged;
     double factor;
     int max_attempts, deadline_ms;
@@ -222,7 +236,13 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
     int64_t copies = 1, attempts = 0, deadline = 5000, factor = 1, pace = 0;
     a->channel = cli_opt(o, "channel") ? cli_opt(o, "channel") : "wechatpay";
     a->currency = cli_opt(o, "currency") ? cli_opt(o, "currency") : "CNY";
-    a->url = cli_opt(o, "notify-url");
+    a->nurls = cli_opt_all(o, "notify-url", a->urls, PO_SIM_COPIES_MAX + 1);
+    a->url = a->nurls ? a->urls[0] : NULL;
+    if (a->nurls > PO_SIM_COPIES_MAX) {
+        fprintf(stderr, "payonce: --notify-url at most %d times (one per copy)\n",
+                PO_SIM_COPIES_MAX);
+        return EXIT_USAGE;
+    }
     a->concurrent = cli_flag(o, "concurrent");
     a->forged = cli_flag(o, "forge");
     if (!po_sim_channel_known(a->channel) || !po_currency_valid(a->currency)) {
@@ -318,7 +338,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
         }
         const char *cur = so->currency[0] ? so->currency : a.currency;
         const char *url = so->url[0] && !cli_opt(o, "notify-url") ? so->url : a.url;
-        if (!a.forged)
+        if (!a.forged && !cli_flag(o, "again")) /* a redelivery is not a new payment */
             record(sim_dir(o), a.channel, so, cur, cli_flag(o, "lose"), cli_opt(o, "paid-on"));
         if (cli_flag(o, "lose")) {
             printf("  %-28s lost: never sent (reconciliation must find it)\n", so->out_trade_no);
@@ -341,7 +361,8 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             memset(&copies[c], 0, sizeof copies[c]);
             (void)snprintf(copies[c].label, sizeof copies[c].label, "%s%s#%d", so->out_trade_no,
                            a.forged ? "(forged)" : "", c + 1);
-            copies[c].d = (struct po_sim_delivery){.url = url,
+            /* several --notify-url: the channel's senders spread over gateway nodes */
+            copies[c].d = (struct po_sim_delivery){.url = a.nurls > 1 ? a.urls[c % a.nurls] : url,
                                                    .channel = a.channel,
                                                    .notice = &notice,
                                                    .time_factor = a.factor,

@@ -82,12 +82,17 @@ static const struct optdoc optdocs[] = {
     /* sim */
     {"dir", "DIR", "the simulator's keys and state (default ./payonce-sim)"},
     {"mode", "cert|pubkey", "platform certificate or platform public key mode (default cert)"},
-    {"notify-url", "URL", "where the channel posts callbacks (payonce's /notify/CHANNEL/TENANT)"},
+    {"notify-url", "URL",
+     "where the channel posts callbacks (payonce's /notify/CHANNEL/TENANT); repeated, copy k"
+     " goes to the k-th URL (one per gateway node)"},
     {"order", "NO:AMOUNT", "an order to pay, amount in minor units (repeatable)"},
     {"txn", "ID", "the channel's transaction id (one order only; default a new one)"},
     {"copies", "N", "deliveries of each callback (the channel's at-least-once, default 1)"},
     {"concurrent", NULL, "send the copies at the same time"},
     {"reorder", NULL, "deliver orders out of order"},
+    {"again", NULL,
+     "deliver the notifications of payments made earlier (the same transaction ids, from"
+     " DIR/payments.jsonl): the channel redelivering, not a second payment"},
     {"lose", NULL,
      "the payment happens but no callback is ever sent (the query or the bill finds it)"},
     {"paid-on", "YYYY-MM-DD",

@@ -97,7 +97,7 @@ const struct cli_command cli_commands[] = {
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
      " deadline-ms pace-ms paid-on",
-     "order", "concurrent reorder lose forge created", cmd_sim_pay, true,
+     "order", "concurrent reorder lose forge created again", cmd_sim_pay, true,
      "pay orders through the simulated channel (callbacks to payonce)"},
     {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true,
      "the simulated channel's query, bill and refund APIs"},

@@ -113,6 +113,10 @@ struct po_sim_payment {
     const char *currency;
     int64_t paid_at; /* when the payer paid (unix s); 0: now */
 };
+/* The transaction id of the last payment of out_trade_no at channel that
+ * `sim pay` recorded in dir (payments.jsonl): false when there is none. */
+bool po_sim_payment_txn(const char *dir, const char *channel, const char *out_trade_no, char *txn,
+                        size_t cap);
 /* The channel's payment-success notification as it sends it at time now:
  * signed now (WeChat's timestamp and nonce, Stripe's t=, Alipay's
  * notify_time), while its event id and the payment's own times are those

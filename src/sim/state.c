@@ -30,6 +30,23 @@ json_t *sim_read_jsonl(const char *dir, const char *name)
     return all;
 }
 
+bool po_sim_payment_txn(const char *dir, const char *channel, const char *out_trade_no, char *txn,
+                        size_t cap)
+{
+    json_t *all = sim_read_jsonl(dir, "payments.jsonl");
+    size_t i;
+    json_t *p;
+    bool found = false;
+    json_array_foreach(all, i, p)
+    {
+        if (strcmp(sim_jstr(p, "channel"), channel) == 0 &&
+            strcmp(sim_jstr(p, "out_trade_no"), out_trade_no) == 0)
+            found = po_strcpy(txn, cap, sim_jstr(p, "txn")) == PO_OK && txn[0];
+    }
+    json_decref(all);
+    return found;
+}
+
 void sim_append_jsonl(const char *dir, const char *name, json_t *j)
 {
     char path[1024];

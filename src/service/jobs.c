@@ -20,6 +20,18 @@
  *   keys           the channels' verification keys refreshed
  *                  (po_keys_refresh_round: WeChat Pay's platform certificates)
  *   reaper         stored Idempotency-Key responses past the retention
+ *
+ * Several serve nodes over one database (docs/scaling.md): each job runs on
+ * one node at a time, the holder of its lease (job_lease: holder, expiry).
+ * The holder renews the lease every round for two intervals and LEASE_GRACE_S
+ * more; a node that dies (kill -9) leaves it to expire, and the next round of
+ * another node after that takes it over. What the rounds do is idempotent
+ * anyway (engine keys, the channels' own idempotency, bills keyed by their
+ * digest), so a round that outlives its lease and meets its successor costs
+ * channel calls, not money; the lease is what keeps three nodes from making
+ * every call three times, and two refund resubmissions from running at once.
+ * Lease times are the nodes' clocks: their skew must stay well below
+ * LEASE_GRACE_S (NTP).
  */
 #include "account.h"
 #include "idem.h"
@@ -28,13 +40,21 @@
 #include "refund_submit.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define REAP_INTERVAL_MAX_S 3600
 #define QUERY_LIMIT 100
 #define REFUND_LIMIT 100
 #define EXPIRE_LIMIT 100
+#define LEASE_GRACE_S 5
+
+enum lease_job { L_QUERY, L_REFUND, L_RECON, L_KEYS, L_REAP, L_COUNT };
+static const char *const lease_names[L_COUNT] = {"active-query", "refund-retry", "daily-recon",
+                                                 "keys-refresh", "idempotency-reaper"};
 
 struct po_jobs {
     struct po_jobs_cfg cfg;
@@ -43,7 +63,41 @@ struct po_jobs {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
+    char holder[96];       /* this node in job_lease: host:pid:random */
+    bool holding[L_COUNT]; /* what the last round found, for the log */
 };
+
+/* Whether this node runs job k's round now: it holds the job's lease, or
+ * the lease expired (or never existed) and this node takes it. The
+ * upsert's WHERE makes taking it one atomic step on both stores: of two
+ * nodes at once, one updates the row and the other changes nothing. */
+static bool lease(struct po_jobs *j, struct po_store *s, enum lease_job k, int64_t interval_s)
+{
+    char at[PO_TIME_SIZE], until[PO_TIME_SIZE], err[PO_ERRBUF_SIZE] = "";
+    int64_t now = po_clock_now_ms(), changes = 0;
+    po_clock_iso_ms(now, at, sizeof at);
+    po_clock_iso_ms(now + (2 * interval_s + LEASE_GRACE_S) * 1000, until, sizeof until);
+    po_err rc = po_store_exec_tx(
+        s,
+        "INSERT INTO job_lease (name, holder, until_at, taken_at) VALUES (?, ?, ?, ?) ON"
+        " CONFLICT (name) DO UPDATE SET holder = excluded.holder, until_at = excluded.until_at,"
+        " taken_at = CASE WHEN job_lease.holder = excluded.holder THEN job_lease.taken_at ELSE"
+        " excluded.taken_at END WHERE job_lease.holder = excluded.holder OR job_lease.until_at"
+        " < excluded.taken_at",
+        PO_PARAMS(PO_TEXT(lease_names[k]), PO_TEXT(j->holder), PO_TEXT(until), PO_TEXT(at)),
+        &changes, err, sizeof err);
+    if (rc) {
+        po_log(PO_LOG_WARN, "background job %s: lease not taken: %s", lease_names[k], err);
+        return false;
+    }
+    bool mine = changes == 1;
+    if (mine != j->holding[k])
+        po_log(PO_LOG_INFO, "background job %s: %s", lease_names[k],
+               mine ? "this node holds its lease and runs it"
+                    : "another node holds its lease and runs it");
+    j->holding[k] = mine;
+    return mine;
+}
 
 static void query_channel(struct po_jobs *j, struct po_store *s, const struct po_channel_ops *ch)
 {
@@ -92,7 +146,7 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
         po_log(PO_LOG_WARN, "background jobs: %s", err);
         return;
     }
-    if (j->cfg.query_s && now >= *next_query) {
+    if (j->cfg.query_s && now >= *next_query && lease(j, s, L_QUERY, j->cfg.query_s)) {
         for (int i = 0; po_channels[i]; i++)
             if (po_channels[i]->order_query || po_channels[i]->events_since)
                 query_channel(j, s, po_channels[i]);
@@ -116,17 +170,19 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                    " PAYING",
                    (long long)x.expired, (long long)x.closed, (long long)x.paid,
                    (long long)x.undecided);
-        *next_query = now + j->cfg.query_s;
     }
-    if (j->cfg.refund_s && now >= *next_refund) {
+    if (j->cfg.query_s && now >= *next_query)
+        *next_query = now + j->cfg.query_s;
+    if (j->cfg.refund_s && now >= *next_refund && lease(j, s, L_REFUND, j->cfg.refund_s)) {
         int n = 0;
         if (po_refund_submit_pending(s, j->cfg.master, j->cfg.refund_s, REFUND_LIMIT, &n) ==
                 PO_OK &&
             n)
             po_log(PO_LOG_INFO, "refund retry: %d refunds submitted to the channel", n);
-        *next_refund = now + j->cfg.refund_s;
     }
-    if (j->cfg.recon_s && now >= *next_recon) {
+    if (j->cfg.refund_s && now >= *next_refund)
+        *next_refund = now + j->cfg.refund_s;
+    if (j->cfg.recon_s && now >= *next_recon && lease(j, s, L_RECON, j->cfg.recon_s)) {
         struct po_recon_daily_report x;
         if (po_recon_daily_round(s, j->cfg.master, &j->cfg.recon, now, &x, err, sizeof err))
             po_log(PO_LOG_WARN, "daily reconciliation: %s", err);
@@ -136,22 +192,25 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                    " %lld not published yet, %lld failed, %lld overdue",
                    (long long)x.due, (long long)x.imported, (long long)x.none,
                    (long long)x.not_ready, (long long)x.failed, (long long)x.overdue);
-        *next_recon = now + j->cfg.recon_s;
     }
-    if (j->cfg.keys_s && now >= *next_keys) {
+    if (j->cfg.recon_s && now >= *next_recon)
+        *next_recon = now + j->cfg.recon_s;
+    if (j->cfg.keys_s && now >= *next_keys && lease(j, s, L_KEYS, j->cfg.keys_s)) {
         struct po_keys_refresh_report k;
         if (po_keys_refresh_round(s, j->cfg.master, now, &k, err, sizeof err))
             po_log(PO_LOG_WARN, "verification keys refresh: %s", err);
-        *next_keys = now + j->cfg.keys_s;
     }
-    if (now >= *next_reap) {
+    if (j->cfg.keys_s && now >= *next_keys)
+        *next_keys = now + j->cfg.keys_s;
+    if (now >= *next_reap && lease(j, s, L_REAP, j->reap_s)) {
         int64_t n = 0;
         if (po_idem_reap(s, j->cfg.retention_s, &n) == PO_OK && n)
             po_log(PO_LOG_INFO,
                    "reaper: %lld stored Idempotency-Key responses older than %lld s deleted",
                    (long long)n, (long long)j->cfg.retention_s);
-        *next_reap = now + j->reap_s;
     }
+    if (now >= *next_reap)
+        *next_reap = now + j->reap_s;
     po_store_close(s);
 }
 
@@ -192,6 +251,12 @@ po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out)
     if (!j)
         return PO_ERR_NOMEM;
     j->cfg = *cfg;
+    char host[64] = "";
+    unsigned char r[4] = {0};
+    (void)gethostname(host, sizeof host - 1);
+    PO_ASSERT(po_random(r, sizeof r) == PO_OK);
+    (void)snprintf(j->holder, sizeof j->holder, "%s:%ld:%02x%02x%02x%02x", host, (long)getpid(),
+                   r[0], r[1], r[2], r[3]);
     j->reap_s = cfg->retention_s < REAP_INTERVAL_MAX_S ? cfg->retention_s : REAP_INTERVAL_MAX_S;
     pthread_mutex_init(&j->mu, NULL);
     po_cond_init(&j->cv);
@@ -214,6 +279,14 @@ void po_jobs_stop(struct po_jobs *j)
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
     pthread_join(j->thread, NULL);
+    /* a node that stops cleanly hands its jobs over at once */
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_SIZE] = "";
+    if (po_store_open(j->cfg.db_url, &s, err, sizeof err) ||
+        po_store_exec_tx(s, "DELETE FROM job_lease WHERE holder = ?", PO_PARAMS(PO_TEXT(j->holder)),
+                         NULL, err, sizeof err))
+        po_log(PO_LOG_WARN, "background jobs: leases not released (they expire): %s", err);
+    po_store_close(s);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);

@@ -3897,6 +3897,12 @@ static void test_reaper(void)
              " lock_token, locked_at, status_code, response_body, created_at) VALUES ('t1',"
              " 'POST /v1/orders', 'ancient', 'x', 'done', 't', '2001-01-01T00:00:00.000Z', 201,"
              " '{}', '2001-01-01T00:00:00.000Z')");
+    /* The reaper runs on one node at a time: the case's gateway holds its
+     * lease (it reaped when it started). Its lease released, as when it
+     * stops, the next serve takes it and reaps at once. */
+    T_CHECK(q1("SELECT COUNT(*) FROM job_lease WHERE name = ?", "idempotency-reaper") == 1,
+            "the case's gateway holds the reaper's lease");
+    exec_sql("DELETE FROM job_lease WHERE name = 'idempotency-reaper'");
     unsigned port = 0;
     pid_t p = t_serve(dir, bin, url, NULL, &port);
     T_CHECK(wait_for("SELECT COUNT(*) FROM api_idempotency WHERE idem_key = ?", "ancient", 0),

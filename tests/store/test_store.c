@@ -272,6 +272,7 @@ static void ping_works(void **state)
 static const char *const reference_tables[] = {
     "schema_version", /* the migrations applied: one row per migration */
     "api_key",        /* found by key id before the tenant is known (authentication) */
+    "job_lease",      /* which serve node runs each background job: one row per job */
     NULL,
 };
 

@@ -15,8 +15,12 @@
  *
  * Statements that run again and again are prepared once per session and
  * executed by name (sql.c's cache); a new session starts with an empty
- * cache. A row set parameter is bound as one array per column and read
- * with unnest, so a batch statement has one text whatever its size.
+ * cache. Behind a pooler in transaction mode (PgBouncer 1.18: a client's
+ * session is not a server's session), the URL's payonce_pooling=transaction
+ * (taken out before libpq sees the URL) makes every statement unnamed and
+ * the gateway's session settings SET LOCAL in each transaction instead. A row set parameter is
+ * bound as one array per column and read with unnest, so a batch statement has one text whatever
+ * its size.
  */
 #include "store_int.h"
 
@@ -31,7 +35,31 @@ struct pg_store {
     PGconn *conn;               /* NULL: abandoned; the next reconnect opens one */
     char *url;                  /* to open a new session after abandoning one */
     struct po_stmt_cache cache; /* named prepared statements "po_<id>" */
+    bool pooled;                /* payonce_pooling=transaction: no session state */
 };
+
+#define POOLING_PARAM "payonce_pooling=transaction"
+
+char *po_store_pg_url(const char *url, bool *pooled)
+{
+    char *u = strdup(url);
+    *pooled = false;
+    char *p = u ? strstr(u, POOLING_PARAM) : NULL;
+    if (!p)
+        return u;
+    char *end = p + strlen(POOLING_PARAM);
+    if (*end && *end != '&' && *end != ' ')
+        return u; /* another value: libpq names it */
+    *pooled = true;
+    if (p > u && (p[-1] == '&' || p[-1] == ' '))
+        p--; /* "…&param": drop "&param" */
+    else if (*end == '&')
+        end++; /* "?param&x": keep "?x" */
+    else if (p > u && p[-1] == '?')
+        p--; /* "?param" alone */
+    memmove(p, end, strlen(end) + 1);
+    return u;
+}
 
 static struct pg_store *as_pg(struct po_store *s)
 {
@@ -64,6 +92,12 @@ static po_err map_result(struct pg_store *ps, PGresult *res, char *err, size_t e
         return PO_ERR_TRANSIENT;
     if (ss && strcmp(ss, "23505") == 0)
         return PO_ERR_CONFLICT;
+    /* a named statement missing or taken: another session's, behind a pooler */
+    if (ss && !ps->pooled && (strcmp(ss, "26000") == 0 || strcmp(ss, "42P05") == 0))
+        po_errf(err, errcap,
+                "postgres: %s %s (behind a pooler in transaction mode, e.g. PgBouncer? add"
+                " " POOLING_PARAM " to the database URL)",
+                ss, msg ? msg : "");
     if (sqlstate_transient(ss))
         return PO_ERR_TRANSIENT;
     if (!res)
@@ -144,7 +178,7 @@ static PGresult *run_simple(struct pg_store *ps, const char *sql)
  * (tcp_user_timeout) and an idle connection (keepalives) all fail within a
  * few seconds. Given before the URL, so the operator's URL may override
  * any of them. */
-static PGconn *connect_pg(const char *url)
+static PGconn *connect_pg(const char *url, bool pooled)
 {
     static const char *const keys[] = {
         "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
@@ -154,7 +188,8 @@ static PGconn *connect_pg(const char *url)
     PGconn *c = PQconnectdbParams(keys, vals, 1);
     if (c && PQstatus(c) == CONNECTION_OK) {
         PQsetNoticeProcessor(c, pg_notice, NULL);
-        PQclear(PQexec(c, "SET client_min_messages = warning"));
+        if (!pooled) /* behind a pooler the notices go to the debug log the same */
+            PQclear(PQexec(c, "SET client_min_messages = warning"));
     }
     return c;
 }
@@ -162,11 +197,11 @@ static PGconn *connect_pg(const char *url)
 static po_err pg_open(const char *url, struct po_store **out, char *err, size_t errcap)
 {
     struct pg_store *ps = calloc(1, sizeof *ps);
-    if (!ps || !(ps->url = strdup(url))) {
+    if (!ps || !(ps->url = po_store_pg_url(url, &ps->pooled))) {
         free(ps);
         return PO_ERR_NOMEM;
     }
-    ps->conn = connect_pg(url);
+    ps->conn = connect_pg(ps->url, ps->pooled);
     if (!ps->conn || PQstatus(ps->conn) != CONNECTION_OK) {
         /* libpq's message names host and port, never the password. */
         po_errf(err, errcap, "postgres: cannot connect: %s",
@@ -210,7 +245,7 @@ static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
     /* A new session: nothing it knows was prepared. */
     po_stmt_cache_clear(&ps->cache, NULL, NULL);
     PQfinish(ps->conn);
-    ps->conn = connect_pg(ps->url);
+    ps->conn = connect_pg(ps->url, ps->pooled);
     if (!ps->conn || PQstatus(ps->conn) != CONNECTION_OK) {
         po_errf(err, errcap, "postgres: reconnect failed: %s",
                 ps->conn ? PQerrorMessage(ps->conn) : "out of memory");
@@ -218,14 +253,30 @@ static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
         ps->conn = NULL;
         return PO_ERR_TRANSIENT;
     }
-    if (s->keyed)
+    if (s->keyed && !ps->pooled)
         PQclear(run_simple(ps, s->ops->keyed_sql));
     return PO_OK;
 }
 
+/* The gateway's session settings (po_store_keyed_only; the reason for each
+ * is at .keyed_sql below): SET for a session of its own, SET LOCAL in each
+ * transaction behind a pooler. */
+#define KEYED_SETTINGS(SET)                                                                        \
+    SET " enable_seqscan = off; " SET " jit = off; " SET                                           \
+        " plan_cache_mode = force_generic_plan; " SET                                              \
+        " statement_timeout = '" PO_STR(PO_PG_STATEMENT_TIMEOUT_MS) "'"
+
 static po_err pg_simple(struct po_store *s, const char *sql, char *err, size_t errcap)
 {
     struct pg_store *ps = as_pg(s);
+    char buf[512];
+    if (ps->pooled && sql == s->ops->keyed_sql)
+        return PO_OK; /* no session state behind a pooler: each BEGIN sets them */
+    if (ps->pooled && s->keyed && strncmp(sql, "BEGIN", 5) == 0) {
+        int n = snprintf(buf, sizeof buf, "%s; %s", sql, KEYED_SETTINGS("SET LOCAL"));
+        PO_ASSERT(n > 0 && (size_t)n < sizeof buf);
+        sql = buf;
+    }
     PGresult *res = run_simple(ps, sql);
     po_err rc = PO_OK;
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
@@ -270,7 +321,7 @@ static po_err statement(struct pg_store *ps, const char *sql, struct po_stmt_ent
         return rc;
     }
     struct po_stmt_entry *e =
-        preparable(sql) ? po_stmt_cache_add(&ps->cache, sql, h, pg_evict, ps) : NULL;
+        preparable(sql) && !ps->pooled ? po_stmt_cache_add(&ps->cache, sql, h, pg_evict, ps) : NULL;
     if (!e) {
         *out_text = text;
         return PO_OK;
@@ -441,8 +492,6 @@ const struct po_store_ops po_store_postgres = {
      * the generic plan always: a set-based statement's custom plan (made
      * for each batch's own row count) costs planning time on every
      * execution and picks the same keyed path. */
-    .keyed_sql =
-        "SET enable_seqscan = off; SET jit = off; SET plan_cache_mode = force_generic_plan;"
-        " SET statement_timeout = '" PO_STR(PO_PG_STATEMENT_TIMEOUT_MS) "'",
+    .keyed_sql = KEYED_SETTINGS("SET"),
     .backend_pid = pg_backend_pid,
 };

@@ -97,6 +97,12 @@ po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param 
 po_err po_store_exec_tx(struct po_store *s, const char *sql, const struct po_param *params,
                         int nparams, int64_t *out_changes, char *err, size_t errcap) PO_MUST_CHECK;
 
+/* A postgresql:// URL as libpq takes it: without payonce's own
+ * payonce_pooling=transaction (behind PgBouncer in transaction mode: no
+ * named statements, no session settings), *pooled saying whether it was
+ * there. Malloc'd; NULL when out of memory. */
+char *po_store_pg_url(const char *url, bool *pooled);
+
 /* Reachability check for /readyz and CLI diagnostics. */
 po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
 

@@ -57,7 +57,10 @@ const char *t_backend(int argc, char **argv)
 
 static void pg_admin(const char *sql)
 {
-    PGconn *c = PQconnectdb(getenv("PAYONCE_TEST_PG"));
+    bool pooled; /* through PgBouncer (tests/e2e/pgbouncer.sh): libpq's URL */
+    char *url = po_store_pg_url(getenv("PAYONCE_TEST_PG"), &pooled);
+    PGconn *c = PQconnectdb(url);
+    free(url);
     if (PQstatus(c) != CONNECTION_OK)
         DIE("cannot connect to PAYONCE_TEST_PG: %s", PQerrorMessage(c));
     PGresult *r = PQexec(c, sql);

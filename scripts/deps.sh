@@ -4,12 +4,14 @@
 # Test: cmocka, a PostgreSQL 15 server, clang (libFuzzer) and the runtime
 # for sanitizers, clang-format (scripts/lint.sh checks the house format),
 # groff (the man page must format cleanly), adduser (the package's
-# system user) and Chromium (the dashboard's browser test). Runs apt-get as root; as another user it names what to
-# install.
+# system user), Chromium (the dashboard's browser test) and, for the
+# cluster (scripts/cluster.sh, docs/scaling.md), etcd, Patroni, HAProxy and
+# PgBouncer. Runs apt-get as root; as another user it names what to install.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
       libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libzip-dev postgresql-15 clang
-      libclang-rt-14-dev clang-format python3 util-linux curl groff-base adduser chromium)
+      libclang-rt-14-dev clang-format python3 util-linux curl groff-base adduser chromium
+      etcd-server patroni python3-etcd haproxy pgbouncer)
 # The dashboard's browser test runs playwright-core (npm) with the machine's
 # Node.js (20 or later); Debian's nodejs and npm only when there is none.
 command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)

@@ -5,6 +5,9 @@
 #   seeded histories        PAYONCE_SEEDS (default 100000) on SQLite,
 #                           PAYONCE_PG_SEEDS (default 20000) on PostgreSQL
 #   fuzzing                 PAYONCE_FUZZ_SECONDS (default 600) per target
+#   the cluster, asynchronous   tests/e2e/cluster.sh with PAYONCE_CLUSTER_SYNC=false:
+#                           what a primary's death loses without synchronous
+#                           replication (docs/scaling.md)
 # Hours, not minutes: not part of `make test`. Prints the figures at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,5 +26,6 @@ for b in sqlite postgres; do tests/e2e/kill9.sh build/payonce "$b"; done
 PAYONCE_SEEDS=${PAYONCE_SEEDS:-100000} build/tests/test_history sqlite
 PAYONCE_SEEDS=${PAYONCE_PG_SEEDS:-20000} build/tests/test_history postgres
 scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-600}" | tee -a "$PAYONCE_FIGURES"
+PAYONCE_CLUSTER_SYNC=false PAYONCE_CLUSTER_ONCE_ORDERS=400 tests/e2e/cluster.sh build/payonce
 echo "== soak figures"
 cat "$PAYONCE_FIGURES"

@@ -2,7 +2,7 @@
 #   make demo   builds and runs the end-to-end demonstration on SQLite
 #   make test   the whole test suite (sanitizers, both stores, races, faults)
 # Both install the Debian packages they need first (scripts/deps.sh).
-.PHONY: all build deps demo test lint bench soak clean install deb
+.PHONY: all build deps demo test lint bench bench-cluster soak clean install deb
 
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in `make test` (PO_WERROR=ON); a user's `make` with a
@@ -44,6 +44,11 @@ deb: build
 
 bench: build
 	@bench/run.sh
+
+# The local HA cluster (scripts/cluster.sh): credited/s with 1, 2, 3 nodes
+# behind HAProxy and a failover timeline (docs/scaling.md).
+bench-cluster: build
+	@bench/cluster.sh
 
 # The reliability suite's long versions (hours): scripts/soak.sh.
 soak:

@@ -226,7 +226,8 @@ EOF
   echo "  master key:         $D/master.key"
   ;;
 down)
-  [ -f "$D/ports.env" ] || { rm -rf "$D"; exit 0; }
+  # (a half-removed directory: only the sweep below)
+  [ -f "$D/ports.env" ] || { pkill -9 -f -- "$D/" 2>/dev/null || true; rm -rf "$D"; exit 0; }
   . "$D/ports.env"
   for f in "$D"/node*.pid "$D/haproxy.pid"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
   for i in 1 2 3; do
@@ -245,6 +246,10 @@ down)
     for _ in $(seq 1 50); do alive "$f" || break; sleep 0.1; done
     [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
   done
+  # whatever a member was starting when its Patroni stopped (pg_rewind, a
+  # PostgreSQL coming up) and still runs in the directory
+  pkill -9 -f -- "$D/" 2>/dev/null || true
+  sleep 0.3
   rm -rf "$D"
   ;;
 status)

@@ -35,14 +35,9 @@
 
 /* ---- the server under test (a child `payonce serve`) ---- */
 
-struct server {
-    pid_t pid;
-    unsigned port;
-};
-
-static po_err server_start(const struct po_bench_cfg *cfg, const struct po_bench_fx *fx,
-                           const char *name, int batch_max, int batch_wait_us, struct server *out,
-                           char *err, size_t errcap)
+po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_bench_fx *fx,
+                             const char *name, int batch_max, int batch_wait_us,
+                             struct po_bench_server *out, char *err, size_t errcap)
 {
     char logpath[400], bm[16], bw[16], cm[16];
     (void)snprintf(logpath, sizeof logpath, "%s/server-%s.log", fx->dir, name);
@@ -100,7 +95,7 @@ static po_err server_start(const struct po_bench_cfg *cfg, const struct po_bench
     return PO_OK;
 }
 
-static void server_stop(struct server *s)
+void po_bench_server_stop(struct po_bench_server *s)
 {
     if (s->pid <= 0)
         return;
@@ -119,7 +114,7 @@ static void server_stop(struct server *s)
 }
 
 /* The server's committer counters from its /metrics (batches, items). */
-static void committer_counts(const struct server *srv, double *batches, double *items)
+static void committer_counts(const struct po_bench_server *srv, double *batches, double *items)
 {
     *batches = *items = 0;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -226,7 +221,7 @@ static void settle(struct run *R)
 }
 
 /* Drives the server with reqs and measures it. */
-static po_err http_run(struct run *R, const struct server *srv, struct row *r,
+static po_err http_run(struct run *R, const struct po_bench_server *srv, struct row *r,
                        const struct po_lg_req *reqs, size_t n, int conns, double rate,
                        double gap_ms)
 {
@@ -264,7 +259,7 @@ static po_err http_run(struct run *R, const struct server *srv, struct row *r,
 }
 
 /* Orders, their callbacks (copies each), one closed-loop run, the check. */
-static po_err callbacks_run(struct run *R, const struct server *srv, const char *name,
+static po_err callbacks_run(struct run *R, const struct po_bench_server *srv, const char *name,
                             const char *prefix, int n, bool hot, int copies, double rate, int conns,
                             double gap_ms, struct po_lg_req **keep)
 {
@@ -662,8 +657,8 @@ const char *po_bench_unknown_run(const char *only)
 
 /* API orders of one tenant (key), n of them over conns connections: a
  * refusal fails the run (http_run), so a row is the proof of none. */
-static po_err api_run(struct run *R, const struct server *srv, const char *name, const char *key,
-                      const char *prefix, int n, int conns, double gap_ms)
+static po_err api_run(struct run *R, const struct po_bench_server *srv, const char *name,
+                      const char *key, const char *prefix, int n, int conns, double gap_ms)
 {
     struct po_lg_req *reqs = NULL;
     po_err rc = po_bench_api_requests(key, prefix, n, &reqs);
@@ -727,7 +722,7 @@ static void *flood_main(void *arg)
  * B floods with 64 connections for the whole run: A is never refused and
  * its latency is the bound the targets check; B may be refused beyond its
  * share (503), nothing else. */
-static po_err tenant_scenarios(struct run *R, const struct server *srv, int n)
+static po_err tenant_scenarios(struct run *R, const struct po_bench_server *srv, int n)
 {
     int na = n / 2 > 500 ? n / 2 : 500, nv = 200;
     po_err rc = api_run(R, srv, "lone tenant API, 64 conns", R->fx.apikey, "W64", na, 64, 0);
@@ -767,7 +762,7 @@ static po_err tenant_scenarios(struct run *R, const struct server *srv, int n)
     return rc;
 }
 
-static po_err scenarios(struct run *R, const struct server *srv, int n)
+static po_err scenarios(struct run *R, const struct po_bench_server *srv, int n)
 {
     const struct po_bench_cfg *cfg = R->cfg;
     struct po_lg_req *unique = NULL;
@@ -816,14 +811,14 @@ static po_err scenarios(struct run *R, const struct server *srv, int n)
 static po_err baselines(struct run *R, int n)
 {
     const struct po_bench_cfg *cfg = R->cfg;
-    struct server b1 = {0};
+    struct po_bench_server b1 = {0};
     po_err rc = PO_OK;
     if (RUN("batch1"))
-        rc = server_start(cfg, &R->fx, "batch1", 1, 0, &b1, R->err, sizeof R->err);
+        rc = po_bench_server_start(cfg, &R->fx, "batch1", 1, 0, &b1, R->err, sizeof R->err);
     if (!rc && RUN("batch1")) {
         rc = callbacks_run(R, &b1, "--batch-max 1", "B", n / 2, false, 1, 0, R->conns, 0, NULL);
         R->rows[R->nrows - 1].kind = "baseline";
-        server_stop(&b1);
+        po_bench_server_stop(&b1);
     }
     if (!rc && RUN("engine")) {
         rc = po_bench_orders(&R->fx, "E", n, false, R->err, sizeof R->err);
@@ -904,6 +899,8 @@ static void remove_scratch(const char *dir)
 
 int po_bench_run(const struct po_bench_cfg *cfg)
 {
+    if (cfg->nodes)
+        return po_bench_nodes_run(cfg);
     struct run R = {.cfg = cfg, .conns = cfg->connections};
     char dir[64], url[128];
     make_scratch(dir, sizeof dir);
@@ -945,12 +942,12 @@ int po_bench_run(const struct po_bench_cfg *cfg)
     printf("# %d payments per scenario, %d keep-alive connections; server: --batch-max %d"
            " --batch-wait-us %d --committers %d\n",
            n, R.conns, cfg->batch_max, cfg->batch_wait_us, R.pg ? cfg->committers : 1);
-    struct server srv = {0};
+    struct po_bench_server srv = {0};
     json_t *scans_before = NULL, *scans = NULL;
     bool seq_on_big = false;
     if (!rc)
-        rc = server_start(cfg, &R.fx, "main", cfg->batch_max, cfg->batch_wait_us, &srv, R.err,
-                          sizeof R.err);
+        rc = po_bench_server_start(cfg, &R.fx, "main", cfg->batch_max, cfg->batch_wait_us, &srv,
+                                   R.err, sizeof R.err);
     if (!rc && R.pg && cfg->plan_rows > 0) {
         /* Plans made while the tables are small, then the tables grow. */
         rc = callbacks_run(&R, &srv, "warm-up", "W", 200, false, 1, 0, R.conns, 0, NULL);
@@ -972,7 +969,7 @@ int po_bench_run(const struct po_bench_cfg *cfg)
         scans = scan_delta(scans_before, after, &seq_on_big);
         json_decref(after);
     }
-    server_stop(&srv);
+    po_bench_server_stop(&srv);
     if (!rc)
         rc = baselines(&R, n);
     int violations = -1;

@@ -31,6 +31,9 @@ struct po_bench_cfg {
     const char *out_dir; /* where the JSON goes (NULL: not written) */
     /* Only these runs (comma-separated keys of po_bench_runs), NULL: all. */
     const char *only;
+    /* > 0: instead of the scenarios, credited/s through HAProxy with 1..nodes
+     * `serve` nodes over the one PostgreSQL database (docs/scaling.md) */
+    int nodes;
 };
 
 /* The runs' keys, in order, for --only: unique redelivery hot dup3 api half

@@ -59,6 +59,23 @@ json_t *po_machine_describe(void);
 /* Median and p99 of fdatasync after a 4 KiB write in dir (microseconds). */
 po_err po_fsync_latency(const char *dir, double *p50_us, double *p99_us) PO_MUST_CHECK;
 
+/* ---- the server under test (bench.c) ---- */
+
+struct po_bench_fx;
+struct po_bench_server {
+    pid_t pid;
+    unsigned port;
+};
+/* A child `payonce serve` over fx's store on a free loopback port, its log
+ * in fx->dir/server-NAME.log; SIGTERMed if the benchmark dies. */
+po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_bench_fx *fx,
+                             const char *name, int batch_max, int batch_wait_us,
+                             struct po_bench_server *out, char *err, size_t errcap) PO_MUST_CHECK;
+void po_bench_server_stop(struct po_bench_server *s);
+
+/* `payonce bench --nodes N` (nodes.c). */
+int po_bench_nodes_run(const struct po_bench_cfg *cfg);
+
 /* ---- the fixture (fixture.c) ---- */
 
 struct po_bench_fx {

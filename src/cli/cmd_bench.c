@@ -14,7 +14,7 @@
 int cmd_bench(struct po_store *s, const struct opts *o)
 {
     (void)s;
-    int64_t orders, conns, committers, batch_max, batch_wait, plan_rows;
+    int64_t orders, conns, committers, batch_max, batch_wait, plan_rows, nodes;
     int ret = cli_int_opt(o, "orders", 300, 1000000, 10000, &orders);
     if (!ret)
         ret = cli_int_opt(o, "connections", 1, 1024, 16, &conns);
@@ -22,6 +22,8 @@ int cmd_bench(struct po_store *s, const struct opts *o)
         ret = cli_committer_opts(o, &committers, &batch_max, &batch_wait);
     if (!ret)
         ret = cli_int_opt(o, "plan-rows", 0, 100000000, 1000000, &plan_rows);
+    if (!ret)
+        ret = cli_int_opt(o, "nodes", 0, 8, 0, &nodes);
     if (ret)
         return ret;
     const char *bad = po_bench_unknown_run(cli_opt(o, "only"));
@@ -36,6 +38,11 @@ int cmd_bench(struct po_store *s, const struct opts *o)
     if (db && strncmp(db, "postgresql://", 13) != 0 && strncmp(db, "postgres://", 11) != 0) {
         fprintf(stderr, "payonce: bench --db takes an empty PostgreSQL database"
                         " (postgresql://…); without --db it uses a fresh SQLite file\n");
+        return EXIT_USAGE;
+    }
+    if (nodes && !db) {
+        fprintf(stderr, "payonce: bench --nodes: the nodes share one PostgreSQL database: give"
+                        " --db postgresql://… (an empty one)\n");
         return EXIT_USAGE;
     }
     char exe[4096];
@@ -54,6 +61,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
                                .batch_wait_us = (int)batch_wait,
                                .plan_rows = plan_rows,
                                .out_dir = cli_opt(o, "out"),
-                               .only = cli_opt(o, "only")};
+                               .only = cli_opt(o, "only"),
+                               .nodes = (int)nodes};
     return po_bench_run(&cfg) == 0 ? 0 : EXIT_FAIL;
 }

@@ -79,6 +79,9 @@ static const struct optdoc optdocs[] = {
     {"plan-rows", "N", "rows of another tenant loaded first on PostgreSQL (default 1000000)"},
     {"out", "DIR", "write the results JSON into DIR"},
     {"only", "RUN,…", "only these scenarios"},
+    {"nodes", "N",
+     "instead of the scenarios: credited/s through HAProxy with 1..N serve nodes over the --db"
+     " PostgreSQL (1..8; docs/scaling.md)"},
     /* sim */
     {"dir", "DIR", "the simulator's keys and state (default ./payonce-sim)"},
     {"mode", "cert|pubkey", "platform certificate or platform public key mode (default cert)"},

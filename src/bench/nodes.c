@@ -1,0 +1,275 @@
+/*
+ * nodes.c — `payonce bench --nodes N` (issue 22, docs/scaling.md): the
+ * unique-merchants load through HAProxy in front of 1, 2, … N `payonce
+ * serve` nodes over one PostgreSQL database, each step with fresh orders.
+ * HAProxy (Debian's) is started here with a configuration like
+ * scripts/cluster.sh's (round robin, /readyz checked every 500 ms). Per step:
+ * credited/s, its ratio to one node, ack latency, the CPU of each node, of
+ * HAProxy and of the database, and the exactly-once check.
+ */
+#include "bench_int.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NODES_MAX 8
+
+/* A loopback port nothing listens on now (the kernel's choice). */
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    unsigned port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* The status of GET path on the loopback port, 0 without an answer. */
+static int http_status(unsigned port, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char req[256], buf[64] = "";
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    int status = 0;
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        write(fd, req, (size_t)n) == n && read(fd, buf, sizeof buf - 1) > 12)
+        status = (int)strtol(buf + 9, NULL, 10); /* "HTTP/1.1 200" */
+    if (fd >= 0)
+        close(fd);
+    return status;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* HAProxy in front of the nodes, in the foreground as a child; its port. */
+static po_err haproxy_start(const struct po_bench_fx *fx, const struct po_bench_server *nodes,
+                            int k, pid_t *pid, unsigned *port, char *err, size_t errcap)
+{
+    char cfgpath[400], logpath[400];
+    (void)snprintf(cfgpath, sizeof cfgpath, "%s/haproxy-%d.cfg", fx->dir, k);
+    (void)snprintf(logpath, sizeof logpath, "%s/haproxy-%d.log", fx->dir, k);
+    *port = free_port();
+    FILE *f = fopen(cfgpath, "w");
+    if (!f || !*port) {
+        if (f)
+            fclose(f);
+        po_errf(err, errcap, "cannot write %s", cfgpath);
+        return PO_ERR_IO;
+    }
+    fprintf(f,
+            "global\n  maxconn 8192\ndefaults\n  mode http\n  timeout connect 1s\n"
+            "  timeout client 30s\n  timeout server 10s\nfrontend payonce\n"
+            "  bind 127.0.0.1:%u\n  default_backend nodes\nbackend nodes\n  balance roundrobin\n"
+            "  option httpchk GET /readyz\n  http-check expect status 200\n"
+            "  default-server inter 500ms fall 2 rise 2\n",
+            *port);
+    for (int i = 0; i < k; i++)
+        fprintf(f, "  server node%d 127.0.0.1:%u check\n", i + 1, nodes[i].port);
+    if (fclose(f) != 0) {
+        po_errf(err, errcap, "cannot write %s", cfgpath);
+        return PO_ERR_IO;
+    }
+    pid_t p = fork();
+    if (p < 0)
+        return PO_ERR_IO;
+    if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (logfd < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
+            _exit(127);
+        execlp("haproxy", "haproxy", "-f", cfgpath, "-db", (char *)NULL);
+        _exit(127);
+    }
+    *pid = p;
+    /* every node through HAProxy: its checks have seen them all */
+    for (int waited = 0; waited < 10000; waited += 100) {
+        if (http_status(*port, "/readyz") == 200) {
+            sleep_ms(1200); /* rise 2 at 500 ms for every server */
+            return PO_OK;
+        }
+        if (waitpid(p, NULL, WNOHANG) == p)
+            break;
+        sleep_ms(100);
+    }
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    po_errf(err, errcap, "HAProxy did not start (is it installed? see %s)", logpath);
+    return PO_ERR_IO;
+}
+
+static void haproxy_stop(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+struct step {
+    int nodes;
+    size_t deliveries;
+    double wall_s, p50, p99, cpu_nodes[NODES_MAX], cpu_haproxy, cpu_db;
+    bool exact;
+};
+
+/* One step: k nodes, HAProxy, n fresh orders and their callbacks. */
+static po_err step_run(const struct po_bench_cfg *cfg, struct po_bench_fx *fx, int k,
+                       struct step *st, char *err, size_t errcap)
+{
+    struct po_bench_server nodes[NODES_MAX] = {0};
+    struct po_lg_req *reqs = NULL;
+    pid_t hp = 0;
+    unsigned hport = 0;
+    char prefix[16], name[32];
+    int n = cfg->orders;
+    (void)snprintf(prefix, sizeof prefix, "N%d", k);
+    memset(st, 0, sizeof *st);
+    st->nodes = k;
+    fprintf(stderr, "bench: %d node(s) behind HAProxy ...\n", k);
+    po_err rc = PO_OK;
+    for (int i = 0; !rc && i < k; i++) {
+        (void)snprintf(name, sizeof name, "node%d-%d", k, i + 1);
+        rc = po_bench_server_start(cfg, fx, name, cfg->batch_max, cfg->batch_wait_us, &nodes[i],
+                                   err, errcap);
+    }
+    if (!rc)
+        rc = haproxy_start(fx, nodes, k, &hp, &hport, err, errcap);
+    if (!rc)
+        rc = po_bench_orders(fx, prefix, n, false, err, errcap);
+    if (!rc && (rc = po_bench_callbacks(fx, prefix, n, 1, &reqs)) != PO_OK)
+        po_errf(err, errcap, "signing %d callbacks failed", n);
+    if (!rc) {
+        struct po_lg_cfg lc = {.port = hport,
+                               .conns = cfg->connections,
+                               .reqs = reqs,
+                               .nreqs = (size_t)n,
+                               .timeout_s = 600};
+        struct po_lg_result res = {0};
+        double c0[NODES_MAX], h0 = po_cpu_of_pid(hp), d0 = po_cpu_of_postgres();
+        for (int i = 0; i < k; i++)
+            c0[i] = po_cpu_of_pid(nodes[i].pid);
+        rc = po_lg_run(&lc, &res, err, errcap);
+        if (!rc) {
+            for (int i = 0; i < k; i++)
+                st->cpu_nodes[i] = po_cpu_of_pid(nodes[i].pid) - c0[i];
+            st->cpu_haproxy = po_cpu_of_pid(hp) - h0;
+            st->cpu_db = po_cpu_of_postgres() - d0;
+            st->deliveries = res.done;
+            st->wall_s = res.wall_s;
+            st->p50 = po_lg_quantile(res.lat_ms, res.done, 0.50);
+            st->p99 = po_lg_quantile(res.lat_ms, res.done, 0.99);
+            if (res.failed) {
+                po_errf(err, errcap, "%d nodes: %zu of %zu requests failed (first status %u)", k,
+                        res.failed, res.done, res.first_bad_status);
+                rc = PO_ERR_INTERNAL;
+            }
+        }
+        free(res.lat_ms);
+    }
+    int64_t journals = -1, paid = -1;
+    if (!rc && !(rc = po_bench_credits(fx, prefix, &journals, &paid)))
+        st->exact = journals == n && paid == n;
+    po_bench_reqs_free(reqs, reqs ? (size_t)n : 0);
+    haproxy_stop(hp);
+    for (int i = 0; i < k; i++)
+        po_bench_server_stop(&nodes[i]);
+    return rc;
+}
+
+/* The scratch directory and what the run put in it (one level of
+ * subdirectories: the simulator's keys). */
+static void remove_tree(const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[600];
+    while (d && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        (void)snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) != 0 && depth > 0)
+            remove_tree(p, depth - 1);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+int po_bench_nodes_run(const struct po_bench_cfg *cfg)
+{
+    if (!cfg->db_url || cfg->nodes < 1 || cfg->nodes > NODES_MAX) {
+        fprintf(stderr,
+                "payonce: bench --nodes 1-%d takes the one PostgreSQL database of the"
+                " nodes (--db postgresql://…)\n",
+                NODES_MAX);
+        return 1;
+    }
+    char dir[128], err[PO_ERRBUF_SIZE] = "";
+    (void)snprintf(dir, sizeof dir, "%s/payonce-bench-nodes.XXXXXX", po_tmp_dir());
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "payonce: bench: cannot make a scratch directory\n");
+        return 1;
+    }
+    struct po_bench_fx fx;
+    struct step steps[NODES_MAX];
+    int done = 0;
+    po_err rc = po_bench_fx_open(&fx, cfg->db_url, dir, err, sizeof err);
+    printf("# payonce bench --nodes %d: %d payments per step (unique merchants, fresh orders),"
+           " %d keep-alive connections to HAProxy (round robin, /readyz checked); nodes:"
+           " --batch-max %d --batch-wait-us %d --committers %d; all on this machine's %ld"
+           " cores\n",
+           cfg->nodes, cfg->orders, cfg->connections, cfg->batch_max, cfg->batch_wait_us,
+           cfg->committers, sysconf(_SC_NPROCESSORS_ONLN));
+    for (int k = 1; !rc && k <= cfg->nodes; k++, done++)
+        rc = step_run(cfg, &fx, k, &steps[k - 1], err, sizeof err);
+    printf("\n%-6s %12s %10s %9s %9s %28s %13s %18s %s\n", "nodes", "credited/s", "vs 1 node",
+           "p50 ms", "p99 ms", "CPU s per node", "HAProxy CPU s", "DB CPU us/credited",
+           "exactly once");
+    bool exact = done > 0;
+    double one = done ? (double)steps[0].deliveries / steps[0].wall_s : 0;
+    for (int i = 0; i < done; i++) {
+        const struct step *st = &steps[i];
+        double rate = st->wall_s > 0 ? (double)st->deliveries / st->wall_s : 0;
+        char cpus[64] = "";
+        size_t at = 0;
+        for (int j = 0; j < st->nodes && at < sizeof cpus; j++)
+            at += (size_t)snprintf(cpus + at, sizeof cpus - at, "%s%.2f", j ? " " : "",
+                                   st->cpu_nodes[j]);
+        printf("%-6d %12.0f %9.2fx %9.1f %9.1f %28s %13.2f %18.0f %s\n", st->nodes, rate,
+               one > 0 ? rate / one : 0, st->p50, st->p99, cpus, st->cpu_haproxy,
+               st->deliveries ? st->cpu_db * 1e6 / (double)st->deliveries : 0,
+               st->exact ? "yes" : "NO");
+        exact &= st->exact;
+    }
+    if (rc)
+        fprintf(stderr, "payonce: bench --nodes: %s (%s); scratch kept in %s\n", err,
+                po_err_name(rc), dir);
+    po_bench_fx_close(&fx);
+    if (!rc)
+        remove_tree(dir, 1);
+    return rc || !exact ? 1 : 0;
+}

@@ -99,6 +99,18 @@ static bool lease(struct po_jobs *j, struct po_store *s, enum lease_job k, int64
     return mine;
 }
 
+/* Whether job k runs in this round: on (interval > 0), due, and this
+ * node's by its lease. A due job is rescheduled whether or not this node
+ * holds it, so a node without the lease asks again one interval later. */
+static bool due(struct po_jobs *j, struct po_store *s, enum lease_job k, int64_t now, int64_t *next,
+                int64_t interval_s)
+{
+    if (!interval_s || now < *next)
+        return false;
+    *next = now + interval_s;
+    return lease(j, s, k, interval_s);
+}
+
 static void query_channel(struct po_jobs *j, struct po_store *s, const struct po_channel_ops *ch)
 {
     char **tenants = NULL, err[PO_ERRBUF_SIZE] = "";
@@ -146,7 +158,7 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
         po_log(PO_LOG_WARN, "background jobs: %s", err);
         return;
     }
-    if (j->cfg.query_s && now >= *next_query && lease(j, s, L_QUERY, j->cfg.query_s)) {
+    if (due(j, s, L_QUERY, now, next_query, j->cfg.query_s)) {
         for (int i = 0; po_channels[i]; i++)
             if (po_channels[i]->order_query || po_channels[i]->events_since)
                 query_channel(j, s, po_channels[i]);
@@ -171,18 +183,14 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                    (long long)x.expired, (long long)x.closed, (long long)x.paid,
                    (long long)x.undecided);
     }
-    if (j->cfg.query_s && now >= *next_query)
-        *next_query = now + j->cfg.query_s;
-    if (j->cfg.refund_s && now >= *next_refund && lease(j, s, L_REFUND, j->cfg.refund_s)) {
+    if (due(j, s, L_REFUND, now, next_refund, j->cfg.refund_s)) {
         int n = 0;
         if (po_refund_submit_pending(s, j->cfg.master, j->cfg.refund_s, REFUND_LIMIT, &n) ==
                 PO_OK &&
             n)
             po_log(PO_LOG_INFO, "refund retry: %d refunds submitted to the channel", n);
     }
-    if (j->cfg.refund_s && now >= *next_refund)
-        *next_refund = now + j->cfg.refund_s;
-    if (j->cfg.recon_s && now >= *next_recon && lease(j, s, L_RECON, j->cfg.recon_s)) {
+    if (due(j, s, L_RECON, now, next_recon, j->cfg.recon_s)) {
         struct po_recon_daily_report x;
         if (po_recon_daily_round(s, j->cfg.master, &j->cfg.recon, now, &x, err, sizeof err))
             po_log(PO_LOG_WARN, "daily reconciliation: %s", err);
@@ -193,24 +201,18 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                    (long long)x.due, (long long)x.imported, (long long)x.none,
                    (long long)x.not_ready, (long long)x.failed, (long long)x.overdue);
     }
-    if (j->cfg.recon_s && now >= *next_recon)
-        *next_recon = now + j->cfg.recon_s;
-    if (j->cfg.keys_s && now >= *next_keys && lease(j, s, L_KEYS, j->cfg.keys_s)) {
+    if (due(j, s, L_KEYS, now, next_keys, j->cfg.keys_s)) {
         struct po_keys_refresh_report k;
         if (po_keys_refresh_round(s, j->cfg.master, now, &k, err, sizeof err))
             po_log(PO_LOG_WARN, "verification keys refresh: %s", err);
     }
-    if (j->cfg.keys_s && now >= *next_keys)
-        *next_keys = now + j->cfg.keys_s;
-    if (now >= *next_reap && lease(j, s, L_REAP, j->reap_s)) {
+    if (due(j, s, L_REAP, now, next_reap, j->reap_s)) {
         int64_t n = 0;
         if (po_idem_reap(s, j->cfg.retention_s, &n) == PO_OK && n)
             po_log(PO_LOG_INFO,
                    "reaper: %lld stored Idempotency-Key responses older than %lld s deleted",
                    (long long)n, (long long)j->cfg.retention_s);
     }
-    if (now >= *next_reap)
-        *next_reap = now + j->reap_s;
     po_store_close(s);
 }
 

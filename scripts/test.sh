@@ -45,7 +45,9 @@ echo "== ASan + UBSan build (a few minutes; quiet until the tests start)"
 cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
-ctest --test-dir build-asan --output-on-failure
+# two at a time (most tests wait on servers, sockets and sleeps more than they
+# compute); the cluster's test runs alone (RUN_SERIAL: its failover timings)
+ctest --test-dir build-asan --output-on-failure -j"$jobs"
 echo "== figures (races, seed incident, fault injection)"
 cat "$PAYONCE_FIGURES"
 

@@ -9,8 +9,9 @@
 #     own timestamps: the node's clock as it wrote the credit), answers per second by class (HAProxy's counters,
 #     sampled every 500 ms), the time from the kill to the first credit
 #     after it. A table on stdout and a chart, docs/img/failover.svg.
-#   BENCH_ORDERS        payments per --nodes step (default 3000), with 16 and
-#                       with 64 connections
+#   BENCH_ORDERS        payments per --nodes step (default 3000): 16
+#                       connections with 2 and with 1 committer per node, 64
+#                       connections with 1
 #   BENCH_FAIL_ORDERS   payments of the timeline (default 480: 16 senders of 30)
 # Results: bench/results/cluster-DATE.txt and the chart.
 set -euo pipefail
@@ -32,10 +33,14 @@ eval "$(scripts/cluster.sh env)"
 echo "# bench-cluster: 3 x PostgreSQL 15 under Patroni (synchronous_mode_strict), 3 x payonce serve, HAProxy; $(nproc) cores; $(date -u)"
 
 # --- 1. nodes ---
-for c in 16 64; do # an empty database each (the bench's own tenants)
-  psql -X -q -d "${PAYONCE_DB/\/payonce\?//postgres?}" -c "CREATE DATABASE bench$c" >/dev/null
-  "$bin" bench --db "${PAYONCE_DB/\/payonce\?//bench$c?}" --nodes 3 --orders "${BENCH_ORDERS:-3000}" \
-    --connections "$c" --plan-rows 0 2> "$work/bench-nodes-$c.err" || { tail -5 "$work/bench-nodes-$c.err"; exit 1; }
+# connections:committers per node. The database's concurrent committers are
+# nodes x committers: 2 per node (the default) against 1 per node.
+for cc in 16:2 16:1 64:1; do # an empty database each (the bench's own tenants)
+  c=${cc%:*} cm=${cc#*:}
+  psql -X -q -d "${PAYONCE_DB/\/payonce\?//postgres?}" -c "CREATE DATABASE bench${c}_$cm" >/dev/null
+  "$bin" bench --db "${PAYONCE_DB/\/payonce\?//bench${c}_$cm?}" --nodes 3 --orders "${BENCH_ORDERS:-3000}" \
+    --connections "$c" --committers "$cm" --plan-rows 0 2> "$work/bench-nodes-$cc.err" ||
+    { tail -5 "$work/bench-nodes-$cc.err"; exit 1; }
   echo
 done
 
@@ -50,11 +55,7 @@ for i in $(seq 1 "$N"); do
   "$bin" order create --tenant t1 --merchant m1 --out-trade-no "T-$i" --amount $((100 + i)) >/dev/null
 done
 sample() { # every 500 ms: unix ms, HAProxy frontend's 2xx and 5xx answers so far
-  while :; do
-    curl -s -m 1 "http://127.0.0.1:$STATS/;csv" |
-      awk -F, -v t="$(date +%s%3N)" 'NR==1 {for (i=1;i<=NF;i++) h[$i]=i} $1=="payonce" && $2=="FRONTEND" {print t, $h["hrsp_2xx"], $h["hrsp_5xx"]}'
-    sleep 0.5
-  done
+  while :; do "$root/scripts/cluster.sh" answers; sleep 0.5; done
 }
 sample > samples.txt & sampler=$!
 t_start=$(date +%s%3N)

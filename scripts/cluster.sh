@@ -21,9 +21,17 @@
 #   scripts/cluster.sh kill-node N      SIGKILL payonce node N (1..3)
 #   scripts/cluster.sh start-node N     start payonce node N again
 #   scripts/cluster.sh switchover       a planned switchover to a healthy replica
+#   scripts/cluster.sh lag MS           replication lag: the WAL stream to every replica
+#                                       held MS milliseconds (0: none) by scripts/lagproxy.py,
+#                                       dropped when its primary dies (measures what
+#                                       asynchronous replication loses, docs/scaling.md)
+#   scripts/cluster.sh answers          one line: unix ms, HAProxy's 2xx and 5xx answers
+#                                       so far (its frontend's counters; sample it in a loop)
 #   scripts/cluster.sh env              the cluster's variables (PAYONCE_DB, ports) as
 #                                       shell assignments, for `eval`
 # PAYONCE_NODE_ARGS (at `up`): more `payonce serve` options for every node.
+# The nodes run one committer each (the database sees nodes x committers
+# concurrent committers; docs/scaling.md, "Throughput with more nodes").
 #
 # The directory is $PAYONCE_CLUSTER_DIR (default ./payonce-cluster). As root,
 # etcd, Patroni and PostgreSQL run as the 'postgres' user. Test timings, not
@@ -61,6 +69,9 @@ rest() { curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1$2" || 
 member_yml() { # member_yml I
   local i=$1 pg rp
   pg=$(eval echo "\$PG$i"); rp=$(eval echo "\$REST$i")
+  # maximum_lag_on_failover: a replica further behind is not promoted; with
+  # `lag MS` and asynchronous replication it must still be (what it lacks is
+  # what is measured)
   cat <<EOF
 scope: payonce
 namespace: /payonce-$CLUSTER_ID/
@@ -73,7 +84,7 @@ bootstrap:
     ttl: 8
     loop_wait: 1
     retry_timeout: 3
-    maximum_lag_on_failover: 1048576
+    maximum_lag_on_failover: $([ "${PAYONCE_CLUSTER_SYNC:-true}" = true ] && echo 1048576 || echo 268435456)
     synchronous_mode: ${PAYONCE_CLUSTER_SYNC:-true}
     synchronous_mode_strict: ${PAYONCE_CLUSTER_SYNC:-true}
     postgresql:
@@ -91,7 +102,7 @@ bootstrap:
   initdb: [{encoding: UTF8}, {locale: C.UTF-8}, data-checksums]
 postgresql:
   listen: "127.0.0.1:$pg"
-  connect_address: "127.0.0.1:$pg"
+  connect_address: "127.0.0.1:$(eval echo "\$LAG$i")"
   data_dir: $D/pg$i/data
   bin_dir: $bindir
   pgpass: $D/pg$i/pgpass
@@ -116,7 +127,7 @@ start_node() { # start_node I
   local i=$1 np
   np=$(eval echo "\$NODE$i")
   nohup "$PAYONCE" serve --listen "127.0.0.1:$np" --db "$PAYONCE_DB" --master-key-file "$D/master.key" \
-    --max-connections-per-ip 0 ${PAYONCE_NODE_ARGS:-} > "$D/node$i.out" 2>> "$D/node$i.log" &
+    --max-connections-per-ip 0 --committers 1 ${PAYONCE_NODE_ARGS:-} > "$D/node$i.out" 2>> "$D/node$i.log" &
   echo $! > "$D/node$i.pid"
   wait_for 30 grep -q "listening on port" "$D/node$i.out" || { tail -5 "$D/node$i.log" >&2; die "node $i did not start"; }
 }
@@ -152,7 +163,7 @@ up)
   [ -x "$bindir/pg_ctl" ] || die "PostgreSQL 15 is not installed"
   [ -f "$D/ports.env" ] && die "a cluster exists in $D (scripts/cluster.sh down first)"
   mkdir -p "$D"
-  read -r ETCD ETCDP PG1 PG2 PG3 REST1 REST2 REST3 NODE1 NODE2 NODE3 HAPROXY STATS <<<"$(pick_ports 13)"
+  read -r ETCD ETCDP PG1 PG2 PG3 REST1 REST2 REST3 NODE1 NODE2 NODE3 HAPROXY STATS LAG1 LAG2 LAG3 <<<"$(pick_ports 16)"
   CLUSTER_ID=$$
   PAYONCE_DB="postgresql://postgres@127.0.0.1:$PG1,127.0.0.1:$PG2,127.0.0.1:$PG3/payonce?target_session_attrs=read-write"
   cat > "$D/ports.env" <<EOF
@@ -163,6 +174,7 @@ PG1=$PG1 PG2=$PG2 PG3=$PG3
 REST1=$REST1 REST2=$REST2 REST3=$REST3
 NODE1=$NODE1 NODE2=$NODE2 NODE3=$NODE3
 HAPROXY=$HAPROXY STATS=$STATS
+LAG1=$LAG1 LAG2=$LAG2 LAG3=$LAG3
 PAYONCE_DB='$PAYONCE_DB'
 PAYONCE_NODE_ARGS='$(echo ${PAYONCE_NODE_ARGS:-})'
 EOF
@@ -175,6 +187,12 @@ EOF
     --listen-peer-urls http://127.0.0.1:$ETCDP --initial-advertise-peer-urls http://127.0.0.1:$ETCDP \
     --initial-cluster po-etcd=http://127.0.0.1:$ETCDP > '$D/etcd.log' 2>&1 & echo \$! > '$D/etcd.pid'"
   wait_for 30 curl -sf "http://127.0.0.1:$ETCD/health" || die "etcd did not start ($D/etcd.log)"
+  # replication (and pg_rewind, base backups) through the lag proxy: no lag until `lag MS`
+  echo 0 > "$D/lag_ms"
+  nohup python3 "$(dirname "$(realpath "$0")")/lagproxy.py" "$D/lag_ms" "$LAG1:$PG1" "$LAG2:$PG2" "$LAG3:$PG3" \
+    > "$D/lagproxy.log" 2>&1 &
+  echo $! > "$D/lagproxy.pid"
+  wait_for 10 grep -q listening "$D/lagproxy.log" || die "the lag proxy did not start ($D/lagproxy.log)"
   for i in 1 2 3; do member_yml "$i" > "$D/pg$i.yml"; done
   [ "$(id -u)" -eq 0 ] && chown postgres: "$D"/pg*.yml
   start_member 1
@@ -241,8 +259,8 @@ down)
       kill -0 "$pm" 2>/dev/null && as_pg "$bindir/pg_ctl" -D "$D/pg$i/data" -m immediate -w stop >/dev/null 2>&1 || true
     fi
   done
-  [ -f "$D/etcd.pid" ] && kill "$(cat "$D/etcd.pid")" 2>/dev/null || true
-  for f in "$D"/node*.pid "$D/haproxy.pid" "$D/etcd.pid"; do
+  for f in "$D/etcd.pid" "$D/lagproxy.pid"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  for f in "$D"/node*.pid "$D/haproxy.pid" "$D/etcd.pid" "$D/lagproxy.pid"; do
     for _ in $(seq 1 50); do alive "$f" || break; sleep 0.1; done
     [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
   done
@@ -264,6 +282,14 @@ status)
   ;;
 primary)
   load; primary_name ;;
+lag)
+  load
+  [[ "${2:-}" =~ ^[0-9]{1,5}$ ]] || die "lag MS: milliseconds, 0 to 99999"
+  echo "$2" > "$D/lag_ms" ;;
+answers)
+  load
+  curl -s -m 1 "http://127.0.0.1:$STATS/;csv" |
+    awk -F, -v t="$(date +%s%3N)" 'NR==1 {for (i=1;i<=NF;i++) h[$i]=i} $1=="payonce" && $2=="FRONTEND" {print t, $h["hrsp_2xx"], $h["hrsp_5xx"]}' ;;
 wait-primary)
   load
   end=$((SECONDS + ${2:-60}))
@@ -306,5 +332,5 @@ switchover)
   echo "$p" ;;
 env)
   load; cat "$D/ports.env" ;;
-*) die "usage: cluster.sh up|down|status|primary|kill-primary|wait-primary|wait-healthy|rejoin|kill-node N|start-node N|switchover|env" ;;
+*) die "usage: cluster.sh up|down|status|primary|kill-primary|wait-primary|wait-healthy|rejoin|kill-node N|start-node N|switchover|lag MS|answers|env" ;;
 esac

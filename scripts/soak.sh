@@ -26,6 +26,6 @@ for b in sqlite postgres; do tests/e2e/kill9.sh build/payonce "$b"; done
 PAYONCE_SEEDS=${PAYONCE_SEEDS:-100000} build/tests/test_history sqlite
 PAYONCE_SEEDS=${PAYONCE_PG_SEEDS:-20000} build/tests/test_history postgres
 scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-600}" | tee -a "$PAYONCE_FIGURES"
-PAYONCE_CLUSTER_SYNC=false PAYONCE_CLUSTER_ONCE_ORDERS=400 tests/e2e/cluster.sh build/payonce
+PAYONCE_CLUSTER_SYNC=false PAYONCE_CLUSTER_ONCE_ORDERS=240 tests/e2e/cluster.sh build/payonce
 echo "== soak figures"
 cat "$PAYONCE_FIGURES"

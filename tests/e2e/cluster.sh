@@ -7,11 +7,13 @@
 #     nodes at once; a channel account changed once is used by every node;
 #  2. failover under load: callbacks through HAProxy (3 copies each,
 #     re-signed per attempt, the channel's retries compressed) while the
-#     Patroni primary is SIGKILLed, twice; then a planned switchover. Every
-#     payment credited exactly once, every delivery finally acked, verify
-#     clean, the killed primaries back as replicas;
+#     Patroni primary is SIGKILLed, twice. Every payment credited exactly
+#     once, every delivery finally acked, verify clean, the killed primaries
+#     back as replicas;
 #  2b. callbacks sent once (no redelivery) across a primary SIGKILL: every
 #     acked one is credited on the new primary (synchronous replication);
+#  2c. a planned switchover under load: FAIL (5xx) answers only inside the
+#     switch window (HAProxy's counters), every payment credited once;
 #  3. a payonce node SIGKILLed under load: it held the active query's lease
 #     and had webhook deliveries claimed; another node takes the lease over
 #     (payments whose callbacks never came are credited by its query) and
@@ -136,11 +138,6 @@ for round in 1 2; do
   "$C" rejoin >/dev/null
   "$C" wait-healthy 120 || { echo "FAIL: $killed did not rejoin"; fails=$((fails + 1)); }
 done
-t0=$(date +%s%N)
-old=$("$C" switchover) || { echo "FAIL: switchover"; fails=$((fails + 1)); }
-new=$("$C" wait-primary 60)
-switch=$((($(date +%s%N) - t0) / 1000000))
-check "switchover: the leader moved" "$([ "$new" != "$old" ] && echo yes)" yes
 for p in "${sims[@]}"; do wait "$p"; done
 check "under failover: every delivery finally acked" "$(sum_of acked "${outs[@]}")/$(sum_of unacked "${outs[@]}")" "$((3 * N2))/0"
 check "under failover: nothing acked without its credit" "$(sum_of not_credited "${outs[@]}")" 0
@@ -156,15 +153,20 @@ for _ in $(seq 1 60); do
   [ "$roles" = "master replica replica " ] && break
   sleep 1
 done
-check "after two failovers and a switchover: one primary, two replicas" "$roles" "master replica replica "
+check "after two failovers: one primary, two replicas" "$roles" "master replica replica "
 check "every node is in HAProxy's rotation again" \
   "$(curl -s "http://127.0.0.1:$STATS/;csv" | grep -c '^nodes,node[0-9],.*,UP,')" 3
 
 # --- 2b. what a primary's death does to acked credits, with no redelivery ---
 # Each callback sent once, never retried (a channel that does not redeliver),
 # across a primary SIGKILL: every payment whose callback was acked must be
-# credited on the new primary. With synchronous replication none is missing;
-# PAYONCE_CLUSTER_SYNC=false (make soak) counts those asynchronous loses.
+# credited on the new primary. The replicas are held LAG ms behind (the lag
+# proxy; its held WAL is dropped with the primary, as a dead machine's
+# unsent bytes are): with synchronous replication none is missing, every
+# COMMIT waits for the standby instead; PAYONCE_CLUSTER_SYNC=false (make
+# soak) counts those asynchronous replication loses.
+LAG=${PAYONCE_CLUSTER_LAG_MS:-200}
+"$C" lag "$LAG"
 N4=${PAYONCE_CLUSTER_ONCE_ORDERS:-120}
 for i in $(seq 1 "$N4"); do
   "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "S-$i" --amount $((4000 + i)) >/dev/null || exit 1
@@ -179,9 +181,14 @@ for s in $(seq 0 $((ns - 1))); do
     --time-factor 1000 --notify-url "$LB/notify/wechatpay/t1" > "s-$s.out" 2>&1 &
   sims+=($!); outs+=("s-$s.out")
 done
-sleep 1.5 # of about 3 s of load
+# the kill when a third of them are acked (whatever the replication's pace)
+for _ in $(seq 1 150); do
+  [ "$(cat "${outs[@]}" | grep -c -- '-> acked')" -ge $((N4 / 3)) ] && break
+  sleep 0.1
+done
 killed=$("$C" kill-primary)
 new=$("$C" wait-primary 90) || { echo "FAIL: no new primary"; fails=$((fails + 1)); }
+"$C" lag 0
 for p in "${sims[@]}"; do wait "$p"; done
 "$C" rejoin >/dev/null
 sed -n 's/^  \(S-[0-9]*\)#1 .*-> acked.*/\1/p' "${outs[@]}" | sort -u > acked-once.txt
@@ -195,7 +202,7 @@ check "no redelivery: the kill left callbacks unacked (it hit the load)" "$((nev
 if [ "${PAYONCE_CLUSTER_SYNC:-true}" = true ]; then
   check "no redelivery, synchronous: every acked credit is on the new primary" "$lost" 0
 fi
-fig "# cluster no-redelivery kill ($([ "${PAYONCE_CLUSTER_SYNC:-true}" = true ] && echo synchronous || echo ASYNCHRONOUS) replication): $N4 callbacks sent once across a primary SIGKILL ($killed->$new): $acked_once acked, $lost of them missing on the new primary, $never answered FAIL or not at all (the channel's redelivery credits those)"
+fig "# cluster no-redelivery kill ($([ "${PAYONCE_CLUSTER_SYNC:-true}" = true ] && echo synchronous || echo ASYNCHRONOUS) replication, replicas ${LAG} ms behind): $N4 callbacks sent once across a primary SIGKILL ($killed->$new): $acked_once acked, $lost of them missing on the new primary, $never answered FAIL or not at all (the channel's redelivery credits those)"
 "$C" wait-healthy 120 || { echo "FAIL: $killed did not rejoin"; fails=$((fails + 1)); }
 # the channel's redelivery (the same transactions) then credits the rest; asynchronously,
 # not the acked ones a real channel would never send again
@@ -207,6 +214,42 @@ done
 wait
 check "after redelivery: every S payment PAID" "$(paid_count S-)" "$N4"
 check "after redelivery: every payment credited exactly once" "$(clearing)" "$expected"
+
+# --- 2c. a planned switchover under load: FAIL answers only inside its window ---
+# HAProxy's frontend counters sampled every 200 ms. The window: from the
+# switchover command to a new primary taking writes, plus HAProxy's rise
+# (2 checks 500 ms apart) and one sample. Before it and after it: no 5xx.
+N5=${PAYONCE_CLUSTER_SWITCH_ORDERS:-90}
+for i in $(seq 1 "$N5"); do
+  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "V-$i" --amount $((5000 + i)) >/dev/null || exit 1
+  expected=$((expected + 5000 + i))
+done
+(while :; do "$C" answers; sleep 0.2; done) > switch-samples.txt 2>/dev/null & sampler=$!
+sims=(); outs=()
+for s in 0 1 2; do
+  args=(); for i in $(seq $((s + 1)) 3 "$N5"); do args+=(--order "V-$i:$((5000 + i))"); done
+  "$BIN" sim pay --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
+    --max-attempts 40 --deadline-ms 5000 --pace-ms 400 --notify-url "$LB/notify/wechatpay/t1" > "v-$s.out" 2>&1 &
+  sims+=($!); outs+=("v-$s.out")
+done
+sleep 3 # of about 12 s of load
+t_sw0=$(date +%s%3N)
+old=$("$C" switchover) || { echo "FAIL: switchover"; fails=$((fails + 1)); }
+new=$("$C" wait-primary 60)
+t_sw1=$(date +%s%3N)
+switch=$((t_sw1 - t_sw0))
+check "switchover: the leader moved" "$([ "$new" != "$old" ] && echo yes)" yes
+for p in "${sims[@]}"; do wait "$p"; done
+sleep 0.5; kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+read -r f_before f_in f_after ok_after <<< "$(awk -v a="$t_sw0" -v b="$((t_sw1 + 1200))" '
+  NF == 3 { if (!n++) first = $3; if ($1 <= a) at_a = $3; if ($1 <= b) { at_b = $3; ok_b = $2 } last = $3; ok_last = $2 }
+  END { print at_a - first, at_b - at_a, last - at_b, ok_last - ok_b }' switch-samples.txt)"
+check "switchover under load: every delivery finally acked" "$(sum_of acked "${outs[@]}")/$(sum_of unacked "${outs[@]}")" "$((3 * N5))/0"
+check "switchover under load: it carried load after the window (2xx after it)" "$((ok_after > 0))" 1
+check "switchover under load: no FAIL answer before the switchover" "$f_before" 0
+check "switchover under load: no FAIL answer after the window" "$f_after" 0
+check "switchover under load: every payment credited exactly once" "$(clearing)" "$expected"
+check "switchover under load: every V order PAID" "$(paid_count V-)" "$N5"
 
 # --- 3. a node SIGKILLed under load: its lease and its claimed deliveries ---
 "$BIN" sim serve --dir sim2 --listen 127.0.0.1:0 > simsrv.out 2> simsrv.log & bg_pids+=($!)
@@ -294,6 +337,6 @@ done
 check "the restarted node is back in HAProxy's rotation" \
   "$(curl -s "http://127.0.0.1:$STATS/;csv" | grep -c '^nodes,node[0-9],.*,UP,')" 3
 fig "# cluster node kill: node $victim (active query lease holder) SIGKILLed under $N3 payments x 3 copies with webhooks: lease taken over in ${took:-?} ms, $NL callback-less payments credited by the new holder ${found} ms after the kill, every event delivered ($again repeated deliveries, same ids)"
-fig "# cluster: 3 nodes, $N1 payments x 3 copies at 3 nodes at once -> each credited once; $N2 payments x 3 copies through HAProxy across 2 primary SIGKILLs (${gaps[*]} to a writable primary) and a switchover (${switch} ms): $fattempts attempts, all acked, each credited once, verify clean"
+fig "# cluster: 3 nodes, $N1 payments x 3 copies at 3 nodes at once -> each credited once; $N2 payments x 3 copies through HAProxy across 2 primary SIGKILLs (${gaps[*]} to a writable primary), each credited once, verify clean, $fattempts attempts, all acked; a switchover under load: ${switch} ms to a writable primary, $f_in FAIL answers inside its window, $f_before before and $f_after after it"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

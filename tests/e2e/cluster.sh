@@ -17,7 +17,10 @@
 #  3. a payonce node SIGKILLed under load: it held the active query's lease
 #     and had webhook deliveries claimed; another node takes the lease over
 #     (payments whose callbacks never came are credited by its query) and
-#     every event reaches the tenant's receiver, none of it twice at once.
+#     every event reaches the tenant's receiver, none of it twice at once;
+#  3b. the node holding the refund retry's lease SIGKILLed while refunds
+#     wait at a failing channel: another node resubmits, each refund
+#     reaches the channel once and is credited back once.
 # Skipped (77) when etcd, Patroni or HAProxy are not installed (a failure
 # with PAYONCE_REQUIRE_PG, as in `make test`).
 set -uo pipefail
@@ -259,7 +262,7 @@ mser=$(python3 -c "import json; print(json.load(open('sim2/sim.json'))['merchant
 # the WeChat Pay account's command (its continued lines), with the API added
 awk '/^payonce channel set .*--channel wechatpay/ {on=1} on {print; if ($0 !~ /\\$/) exit}' sim2.keys |
   sed "s#^payonce #$BIN #" | tr -d '\\\n' > api.sh
-echo " --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim2/merchant_private_key.pem --merchant-serial $mser" >> api.sh
+echo " --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim2/merchant_private_key.pem --merchant-serial $mser --notify-url $LB/notify/wechatpay/t1" >> api.sh
 bash api.sh > /dev/null || { echo "FAIL: channel set with the API"; exit 1; }
 rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" webhook add --tenant t1 --url "http://127.0.0.1:$rport/hook" --events payment.credited --insecure-dev \
@@ -336,6 +339,51 @@ for _ in $(seq 1 40); do
 done
 check "the restarted node is back in HAProxy's rotation" \
   "$(curl -s "http://127.0.0.1:$STATS/;csv" | grep -c '^nodes,node[0-9],.*,UP,')" 3
+# --- 3b. refund resubmission: its lease holder SIGKILLed ---
+# The channel fails every refund request (the simulator's faults): each
+# refund is taken (201) and left pending; the refund-retry job resubmits
+# them every second on the node holding its lease, still failing. That node
+# is SIGKILLed and the channel healed: another node takes the lease and
+# resubmits; each refund reaches the channel once (one refund per
+# out_refund_no there), is credited back once, and verify is clean.
+NR=6
+echo "POST /v3/refund/domestic/refunds 500 100000" > sim2/faults
+for i in $(seq 1 "$NR"); do
+  curl -s -o "rf-$i.b" -w '%{http_code} ' -X POST "$LB/v1/refunds" -H "Authorization: Bearer $KEY" \
+    -H "Idempotency-Key: rf-$i" -H 'Content-Type: application/json' \
+    -d "{\"out_trade_no\":\"W-$i\",\"out_refund_no\":\"RF-$i\",\"amount\":$((100 + i))}"
+done > rf-status.txt
+check "refunds while the channel fails: taken" "$(cat rf-status.txt)" "$(for _ in $(seq 1 "$NR"); do printf '201 '; done)"
+rf() { psql -X -At -d "$PAYONCE_DB" -c "SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND out_refund_no LIKE 'RF-%' AND $1"; }
+for _ in $(seq 1 100); do [ "$(rf "submit_state = 'pending' AND submit_attempts >= 2")" = "$NR" ] && break; sleep 0.1; done
+check "refunds pending, resubmitted by the job and failing" "$(rf "submit_state = 'pending' AND submit_attempts >= 2")" "$NR"
+rlease() { psql -X -At -d "$PAYONCE_DB" -c "SELECT holder FROM job_lease WHERE name = 'refund-retry'" 2>/dev/null; }
+rheld=$(rlease | cut -d: -f2)
+rvictim=
+for n in 1 2 3; do [ "$(cat "$PAYONCE_CLUSTER_DIR/node$n.pid")" = "$rheld" ] && rvictim=$n; done
+check "the refund retry's lease is held by one of the nodes" "$([ -n "$rvictim" ] && echo yes)" yes
+t0=$(date +%s%N)
+"$C" kill-node "${rvictim:-1}"
+: > sim2/faults; sleep 0.3; : > sim2/faults # (a request in flight at the kill rewrites it)
+rtook=
+for _ in $(seq 1 300); do
+  h=$(rlease | cut -d: -f2)
+  [ -n "$h" ] && [ "$h" != "$rheld" ] && { rtook=$((($(date +%s%N) - t0) / 1000000)); break; }
+  sleep 0.1
+done
+check "another node took the refund retry's lease over" "$([ -n "$rtook" ] && echo yes)" yes
+for _ in $(seq 1 300); do [ "$(rf "status = 'SUCCESS'")" = "$NR" ] && break; sleep 0.2; done
+rdone=$((($(date +%s%N) - t0) / 1000000))
+check "refunds resubmitted by the new holder: each SUCCESS" "$(rf "status = 'SUCCESS' AND submit_state = 'submitted'")" "$NR"
+check "each refund reached the channel once (one per out_refund_no)" \
+  "$(python3 -c "
+import json, collections
+c = collections.Counter(json.loads(l)['out_refund_no'] for l in open('sim2/refunds.jsonl') if '\"RF-' in l)
+print(len(c), max(c.values()) if c else 0)")" "$NR 1"
+check "each refund journaled once" "$(psql -X -At -d "$PAYONCE_DB" -c "SELECT COUNT(*), COUNT(DISTINCT out_refund_no) FROM journal WHERE tenant_id = 't1' AND kind = 'REFUND' AND out_refund_no LIKE 'RF-%'")" "$NR|$NR"
+check "verify after the refund retry's takeover" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
+"$C" start-node "${rvictim:-1}" >/dev/null
+fig "# cluster refund retry: node ${rvictim:-?} (its lease holder) SIGKILLed with $NR refunds pending at a failing channel: lease taken over in ${rtook:-?} ms, every refund SUCCESS ${rdone} ms after the kill, each at the channel once"
 fig "# cluster node kill: node $victim (active query lease holder) SIGKILLed under $N3 payments x 3 copies with webhooks: lease taken over in ${took:-?} ms, $NL callback-less payments credited by the new holder ${found} ms after the kill, every event delivered ($again repeated deliveries, same ids)"
 fig "# cluster: 3 nodes, $N1 payments x 3 copies at 3 nodes at once -> each credited once; $N2 payments x 3 copies through HAProxy across 2 primary SIGKILLs (${gaps[*]} to a writable primary), each credited once, verify clean, $fattempts attempts, all acked; a switchover under load: ${switch} ms to a writable primary, $f_in FAIL answers inside its window, $f_before before and $f_after after it"
 echo "$passes passed, $fails failed"

@@ -126,7 +126,7 @@ pts = " ".join(f"{L + (i + 0.5) * sx:.1f},{H - B - fail[i] * sy:.1f}" for i in r
 o.append(f'<polyline points="{pts}" fill="none" stroke="#c0392b" stroke-width="2"/>')
 for (t, label, col) in ((t_kill, f"{killed} killed", "#c0392b"), (t_writable, f"{new} writable", "#27ae60")):
     x = L + (t - t_start) / 1000 * sx
-    o.append(f'<line x1="{x:.1f}" y1="{T}" x2="{x:.1f}" y2="{H-B}" stroke="{col}" stroke-dasharray="4,3"/><text x="{x+3:.1f}" y="{T+12}" fill="{col}">{label}</text>')
+    o.append(f'<line x1="{x:.1f}" y1="{T}" x2="{x:.1f}" y2="{H-B}" stroke="{col}" stroke-dasharray="4,3"/><text x="{x+3:.1f}" y="{T+44}" fill="{col}">{label}</text>')
 o.append(f'<rect x="{W-300}" y="{T}" width="10" height="10" fill="#4a7fb5"/><text x="{W-286}" y="{T+9}">payments credited / s (ledger timestamps)</text>')
 o.append(f'<line x1="{W-300}" y1="{T+22}" x2="{W-290}" y2="{T+22}" stroke="#c0392b" stroke-width="2"/><text x="{W-286}" y="{T+26}">FAIL (5xx) answers / s (HAProxy)</text>')
 o.append(f'<text x="{L}" y="{H-8}">seconds since the load began; first credit {gap_first} ms after the kill; {paid}/{n} paid, each once; verify {verify}</text>')

@@ -278,11 +278,23 @@ for i in $(seq 1 "$NL"); do
   "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "L-$i" --amount $((3000 + i)) >/dev/null || exit 1
   expected=$((expected + 3000 + i))
 done
-lease_holder() { psql -X -At -d "$PAYONCE_DB" -c "SELECT holder FROM job_lease WHERE name = 'active-query'" 2>/dev/null; }
-for _ in $(seq 1 50); do [ -n "$(lease_holder)" ] && break; sleep 0.2; done
-held_by=$(lease_holder | cut -d: -f2)
-victim=
-for n in 1 2 3; do [ "$(cat "$PAYONCE_CLUSTER_DIR/node$n.pid")" = "$held_by" ] && victim=$n; done
+lease_holder() { # lease_holder JOB: the pid of the node holding the job's lease
+  psql -X -At -d "$PAYONCE_DB" -c "SELECT holder FROM job_lease WHERE name = '$1'" 2>/dev/null | cut -d: -f2
+}
+node_of() { # node_of PID: the node number (1..3) of that pid, else nothing
+  local n; for n in 1 2 3; do [ "$(cat "$PAYONCE_CLUSTER_DIR/node$n.pid")" = "$1" ] && echo "$n"; done
+}
+taken_over() { # taken_over JOB OLD T0: ms from T0 until another pid holds the lease, else nothing
+  local h
+  for _ in $(seq 1 300); do
+    h=$(lease_holder "$1")
+    [ -n "$h" ] && [ "$h" != "$2" ] && { echo $((($(date +%s%N) - $3) / 1000000)); return; }
+    sleep 0.1
+  done
+}
+for _ in $(seq 1 50); do [ -n "$(lease_holder active-query)" ] && break; sleep 0.2; done
+held_by=$(lease_holder active-query)
+victim=$(node_of "$held_by")
 check "the active query's lease is held by one of the nodes" "$([ -n "$victim" ] && echo yes)" yes
 victim=${victim:-1}
 # one node runs the job: the others say another node holds it
@@ -303,12 +315,7 @@ sleep 1
 t0=$(date +%s%N)
 "$C" kill-node "$victim"
 for i in $(seq 1 "$NL"); do "$BIN" sim pay --dir sim2 --order "L-$i:$((3000 + i))" --lose >/dev/null; done
-took=
-for _ in $(seq 1 300); do
-  h=$(lease_holder | cut -d: -f2)
-  [ -n "$h" ] && [ "$h" != "$held_by" ] && { took=$((($(date +%s%N) - t0) / 1000000)); break; }
-  sleep 0.1
-done
+took=$(taken_over active-query "$held_by" "$t0")
 check "another node took the active query's lease over" "$([ -n "$took" ] && echo yes)" yes
 for _ in $(seq 1 300); do [ "$(paid_count L-)" = "$NL" ] && break; sleep 0.2; done
 found=$((($(date +%s%N) - t0) / 1000000))
@@ -357,20 +364,13 @@ check "refunds while the channel fails: taken" "$(cat rf-status.txt)" "$(for _ i
 rf() { psql -X -At -d "$PAYONCE_DB" -c "SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND out_refund_no LIKE 'RF-%' AND $1"; }
 for _ in $(seq 1 100); do [ "$(rf "submit_state = 'pending' AND submit_attempts >= 2")" = "$NR" ] && break; sleep 0.1; done
 check "refunds pending, resubmitted by the job and failing" "$(rf "submit_state = 'pending' AND submit_attempts >= 2")" "$NR"
-rlease() { psql -X -At -d "$PAYONCE_DB" -c "SELECT holder FROM job_lease WHERE name = 'refund-retry'" 2>/dev/null; }
-rheld=$(rlease | cut -d: -f2)
-rvictim=
-for n in 1 2 3; do [ "$(cat "$PAYONCE_CLUSTER_DIR/node$n.pid")" = "$rheld" ] && rvictim=$n; done
+rheld=$(lease_holder refund-retry)
+rvictim=$(node_of "$rheld")
 check "the refund retry's lease is held by one of the nodes" "$([ -n "$rvictim" ] && echo yes)" yes
 t0=$(date +%s%N)
 "$C" kill-node "${rvictim:-1}"
 : > sim2/faults; sleep 0.3; : > sim2/faults # (a request in flight at the kill rewrites it)
-rtook=
-for _ in $(seq 1 300); do
-  h=$(rlease | cut -d: -f2)
-  [ -n "$h" ] && [ "$h" != "$rheld" ] && { rtook=$((($(date +%s%N) - t0) / 1000000)); break; }
-  sleep 0.1
-done
+rtook=$(taken_over refund-retry "$rheld" "$t0")
 check "another node took the refund retry's lease over" "$([ -n "$rtook" ] && echo yes)" yes
 for _ in $(seq 1 300); do [ "$(rf "status = 'SUCCESS'")" = "$NR" ] && break; sleep 0.2; done
 rdone=$((($(date +%s%N) - t0) / 1000000))

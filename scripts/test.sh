@@ -55,7 +55,7 @@ echo "== ThreadSanitizer build (a few minutes; quiet until the tests start)"
 cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-tsan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
-ctest --test-dir build-tsan --output-on-failure
+ctest --test-dir build-tsan --output-on-failure -j"$jobs"
 cat "$PAYONCE_FIGURES"
 
 echo "== fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets, ${PAYONCE_FUZZ_SECONDS:-10} s each; a line per target"

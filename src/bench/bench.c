@@ -114,7 +114,7 @@ void po_bench_server_stop(struct po_bench_server *s)
 }
 
 /* The server's committer counters from its /metrics (batches, items). */
-static void committer_counts(const struct po_bench_server *srv, double *batches, double *items)
+void po_bench_committer_counts(const struct po_bench_server *srv, double *batches, double *items)
 {
     *batches = *items = 0;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -235,12 +235,12 @@ static po_err http_run(struct run *R, const struct po_bench_server *srv, struct 
     struct po_lg_result res;
     double b0, i0, b1, i1;
     settle(R);
-    committer_counts(srv, &b0, &i0);
+    po_bench_committer_counts(srv, &b0, &i0);
     double s0 = po_cpu_of_pid(srv->pid), d0 = R->pg ? po_cpu_of_postgres() : 0, l0 = po_cpu_self();
     po_err rc = po_lg_run(&lc, &res, R->err, sizeof R->err);
     if (rc)
         return rc;
-    committer_counts(srv, &b1, &i1);
+    po_bench_committer_counts(srv, &b1, &i1);
     r->batch_avg = b1 > b0 ? (i1 - i0) / (b1 - b0) : 0;
     r->cpu_server = po_cpu_of_pid(srv->pid) - s0;
     r->cpu_db = R->pg ? po_cpu_of_postgres() - d0 : 0;

@@ -72,6 +72,9 @@ po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_ben
                              const char *name, int batch_max, int batch_wait_us,
                              struct po_bench_server *out, char *err, size_t errcap) PO_MUST_CHECK;
 void po_bench_server_stop(struct po_bench_server *s);
+/* The server's committer counters from its /metrics (batches, items; 0 and 0
+ * without an answer). */
+void po_bench_committer_counts(const struct po_bench_server *srv, double *batches, double *items);
 
 /* `payonce bench --nodes N` (nodes.c). */
 int po_bench_nodes_run(const struct po_bench_cfg *cfg);

@@ -4,7 +4,8 @@
  * serve` nodes over one PostgreSQL database, each step with fresh orders.
  * HAProxy (Debian's) is started here with a configuration like
  * scripts/cluster.sh's (round robin, /readyz checked every 500 ms). Per step:
- * credited/s, its ratio to one node, ack latency, the CPU of each node, of
+ * credited/s, its ratio to one node, ack latency, the nodes' average batch
+ * (items per committed batch), the CPU of each node, of
  * HAProxy and of the database, and the exactly-once check.
  */
 #include "bench_int.h"
@@ -132,7 +133,7 @@ static void haproxy_stop(pid_t pid)
 struct step {
     int nodes;
     size_t deliveries;
-    double wall_s, p50, p99, cpu_nodes[NODES_MAX], cpu_haproxy, cpu_db;
+    double wall_s, p50, p99, cpu_nodes[NODES_MAX], cpu_haproxy, cpu_db, batch_avg;
     bool exact;
 };
 
@@ -190,6 +191,15 @@ static po_err step_run(const struct po_bench_cfg *cfg, struct po_bench_fx *fx, i
         }
         free(res.lat_ms);
     }
+    /* the nodes' batches: the callbacks are all they committed */
+    double batches = 0, items = 0;
+    for (int i = 0; !rc && i < k; i++) {
+        double b, it;
+        po_bench_committer_counts(&nodes[i], &b, &it);
+        batches += b;
+        items += it;
+    }
+    st->batch_avg = batches > 0 ? items / batches : 0;
     int64_t journals = -1, paid = -1;
     if (!rc && !(rc = po_bench_credits(fx, prefix, &journals, &paid)))
         st->exact = journals == n && paid == n;
@@ -246,8 +256,8 @@ int po_bench_nodes_run(const struct po_bench_cfg *cfg)
            cfg->committers, sysconf(_SC_NPROCESSORS_ONLN));
     for (int k = 1; !rc && k <= cfg->nodes; k++, done++)
         rc = step_run(cfg, &fx, k, &steps[k - 1], err, sizeof err);
-    printf("\n%-6s %12s %10s %9s %9s %28s %13s %18s %s\n", "nodes", "credited/s", "vs 1 node",
-           "p50 ms", "p99 ms", "CPU s per node", "HAProxy CPU s", "DB CPU us/credited",
+    printf("\n%-6s %12s %10s %9s %9s %10s %28s %13s %18s %s\n", "nodes", "credited/s", "vs 1 node",
+           "p50 ms", "p99 ms", "avg batch", "CPU s per node", "HAProxy CPU s", "DB CPU us/credited",
            "exactly once");
     bool exact = done > 0;
     double one = done ? (double)steps[0].deliveries / steps[0].wall_s : 0;
@@ -259,8 +269,8 @@ int po_bench_nodes_run(const struct po_bench_cfg *cfg)
         for (int j = 0; j < st->nodes && at < sizeof cpus; j++)
             at += (size_t)snprintf(cpus + at, sizeof cpus - at, "%s%.2f", j ? " " : "",
                                    st->cpu_nodes[j]);
-        printf("%-6d %12.0f %9.2fx %9.1f %9.1f %28s %13.2f %18.0f %s\n", st->nodes, rate,
-               one > 0 ? rate / one : 0, st->p50, st->p99, cpus, st->cpu_haproxy,
+        printf("%-6d %12.0f %9.2fx %9.1f %9.1f %10.1f %28s %13.2f %18.0f %s\n", st->nodes, rate,
+               one > 0 ? rate / one : 0, st->p50, st->p99, st->batch_avg, cpus, st->cpu_haproxy,
                st->deliveries ? st->cpu_db * 1e6 / (double)st->deliveries : 0,
                st->exact ? "yes" : "NO");
         exact &= st->exact;

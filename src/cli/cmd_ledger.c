@@ -235,6 +235,9 @@ int cmd_apply(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: invalid event: %s\n", err);
         return EXIT_FAIL;
     }
+    /* an event for a tenant that does not exist changes nothing (no alert) */
+    if ((rc = po_tenant_check(s, ev.tenant, err, sizeof err)) != PO_OK)
+        return cli_fail(rc, err);
     struct po_outcome out;
     po_engine_apply(s, NULL, &ev, &out);
     char js[256];

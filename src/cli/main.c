@@ -11,6 +11,7 @@
  */
 #include "../channel/channel.h"
 #include "../core/core.h"
+#include "../engine/objects.h"
 #include "../store/store.h"
 
 #include <jansson.h>
@@ -258,7 +259,13 @@ static int run_parsed(const struct cli_command *c, const struct opts *file, cons
         po_store_close(s);
         return EXIT_FAIL;
     }
-    ret = c->run(s, &o);
+    /* A tenant named on the command line must exist (but for the command
+     * that adds it): a mistyped one is an error, never an empty answer. */
+    const char *tenant = cli_opt(&o, "tenant");
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err trc =
+        tenant && c->run != cmd_tenant_add ? po_tenant_check(s, tenant, err, sizeof err) : PO_OK;
+    ret = trc ? cli_fail(trc, err) : c->run(s, &o);
     po_store_close(s);
     return ret;
 }

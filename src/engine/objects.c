@@ -18,6 +18,22 @@ static bool exists(struct po_store *s, const char *sql, const struct po_param *p
     return found;
 }
 
+po_err po_tenant_check(struct po_store *s, const char *tenant, char *err, size_t errcap)
+{
+    struct po_param p[] = {PO_TEXT(tenant)};
+    po_err rc = PO_OK;
+    if (exists(s, "SELECT 1 FROM tenant WHERE tenant_id = ?", p, PO_NELEM(p), &rc))
+        return PO_OK;
+    if (rc)
+        po_errf(err, errcap, "tenant %.64s: the database did not answer", tenant);
+    else
+        po_errf(err, errcap,
+                "no tenant '%.64s' ('payonce tenant list' shows them, 'payonce tenant add'"
+                " adds one)",
+                tenant);
+    return rc ? rc : PO_ERR_NOT_FOUND;
+}
+
 po_err po_tenant_set_order_ttl(struct po_store *s, const char *tenant, int64_t ttl_s, char *err,
                                size_t errcap)
 {

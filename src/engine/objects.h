@@ -12,6 +12,11 @@
 /* Idempotent for identical input: adding what exists with the same fields
  * succeeds with *created false (created may be NULL); a tenant that exists
  * with another name is PO_ERR_CONFLICT, naming it. */
+/* PO_OK when the tenant exists; PO_ERR_NOT_FOUND, with a message naming it
+ * and how to list or add tenants, when it does not. */
+po_err po_tenant_check(struct po_store *s, const char *tenant, char *err,
+                       size_t errcap) PO_MUST_CHECK;
+
 /* The tenant's default order expiry: orders created without a time_expire
  * expire ttl_s after their creation (0: never). In its own transaction;
  * PO_ERR_NOT_FOUND when there is no such tenant. */

@@ -23,9 +23,12 @@ int cli_parse_opts(int argc, char **argv, const char *allowed, const char *flags
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
             /* One positional argument, where the command takes a FILE
-             * (recon import) or an alert ID (alerts ack|resolve). */
-            const char *pos = strstr(allowed, "file")    ? "file"
-                              : strstr(allowed, "alert") ? "alert"
+             * (recon import) or an alert ID (alerts ack|resolve|refund…):
+             * whole option names ("master-key-file" is not "file"). */
+            char words[1600];
+            (void)snprintf(words, sizeof words, " %s ", allowed);
+            const char *pos = strstr(words, " file ")    ? "file"
+                              : strstr(words, " alert ") ? "alert"
                                                          : NULL;
             if (pos && !cli_opt(o, pos) && o->n < PO_OPTS_MAX) {
                 o->name[o->n] = pos;

@@ -94,6 +94,9 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
 void cfg_doc(FILE *f);
 /* The config file serve was started with (NULL: none), for SIGHUP. */
 extern const char *cli_config_path;
+/* A database URL with its password shown as ***:
+ * postgresql://user:secret@host/db -> postgresql://user:***@host/db */
+void cli_redact_url(const char *url, char *out, size_t cap);
 struct cli_command;
 /* The value options of a command whose table entry says "@serve". */
 void cli_allowed(const struct cli_command *c, char *buf, size_t cap);

@@ -163,8 +163,7 @@ int cfg_load(const char *path, bool required, struct opts *o, char **buf)
 
 /* ---- config check / config doc ---- */
 
-/* postgresql://user:secret@host/db -> postgresql://user:***@host/db */
-static void redact_url(const char *url, char *out, size_t cap)
+void cli_redact_url(const char *url, char *out, size_t cap)
 {
     const char *scheme = strstr(url, "://"), *at = strrchr(url, '@');
     const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
@@ -205,7 +204,7 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
                 bad++;
             }
             if (c->secret)
-                redact_url(s, shown, sizeof shown);
+                cli_redact_url(s, shown, sizeof shown);
             else
                 (void)snprintf(shown, sizeof shown, "%s", *s ? s : "(none)");
         }

@@ -184,11 +184,20 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         return cli_fail(rc, err);
     }
     const struct po_gateway_cfg *run = po_gateway_parts(gw)->cfg;
+    /* what it runs with, named: the config file (the default one is read
+     * when no --config is given), the database, the listeners */
+    char db_shown[600], ops[160] = "";
+    cli_redact_url(run->db_url, db_shown, sizeof db_shown);
+    if (run->ops_listen)
+        (void)snprintf(ops, sizeof ops, ", operations on %s (port %u)", run->ops_listen,
+                       po_server_ops_port(srv));
     po_log(PO_LOG_INFO,
-           "payonce serving on %s (port %u), store %s; committers %d, batch up to %d, wait %d us",
-           run->listen, po_server_port(srv),
-           strncmp(run->db_url, "sqlite:", 7) == 0 ? "sqlite" : "postgres", (int)run->committers,
-           (int)run->batch_max, (int)run->batch_wait_us);
+           "payonce serving on %s (port %u)%s; config %s; database %s (%s); committers %d,"
+           " batch up to %d, wait %d us",
+           run->listen, po_server_port(srv), ops,
+           cli_config_path ? cli_config_path : "none (no --config, no " PO_CONFIG_DEFAULT ")",
+           db_shown, strncmp(run->db_url, "sqlite:", 7) == 0 ? "sqlite" : "postgres",
+           (int)run->committers, (int)run->batch_max, (int)run->batch_wait_us);
     printf("listening on port %u\n", po_server_port(srv));
     if (run->ops_listen)
         printf("operations on port %u\n", po_server_ops_port(srv));

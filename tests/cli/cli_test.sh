@@ -77,6 +77,18 @@ EOF
   check apply-malformed 1 "$BIN" apply --db "$db" --event "$tmp/broken.json"; has apply-malformed "$tmp/err" "malformed JSON"
   check apply-missing 1 "$BIN" apply --db "$db" --event "$tmp/nope.json"
   has apply-missing "$tmp/err" "cannot read $tmp/nope.json: no such file"
+  # an unknown tenant is an error everywhere, never an empty success; apply
+  # with one stores nothing (no alert for a tenant that does not exist)
+  for c in "alerts" "ledger balances" "order list" "recon runs" "webhook list" "merchant list"; do
+    # shellcheck disable=SC2086
+    check "unknown-tenant-${c// /-}" 1 "$BIN" $c --db "$db" --tenant nobdy
+    has "unknown-tenant-${c// /-}" "$tmp/err" "no tenant 'nobdy'"
+  done
+  check unknown-tenant-order 1 "$BIN" order create --db "$db" --tenant nobdy --merchant m1 --out-trade-no X --amount 1
+  has unknown-tenant-order "$tmp/err" "no tenant 'nobdy'"
+  sed 's/"tenant":"t1"/"tenant":"nobdy"/' "$tmp/ev.json" >"$tmp/nobody.json"
+  check apply-unknown-tenant 1 "$BIN" apply --db "$db" --event "$tmp/nobody.json"
+  has apply-unknown-tenant "$tmp/err" "no tenant 'nobdy'"
   check recon-missing 1 "$BIN" recon import --db "$db" --tenant t1 --channel wechatpay "$tmp/nope.csv"
   has recon-missing "$tmp/err" "cannot read $tmp/nope.csv: no such file"
   check recon-channel 2 "$BIN" recon import --db "$db" --tenant t1 --channel paypal "$tmp/nope.csv"
@@ -211,6 +223,10 @@ EOF
   json srefund-show 'd["suspense_key"]=="wechatpay:4200001234202612020000000002:PAY_SUCCESS" and d["txn_id"]=="4200001234202612020000000002" and d["amount"]==100 and d["submission"]["state"]=="pending" and d["submission"]["error"]=="no_merchant_key"'
   check srefund-show-text 0 "$BIN" refund show --db "$db" --tenant t1 --out-refund-no "$sno"; has srefund-show-text "$tmp/out" "parked in suspense"
   check srefund-same 0 "$BIN" alerts refund --db "$db" --tenant t1 --alert "$sid" --out-refund-no "$sno" --note again; has srefund-same "$tmp/out" "was requested already"
+  # the alert's id as the last argument, as the help says (a command with a
+  # --master-key-file took it for a file)
+  check srefund-positional 0 "$BIN" alerts refund --db "$db" --tenant t1 --out-refund-no "$sno" --note again "$sid"
+  has srefund-positional "$tmp/out" "was requested already"
   check srefund-acked 0 "$BIN" alerts --db "$db" --tenant t1 --state acknowledged --json
   json srefund-acked 'any(a["id"]=="'"$sid"'" and a["state_by"]=="dave" for a in d["alerts"])'
   printf '%s\n' '{"tenant":"t1","channel":"wechatpay","type":"REFUND_SUCCESS","channel_refund_id":"50300000000000000000000777",' \
@@ -251,6 +267,10 @@ EOF
   check verify-broken 3 "$BIN" verify --db "$db" --json
   json verify-broken 'd["ok"] is False and d["violations"][0]["check"]=="balance_mismatch"'
   check verify-broken-text 3 "$BIN" verify --db "$db"; has verify-broken-text "$tmp/err" "VIOLATION balance_mismatch"
+  # the unknown tenant's apply above stored nothing: added now, it has no alert
+  check late-tenant 0 "$BIN" tenant add --db "$db" --tenant nobdy
+  check apply-unknown-tenant-stored 0 "$BIN" alerts --db "$db" --tenant nobdy --json
+  json apply-unknown-tenant-stored 'd["alerts"]==[]'
 }
 
 check usage-none 2 "$BIN"
@@ -380,6 +400,8 @@ printf '%s\n' "db = sqlite:$tmp/h.db" "listen = 127.0.0.1:8" "insecure-dev = tru
 srv=$!
 for _ in $(seq 1 100); do grep -q "listening on port" "$tmp/h.out" && break; sleep 0.05; done
 has config-serve "$tmp/h.out" "listening on port [1-9]"   # the flag's port 0, not the file's 8
+# the start-up line names the config file, the database and the listener
+has config-startup "$tmp/h.err" "serving on 127.0.0.1:0 (port [1-9][0-9]*); config $tmp/h.conf; database sqlite:$tmp/h.db (sqlite)"
 sed -i 's/log-level = info/log-level = debug/' "$tmp/h.conf"
 kill -HUP "$srv"; sleep 0.5
 has config-sighup "$tmp/h.err" "SIGHUP: $tmp/h.conf re-read; log-level debug"

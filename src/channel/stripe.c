@@ -269,6 +269,7 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
     for (int i = 0; i < n; i++) {
         size_t len = 0;
         char *sec = po_account_read_file(files[i], true, &len, err, errcap);
+        bool read = sec != NULL; /* else err says why: a missing file is named as one */
         char field[48];
         PO_ASSERT(po_fmt(field, sizeof field, "webhook_secret/%d", i) == PO_OK);
         json_t *s = sec && len > 0 && len <= PO_SECRET_MAX
@@ -278,7 +279,9 @@ static po_err account_build(const struct po_account_input *in, json_t *cfg, char
             po_secure_zero(sec, len);
         free(sec);
         if (!s) {
-            po_errf(err, errcap, "%s: a secret of 1-%d bytes is required", files[i], PO_SECRET_MAX);
+            if (read)
+                po_errf(err, errcap, "%s: a secret of 1-%d bytes is required", files[i],
+                        PO_SECRET_MAX);
             json_decref(list);
             return PO_ERR_IO;
         }

@@ -270,8 +270,57 @@ static int run_parsed(const struct cli_command *c, const struct opts *file, cons
     return ret;
 }
 
+/* `payonce --db=URL tenant list`: the options every command takes (db,
+ * config, log-level, master-key-file) before the command move after it.
+ * Returns the reordered vector (argv itself when nothing moved), NULL
+ * after saying why when a leading option is another one. */
+static char **cli_argv_moved;
+static char **global_options_last(int argc, char **argv)
+{
+    static const char *const globals[] = {"db", "config", "log-level", "master-key-file"};
+    int i = 1;
+    while (i < argc && strncmp(argv[i], "--", 2) == 0 && strcmp(argv[i], "--help") != 0 &&
+           strcmp(argv[i], "--version") != 0) {
+        const char *name = argv[i] + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        bool known = false;
+        for (size_t g = 0; g < sizeof globals / sizeof globals[0]; g++)
+            known |= strlen(globals[g]) == len && strncmp(globals[g], name, len) == 0;
+        if (!known || (!eq && i + 1 >= argc)) {
+            fprintf(stderr,
+                    "payonce: '%s' before the command: only --db, --config, --log-level and"
+                    " --master-key-file (with their values) may come first; 'payonce help' lists"
+                    " the commands\n",
+                    argv[i]);
+            return NULL;
+        }
+        i += eq ? 1 : 2;
+    }
+    if (i == 1)
+        return argv;
+    char **v = calloc((size_t)argc + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    int n = 0;
+    v[n++] = argv[0];
+    for (int k = i; k < argc; k++)
+        v[n++] = argv[k];
+    for (int k = 1; k < i; k++)
+        v[n++] = argv[k];
+    return v;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strncmp(argv[1], "--", 2) == 0) {
+        char **v = global_options_last(argc, argv);
+        if (!v)
+            return EXIT_USAGE;
+        argv = cli_argv_moved = v; /* lives as long as the process (a global: not a leak) */
+        if (argv[1] && strncmp(argv[1], "--", 2) == 0 && strcmp(argv[1], "--help") != 0 &&
+            strcmp(argv[1], "--version") != 0)
+            return usage("no command");
+    }
     if (argc < 2)
         return usage("no command");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)

@@ -176,6 +176,14 @@ EOF
   has serve-wrong-key "$tmp/err" "2 of 2 channel accounts cannot be loaded"
   # every sealed field is shown sealed, whatever the channel calls it (Stripe's rotation list too)
   printf 'whsec_first_secret_0001' > "$tmp/whsec1"; printf 'whsec_second_secret_002' > "$tmp/whsec2"
+  # a missing secret file is named as missing; an empty one is the wrong size
+  check secret-file-missing 1 "$BIN" channel set --db "$db" --tenant t1 --channel stripe \
+    --master-key-file "$tmp/master.key" --webhook-secret-file "$tmp/whsec-nope"
+  has secret-file-missing "$tmp/err" "cannot read $tmp/whsec-nope: no such file"
+  : > "$tmp/whsec-empty"
+  check secret-file-empty 1 "$BIN" channel set --db "$db" --tenant t1 --channel stripe \
+    --master-key-file "$tmp/master.key" --webhook-secret-file "$tmp/whsec-empty"
+  has secret-file-empty "$tmp/err" "whsec-empty: a secret of 1-128 bytes is required"
   check channel-set-stripe 0 "$BIN" channel set --db "$db" --tenant t1 --channel stripe \
     --master-key-file "$tmp/master.key" --webhook-secret-file "$tmp/whsec1" --webhook-secret-file "$tmp/whsec2"
   check channel-show-stripe 0 "$BIN" channel show --db "$db" --tenant t1 --channel stripe --json
@@ -410,6 +418,11 @@ python3 -c "import sqlite3; c=sqlite3.connect('$tmp/s.db'); c.execute('DELETE FR
 check serve-old-schema 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/s.db" --insecure-dev --listen 127.0.0.1:0
 has serve-old-schema "$tmp/err" "run 'payonce migrate' first"
 run_suite "sqlite:$tmp/cli.db" python3 -c "import sqlite3; c=sqlite3.connect('$tmp/cli.db'); c.execute(\"$TAMPER_SQL\"); c.commit()"
+# the options every command takes may come before the command; others may not
+check global-first 0 "$BIN" --db="sqlite:$tmp/cli.db" tenant list --json; json global-first 'sorted(t["tenant"] for t in d)==["nobdy","t1"]'
+check global-first-spaced 0 "$BIN" --db "sqlite:$tmp/cli.db" --log-level error tenant list --json
+check global-first-other 2 "$BIN" --json tenant list; has global-first-other "$tmp/err" "'--json' before the command"
+if [ "$(wc -l < "$tmp/err")" -le 2 ]; then passes=$((passes+1)); else echo "FAIL global-first-other: a long answer"; fails=$((fails+1)); fi
 if [ -n "${PAYONCE_TEST_PG:-}" ]; then
   dbname="po_cli_$$"
   psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $dbname" >/dev/null

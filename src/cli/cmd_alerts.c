@@ -41,11 +41,13 @@ int cmd_alerts(struct po_store *s, const struct opts *o)
         char money[PO_MONEY_MAX];
         po_money_format((int64_t)json_integer_value(json_object_get(a, "amount")),
                         json_string_value(json_object_get(a, "currency")), money, sizeof money);
-        printf("%s %-12s %-22s %s  %s\n   id %s",
+        const char *order = json_string_value(json_object_get(a, "out_trade_no"));
+        printf("%s %-12s %-22s %s  %s\n   id %s  order %s  key %s",
                json_string_value(json_object_get(a, "created_at")),
                json_string_value(json_object_get(a, "state")),
                json_string_value(json_object_get(a, "reason")), money,
                json_string_value(json_object_get(a, "detail")),
+               json_string_value(json_object_get(a, "short_id")), order && *order ? order : "-",
                json_string_value(json_object_get(a, "id")));
         if (json_is_string(json_object_get(a, "state_by")))
             printf("  (%s by %s at %s%s%s)", json_string_value(json_object_get(a, "state")),

@@ -9,6 +9,7 @@
 #include "alerts.h"
 #include "refund_submit.h"
 
+#include "../crypto/crypto.h"
 #include "../engine/objects.h"
 #include "../engine/alert.h"
 
@@ -17,6 +18,70 @@
 
 #define ACTOR_MAX 64
 #define NOTE_MAX 500
+
+void po_alert_short_id(const char *alert_key, char out[PO_ALERT_SHORT_SIZE])
+{
+    char hex[65];
+    if (po_sha256_hex(alert_key, strlen(alert_key), hex) != PO_OK)
+        (void)snprintf(hex, sizeof hex, "%s", "000000000000"); /* cannot happen */
+    (void)snprintf(out, PO_ALERT_SHORT_SIZE, "al_%.12s", hex);
+}
+
+static bool short_form(const char *id)
+{
+    if (strlen(id) != PO_ALERT_SHORT_SIZE - 1 || strncmp(id, "al_", 3) != 0)
+        return false;
+    for (const char *c = id + 3; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return false;
+    return true;
+}
+
+po_err po_alert_key_of(struct po_store *s, const char *tenant, const char *id, char *key,
+                       size_t cap, char *err, size_t errcap)
+{
+    if (!short_form(id)) {
+        if (po_strcpy(key, cap, id)) {
+            po_errf(err, errcap, "no alert %.200s in tenant %s", id, tenant);
+            return PO_ERR_NOT_FOUND;
+        }
+        return PO_OK;
+    }
+    /* A tenant's alerts are few (one per key and reason, forever): hashing
+     * each key is cheaper than a column every insert would have to fill. */
+    struct po_rows r;
+    po_err rc = po_store_exec(s, "SELECT alert_key FROM alert WHERE tenant_id = ?",
+                              PO_PARAMS(PO_TEXT(tenant)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    int found = 0;
+    for (int i = 0; i < r.nrows; i++) {
+        char sid[PO_ALERT_SHORT_SIZE];
+        po_alert_short_id(po_rows_get(&r, i, 0), sid);
+        if (strcmp(sid, id) == 0 && found++ == 0 && po_strcpy(key, cap, po_rows_get(&r, i, 0)))
+            found = 2;
+    }
+    po_rows_free(&r);
+    if (found == 1)
+        return PO_OK;
+    if (found == 0)
+        po_errf(err, errcap, "no alert %s in tenant %s", id, tenant);
+    else
+        po_errf(err, errcap, "the short id %s names more than one alert: use the alert's key", id);
+    return found == 0 ? PO_ERR_NOT_FOUND : PO_ERR_CONFLICT;
+}
+
+/* The key of the id a caller gave, into key (PO_KEY_SIZE + reason);
+ * returns early from the caller on failure. */
+#define ALERT_KEY(s, tenant, alert_id)                                                             \
+    char alert_key_[PO_KEY_SIZE + 64];                                                             \
+    do {                                                                                           \
+        po_err krc_ =                                                                              \
+            po_alert_key_of(s, tenant, alert_id, alert_key_, sizeof alert_key_, err, errcap);      \
+        if (krc_)                                                                                  \
+            return krc_;                                                                           \
+        alert_id = alert_key_;                                                                     \
+    } while (0)
 
 bool po_alert_state_valid(const char *state)
 {
@@ -40,6 +105,7 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
                     char *err, size_t errcap)
 {
     *changed = false;
+    ALERT_KEY(s, tenant, alert_id);
     if (!actor || !text_ok(actor, ACTOR_MAX)) {
         po_errf(err, errcap, "who: 1-%d printable characters", ACTOR_MAX);
         return PO_ERR_INVALID;
@@ -273,6 +339,7 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
     memset(out, 0, sizeof *out);
     if (!money_action_ok("replay", actor, note, err, errcap))
         return PO_ERR_INVALID;
+    ALERT_KEY(s, tenant, alert_id);
     struct alert_payment a;
     po_err rc = alert_payment(s, tenant, alert_id, &a, err, errcap);
     if (rc)
@@ -509,6 +576,7 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
     memset(out, 0, sizeof *out);
     if (!money_action_ok("refund", actor, note, err, errcap))
         return PO_ERR_INVALID;
+    ALERT_KEY(s, tenant, alert_id);
     if (!out_refund_no || !po_id_valid(out_refund_no, PO_ID_MAX)) {
         po_errf(err, errcap, "refund number: 1-%d characters of [A-Za-z0-9_-.:|*]", PO_ID_MAX);
         return PO_ERR_INVALID;
@@ -547,6 +615,7 @@ po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert
     memset(out, 0, sizeof *out);
     if (!money_action_ok("acceptance", actor, note, err, errcap))
         return PO_ERR_INVALID;
+    ALERT_KEY(s, tenant, alert_id);
     struct po_rows r;
     po_err rc = po_store_exec(
         s,

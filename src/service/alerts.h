@@ -80,6 +80,17 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
                        const char *alert_id, const char *out_refund_no, const char *actor,
                        const char *note, struct po_suspense_refund *out, char *err,
                        size_t errcap) PO_MUST_CHECK;
+/* An alert's short id: "al_" and the first 12 hex digits of the SHA-256 of
+ * its key (the key, idem_key|reason, has characters a shell splits on).
+ * Stable (the key never changes), shown by the listings beside the key;
+ * every action takes either. */
+#define PO_ALERT_SHORT_SIZE 16
+void po_alert_short_id(const char *alert_key, char out[PO_ALERT_SHORT_SIZE]);
+/* The key of the alert id names in tenant: a short id looked up among the
+ * tenant's alerts (PO_ERR_NOT_FOUND when none has it), anything else taken
+ * as the key itself. */
+po_err po_alert_key_of(struct po_store *s, const char *tenant, const char *id, char *key,
+                       size_t cap, char *err, size_t errcap) PO_MUST_CHECK;
 /* Whether a state name is one an alert can be in. */
 bool po_alert_state_valid(const char *state);
 

@@ -5,6 +5,7 @@
  * an integer.
  */
 #include "account.h"
+#include "alerts.h"
 #include "order_pay.h"
 #include "views.h"
 #include "webhook.h"
@@ -406,6 +407,14 @@ po_err po_view_alerts(struct po_store *s, const char *tenant, const char *state,
     if (rc)
         return rc;
     *out = page_of(&r, pg, "alert", f, NFIELDS(f), 0, 9);
+    size_t i;
+    json_t *a;
+    json_array_foreach(*out, i, a)
+    {
+        char sid[PO_ALERT_SHORT_SIZE];
+        po_alert_short_id(json_string_value(json_object_get(a, "id")), sid);
+        json_object_set_new(a, "short_id", json_string(sid));
+    }
     return PO_OK;
 }
 

@@ -126,16 +126,24 @@ int cmd_recon_query(struct po_store *s, const struct opts *o)
     curl_global_cleanup();
     if (rc)
         return cli_fail(rc, err);
-    if (cli_flag(o, "json"))
-        printf("{\"queried\":%lld,\"paid\":%lld,\"replayed\":%lld,\"matched\":%lld,"
-               "\"not_paid\":%lld,\"failed\":%lld}\n",
-               (long long)q.queried, (long long)q.paid, (long long)q.replayed, (long long)q.matched,
-               (long long)q.not_paid, (long long)q.failed);
-    else
+    if (cli_flag(o, "json")) {
+        json_t *doc = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "queried", (json_int_t)q.queried,
+                                "paid", (json_int_t)q.paid, "replayed", (json_int_t)q.replayed,
+                                "matched", (json_int_t)q.matched, "not_paid",
+                                (json_int_t)q.not_paid, "failed", (json_int_t)q.failed);
+        if (doc && q.failed)
+            json_object_set_new(doc, "first_failure", json_string(q.first_failure));
+        (void)cli_print_json(doc);
+    } else {
         printf("queried %lld orders still PAYING: %lld paid at the channel (%lld credited now,"
                " %lld already), %lld not paid, %lld failed\n",
                (long long)q.queried, (long long)q.paid, (long long)q.replayed, (long long)q.matched,
                (long long)q.not_paid, (long long)q.failed);
+    }
+    /* Why, without --log-level: the first failure (each is in the log). */
+    if (q.failed)
+        fprintf(stderr, "payonce: %lld order queries failed; the first: %s\n", (long long)q.failed,
+                q.first_failure);
     return q.failed ? EXIT_FAIL : 0;
 }
 

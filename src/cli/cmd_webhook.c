@@ -139,12 +139,15 @@ static void attempt_line(json_t *a)
 {
     json_t *st = json_object_get(a, "status");
     const char *error = json_string_value(json_object_get(a, "error"));
-    printf("%s  #%lld  %s  %s%lld  %lld ms  %s\n",
+    char answer[32] = "no answer";
+    if (json_is_integer(st))
+        (void)snprintf(answer, sizeof answer, "HTTP %lld", (long long)json_integer_value(st));
+    printf("%s  #%lld  %s  %s  %lld ms  %s (the delivery: %s)\n",
            json_string_value(json_object_get(a, "endpoint")),
            (long long)json_integer_value(json_object_get(a, "attempt")),
-           json_string_value(json_object_get(a, "at")), st ? "HTTP " : "no answer ",
-           (long long)json_integer_value(st),
+           json_string_value(json_object_get(a, "at")), answer,
            (long long)json_integer_value(json_object_get(a, "latency_ms")),
+           json_string_value(json_object_get(a, "result")),
            json_string_value(json_object_get(a, "state")));
     if (error)
         printf("    %s\n", error);

@@ -45,6 +45,16 @@ static po_err apply(struct po_store *s, struct po_committer *committer, const st
     return PO_ERR_TRANSIENT;
 }
 
+/* One more failed order in q, the first one's why kept, and in the log at
+ * the default level (a failed query is the operator's to see). */
+static void query_failed(struct po_query_report *q, const char *tenant, const char *no,
+                         const char *why)
+{
+    if (q->failed++ == 0)
+        (void)snprintf(q->first_failure, sizeof q->first_failure, "%.100s: %s", no, why);
+    po_log(PO_LOG_WARN, "tenant %s: order query for %s failed: %s", tenant, no, why);
+}
+
 po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
                             const struct po_channel_account *acct, int64_t min_age_s, int limit,
                             struct po_query_report *out, char *err, size_t errcap)
@@ -86,7 +96,7 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
         const char *no = po_rows_get(&rows, i, 0);
         q.queried++;
         if (ch->order_query(acct, no, a)) {
-            q.failed++;
+            query_failed(&q, acct->tenant, no, "out of memory");
             continue;
         }
         if (a->state == PO_QUERY_NOT_PAID) {
@@ -94,15 +104,20 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
             continue;
         }
         if (a->state == PO_QUERY_FAILED) {
-            po_log(PO_LOG_WARN, "tenant %s: order query for %s failed: HTTP %ld %s", acct->tenant,
-                   no, a->http_status, a->why);
-            q.failed++;
+            char why[PO_REASON_SIZE + 48];
+            if (a->http_status)
+                (void)snprintf(why, sizeof why, "HTTP %ld %s", a->http_status, a->why);
+            else
+                (void)snprintf(why, sizeof why, "no answer (%s)", a->why);
+            query_failed(&q, acct->tenant, no, why);
             continue;
         }
         q.paid++;
         struct po_outcome o;
         if (apply(s, committer, &a->ev, &o)) {
-            q.failed++;
+            query_failed(&q, acct->tenant, no,
+                         "paid at the channel, but the engine answered retry (the database);"
+                         " the next round credits it");
             continue;
         }
         if (o.kind == PO_OUT_APPLIED)

@@ -18,6 +18,7 @@
 
 struct po_query_report {
     int64_t queried, paid, replayed, matched, not_paid, failed;
+    char first_failure[PO_ERRBUF_SIZE]; /* "ORDER: why" of the first failed one */
 };
 
 /*

@@ -536,15 +536,21 @@ static po_err record(struct po_webhooks *w, struct po_store *s, const struct job
         return PO_OK;
     }
     if (!rc)
-        rc = po_store_exec(s,
-                           "INSERT INTO webhook_attempt (tenant_id, event_id, endpoint_id,"
-                           " attempt, at, status_code, latency_ms, error) VALUES (?, ?, ?, ?, ?,"
-                           " ?, ?, ?) ON CONFLICT DO NOTHING",
-                           PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(j->event_id),
-                                     PO_TEXT(j->endpoint_id), PO_I64(attempt), PO_TEXT(now),
-                                     status ? PO_I64(status) : PO_NULLP, PO_I64(latency),
-                                     error && *error ? PO_TEXT(error) : PO_NULLP),
-                           NULL, NULL, err, errcap);
+        /* Numbered after every attempt recorded before (a redrive starts
+         * the delivery's count again; its history goes on). The claim,
+         * checked above, makes this worker the only writer. */
+        rc = po_store_exec(
+            s,
+            "INSERT INTO webhook_attempt (tenant_id, event_id, endpoint_id,"
+            " attempt, at, status_code, latency_ms, error) SELECT ?, ?, ?,"
+            " COALESCE(MAX(attempt), 0) + 1, ?, ?, ?, ? FROM webhook_attempt"
+            " WHERE tenant_id = ? AND event_id = ? AND endpoint_id = ?"
+            " ON CONFLICT DO NOTHING",
+            PO_PARAMS(PO_TEXT(j->tenant), PO_TEXT(j->event_id), PO_TEXT(j->endpoint_id),
+                      PO_TEXT(now), status ? PO_I64(status) : PO_NULLP, PO_I64(latency),
+                      error && *error ? PO_TEXT(error) : PO_NULLP, PO_TEXT(j->tenant),
+                      PO_TEXT(j->event_id), PO_TEXT(j->endpoint_id)),
+            NULL, NULL, err, errcap);
     if (!rc && !ok)
         rc = failing_alert(w, s, j, dead, error, status, now, err, errcap);
     if (!rc)
@@ -614,13 +620,6 @@ static void send_one(struct po_webhooks *w, const struct job *j)
         else if (res.status < 200 || res.status >= 300)
             (void)snprintf(herr, sizeof herr, "HTTP %ld", res.status);
     }
-    /* The tenant reads only the class (herr); the transport's words are
-     * for the operator's log. */
-    if (res.error)
-        po_log(res.error == PO_EGRESS_REFUSED || res.error == PO_EGRESS_BAD_URL ? PO_LOG_WARN
-                                                                                : PO_LOG_INFO,
-               "tenant %s: webhook %s to endpoint %s: %s (%s)", j->tenant, j->event_id,
-               j->endpoint_id, po_egress_error_text(res.error), res.detail);
     long status = res.error ? 0 : res.status;
     int64_t latency = (int64_t)((po_now_us() - start) / 1000);
     po_secure_zero(shot.secret, sizeof shot.secret);
@@ -636,6 +635,16 @@ static void send_one(struct po_webhooks *w, const struct job *j)
         atomic_fetch_add(&w->delivered, 1);
     else
         atomic_fetch_add(dead ? &w->dead : &w->failed, 1);
+    /* Every failed attempt is the operator's to see at the default level
+     * (retries back off, so a dead endpoint logs a few lines an hour). The
+     * tenant reads only the class (herr); the transport's words (detail)
+     * are for this log. */
+    if (!rc && (status < 200 || status >= 300))
+        po_log(PO_LOG_WARN, "tenant %s: webhook %s to endpoint %s failed: %s%s%s%s; %s", j->tenant,
+               j->event_id, j->endpoint_id, herr, res.error ? " (" : "",
+               res.error ? res.detail : "", res.error ? ")" : "",
+               dead ? "dead: no more attempts (alert webhook_dead_letter; payonce webhook redrive)"
+                    : "sent again later");
 }
 
 static void *sender_main(void *arg)

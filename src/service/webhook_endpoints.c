@@ -335,8 +335,11 @@ po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *e
     struct po_rows r;
     po_err rc = po_store_exec(
         s,
-        "SELECT a.endpoint_id, a.attempt, a.at, a.status_code, a.latency_ms, a.error, d.state"
-        " FROM webhook_attempt a JOIN webhook_delivery d ON d.tenant_id = a.tenant_id AND"
+        "SELECT a.endpoint_id, a.attempt, a.at, a.status_code, a.latency_ms, a.error, d.state,"
+        " (SELECT MAX(b.attempt) FROM webhook_attempt b WHERE b.tenant_id = a.tenant_id AND"
+        " b.event_id = a.event_id AND b.endpoint_id = a.endpoint_id) FROM webhook_attempt a JOIN "
+        "webhook_delivery d ON d.tenant_id = a.tenant_id "
+        "AND"
         " d.event_id = a.event_id AND d.endpoint_id = a.endpoint_id WHERE a.tenant_id = ? AND"
         " a.event_id = ? ORDER BY a.endpoint_id, a.attempt",
         PO_PARAMS(PO_TEXT(tenant), PO_TEXT(event_id)), &r, NULL, NULL, 0);
@@ -344,16 +347,22 @@ po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *e
         return rc;
     json_t *list = json_array();
     for (int i = 0; list && i < r.nrows; i++) {
-        int64_t attempt = 0, status = 0, latency = 0;
-        if (po_rows_i64(&r, i, 1, &attempt) || po_rows_i64(&r, i, 4, &latency))
-            attempt = latency = -1;
+        int64_t attempt = 0, status = 0, latency = 0, last = 0;
+        if (po_rows_i64(&r, i, 1, &attempt) || po_rows_i64(&r, i, 4, &latency) ||
+            po_rows_i64(&r, i, 7, &last))
+            attempt = latency = last = -1;
         bool answered = po_rows_get(&r, i, 3) && po_rows_i64(&r, i, 3, &status) == PO_OK;
-        const char *error = po_rows_get(&r, i, 5);
+        const char *error = po_rows_get(&r, i, 5), *state = po_rows_get(&r, i, 6);
+        /* What this attempt came to (state is the delivery's, as it stands
+         * now): the last attempt of a dead delivery is the one that gave up. */
+        const char *result = answered && status >= 200 && status < 300       ? "delivered"
+                             : strcmp(state, "dead") == 0 && attempt == last ? "dead"
+                                                                             : "failed";
         json_t *e = json_pack(
-            "{s:s, s:I, s:s, s:o, s:I, s:o, s:s}", "endpoint", po_rows_get(&r, i, 0), "attempt",
-            (json_int_t)attempt, "at", po_rows_get(&r, i, 2), "status",
+            "{s:s, s:I, s:s, s:o, s:I, s:o, s:s, s:s}", "endpoint", po_rows_get(&r, i, 0),
+            "attempt", (json_int_t)attempt, "at", po_rows_get(&r, i, 2), "status",
             answered ? json_integer(status) : json_null(), "latency_ms", (json_int_t)latency,
-            "error", error ? json_string(error) : json_null(), "state", po_rows_get(&r, i, 6));
+            "error", error ? json_string(error) : json_null(), "result", result, "state", state);
         list = po_json_append(list, e);
     }
     po_rows_free(&r);

@@ -141,6 +141,17 @@ check "active query: found the lost payment" "$(jq_ '(d["queried"], d["paid"], d
 check "active query: Q-1 paid" "$(status Q-1)" PAID
 $P recon query --tenant t2 --min-age 0 --json > q2.json
 check "active query again: nothing left" "$(jq_ 'd["queried"]' < q2.json)" 0
+# A failing query says why without --log-level (issue 26): the channel
+# answers 500 once; the exit is 1, the first failure named; then it credits.
+orders F-1:150
+$P sim pay --dir sim --order F-1:150 --lose >/dev/null
+echo "GET /v3/pay/transactions/out-trade-no 500 1" > sim/faults
+$P recon query --tenant t2 --min-age 0 --json > qf.json 2> qf.err; qrc=$?
+check "failed query: exit 1" "$qrc" 1
+check "failed query: counted, the first named" "$(jq_ '(d["failed"], d["first_failure"])' < qf.json)" "(1, 'F-1: HTTP 500 SYSTEM_ERROR')"
+check "failed query: said on stderr" "$(cat qf.err)" "payonce: 1 order queries failed; the first: F-1: HTTP 500 SYSTEM_ERROR"
+$P recon query --tenant t2 --min-age 0 --json > qf2.json
+check "failed query, again: credited" "$(jq_ '(d["failed"], d["replayed"])' < qf2.json)" "(0, 1)"
 # B-1 lost, found by the bill.
 orders B-1:300 R-1:400 R-2:500 R-3:600
 $P sim pay --dir sim --order B-1:300 --lose >/dev/null
@@ -149,7 +160,7 @@ curl -s "http://127.0.0.1:$sport/v3/bill/tradebill?bill_date=$today&bill_type=AL
 curl -s "$(jq_ 'd["download_url"]' < bill.json)" > sim-bill-1.csv
 check "bill: SHA1 as announced" "$(sha1sum sim-bill-1.csv | cut -c1-40)" "$(jq_ 'd["hash_value"]' < bill.json)"
 $P recon import --tenant t2 --channel wechatpay sim-bill-1.csv --json > b1.json
-check "bill import: B-1 replayed, Q-1/Q-2 already there" "$(jq_ '(d["replayed"]["count"], d["matched"])' < b1.json)" "(1, 2)"
+check "bill import: B-1 replayed, Q-1/Q-2/F-1 already there" "$(jq_ '(d["replayed"]["count"], d["matched"])' < b1.json)" "(1, 3)"
 check "bill import: B-1 paid" "$(status B-1)" PAID
 # Races: the replay and the late live callback carry the same key.
 $P sim pay --dir sim --order R-1:400 --txn 4200000000000000000000000R01 --lose >/dev/null
@@ -168,7 +179,7 @@ for o in R-1 R-2 R-3; do check "race: $o paid" "$(status $o)" PAID; done
 check "race: every live delivery acked" "$(cat late1.out late2.out late3.out | grep -c '^sim: .*"ok":true')" 3
 check "race: one credit per order (verify: one payment journal per PAID order)" "$($P verify >/dev/null 2>&1; echo $?)" 0
 bal=$($P ledger balances --tenant t2 --json | jq_ "{b['account']:b['balance'] for b in d['balances']}.get('channel_clearing:wechatpay')")
-check "race: clearing = 100+200+300+400+500+600" "$bal" 2100
+check "race: clearing = 100+200+150+300+400+500+600" "$bal" 2250
 # Differences: the channel's amount differs; a transaction we have no order
 # for; our PAID order the channel's bill does not have.
 orders A-1:700 M-1:800

@@ -35,6 +35,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <microhttpd.h>
@@ -540,9 +541,83 @@ static void test_ordering(void)
              " and arrived after it\n");
 }
 
+/* The log at serve's default level (info) into path, instead of stderr,
+ * until log_capture_end; returns the saved stderr. */
+static int log_capture_begin(const char *path)
+{
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (saved < 0 || fd < 0 || dup2(fd, 2) < 0)
+        abort();
+    close(fd);
+    po_log_set_level(PO_LOG_INFO);
+    return saved;
+}
+
+static void log_capture_end(int saved)
+{
+    po_log_set_level(PO_LOG_ERROR);
+    fflush(stderr);
+    if (dup2(saved, 2) < 0)
+        abort();
+    close(saved);
+}
+
+/* How many lines of the file at path contain both a and b. */
+static int lines_with(const char *path, const char *a, const char *b)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, a) && strstr(line, b);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* The attempts of event pay_id (one endpoint) as `webhook attempts --json`
+ * gives them, into js: 'D' when they are 1..n, all failed but the last,
+ * which is dead, the delivery dead; 'd' when they are 1..n, all failed but
+ * the last, which delivered, the delivery delivered; '?' otherwise. */
+static char attempt_results(const char *pay_id, char *js, size_t cap)
+{
+    run(js, cap, "webhook attempts --tenant t1 --event %s --json", pay_id);
+    json_t *doc = json_loads(js, 0, NULL), *a;
+    size_t i, n = json_array_size(doc);
+    int failed = 0, numbered = 0;
+    const char *last = "", *state = NULL;
+    bool same_state = true;
+    json_array_foreach(doc, i, a)
+    {
+        const char *res = json_string_value(json_object_get(a, "result")),
+                   *st = json_string_value(json_object_get(a, "state"));
+        if (!res || !st) {
+            json_decref(doc);
+            return '?';
+        }
+        numbered += json_integer_value(json_object_get(a, "attempt")) == (json_int_t)i + 1;
+        if (i + 1 < n)
+            failed += strcmp(res, "failed") == 0;
+        else
+            last = res;
+        same_state = same_state && (!state || strcmp(state, st) == 0);
+        state = st;
+    }
+    char verdict = '?';
+    if (n >= 3 && numbered == (int)n && failed == (int)n - 1 && same_state) {
+        if (strcmp(last, "dead") == 0 && strcmp(state, "dead") == 0)
+            verdict = 'D';
+        else if (strcmp(last, "delivered") == 0 && strcmp(state, "delivered") == 0)
+            verdict = 'd';
+    }
+    json_decref(doc);
+    return verdict;
+}
+
 static void test_dead_letter(void)
 {
-    char ep[64], pay_id[64], out[256];
+    char ep[64], pay_id[64], out[256], logp[PATH_MAX];
     reset_rx();
     rx_up();
     add_endpoint("payment.credited", ep, sizeof ep);
@@ -550,6 +625,8 @@ static void test_dead_letter(void)
     rx.always_fail = true;
     pthread_mutex_unlock(&rx.mu);
     hooks.max_age_s = 2; /* three days, compressed */
+    snprintf(logp, sizeof logp, "%s/dead-letter.log", dir);
+    int saved_err = log_capture_begin(logp);
     struct t_gateway *gw = gateway();
     hooks.max_age_s = 60;
     order("ORD-DEAD");
@@ -561,8 +638,16 @@ static void test_dead_letter(void)
         dead = q1("SELECT COUNT(*) FROM webhook_delivery WHERE state = 'dead' AND event_id = ?",
                   pay_id);
     }
+    log_capture_end(saved_err);
     T_CHECK(dead == 1, "dead: the delivery is not dead after the schedule");
+    /* Every failed attempt is in the log at the default level, the last
+     * one saying it gave up (issue 26: they were silent). */
+    int logged = lines_with(logp, pay_id, "failed: HTTP 500; sent again later"),
+        gave_up = lines_with(logp, pay_id, "failed: HTTP 500; dead: no more attempts");
     int64_t attempts = q1("SELECT COUNT(*) FROM webhook_attempt WHERE event_id = ?", pay_id);
+    T_CHECK(gave_up == 1 && logged == attempts - 1,
+            "dead: %d 'sent again later' and %d 'dead' log lines for %lld attempts", logged,
+            gave_up, (long long)attempts);
     T_CHECK(attempts >= 3, "dead: only %lld attempts", (long long)attempts);
     T_CHECK(q1("SELECT COUNT(*) FROM alert WHERE reason = 'webhook_dead_letter' AND idem_key = ?",
                pay_id) == 1,
@@ -575,6 +660,9 @@ static void test_dead_letter(void)
             "dead: no webhook_failing alert for an endpoint failing past 1 s");
     run(out, sizeof out, "webhook attempts --tenant t1 --event %s", pay_id);
     T_CHECK(strstr(out, ep) && strstr(out, "HTTP 500"), "dead: attempts listing: %s", out);
+    static char dead_js[16384];
+    T_CHECK(attempt_results(pay_id, dead_js, sizeof dead_js) == 'D',
+            "dead: the attempts of a dead delivery: %s", dead_js);
     /* The receiver works again: redrive. */
     pthread_mutex_lock(&rx.mu);
     rx.always_fail = false;
@@ -595,6 +683,16 @@ static void test_dead_letter(void)
             sleep_ms(50);
     }
     T_CHECK(delivered == 1, "dead: not delivered after the redrive");
+    /* Each attempt says what it came to, numbered across the redrive;
+     * state is the delivery's now. */
+    char js[16384];
+    T_CHECK(attempt_results(pay_id, js, sizeof js) == 'd', "dead: the attempts before: %s",
+            dead_js);
+    T_CHECK(t_cli_all(dir, bin, url, js, sizeof js, "webhook attempts --tenant t1 --event %s",
+                      pay_id) == 0 &&
+                strstr(js, "HTTP 500") && strstr(js, "failed (the delivery: delivered)") &&
+                strstr(js, "delivered (the delivery: delivered)"),
+            "dead: the attempts listing: %s", js);
     t_gateway_stop(gw);
     rx_down();
     remove_endpoint(ep);

@@ -19,6 +19,7 @@ struct opts {
     int n;
     const char *name[PO_OPTS_MAX];
     const char *value[PO_OPTS_MAX]; /* NULL for flags */
+    int line[PO_OPTS_MAX];          /* cfg_load: the config file's line */
     char namebuf[PO_OPTS_MAX][48];
 };
 
@@ -90,6 +91,10 @@ void cfg_describe(const struct po_option *c, char *buf, size_t cap);
 int cfg_load(const char *path, bool required, struct opts *o, char **buf);
 /* config check: prints the effective values; 0, or EXIT_USAGE. */
 int cfg_check(const struct opts *file, const struct opts *merged, const char *path);
+/* Says every whole-number option of merged that is out of its bounds,
+ * naming the config file's line (path:line) when the value is the file's;
+ * returns how many. serve runs it before anything else. */
+int cfg_bounds(const struct opts *file, const struct opts *merged, const char *path);
 /* config doc: the Markdown of docs/configuration.md. */
 void cfg_doc(FILE *f);
 /* The config file serve was started with (NULL: none), for SIGHUP. */

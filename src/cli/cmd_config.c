@@ -156,9 +156,53 @@ int cfg_load(const char *path, bool required, struct opts *o, char **buf)
             return EXIT_FAIL;
         }
         o->name[o->n] = c->name;
+        o->line[o->n] = line;
         o->value[o->n++] = value;
     }
     return 0;
+}
+
+/* The config file's line of option name when merged's value is the file's
+ * (a flag may override it), else 0. */
+static int file_line(const struct opts *file, const struct opts *merged, const char *name)
+{
+    const char *v = cli_opt(merged, name);
+    for (int i = file->n - 1; v && i >= 0; i--)
+        if (strcmp(file->name[i], name) == 0)
+            return file->value[i] == v ? file->line[i] : 0;
+    return 0;
+}
+
+/* Option c's whole number from merged (its default when unset) into *x;
+ * false, said on stderr with the file's line when it is the file's, when
+ * it is not one within c's bounds. */
+static bool int_in_bounds(const struct opts *file, const struct opts *merged, const char *path,
+                          const struct po_option *c, int64_t *x)
+{
+    const char *v = cli_opt(merged, c->name);
+    *x = c->dflt;
+    if (!v || po_parse_i64(v, c->min, c->max, x) == PO_OK)
+        return true;
+    int line = path ? file_line(file, merged, c->name) : 0;
+    if (line)
+        fprintf(stderr, "payonce: %s:%d: %s = %.60s: not an integer in %lld..%lld\n", path, line,
+                c->name, v, (long long)c->min, (long long)c->max);
+    else
+        fprintf(stderr, "payonce: --%s must be an integer in %lld..%lld\n", c->name,
+                (long long)c->min, (long long)c->max);
+    return false;
+}
+
+int cfg_bounds(const struct opts *file, const struct opts *merged, const char *path)
+{
+    int bad = 0;
+    for (int i = 0; i < po_options_count; i++) {
+        int64_t x;
+        if (po_options[i].type == PO_OPT_INT &&
+            !int_in_bounds(file, merged, path, &po_options[i], &x))
+            bad++;
+    }
+    return bad;
 }
 
 /* ---- config check / config doc ---- */
@@ -181,26 +225,44 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
     for (int i = 0; i < po_options_count; i++) {
         const struct po_option *c = &po_options[i];
         const char *v = cli_opt(merged, c->name);
-        const char *from = !v ? "default" : cli_opt(file, c->name) == v ? "file" : "command line";
+        int line = file_line(file, merged, c->name);
+        char from[96];
+        (void)snprintf(from, sizeof from, "%s", !v ? "default" : line ? "file" : "command line");
+        if (line)
+            (void)snprintf(from, sizeof from, "file, line %d", line);
         char shown[600];
         if (c->type == PO_OPT_INT) {
             int64_t x = 0;
-            if (cli_int_opt(merged, c->name, c->min, c->max, c->dflt, &x)) {
-                bad++;
-                continue;
+            if (!int_in_bounds(file, merged, path, c, &x)) {
+                bad++; /* listed as given, with what is wrong */
+                (void)snprintf(shown, sizeof shown, "%.60s", v);
+                (void)snprintf(from + strlen(from), sizeof from - strlen(from),
+                               ": NOT an integer in %lld..%lld", (long long)c->min,
+                               (long long)c->max);
+            } else {
+                (void)snprintf(shown, sizeof shown, "%" PRId64, x);
             }
-            (void)snprintf(shown, sizeof shown, "%" PRId64, x);
         } else if (c->type == PO_OPT_FLAG) {
             (void)snprintf(shown, sizeof shown, "%s", v ? "true" : "false");
         } else {
             const char *s = v ? v : c->sdflt;
-            if (strcmp(c->name, "db") == 0 && !v && getenv("PAYONCE_DB"))
-                s = getenv("PAYONCE_DB"), from = "PAYONCE_DB";
-            if (strcmp(c->name, "master-key-file") == 0 && !v && getenv("PAYONCE_MASTER_KEY_FILE"))
-                s = getenv("PAYONCE_MASTER_KEY_FILE"), from = "PAYONCE_MASTER_KEY_FILE";
+            if (strcmp(c->name, "db") == 0 && !v && getenv("PAYONCE_DB")) {
+                s = getenv("PAYONCE_DB");
+                (void)snprintf(from, sizeof from, "PAYONCE_DB");
+            }
+            if (strcmp(c->name, "master-key-file") == 0 && !v &&
+                getenv("PAYONCE_MASTER_KEY_FILE")) {
+                s = getenv("PAYONCE_MASTER_KEY_FILE");
+                (void)snprintf(from, sizeof from, "PAYONCE_MASTER_KEY_FILE");
+            }
             enum po_log_level lvl;
             if (strcmp(c->name, "log-level") == 0 && !po_log_level_parse(s, &lvl)) {
-                fprintf(stderr, "payonce: log-level: debug, info, warn or error\n");
+                if (line)
+                    fprintf(stderr,
+                            "payonce: %s:%d: log-level = %.60s: debug, info, warn or error\n", path,
+                            line, s);
+                else
+                    fprintf(stderr, "payonce: log-level: debug, info, warn or error\n");
                 bad++;
             }
             if (c->secret)
@@ -252,9 +314,12 @@ void cfg_doc(FILE *f)
           "override the file. One option per line, `name = value`, the names of the\n"
           "command-line flags without `--`; `#` starts a comment; a flag is `true` or\n"
           "`false`. An unknown name, a value out of bounds or a name set twice is an\n"
-          "error naming the line. `payonce config check [--config FILE]` validates a file\n"
-          "and prints the effective value of every option and where it came from\n"
-          "(default, file, command line, environment), the database password redacted.\n\n"
+          "error naming the line (`payonce.conf:3: query-interval = 999999999: not an\n"
+          "integer in 0..86400`), said by `serve` before it opens anything.\n"
+          "`payonce config check [--config FILE]` validates a file and prints the\n"
+          "effective value of every option and where it came from (default, the file's\n"
+          "line, command line, environment), a value out of bounds as given with what is\n"
+          "wrong with it, the database password redacted.\n\n"
           "On SIGHUP, `serve` re-reads the file and applies `log-level`; every other\n"
           "option needs a restart. On SIGTERM (or SIGINT) it stops accepting connections,\n"
           "answers every request in flight (callbacks after their batch commits), stops\n"

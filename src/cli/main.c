@@ -231,6 +231,10 @@ static int run_parsed(const struct cli_command *c, const struct opts *file, cons
     struct opts o = *po;
     if (c->run == cmd_config_check)
         return cfg_check(file, &o, cli_config_path);
+    /* serve: a value out of bounds is named with its line before anything
+     * else is tried (the database, the master key) */
+    if (c->run == cmd_serve && cfg_bounds(file, &o, cli_config_path))
+        return EXIT_USAGE;
     if (cli_missing_required(&o, c->required))
         return EXIT_USAGE;
     /* The server logs JSON lines at info; the other commands speak to a

@@ -400,11 +400,27 @@ if diff -u "$(dirname "$0")/../../docs/configuration.md" "$tmp/out" > "$tmp/doc.
   echo "FAIL config-doc: docs/configuration.md differs from 'payonce config doc' (regenerate it)"; cat "$tmp/doc.diff"; fails=$((fails+1)); fi
 printf '%s\n' "# a test" "db = postgresql://u:s3cret@127.0.0.1:1/x" "pool-size = 4" "insecure-dev = true" > "$tmp/a.conf"
 check config-check 0 "$BIN" config check --config "$tmp/a.conf" --pool-size 6
-has config-check "$tmp/out" "^pool-size  *= 6  *# command line$"; has config-check "$tmp/out" "^db  *= postgresql://u:\*\*\*@127.0.0.1:1/x  *# file$"
+has config-check "$tmp/out" "^pool-size  *= 6  *# command line$"; has config-check "$tmp/out" "^db  *= postgresql://u:\*\*\*@127.0.0.1:1/x  *# file, line 2$"
 has config-check "$tmp/out" "^batch-max  *= 128  *# default$"
 if grep -q s3cret "$tmp/out" "$tmp/err"; then echo "FAIL config-check: the password was printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
 printf 'pool-size = 999\n' > "$tmp/b.conf"
-check config-bound 2 "$BIN" config check --config "$tmp/b.conf" --insecure-dev; has config-bound "$tmp/err" "pool-size must be an integer in 1..64"
+check config-bound 2 "$BIN" config check --config "$tmp/b.conf" --insecure-dev; has config-bound "$tmp/err" "b.conf:1: pool-size = 999: not an integer in 1..64"
+# out of bounds: named with its line, listed by config check with what is
+# wrong, refused by serve before the database is tried; a flag overriding
+# the file's value is checked as the flag
+printf '%s\n' "listen = 127.0.0.1:0" "" "query-interval = 999999999" "batch-max = 0" "log-level = loud" > "$tmp/e.conf"
+check config-bounds-all 2 "$BIN" config check --config "$tmp/e.conf" --insecure-dev
+has config-bounds-all "$tmp/err" "e.conf:3: query-interval = 999999999: not an integer in 0..86400"
+has config-bounds-all "$tmp/err" "e.conf:4: batch-max = 0: not an integer in 1..256"
+has config-bounds-all "$tmp/err" "e.conf:5: log-level = loud: debug, info, warn or error"
+has config-bounds-all "$tmp/err" "config check: 3 problems"
+has config-bounds-all "$tmp/out" "^query-interval  *= 999999999  *# file, line 3: NOT an integer in 0..86400$"
+has config-bounds-all "$tmp/out" "^batch-max  *= 0  *# file, line 4: NOT an integer in 1..256$"
+check config-bounds-serve 2 "$BIN" serve --config "$tmp/e.conf" --db "sqlite:$tmp/nowhere/x.db" --batch-max 5 --log-level info
+has config-bounds-serve "$tmp/err" "e.conf:3: query-interval = 999999999: not an integer in 0..86400"
+if grep -q "batch-max\|nowhere" "$tmp/err"; then echo "FAIL config-bounds-serve: $(cat "$tmp/err")"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check config-bounds-flag 2 "$BIN" serve --config "$tmp/a.conf" --batch-max 0
+has config-bounds-flag "$tmp/err" "^payonce: --batch-max must be an integer in 1..256$"
 printf 'listen = 127.0.0.1:0\n\n# comment\n\nnope = 1\n' > "$tmp/c.conf"
 check config-unknown 1 "$BIN" serve --config "$tmp/c.conf"; has config-unknown "$tmp/err" "c.conf:5: unknown option 'nope'"
 printf 'pool-size = 2\npool-size = 3\n' > "$tmp/d.conf"

@@ -37,11 +37,29 @@ static const char *sim_dir(const struct opts *o)
     return cli_opt(o, "dir") && *cli_opt(o, "dir") ? cli_opt(o, "dir") : "./payonce-sim";
 }
 
+/* A URL to print into a shell line: http(s)://, bounded, nothing a shell
+ * would split or expand. */
+static bool url_ok(const char *u)
+{
+    if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) || strlen(u) > 200)
+        return false;
+    for (const char *c = u; *c; c++)
+        if (*c <= ' ' || strchr("\"'`$\\;&|<>()*?!{}", *c) || (unsigned char)*c >= 0x7f)
+            return false;
+    return u[strlen(u) - 1] != '/';
+}
+
 int cmd_sim_keys(struct po_store *s, const struct opts *o)
 {
     (void)s;
     const char *dir = sim_dir(o), *mode = cli_opt(o, "mode") ? cli_opt(o, "mode") : "cert";
     const char *tenant = cli_opt(o, "tenant") ? cli_opt(o, "tenant") : "TENANT";
+    const char *api = cli_opt(o, "api-url"), *gw = cli_opt(o, "gateway-url");
+    if ((api && !url_ok(api)) || (gw && !url_ok(gw))) {
+        fprintf(stderr, "payonce: --api-url, --gateway-url: an http:// or https:// URL of at"
+                        " most 200 characters, without spaces or quotes\n");
+        return EXIT_USAGE;
+    }
     char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_sim_identity_generate(dir, mode, err, sizeof err);
     if (rc)
@@ -54,19 +72,40 @@ int cmd_sim_keys(struct po_store *s, const struct opts *o)
     if (strcmp(mode, "pubkey") == 0)
         printf("payonce channel set --tenant %s --channel wechatpay --mchid %s --appid %s \\\n"
                "  --apiv3-key-file %s/apiv3.key \\\n"
-               "  --platform-public-key-file %s/wechatpay_platform_pub.pem --public-key-id %s\n",
+               "  --platform-public-key-file %s/wechatpay_platform_pub.pem --public-key-id %s",
                tenant, id.mchid, id.appid, dir, dir, id.serial);
     else
         printf(
             "payonce channel set --tenant %s --channel wechatpay --mchid %s --appid %s \\\n"
-            "  --apiv3-key-file %s/apiv3.key --platform-cert-file %s/wechatpay_platform_cert.pem\n",
+            "  --apiv3-key-file %s/apiv3.key --platform-cert-file %s/wechatpay_platform_cert.pem",
             tenant, id.mchid, id.appid, dir, dir);
-    printf("payonce channel set --tenant %s --channel alipay --app-id %s --seller-id %s \\\n"
-           "  --alipay-public-key-file %s/alipay_public_key.pem\n",
+    if (api)
+        printf(" \\\n  --api-base-url %s --merchant-private-key-file %s/merchant_private_key.pem"
+               " --merchant-serial %s",
+               api, dir, id.merchant_serial);
+    if (gw)
+        printf(" \\\n  --notify-url %s/notify/wechatpay/%s", gw, tenant);
+    printf("\npayonce channel set --tenant %s --channel alipay --app-id %s --seller-id %s \\\n"
+           "  --alipay-public-key-file %s/alipay_public_key.pem",
            tenant, id.app_id, id.seller_id, dir);
-    printf("payonce channel set --tenant %s --channel stripe --webhook-secret-file"
-           " %s/stripe_webhook_secret\n",
+    if (api)
+        printf(" \\\n  --api-base-url %s/gateway.do --merchant-private-key-file"
+               " %s/merchant_private_key.pem",
+               api, dir);
+    if (gw)
+        printf(" \\\n  --notify-url %s/notify/alipay/%s", gw, tenant);
+    printf("\npayonce channel set --tenant %s --channel stripe --webhook-secret-file"
+           " %s/stripe_webhook_secret",
            tenant, dir);
+    if (api)
+        printf(" \\\n  --api-key-file %s/stripe_api_key --api-base-url %s", dir, api);
+    printf("\n");
+    if (!api || !gw)
+        printf("\n# These lines make payonce trust the simulator's callbacks. To call its APIs\n"
+               "# as well (order query and close, refunds, bills), run `payonce sim keys` with\n"
+               "# --api-url (where `payonce sim serve` listens, http://127.0.0.1:8090 by\n"
+               "# default) and --gateway-url (where payonce serve listens): the lines then\n"
+               "# carry the API base URL, the merchant's key and the notify URL.\n");
     po_sim_identity_free(&id);
     return 0;
 }

@@ -85,9 +85,16 @@ static const struct optdoc optdocs[] = {
     /* sim */
     {"dir", "DIR", "the simulator's keys and state (default ./payonce-sim)"},
     {"mode", "cert|pubkey", "platform certificate or platform public key mode (default cert)"},
+    {"api-url", "URL",
+     "sim keys: the simulator's API (what `payonce sim serve` listens on, http://127.0.0.1:8090"
+     " by default): the channel set lines also carry the API base URL and the merchant's key,"
+     " so queries, closes, refunds and bills work against it"},
+    {"gateway-url", "URL",
+     "sim keys: where payonce serve is reached (http://127.0.0.1:8080): the channel set lines"
+     " also carry --notify-url (refund results)"},
     {"notify-url", "URL",
-     "where the channel posts callbacks (payonce's /notify/CHANNEL/TENANT); repeated, copy k"
-     " goes to the k-th URL (one per gateway node)"},
+     "where the channel posts callbacks (payonce's /notify/CHANNEL/TENANT), required unless"
+     " --lose or --created; repeated, copy k goes to the k-th URL (one per gateway node)"},
     {"order", "NO:AMOUNT", "an order to pay, amount in minor units (repeatable)"},
     {"txn", "ID", "the channel's transaction id (one order only; default a new one)"},
     {"copies", "N", "deliveries of each callback (the channel's at-least-once, default 1)"},
@@ -97,14 +104,17 @@ static const struct optdoc optdocs[] = {
      "deliver the notifications of payments made earlier (the same transaction ids, from"
      " DIR/payments.jsonl): the channel redelivering, not a second payment"},
     {"lose", NULL,
-     "the payment happens but no callback is ever sent (the query or the bill finds it)"},
+     "the payment happens (recorded for the query API and the bill) but no callback is ever"
+     " sent: the active query or the bill must find it"},
     {"paid-on", "YYYY-MM-DD",
      "with --lose: the payment was made on that day (Beijing time), for that day's bill"},
     {"created", NULL,
      "pay the payments payonce created at the simulated channel (--order NO), for their amount,"
      " to the notify URL they were given"},
     {"forge", NULL, "send a callback signed with a wrong key (must be refused)"},
-    {"tamper-amount", "MINOR", "change the amount after signing (must be refused)"},
+    {"tamper-amount", "MINOR",
+     "a validly signed callback saying this amount instead of the order's (rejected as"
+     " amount_mismatch, with an alert; acked, so the channel stops)"},
     {"time-factor", "F",
      "run the channel's retry schedule F times faster (default 1: the real 24 hours)"},
     {"max-attempts", "K", "stop retrying after K attempts"},

@@ -94,7 +94,7 @@ const struct cli_command cli_commands[] = {
     {"bench", NULL,
      "db orders connections committers batch-max batch-wait-us plan-rows out only nodes", "", "",
      cmd_bench, true, "throughput with its baselines (docs/performance.md)"},
-    {"sim", "keys", "dir mode tenant", "", "", cmd_sim_keys, true,
+    {"sim", "keys", "dir mode tenant api-url gateway-url", "", "", cmd_sim_keys, true,
      "make the channel simulator's keys"},
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"

@@ -2,7 +2,7 @@
 #   make demo   builds and runs the end-to-end demonstration on SQLite
 #   make test   the whole test suite (sanitizers, both stores, races, faults)
 # Both install the Debian packages they need first (scripts/deps.sh).
-.PHONY: all build deps demo test lint bench bench-cluster soak clean install deb
+.PHONY: all build deps demo test lint bench bench-cluster soak fuzz-corpus clean install deb
 
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in `make test` (PO_WERROR=ON); a user's `make` with a
@@ -14,9 +14,11 @@ all: build
 deps:
 	@scripts/deps.sh
 
-build: deps
-	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPO_WERROR=$(PO_WERROR) >/dev/null
-	@cmake --build build -j$(JOBS) >/dev/null
+# make build (and make demo) install only the build's packages; make test
+# the rest. The build prints its progress (scripts/build.sh).
+build:
+	@scripts/deps.sh build
+	@scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPO_WERROR=$(PO_WERROR)
 	@echo "built build/payonce"
 
 demo: build
@@ -53,6 +55,12 @@ bench-cluster: build
 # The reliability suite's long versions (hours): scripts/soak.sh.
 soak:
 	@scripts/soak.sh
+
+# Grow the committed fuzz corpus: every target until its coverage plateaus
+# (at most 15 minutes each), merged back within bounds; commit the result.
+fuzz-corpus: deps
+	@scripts/fuzz.sh --plateau 60 900
+	@git status --short tests/fuzz/corpus | sed -n '1,5p;$$p'
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -7,14 +7,21 @@
 # system user), Chromium (the dashboard's browser test) and, for the
 # cluster (scripts/cluster.sh, docs/scaling.md), etcd, Patroni, HAProxy and
 # PgBouncer. Runs apt-get as root; as another user it names what to install.
+#   scripts/deps.sh         everything (make test, make soak, make bench)
+#   scripts/deps.sh build   only what `make build` and `make demo` need: the
+#                           compiler, CMake and the libraries (a fresh
+#                           machine's demo does not wait for Chromium,
+#                           PostgreSQL, clang or the cluster's packages)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
-      libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libzip-dev postgresql-15 clang
-      libclang-rt-14-dev clang-format python3 util-linux curl groff-base adduser chromium
-      etcd-server patroni python3-etcd haproxy pgbouncer)
-# The dashboard's browser test runs playwright-core (npm) with the machine's
-# Node.js (20 or later); Debian's nodejs and npm only when there is none.
-command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
+      libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libzip-dev python3 curl)
+if [ "${1:-}" != build ]; then
+  pkgs+=(postgresql-15 clang libclang-rt-14-dev clang-format util-linux groff-base adduser chromium
+         etcd-server patroni python3-etcd haproxy pgbouncer)
+  # The dashboard's browser test runs playwright-core (npm) with the machine's
+  # Node.js (20 or later); Debian's nodejs and npm only when there is none.
+  command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,7 +32,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "payonce: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
   exit 1
 fi
-echo "payonce: installing ${missing[*]}" >&2
+echo "payonce: installing ${#missing[@]} Debian packages (apt-get; a few minutes on a fresh machine): ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -14,7 +14,7 @@ printf 'payonce: building %s/ on %s cores:' "$dir" "$jobs"
 last=-10 # -1: a diagnostic was the last thing printed
 status=0
 while IFS= read -r line; do
-  if [[ $line =~ ^\[\ *([0-9]+)%\]\ (Building|Linking|Built|Generating|Scanning) ]]; then
+  if [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
     p=${BASH_REMATCH[1]}
     if [ "$p" -ge $((last + 10)) ]; then
       [ "$last" -eq -1 ] && printf '\npayonce: building %s/ (go on):' "$dir"

@@ -58,11 +58,17 @@ export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build-tsan --output-on-failure -j"$jobs"
 cat "$PAYONCE_FIGURES"
 
-echo "== fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets, ${PAYONCE_FUZZ_SECONDS:-10} s each; a line per target"
+echo "== fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets: kept crash inputs and the committed corpus replayed, then ${PAYONCE_FUZZ_SECONDS:-10} s each; a line per target with its coverage"
 scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-10}"
+echo "== fuzzing keeps what it learns: a planted crash found, kept and replayed; coverage merged back within bounds"
+tests/e2e/fuzz_keep.sh
 
 echo "== release build (make build) and the demo with it, as 'make demo' runs it"
-make build PO_WERROR=ON
+make build PO_WERROR=ON | tee build-progress.log
+# the build speaks while it works (a fresh machine's first build is long)
+grep -Eq '^payonce: building build/ on [0-9]+ cores:.* [0-9]+% \([0-9]+ s\)$' build-progress.log \
+  || { echo "make build printed no progress line"; exit 1; }
+rm -f build-progress.log
 echo "== allocation failures (the k-th allocation fails, every k; release build)"
 export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
 ctest --test-dir build -L alloc --output-on-failure

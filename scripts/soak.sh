@@ -4,7 +4,10 @@
 #   kill -9 under load      PAYONCE_KILLS (default 100) kills per store
 #   seeded histories        PAYONCE_SEEDS (default 100000) on SQLite,
 #                           PAYONCE_PG_SEEDS (default 20000) on PostgreSQL
-#   fuzzing                 PAYONCE_FUZZ_SECONDS (default 600) per target
+#   fuzzing                 each target in rounds of 60 s until a round adds
+#                           under 1% new features (at most PAYONCE_FUZZ_SECONDS,
+#                           default 900), coverage reported, what gained
+#                           coverage merged into tests/fuzz/corpus (commit it)
 #   the cluster, asynchronous   tests/e2e/cluster.sh with PAYONCE_CLUSTER_SYNC=false:
 #                           what a primary's death loses without synchronous
 #                           replication (docs/scaling.md)
@@ -25,7 +28,7 @@ export PAYONCE_KILLS=${PAYONCE_KILLS:-100}
 for b in sqlite postgres; do tests/e2e/kill9.sh build/payonce "$b"; done
 PAYONCE_SEEDS=${PAYONCE_SEEDS:-100000} build/tests/test_history sqlite
 PAYONCE_SEEDS=${PAYONCE_PG_SEEDS:-20000} build/tests/test_history postgres
-scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-600}" | tee -a "$PAYONCE_FIGURES"
+scripts/fuzz.sh --plateau 60 "${PAYONCE_FUZZ_SECONDS:-900}" | tee -a "$PAYONCE_FIGURES"
 PAYONCE_CLUSTER_SYNC=false PAYONCE_CLUSTER_ONCE_ORDERS=240 tests/e2e/cluster.sh build/payonce
 echo "== soak figures"
 cat "$PAYONCE_FIGURES"

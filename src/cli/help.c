@@ -78,6 +78,8 @@ static const struct optdoc optdocs[] = {
     {"connections", "N", "keep-alive connections of the load generator (default 16)"},
     {"plan-rows", "N", "rows of another tenant loaded first on PostgreSQL (default 1000000)"},
     {"out", "DIR", "write the results JSON into DIR"},
+    {"to", "FILE", "the backup file to write (must not exist)"},
+    {"from", "FILE", "the backup file to restore from"},
     {"only", "RUN,…", "only these scenarios"},
     {"nodes", "N",
      "instead of the scenarios: credited/s through HAProxy with 1..N serve nodes over the --db"

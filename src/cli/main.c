@@ -75,6 +75,10 @@ const struct cli_command cli_commands[] = {
     {"alerts", NULL, "tenant state", "tenant", "json", cmd_alerts, false, "a tenant's alerts"},
     {"apply", NULL, "event", "event", "", cmd_apply, false,
      "apply one normalised event (what a verified callback becomes)"},
+    {"backup", NULL, "to db", "to", "json", cmd_backup, true,
+     "a copy of the live SQLite database, checked (PostgreSQL: pg_dump; docs/operations.md)"},
+    {"restore", NULL, "from db", "from", "json", cmd_restore, true,
+     "a backup as a new SQLite database (--db names it; nothing is overwritten), checked"},
     {"verify", NULL, "", "", "json", cmd_verify, false,
      "check every ledger invariant (exit 3 when one is broken)"},
     /* allowed NULL: the options come from the channel registry */

@@ -11,10 +11,12 @@
  */
 #include "store_int.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -308,3 +310,127 @@ const struct po_store_ops po_store_sqlite = {
     .migration_lock_sql = NULL,
     .backend_pid = NULL,
 };
+
+/* ---- backup and restore (po_store_sqlite_copy, store.h) ---- */
+
+static po_err copy_fail(sqlite3 *db, const char *what, char *err, size_t errcap)
+{
+    po_errf(err, errcap, "%s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
+    return PO_ERR_STORE;
+}
+
+/* fsync of a file (or a directory) by path. */
+static bool sync_path(const char *path, bool dir)
+{
+    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = fsync(fd) == 0;
+    close(fd);
+    return ok;
+}
+
+po_err po_store_sqlite_copy(const char *src_path, const char *dst_path, int64_t *out_bytes,
+                            char *err, size_t errcap)
+{
+    char partial[4096], dir[4096];
+    *out_bytes = 0;
+    if (po_fmt(partial, sizeof partial, "%s.partial", dst_path) ||
+        po_strcpy(dir, sizeof dir, dst_path)) {
+        po_errf(err, errcap, "the path is too long");
+        return PO_ERR_INVALID;
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        memcpy(dir, ".", 2);
+    if (access(dst_path, F_OK) == 0) {
+        po_errf(err, errcap, "%s exists: name a new file (nothing is overwritten)", dst_path);
+        return PO_ERR_CONFLICT;
+    }
+    sqlite3 *src = NULL, *dst = NULL;
+    po_err rc = PO_OK;
+    /* Read-write (never written): a read-only connection to a WAL database
+     * could not remove the -wal and -shm files it needs when it closes. */
+    if (sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        rc = copy_fail(src, src_path, err, errcap);
+        goto out;
+    }
+    sqlite3_busy_handler(src, busy_wait, NULL);
+    /* The copy is created readable by its owner only, as the database. */
+    (void)unlink(partial);
+    int fd = open(partial, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        po_errf(err, errcap, "cannot create %s: %s", partial, strerror(errno));
+        rc = PO_ERR_IO;
+        goto out;
+    }
+    close(fd);
+    if (sqlite3_open_v2(partial, &dst, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        rc = copy_fail(dst, partial, err, errcap);
+        goto out;
+    }
+    /* One step copies every page under one read transaction: in WAL mode
+     * the writers go on, and the copy is the database as of one commit. */
+    sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");
+    if (!b) {
+        rc = copy_fail(dst, "backup", err, errcap);
+        goto out;
+    }
+    int step = SQLITE_OK;
+    for (int tries = 0; tries < 200; tries++) {
+        step = sqlite3_backup_step(b, -1);
+        if (step != SQLITE_BUSY && step != SQLITE_LOCKED)
+            break;
+        sqlite3_sleep(50);
+    }
+    if (sqlite3_backup_finish(b) != SQLITE_OK || step != SQLITE_DONE) {
+        rc = copy_fail(dst, src_path, err, errcap);
+        goto out;
+    }
+    /* The copy must be whole: SQLite's own check of every page and index. */
+    sqlite3_stmt *st = NULL;
+    bool whole = sqlite3_prepare_v2(dst, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+                 sqlite3_step(st) == SQLITE_ROW &&
+                 strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+    if (!whole)
+        po_errf(err, errcap, "%s fails SQLite's integrity check: %s", src_path,
+                st && sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0)
+                                                 : sqlite3_errmsg(dst));
+    sqlite3_finalize(st);
+    if (!whole) {
+        rc = PO_ERR_STORE;
+        goto out;
+    }
+    /* Back to one file (the WAL checkpointed into it), synced, then named:
+     * the copy appears whole or not at all. */
+    if (sqlite3_exec(dst, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = copy_fail(dst, "checkpoint", err, errcap);
+        goto out;
+    }
+    sqlite3_close(dst);
+    dst = NULL;
+    if (!sync_path(partial, false) || link(partial, dst_path) != 0 || unlink(partial) != 0 ||
+        !sync_path(dir, true)) {
+        po_errf(err, errcap, "cannot write %s: %s", dst_path, strerror(errno));
+        rc = errno == EEXIST ? PO_ERR_CONFLICT : PO_ERR_IO;
+        goto out;
+    }
+    struct stat sb;
+    *out_bytes = stat(dst_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+out:
+    if (dst)
+        sqlite3_close(dst);
+    if (src)
+        sqlite3_close(src);
+    if (rc) {
+        (void)unlink(partial);
+        char side[4200];
+        if (po_fmt(side, sizeof side, "%s-wal", partial) == PO_OK)
+            (void)unlink(side);
+        if (po_fmt(side, sizeof side, "%s-shm", partial) == PO_OK)
+            (void)unlink(side);
+    }
+    return rc;
+}

@@ -103,6 +103,16 @@ po_err po_store_exec_tx(struct po_store *s, const char *sql, const struct po_par
  * there. Malloc'd; NULL when out of memory. */
 char *po_store_pg_url(const char *url, bool *pooled);
 
+/* A copy of the SQLite database at src_path, made with SQLite's online
+ * backup API while it is in use (writers go on: the copy is the database
+ * as of one commit), into dst_path, which must not exist: written as
+ * dst_path.partial (mode 0600), checked whole (PRAGMA integrity_check),
+ * checkpointed into one file, synced, then linked into place — it appears
+ * whole or not at all. *out_bytes: the copy's size. payonce backup and
+ * restore (docs/operations.md). */
+po_err po_store_sqlite_copy(const char *src_path, const char *dst_path, int64_t *out_bytes,
+                            char *err, size_t errcap) PO_MUST_CHECK;
+
 /* Reachability check for /readyz and CLI diagnostics. */
 po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
 

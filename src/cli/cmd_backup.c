@@ -1,0 +1,142 @@
+/*
+ * cmd_backup.c — `payonce backup` and `payonce restore` (docs/operations.md,
+ * "Backup and restore").
+ *
+ *   payonce backup  [--db sqlite:PATH] --to FILE     a copy of the live database
+ *   payonce restore --from FILE --db sqlite:NEW      a backup as a new database
+ *
+ * SQLite only: the copy is SQLite's online backup API (the store's
+ * po_store_sqlite_copy), taken while serve runs. Each side is then opened as
+ * a payonce database and checked — its schema version and `payonce verify`
+ * — so a backup that cannot be restored is found when it is made, not when
+ * it is needed. PostgreSQL has its own tools (pg_dump, base backups); the
+ * commands say which.
+ */
+#include "cli_int.h"
+
+#include "../ledger/ledger.h"
+#include "../store/store.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The path of a sqlite: URL, or NULL after saying what PostgreSQL uses. */
+static const char *sqlite_path(const char *url, const char *verb)
+{
+    if (strncmp(url, "sqlite:", 7) == 0 && url[7])
+        return url + 7;
+    fprintf(stderr,
+            "payonce: %s works on the embedded SQLite database; for PostgreSQL use its own"
+            " tools: pg_dump -Fc / pg_restore, or a base backup with WAL archiving"
+            " (docs/operations.md, 'Backup and restore')\n",
+            verb);
+    return NULL;
+}
+
+/* Opens path as a payonce database and checks it: its schema version (one
+ * this build knows) and every ledger invariant. 0, EXIT_VERIFY (violations,
+ * said) or EXIT_FAIL. */
+static int check_copy(const char *path, int *out_version, int *out_violations)
+{
+    char url[4200], err[PO_ERRBUF_SIZE] = "";
+    struct po_store *s = NULL;
+    *out_version = *out_violations = 0;
+    if (po_fmt(url, sizeof url, "sqlite:%s", path) || po_store_open(url, &s, err, sizeof err)) {
+        fprintf(stderr, "payonce: %s cannot be opened: %s\n", path, err);
+        return EXIT_FAIL;
+    }
+    int ret = 0;
+    if (po_store_schema_version(s, out_version) || *out_version == 0) {
+        fprintf(stderr, "payonce: %s is not a payonce database (no schema version)\n", path);
+        ret = EXIT_FAIL;
+    } else if (*out_version > po_store_schema_latest()) {
+        fprintf(stderr,
+                "payonce: %s has schema version %d, newer than this build's %d: use a newer"
+                " payonce\n",
+                path, *out_version, po_store_schema_latest());
+        ret = EXIT_FAIL;
+    } else {
+        po_err rc = po_ledger_verify(s, NULL, NULL, out_violations, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "payonce: %s: verify could not run: %s\n", path, err);
+            ret = EXIT_FAIL;
+        } else if (*out_violations) {
+            fprintf(stderr,
+                    "payonce: %s: %d ledger violation%s (payonce verify --db sqlite:%s names"
+                    " them); the copy is kept\n",
+                    path, *out_violations, *out_violations == 1 ? "" : "s", path);
+            ret = EXIT_VERIFY;
+        }
+    }
+    po_store_close(s);
+    return ret;
+}
+
+static int report(const struct opts *o, const char *verb, const char *from, const char *to,
+                  int64_t bytes, int version, int violations, int ret)
+{
+    if (cli_flag(o, "json"))
+        return cli_print_json(json_pack("{s:b, s:s, s:s, s:I, s:i, s:i}", "ok", ret == 0, "from",
+                                        from, "to", to, "bytes", (json_int_t)bytes,
+                                        "schema_version", version, "violations", violations))
+                   ? EXIT_FAIL
+                   : ret;
+    if (ret == 0)
+        printf("%s: %s -> %s (%lld bytes, schema version %d%s); verify: ok\n", verb, from, to,
+               (long long)bytes, version,
+               version < po_store_schema_latest() ? ", older than this build's: payonce migrate"
+                                                  : "");
+    return ret;
+}
+
+int cmd_backup(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    const char *to = cli_need(o, "to"), *path = sqlite_path(cli_db_url(o), "backup");
+    if (!to || !path)
+        return EXIT_USAGE;
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "payonce: no database at %s to back up\n", path);
+        return EXIT_FAIL;
+    }
+    char err[PO_ERRBUF_SIZE] = "";
+    int64_t bytes = 0;
+    po_err rc = po_store_sqlite_copy(path, to, &bytes, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    int version = 0, violations = 0;
+    int ret = check_copy(to, &version, &violations);
+    if (ret == EXIT_FAIL)
+        (void)unlink(to); /* not a backup that could be restored */
+    return report(o, "backup", path, to, bytes, version, violations, ret);
+}
+
+int cmd_restore(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    const char *from = cli_need(o, "from");
+    if (!from)
+        return EXIT_USAGE;
+    const char *path = sqlite_path(cli_db_url(o), "restore");
+    if (!path)
+        return EXIT_USAGE;
+    if (access(from, R_OK) != 0) {
+        fprintf(stderr, "payonce: cannot read %s: no such file\n", from);
+        return EXIT_FAIL;
+    }
+    /* The backup is checked before anything is written. */
+    int version = 0, violations = 0;
+    int ret = check_copy(from, &version, &violations);
+    if (ret == EXIT_FAIL)
+        return ret;
+    char err[PO_ERRBUF_SIZE] = "";
+    int64_t bytes = 0;
+    po_err rc = po_store_sqlite_copy(from, path, &bytes, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    ret = check_copy(path, &version, &violations);
+    return report(o, "restore", from, path, bytes, version, violations, ret);
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# backup.sh PAYONCE BACKEND — backup and restore (docs/operations.md,
+# "Backup and restore"):
+#   sqlite    payonce backup while payments are being credited (the copy is
+#             one consistent moment: verify clean, as many journals as paid
+#             orders), payonce restore into a new file (verify clean, the
+#             balances of the live database once it is quiet); refusals that
+#             change nothing: an existing target, a truncated backup, a file
+#             that is not a payonce database, PostgreSQL URLs
+#   postgres  the documented procedure: pg_dump -Fc, pg_restore into a new
+#             database, payonce verify and the same balances
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh" "$1" "$2" backup
+jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+P=$BIN
+$P migrate >/dev/null || exit 1
+$P tenant add --tenant t1 >/dev/null && $P merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
+N=40
+for i in $(seq 1 $N); do $P order create --tenant t1 --merchant m1 --out-trade-no "B-$i" --amount "$((100 + i))" >/dev/null; done
+event() { printf '{"tenant":"t1","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"42000000000000000000000%05d","out_trade_no":"B-%d","amount":%d,"currency":"CNY","source":"callback","occurred_at":"2026-12-04T10:00:00+08:00"}' "$1" "$1" "$((100 + $1))"; }
+balances() { $P ledger balances --tenant t1 --json --db "$1" | jq_ 'sorted((b["account"], b["balance"]) for b in d["balances"])'; }
+
+if [ "$BACKEND" = sqlite ]; then
+  live=${PAYONCE_DB#sqlite:}
+  # payments credited one after another while the backups are taken
+  (for i in $(seq 1 $N); do event "$i" | $P apply --event - >/dev/null; done) & writer=$!; bg_pids+=($writer)
+  sleep 0.5
+  $P backup --to mid.db --json > mid.json; rc=$?
+  check "backup while writing: exit 0" "$rc" 0
+  check "backup while writing: verify clean" "$(jq_ '(d["ok"], d["violations"])' < mid.json)" "(True, 0)"
+  wait "$writer"
+  $P backup --to end.db > end.out; check "backup after: exit 0" "$?" 0
+  check "backup: mode 0600" "$(stat -c %a end.db)" 600
+  check "backup: one file (no -wal or -shm beside it)" "$(ls end.db* mid.db* | tr '\n' ' ')" "end.db mid.db "
+  count() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])" "$@"; }
+  paid_mid=$(count mid.db "SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'")
+  pay_mid=$(count mid.db "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'")
+  check "mid backup: a moment (as many payment journals as paid orders)" "$pay_mid" "$paid_mid"
+  [ "$paid_mid" -ge 1 ] && [ "$paid_mid" -le "$N" ] && passes=$((passes+1)) || { echo "FAIL mid backup: $paid_mid paid"; fails=$((fails+1)); }
+  # restore: a new database, checked, the live balances
+  $P restore --from end.db --db "sqlite:$work/restored.db" > r.out; check "restore: exit 0" "$?" 0
+  grep -q "verify: ok" r.out && passes=$((passes+1)) || { echo "FAIL restore said: $(cat r.out)"; fails=$((fails+1)); }
+  check "restore: every payment" "$(count restored.db "SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'")" "$N"
+  check "restore: the live balances" "$(balances "sqlite:$work/restored.db")" "$(balances "$PAYONCE_DB")"
+  $P verify --db "sqlite:$work/restored.db" >/dev/null; check "restore: payonce verify" "$?" 0
+  # the restored database takes payments: it is a payonce database, not a dump
+  $P order create --db "sqlite:$work/restored.db" --tenant t1 --merchant m1 --out-trade-no B-NEW --amount 5 >/dev/null
+  check "restored: writable" "$?" 0
+  $P restore --from mid.db --db "sqlite:$work/restored.db" 2> exists.err; check "restore over a database: refused" "$?" 1
+  grep -q "exists: name a new file" exists.err && passes=$((passes+1)) || { echo "FAIL: $(cat exists.err)"; fails=$((fails+1)); }
+  check "restore over a database: untouched" "$(count restored.db "SELECT COUNT(*) FROM pay_order")" "$((N + 1))"
+  $P backup --to end.db 2>/dev/null; check "backup over a file: refused" "$?" 1
+  head -c 20000 end.db > trunc.db
+  $P restore --from trunc.db --db "sqlite:$work/t.db" 2> trunc.err; check "truncated backup: refused" "$?" 1
+  [ ! -e t.db ] && passes=$((passes+1)) || { echo "FAIL truncated backup: a target was created"; fails=$((fails+1)); }
+  python3 -c "import sqlite3; c=sqlite3.connect('other.db'); c.execute('CREATE TABLE x(a)'); c.commit()"
+  $P restore --from other.db --db "sqlite:$work/o.db" 2> other.err; check "not payonce's: refused" "$?" 1
+  grep -q "not a payonce database" other.err && passes=$((passes+1)) || { echo "FAIL: $(cat other.err)"; fails=$((fails+1)); }
+  [ ! -e o.db ] && passes=$((passes+1)) || { echo "FAIL not payonce's: a target was created"; fails=$((fails+1)); }
+  # a backup of a database whose ledger is broken says so (exit 3) and keeps the copy
+  python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE account_balance SET balance = balance + 1 WHERE account = 'merchant_payable:m1'\"); c.commit()" "$live"
+  $P backup --to broken.db > /dev/null 2> broken.err; check "backup of a broken ledger: exit 3" "$?" 3
+  [ -s broken.db ] && passes=$((passes+1)) || { echo "FAIL: the broken ledger's copy was not kept"; fails=$((fails+1)); }
+  fig "# backup[sqlite]: backup while $N payments were credited one by one (a consistent moment: $paid_mid paid, $pay_mid payment journals), restore into a new file (verify clean, balances equal); existing target, truncated backup, foreign file refused with nothing written"
+else
+  $P backup --to x.db 2> pg.err; check "backup of PostgreSQL: refused, pointing at pg_dump" "$?" 2
+  grep -q "pg_dump" pg.err && passes=$((passes+1)) || { echo "FAIL: $(cat pg.err)"; fails=$((fails+1)); }
+  for i in $(seq 1 $N); do event "$i" | $P apply --event - >/dev/null; done
+  # the documented procedure (docs/operations.md)
+  pg_dump -Fc -f payonce.dump "$PAYONCE_DB"; check "pg_dump" "$?" 0
+  rdb="${dbname}_r"
+  psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $rdb" >/dev/null
+  restored="${PAYONCE_TEST_PG%/*}/$rdb"
+  pg_restore --no-owner -d "$restored" payonce.dump; check "pg_restore" "$?" 0
+  $P verify --db "$restored" >/dev/null; check "restored: payonce verify" "$?" 0
+  check "restored: the balances" "$(balances "$restored")" "$(balances "$PAYONCE_DB")"
+  $P order create --db "$restored" --tenant t1 --merchant m1 --out-trade-no B-NEW --amount 5 >/dev/null
+  check "restored: writable" "$?" 0
+  psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE $rdb WITH (FORCE)" >/dev/null
+  fig "# backup[postgres]: pg_dump -Fc / pg_restore of $N payments into a new database: verify clean, balances equal, writable"
+fi
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

@@ -78,8 +78,10 @@ static const struct optdoc optdocs[] = {
     {"connections", "N", "keep-alive connections of the load generator (default 16)"},
     {"plan-rows", "N", "rows of another tenant loaded first on PostgreSQL (default 1000000)"},
     {"out", "DIR", "write the results JSON into DIR"},
-    {"to", "FILE", "the backup file to write (must not exist)"},
-    {"from", "FILE", "the backup file to restore from"},
+    {"to", "FILE|URL",
+     "backup: the file to write (must not exist); migrate-store: the new PostgreSQL database"},
+    {"from", "FILE|URL",
+     "restore: the backup file; migrate-store: the sqlite:PATH database to move"},
     {"only", "RUN,…", "only these scenarios"},
     {"nodes", "N",
      "instead of the scenarios: credited/s through HAProxy with 1..N serve nodes over the --db"

@@ -79,6 +79,8 @@ const struct cli_command cli_commands[] = {
      "a copy of the live SQLite database, checked (PostgreSQL: pg_dump; docs/operations.md)"},
     {"restore", NULL, "from db", "from", "json", cmd_restore, true,
      "a backup as a new SQLite database (--db names it; nothing is overwritten), checked"},
+    {"migrate-store", NULL, "from to", "from to", "json", cmd_migrate_store, true,
+     "move every row of a SQLite database into a new PostgreSQL one, verified on both sides"},
     {"verify", NULL, "", "", "json", cmd_verify, false,
      "check every ledger invariant (exit 3 when one is broken)"},
     /* allowed NULL: the options come from the channel registry */

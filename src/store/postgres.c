@@ -495,3 +495,41 @@ const struct po_store_ops po_store_postgres = {
     .keyed_sql = KEYED_SETTINGS("SET"),
     .backend_pid = pg_backend_pid,
 };
+
+po_err po_store_pg_copy_in(struct po_store *s, const char *copy_sql, const char *data, size_t len,
+                           char *err, size_t errcap)
+{
+    if (s->ops != &po_store_postgres) {
+        po_errf(err, errcap, "COPY needs a PostgreSQL store");
+        return PO_ERR_INVALID;
+    }
+    struct pg_store *ps = as_pg(s);
+    if (!ps->conn) {
+        po_errf(err, errcap, "postgres: no connection");
+        return PO_ERR_TRANSIENT;
+    }
+    PGresult *res = PQexec(ps->conn, copy_sql);
+    if (PQresultStatus(res) != PGRES_COPY_IN) {
+        po_err rc = map_result(ps, res, err, errcap);
+        PQclear(res);
+        return rc ? rc : PO_ERR_STORE;
+    }
+    PQclear(res);
+    int sent = 1;
+    for (size_t at = 0; sent == 1 && at < len;) {
+        size_t n = len - at > (1u << 20) ? (1u << 20) : len - at;
+        sent = PQputCopyData(ps->conn, data + at, (int)n);
+        at += n;
+    }
+    if (PQputCopyEnd(ps->conn, sent == 1 ? NULL : "payonce: the data could not be sent") != 1) {
+        po_errf(err, errcap, "postgres: COPY: %s", PQerrorMessage(ps->conn));
+        return PO_ERR_TRANSIENT;
+    }
+    po_err rc = PO_OK;
+    while ((res = PQgetResult(ps->conn))) {
+        if (!rc && PQresultStatus(res) != PGRES_COMMAND_OK)
+            rc = map_result(ps, res, err, errcap);
+        PQclear(res);
+    }
+    return rc;
+}

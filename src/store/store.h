@@ -113,6 +113,25 @@ char *po_store_pg_url(const char *url, bool *pooled);
 po_err po_store_sqlite_copy(const char *src_path, const char *dst_path, int64_t *out_bytes,
                             char *err, size_t errcap) PO_MUST_CHECK;
 
+/* Every row of a SQLite database (src) into an empty PostgreSQL one (dst),
+ * both at this build's schema version: the tables in the order their
+ * migrations created them, read from one snapshot of src, written with COPY
+ * in one transaction of dst (all rows or none), then counted on both sides.
+ * A target with any row is PO_ERR_CONFLICT, nothing written.
+ * written_after: rows src has beyond its snapshot (a serve still writing:
+ * not moved). payonce migrate-store (docs/operations.md). */
+#define PO_MOVE_TABLES_MAX 64
+struct po_move_report {
+    int ntables;
+    struct po_move_table {
+        char name[64];
+        int64_t rows;
+    } table[PO_MOVE_TABLES_MAX];
+    int64_t rows, written_after;
+};
+po_err po_store_move(struct po_store *src, struct po_store *dst, struct po_move_report *out,
+                     char *err, size_t errcap) PO_MUST_CHECK;
+
 /* Reachability check for /readyz and CLI diagnostics. */
 po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
 

@@ -42,6 +42,11 @@ struct po_store {
     uint64_t deadline_us; /* po_store_set_deadline; 0: none */
 };
 
+/* PostgreSQL's COPY … FROM STDIN (copy_sql) with data in its text format,
+ * inside the connection's transaction (move.c). */
+po_err po_store_pg_copy_in(struct po_store *s, const char *copy_sql, const char *data, size_t len,
+                           char *err, size_t errcap) PO_MUST_CHECK;
+
 extern const struct po_store_ops po_store_sqlite;
 extern const struct po_store_ops po_store_postgres;
 

@@ -8,7 +8,9 @@
 #             change nothing: an existing target, a truncated backup, a file
 #             that is not a payonce database, PostgreSQL URLs
 #   postgres  the documented procedure: pg_dump -Fc, pg_restore into a new
-#             database, payonce verify and the same balances
+#             database, payonce verify and the same balances; and payonce
+#             migrate-store of a SQLite tenant set into a new PostgreSQL
+#             database, verified on both sides, every listing equal
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh" "$1" "$2" backup
@@ -79,6 +81,39 @@ else
   check "restored: writable" "$?" 0
   psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE $rdb WITH (FORCE)" >/dev/null
   fig "# backup[postgres]: pg_dump -Fc / pg_restore of $N payments into a new database: verify clean, balances equal, writable"
+  # migrate-store: a SQLite tenant set (payments, a refused one with its
+  # alert, a webhook endpoint and its events, an API key) into a new
+  # PostgreSQL database, proved by verify on both sides and equal answers
+  S="sqlite:$work/src.db"
+  $P migrate --db "$S" >/dev/null && $P tenant add --db "$S" --tenant t1 >/dev/null && $P merchant add --db "$S" --tenant t1 --merchant m1 >/dev/null
+  for i in $(seq 1 $N); do $P order create --db "$S" --tenant t1 --merchant m1 --out-trade-no "B-$i" --amount "$((100 + i))" >/dev/null; event "$i" | $P apply --db "$S" --event - >/dev/null; done
+  $P order create --db "$S" --tenant t1 --merchant m1 --out-trade-no B-BAD --amount 500 >/dev/null
+  printf '{"tenant":"t1","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"4200000000000000000000099999","out_trade_no":"B-BAD","amount":1,"currency":"CNY","source":"callback","occurred_at":"2026-12-04T10:00:00+08:00"}' | $P apply --db "$S" --event - >/dev/null
+  $P webhook add --db "$S" --tenant t1 --url https://hooks.example/h >/dev/null
+  $P apikey create --db "$S" --tenant t1 >/dev/null
+  mdb="${dbname}_m"
+  psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE $mdb" >/dev/null
+  moved="${PAYONCE_TEST_PG%/*}/$mdb"
+  $P migrate-store --from "$S" --to "$moved" --json > mv.json; check "migrate-store: exit 0" "$?" 0
+  check "migrate-store: verify both sides, nothing written after" "$(jq_ '(d["ok"], d["source_violations"], d["target_violations"], d["written_after"])' < mv.json)" "(True, 0, 0, 0)"
+  check "migrate-store: every payment journal" "$(jq_ 'd["tables"]["journal"]' < mv.json)" "$N"
+  check "migrate-store: the balances" "$(balances "$moved")" "$(balances "$S")"
+  same() { check "migrate-store: $1" "$($P "$@" --db "$moved" --json 2>&1)" "$($P "$@" --db "$S" --json 2>&1)"; }
+  same alerts --tenant t1
+  same webhook list --tenant t1
+  same apikey list --tenant t1
+  same order list --tenant t1
+  $P verify --db "$moved" >/dev/null; check "moved: payonce verify" "$?" 0
+  # the moved database goes on: a new payment credited there
+  $P order create --db "$moved" --tenant t1 --merchant m1 --out-trade-no B-NEXT --amount 7 >/dev/null
+  printf '{"tenant":"t1","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"4200000000000000000000088888","out_trade_no":"B-NEXT","amount":7,"currency":"CNY","source":"callback","occurred_at":"2026-12-04T10:00:00+08:00"}' | $P apply --db "$moved" --event - > next.json
+  check "moved: a new payment applied" "$(cat next.json)" '{"outcome":"applied"}'
+  # into a database that has rows: refused, nothing written
+  $P migrate-store --from "$S" --to "$moved" 2> again.err; check "migrate-store into rows: refused" "$?" 1
+  grep -q "the target is not empty" again.err && passes=$((passes+1)) || { echo "FAIL: $(cat again.err)"; fails=$((fails+1)); }
+  check "migrate-store into rows: unchanged" "$(psql -qtA "$moved" -c "SELECT COUNT(*) FROM pay_order")" "$((N + 2))"
+  psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE $mdb WITH (FORCE)" >/dev/null
+  fig "# migrate-store: $(jq_ 'd["rows"]' < mv.json) rows of a SQLite tenant set ($N payments, an alert, a webhook endpoint, an API key) into a new PostgreSQL database: verify clean on both sides, balances and every listing equal, the moved database credits a new payment; a target with rows refused"
 fi
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

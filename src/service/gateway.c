@@ -214,8 +214,12 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
                                  .recon_s = cfg->recon_s,
                                  .keys_s = cfg->keys_s,
                                  .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
+                                 .notify = cfg->notify,
                                  .committer = p->cb.committer};
+        jc.notify.timeout_ms = (long)cfg->channel_timeout_ms;
         rc = recon_times(cfg, &jc.recon, err, errcap);
+        if (!rc)
+            rc = po_alert_notify_check(&cfg->notify, err, errcap);
         if (!rc && (rc = po_jobs_start(&jc, &g->jobs)) != PO_OK)
             po_errf(err, errcap, "the background jobs cannot start");
     }

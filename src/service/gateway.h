@@ -19,6 +19,7 @@
 #include "../core/core.h"
 #include "../engine/engine.h"
 #include "../runtime/runtime.h"
+#include "alert_notify.h"
 #include "callback.h"
 #include "idem.h"
 #include "webhook.h"
@@ -68,6 +69,9 @@ struct po_gateway_cfg {
     /* Every channel API call's budget (po_api_set_timeout_ms). */
     int64_t channel_timeout_ms;
     const char *recon_at, *recon_deadline;
+    /* Alerts to the operator's receivers (alert_notify.h; off unless a
+     * webhook URL or a mail address is set). */
+    struct po_alert_notify_cfg notify;
     bool no_jobs; /* tests and tools: no background jobs at all */
     /* The webhook delivery worker (webhook.h; senders 0: none). Its
      * db_url, master and egress are the gateway's. */

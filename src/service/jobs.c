@@ -20,6 +20,8 @@
  *   keys           the channels' verification keys refreshed
  *                  (po_keys_refresh_round: WeChat Pay's platform certificates)
  *   reaper         stored Idempotency-Key responses past the retention
+ *   alert notifier the alerts said to the operator's receivers (Alertmanager
+ *                  or Slack webhook, mail; po_alert_notify_round)
  *
  * Several serve nodes over one database (docs/scaling.md): each job runs on
  * one node at a time, the holder of its lease (job_lease: holder, expiry).
@@ -52,13 +54,15 @@
 #define EXPIRE_LIMIT 100
 #define LEASE_GRACE_S 5
 
-enum lease_job { L_QUERY, L_REFUND, L_RECON, L_KEYS, L_REAP, L_COUNT };
-static const char *const lease_names[L_COUNT] = {"active-query", "refund-retry", "daily-recon",
-                                                 "keys-refresh", "idempotency-reaper"};
+enum lease_job { L_QUERY, L_REFUND, L_RECON, L_KEYS, L_REAP, L_NOTIFY, L_COUNT };
+static const char *const lease_names[L_COUNT] = {"active-query",       "refund-retry",
+                                                 "daily-recon",        "keys-refresh",
+                                                 "idempotency-reaper", "alert-notify"};
 
 struct po_jobs {
     struct po_jobs_cfg cfg;
     int64_t reap_s;
+    int64_t notify_s; /* 0: no receiver configured */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -150,7 +154,8 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
 }
 
 static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t *next_refund,
-                    int64_t *next_recon, int64_t *next_keys, int64_t *next_reap)
+                    int64_t *next_recon, int64_t *next_keys, int64_t *next_reap,
+                    int64_t *next_notify)
 {
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";
@@ -206,6 +211,17 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
         if (po_keys_refresh_round(s, j->cfg.master, now, &k, err, sizeof err))
             po_log(PO_LOG_WARN, "verification keys refresh: %s", err);
     }
+    if (due(j, s, L_NOTIFY, now, next_notify, j->notify_s)) {
+        struct po_alert_notify_report x;
+        if (po_alert_notify_round(s, &j->cfg.notify, now, &x, err, sizeof err))
+            po_log(PO_LOG_WARN, "alert notifier: %s", err);
+        else if (x.groups_sent || x.groups_failed)
+            po_log(PO_LOG_INFO,
+                   "alert notifier: %lld groups said (%lld alerts firing, %lld resolved), %lld"
+                   " not taken (tried again)",
+                   (long long)x.groups_sent, (long long)x.alerts_firing,
+                   (long long)x.alerts_resolved, (long long)x.groups_failed);
+    }
     if (due(j, s, L_REAP, now, next_reap, j->reap_s)) {
         int64_t n = 0;
         if (po_idem_reap(s, j->cfg.retention_s, &n) == PO_OK && n)
@@ -221,7 +237,8 @@ static void *jobs_main(void *arg)
     struct po_jobs *j = arg;
     int64_t start = (int64_t)time(NULL);
     int64_t next_query = start + j->cfg.query_s, next_refund = start + j->cfg.refund_s,
-            next_recon = start + 5, next_keys = start + 10, next_reap = start;
+            next_recon = start + 5, next_keys = start + 10, next_reap = start,
+            next_notify = start + j->notify_s;
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         int64_t now = (int64_t)time(NULL), next = next_reap;
@@ -233,6 +250,8 @@ static void *jobs_main(void *arg)
             next = next_recon;
         if (j->cfg.keys_s && next_keys < next)
             next = next_keys;
+        if (j->notify_s && next_notify < next)
+            next = next_notify;
         if (next > now) {
             struct timespec until = po_deadline_us((next - now) * INT64_C(1000000));
             while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0)
@@ -240,7 +259,8 @@ static void *jobs_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&j->mu);
-        run_due(j, now, &next_query, &next_refund, &next_recon, &next_keys, &next_reap);
+        run_due(j, now, &next_query, &next_refund, &next_recon, &next_keys, &next_reap,
+                &next_notify);
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);
@@ -260,6 +280,7 @@ po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out)
     (void)snprintf(j->holder, sizeof j->holder, "%s:%ld:%02x%02x%02x%02x", host, (long)getpid(),
                    r[0], r[1], r[2], r[3]);
     j->reap_s = cfg->retention_s < REAP_INTERVAL_MAX_S ? cfg->retention_s : REAP_INTERVAL_MAX_S;
+    j->notify_s = po_alert_notify_on(&cfg->notify) ? cfg->notify.interval_s : 0;
     pthread_mutex_init(&j->mu, NULL);
     po_cond_init(&j->cv);
     if (pthread_create(&j->thread, NULL, jobs_main, j) != 0) {

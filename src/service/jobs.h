@@ -10,6 +10,7 @@
 #include "../engine/engine.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
+#include "alert_notify.h"
 #include "recon_daily.h"
 
 #include <jansson.h>
@@ -26,6 +27,8 @@ struct po_jobs_cfg {
     int64_t recon_s;     /* the daily reconciliation's round interval (0 = off) */
     int64_t keys_s;      /* verification keys refresh interval (0 = off) */
     struct po_recon_daily_cfg recon;
+    /* alerts to the operator's receivers (on when one is configured) */
+    struct po_alert_notify_cfg notify;
     /* serve's committer: every engine call of the jobs goes through it
      * (NULL: applied on the jobs' own connection) */
     struct po_committer *committer;

@@ -31,6 +31,7 @@
 #include "callback.h"
 #include "views.h"
 #include "alerts.h"
+#include "alert_notify.h"
 #include "apikey.h"
 #include "idem.h"
 #include "refund_submit.h"

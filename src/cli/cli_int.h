@@ -142,6 +142,7 @@ int cmd_refund_create(struct po_store *s, const struct opts *o);
 int cmd_balances(struct po_store *s, const struct opts *o);
 int cmd_apply(struct po_store *s, const struct opts *o);
 int cmd_backup(struct po_store *s, const struct opts *o);
+int cmd_report(struct po_store *s, const struct opts *o);
 int cmd_restore(struct po_store *s, const struct opts *o);
 int cmd_migrate_store(struct po_store *s, const struct opts *o);
 int cmd_verify(struct po_store *s, const struct opts *o);

@@ -78,10 +78,13 @@ static const struct optdoc optdocs[] = {
     {"connections", "N", "keep-alive connections of the load generator (default 16)"},
     {"plan-rows", "N", "rows of another tenant loaded first on PostgreSQL (default 1000000)"},
     {"out", "DIR", "write the results JSON into DIR"},
-    {"to", "FILE|URL",
-     "backup: the file to write (must not exist); migrate-store: the new PostgreSQL database"},
-    {"from", "FILE|URL",
-     "restore: the backup file; migrate-store: the sqlite:PATH database to move"},
+    {"to", "FILE|URL|DATE",
+     "backup: the file to write (must not exist); migrate-store: the new PostgreSQL database;"
+     " report: the last day, YYYY-MM-DD (UTC)"},
+    {"from", "FILE|URL|DATE",
+     "restore: the backup file; migrate-store: the sqlite:PATH database to move; report: the"
+     " first day, YYYY-MM-DD (UTC)"},
+    {"csv", NULL, "print CSV (amounts in minor units) instead of text"},
     {"only", "RUN,…", "only these scenarios"},
     {"nodes", "N",
      "instead of the scenarios: credited/s through HAProxy with 1..N serve nodes over the --db"

@@ -75,6 +75,9 @@ const struct cli_command cli_commands[] = {
     {"alerts", NULL, "tenant state", "tenant", "json", cmd_alerts, false, "a tenant's alerts"},
     {"apply", NULL, "event", "event", "", cmd_apply, false,
      "apply one normalised event (what a verified callback becomes)"},
+    {"report", NULL, "tenant from to", "tenant", "json csv", cmd_report, false,
+     "money per day, merchant and channel: gross, refunds, fees, net, suspense; reconciled"
+     " to the ledger"},
     {"backup", NULL, "to db", "to", "json", cmd_backup, true,
      "a copy of the live SQLite database, checked (PostgreSQL: pg_dump; docs/operations.md)"},
     {"restore", NULL, "from db", "from", "json", cmd_restore, true,

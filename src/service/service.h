@@ -38,6 +38,7 @@
 #include "order_query.h"
 #include "order_pay.h"
 #include "recon_daily.h"
+#include "report.h"
 #include "jobs.h"
 #include "webhook.h"
 #include "gateway.h"

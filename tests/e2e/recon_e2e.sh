@@ -61,6 +61,12 @@ check "vector: conflicting rows alerted" "$(jq_ 'd["mismatched"]' < import1.json
 check "vector: fees 0.08 yuan" "$(jq_ 'd["fees_milli"]' < import1.json)" 8000
 check "vector: conflict alerts" "$($P alerts --tenant vec --json | jq_ 'sum(1 for a in d["alerts"] if a["reason"] == "conflicting_duplicate")')" 2
 check "vector: verify" "$($P verify >/dev/null 2>&1; echo $?)" 0
+# the money report over the bill's tenant (issue 26 item 3): the bill's fees
+# by its trade dates, the payments and refunds it credited, reconciled
+$P report --tenant vec --json > report.json
+check "report: the bill's fees (milli-fen)" "$(jq_ 'sum(r["fees_milli"] for r in d["rows"])' < report.json)" 8000
+check "report: fee days are the bill's trade dates" "$(jq_ 'sorted(set(r["day"] for r in d["rows"] if r["fees_milli"]))' < report.json)" "['2019-02-19']"
+check "report: reconciled" "$(jq_ '(d["reconciled"], d["accounts_checked"])' < report.json)" "(True, 2)"
 before=$(fingerprint)
 $P recon import --tenant vec --channel wechatpay "$VECTORS/wechatpay_tradebill_all.csv" --json > import2.json
 check "vector: second import changes nothing" "$(jq_ 'd["already_imported"]' < import2.json) $(fingerprint)" "True $before"

@@ -167,7 +167,8 @@ po_err po_report_make(struct po_store *s, const char *tenant, const char *from, 
         po_report_free(out);
         return rc;
     }
-    qsort(out->rows, (size_t)out->n, sizeof *out->rows, row_cmp);
+    if (out->n > 1)
+        qsort(out->rows, (size_t)out->n, sizeof *out->rows, row_cmp);
     return PO_OK;
 }
 

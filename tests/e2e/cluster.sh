@@ -297,10 +297,15 @@ held_by=$(lease_holder active-query)
 victim=$(node_of "$held_by")
 check "the active query's lease is held by one of the nodes" "$([ -n "$victim" ] && echo yes)" yes
 victim=${victim:-1}
-# one node runs the job: the others say another node holds it
-holders=0
-for n in 1 2 3; do
-  grep 'background job active-query' "$PAYONCE_CLUSTER_DIR/node$n.log" | tail -1 | grep -q 'this node holds' && holders=$((holders + 1))
+# one node runs the job: the others say another node holds it (the holder
+# writes its line just after its lease commits: looked at until it is there)
+for _ in $(seq 1 50); do
+  holders=0
+  for n in 1 2 3; do
+    grep 'background job active-query' "$PAYONCE_CLUSTER_DIR/node$n.log" | tail -1 | grep -q 'this node holds' && holders=$((holders + 1))
+  done
+  [ "$holders" -eq 1 ] && break
+  sleep 0.2
 done
 check "the active query runs on one node of three" "$holders" 1
 sims=(); outs=()

@@ -235,7 +235,7 @@ static bool post(const struct po_alert_notify_cfg *c, const char *body, char *wh
         return false;
     }
     if (res.error)
-        (void)snprintf(why, cap, "%s (%s)", po_egress_error_text(res.error), res.detail);
+        (void)snprintf(why, cap, "%s (%.160s)", po_egress_error_text(res.error), res.detail);
     else if (res.status < 200 || res.status >= 300)
         (void)snprintf(why, cap, "HTTP %ld", res.status);
     return !res.error && res.status >= 200 && res.status < 300;

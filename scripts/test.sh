@@ -8,7 +8,9 @@
 #      allocation-failure sweeps in it (they replace malloc, which the
 #      sanitizers own), the demo with it (its output compared with the
 #      README's sample), then the demo again under ASan
-#   6. the dashboard in a real headless browser (Chromium + playwright-core)
+#   6. the operator's console in a real headless browser (Chromium +
+#      playwright-core): the release build on SQLite, the ASan build on
+#      PostgreSQL; its screenshots regenerate docs/img/console-*.png
 #   7. the Debian package (`make deb`) installed, run and purged (as root)
 # A throwaway PostgreSQL 15 is started for the run (scripts/pg.sh) and
 # stopped on exit, whatever happens.
@@ -78,8 +80,9 @@ python3 tests/e2e/readme_demo.py README.md build/demo.log
 echo "== the demo again under AddressSanitizer"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }
 tail -n 1 build-asan/demo.log
-echo "== the operator's dashboard in Debian's Chromium (playwright-core); screenshot build/dashboard.png"
-tests/e2e/dashboard_test.sh build/payonce
+echo "== the operator's console in Debian's Chromium (playwright-core): release build on SQLite, ASan build on PostgreSQL; screenshots docs/img/console-*.png"
+tests/e2e/console_test.sh build/payonce sqlite
+CONSOLE_SHOTS=$tmp/console-pg tests/e2e/console_test.sh build-asan/payonce postgres
 echo "== the Debian package (make deb): installed with dpkg -i, migrate and serve from its config, purged"
 tests/e2e/deb_test.sh
 # Servers and simulators stop by themselves: none of this run's may be left.

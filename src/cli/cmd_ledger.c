@@ -339,36 +339,12 @@ static void amount_text(int64_t minor, const char *currency, char *buf, size_t c
         *space = '\0';
 }
 
-static bool date_ok(const char *d)
-{
-    if (!d)
-        return true;
-    char at[40], back[PO_TIME_SIZE];
-    (void)snprintf(at, sizeof at, "%.10sT00:00:00Z", d);
-    int64_t t = po_clock_unix_of(at);
-    if (strlen(d) != 10 || d[4] != '-' || d[7] != '-' || t <= 0)
-        return false;
-    /* a real day: it comes back the same (2026-13-01 would not) */
-    po_clock_iso_ms(t * 1000, back, sizeof back);
-    return strncmp(back, d, 10) == 0;
-}
-
-static json_t *report_row_json(const struct po_report_row *x)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "day", x->day,
-                     "merchant", x->merchant, "channel", x->channel, "currency", x->currency,
-                     "journals", (json_int_t)x->journals, "gross", (json_int_t)x->gross, "refunds",
-                     (json_int_t)x->refunds, "profit_shares", (json_int_t)x->shares, "net",
-                     (json_int_t)x->net, "suspense_in", (json_int_t)x->suspense_in, "suspense_out",
-                     (json_int_t)x->suspense_out, "fees_milli", (json_int_t)x->fees_milli);
-}
-
 int cmd_report(struct po_store *s, const struct opts *o)
 {
     const char *t = cli_need(o, "tenant"), *from = cli_opt(o, "from"), *to = cli_opt(o, "to");
     if (!t)
         return EXIT_USAGE;
-    if (!date_ok(from) || !date_ok(to) || (from && to && strcmp(from, to) > 0)) {
+    if (!po_report_dates_ok(from, to)) {
         fprintf(stderr, "payonce: --from, --to: dates YYYY-MM-DD (UTC), from <= to\n");
         return EXIT_USAGE;
     }
@@ -379,27 +355,15 @@ int cmd_report(struct po_store *s, const struct opts *o)
         return cli_fail(rc, err);
     int ret = r.mismatches ? EXIT_VERIFY : 0;
     if (cli_flag(o, "json")) {
-        json_t *rows = json_array();
-        for (int i = 0; rows && i < r.n; i++)
-            json_array_append_new(rows, report_row_json(&r.rows[i]));
-        json_t *doc = json_pack("{s:s, s:s?, s:s?, s:o, s:b, s:i}", "tenant", t, "from", from, "to",
-                                to, "rows", rows, "reconciled", r.mismatches == 0,
-                                "accounts_checked", r.accounts_checked);
-        if (doc && r.mismatches)
-            json_object_set_new(doc, "first_mismatch", json_string(r.first_mismatch));
-        if (cli_print_json(doc))
+        if (cli_print_json(po_report_json(&r, from, to)))
             ret = EXIT_FAIL;
     } else if (cli_flag(o, "csv")) {
-        printf("day,tenant,merchant,channel,currency,journals,gross_minor,refunds_minor,"
-               "profit_shares_minor,net_minor,suspense_in_minor,suspense_out_minor,fees_milli\n");
-        for (int i = 0; i < r.n; i++) {
-            const struct po_report_row *x = &r.rows[i];
-            printf("%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n", x->day, t,
-                   x->merchant, x->channel, x->currency, (long long)x->journals,
-                   (long long)x->gross, (long long)x->refunds, (long long)x->shares,
-                   (long long)x->net, (long long)x->suspense_in, (long long)x->suspense_out,
-                   (long long)x->fees_milli);
-        }
+        char *csv = po_report_csv(&r);
+        if (csv)
+            fputs(csv, stdout);
+        else
+            ret = cli_fail(PO_ERR_NOMEM, "the CSV");
+        free(csv);
     } else {
         printf("%-10s  %-16s %-10s %-3s %8s %14s %12s %10s %14s %11s %11s %12s\n", "day",
                "merchant", "channel", "cur", "journals", "gross", "refunds", "shares", "net",

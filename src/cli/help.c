@@ -36,7 +36,13 @@ static const struct optdoc optdocs[] = {
     {"master-key-file", "FILE",
      "the 32-byte master key that seals secrets (default PAYONCE_MASTER_KEY_FILE)"},
     {"tenant", "ID", "the tenant"},
-    {"name", "NAME", "a display name"},
+    {"name", "NAME", "tenant add: a display name; operator: the operator's sign-in name"},
+    {"role", "ROLE",
+     "an operator's role: viewer (reads), operator (also works alerts) or admin (also sees the"
+     " operators); default viewer"},
+    {"password-file", "FILE",
+     "a file whose first line is the password (- reads standard input); never on the command"
+     " line"},
     {"order-ttl", "SECONDS",
      "orders created without time_expire expire this long after creation (0: never)"},
     {"merchant", "ID", "the merchant (a sub-merchant of the tenant)"},

@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -557,6 +558,97 @@ bool po_ct_equal(const void *a, const void *b, size_t len)
 po_err po_random(void *buf, size_t len)
 {
     return RAND_bytes(buf, (int)len) == 1 ? PO_OK : PO_ERR_INTERNAL;
+}
+
+/* scrypt's cost: N = 2^PW_LN, r, p; maxmem leaves room above 128·r·N. */
+#define PW_LN 15
+#define PW_R 8
+#define PW_P 1
+#define PW_SALT 16
+#define PW_KEY 32
+#define PW_MAXMEM (UINT64_C(96) << 20)
+
+static po_err scrypt_key(const char *password, size_t len, const unsigned char *salt,
+                         size_t salt_len, unsigned ln, unsigned r, unsigned p,
+                         unsigned char key[PW_KEY])
+{
+    if (len == 0 || len > PO_PASSWORD_MAX)
+        return PO_ERR_INVALID;
+    return EVP_PBE_scrypt(password, len, salt, salt_len, UINT64_C(1) << ln, r, p, PW_MAXMEM, key,
+                          PW_KEY) == 1
+               ? PO_OK
+               : PO_ERR_NOMEM;
+}
+
+/* base64 without its padding, as the modular-crypt form writes it */
+static void b64_bare(const unsigned char *in, size_t len, char *out, size_t cap)
+{
+    int n = EVP_EncodeBlock((unsigned char *)out, in, (int)len);
+    PO_ASSERT(n >= 0 && (size_t)n < cap);
+    while (n > 0 && out[n - 1] == '=')
+        out[--n] = 0;
+}
+
+po_err po_password_hash(const char *password, size_t len, char out[PO_PWHASH_SIZE])
+{
+    unsigned char salt[PW_SALT], key[PW_KEY];
+    if (po_random(salt, sizeof salt))
+        return PO_ERR_INTERNAL;
+    po_err rc = scrypt_key(password, len, salt, sizeof salt, PW_LN, PW_R, PW_P, key);
+    if (rc)
+        return rc;
+    char s64[32], k64[48];
+    b64_bare(salt, sizeof salt, s64, sizeof s64);
+    b64_bare(key, sizeof key, k64, sizeof k64);
+    po_secure_zero(key, sizeof key);
+    int n =
+        snprintf(out, PO_PWHASH_SIZE, "$scrypt$ln=%d,r=%d,p=%d$%s$%s", PW_LN, PW_R, PW_P, s64, k64);
+    return n > 0 && n < PO_PWHASH_SIZE ? PO_OK : PO_ERR_INTERNAL;
+}
+
+/* Decodes unpadded base64 of exactly want bytes. */
+static bool b64_bare_decode(const char *in, size_t len, unsigned char *out, size_t want)
+{
+    char pad[64];
+    unsigned char raw[64];
+    if (len == 0 || len + 3 > sizeof pad)
+        return false;
+    memcpy(pad, in, len);
+    while (len % 4)
+        pad[len++] = '=';
+    int n = EVP_DecodeBlock(raw, (const unsigned char *)pad, (int)len);
+    if (n < 0)
+        return false;
+    size_t eq = 0;
+    while (eq < len && pad[len - 1 - eq] == '=')
+        eq++;
+    if ((size_t)n - eq != want)
+        return false;
+    memcpy(out, raw, want);
+    return true;
+}
+
+po_err po_password_verify(const char *password, size_t len, const char *stored)
+{
+    unsigned ln = 0, r = 0, p = 0;
+    int at = 0;
+    if (!stored || sscanf(stored, "$scrypt$ln=%u,r=%u,p=%u$%n", &ln, &r, &p, &at) != 3 || !at ||
+        ln < 10 || ln > 22 || r < 1 || r > 32 || p < 1 || p > 4 ||
+        (UINT64_C(128) * r * (UINT64_C(1) << ln)) > PW_MAXMEM - (UINT64_C(1) << 20))
+        return PO_ERR_INVALID;
+    const char *salt = stored + at, *dollar = strchr(salt, '$');
+    unsigned char s[PW_SALT], want[PW_KEY], got[PW_KEY];
+    if (!dollar || !b64_bare_decode(salt, (size_t)(dollar - salt), s, sizeof s) ||
+        !b64_bare_decode(dollar + 1, strlen(dollar + 1), want, sizeof want))
+        return PO_ERR_INVALID;
+    po_err rc = scrypt_key(password, len, s, sizeof s, ln, r, p, got);
+    if (rc == PO_ERR_INVALID) /* an empty or oversized password matches nothing */
+        return PO_ERR_NOT_FOUND;
+    if (rc)
+        return rc;
+    bool same = po_ct_equal(got, want, sizeof got);
+    po_secure_zero(got, sizeof got);
+    return same ? PO_OK : PO_ERR_NOT_FOUND;
 }
 
 #define SEAL_NONCE 12

@@ -86,6 +86,21 @@ void po_secure_zero(void *p, size_t len);
 po_err po_random(void *buf, size_t len) PO_MUST_CHECK;
 
 /*
+ * Passwords (the console's operators): scrypt (RFC 7914) with a random
+ * 16-byte salt, kept in the modular-crypt form
+ * "$scrypt$ln=15,r=8,p=1$SALT$HASH" (base64 without padding), so stronger
+ * parameters can come later without breaking stored hashes. 32 MiB and
+ * about 0.1 s per hash with these. Passwords are 1..PO_PASSWORD_MAX bytes.
+ */
+#define PO_PASSWORD_MAX 1024
+#define PO_PWHASH_SIZE 128
+po_err po_password_hash(const char *password, size_t len, char out[PO_PWHASH_SIZE]) PO_MUST_CHECK;
+/* PO_OK when password matches stored; PO_ERR_NOT_FOUND when it does not;
+ * PO_ERR_INVALID when stored is not a hash this build reads. Takes the
+ * same time either way (one scrypt). */
+po_err po_password_verify(const char *password, size_t len, const char *stored) PO_MUST_CHECK;
+
+/*
  * Secrets at rest: "sealed:v1:" + base64(nonce[12] | ciphertext | tag[16]),
  * AES-256-GCM under the master key, with `aad` binding the ciphertext to
  * its place (e.g. "t1/wechatpay/apiv3_key") so it cannot be moved.

@@ -1,19 +1,29 @@
 /*
- * admin.c — the operator's dashboard (issue 13 item 11), served by
- * `payonce serve` when it has an admin token (--admin-token-file):
+ * admin.c — the operator's console (docs/operations.md, "The console"),
+ * served by `payonce serve --console` (or with --admin-token-file) on the
+ * operations listener when there is one:
  *
- *   GET  /admin                 the page: HTML, CSS and script in this
- *                               file, nothing fetched from elsewhere
+ *   GET  /admin, /admin/console.js, /admin/console.css
+ *                               the page, its script and style, embedded
+ *                               (src/http/console/); nothing is fetched
+ *                               from elsewhere and no script is inline
  *                               (Content-Security-Policy says so)
- *   GET  /admin/api/summary     the figures (bearer admin token)
- *   POST /admin/api/alerts/ack  {"tenant","id","note"?}: acknowledge an
- *                               alert, as "dashboard" (bearer admin token)
+ *   POST /admin/login           {"name","password"} → a session cookie
+ *   POST /admin/logout
+ *   GET  /admin/api/VIEW        me, summary, tenants, overview, accounts,
+ *                               journal, search, order, alerts, report,
+ *                               operators
+ *   POST /admin/api/alerts/ACTION  ack, resolve, replay, accept, refund
  *
- * The page reads the summary every 5 s: callbacks of the last hour per
- * channel and outcome (duplicates by layer), ack latency, alerts not
- * resolved with an Acknowledge button, reconciliation runs, merchants'
- * balances, the tenant events' deliveries. Text from outside (alert
- * details, ids) goes into the page as text, never as markup.
+ * Who asks: an operator signed in (the cookie po_session: HttpOnly,
+ * SameSite=Strict, Path=/admin, Secure when the request came over TLS,
+ * i.e. X-Forwarded-Proto: https from the proxy that ends it), whose role
+ * decides what they may do; or a script with the admin token as a bearer
+ * (acts as "dashboard"). A POST on a session must carry the session's CSRF
+ * token in X-CSRF-Token and, when the browser sends Origin, come from this
+ * host; the login takes JSON only (a cross-site form cannot send it). Every
+ * answer is JSON (the report also CSV); the page puts every value in as
+ * text, never as markup.
  */
 #include "http_int.h"
 
@@ -23,91 +33,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char page[] =
-    "<!doctype html><html lang=en><head><meta charset=utf-8>"
-    "<meta name=viewport content='width=device-width, initial-scale=1'>"
-    "<title>payonce</title><style>"
-    "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}"
-    "h1{font-size:20px}h2{font-size:16px;margin-top:1.6em}"
-    "table{border-collapse:collapse;min-width:30em}"
-    "td,th{border-bottom:1px solid #ddd;padding:3px 10px;text-align:left}"
-    "td.n{text-align:right;font-variant-numeric:tabular-nums}"
-    "#err{color:#b00}.muted{color:#777}button{cursor:pointer}"
-    "</style></head><body>"
-    "<h1>payonce <span class=muted id=when></span></h1>"
-    "<form id=login><label>Admin token <input id=token type=password autocomplete=off></label> "
-    "<button id=load>Show</button></form><p id=err></p>"
-    "<div id=main hidden>"
-    "<h2>Callbacks in the last hour</h2><p>acks <b id=acks></b>, ack latency p50 <b id=p50></b>"
-    " p99 <b id=p99></b></p>"
-    "<table id=callbacks><thead><tr><th>channel<th>outcome<th>layer<th>count</thead>"
-    "<tbody></tbody></table>"
-    "<h2>Alerts not resolved</h2><table id=alerts><thead><tr><th>created<th>tenant<th>kind"
-    "<th>order<th>amount<th>detail<th>state<th></thead><tbody></tbody></table>"
-    "<h2>Reconciliation runs</h2><table id=runs><thead><tr><th>imported<th>tenant<th>channel"
-    "<th>period<th>rows</thead><tbody></tbody></table>"
-    "<h2>Merchants' balances</h2><table id=balances><thead><tr><th>tenant<th>account"
-    "<th>balance</thead><tbody></tbody></table>"
-    "<h2>Tenant events</h2><p id=webhooks></p></div>"
-    "<script>\n"
-    "'use strict';\n"
-    "const $=id=>document.getElementById(id);\n"
-    "let token=sessionStorage.getItem('payonce_admin')||'';\n"
-    "function money(minor,cur){const e=['JPY','KRW','VND'].includes(cur)?0:2;"
-    "if(e===0)return minor+' '+cur;const neg=minor<0,a=Math.abs(minor);"
-    "return (neg?'-':'')+Math.trunc(a/100)+'.'+String(a%100).padStart(2,'0')+' '+cur;}\n"
-    "function row(tbody,cells,cls){const tr=document.createElement('tr');"
-    "cells.forEach((c,i)=>{const td=document.createElement('td');"
-    "if(c instanceof Node)td.appendChild(c);else td.textContent=c;"
-    "if(cls&&cls[i])td.className=cls[i];tr.appendChild(td);});tbody.appendChild(tr);return tr;}\n"
-    "function fill(id,items,cells,cls){const tb=$(id).querySelector('tbody');"
-    "tb.replaceChildren();items.forEach(x=>row(tb,cells(x),cls));}\n"
-    "async function call(method,path,body){const r=await fetch(path,{method,"
-    "headers:{'Authorization':'Bearer '+token,'Content-Type':'application/json'},"
-    "body:body?JSON.stringify(body):undefined});"
-    "if(!r.ok)throw new Error(path+': HTTP '+r.status);return r.json();}\n"
-    "async function ack(a){try{await call('POST','/admin/api/alerts/ack',"
-    "{tenant:a.tenant,id:a.id,note:'acknowledged on the dashboard'});await load();}"
-    "catch(e){$('err').textContent=e.message;}}\n"
-    "async function load(){if(!token)return;let d;"
-    "try{d=await call('GET','/admin/api/summary');}"
-    "catch(e){$('err').textContent=e.message;$('main').hidden=true;return;}"
-    "$('err').textContent='';$('main').hidden=false;$('login').hidden=true;"
-    "$('when').textContent=d.now;"
-    "const h=d.last_hour;$('acks').textContent=h.acks;"
-    "$('p50').textContent=h.acks?'\\u2264 '+h.ack_p50_ms+' ms':'-';"
-    "$('p99').textContent=h.acks?'\\u2264 '+h.ack_p99_ms+' ms':'-';"
-    "fill('callbacks',h.callbacks,c=>[c.channel,c.outcome,c.outcome==='duplicate'?String(c.layer)"
-    ":'',String(c.count)],[0,0,0,'n']);"
-    "fill('alerts',d.alerts,a=>{const b=document.createElement('button');"
-    "b.textContent=a.state==='open'?'Acknowledge':'acknowledged';b.disabled=a.state!=='open';"
-    "b.dataset.id=a.id;b.onclick=()=>ack(a);return [a.created_at,a.tenant,a.reason,"
-    "a.out_trade_no||'',money(a.amount,a.currency),a.detail,a.state+(a.state_by?' by "
-    "'+a.state_by:''),b];},"
-    "[0,0,0,0,'n']);"
-    "fill('runs',d.recon_runs,r=>[r.imported_at,r.tenant,r.channel,r.period_start+' .. '+"
-    "r.period_end,String(r.rows)],[0,0,0,0,'n']);"
-    "fill('balances',d.merchant_balances,b=>[b.tenant,b.account,money(b.balance,b.currency)],"
-    "[0,0,'n']);"
-    "const w=d.webhooks;$('webhooks').textContent=w.endpoints+' endpoints, '+w.pending+"
-    "' deliveries pending'+(w.oldest_pending?' (oldest '+w.oldest_pending+')':'')+', '+w.dead+"
-    "' dead';}\n"
-    "$('login').onsubmit=e=>{e.preventDefault();token=$('token').value;"
-    "sessionStorage.setItem('payonce_admin',token);load();};\n"
-    "load();setInterval(load,5000);\n"
-    "</script></body></html>\n";
+struct po_asset {
+    const char *name, *type, *text;
+};
+extern const struct po_asset po_console_assets[];
+extern const int po_console_assets_count;
 
-static bool authorized(const struct po_hcall *h)
-{
-    const char *auth = h->req.header(h->req.ctx, "Authorization");
-    size_t n = strlen(h->ctx->admin_token);
-    return auth && strncmp(auth, "Bearer ", 7) == 0 && strlen(auth + 7) == n &&
-           po_ct_equal(auth + 7, h->ctx->admin_token, n);
-}
+#define COOKIE "po_session"
+#define NOTE_MAX 500
+
+/* Who is asking. */
+struct who {
+    bool token; /* the admin token as a bearer: a script, "dashboard" */
+    struct po_session ses;
+};
 
 static void error(struct po_hcall *h, unsigned status, const char *code, const char *message)
 {
-    char body[256];
+    char body[384];
     (void)snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code,
                    message);
     po_hresp_set(&h->resp, status, "application/json", body);
@@ -125,11 +68,113 @@ static void answer_json(struct po_hcall *h, json_t *doc)
     free(text);
 }
 
+static void unavailable(struct po_hcall *h)
+{
+    error(h, 503, "store_unavailable", "the database did not answer; retry");
+}
+
+static bool bearer_ok(const struct po_hcall *h)
+{
+    const char *auth = h->req.header(h->req.ctx, "Authorization");
+    size_t n = strlen(h->ctx->admin_token);
+    return n && auth && strncmp(auth, "Bearer ", 7) == 0 && strlen(auth + 7) == n &&
+           po_ct_equal(auth + 7, h->ctx->admin_token, n);
+}
+
+/* The value of cookie `name` in the Cookie header, or false. */
+static bool cookie(const struct po_hcall *h, const char *name, char *out, size_t cap)
+{
+    const char *c = h->req.header(h->req.ctx, "Cookie");
+    size_t nl = strlen(name);
+    while (c && *c) {
+        c += strspn(c, " ;");
+        size_t len = strcspn(c, ";");
+        if (len > nl && strncmp(c, name, nl) == 0 && c[nl] == '=') {
+            size_t v = len - nl - 1;
+            if (v >= cap)
+                return false;
+            memcpy(out, c + nl + 1, v);
+            out[v] = 0;
+            return true;
+        }
+        c += len;
+    }
+    return false;
+}
+
+static bool over_tls(const struct po_hcall *h)
+{
+    const char *p = h->req.header(h->req.ctx, "X-Forwarded-Proto");
+    return p && strcmp(p, "https") == 0;
+}
+
+static void set_cookie(struct po_hcall *h, const char *value, int max_age)
+{
+    char c[192];
+    (void)snprintf(c, sizeof c, COOKIE "=%s; Path=/admin; Max-Age=%d; HttpOnly; SameSite=Strict%s",
+                   value, max_age, over_tls(h) ? "; Secure" : "");
+    po_hresp_header(&h->resp, "Set-Cookie", c);
+}
+
+/* A request from a browser page of another site says so in Origin (every
+ * browser sends it on a POST); it must name this host. */
+static bool same_origin(const struct po_hcall *h)
+{
+    const char *origin = h->req.header(h->req.ctx, "Origin"),
+               *host = h->req.header(h->req.ctx, "Host");
+    if (!origin)
+        return true;
+    const char *rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
+                       : strncmp(origin, "https://", 8) == 0 ? origin + 8
+                                                             : NULL;
+    return rest && host && strcmp(rest, host) == 0;
+}
+
+/* ---- the requests ---- */
+
+static const char *arg(const struct po_hcall *h, const char *name)
+{
+    const char *v = h->req.arg(h->req.ctx, name);
+    return v && *v ? v : NULL;
+}
+
+/* The tenant filter: none (every tenant), or one that exists; false after
+ * answering 400/404. */
+static bool tenant_arg(struct po_hcall *h, struct po_store *s, bool required, const char **out)
+{
+    const char *t = arg(h, "tenant");
+    *out = t;
+    if (!t && !required)
+        return true;
+    if (!t || !po_id_valid(t, PO_ID_MAX)) {
+        error(h, 400, "invalid_request", "tenant: a tenant id");
+        return false;
+    }
+    char err[PO_ERRBUF_SIZE];
+    po_err rc = po_tenant_check(s, t, err, sizeof err);
+    if (rc == PO_ERR_NOT_FOUND)
+        error(h, 404, "tenant_not_found", "no such tenant");
+    else if (rc)
+        unavailable(h);
+    return rc == PO_OK;
+}
+
+static void me(struct po_hcall *h, const struct who *w)
+{
+    if (w->token)
+        answer_json(
+            h, json_pack("{s:s, s:s, s:b}", "name", "dashboard", "role", "admin", "token", true));
+    else
+        answer_json(h, json_pack("{s:s, s:s, s:s, s:s}", "name", w->ses.name, "role",
+                                 po_role_name(w->ses.role), "csrf", w->ses.csrf, "expires_at",
+                                 w->ses.expires_at));
+}
+
 static void summary(struct po_hcall *h, struct po_store *s)
 {
     json_t *d = NULL;
     if (po_view_dashboard(s, &d)) {
-        error(h, 503, "store_unavailable", "the database did not answer; retry");
+        unavailable(h);
         return;
     }
     char now[PO_TIME_SIZE];
@@ -139,34 +184,279 @@ static void summary(struct po_hcall *h, struct po_store *s)
     answer_json(h, d);
 }
 
-static void acknowledge(struct po_hcall *h, struct po_store *s)
+/* Answers a view's result: 503 when the store failed, 404 when the object
+ * is not there. */
+static void view_answer(struct po_hcall *h, po_err rc, json_t **docp, const char *what)
 {
-    json_t *in = NULL;
+    json_t *doc = *docp; /* read after the view ran (arguments have no order) */
+    if (rc == PO_ERR_INVALID)
+        error(h, 400, "invalid_request", what);
+    else if (rc)
+        unavailable(h);
+    else if (!doc)
+        error(h, 404, "not_found", what);
+    else
+        answer_json(h, doc);
+}
+
+static void report(struct po_hcall *h, struct po_store *s, const char *tenant)
+{
+    const char *from = arg(h, "from"), *to = arg(h, "to"), *format = arg(h, "format");
+    if (!po_report_dates_ok(from, to)) {
+        error(h, 400, "invalid_request", "from, to: days YYYY-MM-DD (UTC), from <= to");
+        return;
+    }
+    struct po_report r;
     char err[PO_ERRBUF_SIZE] = "";
+    if (po_report_make(s, tenant, from, to, &r, err, sizeof err)) {
+        unavailable(h);
+        return;
+    }
+    if (format && strcmp(format, "csv") == 0) {
+        char *csv = po_report_csv(&r);
+        if (csv) {
+            char disp[160];
+            (void)snprintf(disp, sizeof disp, "attachment; filename=\"payonce-%s-report.csv\"",
+                           tenant);
+            po_hresp_set(&h->resp, 200, "text/csv; charset=utf-8", csv);
+            po_hresp_header(&h->resp, "Content-Disposition", disp);
+        } else {
+            error(h, 500, "internal", "out of memory");
+        }
+        free(csv);
+    } else {
+        answer_json(h, po_report_json(&r, from, to));
+    }
+    po_report_free(&r);
+}
+
+static int int_arg(const struct po_hcall *h, const char *name, int min, int max, int dflt)
+{
+    int64_t v = 0;
+    const char *t = arg(h, name);
+    return t && po_parse_i64(t, min, max, &v) == PO_OK ? (int)v : dflt;
+}
+
+static void view(struct po_hcall *h, struct po_store *s, const struct who *w)
+{
+    const char *v = h->req.params[0], *tenant = NULL;
+    json_t *doc = NULL;
+    if (strcmp(v, "me") == 0) {
+        me(h, w);
+    } else if (strcmp(v, "summary") == 0) {
+        summary(h, s);
+    } else if (strcmp(v, "tenants") == 0) {
+        view_answer(h, po_view_tenants(s, &doc), &doc, "tenants");
+    } else if (strcmp(v, "operators") == 0) {
+        if (!w->token && w->ses.role != PO_ROLE_ADMIN)
+            error(h, 403, "forbidden", "the operators are shown to admins");
+        else
+            view_answer(h, po_view_operators(s, &doc), &doc, "operators");
+    } else if (strcmp(v, "overview") == 0) {
+        if (tenant_arg(h, s, false, &tenant))
+            view_answer(
+                h,
+                po_view_traffic(s, tenant, int_arg(h, "hours", 1, 720, 24), h->req.now_unix, &doc),
+                &doc, "hours: 1..720");
+    } else if (strcmp(v, "accounts") == 0) {
+        if (tenant_arg(h, s, false, &tenant))
+            view_answer(h, po_view_accounts(s, tenant, &doc), &doc, "accounts");
+    } else if (strcmp(v, "journal") == 0) {
+        const char *account = arg(h, "account"), *cur = arg(h, "currency");
+        if (!tenant_arg(h, s, true, &tenant))
+            return;
+        if (!account || strlen(account) >= PO_ACCOUNT_SIZE || !cur || !po_currency_valid(cur))
+            error(h, 400, "invalid_request", "account and currency");
+        else
+            view_answer(h,
+                        po_view_account_journal(s, tenant, account, cur,
+                                                int_arg(h, "limit", 1, 1000, 100), &doc),
+                        &doc, "account");
+    } else if (strcmp(v, "search") == 0) {
+        const char *q = arg(h, "q");
+        if (!tenant_arg(h, s, false, &tenant))
+            return;
+        if (!q || !po_id_valid(q, PO_TXN_ID_MAX))
+            error(h, 400, "invalid_request", "q: an out_trade_no or a channel transaction id");
+        else
+            view_answer(h, po_view_find_orders(s, tenant, q, &doc), &doc, "orders");
+    } else if (strcmp(v, "order") == 0) {
+        const char *no = arg(h, "out_trade_no");
+        if (!tenant_arg(h, s, true, &tenant))
+            return;
+        if (!no || !po_id_valid(no, PO_ID_MAX))
+            error(h, 400, "invalid_request", "out_trade_no");
+        else
+            view_answer(h, po_view_order_trail(s, tenant, no, &doc), &doc, "no such order");
+    } else if (strcmp(v, "alerts") == 0) {
+        const char *state = arg(h, "state");
+        if (!tenant_arg(h, s, false, &tenant))
+            return;
+        if (state && !po_alert_state_valid(state))
+            error(h, 400, "invalid_request", "state: open, acknowledged or resolved");
+        else
+            view_answer(h, po_view_alerts_console(s, tenant, state, &doc), &doc, "alerts");
+    } else if (strcmp(v, "report") == 0) {
+        if (tenant_arg(h, s, true, &tenant))
+            report(h, s, tenant);
+    } else {
+        error(h, 404, "not_found", "no such view");
+    }
+}
+
+/* POST /admin/api/alerts/ACTION {tenant, id, note, out_refund_no?} */
+static void alert_action(struct po_hcall *h, struct po_store *s, const struct who *w)
+{
+    const char *action = h->req.params[0];
+    if (!w->token && w->ses.role == PO_ROLE_VIEWER) {
+        error(h, 403, "forbidden", "a viewer cannot work alerts (role operator or admin)");
+        return;
+    }
+    json_t *in = NULL;
     if (po_json_parse(h->req.body, h->req.body_len, &in, NULL, 0) || !json_is_object(in)) {
         json_decref(in);
-        error(h, 400, "invalid_request", "a JSON object {tenant, id, note?}");
+        error(h, 400, "invalid_request", "a JSON object {tenant, id, note, out_refund_no?}");
         return;
     }
     const char *tenant = json_string_value(json_object_get(in, "tenant"));
     const char *id = json_string_value(json_object_get(in, "id"));
     const char *note = json_string_value(json_object_get(in, "note"));
-    bool changed = false;
-    po_err rc = tenant && id && po_id_valid(tenant, PO_ID_MAX)
-                    ? po_alert_act(s, tenant, id, PO_ALERT_ACK, "dashboard", note, &changed, err,
-                                   sizeof err)
-                    : PO_ERR_INVALID;
+    const char *refund_no = json_string_value(json_object_get(in, "out_refund_no"));
+    const char *actor = w->token ? "dashboard" : w->ses.name;
+    char err[PO_ERRBUF_SIZE] = "";
+    bool changed = false, resolved = false;
+    struct po_outcome out = {0};
+    struct po_suspense_refund sr;
+    po_err rc = PO_ERR_INVALID;
+    bool known = true;
+    if (!tenant || !id || !po_id_valid(tenant, PO_ID_MAX) || strlen(id) >= PO_KEY_SIZE) {
+        rc = PO_ERR_INVALID;
+    } else if ((note && strlen(note) > NOTE_MAX) ||
+               ((!note || !*note) && !(w->token && strcmp(action, "ack") == 0))) {
+        /* (a script's acknowledgement may come without one, as it could) */
+        json_decref(in);
+        error(h, 400, "note_required", "every action on the console takes a note (1-500 bytes)");
+        return;
+    } else if (strcmp(action, "ack") == 0) {
+        rc = po_alert_act(s, tenant, id, PO_ALERT_ACK, actor, note, &changed, err, sizeof err);
+    } else if (strcmp(action, "resolve") == 0) {
+        rc = po_alert_act(s, tenant, id, PO_ALERT_RESOLVE, actor, note, &changed, err, sizeof err);
+    } else if (strcmp(action, "replay") == 0) {
+        rc = po_alert_replay(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
+    } else if (strcmp(action, "accept") == 0) {
+        rc = po_alert_accept(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
+    } else if (strcmp(action, "refund") == 0) {
+        rc = refund_no && po_id_valid(refund_no, PO_ID_MAX)
+                 ? po_alert_refund(s, h->ctx->gw->cfg->master_key, tenant, id, refund_no, actor,
+                                   note, &sr, err, sizeof err)
+                 : PO_ERR_INVALID;
+    } else {
+        known = false;
+    }
     json_decref(in);
-    if (rc == PO_ERR_NOT_FOUND)
+    if (!known) {
+        error(h, 404, "not_found", "actions: ack, resolve, replay, accept, refund");
+    } else if (rc == PO_ERR_NOT_FOUND) {
         error(h, 404, "alert_not_found", "no such alert");
-    else if (rc == PO_ERR_CONFLICT)
-        error(h, 409, "alert_resolved", "the alert is resolved already");
-    else if (rc == PO_ERR_INVALID)
-        error(h, 400, "invalid_request", "tenant, id, and a note of one line");
-    else if (rc)
-        error(h, 503, "store_unavailable", "the database did not answer; retry");
-    else
-        answer_json(h, json_pack("{s:s, s:b}", "state", "acknowledged", "changed", changed));
+    } else if (rc == PO_ERR_CONFLICT) {
+        char msg[300];
+        (void)snprintf(msg, sizeof msg, "not done: %s", err[0] ? err : "the alert is resolved");
+        for (char *p = msg; *p; p++) /* the message goes into JSON as it is */
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+                *p = '\'';
+        error(h, 409, "conflict", msg);
+    } else if (rc == PO_ERR_INVALID) {
+        error(h, 400, "invalid_request",
+              "tenant, id (the alert's), a note; refund: out_refund_no, a new refund number");
+    } else if (rc) {
+        unavailable(h);
+    } else if (strcmp(action, "refund") == 0) {
+        answer_json(h, json_pack("{s:s, s:s, s:s, s:b}", "action", action, "out_refund_no",
+                                 sr.out_refund_no, "status", sr.status, "created", sr.created));
+    } else if (strcmp(action, "replay") == 0 || strcmp(action, "accept") == 0) {
+        answer_json(h, json_pack("{s:s, s:s, s:b}", "action", action, "outcome",
+                                 po_outcome_name(out.kind), "resolved", resolved));
+    } else {
+        answer_json(h, json_pack("{s:s, s:s, s:b}", "action", action, "state",
+                                 strcmp(action, "ack") == 0 ? "acknowledged" : "resolved",
+                                 "changed", changed));
+    }
+}
+
+/* POST /admin/login {"name","password"} */
+static void login(struct po_hcall *h, struct po_store *s)
+{
+    const char *type = h->req.header(h->req.ctx, "Content-Type");
+    if (!type || strncmp(type, "application/json", 16) != 0 || !same_origin(h)) {
+        error(h, 403, "forbidden", "sign in from the console's page (JSON, same origin)");
+        return;
+    }
+    json_t *in = NULL;
+    if (po_json_parse(h->req.body, h->req.body_len, &in, NULL, 0) || !json_is_object(in)) {
+        json_decref(in);
+        error(h, 400, "invalid_request", "a JSON object {name, password}");
+        return;
+    }
+    const char *name = json_string_value(json_object_get(in, "name"));
+    json_t *pw = json_object_get(in, "password");
+    struct po_session ses;
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = name && json_is_string(pw)
+                    ? po_operator_login(s, name, json_string_value(pw), json_string_length(pw),
+                                        &ses, err, sizeof err)
+                    : PO_ERR_NOT_FOUND;
+    bool valid = name && po_operator_name_valid(name);
+    if (rc == PO_ERR_NOT_FOUND || rc == PO_ERR_INVALID) {
+        error(h, 401, "unauthorized", "unknown operator or wrong password");
+    } else if (rc == PO_ERR_CONFLICT) {
+        error(h, 429, "locked", "too many wrong passwords: try again in a minute");
+        po_hresp_header(&h->resp, "Retry-After", "60");
+    } else if (rc) {
+        unavailable(h);
+    } else {
+        set_cookie(h, ses.token, PO_SESSION_TTL_S);
+        answer_json(h, json_pack("{s:s, s:s, s:s, s:s}", "name", ses.name, "role",
+                                 po_role_name(ses.role), "csrf", ses.csrf, "expires_at",
+                                 ses.expires_at));
+        po_secure_zero(&ses, sizeof ses);
+    }
+    po_log(rc ? PO_LOG_WARN : PO_LOG_INFO, "console: %s signs in%s", valid ? name : "(bad name)",
+           rc == PO_OK             ? ""
+           : rc == PO_ERR_CONFLICT ? ": locked"
+                                   : ": refused");
+    json_decref(in);
+}
+
+/* The session or bearer of the request; false after answering 401/403. */
+static bool authenticate(struct po_hcall *h, struct po_store *s, struct who *w)
+{
+    memset(w, 0, sizeof *w);
+    char token[PO_SESSION_TOKEN_SIZE + 1];
+    if (h->req.header(h->req.ctx, "Authorization")) {
+        if (bearer_ok(h)) {
+            w->token = true;
+            return true;
+        }
+    } else if (cookie(h, COOKIE, token, sizeof token)) {
+        po_err rc = po_operator_session(s, token, &w->ses);
+        if (rc && rc != PO_ERR_NOT_FOUND) {
+            unavailable(h);
+            return false;
+        }
+        if (!rc) {
+            if (strcmp(h->req.method, "POST") != 0)
+                return true;
+            const char *csrf = h->req.header(h->req.ctx, "X-CSRF-Token");
+            if (csrf && strlen(csrf) == strlen(w->ses.csrf) &&
+                po_ct_equal(csrf, w->ses.csrf, strlen(csrf)) && same_origin(h))
+                return true;
+            error(h, 403, "csrf", "a change needs the session's X-CSRF-Token, from this origin");
+            return false;
+        }
+    }
+    error(h, 401, "unauthorized",
+          "sign in (POST /admin/login) or send the admin token as a bearer");
+    return false;
 }
 
 static void admin_job(void *arg)
@@ -174,36 +464,64 @@ static void admin_job(void *arg)
     struct po_hcall *h = arg;
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";
+    const char *path = h->req.path;
+    bool post = strcmp(h->req.method, "POST") == 0;
+    struct who w;
     if (po_store_pool_acquire(h->ctx->gw->pool, 2000, &s, err, sizeof err)) {
         error(h, 503, "store_unavailable", "no database connection free; retry");
-    } else {
-        if (strcmp(h->req.method, "POST") == 0)
-            acknowledge(h, s);
-        else
-            summary(h, s);
-        po_store_pool_release(h->ctx->gw->pool, s);
+        h->complete(h);
+        return;
     }
+    if (strcmp(path, "/admin/login") == 0) {
+        login(h, s);
+    } else if (authenticate(h, s, &w)) {
+        if (strcmp(path, "/admin/logout") == 0) {
+            char token[PO_SESSION_TOKEN_SIZE + 1];
+            if (!w.token && cookie(h, COOKIE, token, sizeof token) &&
+                po_operator_logout(s, token)) {
+                unavailable(h);
+            } else {
+                set_cookie(h, "", 0);
+                answer_json(h, json_pack("{s:b}", "signed_out", true));
+            }
+        } else if (post) {
+            alert_action(h, s, &w);
+        } else {
+            view(h, s, &w);
+        }
+    }
+    po_store_pool_release(h->ctx->gw->pool, s);
     h->complete(h);
+}
+
+static void security_headers(struct po_hcall *h)
+{
+    po_hresp_header(&h->resp, "Content-Security-Policy",
+                    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+                    " connect-src 'self'; form-action 'none'; base-uri 'none';"
+                    " frame-ancestors 'none'");
+    po_hresp_header(&h->resp, "X-Frame-Options", "DENY"); /* browsers before CSP 2 */
+    po_hresp_header(&h->resp, "X-Content-Type-Options", "nosniff");
+    po_hresp_header(&h->resp, "Referrer-Policy", "no-referrer");
 }
 
 bool po_admin_start(struct po_hcall *h,
                     bool (*submit)(void *ctx, struct po_hcall *h, void (*job)(void *)), void *ctx)
 {
-    if (!h->ctx->admin_token[0]) {
-        error(h, 404, "not_found", "no dashboard: serve has no --admin-token-file");
+    if (!h->ctx->console) {
+        error(h, 404, "not_found", "no console: serve runs without --console");
         return false;
     }
-    if (strcmp(h->req.path, "/admin") == 0) {
-        po_hresp_set(&h->resp, 200, "text/html; charset=utf-8", page);
-        po_hresp_header(&h->resp, "Content-Security-Policy",
-                        "default-src 'none'; script-src 'unsafe-inline'; style-src"
-                        " 'unsafe-inline'; connect-src 'self'; form-action 'none';"
-                        " frame-ancestors 'none'");
-        po_hresp_header(&h->resp, "X-Frame-Options", "DENY"); /* browsers before CSP 2 */
-        return false;
-    }
-    if (!authorized(h)) {
-        error(h, 401, "unauthorized", "send the admin token as 'Authorization: Bearer …'");
+    const char *path = h->req.path;
+    if (strcmp(h->req.method, "GET") == 0 && strncmp(path, "/admin/api/", 11) != 0) {
+        const char *name = strcmp(path, "/admin") == 0 ? "index.html" : path + 7;
+        for (int i = 0; i < po_console_assets_count; i++)
+            if (strcmp(po_console_assets[i].name, name) == 0) {
+                po_hresp_set(&h->resp, 200, po_console_assets[i].type, po_console_assets[i].text);
+                security_headers(h);
+                return false;
+            }
+        error(h, 404, "not_found", "no such page");
         return false;
     }
     return submit(ctx, h, admin_job);

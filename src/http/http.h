@@ -22,6 +22,8 @@ struct po_server_cfg {
     /* The operator's dashboard (/admin) answers its data only to this
      * bearer token; NULL or "": no dashboard (404). */
     const char *admin_token;
+    /* The console (/admin: operators sign in); on with an admin token too. */
+    bool console;
     /* Tests only: the clock callbacks' timestamps are checked against
      * (unix seconds; NULL: the real one). */
     int64_t (*clock)(void *ctx);

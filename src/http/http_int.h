@@ -54,7 +54,8 @@ void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 /* What every handler may use of the server. */
 struct po_http_ctx {
     const struct po_gateway_parts *gw; /* the pool, the committer, the workers, the bulkheads */
-    char admin_token[129];             /* "": no dashboard */
+    char admin_token[129];             /* "": no bearer access to /admin/api */
+    bool console;                      /* /admin is served */
     void (*api_hook)(void *ctx, const char *route);
     void *api_hook_ctx;
 };

@@ -71,6 +71,9 @@ static void answer(struct po_hcall *h)
     if (d->outcome.kind == PO_OUT_INVALID)
         po_metrics_verify_failure(cb->ch->name, d->outcome.reason);
     po_metrics_callback(cb->ch->name, d->outcome.kind, d->outcome.layer, micros);
+    bool paid = d->outcome.kind == PO_OUT_APPLIED && cb->item.ev.type == PO_EV_PAY_SUCCESS;
+    po_traffic_count(cb->tenant, cb->ch->name, d->outcome.kind, d->outcome.layer, micros,
+                     paid ? cb->item.ev.amount_minor : 0, paid ? cb->item.ev.currency : NULL);
     log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb,
              ack.status, micros);
     h->logged = true;

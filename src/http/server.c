@@ -844,6 +844,7 @@ po_err po_server_start(struct po_gateway *gw, const struct po_server_cfg *cfg,
         teardown(srv);
         return PO_ERR_INVALID;
     }
+    srv->http.console = cfg->console || srv->http.admin_token[0];
     srv->http.api_hook = cfg->api_hook;
     srv->http.api_hook_ctx = cfg->api_hook_ctx;
     unsigned char rnd[4];

@@ -215,6 +215,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
                                  .keys_s = cfg->keys_s,
                                  .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
                                  .notify = cfg->notify,
+                                 .history_days = (int)cfg->history_days,
                                  .committer = p->cb.committer};
         jc.notify.timeout_ms = (long)cfg->channel_timeout_ms;
         rc = recon_times(cfg, &jc.recon, err, errcap);

@@ -63,6 +63,7 @@ struct po_gateway_cfg {
      * channel's zone, the day after; recon_at NULL: when the channel
      * publishes), its retry and how many past days it looks at. */
     int64_t recon_s, recon_retry_s, recon_days;
+    int64_t history_days; /* the console's traffic history kept (0: all) */
     /* How often the channels' verification keys are refreshed (WeChat Pay's
      * platform certificates; 0: off). */
     int64_t keys_s;

@@ -40,6 +40,7 @@
 #include "jobs.h"
 #include "order_query.h"
 #include "refund_submit.h"
+#include "traffic.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -69,7 +70,23 @@ struct po_jobs {
     bool stop;
     char holder[96];       /* this node in job_lease: host:pid:random */
     bool holding[L_COUNT]; /* what the last round found, for the log */
+    bool traffic_warned;   /* the last flush failed (said once) */
 };
+
+/* This node's callback counts into the console's history (every node, no
+ * lease: each adds its own). */
+static void flush_traffic(struct po_jobs *j, int64_t now)
+{
+    struct po_store *s = NULL;
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_store_open(j->cfg.db_url, &s, err, sizeof err);
+    if (!rc)
+        rc = po_traffic_flush(s, j->holder, now, j->cfg.history_days, err, sizeof err);
+    po_store_close(s);
+    if (rc && !j->traffic_warned)
+        po_log(PO_LOG_WARN, "console history: not written (kept for the next try): %s", err);
+    j->traffic_warned = rc != PO_OK;
+}
 
 /* Whether this node runs job k's round now: it holds the job's lease, or
  * the lease expired (or never existed) and this node takes it. The
@@ -238,10 +255,19 @@ static void *jobs_main(void *arg)
     int64_t start = (int64_t)time(NULL);
     int64_t next_query = start + j->cfg.query_s, next_refund = start + j->cfg.refund_s,
             next_recon = start + 5, next_keys = start + 10, next_reap = start,
-            next_notify = start + j->notify_s;
+            next_notify = start + j->notify_s, next_traffic = start + PO_TRAFFIC_FLUSH_S;
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         int64_t now = (int64_t)time(NULL), next = next_reap;
+        if (now >= next_traffic) {
+            pthread_mutex_unlock(&j->mu);
+            flush_traffic(j, now);
+            pthread_mutex_lock(&j->mu);
+            next_traffic = now + PO_TRAFFIC_FLUSH_S;
+            continue;
+        }
+        if (next_traffic < next)
+            next = next_traffic;
         if (j->cfg.query_s && next_query < next)
             next = next_query;
         if (j->cfg.refund_s && next_refund < next)
@@ -302,6 +328,7 @@ void po_jobs_stop(struct po_jobs *j)
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
     pthread_join(j->thread, NULL);
+    flush_traffic(j, (int64_t)time(NULL)); /* what it counted last */
     /* a node that stops cleanly hands its jobs over at once */
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";

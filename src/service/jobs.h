@@ -29,6 +29,8 @@ struct po_jobs_cfg {
     struct po_recon_daily_cfg recon;
     /* alerts to the operator's receivers (on when one is configured) */
     struct po_alert_notify_cfg notify;
+    /* the console's callback history: flushed by every node, pruned after */
+    int history_days;
     /* serve's committer: every engine call of the jobs goes through it
      * (NULL: applied on the jobs' own connection) */
     struct po_committer *committer;

@@ -21,9 +21,13 @@ const struct po_option po_options[] = {
     {"ops-listen", PO_OPT_STR, 0, 0, 0, "", "HOST:PORT",
      "a second listener for /healthz, /readyz and /metrics only (then not on --listen)", false,
      GW(ops_listen)},
+    {"console", PO_OPT_FLAG, 0, 1, 0, "", NULL,
+     "serve the operator's console at /admin (operators: payonce operator add; on the"
+     " --ops-listen listener when there is one)",
+     false, 0, 0},
     {"admin-token-file", PO_OPT_STR, 0, 0, 0, "", "FILE",
-     "a file holding the operator dashboard's bearer token (16-128 characters); without it"
-     " /admin is off",
+     "a file holding a bearer token for scripts reading /admin/api (16-128 characters; they"
+     " act as \"dashboard\"); turns the console on",
      false, 0, 0},
     {"log-level", PO_OPT_STR, 0, 0, 0, "info", "LEVEL",
      "debug, info, warn or error; re-read from the config file on SIGHUP", false, 0, 0},
@@ -83,6 +87,9 @@ const struct po_option po_options[] = {
     {"recon-retry", PO_OPT_INT, 60, D, 1800, NULL, "S",
      "a bill not published or not fetched yet is tried again after S seconds", false,
      GW(recon_retry_s)},
+    {"console-history-days", PO_OPT_INT, 0, 3650, 30, NULL, "DAYS",
+     "days of callback history the console keeps (the traffic table; 0: keep all)", false,
+     GW(history_days)},
     {"recon-days", PO_OPT_INT, 1, 31, 3, NULL, "N",
      "days back the daily reconciliation catches up (after a stop)", false, GW(recon_days)},
     {"channel-timeout-ms", PO_OPT_INT, 100, 60000, 10000, NULL, "MS",

@@ -13,6 +13,8 @@
  */
 #include "report.h"
 
+#include <jansson.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,4 +219,71 @@ void po_report_free(struct po_report *r)
     free(r->rows);
     r->rows = NULL;
     r->n = r->cap = 0;
+}
+
+static bool date_ok(const char *d)
+{
+    if (!d)
+        return true;
+    char at[40], back[PO_TIME_SIZE];
+    if (strlen(d) != 10 || d[4] != '-' || d[7] != '-' ||
+        po_fmt(at, sizeof at, "%.10sT00:00:00Z", d))
+        return false;
+    int64_t t = po_clock_unix_of(at);
+    if (t <= 0)
+        return false;
+    /* a real day: it comes back the same (2026-13-01 would not) */
+    po_clock_iso_ms(t * 1000, back, sizeof back);
+    return strncmp(back, d, 10) == 0;
+}
+
+bool po_report_dates_ok(const char *from, const char *to)
+{
+    return date_ok(from) && date_ok(to) && !(from && to && strcmp(from, to) > 0);
+}
+
+json_t *po_report_json(const struct po_report *r, const char *from, const char *to)
+{
+    json_t *rows = json_array();
+    for (int i = 0; rows && i < r->n; i++) {
+        const struct po_report_row *x = &r->rows[i];
+        json_array_append_new(
+            rows,
+            json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "day", x->day,
+                      "merchant", x->merchant, "channel", x->channel, "currency", x->currency,
+                      "journals", (json_int_t)x->journals, "gross", (json_int_t)x->gross, "refunds",
+                      (json_int_t)x->refunds, "profit_shares", (json_int_t)x->shares, "net",
+                      (json_int_t)x->net, "suspense_in", (json_int_t)x->suspense_in, "suspense_out",
+                      (json_int_t)x->suspense_out, "fees_milli", (json_int_t)x->fees_milli));
+    }
+    json_t *doc = json_pack("{s:s, s:s?, s:s?, s:o, s:b, s:i}", "tenant", r->tenant, "from", from,
+                            "to", to, "rows", rows, "reconciled", r->mismatches == 0,
+                            "accounts_checked", r->accounts_checked);
+    if (doc && r->mismatches)
+        json_object_set_new(doc, "first_mismatch", json_string(r->first_mismatch));
+    return doc;
+}
+
+char *po_report_csv(const struct po_report *r)
+{
+    static const char head[] = "day,tenant,merchant,channel,currency,journals,gross_minor,"
+                               "refunds_minor,profit_shares_minor,net_minor,suspense_in_minor,"
+                               "suspense_out_minor,fees_milli\n";
+    size_t line = 11 + 3 * (PO_ID_MAX + 1) + PO_CHANNEL_SIZE + 5 + 8 * 21 + 16;
+    size_t cap = sizeof head + (size_t)r->n * line, used = sizeof head - 1;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    memcpy(out, head, sizeof head);
+    for (int i = 0; i < r->n; i++) {
+        const struct po_report_row *x = &r->rows[i];
+        int n = snprintf(
+            out + used, cap - used, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+            x->day, r->tenant, x->merchant, x->channel, x->currency, (long long)x->journals,
+            (long long)x->gross, (long long)x->refunds, (long long)x->shares, (long long)x->net,
+            (long long)x->suspense_in, (long long)x->suspense_out, (long long)x->fees_milli);
+        PO_ASSERT(n > 0 && (size_t)n < cap - used);
+        used += (size_t)n;
+    }
+    return out;
 }

@@ -44,5 +44,14 @@ po_err po_report_make(struct po_store *s, const char *tenant, const char *from, 
 po_err po_report_reconcile(struct po_store *s, struct po_report *r, char *err,
                            size_t errcap) PO_MUST_CHECK;
 void po_report_free(struct po_report *r);
+/* from and to: each NULL or a real day YYYY-MM-DD, from <= to. */
+bool po_report_dates_ok(const char *from, const char *to);
+/* {tenant, from, to, rows: [...], reconciled, accounts_checked,
+ * first_mismatch?}: what `payonce report --json` prints and the console
+ * shows. NULL when out of memory. */
+struct json_t *po_report_json(const struct po_report *r, const char *from, const char *to);
+/* The CSV (a header line, then one line per row, amounts in minor units);
+ * heap text, NULL when out of memory. */
+char *po_report_csv(const struct po_report *r);
 
 #endif

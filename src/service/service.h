@@ -39,6 +39,8 @@
 #include "order_pay.h"
 #include "recon_daily.h"
 #include "report.h"
+#include "operators.h"
+#include "traffic.h"
 #include "jobs.h"
 #include "webhook.h"
 #include "gateway.h"

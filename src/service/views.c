@@ -187,11 +187,11 @@ static po_err list(struct po_store *s, const char *sql, const char *tenant, cons
 }
 
 /* Every row of a query without parameters, as objects. */
-static po_err all_rows(struct po_store *s, const char *sql, const char *const *fields, int n,
-                       json_t **out)
+po_err po_view_rows(struct po_store *s, const char *sql, const struct po_param *params, int np,
+                    const char *const *fields, int n, json_t **out)
 {
     struct po_rows r;
-    po_err rc = po_store_exec(s, sql, PO_NO_PARAMS, &r, NULL, NULL, 0);
+    po_err rc = po_store_exec(s, sql, params, np, &r, NULL, NULL, 0);
     if (rc)
         return rc;
     json_t *data = json_array();
@@ -200,6 +200,12 @@ static po_err all_rows(struct po_store *s, const char *sql, const char *const *f
     po_rows_free(&r);
     *out = data;
     return PO_OK;
+}
+
+static po_err all_rows(struct po_store *s, const char *sql, const char *const *fields, int n,
+                       json_t **out)
+{
+    return po_view_rows(s, sql, PO_NO_PARAMS, fields, n, out);
 }
 
 po_err po_view_dashboard(struct po_store *s, json_t **out)

@@ -19,6 +19,10 @@
  * object does not exist. */
 po_err po_view_order(struct po_store *s, const char *tenant, const char *out_trade_no,
                      json_t **out) PO_MUST_CHECK;
+/* Any query's rows as an array of objects by a field list: one member per
+ * column, "name" text, "#name" an integer (null when NULL). */
+po_err po_view_rows(struct po_store *s, const char *sql, const struct po_param *params, int np,
+                    const char *const *fields, int n, json_t **out) PO_MUST_CHECK;
 po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,
                       json_t **out) PO_MUST_CHECK;
 /* [{account, currency, balance, updated_at}] in account order. */
@@ -71,5 +75,34 @@ po_err po_view_channel(struct po_store *s, const char *tenant, const char *chann
  * when there is no such order. */
 po_err po_view_order_channel(struct po_store *s, const char *tenant, const char *out_trade_no,
                              char *channel, size_t cap, bool *found) PO_MUST_CHECK;
+
+/* ---- the operator's console (console_views.c) ---- */
+
+/* Orders of one tenant (or every tenant: NULL) whose out_trade_no or
+ * channel transaction id is q: [{tenant, out_trade_no, channel,
+ * channel_txn_id, amount, currency, status, created_at}], at most 20. */
+po_err po_view_find_orders(struct po_store *s, const char *tenant, const char *q,
+                           json_t **out) PO_MUST_CHECK;
+/* Everything about one order on one page: the order, the callbacks and
+ * queries that changed it (processed records: key, source, outcome), its
+ * journals with their postings, refunds, alerts, the tenant events it
+ * caused and each event's webhook deliveries with their attempts. *out
+ * NULL when there is no such order. */
+po_err po_view_order_trail(struct po_store *s, const char *tenant, const char *out_trade_no,
+                           json_t **out) PO_MUST_CHECK;
+/* Every ledger account of one tenant (or all: NULL) per currency, with
+ * its kind (merchant_payable, channel_clearing, suspense, fees, refunds,
+ * …: the account name up to its colon). */
+po_err po_view_accounts(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
+/* Alerts of one tenant (or all: NULL), newest first, at most 200: state
+ * NULL or "" for those not resolved, else that state. Each with its short
+ * id (what every action takes). */
+po_err po_view_alerts_console(struct po_store *s, const char *tenant, const char *state,
+                              json_t **out) PO_MUST_CHECK;
+/* The journal behind one balance: the newest `limit` postings to account
+ * in currency, with their journal (kind, order, refund, time), and the sum
+ * of all its postings beside the cached balance. */
+po_err po_view_account_journal(struct po_store *s, const char *tenant, const char *account,
+                               const char *currency, int limit, json_t **out) PO_MUST_CHECK;
 
 #endif

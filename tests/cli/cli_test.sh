@@ -132,6 +132,28 @@ EOF
   check alerts-resolved-text 0 "$BIN" alerts --db "$db" --tenant t1
   has alerts-resolved-text "$tmp/out" "(resolved by bob at .*: a tampered callback; the genuine one credited)"
   check alerts-help 0 "$BIN" alerts --help; has alerts-help "$tmp/out" "payonce alerts resolve"
+  # the console's operators (issue 26 item 1): passwords from a file or stdin, never argv
+  printf 'pw-of-alice\nignored second line\n' > "$tmp/alice.pw"
+  check operator-add 0 "$BIN" operator add --db "$db" --name alice --role operator --password-file "$tmp/alice.pw"
+  has operator-add "$tmp/out" "operator alice added, role operator"
+  check operator-dup 1 "$BIN" operator add --db "$db" --name alice --password-file "$tmp/alice.pw"
+  has operator-dup "$tmp/err" "operator alice exists"
+  check operator-role-bad 2 "$BIN" operator add --db "$db" --name bob --role boss --password-file "$tmp/alice.pw"
+  check operator-no-file 2 "$BIN" operator add --db "$db" --name bob --password-file "$tmp/none.pw"
+  has operator-no-file "$tmp/err" "none.pw"
+  : > "$tmp/empty.pw"
+  check operator-empty 2 "$BIN" operator add --db "$db" --name bob --password-file "$tmp/empty.pw"
+  check operator-bad-name 1 "$BIN" operator add --db "$db" --name "b o b" --password-file "$tmp/alice.pw"
+  check operator-stdin 0 sh -c "echo pw-of-bob | '$BIN' operator add --db '$db' --name bob --password-file -"
+  has operator-stdin "$tmp/out" "role viewer"
+  check operator-role 0 "$BIN" operator role --db "$db" --name bob --role admin
+  check operator-list 0 "$BIN" operator list --db "$db" --json
+  json operator-list "[(o['name'], o['role']) for o in d] == [('alice', 'operator'), ('bob', 'admin')]"
+  check operator-text 0 "$BIN" operator list --db "$db"; has operator-text "$tmp/out" "^alice  *operator  *created .* last sign-in never  sessions 0$"
+  if grep -q "pw-of" "$tmp/out" "$tmp/err"; then echo "FAIL operator: a password printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
+  check operator-passwd 0 "$BIN" operator passwd --db "$db" --name alice --password-file "$tmp/alice.pw"
+  check operator-remove 0 "$BIN" operator remove --db "$db" --name bob
+  check operator-remove-again 1 "$BIN" operator remove --db "$db" --name bob; has operator-remove-again "$tmp/err" "no operator bob"
   check alerts-json 0 "$BIN" alerts --db "$db" --tenant t1 --json
   # amounts a person reads are in major units (issue 13 item 8); JSON keeps minor units
   check balances-text 0 "$BIN" ledger balances --db "$db" --tenant t1

@@ -687,13 +687,18 @@ static void admin_call(const char *method, const char *path, const char *token, 
 }
 
 /* The dashboard's data (issue 13 item 11; the page itself is tested in a
- * browser by dashboard_test.sh): the token guards it, the summary has this
+ * browser by console_test.sh): the admin token (scripts) guards it, the summary has this
  * run's callbacks and alerts, an alert can be acknowledged. */
 static void check_admin(void)
 {
     struct reply r;
     admin_call("GET", "/admin", NULL, NULL, &r);
-    T_CHECK(r.status == 200 && strstr(r.body, "Acknowledge"), "GET /admin: %ld", r.status);
+    T_CHECK(r.status == 200 && strstr(r.body, "/admin/console.js"), "GET /admin: %ld", r.status);
+    admin_call("GET", "/admin/console.js", NULL, NULL, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "acknowledge"), "GET /admin/console.js: %ld",
+            r.status);
+    admin_call("GET", "/admin/nothing.js", NULL, NULL, &r);
+    T_CHECK(r.status == 404, "GET /admin/nothing.js: %ld", r.status);
     admin_call("GET", "/admin/api/summary", NULL, NULL, &r);
     T_CHECK(r.status == 401, "summary without the token: %ld", r.status);
     admin_call("GET", "/admin/api/summary", "test-admin-token-0123456788", NULL, &r);

@@ -270,9 +270,11 @@ static void ping_works(void **state)
  * reference tables, copied whole to every node. A migration that breaks
  * it fails here, on both stores. */
 static const char *const reference_tables[] = {
-    "schema_version", /* the migrations applied: one row per migration */
-    "api_key",        /* found by key id before the tenant is known (authentication) */
-    "job_lease",      /* which serve node runs each background job: one row per job */
+    "schema_version",   /* the migrations applied: one row per migration */
+    "api_key",          /* found by key id before the tenant is known (authentication) */
+    "job_lease",        /* which serve node runs each background job: one row per job */
+    "operator",         /* the console's people: the deployment's, not a tenant's */
+    "operator_session", /* their signed-in browsers */
     NULL,
 };
 

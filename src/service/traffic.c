@@ -1,0 +1,378 @@
+/*
+ * traffic.c — the console's history of callbacks (traffic.h).
+ *
+ * The callback path counts into a small open-addressed table keyed by
+ * tenant and channel under one mutex (a probe and a few additions; the
+ * metrics' atomics cannot be keyed by a tenant). Every PO_TRAFFIC_FLUSH_S
+ * the jobs thread takes the table's counts and adds them, one row per
+ * kind, to traffic (bucket, tenant, channel, node, kind) with an upsert, so
+ * nodes and flushes add up and a restart loses at most the counts of one
+ * interval. A tenant that does not fit (the table is full: callbacks for
+ * many made-up tenants) is counted as PO_TRAFFIC_OTHER.
+ */
+#include "traffic.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the ack-latency buckets' upper bounds, as the metrics have them */
+static const char *const ack_le[] = {"1",   "2.5", "5",    "10",   "25",   "50", "100",
+                                     "250", "500", "1000", "2500", "5000", "inf"};
+static const uint64_t ack_le_us[] = {1000,   2500,   5000,   10000,   25000,   50000,
+                                     100000, 250000, 500000, 1000000, 2500000, 5000000};
+#define NACK (sizeof ack_le / sizeof *ack_le)
+
+struct slot {
+    bool used;
+    char tenant[PO_ID_MAX + 1];
+    char channel[PO_CHANNEL_SIZE];
+    uint64_t out[PO_OUT_COUNT][4];
+    uint64_t ack[NACK];
+    char cur[PO_TRAFFIC_CURRENCIES][4];
+    int64_t volume[PO_TRAFFIC_CURRENCIES];
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct slot table[PO_TRAFFIC_KEYS_MAX];
+static int used;
+
+static uint64_t hash(const char *tenant, const char *channel)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (const char *p = tenant; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    h = (h ^ '/') * 1099511628211u;
+    for (const char *p = channel; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    return h;
+}
+
+/* The slot of tenant/channel, taken when new; NULL when the table is full
+ * (called under mu). The last free slot is kept for PO_TRAFFIC_OTHER. */
+static struct slot *find(const char *tenant, const char *channel)
+{
+    for (size_t i = hash(tenant, channel) % PO_TRAFFIC_KEYS_MAX, n = 0; n < PO_TRAFFIC_KEYS_MAX;
+         n++, i = (i + 1) % PO_TRAFFIC_KEYS_MAX) {
+        struct slot *s = &table[i];
+        if (s->used && strcmp(s->tenant, tenant) == 0 && strcmp(s->channel, channel) == 0)
+            return s;
+        if (!s->used) {
+            if (used >= PO_TRAFFIC_KEYS_MAX - 1 && strcmp(tenant, PO_TRAFFIC_OTHER) != 0)
+                return NULL;
+            s->used = true;
+            used++;
+            PO_ASSERT(po_strcpy(s->tenant, sizeof s->tenant, tenant) == PO_OK &&
+                      po_strcpy(s->channel, sizeof s->channel, channel) == PO_OK);
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static struct slot *slot_of(const char *tenant, const char *channel)
+{
+    if (!channel || strlen(channel) >= PO_CHANNEL_SIZE)
+        channel = "unknown";
+    struct slot *s = tenant && po_id_valid(tenant, PO_ID_MAX) ? find(tenant, channel) : NULL;
+    return s ? s : find(PO_TRAFFIC_OTHER, channel);
+}
+
+static void add_volume(struct slot *s, const char *currency, int64_t minor)
+{
+    for (int c = 0; c < PO_TRAFFIC_CURRENCIES; c++)
+        if (!s->cur[c][0] || strcmp(s->cur[c], currency) == 0) {
+            memcpy(s->cur[c], currency, 4);
+            s->volume[c] += minor;
+            return;
+        }
+}
+
+void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_kind outcome,
+                      int layer, uint64_t micros, int64_t credited_minor, const char *currency)
+{
+    size_t b = 0;
+    while (b < NACK - 1 && micros > ack_le_us[b])
+        b++;
+    pthread_mutex_lock(&mu);
+    struct slot *s = slot_of(tenant, channel);
+    if (s && (unsigned)outcome < PO_OUT_COUNT) {
+        s->out[outcome][layer >= 0 && layer <= 3 ? layer : 0]++;
+        s->ack[b]++;
+        if (credited_minor > 0 && currency && po_currency_valid(currency))
+            add_volume(s, currency, credited_minor);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void po_traffic_reset(void)
+{
+    pthread_mutex_lock(&mu);
+    memset(table, 0, sizeof table);
+    used = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Takes the counts (the table is empty afterwards); *n slots in *out. */
+static po_err take(struct slot **out, int *n)
+{
+    pthread_mutex_lock(&mu);
+    *n = used;
+    *out = used ? malloc((size_t)used * sizeof **out) : NULL;
+    if (used && !*out) {
+        pthread_mutex_unlock(&mu);
+        return PO_ERR_NOMEM;
+    }
+    for (int i = 0, k = 0; i < PO_TRAFFIC_KEYS_MAX; i++)
+        if (table[i].used)
+            (*out)[k++] = table[i];
+    memset(table, 0, sizeof table);
+    used = 0;
+    pthread_mutex_unlock(&mu);
+    return PO_OK;
+}
+
+/* Puts counts back after a flush that failed. */
+static void give_back(const struct slot *taken, int n)
+{
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < n; i++) {
+        struct slot *s = slot_of(taken[i].tenant, taken[i].channel);
+        if (!s)
+            continue;
+        for (size_t o = 0; o < PO_OUT_COUNT; o++)
+            for (size_t l = 0; l < 4; l++)
+                s->out[o][l] += taken[i].out[o][l];
+        for (size_t b = 0; b < NACK; b++)
+            s->ack[b] += taken[i].ack[b];
+        for (int c = 0; c < PO_TRAFFIC_CURRENCIES && taken[i].cur[c][0]; c++)
+            add_volume(s, taken[i].cur[c], taken[i].volume[c]);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* The kind of outcome o at layer l: "applied", "duplicate:2", … */
+static void outcome_kind(size_t o, size_t l, char *buf, size_t cap)
+{
+    if (o == PO_OUT_DUPLICATE)
+        (void)snprintf(buf, cap, "duplicate:%zu", l ? l : 1);
+    else
+        (void)snprintf(buf, cap, "%s", po_outcome_name((enum po_outcome_kind)o));
+}
+
+static po_err upsert(struct po_store *s, const char *bucket, const struct slot *x, const char *node,
+                     const char *kind, int64_t n, char *err, size_t errcap)
+{
+    if (!n)
+        return PO_OK;
+    return po_store_exec(s,
+                         "INSERT INTO traffic (bucket, tenant_id, channel, node, kind, n) VALUES"
+                         " (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, bucket, channel, node, kind)"
+                         " DO UPDATE SET n = traffic.n + excluded.n",
+                         PO_PARAMS(PO_TEXT(bucket), PO_TEXT(x->tenant), PO_TEXT(x->channel),
+                                   PO_TEXT(node), PO_TEXT(kind), PO_I64(n)),
+                         NULL, NULL, err, errcap);
+}
+
+static void bucket_of(int64_t unix_s, char out[PO_TIME_SIZE])
+{
+    char iso[PO_TIME_SIZE];
+    po_clock_iso_ms((unix_s - unix_s % PO_TRAFFIC_BUCKET_S) * 1000, iso, sizeof iso);
+    (void)snprintf(out, PO_TIME_SIZE, "%.16s", iso); /* YYYY-MM-DDTHH:MM */
+}
+
+po_err po_traffic_flush(struct po_store *s, const char *node, int64_t now_unix, int keep_days,
+                        char *err, size_t errcap)
+{
+    struct slot *t = NULL;
+    int n = 0;
+    po_err rc = take(&t, &n);
+    char bucket[PO_TIME_SIZE], kind[32];
+    bucket_of(now_unix, bucket);
+    if (!rc && n)
+        rc = po_store_begin(s, err, errcap);
+    for (int i = 0; !rc && i < n; i++) {
+        for (size_t o = 0; !rc && o < PO_OUT_COUNT; o++)
+            for (size_t l = 0; !rc && l < 4; l++) {
+                outcome_kind(o, l, kind, sizeof kind);
+                rc = upsert(s, bucket, &t[i], node, kind, (int64_t)t[i].out[o][l], err, errcap);
+            }
+        for (size_t b = 0; !rc && b < NACK; b++) {
+            (void)snprintf(kind, sizeof kind, "ack_le:%s", ack_le[b]);
+            rc = upsert(s, bucket, &t[i], node, kind, (int64_t)t[i].ack[b], err, errcap);
+        }
+        for (int c = 0; !rc && c < PO_TRAFFIC_CURRENCIES && t[i].cur[c][0]; c++) {
+            (void)snprintf(kind, sizeof kind, "volume:%s", t[i].cur[c]);
+            rc = upsert(s, bucket, &t[i], node, kind, t[i].volume[c], err, errcap);
+        }
+    }
+    if (!rc && n)
+        rc = po_store_commit(s, err, errcap);
+    else if (rc && n)
+        po_store_rollback(s);
+    if (rc && t)
+        give_back(t, n);
+    free(t);
+    if (!rc && keep_days > 0) {
+        char oldest[PO_TIME_SIZE];
+        bucket_of(now_unix - (int64_t)keep_days * 86400, oldest);
+        rc = po_store_exec_tx(s, "DELETE FROM traffic WHERE bucket < ?", PO_PARAMS(PO_TEXT(oldest)),
+                              NULL, err, errcap);
+    }
+    return rc;
+}
+
+/* ---- the console's view ---- */
+
+enum { K_APPLIED, K_DUPLICATE, K_REJECTED, K_FAILED, K_IGNORED, K_COUNT };
+static const char *const k_names[K_COUNT] = {"applied", "duplicate", "rejected", "failed",
+                                             "ignored"};
+
+struct point {
+    uint64_t k[K_COUNT];
+    uint64_t ack[NACK];
+    json_t *volume; /* {"CNY": minor, …} */
+};
+
+/* Adds one (kind, n) to a point. */
+static void add_kind(struct point *p, const char *kind, int64_t n)
+{
+    if (n <= 0)
+        return;
+    if (strncmp(kind, "ack_le:", 7) == 0) {
+        for (size_t b = 0; b < NACK; b++)
+            if (strcmp(kind + 7, ack_le[b]) == 0)
+                p->ack[b] += (uint64_t)n;
+    } else if (strncmp(kind, "volume:", 7) == 0) {
+        json_t *v = json_object_get(p->volume, kind + 7);
+        json_object_set_new(p->volume, kind + 7, json_integer((v ? json_integer_value(v) : 0) + n));
+    } else if (strcmp(kind, "applied") == 0) {
+        p->k[K_APPLIED] += (uint64_t)n;
+    } else if (strncmp(kind, "duplicate", 9) == 0) {
+        p->k[K_DUPLICATE] += (uint64_t)n;
+    } else if (strcmp(kind, "rejected") == 0 || strcmp(kind, "suspense") == 0) {
+        p->k[K_REJECTED] += (uint64_t)n;
+    } else if (strcmp(kind, "retry") == 0 || strcmp(kind, "invalid") == 0) {
+        p->k[K_FAILED] += (uint64_t)n;
+    } else if (strcmp(kind, "ignored") == 0) {
+        p->k[K_IGNORED] += (uint64_t)n;
+    }
+}
+
+/* The bound (ms) under which fraction q of the acks fell; -1 past 5 s. */
+static double quantile_ms(const uint64_t *ack, double q)
+{
+    uint64_t total = 0, seen = 0;
+    for (size_t b = 0; b < NACK; b++)
+        total += ack[b];
+    uint64_t want = (uint64_t)((double)total * q + 0.999999);
+    for (size_t b = 0; total && b < NACK; b++) {
+        seen += ack[b];
+        if (seen >= want)
+            return b < NACK - 1 ? (double)ack_le_us[b] / 1000.0 : -1;
+    }
+    return 0;
+}
+
+static json_t *point_json(const struct point *p)
+{
+    json_t *o = json_object();
+    uint64_t acks = 0;
+    for (size_t b = 0; b < NACK; b++)
+        acks += p->ack[b];
+    for (int k = 0; k < K_COUNT; k++)
+        json_object_set_new(o, k_names[k], json_integer((json_int_t)p->k[k]));
+    json_object_set_new(o, "acks", json_integer((json_int_t)acks));
+    json_object_set_new(o, "ack_p50_ms", acks ? json_real(quantile_ms(p->ack, 0.5)) : json_null());
+    json_object_set_new(o, "ack_p99_ms", acks ? json_real(quantile_ms(p->ack, 0.99)) : json_null());
+    json_object_set_new(o, "volume", json_incref(p->volume));
+    return o;
+}
+
+po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_t now_unix,
+                       json_t **out)
+{
+    if (hours < 1 || hours > 720)
+        return PO_ERR_INVALID;
+    /* points: 5 minutes (16 characters of the bucket, minutes rounded down
+     * in C) up to 12 hours, hours (13 characters) beyond */
+    bool fine = hours <= 12;
+    int64_t step = fine ? PO_TRAFFIC_BUCKET_S : 3600;
+    int64_t last = now_unix - now_unix % step,
+            first = last - ((int64_t)hours * 3600 / step - 1) * step;
+    int npoints = (int)((last - first) / step) + 1;
+    char from[PO_TIME_SIZE];
+    bucket_of(first, from);
+    struct point *pts = calloc((size_t)npoints, sizeof *pts);
+    if (!pts)
+        return PO_ERR_NOMEM;
+    for (int i = 0; i < npoints; i++)
+        pts[i].volume = json_object();
+    struct po_rows r = {0};
+    po_err rc = po_store_exec(
+        s,
+        "SELECT bucket, tenant_id, channel, kind, SUM(n) FROM traffic WHERE"
+        " bucket >= ? AND (? = '' OR tenant_id = ?) GROUP BY bucket,"
+        " tenant_id, channel, kind",
+        PO_PARAMS(PO_TEXT(from), PO_TEXT(tenant ? tenant : ""), PO_TEXT(tenant ? tenant : "")), &r,
+        NULL, NULL, 0);
+    json_t *by = json_object(); /* "tenant\tchannel" → point */
+    struct point *pairs = rc ? NULL : calloc((size_t)r.nrows + 1, sizeof *pairs);
+    int npairs = 0;
+    if (!rc && !pairs)
+        rc = PO_ERR_NOMEM;
+    for (int i = 0; !rc && i < r.nrows; i++) {
+        const char *b = po_rows_get(&r, i, 0), *kind = po_rows_get(&r, i, 3);
+        int64_t n = 0, t = 0;
+        char full[PO_TIME_SIZE];
+        if (po_rows_i64(&r, i, 4, &n) || !b || strlen(b) != 16 ||
+            po_fmt(full, sizeof full, "%s:00Z", b) || po_time_parse(full, &t))
+            continue;
+        int64_t at = t - ((t % step) + step) % step;
+        if (at >= first && at <= last)
+            add_kind(&pts[(at - first) / step], kind, n);
+        char key[PO_ID_MAX + PO_CHANNEL_SIZE + 2];
+        (void)snprintf(key, sizeof key, "%s\t%s", po_rows_get(&r, i, 1), po_rows_get(&r, i, 2));
+        json_t *ix = json_object_get(by, key);
+        if (!ix) {
+            ix = json_integer(npairs);
+            pairs[npairs++].volume = json_object();
+            json_object_set_new(by, key, ix);
+        }
+        add_kind(&pairs[json_integer_value(ix)], kind, n);
+    }
+    po_rows_free(&r);
+    json_t *series = json_array(), *rows = json_array();
+    for (int i = 0; i < npoints; i++) {
+        char at[PO_TIME_SIZE];
+        po_clock_iso_ms((first + (int64_t)i * step) * 1000, at, sizeof at);
+        json_t *p = point_json(&pts[i]);
+        json_object_set_new(p, "at", json_string(at));
+        json_array_append_new(series, p);
+        json_decref(pts[i].volume);
+    }
+    const char *key;
+    json_t *ix;
+    json_object_foreach(by, key, ix)
+    {
+        const char *tab = strchr(key, '\t');
+        json_t *p = point_json(&pairs[json_integer_value(ix)]);
+        json_object_set_new(p, "tenant", json_stringn(key, (size_t)(tab - key)));
+        json_object_set_new(p, "channel", json_string(tab + 1));
+        json_array_append_new(rows, p);
+    }
+    for (int i = 0; i < npairs; i++)
+        json_decref(pairs[i].volume);
+    free(pairs);
+    free(pts);
+    json_decref(by);
+    if (rc) {
+        json_decref(series);
+        json_decref(rows);
+        return rc;
+    }
+    *out = json_pack("{s:i, s:I, s:o, s:o}", "hours", hours, "step_s", (json_int_t)step, "series",
+                     series, "by_tenant_channel", rows);
+    return *out ? PO_OK : PO_ERR_NOMEM;
+}

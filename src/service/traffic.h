@@ -1,0 +1,44 @@
+/*
+ * traffic.h — the console's history of callbacks (traffic.c): what this
+ * node answered, counted in memory on the callback path and added to the
+ * traffic table every few seconds by the background jobs, so the console's
+ * charts are drawn from stored data that outlives restarts.
+ * Part of service.h (which includes every service header).
+ */
+#ifndef PO_SERVICE_TRAFFIC_H
+#define PO_SERVICE_TRAFFIC_H
+
+#include "../core/core.h"
+#include "../event/event.h"
+#include "../store/store.h"
+
+#include <jansson.h>
+
+#define PO_TRAFFIC_FLUSH_S 10    /* how often a node writes what it counted */
+#define PO_TRAFFIC_BUCKET_S 300  /* the table's resolution */
+#define PO_TRAFFIC_KEYS_MAX 1024 /* tenant × channel pairs counted between two flushes */
+#define PO_TRAFFIC_CURRENCIES 4  /* currencies of credited volume per pair and flush */
+#define PO_TRAFFIC_OTHER "-"     /* the tenant of what does not fit (or has no valid name) */
+
+/* One answered callback: its outcome and duplicate layer, the ack's
+ * latency, and for a payment credited now its amount (else 0). Cheap: a
+ * lock held for a hash probe. */
+void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_kind outcome,
+                      int layer, uint64_t micros, int64_t credited_minor, const char *currency);
+/* Adds what was counted since the last flush to the traffic table under
+ * node, in the five-minute bucket of now; on failure the counts are kept
+ * for the next flush. Deletes buckets older than keep_days (0: keep). */
+po_err po_traffic_flush(struct po_store *s, const char *node, int64_t now_unix, int keep_days,
+                        char *err, size_t errcap) PO_MUST_CHECK;
+/* Forgets what was counted and not flushed (tests). */
+void po_traffic_reset(void);
+
+/* The console's overview over the last `hours` (1..720) up to now, of one
+ * tenant or all (NULL): a series (5-minute points up to 12 hours, hourly
+ * beyond) of applied, duplicate, rejected (with suspense), failed (retry,
+ * invalid), acks with p50/p99 bounds and credited volume per currency;
+ * and the same totals per tenant and channel. */
+po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_t now_unix,
+                       json_t **out) PO_MUST_CHECK;
+
+#endif

@@ -11,6 +11,7 @@
  *   payonce_committer_batch_size (histogram), payonce_committer_commit_failures_total,
  *   payonce_committer_deadline_exceeded_total,
  *   payonce_committer_queued
+ *   payonce_console_deliveries_dropped_total
  */
 #include "http_int.h"
 
@@ -324,6 +325,12 @@ char *po_metrics_render(const struct po_committer_stats *committer,
             sum % 1000000);
         put(&o, "payonce_ack_seconds_count{channel=\"%s\"} %lu\n", ch, atomic_load(&ack_count[c]));
     }
+    put(&o,
+        "# HELP payonce_console_deliveries_dropped_total Verified callbacks not recorded"
+        " for the console's order trail (its buffer was full between two flushes).\n"
+        "# TYPE payonce_console_deliveries_dropped_total counter\n"
+        "payonce_console_deliveries_dropped_total %llu\n",
+        (unsigned long long)po_deliveries_dropped());
     put(&o, "# HELP payonce_http_responses_total HTTP responses by status code.\n"
             "# TYPE payonce_http_responses_total counter\n");
     for (size_t i = 0; i <= NCODE; i++) {

@@ -74,6 +74,16 @@ static void answer(struct po_hcall *h)
     bool paid = d->outcome.kind == PO_OUT_APPLIED && cb->item.ev.type == PO_EV_PAY_SUCCESS;
     po_traffic_count(cb->tenant, cb->ch->name, d->outcome.kind, d->outcome.layer, micros,
                      paid ? cb->item.ev.amount_minor : 0, paid ? cb->item.ev.currency : NULL);
+    if (cb->verified) /* forgeries are counted above, never stored one by one */
+        po_deliveries_record(&(struct po_delivery){.tenant = cb->tenant,
+                                                   .channel = cb->ch->name,
+                                                   .request_id = h->req.request_id,
+                                                   .out_trade_no = d->out_trade_no,
+                                                   .outcome = d->outcome.kind,
+                                                   .layer = d->outcome.layer,
+                                                   .reason = d->outcome.reason,
+                                                   .status = ack.status,
+                                                   .micros = micros});
     log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb,
              ack.status, micros);
     h->logged = true;

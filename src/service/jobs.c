@@ -68,23 +68,30 @@ struct po_jobs {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
-    char holder[96];       /* this node in job_lease: host:pid:random */
-    bool holding[L_COUNT]; /* what the last round found, for the log */
-    bool traffic_warned;   /* the last flush failed (said once) */
+    char holder[96];              /* this node in job_lease: host:pid:random */
+    bool holding[L_COUNT];        /* what the last round found, for the log */
+    bool traffic_warned;          /* the last flush failed (said once) */
+    struct po_store *flush_store; /* the history's connection (flush_history) */
 };
 
-/* This node's callback counts into the console's history (every node, no
- * lease: each adds its own). */
-static void flush_traffic(struct po_jobs *j, int64_t now)
+/* This node's deliveries and (every PO_TRAFFIC_FLUSH_S, or all) its
+ * callback counts into the console's history: every node, no lease (each
+ * adds its own), on a connection of their own kept between flushes. */
+static void flush_history(struct po_jobs *j, int64_t now, bool counts)
 {
-    struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_store_open(j->cfg.db_url, &s, err, sizeof err);
+    po_err rc =
+        j->flush_store ? PO_OK : po_store_open(j->cfg.db_url, &j->flush_store, err, sizeof err);
     if (!rc)
-        rc = po_traffic_flush(s, j->holder, now, j->cfg.history_days, err, sizeof err);
-    po_store_close(s);
+        rc = po_deliveries_flush(j->flush_store, j->holder, err, sizeof err);
+    if (!rc && counts)
+        rc = po_traffic_flush(j->flush_store, j->holder, now, j->cfg.history_days, err, sizeof err);
     if (rc && !j->traffic_warned)
         po_log(PO_LOG_WARN, "console history: not written (kept for the next try): %s", err);
+    if (rc) { /* a fresh connection next time */
+        po_store_close(j->flush_store);
+        j->flush_store = NULL;
+    }
     j->traffic_warned = rc != PO_OK;
 }
 
@@ -255,19 +262,23 @@ static void *jobs_main(void *arg)
     int64_t start = (int64_t)time(NULL);
     int64_t next_query = start + j->cfg.query_s, next_refund = start + j->cfg.refund_s,
             next_recon = start + 5, next_keys = start + 10, next_reap = start,
-            next_notify = start + j->notify_s, next_traffic = start + PO_TRAFFIC_FLUSH_S;
+            next_notify = start + j->notify_s, next_traffic = start + PO_TRAFFIC_FLUSH_S,
+            next_deliveries = start + PO_DELIVERY_FLUSH_S;
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         int64_t now = (int64_t)time(NULL), next = next_reap;
-        if (now >= next_traffic) {
+        if (now >= next_deliveries) {
+            bool counts = now >= next_traffic;
             pthread_mutex_unlock(&j->mu);
-            flush_traffic(j, now);
+            flush_history(j, now, counts);
             pthread_mutex_lock(&j->mu);
-            next_traffic = now + PO_TRAFFIC_FLUSH_S;
+            next_deliveries = now + PO_DELIVERY_FLUSH_S;
+            if (counts)
+                next_traffic = now + PO_TRAFFIC_FLUSH_S;
             continue;
         }
-        if (next_traffic < next)
-            next = next_traffic;
+        if (next_deliveries < next)
+            next = next_deliveries;
         if (j->cfg.query_s && next_query < next)
             next = next_query;
         if (j->cfg.refund_s && next_refund < next)
@@ -328,7 +339,8 @@ void po_jobs_stop(struct po_jobs *j)
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
     pthread_join(j->thread, NULL);
-    flush_traffic(j, (int64_t)time(NULL)); /* what it counted last */
+    flush_history(j, (int64_t)time(NULL), true); /* what it counted last */
+    po_store_close(j->flush_store);
     /* a node that stops cleanly hands its jobs over at once */
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";

@@ -106,12 +106,15 @@ void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_k
     pthread_mutex_unlock(&mu);
 }
 
+static void deliveries_reset(void);
+
 void po_traffic_reset(void)
 {
     pthread_mutex_lock(&mu);
     memset(table, 0, sizeof table);
     used = 0;
     pthread_mutex_unlock(&mu);
+    deliveries_reset();
 }
 
 /* Takes the counts (the table is empty afterwards); *n slots in *out. */
@@ -219,7 +222,163 @@ po_err po_traffic_flush(struct po_store *s, const char *node, int64_t now_unix, 
         bucket_of(now_unix - (int64_t)keep_days * 86400, oldest);
         rc = po_store_exec_tx(s, "DELETE FROM traffic WHERE bucket < ?", PO_PARAMS(PO_TEXT(oldest)),
                               NULL, err, errcap);
+        if (!rc) /* 'YYYY-MM-DDTHH:MM' sorts before any time of that minute */
+            rc = po_store_exec_tx(s, "DELETE FROM callback_delivery WHERE at < ?",
+                                  PO_PARAMS(PO_TEXT(oldest)), NULL, err, errcap);
     }
+    return rc;
+}
+
+/* ---- the deliveries of verified callbacks ---- */
+
+struct rec {
+    int64_t at_ms;
+    uint64_t micros;
+    unsigned status;
+    enum po_outcome_kind outcome;
+    int layer;
+    enum po_reason reason;
+    char tenant[PO_ID_MAX + 1], out_trade_no[PO_ID_MAX + 1], request_id[32];
+    char channel[PO_CHANNEL_SIZE];
+};
+
+static pthread_mutex_t dmu = PTHREAD_MUTEX_INITIALIZER;
+static struct rec *buffer; /* PO_DELIVERY_BUFFER, allocated at the first record */
+static int nbuffer;
+static uint64_t dropped;
+
+static void deliveries_reset(void)
+{
+    pthread_mutex_lock(&dmu);
+    nbuffer = 0;
+    dropped = 0;
+    pthread_mutex_unlock(&dmu);
+}
+
+void po_deliveries_record(const struct po_delivery *d)
+{
+    if (!d->tenant || !po_id_valid(d->tenant, PO_ID_MAX) || !d->request_id || !d->channel ||
+        strlen(d->channel) >= PO_CHANNEL_SIZE || strlen(d->request_id) >= sizeof buffer->request_id)
+        return;
+    int64_t at = po_clock_now_ms();
+    pthread_mutex_lock(&dmu);
+    if (!buffer)
+        buffer = calloc(PO_DELIVERY_BUFFER, sizeof *buffer);
+    if (!buffer || nbuffer == PO_DELIVERY_BUFFER) {
+        dropped++;
+        pthread_mutex_unlock(&dmu);
+        return;
+    }
+    struct rec *r = &buffer[nbuffer++];
+    r->at_ms = at;
+    r->micros = d->micros;
+    r->status = d->status;
+    r->outcome = d->outcome;
+    r->layer = d->layer;
+    r->reason = d->reason;
+    PO_ASSERT(po_strcpy(r->tenant, sizeof r->tenant, d->tenant) == PO_OK &&
+              po_strcpy(r->channel, sizeof r->channel, d->channel) == PO_OK &&
+              po_strcpy(r->request_id, sizeof r->request_id, d->request_id) == PO_OK);
+    bool named = d->out_trade_no && po_id_valid(d->out_trade_no, PO_ID_MAX);
+    PO_ASSERT(po_strcpy(r->out_trade_no, sizeof r->out_trade_no, named ? d->out_trade_no : "") ==
+              PO_OK);
+    pthread_mutex_unlock(&dmu);
+}
+
+uint64_t po_deliveries_dropped(void)
+{
+    pthread_mutex_lock(&dmu);
+    uint64_t n = dropped;
+    pthread_mutex_unlock(&dmu);
+    return n;
+}
+
+#define DELIVERY_ROWS_PER_STATEMENT 500 /* within PO_ROWSET_ROWS_MAX */
+#define DELIVERY_COLUMNS 10
+
+/* recs[0..n) in one set-based INSERT (the statement is prepared once). */
+static po_err insert_deliveries(struct po_store *s, const char *node, const struct rec *recs, int n,
+                                char *err, size_t errcap)
+{
+    struct po_param *cells = malloc((size_t)n * DELIVERY_COLUMNS * sizeof *cells);
+    char(*at)[PO_TIME_SIZE] = malloc((size_t)n * sizeof *at);
+    po_err rc = cells && at ? PO_OK : PO_ERR_NOMEM;
+    for (int i = 0; !rc && i < n; i++) {
+        const struct rec *r = &recs[i];
+        po_clock_iso_ms(r->at_ms, at[i], sizeof at[i]);
+        struct po_param *q = &cells[i * DELIVERY_COLUMNS];
+        q[0] = PO_TEXT(r->tenant);
+        q[1] = PO_TEXT(r->request_id);
+        q[2] = PO_TEXT(at[i]);
+        q[3] = PO_TEXT(r->channel);
+        q[4] = r->out_trade_no[0] ? PO_TEXT(r->out_trade_no) : PO_NULLP;
+        q[5] = PO_TEXT(po_outcome_name(r->outcome));
+        q[6] = PO_I64(r->layer);
+        q[7] = r->reason == PO_R_NONE ? PO_NULLP : PO_TEXT(po_reason_name(r->reason));
+        q[8] = PO_I64((int64_t)r->status);
+        q[9] = PO_I64((int64_t)r->micros);
+    }
+    if (!rc) {
+        struct po_rowset rs = {DELIVERY_COLUMNS, n, cells};
+        rc =
+            po_store_exec(s,
+                          "INSERT INTO callback_delivery (tenant_id, request_id, at, node, channel,"
+                          " out_trade_no, outcome, layer, reason, status, micros) SELECT v.t,"
+                          " v.r, v.a, ?, v.c, v.o, v.oc, v.l, v.re, v.st, v.us FROM ?{v: t text,"
+                          " r text, a text, c text, o text, oc text, l int, re text, st int, us"
+                          " int}"
+                          /* WHERE true: SQLite reads ON after a FROM as a join without it */
+                          " WHERE true ON CONFLICT (tenant_id, request_id) DO NOTHING",
+                          PO_PARAMS(PO_TEXT(node), PO_ROWS(&rs)), NULL, NULL, err, errcap);
+    }
+    free(cells);
+    free(at);
+    return rc;
+}
+
+po_err po_deliveries_flush(struct po_store *s, const char *node, char *err, size_t errcap)
+{
+    pthread_mutex_lock(&dmu);
+    int n = nbuffer;
+    struct rec *taken = n ? malloc((size_t)n * sizeof *taken) : NULL;
+    if (n && !taken) {
+        pthread_mutex_unlock(&dmu);
+        return PO_ERR_NOMEM;
+    }
+    if (n)
+        memcpy(taken, buffer, (size_t)n * sizeof *taken);
+    nbuffer = 0;
+    pthread_mutex_unlock(&dmu);
+    if (!n)
+        return PO_OK;
+    /* a transaction per statement: a store with one writer (SQLite) is
+     * held for one short statement at a time, between the committer's */
+    po_err rc = PO_OK;
+    int i = 0;
+    for (; !rc && i < n; i += DELIVERY_ROWS_PER_STATEMENT) {
+        int k = n - i < DELIVERY_ROWS_PER_STATEMENT ? n - i : DELIVERY_ROWS_PER_STATEMENT;
+        rc = po_store_begin(s, err, errcap);
+        if (!rc)
+            rc = insert_deliveries(s, node, taken + i, k, err, errcap);
+        if (!rc)
+            rc = po_store_commit(s, err, errcap);
+        else
+            po_store_rollback(s);
+        if (rc)
+            break;
+    }
+    if (rc) { /* what was not written goes back in front of what came since, as far as
+               * there is room */
+        int left = n - i;
+        pthread_mutex_lock(&dmu);
+        int room = PO_DELIVERY_BUFFER - nbuffer, keep = left < room ? left : room;
+        memmove(buffer + keep, buffer, (size_t)nbuffer * sizeof *buffer);
+        memcpy(buffer, taken + i, (size_t)keep * sizeof *buffer);
+        nbuffer += keep;
+        dropped += (uint64_t)(left - keep);
+        pthread_mutex_unlock(&dmu);
+    }
+    free(taken);
     return rc;
 }
 

@@ -30,8 +30,30 @@ void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_k
  * for the next flush. Deletes buckets older than keep_days (0: keep). */
 po_err po_traffic_flush(struct po_store *s, const char *node, int64_t now_unix, int keep_days,
                         char *err, size_t errcap) PO_MUST_CHECK;
-/* Forgets what was counted and not flushed (tests). */
+/* Forgets what was counted and not flushed, deliveries too (tests). */
 void po_traffic_reset(void);
+
+/* ---- the deliveries of verified callbacks (callback_delivery) ----
+ * Kept in a buffer of PO_DELIVERY_BUFFER until the next flush (every
+ * PO_DELIVERY_FLUSH_S); a delivery that finds it full is not recorded, only
+ * counted (po_deliveries_dropped). */
+#define PO_DELIVERY_BUFFER 32768
+#define PO_DELIVERY_FLUSH_S 2
+struct po_delivery {
+    const char *tenant, *channel, *request_id, *out_trade_no; /* out_trade_no may be NULL */
+    enum po_outcome_kind outcome;
+    int layer;
+    enum po_reason reason;
+    unsigned status; /* the ack's HTTP status */
+    uint64_t micros;
+};
+void po_deliveries_record(const struct po_delivery *d);
+/* Writes what was recorded since the last flush, a few hundred rows per
+ * statement and transaction; what a failure left unwritten is kept for the
+ * next. */
+po_err po_deliveries_flush(struct po_store *s, const char *node, char *err,
+                           size_t errcap) PO_MUST_CHECK;
+uint64_t po_deliveries_dropped(void);
 
 /* The console's overview over the last `hours` (1..720) up to now, of one
  * tenant or all (NULL): a series (5-minute points up to 12 hours, hourly

@@ -83,7 +83,8 @@ po_err po_view_order_channel(struct po_store *s, const char *tenant, const char 
  * channel_txn_id, amount, currency, status, created_at}], at most 20. */
 po_err po_view_find_orders(struct po_store *s, const char *tenant, const char *q,
                            json_t **out) PO_MUST_CHECK;
-/* Everything about one order on one page: the order, the callbacks and
+/* Everything about one order on one page: the order, its verified
+ * callbacks as answered (deliveries: outcome, layer, ack), the callbacks and
  * queries that changed it (processed records: key, source, outcome), its
  * journals with their postings, refunds, alerts, the tenant events it
  * caused and each event's webhook deliveries with their attempts. *out

@@ -129,6 +129,9 @@ try {
     await page.waitForSelector('#trail:not([hidden]) #t-postings tbody tr');
     seen.trail_title = await page.textContent('#trail-title');
     expect('search by transaction id finds the order', seen.trail_title, 'Order ' + env.SEARCH_ORDER + ' of t1');
+    seen.deliveries = await rows(page, 't-deliveries');
+    expect('trail: its three deliveries, one applied and two duplicates caught at layer 1',
+      seen.deliveries.map((d) => d[4] + (d[5] ? '/' + d[5] : '')).join(' '), 'applied duplicate/1 duplicate/1');
     seen.processed = await rows(page, 't-processed');
     seen.postings = await rows(page, 't-postings');
     seen.events = await rows(page, 't-events');

@@ -5,8 +5,10 @@
  * end (expiry, sign-out, a new password, removal, a role change seen at
  * once); the callback history (counted in memory, added per node into the
  * traffic table, kept when the database refuses, overflowing tenants under
- * "-", old buckets pruned) and its view; and the order search, the order's
- * trail and the journal behind a balance, against the ledger.
+ * "-", old buckets pruned) and its view; the deliveries of verified
+ * callbacks kept per order (kept when the database refuses, once per
+ * request, pruned); and the order search, the order's trail and the
+ * journal behind a balance, against the ledger.
  */
 #include "../support/testutil.h"
 
@@ -324,6 +326,82 @@ static void an_order_found_and_traced(void **state)
     json_decref(jr);
 }
 
+static void deliveries_are_kept_per_order(void **state)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    po_traffic_reset();
+    t_seed_order(S, "O-1", 500);
+    struct po_delivery d = {.tenant = "t1",
+                            .channel = "wechatpay",
+                            .request_id = "req-1",
+                            .out_trade_no = "O-1",
+                            .outcome = PO_OUT_APPLIED,
+                            .status = 200,
+                            .micros = 1500};
+    po_deliveries_record(&d);
+    d.request_id = "req-2";
+    d.outcome = PO_OUT_DUPLICATE;
+    d.layer = 1;
+    po_deliveries_record(&d);
+    d.request_id = "req-3";
+    d.layer = 3;
+    po_deliveries_record(&d);
+    d.request_id = "req-4";
+    d.out_trade_no = "<b>"; /* not an order number: kept without one */
+    d.outcome = PO_OUT_REJECTED;
+    d.layer = 0;
+    d.reason = PO_R_AMOUNT_MISMATCH;
+    po_deliveries_record(&d);
+    d.tenant = "no such tenant!"; /* not a tenant name: not kept */
+    po_deliveries_record(&d);
+    /* a flush the database refuses keeps them */
+    assert_int_equal(po_store_exec_tx(S, "ALTER TABLE callback_delivery RENAME TO cd_away", NULL, 0,
+                                      NULL, err, sizeof err),
+                     PO_OK);
+    assert_int_not_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+    assert_int_equal(po_store_exec_tx(S, "ALTER TABLE cd_away RENAME TO callback_delivery", NULL, 0,
+                                      NULL, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+    assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0), 4);
+    assert_int_equal(t_count(S,
+                             "SELECT COUNT(*) FROM callback_delivery WHERE out_trade_no IS NULL"
+                             " AND reason = 'amount_mismatch' AND status = 200",
+                             NULL, 0),
+                     1);
+    /* the same request twice (a flush retried after its commit) is one row */
+    d.tenant = "t1";
+    d.request_id = "req-1";
+    po_deliveries_record(&d);
+    assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+    assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0), 4);
+    assert_int_equal((int)po_deliveries_dropped(), 0);
+    /* the order's trail lists them in order, with their layers */
+    json_t *t = NULL;
+    assert_int_equal(po_view_order_trail(S, "t1", "O-1", &t), PO_OK);
+    json_t *ds = json_object_get(t, "deliveries");
+    assert_int_equal(json_array_size(ds), 3);
+    const char *want[] = {"applied/0", "duplicate/1", "duplicate/3"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *x = json_array_get(ds, i);
+        char got[64];
+        snprintf(got, sizeof got, "%s/%lld", json_string_value(json_object_get(x, "outcome")),
+                 (long long)json_integer_value(json_object_get(x, "layer")));
+        assert_string_equal(got, want[i]);
+        assert_string_equal(json_string_value(json_object_get(x, "node")), "node-a");
+    }
+    json_decref(t);
+    /* pruned with the history */
+    assert_int_equal(po_store_exec_tx(S,
+                                      "UPDATE callback_delivery SET at = '2020-01-01T00:00:00.000Z'"
+                                      " WHERE request_id = 'req-1'",
+                                      NULL, 0, NULL, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(po_traffic_flush(S, "node-a", (int64_t)time(NULL), 30, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0), 3);
+}
+
 int main(int argc, char **argv)
 {
     t_fx_backend = t_backend(argc, argv);
@@ -336,6 +414,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(history_is_stored_and_summed, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(made_up_tenants_do_not_grow_it, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(an_order_found_and_traced, t_fx_setup_seeded,
+                                        t_fx_teardown),
+        cmocka_unit_test_setup_teardown(deliveries_are_kept_per_order, t_fx_setup_seeded,
                                         t_fx_teardown),
     };
     char name[64];

@@ -231,6 +231,9 @@ async function openTrail(o) {
     ['refunded', money(od.refunded_amount, od.currency)], ['created', od.created_at]]) {
     dl.appendChild(el('dt', k)); dl.appendChild(el('dd', v === null ? '-' : v));
   }
+  fill('t-deliveries', t.deliveries, (d) => [d.at, d.channel, d.request_id, d.node, d.outcome,
+    d.outcome === 'duplicate' ? d.layer : '', d.reason, d.status, (d.micros / 1000).toFixed(1)],
+  { empty: 'none recorded (forgeries and callbacks older than the history are not kept)' });
   fill('t-processed', t.processed, (p) => [p.first_seen_at, p.channel, p.event_type, p.source, p.outcome, p.reason, money(p.amount, p.currency), p.key]);
   const lines = t.journals.flatMap((j) => j.postings.map((p) => ({ j, p })));
   fill('t-postings', lines, ({ j, p }) => [j.created_at, j.kind + ' ' + j.key, p.account, money(p.amount, p.currency)]);

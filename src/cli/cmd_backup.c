@@ -92,6 +92,24 @@ static int report(const struct opts *o, const char *verb, const char *from, cons
     return ret;
 }
 
+/* Copies from to to (the online backup API), checks the copy and says
+ * so; a copy that cannot be opened as a payonce database is deleted when
+ * drop_bad (a backup nobody could restore). */
+static int copy_checked(const struct opts *o, const char *verb, const char *from, const char *to,
+                        bool drop_bad)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    int64_t bytes = 0;
+    po_err rc = po_store_sqlite_copy(from, to, &bytes, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    int version = 0, violations = 0;
+    int ret = check_copy(to, &version, &violations);
+    if (ret == EXIT_FAIL && drop_bad)
+        (void)unlink(to);
+    return report(o, verb, from, to, bytes, version, violations, ret);
+}
+
 int cmd_backup(struct po_store *s, const struct opts *o)
 {
     (void)s;
@@ -102,16 +120,7 @@ int cmd_backup(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: no database at %s to back up\n", path);
         return EXIT_FAIL;
     }
-    char err[PO_ERRBUF_SIZE] = "";
-    int64_t bytes = 0;
-    po_err rc = po_store_sqlite_copy(path, to, &bytes, err, sizeof err);
-    if (rc)
-        return cli_fail(rc, err);
-    int version = 0, violations = 0;
-    int ret = check_copy(to, &version, &violations);
-    if (ret == EXIT_FAIL)
-        (void)unlink(to); /* not a backup that could be restored */
-    return report(o, "backup", path, to, bytes, version, violations, ret);
+    return copy_checked(o, "backup", path, to, true);
 }
 
 int cmd_restore(struct po_store *s, const struct opts *o)
@@ -132,13 +141,7 @@ int cmd_restore(struct po_store *s, const struct opts *o)
     int ret = check_copy(from, &version, &violations);
     if (ret == EXIT_FAIL)
         return ret;
-    char err[PO_ERRBUF_SIZE] = "";
-    int64_t bytes = 0;
-    po_err rc = po_store_sqlite_copy(from, path, &bytes, err, sizeof err);
-    if (rc)
-        return cli_fail(rc, err);
-    ret = check_copy(path, &version, &violations);
-    return report(o, "restore", from, path, bytes, version, violations, ret);
+    return copy_checked(o, "restore", from, path, false);
 }
 
 /* ---- migrate-store: the embedded database into PostgreSQL ---- */

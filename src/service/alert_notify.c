@@ -317,12 +317,14 @@ static po_err send_group(struct po_store *s, const struct po_alert_notify_cfg *c
                 if (n < NOTIFY_GROUP_SHOWN)
                     rows[n++] = i;
             }
-    char subject[256], why[PO_ERRBUF_SIZE] = "";
-    bool ok = true;
+    char subject[256] = "", why[PO_ERRBUF_SIZE] = "";
+    bool ok = true, slack = c->url && *c->url && c->format && strcmp(c->format, "slack") == 0,
+         mailing = c->email_to && *c->email_to;
+    /* the text (Slack's and the mail's) is written once */
+    char *text = slack || mailing ? text_of(g, rows, n, total - n, subject, sizeof subject) : NULL;
     if (c->url && *c->url) {
-        char *body = NULL, *text = NULL;
-        if (c->format && strcmp(c->format, "slack") == 0) {
-            text = text_of(g, rows, n, total - n, subject, sizeof subject);
+        char *body = NULL;
+        if (slack) {
             json_t *doc = text ? json_pack("{s:s}", "text", text) : NULL;
             body = doc ? po_json_dumps(doc, JSON_COMPACT) : NULL;
             json_decref(doc);
@@ -336,18 +338,16 @@ static po_err send_group(struct po_store *s, const struct po_alert_notify_cfg *c
             po_log(PO_LOG_WARN, "alerts: tenant %s, %s: the operator's webhook did not take it: %s",
                    cell(g, g->from, C_TENANT), cell(g, g->from, C_REASON), why);
         free(body);
-        free(text);
     }
-    if (c->email_to && *c->email_to) {
-        char *text = text_of(g, rows, n, total - n, subject, sizeof subject);
+    if (mailing) {
         bool mailed = text && mail(c, subject, text, why, sizeof why);
         if (!mailed)
             po_log(PO_LOG_WARN, "alerts: tenant %s, %s: not mailed to %s: %s",
                    cell(g, g->from, C_TENANT), cell(g, g->from, C_REASON), c->email_to,
                    text ? why : "out of memory");
         ok = ok && mailed;
-        free(text);
     }
+    free(text);
     if (!ok) {
         out->groups_failed++;
         return PO_OK; /* tried again next round */

@@ -113,27 +113,33 @@ void po_bench_server_stop(struct po_bench_server *s)
     s->pid = 0;
 }
 
+int po_bench_http_get(unsigned port, const char *path, char *buf, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    size_t len = 0;
+    buf[0] = '\0';
+    if (fd >= 0 && n > 0 && (size_t)n < sizeof req &&
+        connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && write(fd, req, (size_t)n) == n)
+        for (ssize_t k; len < cap - 1 && (k = read(fd, buf + len, cap - 1 - len)) > 0;)
+            len += (size_t)k;
+    if (fd >= 0)
+        close(fd);
+    buf[len] = '\0';
+    return len > 12 && strncmp(buf, "HTTP/1.", 7) == 0 ? (int)strtol(buf + 9, NULL, 10) : 0;
+}
+
 /* The server's committer counters from its /metrics (batches, items). */
 void po_bench_committer_counts(const struct po_bench_server *srv, double *batches, double *items)
 {
     *batches = *items = 0;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    static const char req[] =
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
     static char buf[1 << 20];
-    size_t len = 0;
-    for (ssize_t k; len < sizeof buf - 1 && (k = read(fd, buf + len, sizeof buf - 1 - len)) > 0;)
-        len += (size_t)k;
-    close(fd);
-    buf[len] = '\0';
+    if (po_bench_http_get(srv->port, "/metrics", buf, sizeof buf) != 200)
+        return;
     static const char bn[] = "\npayonce_committer_batches_total ",
                       in[] = "\npayonce_committer_items_total ";
     const char *b = strstr(buf, bn), *i = strstr(buf, in);

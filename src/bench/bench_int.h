@@ -75,6 +75,9 @@ void po_bench_server_stop(struct po_bench_server *s);
 /* The server's committer counters from its /metrics (batches, items; 0 and 0
  * without an answer). */
 void po_bench_committer_counts(const struct po_bench_server *srv, double *batches, double *items);
+/* GET path on the loopback port, the whole answer (head and body) into buf
+ * (cap bytes, NUL-terminated); its status, 0 without an answer. */
+int po_bench_http_get(unsigned port, const char *path, char *buf, size_t cap);
 
 /* `payonce bench --nodes N` (nodes.c). */
 int po_bench_nodes_run(const struct po_bench_cfg *cfg);

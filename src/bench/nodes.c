@@ -42,24 +42,6 @@ static unsigned free_port(void)
     return port;
 }
 
-/* The status of GET path on the loopback port, 0 without an answer. */
-static int http_status(unsigned port, const char *path)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    char req[256], buf[64] = "";
-    int n = snprintf(req, sizeof req,
-                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-    int status = 0;
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        write(fd, req, (size_t)n) == n && read(fd, buf, sizeof buf - 1) > 12)
-        status = (int)strtol(buf + 9, NULL, 10); /* "HTTP/1.1 200" */
-    if (fd >= 0)
-        close(fd);
-    return status;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -107,8 +89,9 @@ static po_err haproxy_start(const struct po_bench_fx *fx, const struct po_bench_
     }
     *pid = p;
     /* every node through HAProxy: its checks have seen them all */
+    char ready[256];
     for (int waited = 0; waited < 10000; waited += 100) {
-        if (http_status(*port, "/readyz") == 200) {
+        if (po_bench_http_get(*port, "/readyz", ready, sizeof ready) == 200) {
             sleep_ms(1200); /* rise 2 at 500 ms for every server */
             return PO_OK;
         }

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -402,6 +403,53 @@ static void deliveries_are_kept_per_order(void **state)
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0), 3);
 }
 
+/* Callback threads counting and recording while the jobs thread flushes
+ * (ThreadSanitizer's case, tsan_console): every count and delivery lands
+ * once. */
+#define RACE_THREADS 4
+#define RACE_EACH 2000
+
+static void *race_counter(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    char rid[32];
+    for (int i = 0; i < RACE_EACH; i++) {
+        snprintf(rid, sizeof rid, "r%d-%d", k, i);
+        po_traffic_count("t1", "wechatpay", PO_OUT_APPLIED, 0, 900, 1, "CNY");
+        po_deliveries_record(&(struct po_delivery){.tenant = "t1",
+                                                   .channel = "wechatpay",
+                                                   .request_id = rid,
+                                                   .out_trade_no = "O-1",
+                                                   .outcome = PO_OUT_APPLIED,
+                                                   .status = 200,
+                                                   .micros = 900});
+    }
+    return NULL;
+}
+
+static void counted_while_flushed(void **state)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    po_traffic_reset();
+    pthread_t th[RACE_THREADS];
+    for (int k = 0; k < RACE_THREADS; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, race_counter, (void *)(intptr_t)k), 0);
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+        assert_int_equal(po_traffic_flush(S, "node-a", (int64_t)time(NULL), 0, err, sizeof err),
+                         PO_OK);
+    }
+    for (int k = 0; k < RACE_THREADS; k++)
+        pthread_join(th[k], NULL);
+    assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+    assert_int_equal(po_traffic_flush(S, "node-a", (int64_t)time(NULL), 0, err, sizeof err), PO_OK);
+    assert_int_equal(traffic(S, "t1", "applied"), RACE_THREADS * RACE_EACH);
+    assert_int_equal(traffic(S, "t1", "volume:CNY"), RACE_THREADS * RACE_EACH);
+    assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0),
+                     RACE_THREADS * RACE_EACH);
+    assert_int_equal((int)po_deliveries_dropped(), 0);
+}
+
 int main(int argc, char **argv)
 {
     t_fx_backend = t_backend(argc, argv);
@@ -417,6 +465,7 @@ int main(int argc, char **argv)
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(deliveries_are_kept_per_order, t_fx_setup_seeded,
                                         t_fx_teardown),
+        cmocka_unit_test_setup_teardown(counted_while_flushed, t_fx_setup_seeded, t_fx_teardown),
     };
     char name[64];
     snprintf(name, sizeof name, "console[%s]", t_fx_backend);

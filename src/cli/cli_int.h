@@ -177,6 +177,7 @@ int cmd_recon_runs(struct po_store *s, const struct opts *o);
 int cmd_recon_fetch(struct po_store *s, const struct opts *o);
 int cmd_apikey_create(struct po_store *s, const struct opts *o);
 int cmd_operator_add(struct po_store *s, const struct opts *o);
+int cmd_alerts_redrive(struct po_store *s, const struct opts *o);
 int cmd_operator_passwd(struct po_store *s, const struct opts *o);
 int cmd_operator_role(struct po_store *s, const struct opts *o);
 int cmd_operator_remove(struct po_store *s, const struct opts *o);

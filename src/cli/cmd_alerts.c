@@ -131,6 +131,23 @@ int cmd_alerts_accept(struct po_store *s, const struct opts *o)
                         "not applied, the alert stays (docs/operations.md)");
 }
 
+/* alerts redrive: a dead tenant event's deliveries sent again, the alert
+ * resolved saying so. */
+int cmd_alerts_redrive(struct po_store *s, const struct opts *o)
+{
+    const char *by = cli_opt(o, "by") ? cli_opt(o, "by") : getenv("USER");
+    char err[PO_ERRBUF_SIZE] = "";
+    int64_t n = 0;
+    po_err rc = po_alert_redrive(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), by ? by : "operator",
+                                 cli_opt(o, "note"), &n, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, err);
+    printf("%lld dead deliveries sent again; the alert is resolved (payonce webhook attempts"
+           " follows them)\n",
+           (long long)n);
+    return 0;
+}
+
 /* alerts refund: a payment parked in suspense back to the payer, through
  * the channel's refund and the engine; audited; payonce resolves the alert
  * when the channel's success is applied. */

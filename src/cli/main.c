@@ -69,6 +69,8 @@ const struct cli_command cli_commands[] = {
      "a refused payment's alert: the payment through the engine again, audited"},
     {"alerts", "accept", "tenant alert note by", "tenant alert note", "", cmd_alerts_accept, false,
      "a refund_after_close alert: the channel's refund taken as the order's, audited"},
+    {"alerts", "redrive", "tenant alert note by", "tenant alert note", "", cmd_alerts_redrive,
+     false, "a webhook_dead_letter alert: its event sent again to the tenant, the alert resolved"},
     {"alerts", "refund", "tenant alert out-refund-no note by master-key-file",
      "tenant alert out-refund-no note", "", cmd_alerts_refund, false,
      "a suspense payment's alert: refund that payment to the payer, audited"},

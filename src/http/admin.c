@@ -13,7 +13,7 @@
  *   GET  /admin/api/VIEW        me, summary, tenants, overview, accounts,
  *                               journal, search, order, alerts, report,
  *                               operators
- *   POST /admin/api/alerts/ACTION  ack, resolve, replay, accept, refund
+ *   POST /admin/api/alerts/ACTION  ack, resolve, replay, accept, refund, redrive
  *
  * Who asks: an operator signed in (the cookie po_session: HttpOnly,
  * SameSite=Strict, Path=/admin, Secure when the request came over TLS,
@@ -325,6 +325,7 @@ static void alert_action(struct po_hcall *h, struct po_store *s, const struct wh
     const char *actor = w->token ? "dashboard" : w->ses.name;
     char err[PO_ERRBUF_SIZE] = "";
     bool changed = false, resolved = false;
+    int64_t redriven = 0;
     struct po_outcome out = {0};
     struct po_suspense_refund sr;
     po_err rc = PO_ERR_INVALID;
@@ -345,6 +346,8 @@ static void alert_action(struct po_hcall *h, struct po_store *s, const struct wh
         rc = po_alert_replay(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
     } else if (strcmp(action, "accept") == 0) {
         rc = po_alert_accept(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
+    } else if (strcmp(action, "redrive") == 0) {
+        rc = po_alert_redrive(s, tenant, id, actor, note, &redriven, err, sizeof err);
     } else if (strcmp(action, "refund") == 0) {
         rc = refund_no && po_id_valid(refund_no, PO_ID_MAX)
                  ? po_alert_refund(s, h->ctx->gw->cfg->master_key, tenant, id, refund_no, actor,
@@ -355,7 +358,7 @@ static void alert_action(struct po_hcall *h, struct po_store *s, const struct wh
     }
     json_decref(in);
     if (!known) {
-        error(h, 404, "not_found", "actions: ack, resolve, replay, accept, refund");
+        error(h, 404, "not_found", "actions: ack, resolve, replay, accept, refund, redrive");
     } else if (rc == PO_ERR_NOT_FOUND) {
         error(h, 404, "alert_not_found", "no such alert");
     } else if (rc == PO_ERR_CONFLICT) {
@@ -373,6 +376,9 @@ static void alert_action(struct po_hcall *h, struct po_store *s, const struct wh
     } else if (strcmp(action, "refund") == 0) {
         answer_json(h, json_pack("{s:s, s:s, s:s, s:b}", "action", action, "out_refund_no",
                                  sr.out_refund_no, "status", sr.status, "created", sr.created));
+    } else if (strcmp(action, "redrive") == 0) {
+        answer_json(h, json_pack("{s:s, s:I, s:s}", "action", action, "deliveries",
+                                 (json_int_t)redriven, "state", "resolved"));
     } else if (strcmp(action, "replay") == 0 || strcmp(action, "accept") == 0) {
         answer_json(h, json_pack("{s:s, s:s, s:b}", "action", action, "outcome",
                                  po_outcome_name(out.kind), "resolved", resolved));

@@ -8,6 +8,7 @@
  */
 #include "alerts.h"
 #include "refund_submit.h"
+#include "webhook.h"
 
 #include "../crypto/crypto.h"
 #include "../engine/objects.h"
@@ -672,4 +673,49 @@ po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert
      * success's + "|accepted"): once, whoever accepts it and however often. */
     return apply_audited(s, tenant, alert_id, "accept", "accepted", actor, note, &ev, out, resolved,
                          err, errcap);
+}
+
+po_err po_alert_redrive(struct po_store *s, const char *tenant, const char *alert_id,
+                        const char *actor, const char *note, int64_t *count, char *err,
+                        size_t errcap)
+{
+    *count = 0;
+    ALERT_KEY(s, tenant, alert_id);
+    if (!note || !*note || !text_ok(note, NOTE_MAX - 64)) {
+        po_errf(err, errcap, "note: 1-%d bytes of text on one line", NOTE_MAX - 64);
+        return PO_ERR_INVALID;
+    }
+    struct po_rows r;
+    po_err rc = po_store_exec(s,
+                              "SELECT reason, idem_key, state FROM alert WHERE tenant_id = ? AND"
+                              " alert_key = ?",
+                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    char event[PO_KEY_SIZE] = "";
+    if (r.nrows != 1) {
+        po_errf(err, errcap, "no alert %s", alert_id);
+        rc = PO_ERR_NOT_FOUND;
+    } else if (strcmp(po_rows_get(&r, 0, 0), po_reason_name(PO_R_WEBHOOK_DEAD_LETTER)) != 0) {
+        po_errf(err, errcap, "only a webhook_dead_letter alert is redriven (this one is %.40s)",
+                po_rows_get(&r, 0, 0));
+        rc = PO_ERR_CONFLICT;
+    } else if (strcmp(po_rows_get(&r, 0, 2), "resolved") == 0) {
+        po_errf(err, errcap, "the alert is resolved already");
+        rc = PO_ERR_CONFLICT;
+    } else if (po_strcpy(event, sizeof event, po_rows_get(&r, 0, 1))) {
+        rc = PO_ERR_INVALID;
+    }
+    po_rows_free(&r);
+    if (!rc)
+        rc = po_webhook_redrive(s, tenant, event, NULL, NULL, count, err, errcap);
+    char full[NOTE_MAX + 1];
+    bool changed = false;
+    if (!rc && po_fmt(full, sizeof full, "redriven (%lld deliveries sent again): %s",
+                      (long long)*count, note))
+        rc = PO_ERR_INVALID;
+    if (!rc)
+        rc =
+            po_alert_act(s, tenant, alert_id, PO_ALERT_RESOLVE, actor, full, &changed, err, errcap);
+    return rc;
 }

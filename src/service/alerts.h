@@ -44,6 +44,13 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
  * was paid), the amount moved from suspense to the merchant's payable — at
  * most once, whoever accepts it. Audited as 'accept'; applied (or already)
  * resolves the alert. out: the engine's outcome. */
+/* A webhook_dead_letter alert: its event's dead deliveries sent again
+ * (po_webhook_redrive) and the alert resolved, the note saying so
+ * ("redriven (N deliveries sent again): note"). PO_ERR_CONFLICT for another
+ * kind of alert or a resolved one. *count: the deliveries made pending. */
+po_err po_alert_redrive(struct po_store *s, const char *tenant, const char *alert_id,
+                        const char *actor, const char *note, int64_t *count, char *err,
+                        size_t errcap) PO_MUST_CHECK;
 po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,
                        char *err, size_t errcap) PO_MUST_CHECK;

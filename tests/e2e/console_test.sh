@@ -98,6 +98,11 @@ post() { curl -s -o /dev/null -w '%{http_code}' -b jar -H 'Content-Type: applica
 check "a POST with the cookie but no CSRF token: 403" "$(post)" 403
 check "a POST with a wrong CSRF token: 403" "$(post -H 'X-CSRF-Token: AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')" 403
 check "a POST from another origin: 403" "$(post -H "X-CSRF-Token: $csrf" -H 'Origin: http://evil.example')" 403
+check "send again (redrive) is for a dead webhook's alert only: 409, saying so" \
+  "$(curl -s -b jar -H 'Content-Type: application/json' -H "X-CSRF-Token: $csrf" \
+     -d "{\"tenant\":\"t1\",\"id\":\"$id\",\"note\":\"x\"}" "$A/api/alerts/redrive" |
+     python3 -c 'import json,sys; e=json.load(sys.stdin)["error"]; print(e["code"], "webhook_dead_letter" in e["message"])')" \
+  "conflict True"
 check "an unknown tenant: 404, not an empty answer" "$(code -b jar "$A/api/accounts?tenant=nobody")" 404
 check "nothing changed by the refused POSTs" "$(sql "SELECT state FROM alert")" open
 txn=$(curl -s -b jar "$A/api/search?q=D-2" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["channel_txn_id"])')

@@ -246,7 +246,7 @@ async function openTrail(o) {
 }
 
 // ---- alerts, worked from the page ----
-const ACTIONS = { acknowledge: 'ack', resolve: 'resolve', replay: 'replay', accept: 'accept', 'refund from suspense': 'refund' };
+const ACTIONS = { acknowledge: 'ack', resolve: 'resolve', replay: 'replay', accept: 'accept', 'refund from suspense': 'refund', 'send again': 'redrive' };
 // What docs/operations.md's runbook offers per alert kind; the server
 // decides again (a refused action answers why).
 const REPLAY = ['amount_mismatch', 'currency_mismatch', 'channel_mismatch', 'unknown_order'];
@@ -259,6 +259,7 @@ function actionsFor(a) {
     if (REPLAY.includes(a.reason)) list.push('replay');
     if (a.reason === 'refund_after_close') list.push('accept');
     if (REFUND.includes(a.reason)) list.push('refund from suspense');
+    if (a.reason === 'webhook_dead_letter') list.push('send again');
   }
   return list;
 }
@@ -299,7 +300,8 @@ $('act').onsubmit = async (e) => {
     const r = await call('POST', '/admin/api/alerts/' + acting.action, body);
     acting = null;
     await loaders.alerts();
-    say('Done: ' + r.action + (r.outcome ? ' → ' + r.outcome : '') + (r.status ? ' → refund ' + r.status : ''), true);
+    say('Done: ' + r.action + (r.outcome ? ' → ' + r.outcome : '') + (r.status ? ' → refund ' + r.status : '') +
+      (r.deliveries !== undefined ? ' → ' + r.deliveries + ' deliveries sent again' : ''), true);
   } catch (err) { say(err.message); }
 };
 

@@ -169,7 +169,8 @@ static int file_line(const struct opts *file, const struct opts *merged, const c
     const char *v = cli_opt(merged, name);
     for (int i = file->n - 1; v && i >= 0; i--)
         if (strcmp(file->name[i], name) == 0)
-            return file->value[i] == v ? file->line[i] : 0;
+            /* a flag set in the file has no value; it is the file's */
+            return file->value[i] == v || !file->value[i] ? file->line[i] : 0;
     return 0;
 }
 

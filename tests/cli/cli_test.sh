@@ -424,6 +424,8 @@ printf '%s\n' "# a test" "db = postgresql://u:s3cret@127.0.0.1:1/x" "pool-size =
 check config-check 0 "$BIN" config check --config "$tmp/a.conf" --pool-size 6
 has config-check "$tmp/out" "^pool-size  *= 6  *# command line$"; has config-check "$tmp/out" "^db  *= postgresql://u:\*\*\*@127.0.0.1:1/x  *# file, line 2$"
 has config-check "$tmp/out" "^batch-max  *= 128  *# default$"
+has config-check "$tmp/out" "^insecure-dev  *= true  *# file, line 4$"  # a flag is the file's too
+has config-check "$tmp/out" "^console  *= false  *# default$"
 if grep -q s3cret "$tmp/out" "$tmp/err"; then echo "FAIL config-check: the password was printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
 printf 'pool-size = 999\n' > "$tmp/b.conf"
 check config-bound 2 "$BIN" config check --config "$tmp/b.conf" --insecure-dev; has config-bound "$tmp/err" "b.conf:1: pool-size = 999: not an integer in 1..64"

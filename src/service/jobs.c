@@ -80,12 +80,16 @@ struct po_jobs {
 static void flush_history(struct po_jobs *j, int64_t now, bool counts)
 {
     char err[PO_ERRBUF_SIZE] = "";
-    po_err rc =
-        j->flush_store ? PO_OK : po_store_open(j->cfg.db_url, &j->flush_store, err, sizeof err);
+    /* through serve's committer (a work in its next batch); a connection of
+     * their own only without one */
+    po_err rc = j->cfg.committer || j->flush_store
+                    ? PO_OK
+                    : po_store_open(j->cfg.db_url, &j->flush_store, err, sizeof err);
     if (!rc)
-        rc = po_deliveries_flush(j->flush_store, j->holder, err, sizeof err);
+        rc = po_deliveries_flush(j->flush_store, j->cfg.committer, j->holder, err, sizeof err);
     if (!rc && counts)
-        rc = po_traffic_flush(j->flush_store, j->holder, now, j->cfg.history_days, err, sizeof err);
+        rc = po_traffic_flush(j->flush_store, j->cfg.committer, j->holder, now, j->cfg.history_days,
+                              err, sizeof err);
     if (rc && !j->traffic_warned)
         po_log(PO_LOG_WARN, "console history: not written (kept for the next try): %s", err);
     if (rc) { /* a fresh connection next time */

@@ -185,47 +185,90 @@ static void bucket_of(int64_t unix_s, char out[PO_TIME_SIZE])
     (void)snprintf(out, PO_TIME_SIZE, "%.16s", iso); /* YYYY-MM-DDTHH:MM */
 }
 
-po_err po_traffic_flush(struct po_store *s, const char *node, int64_t now_unix, int keep_days,
-                        char *err, size_t errcap)
+/* Runs fn(s, ctx) in a transaction: as a work of the committer's next
+ * batch when there is a committer (serve: a store with one writer, SQLite,
+ * is then never written by two, and the callbacks' batches are not kept
+ * waiting on this one's lock), else on s. */
+static po_err in_tx(struct po_store *s, struct po_committer *c,
+                    po_err (*fn)(struct po_store *s, void *ctx), void *ctx)
 {
-    struct slot *t = NULL;
-    int n = 0;
-    po_err rc = take(&t, &n);
-    char bucket[PO_TIME_SIZE], kind[32];
-    bucket_of(now_unix, bucket);
-    if (!rc && n)
-        rc = po_store_begin(s, err, errcap);
-    for (int i = 0; !rc && i < n; i++) {
+    if (c) {
+        struct po_commit_item it;
+        memset(&it, 0, sizeof it);
+        it.work = (struct po_engine_work){fn, ctx, PO_OK};
+        PO_ASSERT(po_fmt(it.route, sizeof it.route, "console|history") == PO_OK);
+        po_committer_apply(c, &it);
+        return it.work.rc;
+    }
+    char err[PO_ERRBUF_SIZE];
+    po_err rc = po_store_begin(s, err, sizeof err);
+    if (!rc)
+        rc = fn(s, ctx);
+    if (!rc)
+        rc = po_store_commit(s, err, sizeof err);
+    else
+        po_store_rollback(s);
+    return rc;
+}
+
+struct traffic_work {
+    const struct slot *t;
+    int n;
+    const char *node;
+    char bucket[PO_TIME_SIZE], oldest[PO_TIME_SIZE]; /* oldest "": nothing pruned */
+    char err[PO_ERRBUF_SIZE];
+};
+
+static po_err traffic_rows(struct po_store *s, void *ctx)
+{
+    struct traffic_work *w = ctx;
+    char kind[32];
+    po_err rc = PO_OK;
+    for (int i = 0; !rc && i < w->n; i++) {
+        const struct slot *x = &w->t[i];
         for (size_t o = 0; !rc && o < PO_OUT_COUNT; o++)
             for (size_t l = 0; !rc && l < 4; l++) {
                 outcome_kind(o, l, kind, sizeof kind);
-                rc = upsert(s, bucket, &t[i], node, kind, (int64_t)t[i].out[o][l], err, errcap);
+                rc = upsert(s, w->bucket, x, w->node, kind, (int64_t)x->out[o][l], w->err,
+                            sizeof w->err);
             }
         for (size_t b = 0; !rc && b < NACK; b++) {
             (void)snprintf(kind, sizeof kind, "ack_le:%s", ack_le[b]);
-            rc = upsert(s, bucket, &t[i], node, kind, (int64_t)t[i].ack[b], err, errcap);
+            rc = upsert(s, w->bucket, x, w->node, kind, (int64_t)x->ack[b], w->err, sizeof w->err);
         }
-        for (int c = 0; !rc && c < PO_TRAFFIC_CURRENCIES && t[i].cur[c][0]; c++) {
-            (void)snprintf(kind, sizeof kind, "volume:%s", t[i].cur[c]);
-            rc = upsert(s, bucket, &t[i], node, kind, t[i].volume[c], err, errcap);
+        for (int c = 0; !rc && c < PO_TRAFFIC_CURRENCIES && x->cur[c][0]; c++) {
+            (void)snprintf(kind, sizeof kind, "volume:%s", x->cur[c]);
+            rc = upsert(s, w->bucket, x, w->node, kind, x->volume[c], w->err, sizeof w->err);
         }
     }
-    if (!rc && n)
-        rc = po_store_commit(s, err, errcap);
-    else if (rc && n)
-        po_store_rollback(s);
-    if (rc && t)
-        give_back(t, n);
+    if (!rc && w->oldest[0])
+        rc = po_store_exec(s, "DELETE FROM traffic WHERE bucket < ?", PO_PARAMS(PO_TEXT(w->oldest)),
+                           NULL, NULL, w->err, sizeof w->err);
+    if (!rc && w->oldest[0]) /* 'YYYY-MM-DDTHH:MM' sorts before any time of that minute */
+        rc = po_store_exec(s, "DELETE FROM callback_delivery WHERE at < ?",
+                           PO_PARAMS(PO_TEXT(w->oldest)), NULL, NULL, w->err, sizeof w->err);
+    return rc;
+}
+
+po_err po_traffic_flush(struct po_store *s, struct po_committer *c, const char *node,
+                        int64_t now_unix, int keep_days, char *err, size_t errcap)
+{
+    struct traffic_work w = {.node = node};
+    struct slot *t = NULL;
+    po_err rc = take(&t, &w.n);
+    if (rc)
+        return rc;
+    w.t = t;
+    bucket_of(now_unix, w.bucket);
+    if (keep_days > 0)
+        bucket_of(now_unix - (int64_t)keep_days * 86400, w.oldest);
+    if (w.n || w.oldest[0])
+        rc = in_tx(s, c, traffic_rows, &w);
+    if (rc) {
+        po_errf(err, errcap, "%s", w.err[0] ? w.err : po_err_name(rc));
+        give_back(t, w.n);
+    }
     free(t);
-    if (!rc && keep_days > 0) {
-        char oldest[PO_TIME_SIZE];
-        bucket_of(now_unix - (int64_t)keep_days * 86400, oldest);
-        rc = po_store_exec_tx(s, "DELETE FROM traffic WHERE bucket < ?", PO_PARAMS(PO_TEXT(oldest)),
-                              NULL, err, errcap);
-        if (!rc) /* 'YYYY-MM-DDTHH:MM' sorts before any time of that minute */
-            rc = po_store_exec_tx(s, "DELETE FROM callback_delivery WHERE at < ?",
-                                  PO_PARAMS(PO_TEXT(oldest)), NULL, err, errcap);
-    }
     return rc;
 }
 
@@ -293,7 +336,7 @@ uint64_t po_deliveries_dropped(void)
     return n;
 }
 
-#define DELIVERY_ROWS_PER_STATEMENT 500 /* within PO_ROWSET_ROWS_MAX */
+#define DELIVERY_ROWS_PER_STATEMENT 200 /* within PO_ROWSET_ROWS_MAX */
 #define DELIVERY_COLUMNS 10
 
 /* recs[0..n) in one set-based INSERT (the statement is prepared once). */
@@ -336,7 +379,21 @@ static po_err insert_deliveries(struct po_store *s, const char *node, const stru
     return rc;
 }
 
-po_err po_deliveries_flush(struct po_store *s, const char *node, char *err, size_t errcap)
+struct delivery_work {
+    const struct rec *recs;
+    int n;
+    const char *node;
+    char err[PO_ERRBUF_SIZE];
+};
+
+static po_err delivery_rows(struct po_store *s, void *ctx)
+{
+    struct delivery_work *w = ctx;
+    return insert_deliveries(s, w->node, w->recs, w->n, w->err, sizeof w->err);
+}
+
+po_err po_deliveries_flush(struct po_store *s, struct po_committer *c, const char *node, char *err,
+                           size_t errcap)
 {
     pthread_mutex_lock(&dmu);
     int n = nbuffer;
@@ -351,21 +408,18 @@ po_err po_deliveries_flush(struct po_store *s, const char *node, char *err, size
     pthread_mutex_unlock(&dmu);
     if (!n)
         return PO_OK;
-    /* a transaction per statement: a store with one writer (SQLite) is
-     * held for one short statement at a time, between the committer's */
+    /* a few hundred rows per transaction (or batch of the committer's):
+     * the callbacks' commits never wait long behind one */
     po_err rc = PO_OK;
     int i = 0;
-    for (; !rc && i < n; i += DELIVERY_ROWS_PER_STATEMENT) {
-        int k = n - i < DELIVERY_ROWS_PER_STATEMENT ? n - i : DELIVERY_ROWS_PER_STATEMENT;
-        rc = po_store_begin(s, err, errcap);
-        if (!rc)
-            rc = insert_deliveries(s, node, taken + i, k, err, errcap);
-        if (!rc)
-            rc = po_store_commit(s, err, errcap);
-        else
-            po_store_rollback(s);
-        if (rc)
+    for (; i < n; i += DELIVERY_ROWS_PER_STATEMENT) {
+        struct delivery_work w = {
+            taken + i, n - i < DELIVERY_ROWS_PER_STATEMENT ? n - i : DELIVERY_ROWS_PER_STATEMENT,
+            node, ""};
+        if ((rc = in_tx(s, c, delivery_rows, &w)) != PO_OK) {
+            po_errf(err, errcap, "%s", w.err[0] ? w.err : po_err_name(rc));
             break;
+        }
     }
     if (rc) { /* what was not written goes back in front of what came since, as far as
                * there is room */

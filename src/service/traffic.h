@@ -9,6 +9,7 @@
 #define PO_SERVICE_TRAFFIC_H
 
 #include "../core/core.h"
+#include "../engine/engine.h"
 #include "../event/event.h"
 #include "../store/store.h"
 
@@ -27,9 +28,12 @@ void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_k
                       int layer, uint64_t micros, int64_t credited_minor, const char *currency);
 /* Adds what was counted since the last flush to the traffic table under
  * node, in the five-minute bucket of now; on failure the counts are kept
- * for the next flush. Deletes buckets older than keep_days (0: keep). */
-po_err po_traffic_flush(struct po_store *s, const char *node, int64_t now_unix, int keep_days,
-                        char *err, size_t errcap) PO_MUST_CHECK;
+ * for the next flush. Deletes buckets (and deliveries) older than
+ * keep_days (0: keep). Written as a work of committer's next batch when
+ * committer is not NULL (serve: SQLite has one writer, and the callbacks'
+ * commits must not wait behind another), else in a transaction on s. */
+po_err po_traffic_flush(struct po_store *s, struct po_committer *committer, const char *node,
+                        int64_t now_unix, int keep_days, char *err, size_t errcap) PO_MUST_CHECK;
 /* Forgets what was counted and not flushed, deliveries too (tests). */
 void po_traffic_reset(void);
 
@@ -48,11 +52,11 @@ struct po_delivery {
     uint64_t micros;
 };
 void po_deliveries_record(const struct po_delivery *d);
-/* Writes what was recorded since the last flush, a few hundred rows per
- * statement and transaction; what a failure left unwritten is kept for the
- * next. */
-po_err po_deliveries_flush(struct po_store *s, const char *node, char *err,
-                           size_t errcap) PO_MUST_CHECK;
+/* Writes what was recorded since the last flush, 200 rows per statement
+ * and transaction (committer: as po_traffic_flush); what a failure left
+ * unwritten is kept for the next. */
+po_err po_deliveries_flush(struct po_store *s, struct po_committer *committer, const char *node,
+                           char *err, size_t errcap) PO_MUST_CHECK;
 uint64_t po_deliveries_dropped(void);
 
 /* The console's overview over the last `hours` (1..720) up to now, of one

@@ -181,12 +181,12 @@ static void history_is_stored_and_summed(void **state)
     po_traffic_count("t1", "alipay", PO_OUT_REJECTED, 0, 900, 0, NULL);
     po_traffic_count("t2", "stripe", PO_OUT_RETRY, 0, 6000000, 0, NULL);
     po_traffic_count("bad tenant!", "stripe", PO_OUT_INVALID, 0, 100, 0, NULL);
-    assert_int_equal(po_traffic_flush(S, "node-a", now, 30, err, sizeof err), PO_OK);
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", now, 30, err, sizeof err), PO_OK);
     /* a second node adds its own; the same node again adds too */
     po_traffic_count("t1", "wechatpay", PO_OUT_APPLIED, 0, 800, 50, "CNY");
-    assert_int_equal(po_traffic_flush(S, "node-b", now, 30, err, sizeof err), PO_OK);
+    assert_int_equal(po_traffic_flush(S, NULL, "node-b", now, 30, err, sizeof err), PO_OK);
     po_traffic_count("t1", "wechatpay", PO_OUT_APPLIED, 0, 800, 50, "CNY");
-    assert_int_equal(po_traffic_flush(S, "node-a", now, 30, err, sizeof err), PO_OK);
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", now, 30, err, sizeof err), PO_OK);
     assert_int_equal(traffic(S, "t1", "applied"), 5);
     assert_int_equal(traffic(S, "t1", "duplicate:1"), 1);
     assert_int_equal(traffic(S, "t1", "duplicate:3"), 1);
@@ -201,11 +201,11 @@ static void history_is_stored_and_summed(void **state)
     assert_int_equal(po_store_exec_tx(S, "ALTER TABLE traffic RENAME TO traffic_away", NULL, 0,
                                       NULL, err, sizeof err),
                      PO_OK);
-    assert_int_not_equal(po_traffic_flush(S, "node-a", now, 30, err, sizeof err), PO_OK);
+    assert_int_not_equal(po_traffic_flush(S, NULL, "node-a", now, 30, err, sizeof err), PO_OK);
     assert_int_equal(po_store_exec_tx(S, "ALTER TABLE traffic_away RENAME TO traffic", NULL, 0,
                                       NULL, err, sizeof err),
                      PO_OK);
-    assert_int_equal(po_traffic_flush(S, "node-a", now, 30, err, sizeof err), PO_OK);
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", now, 30, err, sizeof err), PO_OK);
     assert_int_equal(traffic(S, "t1", "applied"), 6);
     assert_int_equal(traffic(S, "t1", "volume:CNY"), 460);
     /* the view: one tenant's series and pairs add up to the table */
@@ -239,7 +239,7 @@ static void history_is_stored_and_summed(void **state)
                                       NULL, 0, NULL, err, sizeof err),
                      PO_OK);
     assert_int_equal(traffic(S, "t1", "applied"), 15);
-    assert_int_equal(po_traffic_flush(S, "node-a", now, 30, err, sizeof err), PO_OK);
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", now, 30, err, sizeof err), PO_OK);
     assert_int_equal(traffic(S, "t1", "applied"), 6);
 }
 
@@ -251,7 +251,7 @@ static void made_up_tenants_do_not_grow_it(void **state)
         snprintf(t, sizeof t, "nobody-%d", i);
         po_traffic_count(t, "wechatpay", PO_OUT_INVALID, 0, 100, 0, NULL);
     }
-    assert_int_equal(po_traffic_flush(S, "node-a", (int64_t)time(NULL), 30, err, sizeof err),
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", (int64_t)time(NULL), 30, err, sizeof err),
                      PO_OK);
     /* every one counted, at most PO_TRAFFIC_KEYS_MAX rows of a kind */
     assert_int_equal(t_count(S, "SELECT SUM(n) FROM traffic WHERE kind = 'invalid'", NULL, 0),
@@ -359,11 +359,11 @@ static void deliveries_are_kept_per_order(void **state)
     assert_int_equal(po_store_exec_tx(S, "ALTER TABLE callback_delivery RENAME TO cd_away", NULL, 0,
                                       NULL, err, sizeof err),
                      PO_OK);
-    assert_int_not_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+    assert_int_not_equal(po_deliveries_flush(S, NULL, "node-a", err, sizeof err), PO_OK);
     assert_int_equal(po_store_exec_tx(S, "ALTER TABLE cd_away RENAME TO callback_delivery", NULL, 0,
                                       NULL, err, sizeof err),
                      PO_OK);
-    assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+    assert_int_equal(po_deliveries_flush(S, NULL, "node-a", err, sizeof err), PO_OK);
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0), 4);
     assert_int_equal(t_count(S,
                              "SELECT COUNT(*) FROM callback_delivery WHERE out_trade_no IS NULL"
@@ -374,7 +374,7 @@ static void deliveries_are_kept_per_order(void **state)
     d.tenant = "t1";
     d.request_id = "req-1";
     po_deliveries_record(&d);
-    assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
+    assert_int_equal(po_deliveries_flush(S, NULL, "node-a", err, sizeof err), PO_OK);
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0), 4);
     assert_int_equal((int)po_deliveries_dropped(), 0);
     /* the order's trail lists them in order, with their layers */
@@ -398,7 +398,7 @@ static void deliveries_are_kept_per_order(void **state)
                                       " WHERE request_id = 'req-1'",
                                       NULL, 0, NULL, err, sizeof err),
                      PO_OK);
-    assert_int_equal(po_traffic_flush(S, "node-a", (int64_t)time(NULL), 30, err, sizeof err),
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", (int64_t)time(NULL), 30, err, sizeof err),
                      PO_OK);
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0), 3);
 }
@@ -435,14 +435,15 @@ static void counted_while_flushed(void **state)
     for (int k = 0; k < RACE_THREADS; k++)
         assert_int_equal(pthread_create(&th[k], NULL, race_counter, (void *)(intptr_t)k), 0);
     for (int i = 0; i < 20; i++) {
-        assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
-        assert_int_equal(po_traffic_flush(S, "node-a", (int64_t)time(NULL), 0, err, sizeof err),
-                         PO_OK);
+        assert_int_equal(po_deliveries_flush(S, NULL, "node-a", err, sizeof err), PO_OK);
+        assert_int_equal(
+            po_traffic_flush(S, NULL, "node-a", (int64_t)time(NULL), 0, err, sizeof err), PO_OK);
     }
     for (int k = 0; k < RACE_THREADS; k++)
         pthread_join(th[k], NULL);
-    assert_int_equal(po_deliveries_flush(S, "node-a", err, sizeof err), PO_OK);
-    assert_int_equal(po_traffic_flush(S, "node-a", (int64_t)time(NULL), 0, err, sizeof err), PO_OK);
+    assert_int_equal(po_deliveries_flush(S, NULL, "node-a", err, sizeof err), PO_OK);
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", (int64_t)time(NULL), 0, err, sizeof err),
+                     PO_OK);
     assert_int_equal(traffic(S, "t1", "applied"), RACE_THREADS * RACE_EACH);
     assert_int_equal(traffic(S, "t1", "volume:CNY"), RACE_THREADS * RACE_EACH);
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_delivery", NULL, 0),

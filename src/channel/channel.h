@@ -134,6 +134,10 @@ struct po_notify_req {
     const char *(*header)(void *ctx, const char *name);
     void *hctx;
     int64_t now_unix;
+    /* every header as received, "Name: value\r\n" each, into buf; returns
+     * the length it needs (written only when below cap); NULL: unknown */
+    size_t (*headers)(void *ctx, char *buf, size_t cap);
+    const char *path; /* the request's path (NULL: unknown) */
 };
 
 enum po_notify_status {

@@ -146,6 +146,10 @@ int cmd_report(struct po_store *s, const struct opts *o);
 int cmd_restore(struct po_store *s, const struct opts *o);
 int cmd_migrate_store(struct po_store *s, const struct opts *o);
 int cmd_verify(struct po_store *s, const struct opts *o);
+int cmd_audit_verify(struct po_store *s, const struct opts *o);
+int cmd_audit_head(struct po_store *s, const struct opts *o);
+int cmd_audit_seal(struct po_store *s, const struct opts *o);
+int cmd_audit_show(struct po_store *s, const struct opts *o);
 /* alerts.c */
 int cmd_alerts(struct po_store *s, const struct opts *o);
 int cmd_alerts_ack(struct po_store *s, const struct opts *o);

@@ -159,6 +159,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
         return ret;
     }
     g.db_url = cli_db_url(o);
+    g.no_record = cli_flag(o, "no-callback-record");
     g.master_key = have ? master : NULL;
     /* Block the stop signals before the gateway's threads exist, so that
      * only sigwait below receives them. */

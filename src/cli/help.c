@@ -36,6 +36,13 @@ static const struct optdoc optdocs[] = {
     {"master-key-file", "FILE",
      "the 32-byte master key that seals secrets (default PAYONCE_MASTER_KEY_FILE)"},
     {"tenant", "ID", "the tenant"},
+    {"anchor", "FILE",
+     "audit verify: chain heads saved earlier by audit head (TENANT SEQ HASH lines); a chain"
+     " rewritten since no longer matches them"},
+    {"late", "SECONDS",
+     "audit verify: records not sealed this long after they came are a problem (default 60)"},
+    {"request-id", "ID", "the request id payonce gave the callback (its access log line)"},
+    {"seq", "N", "a record's place in its tenant's chain"},
     {"name", "NAME", "tenant add: a display name; operator: the operator's sign-in name"},
     {"role", "ROLE",
      "an operator's role: viewer (reads), operator (also works alerts) or admin (also sees the"

@@ -423,9 +423,10 @@ static po_err run_works(struct batch *b, struct po_engine_work *work, size_t nwo
     return PO_OK;
 }
 
-void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
-                           const struct po_event *ev, size_t n, struct po_outcome *out,
-                           struct po_engine_work *work, size_t nwork)
+void po_engine_apply_recorded(struct po_store *s, const struct po_engine_cfg *cfg,
+                              const struct po_event *ev, size_t n, struct po_outcome *out,
+                              struct po_engine_work *work, size_t nwork,
+                              struct po_audit_record *const *rec, size_t nrec)
 {
     PO_ASSERT(n <= PO_BATCH_MAX && nwork <= PO_BATCH_MAX && n + nwork >= 1);
     char now[PO_TIME_SIZE];
@@ -462,6 +463,9 @@ void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
     rc = run_works(b, work, nwork);
     if (rc)
         goto fail_rollback;
+    rc = po_audit_insert(s, rec, nrec, b->err, sizeof b->err);
+    if (rc)
+        goto fail_rollback;
     rc = po_ledger_flush(s, &b->deltas, now, b->err, sizeof b->err);
     if (rc)
         goto fail_rollback;
@@ -480,6 +484,13 @@ fail:
 out_free:
     free(b);
     return;
+}
+
+void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
+                           const struct po_event *ev, size_t n, struct po_outcome *out,
+                           struct po_engine_work *work, size_t nwork)
+{
+    po_engine_apply_recorded(s, cfg, ev, n, out, work, nwork, NULL, 0);
 }
 
 void po_engine_apply_batch(struct po_store *s, const struct po_engine_cfg *cfg,

@@ -43,6 +43,9 @@ struct worker {
         struct po_event ev;
         struct po_commit_alert a;
     } alerts[PO_BATCH_MAX];
+    /* the batch's callback records: taken from its items when it begins
+     * (rec_of), those of the items applied go into the batch (rec) */
+    struct po_audit_record *rec_of[PO_BATCH_MAX], *rec[PO_BATCH_MAX];
     struct po_guard_token tok[PO_BATCH_MAX];
     int tok_of[PO_BATCH_MAX];
     /* the batch in items[0..nwatch) (mu): the watchdog answers those past
@@ -84,6 +87,8 @@ static void answer_retry(struct po_committer *c, struct po_commit_item *list, en
         it->next = NULL;
         it->out = (struct po_outcome){PO_OUT_RETRY, 0, why};
         it->work.rc = PO_ERR_TRANSIENT;
+        po_audit_record_free(it->record); /* never in a batch: not recorded */
+        it->record = NULL;
         if (why == PO_R_DEADLINE_EXCEEDED)
             atomic_fetch_add(&c->expired, 1);
         it->done(it);
@@ -205,13 +210,15 @@ static void run(struct worker *w, int n)
 {
     struct po_committer *c = w->c;
     const struct po_committer_cfg *cfg = &c->cfg;
-    int ng = 0, ne = 0, nw = 0, na = 0, nans = 0;
+    int ng = 0, ne = 0, nw = 0, na = 0, nans = 0, nr = 0;
     struct po_commit_item *refused = NULL, *answer[PO_BATCH_MAX];
     pthread_mutex_lock(&w->mu);
     for (int i = 0; i < n; i++) {
         struct po_commit_item *it = w->items[i];
         w->abandoned[i] = false;
         it->stale = false;
+        w->rec_of[i] = it->record; /* ours now: the watchdog may answer it */
+        it->record = NULL;
         if (cfg->guard && it->has_guard) {
             w->tok[ng] = it->guard;
             w->tok[ng].stale = false;
@@ -235,7 +242,13 @@ static void run(struct worker *w, int n)
             w->abandoned[i] = true; /* answered now, by us */
             it->next = refused;
             refused = it;
-        } else if (it->alert.reason != PO_R_NONE) {
+            continue;
+        }
+        if (w->rec_of[i]) {
+            w->rec[nr++] = w->rec_of[i];
+            w->rec_of[i] = NULL;
+        }
+        if (it->alert.reason != PO_R_NONE) {
             w->alerts[na] = (struct alert_copy){it->ev, it->alert};
             w->work[nw] = (struct po_engine_work){alert_work, &w->alerts[na++], PO_OK};
             w->work_of[nw++] = i;
@@ -250,7 +263,12 @@ static void run(struct worker *w, int n)
     pthread_mutex_unlock(&w->mu);
     answer_retry(c, refused, PO_R_STORE_UNAVAILABLE);
     if (ne + nw > 0)
-        po_engine_apply_mixed(w->s, cfg->engine, w->ev, (size_t)ne, w->out, w->work, (size_t)nw);
+        po_engine_apply_recorded(w->s, cfg->engine, w->ev, (size_t)ne, w->out, w->work, (size_t)nw,
+                                 w->rec, (size_t)nr);
+    for (int i = 0; i < n; i++) /* those refused, or answered before the batch */
+        po_audit_record_free(w->rec_of[i]);
+    for (int k = 0; k < nr; k++)
+        po_audit_record_free(w->rec[k]);
     bool failed = false;
     pthread_mutex_lock(&w->mu);
     for (int j = 0; j < ne; j++) {

@@ -77,6 +77,90 @@ struct po_engine_work {
 void po_engine_apply_mixed(struct po_store *s, const struct po_engine_cfg *cfg,
                            const struct po_event *ev, size_t n, struct po_outcome *out,
                            struct po_engine_work *work, size_t nwork);
+/* The same, with the callback records of its events and works (audit.c),
+ * inserted after them in the same transaction: the batch commits with its
+ * evidence or not at all. */
+struct po_audit_record;
+void po_engine_apply_recorded(struct po_store *s, const struct po_engine_cfg *cfg,
+                              const struct po_event *ev, size_t n, struct po_outcome *out,
+                              struct po_engine_work *work, size_t nwork,
+                              struct po_audit_record *const *rec, size_t nrec);
+
+/* ---- the callback record (audit.c; docs/reliability.md) ----
+ *
+ * Every verified callback as received, written by the batch that applies
+ * it, sealed afterwards into its tenant's hash chain. */
+#define PO_AUDIT_REQUEST_ID_SIZE 48
+#define PO_AUDIT_PATH_SIZE 192
+struct po_audit_in {
+    const char *tenant, *request_id, *channel, *path;
+    const char *out_trade_no; /* NULL: none */
+    int64_t received_ms;      /* unix ms */
+    const char *headers;      /* "Name: value\r\n"..., as received */
+    size_t headers_len;
+    const char *body;
+    size_t body_len;
+};
+struct po_audit_record {
+    char tenant[PO_ID_MAX + 1];
+    char request_id[PO_AUDIT_REQUEST_ID_SIZE];
+    char received_at[PO_TIME_SIZE];
+    char channel[PO_CHANNEL_SIZE];
+    char path[PO_AUDIT_PATH_SIZE];
+    char out_trade_no[PO_ID_MAX + 1];
+    char digest[65];
+    char *headers, *body; /* base64 */
+};
+/* A record of in (copied, encoded, its digest computed); PO_ERR_INVALID
+ * when a field is too long. Freed with po_audit_record_free. */
+po_err po_audit_record_new(const struct po_audit_in *in,
+                           struct po_audit_record **out) PO_MUST_CHECK;
+void po_audit_record_free(struct po_audit_record *r);
+/* Inserts n (0..PO_BATCH_MAX) records in the caller's transaction. */
+po_err po_audit_insert(struct po_store *s, struct po_audit_record *const *r, size_t n, char *err,
+                       size_t errcap) PO_MUST_CHECK;
+/* Seals up to limit unsealed records into their tenants' chains, in the
+ * caller's transaction. */
+po_err po_audit_seal(struct po_store *s, int limit, int64_t *out_sealed, char *err,
+                     size_t errcap) PO_MUST_CHECK;
+/* Deletes sealed records received before `before` (ISO time), moving each
+ * chain's base forward; in the caller's transaction. */
+po_err po_audit_prune(struct po_store *s, const char *before, int64_t *out_pruned, char *err,
+                      size_t errcap) PO_MUST_CHECK;
+/* A chain head saved earlier (payonce audit head), checked by verify. */
+struct po_audit_anchor {
+    char tenant[PO_ID_MAX + 1];
+    int64_t seq;
+    char hash[65];
+};
+#define PO_AUDIT_PROBLEMS_MAX 32
+struct po_audit_report {
+    int64_t tenants, records, unsealed, anchors_checked, anchors_pruned;
+    int64_t broken; /* problems found (the first of each tenant's chain, and late seals) */
+    int nproblems;
+    struct po_audit_problem {
+        char tenant[PO_ID_MAX + 1];
+        char what[320];
+    } problem[PO_AUDIT_PROBLEMS_MAX];
+};
+/* Walks every tenant's chain (or tenant's), in one read snapshot. Records
+ * unsealed since before late_before (ISO time) are a problem. */
+po_err po_audit_verify(struct po_store *s, const char *tenant, const char *late_before,
+                       const struct po_audit_anchor *anchors, int nanchors,
+                       struct po_audit_report *out, char *err, size_t errcap) PO_MUST_CHECK;
+/* Rows: tenant_id, seq, hash, base_seq of every chain. */
+po_err po_audit_heads(struct po_store *s, struct po_rows *out, char *err,
+                      size_t errcap) PO_MUST_CHECK;
+/* A tenant's records of an order, a request id or a seq (NULL / 0: not
+ * that), oldest first, at most 100. Rows: seq, request_id, received_at,
+ * channel, path, out_trade_no, headers, body (base64), digest, prev_hash,
+ * hash. */
+po_err po_audit_find(struct po_store *s, const char *tenant, const char *out_trade_no,
+                     const char *request_id, int64_t seq, struct po_rows *out, char *err,
+                     size_t errcap) PO_MUST_CHECK;
+/* Whether row i of po_audit_find matches its digest and (sealed) its hash. */
+po_err po_audit_row_ok(const struct po_rows *p, int i, const char *tenant,
+                       bool *out_ok) PO_MUST_CHECK;
 
 /* ---- the committer (committer.c) ----
  *
@@ -141,6 +225,11 @@ struct po_commit_item {
     char route[PO_ID_MAX * 2 + 2]; /* routing key; "" routes by the event's tenant and order */
     bool has_guard;                /* guard is set, for cfg.guard */
     struct po_guard_token guard;
+    /* The verified callback as received (NULL: none), inserted by the
+     * batch that applies the item. Once submitted it is the committer's
+     * (freed by it, NULL when done() is called); a refused submit leaves it
+     * the caller's. */
+    struct po_audit_record *record;
     /* An event's or an alert's deadline (po_now_us() clock; 0: none —
      * works never have one). Past it the item is answered retry (deadline_exceeded) at once,
      * whether it is still queued or in a batch the database has not

@@ -27,6 +27,8 @@ struct po_hreq {
     /* The values of the route pattern's {…} segments, in order. */
     char params[PO_ROUTE_PARAMS_MAX][PO_SEGMENT_MAX + 1];
     const char *(*header)(void *ctx, const char *name);
+    /* every header as received, "Name: value\r\n" each (see po_notify_req) */
+    size_t (*headers)(void *ctx, char *buf, size_t cap);
     const char *(*arg)(void *ctx, const char *name); /* query-string argument */
     void *ctx;
     const char *body; /* "" when there is none */

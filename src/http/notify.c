@@ -120,6 +120,8 @@ bool po_notify_start(struct po_hcall *h)
     cb->req = (struct po_notify_req){.body = req->body,
                                      .body_len = req->body_len,
                                      .header = req->header,
+                                     .headers = req->headers,
+                                     .path = req->path,
                                      .hctx = req->ctx,
                                      .now_unix = req->now_unix};
     cb->body_too_large = req->body_too_large;

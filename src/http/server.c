@@ -203,6 +203,29 @@ static const char *header_of(void *ctx, const char *name)
     return lookup(ctx, MHD_HEADER_KIND, name);
 }
 
+static size_t headers_of(void *ctx, char *buf, size_t cap)
+{
+    const struct req *q = ctx;
+    size_t n = 0;
+    for (size_t i = 0; i < q->nkv; i++) {
+        const struct kv *e = &q->kv[i];
+        if (e->kind != MHD_HEADER_KIND)
+            continue;
+        size_t klen = strlen(e->k), need = klen + 2 + e->vlen + 2;
+        if (n + need < cap) {
+            memcpy(buf + n, e->k, klen);
+            memcpy(buf + n + klen, ": ", 2);
+            if (e->vlen)
+                memcpy(buf + n + klen + 2, e->v, e->vlen);
+            memcpy(buf + n + klen + 2 + e->vlen, "\r\n", 2);
+        }
+        n += need;
+    }
+    if (n < cap)
+        buf[n] = '\0';
+    return n;
+}
+
 static const char *arg_of(void *ctx, const char *name)
 {
     return lookup(ctx, MHD_GET_ARGUMENT_KIND, name);
@@ -507,6 +530,7 @@ static enum MHD_Result handle(struct po_server *srv, bool ops, struct MHD_Connec
         (struct po_hreq){.method = method,
                          .path = url,
                          .header = header_of,
+                         .headers = headers_of,
                          .arg = arg_of,
                          .ctx = q,
                          .body = q->body.data ? q->body.data : "",

@@ -99,16 +99,61 @@ static void committed(struct po_commit_item *it)
     finish(cb);
 }
 
+/* The callback as received (its headers, in order, and its body), for its
+ * record in the batch that applies it: NULL when recording is off. */
+static po_err make_record(struct po_callback *cb, struct po_audit_record **out)
+{
+    *out = NULL;
+    if (!cb->ctx->record)
+        return PO_OK;
+    const struct po_notify_req *q = &cb->req;
+    char stack[4096], *h = stack;
+    size_t need = q->headers ? q->headers(q->hctx, stack, sizeof stack) : 0;
+    if (need >= sizeof stack) {
+        if (!(h = malloc(need + 1)))
+            return PO_ERR_NOMEM;
+        PO_ASSERT(q->headers(q->hctx, h, need + 1) == need);
+    }
+    /* when it arrived, on the wall clock */
+    int64_t ago_ms = cb->arrived_us ? (int64_t)((po_now_us() - cb->arrived_us) / 1000) : 0;
+    po_err rc = po_audit_record_new(
+        &(struct po_audit_in){.tenant = cb->tenant,
+                              .request_id = cb->request_id ? cb->request_id : "",
+                              .channel = cb->ch->name,
+                              .path = q->path ? q->path : "",
+                              /* an unmapped callback's may be anything */
+                              .out_trade_no = po_id_valid(cb->res.ev.out_trade_no, PO_ID_MAX)
+                                                  ? cb->res.ev.out_trade_no
+                                                  : "",
+                              .received_ms = po_clock_now_ms() - ago_ms,
+                              .headers = need ? h : "",
+                              .headers_len = need,
+                              .body = q->body,
+                              .body_len = q->body_len},
+        out);
+    if (h != stack)
+        free(h);
+    return rc;
+}
+
 /* Queues cb->item (filled but for these) with the callback's deadline;
  * true when done() will come from the committer. */
 static bool to_committer(struct po_callback *cb, void (*done)(struct po_commit_item *it))
 {
+    po_err rc = make_record(cb, &cb->item.record);
+    if (rc) {
+        decide(cb, PO_OUT_RETRY, rc == PO_ERR_NOMEM ? PO_R_NOMEM : PO_R_STORE_ERROR);
+        cb_log(cb, PO_LOG_WARN, "the callback's record cannot be made: %s", po_err_name(rc));
+        return false;
+    }
     cb->item.done = done;
     cb->item.user = cb;
     if (cb->ctx->deadline_ms > 0 && cb->arrived_us)
         cb->item.deadline_us = cb->arrived_us + (uint64_t)cb->ctx->deadline_ms * 1000;
     if (po_committer_submit(cb->ctx->committer, &cb->item) == PO_OK)
         return true;
+    po_audit_record_free(cb->item.record);
+    cb->item.record = NULL;
     decide(cb, PO_OUT_RETRY, PO_R_POOL_EXHAUSTED);
     cb_log(cb, PO_LOG_WARN, "the committer's queue is full");
     return false;
@@ -188,6 +233,25 @@ static void alerted(struct po_commit_item *it)
     finish(cb);
 }
 
+static po_err record_only(struct po_store *s, void *ctx)
+{
+    (void)s;
+    (void)ctx;
+    return PO_OK;
+}
+
+/* An ignored callback's record: written, the ack is success; not, retry. */
+static void recorded(struct po_commit_item *it)
+{
+    struct po_callback *cb = it->user;
+    if (it->work.rc == PO_OK)
+        decide(cb, PO_OUT_IGNORED, PO_R_NONE);
+    else
+        decide(cb, PO_OUT_RETRY,
+               it->out.kind == PO_OUT_RETRY ? it->out.reason : PO_R_STORE_UNAVAILABLE);
+    finish(cb);
+}
+
 /* Hands the verification result's alert to the committer, to be written
  * in a batch like an event (with the callback's deadline); once it is,
  * the decision is kind (the ack is success), retry when it is not. True
@@ -232,7 +296,13 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
         return false;
     case PO_NOTIFY_IGNORE:
         decide(cb, PO_OUT_IGNORED, PO_R_NONE);
-        return false;
+        if (!cb->ctx->record)
+            return false;
+        /* nothing to apply, but verified: its record still goes in a
+         * batch, and the ack waits for it like any other */
+        memset(&cb->item, 0, sizeof cb->item);
+        cb->item.work = (struct po_engine_work){record_only, NULL, PO_OK};
+        return to_committer(cb, recorded);
     case PO_NOTIFY_UNMAPPED:
         /* Verified, but nothing payonce can apply: one alert keyed by the
          * channel's event id (a resend finds it there), and success, so the

@@ -25,6 +25,9 @@ struct po_callback_ctx {
      * still waiting for the database is answered retry (FAIL), so the
      * channel's deadline (WeChat: 5 s) is always met. */
     int deadline_ms;
+    /* Each verified callback that reaches the committer is recorded as
+     * received (callback_record, audit.c), in its batch. */
+    bool record;
 };
 
 /* What payonce decided about one callback: the outcome, the reason, and

@@ -175,6 +175,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
     };
     g->cfg.committers = ccfg.workers;
     p->cb.deadline_ms = (int)cfg->callback_deadline_ms;
+    p->cb.record = !cfg->no_record;
     rc = po_store_pool_open(cfg->db_url, (int)cfg->pool_size, &p->pool, err, errcap);
     p->cb.pool = p->pool;
     if (!rc)
@@ -216,6 +217,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
                                  .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
                                  .notify = cfg->notify,
                                  .history_days = (int)cfg->history_days,
+                                 .record_days = (int)cfg->record_days,
                                  .committer = p->cb.committer};
         jc.notify.timeout_ms = (long)cfg->channel_timeout_ms;
         rc = recon_times(cfg, &jc.recon, err, errcap);

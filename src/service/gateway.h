@@ -64,6 +64,10 @@ struct po_gateway_cfg {
      * publishes), its retry and how many past days it looks at. */
     int64_t recon_s, recon_retry_s, recon_days;
     int64_t history_days; /* the console's traffic history kept (0: all) */
+    /* The callback record (audit.c): kept this many days (0: all); not
+     * written at all with no_record (measurements only). */
+    int64_t record_days;
+    bool no_record;
     /* How often the channels' verification keys are refreshed (WeChat Pay's
      * platform certificates; 0: off). */
     int64_t keys_s;

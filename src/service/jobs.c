@@ -74,7 +74,8 @@ struct po_jobs {
     struct po_store *flush_store; /* the history's connection (flush_history) */
 };
 
-/* This node's deliveries and (every PO_TRAFFIC_FLUSH_S, or all) its
+/* The callback records sealed (and, with the counts, pruned), this node's
+ * deliveries and (every PO_TRAFFIC_FLUSH_S, or all) its
  * callback counts into the console's history: every node, no lease (each
  * adds its own), on a connection of their own kept between flushes. */
 static void flush_history(struct po_jobs *j, int64_t now, bool counts)
@@ -87,11 +88,16 @@ static void flush_history(struct po_jobs *j, int64_t now, bool counts)
                     : po_store_open(j->cfg.db_url, &j->flush_store, err, sizeof err);
     if (!rc)
         rc = po_deliveries_flush(j->flush_store, j->cfg.committer, j->holder, err, sizeof err);
+    if (!rc)
+        rc = po_records_seal(j->flush_store, j->cfg.committer, now, j->cfg.record_days, counts,
+                             NULL, NULL, err, sizeof err);
     if (!rc && counts)
         rc = po_traffic_flush(j->flush_store, j->cfg.committer, j->holder, now, j->cfg.history_days,
                               err, sizeof err);
     if (rc && !j->traffic_warned)
-        po_log(PO_LOG_WARN, "console history: not written (kept for the next try): %s", err);
+        po_log(PO_LOG_WARN,
+               "callback records and console history: not written (kept for the next try): %s",
+               err);
     if (rc) { /* a fresh connection next time */
         po_store_close(j->flush_store);
         j->flush_store = NULL;

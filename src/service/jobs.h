@@ -31,6 +31,8 @@ struct po_jobs_cfg {
     struct po_alert_notify_cfg notify;
     /* the console's callback history: flushed by every node, pruned after */
     int history_days;
+    /* the callback record: sealed by every node, pruned after (0: never) */
+    int record_days;
     /* serve's committer: every engine call of the jobs goes through it
      * (NULL: applied on the jobs' own connection) */
     struct po_committer *committer;

@@ -90,6 +90,13 @@ const struct po_option po_options[] = {
     {"console-history-days", PO_OPT_INT, 0, 3650, 30, NULL, "DAYS",
      "days of callback history the console keeps (the traffic table; 0: keep all)", false,
      GW(history_days)},
+    {"callback-record-days", PO_OPT_INT, 0, 36500, 400, NULL, "DAYS",
+     "days every verified callback's record (headers and body as received, hash-chained) is"
+     " kept for disputes (0: keep all)",
+     false, GW(record_days)},
+    {"no-callback-record", PO_OPT_FLAG, 0, 1, 0, "", NULL,
+     "do not record verified callbacks (measurements only: a dispute then has no evidence)", false,
+     0, 0},
     {"recon-days", PO_OPT_INT, 1, 31, 3, NULL, "N",
      "days back the daily reconciliation catches up (after a stop)", false, GW(recon_days)},
     {"channel-timeout-ms", PO_OPT_INT, 100, 60000, 10000, NULL, "MS",

@@ -149,6 +149,9 @@ check "under failover: every payment credited exactly once" "$(clearing)" "$expe
 check "under failover: every order PAID" "$(paid_count F-)" "$N2"
 fattempts=$(sum_of attempts "${outs[@]}")
 check "verify on the new primary" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
+read -r aok arecords aunsealed <<< "$(audit_settled)"
+check "the callback record's chain whole on the new primary, all sealed" "$aok $aunsealed" "True 0"
+check "a callback record for every acked delivery" "$(( arecords >= 3 * N2 ))" 1
 # the killed primaries are back, as replicas; one leader
 for _ in $(seq 1 60); do
   roles=$(for i in 1 2 3; do r=$(eval echo "\$REST$i"); curl -s -m 2 "http://127.0.0.1:$r/patroni" |

@@ -60,7 +60,13 @@ paid=$("$BIN" order list --tenant t1 --status PAID --limit 10000 --json |
   python3 -c 'import json,sys; d=json.load(sys.stdin); assert not d["has_more"]; print(len({o["out_trade_no"] for o in d["data"] if o["out_trade_no"].startswith("K-")}))')
 check "every order PAID" "$paid" "$N"
 check "verify" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
+# The callback record across the kills: its chains whole, nothing left
+# unsealed, and a record for every acked delivery (its batch committed it;
+# a kill between a commit and its ack leaves a record more)
+read -r aok arecords aunsealed <<< "$(audit_settled)"
+check "audit: the chain whole after the kills, all sealed" "$aok $aunsealed" "True 0"
+check "audit: a record for every acked delivery" "$(( arecords >= acked ))" 1
 kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null
-fig "# kill9[$BACKEND]: $kills kill -9 of the gateway under 8 simulators, $N orders x 3 concurrent copies -> $attempts attempts for $acked acked deliveries, $paid paid, each credited once, verify clean"
+fig "# kill9[$BACKEND]: $kills kill -9 of the gateway under 8 simulators, $N orders x 3 concurrent copies -> $attempts attempts for $acked acked deliveries, $paid paid, each credited once, verify clean; $arecords callback records, their chain whole"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

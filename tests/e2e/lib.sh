@@ -11,6 +11,17 @@ trap e2e_cleanup EXIT
 cd "$work"
 fails=0; passes=0
 check() { if [ "$2" == "$3" ]; then passes=$((passes+1)); else echo "FAIL $1: got $2, expected $3"; fails=$((fails+1)); fi; }
+# audit_settled: "OK RECORDS UNSEALED" of `audit verify` once serve sealed
+# everything (waits up to 10 s for it)
+audit_settled() {
+  local out=
+  for _ in $(seq 1 100); do
+    out=$("$BIN" audit verify --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["ok"], d["records"], d["unsealed"])')
+    case "$out" in "True "*" 0") break ;; esac
+    sleep 0.1
+  done
+  echo "$out"
+}
 fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
 if [ "$BACKEND" = postgres ]; then
   if [ -z "${PAYONCE_TEST_PG:-}" ]; then

@@ -1,0 +1,45 @@
+-- 0017_callback_record.sql — the tamper-evident record of every verified
+-- callback (issue 28 item 3; docs/reliability.md, "The callback record").
+--
+-- callback_record: the request as received (its headers and body, each
+-- base64 so that any byte survives both stores), written in the same
+-- transaction as what the callback did — a credit and its evidence commit
+-- together or not at all. digest is SHA-256 over the record's fields
+-- (tenant, request, time, channel, path, order, headers, body). seq,
+-- prev_hash and hash are NULL until the record is sealed into its tenant's
+-- chain (every node seals every two seconds, each tenant's chain under its
+-- callback_chain row): hash = SHA-256(prev_hash "\n" seq "\n" digest), so a
+-- record changed, removed or moved breaks the chain at that place and
+-- `payonce audit verify` names it.
+--
+-- callback_chain: each tenant's chain head (seq, hash: the newest sealed
+-- record) and base (base_seq, base_hash: the last record pruned away by
+-- retention; 0 and 64 zeros before any pruning), so the oldest record kept
+-- is linked to something and a removed newest record is seen.
+CREATE TABLE IF NOT EXISTS callback_record (
+    tenant_id    TEXT NOT NULL,
+    request_id   TEXT NOT NULL,
+    received_at  TEXT NOT NULL,
+    channel      TEXT NOT NULL,
+    path         TEXT NOT NULL,
+    out_trade_no TEXT NOT NULL,
+    headers      TEXT NOT NULL,
+    body         TEXT NOT NULL,
+    digest       TEXT NOT NULL,
+    seq          BIGINT,
+    prev_hash    TEXT,
+    hash         TEXT,
+    PRIMARY KEY (tenant_id, request_id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS callback_record_chain ON callback_record (tenant_id, seq);
+CREATE INDEX IF NOT EXISTS callback_record_unsealed ON callback_record (tenant_id, received_at)
+    WHERE seq IS NULL;
+CREATE INDEX IF NOT EXISTS callback_record_order ON callback_record (tenant_id, out_trade_no);
+CREATE INDEX IF NOT EXISTS callback_record_at ON callback_record (received_at);
+CREATE TABLE IF NOT EXISTS callback_chain (
+    tenant_id TEXT PRIMARY KEY,
+    seq       BIGINT NOT NULL,
+    hash      TEXT NOT NULL,
+    base_seq  BIGINT NOT NULL,
+    base_hash TEXT NOT NULL
+);

@@ -72,18 +72,18 @@ static void answer(struct po_hcall *h)
         po_metrics_verify_failure(cb->ch->name, d->outcome.reason);
     po_metrics_callback(cb->ch->name, d->outcome.kind, d->outcome.layer, micros);
     bool paid = d->outcome.kind == PO_OUT_APPLIED && cb->item.ev.type == PO_EV_PAY_SUCCESS;
-    po_traffic_count(cb->tenant, cb->ch->name, d->outcome.kind, d->outcome.layer, micros,
-                     paid ? cb->item.ev.amount_minor : 0, paid ? cb->item.ev.currency : NULL);
-    if (cb->verified) /* forgeries are counted above, never stored one by one */
-        po_deliveries_record(&(struct po_delivery){.tenant = cb->tenant,
-                                                   .channel = cb->ch->name,
-                                                   .request_id = h->req.request_id,
-                                                   .out_trade_no = d->out_trade_no,
-                                                   .outcome = d->outcome.kind,
-                                                   .layer = d->outcome.layer,
-                                                   .reason = d->outcome.reason,
-                                                   .status = ack.status,
-                                                   .micros = micros});
+    /* counted always; forgeries are never stored one by one */
+    po_traffic_answered(&(struct po_delivery){.tenant = cb->tenant,
+                                              .channel = cb->ch->name,
+                                              .request_id = h->req.request_id,
+                                              .out_trade_no = d->out_trade_no,
+                                              .outcome = d->outcome.kind,
+                                              .layer = d->outcome.layer,
+                                              .reason = d->outcome.reason,
+                                              .status = ack.status,
+                                              .micros = micros},
+                        paid ? cb->item.ev.amount_minor : 0, paid ? cb->item.ev.currency : NULL,
+                        cb->verified);
     log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb,
              ack.status, micros);
     h->logged = true;

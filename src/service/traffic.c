@@ -2,7 +2,8 @@
  * traffic.c — the console's history of callbacks (traffic.h).
  *
  * The callback path counts into a small open-addressed table keyed by
- * tenant and channel under one mutex (a probe and a few additions; the
+ * tenant and channel under one mutex (a probe and a few additions, and the
+ * verified delivery into its buffer under the same lock; the
  * metrics' atomics cannot be keyed by a tenant). Every PO_TRAFFIC_FLUSH_S
  * the jobs thread takes the table's counts and adds them, one row per
  * kind, to traffic (bucket, tenant, channel, node, kind) with an upsert, so
@@ -89,13 +90,13 @@ static void add_volume(struct slot *s, const char *currency, int64_t minor)
         }
 }
 
-void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_kind outcome,
-                      int layer, uint64_t micros, int64_t credited_minor, const char *currency)
+/* Counts one answer (mu held). */
+static void count_locked(const char *tenant, const char *channel, enum po_outcome_kind outcome,
+                         int layer, uint64_t micros, int64_t credited_minor, const char *currency)
 {
     size_t b = 0;
     while (b < NACK - 1 && micros > ack_le_us[b])
         b++;
-    pthread_mutex_lock(&mu);
     struct slot *s = slot_of(tenant, channel);
     if (s && (unsigned)outcome < PO_OUT_COUNT) {
         s->out[outcome][layer >= 0 && layer <= 3 ? layer : 0]++;
@@ -103,6 +104,13 @@ void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_k
         if (credited_minor > 0 && currency && po_currency_valid(currency))
             add_volume(s, currency, credited_minor);
     }
+}
+
+void po_traffic_count(const char *tenant, const char *channel, enum po_outcome_kind outcome,
+                      int layer, uint64_t micros, int64_t credited_minor, const char *currency)
+{
+    pthread_mutex_lock(&mu);
+    count_locked(tenant, channel, outcome, layer, micros, credited_minor, currency);
     pthread_mutex_unlock(&mu);
 }
 
@@ -285,31 +293,32 @@ struct rec {
     char channel[PO_CHANNEL_SIZE];
 };
 
-static pthread_mutex_t dmu = PTHREAD_MUTEX_INITIALIZER;
 static struct rec *buffer; /* PO_DELIVERY_BUFFER, allocated at the first record */
 static int nbuffer;
 static uint64_t dropped;
 
 static void deliveries_reset(void)
 {
-    pthread_mutex_lock(&dmu);
+    pthread_mutex_lock(&mu);
     nbuffer = 0;
     dropped = 0;
-    pthread_mutex_unlock(&dmu);
+    pthread_mutex_unlock(&mu);
 }
 
-void po_deliveries_record(const struct po_delivery *d)
+static bool delivery_ok(const struct po_delivery *d)
 {
-    if (!d->tenant || !po_id_valid(d->tenant, PO_ID_MAX) || !d->request_id || !d->channel ||
-        strlen(d->channel) >= PO_CHANNEL_SIZE || strlen(d->request_id) >= sizeof buffer->request_id)
-        return;
-    int64_t at = po_clock_now_ms();
-    pthread_mutex_lock(&dmu);
+    return d->tenant && po_id_valid(d->tenant, PO_ID_MAX) && d->request_id && d->channel &&
+           strlen(d->channel) < PO_CHANNEL_SIZE &&
+           strlen(d->request_id) < sizeof buffer->request_id;
+}
+
+/* Keeps one delivery (valid: delivery_ok; mu held). */
+static void record_locked(const struct po_delivery *d, int64_t at)
+{
     if (!buffer)
         buffer = calloc(PO_DELIVERY_BUFFER, sizeof *buffer);
     if (!buffer || nbuffer == PO_DELIVERY_BUFFER) {
         dropped++;
-        pthread_mutex_unlock(&dmu);
         return;
     }
     struct rec *r = &buffer[nbuffer++];
@@ -325,14 +334,35 @@ void po_deliveries_record(const struct po_delivery *d)
     bool named = d->out_trade_no && po_id_valid(d->out_trade_no, PO_ID_MAX);
     PO_ASSERT(po_strcpy(r->out_trade_no, sizeof r->out_trade_no, named ? d->out_trade_no : "") ==
               PO_OK);
-    pthread_mutex_unlock(&dmu);
+}
+
+void po_deliveries_record(const struct po_delivery *d)
+{
+    if (!delivery_ok(d))
+        return;
+    int64_t at = po_clock_now_ms();
+    pthread_mutex_lock(&mu);
+    record_locked(d, at);
+    pthread_mutex_unlock(&mu);
+}
+
+void po_traffic_answered(const struct po_delivery *d, int64_t credited_minor, const char *currency,
+                         bool verified)
+{
+    bool keep = verified && delivery_ok(d);
+    int64_t at = keep ? po_clock_now_ms() : 0;
+    pthread_mutex_lock(&mu);
+    count_locked(d->tenant, d->channel, d->outcome, d->layer, d->micros, credited_minor, currency);
+    if (keep)
+        record_locked(d, at);
+    pthread_mutex_unlock(&mu);
 }
 
 uint64_t po_deliveries_dropped(void)
 {
-    pthread_mutex_lock(&dmu);
+    pthread_mutex_lock(&mu);
     uint64_t n = dropped;
-    pthread_mutex_unlock(&dmu);
+    pthread_mutex_unlock(&mu);
     return n;
 }
 
@@ -395,17 +425,17 @@ static po_err delivery_rows(struct po_store *s, void *ctx)
 po_err po_deliveries_flush(struct po_store *s, struct po_committer *c, const char *node, char *err,
                            size_t errcap)
 {
-    pthread_mutex_lock(&dmu);
+    pthread_mutex_lock(&mu);
     int n = nbuffer;
     struct rec *taken = n ? malloc((size_t)n * sizeof *taken) : NULL;
     if (n && !taken) {
-        pthread_mutex_unlock(&dmu);
+        pthread_mutex_unlock(&mu);
         return PO_ERR_NOMEM;
     }
     if (n)
         memcpy(taken, buffer, (size_t)n * sizeof *taken);
     nbuffer = 0;
-    pthread_mutex_unlock(&dmu);
+    pthread_mutex_unlock(&mu);
     if (!n)
         return PO_OK;
     /* a few hundred rows per transaction (or batch of the committer's):
@@ -424,13 +454,13 @@ po_err po_deliveries_flush(struct po_store *s, struct po_committer *c, const cha
     if (rc) { /* what was not written goes back in front of what came since, as far as
                * there is room */
         int left = n - i;
-        pthread_mutex_lock(&dmu);
+        pthread_mutex_lock(&mu);
         int room = PO_DELIVERY_BUFFER - nbuffer, keep = left < room ? left : room;
         memmove(buffer + keep, buffer, (size_t)nbuffer * sizeof *buffer);
         memcpy(buffer, taken + i, (size_t)keep * sizeof *buffer);
         nbuffer += keep;
         dropped += (uint64_t)(left - keep);
-        pthread_mutex_unlock(&dmu);
+        pthread_mutex_unlock(&mu);
     }
     free(taken);
     return rc;

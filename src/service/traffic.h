@@ -52,6 +52,11 @@ struct po_delivery {
     uint64_t micros;
 };
 void po_deliveries_record(const struct po_delivery *d);
+/* Both of one answered callback under one lock (the callback path): its
+ * count (po_traffic_count; credited_minor and currency as there) and,
+ * when it was verified, its delivery. */
+void po_traffic_answered(const struct po_delivery *d, int64_t credited_minor, const char *currency,
+                         bool verified);
 /* Writes what was recorded since the last flush, 200 rows per statement
  * and transaction (committer: as po_traffic_flush); what a failure left
  * unwritten is kept for the next. */

@@ -36,7 +36,7 @@
 /* ---- the server under test (a child `payonce serve`) ---- */
 
 po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_bench_fx *fx,
-                             const char *name, int batch_max, int batch_wait_us,
+                             const char *name, int batch_max, int batch_wait_us, const char *flag,
                              struct po_bench_server *out, char *err, size_t errcap)
 {
     char logpath[400], bm[16], bw[16], cm[16];
@@ -61,7 +61,7 @@ po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_ben
         execl(cfg->exe, cfg->exe, "serve", "--db", fx->db_url, "--listen", "127.0.0.1:0",
               "--master-key-file", fx->master_file, "--query-interval", "0",
               "--refund-retry-interval", "0", "--batch-max", bm, "--batch-wait-us", bw,
-              "--committers", cm, "--max-connections-per-ip", "0", (char *)NULL);
+              "--committers", cm, "--max-connections-per-ip", "0", flag, (char *)NULL);
         _exit(127);
     }
     close(pfd[1]);
@@ -441,6 +441,42 @@ static double verify_cost_us(struct run *R)
     return us;
 }
 
+/* What the callback record holds after the scenarios: its rows, their
+ * bytes as columns, and on disk (table and indexes; SQLite: dbstat, -1
+ * when this SQLite lacks it). Printed, and returned for the results. */
+static json_t *record_size(struct run *R)
+{
+    struct po_rows r = {0}, d = {0};
+    int64_t rows = 0, bytes = 0, disk = -1;
+    if (po_store_exec(R->fx.s,
+                      "SELECT COUNT(*), COALESCE(SUM(LENGTH(tenant_id) + LENGTH(request_id) +"
+                      " LENGTH(received_at) + LENGTH(channel) + LENGTH(path) +"
+                      " LENGTH(out_trade_no) + LENGTH(headers) + LENGTH(body) + LENGTH(digest) +"
+                      " COALESCE(LENGTH(prev_hash) + LENGTH(hash), 0) + 8), 0) FROM"
+                      " callback_record",
+                      PO_NO_PARAMS, &r, NULL, R->err, sizeof R->err) ||
+        po_rows_i64(&r, 0, 0, &rows) || po_rows_i64(&r, 0, 1, &bytes))
+        rows = bytes = -1;
+    po_rows_free(&r);
+    char err[PO_ERRBUF_SIZE];
+    if (!po_store_exec(R->fx.s,
+                       R->pg ? "SELECT pg_total_relation_size('callback_record')"
+                             : "SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'callback_record%'"
+                               " OR name LIKE 'sqlite_autoindex_callback_record%'",
+                       PO_NO_PARAMS, &d, NULL, err, sizeof err) &&
+        d.nrows == 1 && po_rows_i64(&d, 0, 0, &disk))
+        disk = -1;
+    po_rows_free(&d);
+    if (rows > 0)
+        printf("callback record: %lld records (every delivery of the scenarios), %lld bytes each"
+               " as columns, %lld on disk with its indexes\n",
+               (long long)rows, (long long)(bytes / rows),
+               (long long)(disk > 0 ? disk / rows : -1));
+    return json_pack("{s:I, s:I, s:I}", "records", (json_int_t)rows, "column_bytes_per_record",
+                     (json_int_t)(rows > 0 ? bytes / rows : -1), "disk_bytes_per_record",
+                     (json_int_t)(rows > 0 && disk > 0 ? disk / rows : -1));
+}
+
 /* ---- the report ---- */
 
 static const struct row *find_row(const struct run *R, const char *name)
@@ -505,7 +541,8 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                      *va = find_row(R, "tenant A orders, alone"),
                      *vf = find_row(R, "tenant A orders, B floods"),
                      *w64 = find_row(R, "lone tenant API, 64 conns"),
-                     *w256 = find_row(R, "lone tenant API, 256 conns");
+                     *w256 = find_row(R, "lone tenant API, 256 conns"),
+                     *norec = find_row(R, "unique merchants, no callback record");
     struct target t[12];
     int n = 0;
     double cu = credited_per_s(u);
@@ -548,6 +585,9 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
     if (b1)
         printf("%-56s %10.2f\n", "unique merchants vs --batch-max 1 (x, information)",
                cu / credited_per_s(b1));
+    if (norec)
+        printf("%-56s %10.2f\n", "unique merchants, record on vs off (x, information)",
+               cu / credited_per_s(norec));
     if (engine)
         printf("%-56s %10.2f\n", "unique merchants vs engine alone (x, information)",
                cu / credited_per_s(engine));
@@ -622,8 +662,9 @@ static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char
 
 /* ---- the run ---- */
 
-const char *const po_bench_runs[] = {"unique", "redelivery", "hot",    "dup3",   "api",   "half",
-                                     "idle",   "tenants",    "batch1", "engine", "plain", NULL};
+const char *const po_bench_runs[] = {"unique", "redelivery", "hot",     "dup3",   "api",
+                                     "half",   "idle",       "tenants", "batch1", "norecord",
+                                     "engine", "plain",      NULL};
 
 /* Is key in the comma-separated list (NULL: everything is)? */
 static bool listed(const char *list, const char *key)
@@ -820,11 +861,23 @@ static po_err baselines(struct run *R, int n)
     struct po_bench_server b1 = {0};
     po_err rc = PO_OK;
     if (RUN("batch1"))
-        rc = po_bench_server_start(cfg, &R->fx, "batch1", 1, 0, &b1, R->err, sizeof R->err);
+        rc = po_bench_server_start(cfg, &R->fx, "batch1", 1, 0, NULL, &b1, R->err, sizeof R->err);
     if (!rc && RUN("batch1")) {
         rc = callbacks_run(R, &b1, "--batch-max 1", "B", n / 2, false, 1, 0, R->conns, 0, NULL);
         R->rows[R->nrows - 1].kind = "baseline";
         po_bench_server_stop(&b1);
+    }
+    if (!rc && RUN("norecord")) { /* what the callback record costs */
+        struct po_bench_server b2 = {0};
+        rc = po_bench_server_start(cfg, &R->fx, "norecord", cfg->batch_max, cfg->batch_wait_us,
+                                   "--no-callback-record", &b2, R->err, sizeof R->err);
+        if (!rc) {
+            settle(R);
+            rc = callbacks_run(R, &b2, "unique merchants, no callback record", "NR", n, false, 1, 0,
+                               R->conns, 0, NULL);
+            R->rows[R->nrows - 1].kind = "baseline";
+            po_bench_server_stop(&b2);
+        }
     }
     if (!rc && RUN("engine")) {
         rc = po_bench_orders(&R->fx, "E", n, false, R->err, sizeof R->err);
@@ -952,8 +1005,8 @@ int po_bench_run(const struct po_bench_cfg *cfg)
     json_t *scans_before = NULL, *scans = NULL;
     bool seq_on_big = false;
     if (!rc)
-        rc = po_bench_server_start(cfg, &R.fx, "main", cfg->batch_max, cfg->batch_wait_us, &srv,
-                                   R.err, sizeof R.err);
+        rc = po_bench_server_start(cfg, &R.fx, "main", cfg->batch_max, cfg->batch_wait_us, NULL,
+                                   &srv, R.err, sizeof R.err);
     if (!rc && R.pg && cfg->plan_rows > 0) {
         /* Plans made while the tables are small, then the tables grow. */
         rc = callbacks_run(&R, &srv, "warm-up", "W", 200, false, 1, 0, R.conns, 0, NULL);
@@ -976,6 +1029,7 @@ int po_bench_run(const struct po_bench_cfg *cfg)
         json_decref(after);
     }
     po_bench_server_stop(&srv);
+    json_t *records = rc ? NULL : record_size(&R);
     if (!rc)
         rc = baselines(&R, n);
     int violations = -1;
@@ -1018,7 +1072,7 @@ int po_bench_run(const struct po_bench_cfg *cfg)
     if (!rc && cfg->out_dir) {
         json_t *doc = json_pack(
             "{s:i, s:o, s:o, s:o, s:b, s:{s:i, s:i, s:i, s:i, s:i, s:I}, s:o, s:o, s:o, s:o,"
-            " s:b, s:i}",
+            " s:b, s:i, s:o}",
             "version", 1, "machine", machine, "fsync_us",
             json_pack("{s:f, s:f}", "p50", f50, "p99", f99), "store",
             json_pack("{s:s, s:o}", "backend", R.pg ? "postgresql" : "sqlite", "settings",
@@ -1028,7 +1082,7 @@ int po_bench_run(const struct po_bench_cfg *cfg)
             R.pg ? cfg->committers : 1, "plan_rows", (json_int_t)(R.pg ? cfg->plan_rows : 0),
             "rows", rows_json(&R), "targets", targets, "cpu_per_callback", budget, "scans",
             scans ? json_incref(scans) : json_null(), "exactly_once", exact, "ledger_violations",
-            violations);
+            violations, "callback_record", records ? json_incref(records) : json_null());
         machine = NULL;
         targets = budget = NULL;
         char path[512];
@@ -1045,6 +1099,7 @@ int po_bench_run(const struct po_bench_cfg *cfg)
     json_decref(settings);
     json_decref(scans);
     json_decref(scans_before);
+    json_decref(records);
     po_bench_fx_close(&R.fx);
     if (!rc)
         remove_scratch(dir);

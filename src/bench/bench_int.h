@@ -67,9 +67,10 @@ struct po_bench_server {
     unsigned port;
 };
 /* A child `payonce serve` over fx's store on a free loopback port, its log
- * in fx->dir/server-NAME.log; SIGTERMed if the benchmark dies. */
+ * in fx->dir/server-NAME.log; SIGTERMed if the benchmark dies. flag: one
+ * more flag of serve's (NULL: none). */
 po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_bench_fx *fx,
-                             const char *name, int batch_max, int batch_wait_us,
+                             const char *name, int batch_max, int batch_wait_us, const char *flag,
                              struct po_bench_server *out, char *err, size_t errcap) PO_MUST_CHECK;
 void po_bench_server_stop(struct po_bench_server *s);
 /* The server's committer counters from its /metrics (batches, items; 0 and 0

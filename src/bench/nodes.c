@@ -137,8 +137,8 @@ static po_err step_run(const struct po_bench_cfg *cfg, struct po_bench_fx *fx, i
     po_err rc = PO_OK;
     for (int i = 0; !rc && i < k; i++) {
         (void)snprintf(name, sizeof name, "node%d-%d", k, i + 1);
-        rc = po_bench_server_start(cfg, fx, name, cfg->batch_max, cfg->batch_wait_us, &nodes[i],
-                                   err, errcap);
+        rc = po_bench_server_start(cfg, fx, name, cfg->batch_max, cfg->batch_wait_us, NULL,
+                                   &nodes[i], err, errcap);
     }
     if (!rc)
         rc = haproxy_start(fx, nodes, k, &hp, &hport, err, errcap);

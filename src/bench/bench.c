@@ -449,20 +449,24 @@ static json_t *record_size(struct run *R)
     struct po_rows r = {0}, d = {0};
     int64_t rows = 0, bytes = 0, disk = -1;
     if (po_store_exec(R->fx.s,
-                      "SELECT COUNT(*), COALESCE(SUM(LENGTH(tenant_id) + LENGTH(request_id) +"
-                      " LENGTH(received_at) + LENGTH(channel) + LENGTH(path) +"
+                      "SELECT COUNT(*), COALESCE(SUM(LENGTH(r.tenant_id) + LENGTH(r.request_id)"
+                      " + LENGTH(received_at) + LENGTH(channel) + LENGTH(path) +"
                       " LENGTH(out_trade_no) + LENGTH(headers) + LENGTH(body) + LENGTH(digest) +"
                       " COALESCE(LENGTH(prev_hash) + LENGTH(hash), 0) + 8), 0) FROM"
-                      " callback_record",
+                      " callback_record r JOIN callback_body b ON b.tenant_id = r.tenant_id AND"
+                      " b.request_id = r.request_id",
                       PO_NO_PARAMS, &r, NULL, R->err, sizeof R->err) ||
         po_rows_i64(&r, 0, 0, &rows) || po_rows_i64(&r, 0, 1, &bytes))
         rows = bytes = -1;
     po_rows_free(&r);
     char err[PO_ERRBUF_SIZE];
     if (!po_store_exec(R->fx.s,
-                       R->pg ? "SELECT pg_total_relation_size('callback_record')"
+                       R->pg ? "SELECT pg_total_relation_size('callback_record') +"
+                               " pg_total_relation_size('callback_body')"
                              : "SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'callback_record%'"
-                               " OR name LIKE 'sqlite_autoindex_callback_record%'",
+                               " OR name LIKE 'callback_body%' OR name LIKE"
+                               " 'sqlite_autoindex_callback_record%' OR name LIKE"
+                               " 'sqlite_autoindex_callback_body%'",
                        PO_NO_PARAMS, &d, NULL, err, sizeof err) &&
         d.nrows == 1 && po_rows_i64(&d, 0, 0, &disk))
         disk = -1;

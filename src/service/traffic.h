@@ -70,8 +70,8 @@ uint64_t po_deliveries_dropped(void);
  * PO_SEAL_WORKS_MAX works ran; then, when keep_days > 0 and prune, deletes
  * sealed records received more than keep_days ago. *out_sealed and
  * *out_pruned (may be NULL) count them. */
-#define PO_SEAL_WORK 1000
-#define PO_SEAL_WORKS_MAX 50
+#define PO_SEAL_WORK 200
+#define PO_SEAL_WORKS_MAX 100
 po_err po_records_seal(struct po_store *s, struct po_committer *committer, int64_t now_unix,
                        int keep_days, bool prune, int64_t *out_sealed, int64_t *out_pruned,
                        char *err, size_t errcap) PO_MUST_CHECK;

@@ -173,7 +173,7 @@ static void a_changed_body_is_named(void **state)
 {
     five(S);
     /* the body of record 3 replaced (base64 of another amount) */
-    exec(S, "UPDATE callback_record SET body = 'eyJhbW91bnQiOjEwMDAwfQ==' WHERE seq = 3");
+    exec(S, "UPDATE callback_body SET body = 'eyJhbW91bnQiOjEwMDAwfQ==' WHERE request_id = 'R-3'");
     broken_with(S, "record 3 (request R-3, order A-3) was changed");
     /* a digest recomputed to match the new body still breaks the link */
     struct po_rows rows = {0};
@@ -221,16 +221,30 @@ static void one_inserted_by_hand_is_named(void **state)
     five(S);
     /* a copy of record 5 as record 6, past the head */
     exec(S, "INSERT INTO callback_record (tenant_id, request_id, received_at, channel, path,"
-            " out_trade_no, headers, body, digest, seq, prev_hash, hash) SELECT tenant_id,"
-            " 'R-X', received_at, channel, path, out_trade_no, headers, body, digest, 6, hash,"
-            " hash FROM callback_record WHERE seq = 5");
+            " out_trade_no, digest, seq, prev_hash, hash) SELECT tenant_id, 'R-X', received_at,"
+            " channel, path, out_trade_no, digest, 6, hash, hash FROM callback_record WHERE"
+            " seq = 5");
+    exec(S, "INSERT INTO callback_body (tenant_id, request_id, headers, body) SELECT tenant_id,"
+            " 'R-X', headers, body FROM callback_body WHERE request_id = 'R-5'");
     broken_with(S, "record 6 (request R-X, order A-5) was changed");
     exec(S, "DELETE FROM callback_record WHERE seq = 6");
+    /* a body removed: its record no longer has what it stands for */
+    exec(S, "DELETE FROM callback_body WHERE request_id = 'R-2'");
+    broken_with(S, "record 2 (request R-2) lost a field or its body");
+    exec(S, "INSERT INTO callback_body (tenant_id, request_id, headers, body) SELECT tenant_id,"
+            " 'R-2', headers, body FROM callback_body WHERE request_id = 'R-X'");
+    broken_with(S, "record 2 (request R-2, order A-2) was changed");
+    exec(S, "DELETE FROM callback_body WHERE request_id = 'R-2'");
+    exec(S, "DELETE FROM callback_body WHERE request_id = 'R-X'");
+    exec(S, "DELETE FROM callback_record WHERE request_id = 'R-2'");
+    exec(S, "UPDATE callback_record SET seq = 2 WHERE seq = 3"); /* keep it short: no gap */
     /* unsealed, inserted by hand long ago */
     exec(S, "INSERT INTO callback_record (tenant_id, request_id, received_at, channel, path,"
-            " out_trade_no, headers, body, digest) VALUES ('t1', 'R-Y', '2020-01-01T00:00:00Z',"
-            " 'wechatpay', '/', 'A-9', '', '', 'x')");
-    broken_with(S, "are not sealed");
+            " out_trade_no, digest) VALUES ('t1', 'R-Y', '2020-01-01T00:00:00Z', 'wechatpay', '/',"
+            " 'A-9', 'x')");
+    struct po_audit_report *r = check(S, NULL, 0);
+    assert_int_equal(r->broken, 2); /* the moved record 3, and the unsealed one */
+    assert_non_null(strstr(r->problem[1].what, "are not sealed"));
 }
 
 static void a_rewritten_chain_needs_an_anchor(void **state)
@@ -280,6 +294,7 @@ static void retention_keeps_the_rest_linked(void **state)
     assert_int_equal(r->broken, 0);
     assert_int_equal(r->records, 3);
     assert_int_equal(t_count(S, "SELECT base_seq FROM callback_chain", NULL, 0), 3);
+    assert_int_equal(t_count(S, "SELECT COUNT(*) FROM callback_body", NULL, 0), 3); /* bodies too */
     /* and the oldest kept, removed, is still seen */
     exec(S, "DELETE FROM callback_record WHERE seq = 4");
     broken_with(S, "record 4 is missing");

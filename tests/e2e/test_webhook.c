@@ -971,6 +971,7 @@ static void hole_down(void)
 /* Tenant t2's endpoint accepts and never answers while 12 of its payments
  * wait; tenant t1's payments are delivered meanwhile, and t2 never has
  * more attempts in flight than its share. */
+#define BH1_N 12 /* t1's events */
 static void test_bulkhead(void)
 {
     char ep[64], u[128];
@@ -994,9 +995,9 @@ static void test_bulkhead(void)
     struct t_gateway *gw = gateway();
     unsigned port = gw->port;
     /* t1 first, to a receiver that takes 600 ms: t1 has work for a while
-     * (3 rounds of its share of 2), and t2 arrives meanwhile. */
+     * (BH1_N / 2 rounds of its share of 2), and t2 arrives meanwhile. */
     rx_behave(false, 600);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < BH1_N; i++) {
         char no[32];
         snprintf(no, sizeof no, "BH1-%d", i);
         order(no);
@@ -1009,20 +1010,27 @@ static void test_bulkhead(void)
         T_CHECK(post_callback_to(port, "t2", no) == 204, "bulkhead: t2 %s not acked", no);
     }
     int delivered = 0, shared_peak = 0;
-    for (int t = 0; t < 20000 && delivered < 6; t += 50) {
-        int open = atomic_load(&hole.open); /* t1 still has work now */
-        shared_peak = open > shared_peak ? open : shared_peak;
-        sleep_ms(50);
+    for (int t = 0; t < 20000 && delivered < BH1_N; t += 50) {
+        int open = atomic_load(&hole.open);
         delivered = 0;
-        for (int i = 0; i < 6; i++) {
+        for (int i = 0; i < BH1_N; i++) {
             char no[32];
             snprintf(no, sizeof no, "BH1-%d", i);
             delivered += seen_of("payment.credited", no);
         }
+        /* t1 had work when open was read only if an event of it was then
+         * held by no sender: at least 3 undelivered, its share (2) in
+         * flight. With its last ones in flight t1 has nothing waiting, and
+         * t2 may rightly take the free senders (a clean-clone TSan run
+         * failed here with 4: the test's "not delivered yet" was wider
+         * than the scheduler's "waiting") */
+        if (delivered <= BH1_N - 3)
+            shared_peak = open > shared_peak ? open : shared_peak;
+        sleep_ms(50);
     }
     rx_behave(false, 0);
-    T_CHECK(delivered == 6, "bulkhead: %d of t1's 6 events delivered while t2's endpoint hangs",
-            delivered);
+    T_CHECK(delivered == BH1_N,
+            "bulkhead: %d of t1's %d events delivered while t2's endpoint hangs", delivered, BH1_N);
     T_CHECK(shared_peak <= 2 && shared_peak >= 1,
             "bulkhead: t2 had %d attempts in flight at once while t1 had work (its share is 2)",
             shared_peak);

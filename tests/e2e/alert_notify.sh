@@ -56,7 +56,9 @@ first=$(posts 'min(p["t"] for p in ok)')
 check "after the group wait (2 s, to the second)" "$(python3 -c "print($first - $t0 >= 1)")" True
 check "Alertmanager's payload" "$(posts 'sorted(set((p["b"]["version"], p["b"]["status"], p["b"]["receiver"], p["b"]["groupLabels"]["tenant"], p["b"]["truncatedAlerts"]) for p in ok))')" "[('4', 'firing', 'payonce', 't1', 0)]"
 sid=$($P alerts --tenant t1 --json | python3 -c 'import json,sys; print(" ".join(sorted(a["short_id"] for a in json.load(sys.stdin)["alerts"] if a["reason"]=="amount_mismatch")))')
-check "each alert labelled with its short id and order" "$(posts 'sorted((a["labels"]["alert_id"], a["labels"].get("order"), a["status"], a["endsAt"]) for p in ok for a in p["b"]["alerts"] if a["labels"]["alertname"]=="amount_mismatch")')" \
+# (the group's first notification: its repeat, 6 s later, may have come
+# meanwhile on a loaded machine)
+check "each alert labelled with its short id and order" "$(posts 'sorted((a["labels"]["alert_id"], a["labels"].get("order"), a["status"], a["endsAt"]) for p in [q for q in ok if q["b"]["groupLabels"]["alertname"]=="amount_mismatch"][:1] for a in p["b"]["alerts"])')" \
   "$(python3 -c "import sys; s=sys.argv[1].split(); print(sorted([(s[0], None, 'firing', '0001-01-01T00:00:00Z'), (s[1], None, 'firing', '0001-01-01T00:00:00Z')]))" "$sid" | sed "s/None/'A-1'/; s/None/'A-2'/")"
 grep -q "^To: ops@example.com$" mail.txt && grep -q "^Subject: \[FIRING:2\] payonce amount_mismatch, tenant t1$" mail.txt && grep -q "^Subject: \[FIRING:1\] payonce unknown_order, tenant t1$" mail.txt \
   && passes=$((passes+1)) || { echo "FAIL mail: $(cat mail.txt)"; fails=$((fails+1)); }

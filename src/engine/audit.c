@@ -104,7 +104,8 @@ void po_audit_record_free(struct po_audit_record *r)
     free(r);
 }
 
-#define RECORD_COLUMNS 9
+#define RECORD_COLUMNS 7 /* callback_record */
+#define BODY_COLUMNS 4   /* callback_body */
 
 po_err po_audit_insert(struct po_store *s, struct po_audit_record *const *r, size_t n, char *err,
                        size_t errcap)
@@ -112,34 +113,36 @@ po_err po_audit_insert(struct po_store *s, struct po_audit_record *const *r, siz
     if (!n)
         return PO_OK;
     PO_ASSERT(n <= PO_BATCH_MAX);
-    struct po_param *cells = malloc(n * RECORD_COLUMNS * sizeof *cells);
+    /* two row sets: each statement ships only its own columns (the bodies
+     * once) */
+    struct po_param *cells = malloc(n * (RECORD_COLUMNS + BODY_COLUMNS) * sizeof *cells),
+                    *bodies = cells + n * RECORD_COLUMNS;
     if (!cells)
         return PO_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        struct po_param *c = &cells[i * RECORD_COLUMNS];
-        c[0] = PO_TEXT(r[i]->tenant);
-        c[1] = PO_TEXT(r[i]->request_id);
+        struct po_param *c = &cells[i * RECORD_COLUMNS], *b = &bodies[i * BODY_COLUMNS];
+        c[0] = b[0] = PO_TEXT(r[i]->tenant);
+        c[1] = b[1] = PO_TEXT(r[i]->request_id);
         c[2] = PO_TEXT(r[i]->received_at);
         c[3] = PO_TEXT(r[i]->channel);
         c[4] = PO_TEXT(r[i]->path);
         c[5] = PO_TEXT(r[i]->out_trade_no);
-        c[6] = PO_TEXT(r[i]->headers);
-        c[7] = PO_TEXT(r[i]->body);
-        c[8] = PO_TEXT(r[i]->digest);
+        c[6] = PO_TEXT(r[i]->digest);
+        b[2] = PO_TEXT(r[i]->headers);
+        b[3] = PO_TEXT(r[i]->body);
     }
-    struct po_rowset rs = {RECORD_COLUMNS, (int)n, cells};
+    struct po_rowset rs = {RECORD_COLUMNS, (int)n, cells}, bs = {BODY_COLUMNS, (int)n, bodies};
     po_err rc = po_store_exec(s,
                               "INSERT INTO callback_record (tenant_id, request_id, received_at,"
                               " channel, path, out_trade_no, digest) SELECT v.t, v.r, v.a, v.c,"
                               " v.p, v.o, v.d FROM ?{v: t text, r text, a text, c text, p text,"
-                              " o text, h text, b text, d text}",
+                              " o text, d text}",
                               PO_PARAMS(PO_ROWS(&rs)), NULL, NULL, err, errcap);
     if (!rc)
         rc = po_store_exec(s,
                            "INSERT INTO callback_body (tenant_id, request_id, headers, body) SELECT"
-                           " v.t, v.r, v.h, v.b FROM ?{v: t text, r text, a text, c text, p text,"
-                           " o text, h text, b text, d text}",
-                           PO_PARAMS(PO_ROWS(&rs)), NULL, NULL, err, errcap);
+                           " v.t, v.r, v.h, v.b FROM ?{v: t text, r text, h text, b text}",
+                           PO_PARAMS(PO_ROWS(&bs)), NULL, NULL, err, errcap);
     free(cells);
     return rc;
 }
@@ -332,6 +335,18 @@ static const struct po_audit_anchor *anchor_at(const struct po_audit_anchor *a, 
     return NULL;
 }
 
+/* The digest of row i of a record query (the columns of po_audit_find):
+ * PO_ERR_NOT_FOUND when a field is missing (its body removed). */
+static po_err row_digest(const struct po_rows *p, int i, const char *tenant, char out[65])
+{
+    for (int c = 1; c <= 7; c++)
+        if (!po_rows_get(p, i, c))
+            return PO_ERR_NOT_FOUND;
+    return digest_of(tenant, po_rows_get(p, i, 1), po_rows_get(p, i, 2), po_rows_get(p, i, 3),
+                     po_rows_get(p, i, 4), po_rows_get(p, i, 5), po_rows_get(p, i, 6),
+                     po_rows_get(p, i, 7), out);
+}
+
 /* One record of the walk; false when the chain breaks here (said). */
 static bool check_row(const struct po_rows *p, int i, const char *tenant, int64_t expect,
                       char prev[65], const struct po_audit_anchor *anchors, int nanchors,
@@ -357,17 +372,14 @@ static bool check_row(const struct po_rows *p, int i, const char *tenant, int64_
         return false;
     }
     char d[65], h[65];
-    for (int c = 1; c <= 7; c++)
-        if (!po_rows_get(p, i, c)) {
-            problem(r, tenant,
-                    "record %" PRId64 " (request %s) lost a field or its body (changed or"
-                    " removed)",
-                    seq, req ? req : "?");
-            return false;
-        }
-    if ((*rc = digest_of(tenant, req, po_rows_get(p, i, 2), po_rows_get(p, i, 3),
-                         po_rows_get(p, i, 4), order, po_rows_get(p, i, 6), po_rows_get(p, i, 7),
-                         d)) != PO_OK)
+    po_err drc = row_digest(p, i, tenant, d);
+    if (drc == PO_ERR_NOT_FOUND) {
+        problem(r, tenant,
+                "record %" PRId64 " (request %s) lost a field or its body (changed or removed)",
+                seq, req ? req : "?");
+        return false;
+    }
+    if ((*rc = drc) != PO_OK)
         return false;
     if (!digest || strcmp(d, digest) != 0) {
         problem(r, tenant,
@@ -554,12 +566,9 @@ po_err po_audit_row_ok(const struct po_rows *p, int i, const char *tenant, bool 
     *out_ok = false;
     int64_t seq = 0;
     char d[65], h[65];
-    for (int c = 1; c <= 8; c++)
-        if (!po_rows_get(p, i, c))
-            return PO_OK;
-    po_err rc = digest_of(tenant, po_rows_get(p, i, 1), po_rows_get(p, i, 2), po_rows_get(p, i, 3),
-                          po_rows_get(p, i, 4), po_rows_get(p, i, 5), po_rows_get(p, i, 6),
-                          po_rows_get(p, i, 7), d);
+    po_err rc = row_digest(p, i, tenant, d);
+    if (rc == PO_ERR_NOT_FOUND || !po_rows_get(p, i, 8))
+        return PO_OK; /* a field gone: not intact */
     if (rc || strcmp(d, po_rows_get(p, i, 8)) != 0)
         return rc;
     if (!po_rows_get(p, i, 0)) { /* not sealed yet: the digest is all there is */

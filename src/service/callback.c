@@ -222,17 +222,8 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
     return verify(cb);
 }
 
-static void alerted(struct po_commit_item *it)
-{
-    struct po_callback *cb = it->user;
-    if (it->work.rc == PO_OK)
-        decide(cb, cb->alert_kind, cb->res.reason);
-    else /* not written: at its deadline, or the batch did not commit */
-        decide(cb, PO_OUT_RETRY,
-               it->out.kind == PO_OUT_RETRY ? it->out.reason : PO_R_STORE_UNAVAILABLE);
-    finish(cb);
-}
-
+/* A work with nothing to write: an ignored callback's batch holds only
+ * its record. */
 static po_err record_only(struct po_store *s, void *ctx)
 {
     (void)s;
@@ -240,13 +231,12 @@ static po_err record_only(struct po_store *s, void *ctx)
     return PO_OK;
 }
 
-/* An ignored callback's record: written, the ack is success; not, retry. */
-static void recorded(struct po_commit_item *it)
+static void alerted(struct po_commit_item *it)
 {
     struct po_callback *cb = it->user;
     if (it->work.rc == PO_OK)
-        decide(cb, PO_OUT_IGNORED, PO_R_NONE);
-    else
+        decide(cb, cb->alert_kind, cb->res.reason);
+    else /* not written: at its deadline, or the batch did not commit */
         decide(cb, PO_OUT_RETRY,
                it->out.kind == PO_OUT_RETRY ? it->out.reason : PO_R_STORE_UNAVAILABLE);
     finish(cb);
@@ -302,7 +292,8 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
          * batch, and the ack waits for it like any other */
         memset(&cb->item, 0, sizeof cb->item);
         cb->item.work = (struct po_engine_work){record_only, NULL, PO_OK};
-        return to_committer(cb, recorded);
+        cb->alert_kind = PO_OUT_IGNORED; /* decided by alerted(), like an alert's */
+        return to_committer(cb, alerted);
     case PO_NOTIFY_UNMAPPED:
         /* Verified, but nothing payonce can apply: one alert keyed by the
          * channel's event id (a resend finds it there), and success, so the

@@ -83,6 +83,23 @@ for r in json.load(open("show.json"))["records"]:
 print(ok)
 PY
 )" 3
+# An event type payonce does not act on (a Stripe customer.created, signed
+# with the tenant's webhook secret) is verified, acknowledged "ignored" —
+# and recorded too, once its batch committed it.
+ign=$(python3 - "$port" sim/stripe_webhook_secret <<'PY'
+import hashlib, hmac, http.client, sys, time
+port, secret = int(sys.argv[1]), open(sys.argv[2]).read().strip().encode()
+body = b'{"id":"evt_ignored_1","object":"event","type":"customer.created","livemode":false,"data":{"object":{"id":"cus_1","object":"customer"}}}'
+t = str(int(time.time()))
+sig = hmac.new(secret, t.encode() + b"." + body, hashlib.sha256).hexdigest()
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+c.request("POST", "/notify/stripe/t1", body, {"Content-Type": "application/json", "Stripe-Signature": "t=%s,v1=%s" % (t, sig)})
+r = c.getresponse()
+print(r.status, r.getheader("Payonce-Outcome"))
+PY
+)
+check "an ignored event type: verified and acked" "$ign" "200 ignored"
+check "audit: the ignored callback recorded too" "$(audit_settled)" "True $((9 * N + 1)) 0"
 "$BIN" audit head > anchors.txt
 check "audit verify against the saved head" "$("$BIN" audit verify --anchor anchors.txt >/dev/null 2>&1; echo $?)" 0
 fig "# sim-e2e[$BACKEND] callback record: $((9 * N)) deliveries recorded, sealed and linked; WeChat Pay's signature verifies over the stored request with openssl"

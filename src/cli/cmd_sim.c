@@ -366,6 +366,12 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
             orders[i] = orders[j];
             orders[j] = t;
         }
+    struct po_sim_history *hist = NULL;
+    if (cli_opt(o, "history") && po_sim_history_open(cli_opt(o, "history"), &hist)) {
+        po_sim_identity_free(&id);
+        fprintf(stderr, "payonce: --history %s: cannot append to it\n", cli_opt(o, "history"));
+        return EXIT_USAGE;
+    }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int attempts = 0, acked = 0, refused = 0, unacked = 0, lost = 0, answered_fail = 0,
         no_answer = 0, credited = 0, not_credited = 0;
@@ -408,7 +414,9 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
                                                    .deadline_ms = a.deadline_ms,
                                                    .max_attempts = a.max_attempts,
                                                    .label = copies[c].label,
-                                                   .log = stdout};
+                                                   .log = stdout,
+                                                   .history = hist,
+                                                   .copy = c + 1};
             if (a.concurrent)
                 pthread_create(&th[c], NULL, deliver_thread, &copies[c]);
             else
@@ -453,6 +461,7 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
     }
     curl_global_cleanup();
     po_sim_identity_free(&id);
+    po_sim_history_close(hist);
     if (ret)
         return ret;
     bool ok = a.forged ? acked == 0 && unacked == 0 : unacked == 0 && not_credited == 0;

@@ -140,6 +140,8 @@ static const struct optdoc optdocs[] = {
     {"max-attempts", "K", "stop retrying after K attempts"},
     {"deadline-ms", "MS", "how long one delivery waits for an answer (default 5000)"},
     {"pace-ms", "MS", "pause between orders"},
+    {"history", "FILE",
+     "append every attempt and its answer as a JSON line (the history checker's input)"},
     {"refund-delay-ms", "MS", "the simulated channel settles refunds after (default 0)"},
     {"secret-file", "FILE", "the endpoint's signing secret (whsec_…)"},
     {"record", "FILE", "append every verified event as a JSON line"},

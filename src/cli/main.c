@@ -117,7 +117,7 @@ const struct cli_command cli_commands[] = {
      "make the channel simulator's keys"},
     {"sim", "pay",
      "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
-     " deadline-ms pace-ms paid-on",
+     " deadline-ms pace-ms paid-on history",
      "order", "concurrent reorder lose forge created again", cmd_sim_pay, true,
      "pay orders through the simulated channel (callbacks to payonce)"},
     {"sim", "serve", "dir listen time-factor refund-delay-ms", "", "", cmd_sim_serve, true,

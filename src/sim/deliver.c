@@ -9,7 +9,10 @@
 #include "sim.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -95,6 +98,74 @@ static long post_once(const struct po_sim_delivery *d, const struct po_sim_reque
     return status;
 }
 
+struct po_sim_history {
+    pthread_mutex_t mu;
+    FILE *f;
+};
+
+po_err po_sim_history_open(const char *path, struct po_sim_history **out)
+{
+    struct po_sim_history *h = calloc(1, sizeof *h);
+    if (!h)
+        return PO_ERR_NOMEM;
+    if (!(h->f = fopen(path, "a"))) {
+        free(h);
+        return PO_ERR_IO;
+    }
+    pthread_mutex_init(&h->mu, NULL);
+    *out = h;
+    return PO_OK;
+}
+
+void po_sim_history_close(struct po_sim_history *h)
+{
+    if (!h)
+        return;
+    fclose(h->f);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One attempt and its answer: what was sent (the payment or refund the
+ * notification carries), when, and what came back. */
+static void history_add(const struct po_sim_delivery *d, int attempt, int64_t sent, long status,
+                        const char *error, const struct po_sim_result *r)
+{
+    const struct po_sim_payment *p = d->notice->payment;
+    const struct po_sim_refund *f = d->notice->refund;
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:s, s:b, s:s}", "op",
+        p ? "payment" : "refund", "url", d->url, "channel", d->channel, "out_trade_no",
+        p ? p->out_trade_no : f->out_trade_no, "txn", p ? p->txn : f->txn, "copy", d->copy,
+        "attempt", attempt, "sent_ms", (json_int_t)sent, "answered_ms", (json_int_t)wall_ms(),
+        "status", (int)status, "error", error, "acked", r->acked, "outcome", r->last_outcome);
+    if (j && p) {
+        json_object_set_new(j, "amount", json_integer(p->amount));
+        json_object_set_new(j, "currency", json_string(p->currency ? p->currency : "CNY"));
+    } else if (j) {
+        json_object_set_new(j, "out_refund_no", json_string(f->out_refund_no));
+        json_object_set_new(j, "refund_id", json_string(f->refund_id));
+        json_object_set_new(j, "amount", json_integer(f->amount));
+        json_object_set_new(j, "refund_status", json_string(f->status ? f->status : "SUCCESS"));
+    }
+    char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!line)
+        return;
+    pthread_mutex_lock(&d->history->mu);
+    fprintf(d->history->f, "%s\n", line);
+    fflush(d->history->f);
+    pthread_mutex_unlock(&d->history->mu);
+    free(line);
+}
+
 static double mono_s(void)
 {
     struct timespec ts;
@@ -127,6 +198,7 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
         int64_t now = d->clock ? d->clock(d->clock_ctx) : (int64_t)time(NULL);
         struct po_sim_request req;
         long status = 0;
+        int64_t sent = wall_ms();
         if (po_sim_notice_build(d->notice, now, &req) == PO_OK) {
             status =
                 post_once(d, &req, out->last_body, sizeof out->last_body, out->last_outcome, &what);
@@ -137,6 +209,8 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
         out->attempts++;
         out->last_status = status;
         out->acked = status && po_sim_is_ack(d->channel, status, out->last_body);
+        if (d->history)
+            history_add(d, k + 1, sent, status, what, out);
         bool last = k == n || (d->max_attempts && k + 1 >= d->max_attempts);
         const char *next = last ? "gives up" : "will retry";
         if (d->log) {

@@ -225,7 +225,17 @@ struct po_sim_delivery {
     /* When set and it becomes true, no further attempt is made (a
      * simulator that stops ends the deliveries under way); NULL: none. */
     const atomic_bool *cancel;
+    /* Every attempt and its answer as one JSON line (the client's side of
+     * the history the history checker reads); NULL: none. */
+    struct po_sim_history *history;
+    int copy; /* which copy of the notification (1..), for the history */
 };
+
+/* An append-only JSON-lines file of attempts, shared by threads (one
+ * lock, one write and flush per line: a kill leaves whole lines). */
+struct po_sim_history;
+po_err po_sim_history_open(const char *path, struct po_sim_history **out) PO_MUST_CHECK;
+void po_sim_history_close(struct po_sim_history *h);
 
 struct po_sim_result {
     int attempts;

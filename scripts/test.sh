@@ -47,11 +47,24 @@ echo "== ASan + UBSan build (a few minutes; quiet until the tests start)"
 cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
+# the history checker's reports (issue 28 item 2), one JSON per suite: the
+# run's artifact, kept whether the suite passed or not
+export PAYONCE_REPORTS=$root/build-asan/reports; rm -rf "$PAYONCE_REPORTS"
 # two at a time (most tests wait on servers, sockets and sleeps more than they
 # compute); the cluster's test runs alone (RUN_SERIAL: its failover timings)
 ctest --test-dir build-asan --output-on-failure -j"$jobs"
 echo "== figures (races, seed incident, fault injection)"
 cat "$PAYONCE_FIGURES"
+echo "== the history checker's reports (build-asan/reports; mutant-*: the planted bug, refused on purpose)"
+python3 - "$PAYONCE_REPORTS"/history-*.json <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    bad = sum(c["violations"] for c in r["checks"].values())
+    print("%-30s %-8s %4d payments sent, %5d attempts, %4d credits, %3d checks, %d violations"
+          % (r["name"], "clean" if r["ok"] else "VIOLATED", r["payments_sent"], r["attempts"],
+             r["credits"], sum(c["checked"] for c in r["checks"].values()), bad))
+PY
 
 echo "== ThreadSanitizer build (a few minutes; quiet until the tests start)"
 cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null

@@ -78,7 +78,7 @@ sims=()
 for s in 0 1 2; do
   args=()
   for i in $(seq $((s + 1)) 3 "$N1"); do args+=(--order "X-$i:$((100 + i))"); done
-  "$BIN" sim pay --dir sim --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
     --max-attempts 20 --notify-url "${nodes[0]}/notify/wechatpay/t1" --notify-url "${nodes[1]}/notify/wechatpay/t1" \
     --notify-url "${nodes[2]}/notify/wechatpay/t1" > "x-$s.out" 2>&1 &
   sims+=($!)
@@ -105,10 +105,10 @@ check "one key at three nodes: one order" "$("$BIN" order list --tenant t1 --jso
 configure sim2 || exit 1 # new merchant and platform keys
 for n in 1 2 3; do "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "R-$n" --amount 500 >/dev/null; done
 for n in 1 2 3; do
-  "$BIN" sim pay --dir sim --channel wechatpay --order "O-$n:500" --max-attempts 1 --time-factor 1000 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim --channel wechatpay --order "O-$n:500" --max-attempts 1 --time-factor 1000 \
     --notify-url "${nodes[$((n - 1))]}/notify/wechatpay/t1" > "old-$n.out" 2>&1
   check "node $n refuses the old key after the change" "$(summary "old-$n.out" acked)" 0
-  "$BIN" sim pay --dir sim2 --channel wechatpay --order "R-$n:500" --max-attempts 1 --time-factor 1000 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --channel wechatpay --order "R-$n:500" --max-attempts 1 --time-factor 1000 \
     --notify-url "${nodes[$((n - 1))]}/notify/wechatpay/t1" > "new-$n.out" 2>&1
   check "node $n credits with the new key at once" "$(summary "new-$n.out" credited)" 1
   expected=$((expected + 500))
@@ -125,7 +125,7 @@ sims=(); outs=()
 for s in 0 1 2 3 4 5; do
   args=()
   for i in $(seq $((s + 1)) 6 "$N2"); do args+=(--order "F-$i:$((1000 + i))"); done
-  "$BIN" sim pay --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
     --max-attempts 40 --deadline-ms 5000 --pace-ms 150 --notify-url "$LB/notify/wechatpay/t1" > "f-$s.out" 2>&1 &
   sims+=($!); outs+=("f-$s.out")
 done
@@ -183,7 +183,7 @@ ns=$(((N4 + 29) / 30)) # senders of at most 30 payments each (the command line's
 for s in $(seq 0 $((ns - 1))); do
   args=()
   for i in $(seq $((s + 1)) "$ns" "$N4"); do args+=(--order "S-$i:$((4000 + i))"); done
-  "$BIN" sim pay --dir sim2 --channel wechatpay "${args[@]}" --max-attempts 1 --deadline-ms 5000 --pace-ms 100 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --channel wechatpay "${args[@]}" --max-attempts 1 --deadline-ms 5000 --pace-ms 100 \
     --time-factor 1000 --notify-url "$LB/notify/wechatpay/t1" > "s-$s.out" 2>&1 &
   sims+=($!); outs+=("s-$s.out")
 done
@@ -214,7 +214,7 @@ fig "# cluster no-redelivery kill ($([ "${PAYONCE_CLUSTER_SYNC:-true}" = true ] 
 # not the acked ones a real channel would never send again
 for s in $(seq 0 $((ns - 1))); do
   args=(); for i in $(seq $((s + 1)) "$ns" "$N4"); do args+=(--order "S-$i:$((4000 + i))"); done
-  "$BIN" sim pay --dir sim2 --channel wechatpay "${args[@]}" --again --time-factor 1000 --max-attempts 20 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --channel wechatpay "${args[@]}" --again --time-factor 1000 --max-attempts 20 \
     --notify-url "$LB/notify/wechatpay/t1" > "s-again-$s.out" 2>&1 &
 done
 wait
@@ -234,7 +234,7 @@ done
 sims=(); outs=()
 for s in 0 1 2; do
   args=(); for i in $(seq $((s + 1)) 3 "$N5"); do args+=(--order "V-$i:$((5000 + i))"); done
-  "$BIN" sim pay --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
     --max-attempts 40 --deadline-ms 5000 --pace-ms 400 --notify-url "$LB/notify/wechatpay/t1" > "v-$s.out" 2>&1 &
   sims+=($!); outs+=("v-$s.out")
 done
@@ -315,14 +315,14 @@ sims=(); outs=()
 for s in 0 1 2; do
   args=()
   for i in $(seq $((s + 1)) 3 "$N3"); do args+=(--order "W-$i:$((2000 + i))"); done
-  "$BIN" sim pay --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
+  "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
     --max-attempts 40 --pace-ms 60 --notify-url "$LB/notify/wechatpay/t1" > "w-$s.out" 2>&1 &
   sims+=($!); outs+=("w-$s.out")
 done
 sleep 1
 t0=$(date +%s%N)
 "$C" kill-node "$victim"
-for i in $(seq 1 "$NL"); do "$BIN" sim pay --dir sim2 --order "L-$i:$((3000 + i))" --lose >/dev/null; done
+for i in $(seq 1 "$NL"); do "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --order "L-$i:$((3000 + i))" --lose >/dev/null; done
 took=$(taken_over active-query "$held_by" "$t0")
 check "another node took the active query's lease over" "$([ -n "$took" ] && echo yes)" yes
 for _ in $(seq 1 300); do [ "$(paid_count L-)" = "$NL" ] && break; sleep 0.2; done
@@ -394,5 +394,14 @@ check "verify after the refund retry's takeover" "$("$BIN" verify >/dev/null 2>&
 fig "# cluster refund retry: node ${rvictim:-?} (its lease holder) SIGKILLed with $NR refunds pending at a failing channel: lease taken over in ${rtook:-?} ms, every refund SUCCESS ${rdone} ms after the kill, each at the channel once"
 fig "# cluster node kill: node $victim (active query lease holder) SIGKILLed under $N3 payments x 3 copies with webhooks: lease taken over in ${took:-?} ms, $NL callback-less payments credited by the new holder ${found} ms after the kill, every event delivered ($again repeated deliveries, same ids)"
 fig "# cluster: 3 nodes, $N1 payments x 3 copies at 3 nodes at once -> each credited once; $N2 payments x 3 copies through HAProxy across 2 primary SIGKILLs (${gaps[*]} to a writable primary), each credited once, verify clean, $fattempts attempts, all acked; a switchover under load: ${switch} ms to a writable primary, $f_in FAIL answers inside its window, $f_before before and $f_after after it"
+# The history checker (issue 28 item 2) over the whole run: every attempt
+# of every simulated channel and its answer (through HAProxy, across the
+# failovers, the switchover and the node kills), both simulators' payments
+# (the lost ones credited by the active query included), the refunds, and
+# the receiver's events for the payments made while it listened.
+history_check "cluster" --tenant t1 --payments sim/payments.jsonl --payments sim2/payments.jsonl \
+  --history history.jsonl --events events.jsonl --events-scope W- --events-scope L- > history.out
+check "history checker: the whole run clean" "$?" 0
+sed -n 1p history.out
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

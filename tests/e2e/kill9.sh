@@ -34,7 +34,8 @@ for s in 0 1 2 3 4 5 6 7; do
   args=()
   for i in $(seq $((s + 1)) 8 "$N"); do args+=(--order "K-$i:$((100 + i))"); done
   "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" --channel wechatpay \
-    "${args[@]}" --copies 3 --concurrent --time-factor 1000 --max-attempts 40 --pace-ms 80 > "sim-$s.out" 2>&1 &
+    "${args[@]}" --copies 3 --concurrent --time-factor 1000 --max-attempts 40 --pace-ms 80 \
+    --history "history-$s.jsonl" > "sim-$s.out" 2>&1 &
   sims+=($!); bg_pids+=($!)
 done
 kills=0
@@ -66,6 +67,12 @@ check "verify" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
 read -r aok arecords aunsealed <<< "$(audit_settled)"
 check "audit: the chain whole after the kills, all sealed" "$aok $aunsealed" "True 0"
 check "audit: a record for every acked delivery" "$(( arecords >= acked ))" 1
+# The history checker (issue 28 item 2): every attempt of the 8
+# simulators and its answer, the channel's payments, the database.
+hargs=(); for s in 0 1 2 3 4 5 6 7; do hargs+=(--history "history-$s.jsonl"); done
+history_check "kill9-$BACKEND" --tenant t1 --payments sim/payments.jsonl "${hargs[@]}" > history.out
+check "history checker: clean across the kills" "$?" 0
+sed -n 1p history.out
 kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null
 fig "# kill9[$BACKEND]: $kills kill -9 of the gateway under 8 simulators, $N orders x 3 concurrent copies -> $attempts attempts for $acked acked deliveries, $paid paid, each credited once, verify clean; $arecords callback records, their chain whole"
 echo "$passes passed, $fails failed"

@@ -4,6 +4,7 @@
 # PAYONCE_REQUIRE_PG is set). Defines check and fig.
 #   usage: . lib.sh PAYONCE BACKEND NAME
 BIN=$(realpath "${1:?payonce binary}"); BACKEND=${2:?sqlite|postgres}
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/payonce-$3.XXXXXX")
 bg_pids=()
 e2e_cleanup() { for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; cd /; rm -rf "$work"; }
@@ -21,6 +22,17 @@ audit_settled() {
     sleep 0.1
   done
   echo "$out"
+}
+# history_check NAME ARGS...: the history checker (tests/support/history_check.py)
+# over this run and the database; its report kept as
+# $PAYONCE_REPORTS/history-NAME.json (make test: build-*/reports), else in
+# the work directory; its summary printed. Its exit status is the checker's.
+history_check() {
+  local name=$1; shift
+  local dir=${PAYONCE_REPORTS:-$work}
+  mkdir -p "$dir"
+  python3 "$E2E_DIR/../support/history_check.py" --db "$PAYONCE_DB" --name "$name" \
+    --report "$dir/history-$name.json" "$@"
 }
 fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
 if [ "$BACKEND" = postgres ]; then

@@ -43,7 +43,7 @@ for ch in wechatpay alipay stripe; do
     args+=(--order "$ch-$i:$((100 + i))")
   done
   "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/$ch/t1" --channel "$ch" \
-    "${args[@]}" --copies 3 --concurrent --reorder --time-factor 1000 > "burst-$ch.out" 2>&1
+    "${args[@]}" --copies 3 --concurrent --reorder --time-factor 1000 --history history.jsonl > "burst-$ch.out" 2>&1
   check "$ch: every delivery acked" "$(summary burst-$ch.out acked)" $((3 * N))
   # what payonce decided, per delivery (its Payonce-Outcome header)
   check "$ch: credited (sim pay's count)" "$(summary burst-$ch.out credited)" $N
@@ -54,6 +54,12 @@ for ch in wechatpay alipay stripe; do
   fig "# sim-e2e[$BACKEND] $ch: $N orders x 3 concurrent deliveries -> $(paid_count "$ch" $N) credits"
 done
 check "verify after the bursts" "$("$BIN" verify >/dev/null 2>&1; echo $?)" 0
+# The history checker (issue 28 item 2) over the bursts' attempts, the
+# channel's payments and the database.
+history_check "sim_e2e-$BACKEND" --tenant t1 --payments sim/payments.jsonl --history history.jsonl \
+  --scope wechatpay- --scope alipay- --scope stripe- > history.out
+check "history checker: the bursts' history clean" "$?" 0
+sed -n 1p history.out
 
 # 1a. Every delivery of the bursts is in the callback record (issue 28 item
 # 3), sealed by serve within seconds, its chain whole; and the record is

@@ -314,6 +314,21 @@ static po_err parse(const struct po_channel_account *a, const struct po_notify_r
         event_from_refund(plain, out);
     else
         event_from_profitsharing(plain, out);
+#ifdef PO_MUTANT_DOUBLE_CREDIT
+    /* Mutation testing only: tests/CMakeLists.txt builds payonce_mutant
+     * with it, never the shipped binary. The payment keyed by the delivery's
+     * signature nonce as well as its transaction id, so every delivery is a
+     * new payment (with engine.c's guard off): the history checker must
+     * catch it. */
+    if (is_pay && out->status == PO_NOTIFY_EVENT) {
+        const char *n = hdr(req, "Wechatpay-Nonce");
+        size_t l = strlen(out->ev.channel_txn_id);
+        for (size_t i = 0; n && n[i] && i < 8 && l + 2 < sizeof out->ev.channel_txn_id; i++)
+            if ((n[i] >= '0' && n[i] <= '9') || (n[i] >= 'A' && n[i] <= 'Z') ||
+                (n[i] >= 'a' && n[i] <= 'z'))
+                out->ev.channel_txn_id[l++] = n[i], out->ev.channel_txn_id[l] = '\0';
+    }
+#endif
     if (out->status != PO_NOTIFY_EVENT)
         goto out;
     if (!account_matches(a, plain, out))

@@ -283,8 +283,24 @@ po_err po_store_schema_version(struct po_store *s, int *out_version)
     return rc;
 }
 
+/* Whether a statement is for this backend: one whose first line is
+ * "-- only: sqlite" or "-- only: postgres" runs on that backend alone
+ * (triggers: SQLite's body is SQL, PostgreSQL's a function). */
+static bool for_backend(const struct po_store *s, const char *stmt)
+{
+    while (*stmt == ' ' || *stmt == '\n' || *stmt == '\t' || *stmt == '\r')
+        stmt++;
+    static const char tag[] = "-- only: ";
+    if (strncmp(stmt, tag, sizeof tag - 1) != 0)
+        return true;
+    const char *name = stmt + sizeof tag - 1, *own = po_store_backend(s);
+    size_t n = strlen(own);
+    return strncmp(name, own, n) == 0 && (name[n] == '\n' || name[n] == '\r' || name[n] == ' ');
+}
+
 /* Splits a migration file into statements on ';' at line ends and runs each.
- * Migration files are ours (no ';' inside literals), so this is enough. */
+ * Migration files are ours (no ';' inside literals, a ';' inside a
+ * trigger's body not at a line end), so this is enough. */
 static po_err run_script(struct po_store *s, const char *sql, char *err, size_t errcap)
 {
     po_err rc = PO_OK;
@@ -312,7 +328,7 @@ static po_err run_script(struct po_store *s, const char *sql, char *err, size_t 
                 break;
             }
         }
-        if (!blank) {
+        if (!blank && for_backend(s, p)) {
             rc = po_store_exec(s, p, NULL, 0, NULL, NULL, err, errcap);
             if (rc)
                 goto out;

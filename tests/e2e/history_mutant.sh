@@ -11,10 +11,7 @@
 set -uo pipefail
 MUTANT=$(realpath "${2:?payonce_mutant binary}")
 . "$(dirname "$0")/lib.sh" "$1" "$3" history_mutant
-"$BIN" migrate >/dev/null && "$BIN" tenant add --tenant t1 >/dev/null &&
-  "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
-"$BIN" sim keys --dir sim --tenant t1 --mode pubkey > keys.out || exit 1
-grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure.err || { cat configure.err; exit 1; }
+tenant_with_sim || exit 1
 for i in $(seq 1 16); do
   "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "H-$i" --amount $((500 + i)) >/dev/null || exit 1
 done

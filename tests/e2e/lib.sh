@@ -23,6 +23,15 @@ audit_settled() {
   done
   echo "$out"
 }
+# tenant_with_sim: the database migrated, tenant t1 with merchant m1, and the
+# simulator's keys (./sim) configured as t1's channel accounts
+tenant_with_sim() {
+  "$BIN" migrate >/dev/null && "$BIN" tenant add --tenant t1 >/dev/null &&
+    "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || return 1
+  "$BIN" sim keys --dir sim --tenant t1 --mode pubkey > keys.out || return 1
+  grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure.err ||
+    { cat configure.err; return 1; }
+}
 # history_check NAME ARGS...: the history checker (tests/support/history_check.py)
 # over this run and the database; its report kept as
 # $PAYONCE_REPORTS/history-NAME.json (make test: build-*/reports), else in

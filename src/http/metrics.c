@@ -325,6 +325,22 @@ char *po_metrics_render(const struct po_committer_stats *committer,
             sum % 1000000);
         put(&o, "payonce_ack_seconds_count{channel=\"%s\"} %lu\n", ch, atomic_load(&ack_count[c]));
     }
+    struct po_ledger_check_stats lc;
+    po_ledger_check_stats(&lc);
+    put(&o,
+        "# HELP payonce_ledger_check_rounds_total Rounds of the continuous ledger check this"
+        " node ran (the node holding the ledger-check lease runs them).\n"
+        "# TYPE payonce_ledger_check_rounds_total counter\n"
+        "payonce_ledger_check_rounds_total %lld\n"
+        "# HELP payonce_ledger_violations_total Ledger rows found changed outside payonce (each"
+        " raised as a ledger_invariant alert).\n"
+        "# TYPE payonce_ledger_violations_total counter\n"
+        "payonce_ledger_violations_total %lld\n"
+        "# HELP payonce_ledger_check_last_round_timestamp_seconds When this node's last round"
+        " completed (0: none).\n"
+        "# TYPE payonce_ledger_check_last_round_timestamp_seconds gauge\n"
+        "payonce_ledger_check_last_round_timestamp_seconds %lld\n",
+        (long long)lc.rounds, (long long)lc.violations, (long long)lc.last_round_unix);
     put(&o,
         "# HELP payonce_console_deliveries_dropped_total Verified callbacks not recorded"
         " for the console's order trail (its buffer was full between two flushes).\n"

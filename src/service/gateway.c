@@ -214,6 +214,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
                                  .retention_s = cfg->retention_s,
                                  .recon_s = cfg->recon_s,
                                  .keys_s = cfg->keys_s,
+                                 .ledger_check_s = cfg->ledger_check_s,
                                  .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
                                  .notify = cfg->notify,
                                  .history_days = (int)cfg->history_days,

@@ -71,6 +71,8 @@ struct po_gateway_cfg {
     /* How often the channels' verification keys are refreshed (WeChat Pay's
      * platform certificates; 0: off). */
     int64_t keys_s;
+    /* The continuous ledger check (ledger_check.c) every S seconds (0: off). */
+    int64_t ledger_check_s;
     /* Every channel API call's budget (po_api_set_timeout_ms). */
     int64_t channel_timeout_ms;
     const char *recon_at, *recon_deadline;

@@ -38,6 +38,7 @@
 #include "account.h"
 #include "idem.h"
 #include "jobs.h"
+#include "ledger_check.h"
 #include "order_query.h"
 #include "refund_submit.h"
 #include "traffic.h"
@@ -55,10 +56,10 @@
 #define EXPIRE_LIMIT 100
 #define LEASE_GRACE_S 5
 
-enum lease_job { L_QUERY, L_REFUND, L_RECON, L_KEYS, L_REAP, L_NOTIFY, L_COUNT };
-static const char *const lease_names[L_COUNT] = {"active-query",       "refund-retry",
-                                                 "daily-recon",        "keys-refresh",
-                                                 "idempotency-reaper", "alert-notify"};
+enum lease_job { L_QUERY, L_REFUND, L_RECON, L_KEYS, L_REAP, L_NOTIFY, L_LEDGER, L_COUNT };
+static const char *const lease_names[L_COUNT] = {
+    "active-query",       "refund-retry", "daily-recon", "keys-refresh",
+    "idempotency-reaper", "alert-notify", "ledger-check"};
 
 struct po_jobs {
     struct po_jobs_cfg cfg;
@@ -189,7 +190,7 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
 
 static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t *next_refund,
                     int64_t *next_recon, int64_t *next_keys, int64_t *next_reap,
-                    int64_t *next_notify)
+                    int64_t *next_notify, int64_t *next_ledger)
 {
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE] = "";
@@ -256,6 +257,16 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                    (long long)x.groups_sent, (long long)x.alerts_firing,
                    (long long)x.alerts_resolved, (long long)x.groups_failed);
     }
+    if (due(j, s, L_LEDGER, now, next_ledger, j->cfg.ledger_check_s)) {
+        int found = 0;
+        if (po_ledger_check_run(s, &found, err, sizeof err))
+            po_log(PO_LOG_WARN, "ledger check: %s", err);
+        else if (found)
+            po_log(PO_LOG_ERROR,
+                   "ledger check: %d ledger row(s) changed outside payonce, raised as"
+                   " ledger_invariant alerts (payonce alerts --tenant TENANT)",
+                   found);
+    }
     if (due(j, s, L_REAP, now, next_reap, j->reap_s)) {
         int64_t n = 0;
         if (po_idem_reap(s, j->cfg.retention_s, &n) == PO_OK && n)
@@ -273,7 +284,7 @@ static void *jobs_main(void *arg)
     int64_t next_query = start + j->cfg.query_s, next_refund = start + j->cfg.refund_s,
             next_recon = start + 5, next_keys = start + 10, next_reap = start,
             next_notify = start + j->notify_s, next_traffic = start + PO_TRAFFIC_FLUSH_S,
-            next_deliveries = start + PO_DELIVERY_FLUSH_S;
+            next_deliveries = start + PO_DELIVERY_FLUSH_S, next_ledger = start;
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
         int64_t now = (int64_t)time(NULL), next = next_reap;
@@ -299,6 +310,8 @@ static void *jobs_main(void *arg)
             next = next_keys;
         if (j->notify_s && next_notify < next)
             next = next_notify;
+        if (j->cfg.ledger_check_s && next_ledger < next)
+            next = next_ledger;
         if (next > now) {
             struct timespec until = po_deadline_us((next - now) * INT64_C(1000000));
             while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0)
@@ -307,7 +320,7 @@ static void *jobs_main(void *arg)
         }
         pthread_mutex_unlock(&j->mu);
         run_due(j, now, &next_query, &next_refund, &next_recon, &next_keys, &next_reap,
-                &next_notify);
+                &next_notify, &next_ledger);
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);

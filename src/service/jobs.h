@@ -22,10 +22,11 @@ struct po_jobs_cfg {
     const unsigned char *master; /* NULL in insecure development mode */
     int64_t query_s;             /* active query interval (0 = off) */
     int64_t query_min_age_s;
-    int64_t refund_s;    /* refund resubmission interval (0 = off) */
-    int64_t retention_s; /* Idempotency-Key retention */
-    int64_t recon_s;     /* the daily reconciliation's round interval (0 = off) */
-    int64_t keys_s;      /* verification keys refresh interval (0 = off) */
+    int64_t refund_s;       /* refund resubmission interval (0 = off) */
+    int64_t retention_s;    /* Idempotency-Key retention */
+    int64_t recon_s;        /* the daily reconciliation's round interval (0 = off) */
+    int64_t keys_s;         /* verification keys refresh interval (0 = off) */
+    int64_t ledger_check_s; /* the continuous ledger check's interval (0 = off) */
     struct po_recon_daily_cfg recon;
     /* alerts to the operator's receivers (on when one is configured) */
     struct po_alert_notify_cfg notify;

@@ -106,6 +106,10 @@ const struct po_option po_options[] = {
      "download the channels' verification keys every S seconds (WeChat Pay's platform"
      " certificates: a successor is trusted before it signs; expired ones dropped; 0: off)",
      false, GW(keys_s)},
+    {"ledger-check-interval", PO_OPT_INT, 0, 3600, 5, NULL, "S",
+     "check every S seconds what the database recorded of ledger rows changed outside payonce"
+     " (ledger_invariant alerts; 0: off)",
+     false, GW(ledger_check_s)},
     {"refund-retry-interval", PO_OPT_INT, 0, D, 30, NULL, "S",
      "resubmit pending refunds every S seconds (0: off)", false, GW(refund_s)},
     {"alert-webhook-url", PO_OPT_STR, 0, 0, 0, "", "URL",

@@ -42,6 +42,7 @@
 #include "operators.h"
 #include "traffic.h"
 #include "jobs.h"
+#include "ledger_check.h"
 #include "webhook.h"
 #include "gateway.h"
 #include "options.h"

@@ -546,7 +546,9 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                      *vf = find_row(R, "tenant A orders, B floods"),
                      *w64 = find_row(R, "lone tenant API, 64 conns"),
                      *w256 = find_row(R, "lone tenant API, 256 conns"),
-                     *norec = find_row(R, "unique merchants, no callback record");
+                     *norec = find_row(R, "unique merchants, no callback record"),
+                     *lon = find_row(R, "unique merchants, ledger check on"),
+                     *loff = find_row(R, "unique merchants, ledger check off");
     struct target t[12];
     int n = 0;
     double cu = credited_per_s(u);
@@ -576,6 +578,9 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
     if (va && vf)
         t[n++] = (struct target){"tenant A's p99 while tenant B floods (ms)", vf->p99,
                                  PO_BENCH_VICTIM_P99_MS, true};
+    if (lon && loff)
+        t[n++] = (struct target){"ledger check on vs off, adjacent runs (x)",
+                                 credited_per_s(lon) / credited_per_s(loff), 0.95, false};
     json_t *out = json_array();
     printf("\n%-56s %10s %10s %6s\n", "target", "measured", "goal", "met");
     for (int i = 0; i < n; i++) {
@@ -666,9 +671,9 @@ static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char
 
 /* ---- the run ---- */
 
-const char *const po_bench_runs[] = {"unique", "redelivery", "hot",     "dup3",   "api",
-                                     "half",   "idle",       "tenants", "batch1", "norecord",
-                                     "engine", "plain",      NULL};
+const char *const po_bench_runs[] = {"unique",   "redelivery", "hot",     "dup3",   "api",
+                                     "half",     "idle",       "tenants", "batch1", "norecord",
+                                     "noledger", "engine",     "plain",   NULL};
 
 /* Is key in the comma-separated list (NULL: everything is)? */
 static bool listed(const char *list, const char *key)
@@ -859,6 +864,20 @@ static po_err scenarios(struct run *R, const struct po_bench_server *srv, int n)
     return rc;
 }
 
+/* Drops the journals' ledger trigger (on = false), or puts it back by
+ * applying migration 0018 again (every statement of it is idempotent). */
+static po_err ledger_trigger(struct run *R, bool on)
+{
+    if (!on)
+        return po_store_exec_tx(R->fx.s,
+                                R->pg ? "DROP TRIGGER IF EXISTS journal_second ON journal"
+                                      : "DROP TRIGGER IF EXISTS journal_second",
+                                PO_NO_PARAMS, NULL, R->err, sizeof R->err);
+    po_err rc = po_store_exec_tx(R->fx.s, "DELETE FROM schema_version WHERE version = 18",
+                                 PO_NO_PARAMS, NULL, R->err, sizeof R->err);
+    return rc ? rc : po_store_migrate(R->fx.s, NULL, R->err, sizeof R->err);
+}
+
 static po_err baselines(struct run *R, int n)
 {
     const struct po_bench_cfg *cfg = R->cfg;
@@ -881,6 +900,33 @@ static po_err baselines(struct run *R, int n)
                                R->conns, 0, NULL);
             R->rows[R->nrows - 1].kind = "baseline";
             po_bench_server_stop(&b2);
+        }
+    }
+    for (int off = 0; !rc && RUN("noledger") && off < 2; off++) {
+        /* what the continuous ledger check costs (issue 28 item 1): the
+         * same callbacks with it and, just after, without it — the check
+         * off and the journals' trigger dropped (the only one of migration
+         * 0018 that fires on payonce's own writes), put back after */
+        struct po_bench_server b3 = {0};
+        if (off)
+            rc = ledger_trigger(R, false);
+        if (!rc)
+            rc = po_bench_server_start(
+                cfg, &R->fx, off ? "noledger" : "ledger", cfg->batch_max, cfg->batch_wait_us,
+                off ? "--ledger-check-interval=0" : "--ledger-check-interval=5", &b3, R->err,
+                sizeof R->err);
+        if (!rc) {
+            settle(R);
+            rc = callbacks_run(R, &b3,
+                               off ? "unique merchants, ledger check off"
+                                   : "unique merchants, ledger check on",
+                               off ? "LF" : "LN", n, false, 1, 0, R->conns, 0, NULL);
+            R->rows[R->nrows - 1].kind = "baseline";
+            po_bench_server_stop(&b3);
+        }
+        if (off) {
+            po_err back = ledger_trigger(R, true);
+            rc = rc ? rc : back;
         }
     }
     if (!rc && RUN("engine")) {

@@ -205,6 +205,11 @@ int main(int argc, char **argv)
     struct po_gateway_cfg gc;
     t_gateway_cfg(&gc, url, master);
     gc.max_connections_per_ip = 0;
+    /* The idle connections must outlive the 20 callbacks made meanwhile
+     * (each with a CLI order and a check): on a loaded machine that took
+     * longer than the default 10 s idle timeout, which closed them all
+     * (http_limits tests that timeout) */
+    gc.request_timeout_s = 300;
     struct t_gateway *gw = t_gateway_start(&gc, NULL);
     gw_port = gw->port;
     pid_t child = t_serve(dir, bin, url, NULL, &child_port);

@@ -27,6 +27,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #define FACTOR 100.0
 #define DOWN_S 330 /* channel seconds the gateway stays down */
@@ -78,6 +81,19 @@ static int64_t q1(const char *sql, const char *arg)
     return t_count_url(url, sql, arg);
 }
 
+/* A TCP socket bound to 127.0.0.1:port and not listening, or -1. */
+static int hold_port(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
 /* Channel seconds from the first attempt to attempt k (1-based). */
 static int offset_of(const char *channel, int k)
 {
@@ -113,9 +129,20 @@ int main(int argc, char **argv)
     struct po_gateway_cfg gc;
     t_gateway_cfg(&gc, url, master);
     struct po_server_cfg scfg = {.clock = channel_clock};
-    struct t_gateway *gw = t_gateway_start(&gc, &scfg);
-    unsigned port = gw->port;
-    t_gateway_stop(gw); /* down: nothing listens on the port */
+    /* Down: the port is held by a socket bound and not listening (a
+     * connection to it is refused), so that no other process — the same
+     * test on the other store, run beside it, once did — is given it while
+     * the gateway is away and answers the lanes' attempts. */
+    int hold = -1;
+    unsigned port = 0;
+    for (int i = 0; i < 20 && hold < 0; i++) {
+        struct t_gateway *g0 = t_gateway_start(&gc, &scfg);
+        port = g0->port;
+        t_gateway_stop(g0);
+        hold = hold_port(port);
+    }
+    if (hold < 0)
+        die("no port could be held");
     struct lane lanes[3] = {{.channel = "wechatpay", .no = "RETRY-W"},
                             {.channel = "alipay", .no = "RETRY-A"},
                             {.channel = "stripe", .no = "RETRY-S"}};
@@ -150,7 +177,8 @@ int main(int argc, char **argv)
     char listen[32];
     snprintf(listen, sizeof listen, "127.0.0.1:%u", port);
     gc.listen = listen;
-    gw = t_gateway_start(&gc, &scfg);
+    close(hold);
+    struct t_gateway *gw = t_gateway_start(&gc, &scfg);
     for (int i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
     t_gateway_stop(gw);

@@ -548,7 +548,9 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                      *w256 = find_row(R, "lone tenant API, 256 conns"),
                      *norec = find_row(R, "unique merchants, no callback record"),
                      *lon = find_row(R, "unique merchants, ledger check on"),
-                     *loff = find_row(R, "unique merchants, ledger check off");
+                     *loff = find_row(R, "unique merchants, ledger check off"),
+                     *lon2 = find_row(R, "unique merchants, ledger check on, again"),
+                     *loff2 = find_row(R, "unique merchants, ledger check off, again");
     struct target t[12];
     int n = 0;
     double cu = credited_per_s(u);
@@ -578,14 +580,16 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
     if (va && vf)
         t[n++] = (struct target){"tenant A's p99 while tenant B floods (ms)", vf->p99,
                                  PO_BENCH_VICTIM_P99_MS, true};
-    if (lon && loff)
-        t[n++] = (struct target){"ledger check on vs off, adjacent runs (x)",
-                                 credited_per_s(lon) / credited_per_s(loff), 0.95, false};
+    if (lon && loff && lon2 && loff2)
+        t[n++] = (struct target){"ledger check on vs off, runs on-off-off-on (x)",
+                                 (credited_per_s(lon) + credited_per_s(lon2)) /
+                                     (credited_per_s(loff) + credited_per_s(loff2)),
+                                 0.95, false};
     json_t *out = json_array();
     printf("\n%-56s %10s %10s %6s\n", "target", "measured", "goal", "met");
     for (int i = 0; i < n; i++) {
         bool met = t[i].at_most ? t[i].value <= t[i].goal : t[i].value >= t[i].goal;
-        printf("%-56s %10.2f %9s%.1f %6s\n", t[i].name, t[i].value,
+        printf("%-56s %10.2f %8s%.2f %6s\n", t[i].name, t[i].value,
                t[i].at_most ? "<=" : ">=", t[i].goal, met ? "yes" : "NO");
         json_array_append_new(out, json_pack("{s:s, s:f, s:f, s:s, s:b}", "target", t[i].name,
                                              "measured", t[i].value, "goal", t[i].goal, "bound",
@@ -902,29 +906,34 @@ static po_err baselines(struct run *R, int n)
             po_bench_server_stop(&b2);
         }
     }
-    for (int off = 0; !rc && RUN("noledger") && off < 2; off++) {
-        /* what the continuous ledger check costs (issue 28 item 1): the
-         * same callbacks with it and, just after, without it — the check
-         * off and the journals' trigger dropped (the only one of migration
-         * 0018 that fires on payonce's own writes), put back after */
+    /* What the continuous ledger check costs (issue 28 item 1): the same
+     * callbacks with it and without it — the check off and the journals'
+     * trigger dropped (the only one of migration 0018 that fires on
+     * payonce's own writes), put back after — in the order on, off, off,
+     * on, so that the database growing run by run weighs on both alike
+     * (a pair on-then-off measured the order more than the trigger). */
+    static const char *const ledger_runs[4][3] = {
+        {"unique merchants, ledger check on", "LN", "--ledger-check-interval=5"},
+        {"unique merchants, ledger check off", "LF", "--ledger-check-interval=0"},
+        {"unique merchants, ledger check off, again", "LG", "--ledger-check-interval=0"},
+        {"unique merchants, ledger check on, again", "LM", "--ledger-check-interval=5"}};
+    for (int k = 0; !rc && RUN("noledger") && k < 4; k++) {
         struct po_bench_server b3 = {0};
-        if (off)
+        bool off = k == 1 || k == 2;
+        if (k == 1)
             rc = ledger_trigger(R, false);
         if (!rc)
-            rc = po_bench_server_start(
-                cfg, &R->fx, off ? "noledger" : "ledger", cfg->batch_max, cfg->batch_wait_us,
-                off ? "--ledger-check-interval=0" : "--ledger-check-interval=5", &b3, R->err,
-                sizeof R->err);
+            rc = po_bench_server_start(cfg, &R->fx, off ? "noledger" : "ledger", cfg->batch_max,
+                                       cfg->batch_wait_us, ledger_runs[k][2], &b3, R->err,
+                                       sizeof R->err);
         if (!rc) {
             settle(R);
-            rc = callbacks_run(R, &b3,
-                               off ? "unique merchants, ledger check off"
-                                   : "unique merchants, ledger check on",
-                               off ? "LF" : "LN", n, false, 1, 0, R->conns, 0, NULL);
+            rc = callbacks_run(R, &b3, ledger_runs[k][0], ledger_runs[k][1], n, false, 1, 0,
+                               R->conns, 0, NULL);
             R->rows[R->nrows - 1].kind = "baseline";
             po_bench_server_stop(&b3);
         }
-        if (off) {
+        if (k == 2 || (off && rc)) {
             po_err back = ledger_trigger(R, true);
             rc = rc ? rc : back;
         }

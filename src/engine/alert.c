@@ -59,6 +59,22 @@ po_err po_alert_raise(struct po_store *s, const struct po_alert_new *a, const ch
     return rc;
 }
 
+po_err po_alert_raise_tx(struct po_store *s, const struct po_alert_new *a, const char *now,
+                         const char *sql, const struct po_param *params, int nparams, char *err,
+                         size_t errcap)
+{
+    po_err rc = po_store_begin(s, err, errcap);
+    if (!rc)
+        rc = po_alert_raise(s, a, now, NULL, err, errcap);
+    if (!rc)
+        rc = po_store_exec(s, sql, params, nparams, NULL, NULL, err, errcap);
+    if (!rc)
+        rc = po_store_commit(s, err, errcap);
+    else
+        po_store_rollback(s);
+    return rc;
+}
+
 /* ---- the alerts' audit trail ---- */
 
 po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_id,

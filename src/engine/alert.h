@@ -31,6 +31,13 @@ struct po_alert_new {
 po_err po_alert_raise(struct po_store *s, const struct po_alert_new *a, const char *now,
                       bool *out_raised, char *err, size_t errcap) PO_MUST_CHECK;
 
+/* In one transaction of its own: the alert raised (as po_alert_raise) and
+ * one statement of the caller's that goes with it (marking what was
+ * alerted, taking it off a list); neither without the other. */
+po_err po_alert_raise_tx(struct po_store *s, const struct po_alert_new *a, const char *now,
+                         const char *sql, const struct po_param *params, int nparams, char *err,
+                         size_t errcap) PO_MUST_CHECK;
+
 /* ---- the alerts' audit trail (alert_action), inside the caller's
  * transaction: the operator's moves (service/alerts.c) and the engine's own
  * (a suspense payment refunded). ---- */

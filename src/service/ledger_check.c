@@ -113,21 +113,9 @@ static po_err take(struct po_store *s, const struct po_rows *r, int i, const cha
                              .amount = 0,
                              .currency = "",
                              .detail = detail};
-    po_err rc = po_store_begin(s, err, errcap);
-    if (!rc)
-        rc = po_alert_raise(s, &a, now, NULL, err, errcap);
-    if (!rc)
-        rc = po_store_exec(
-            s,
-            "DELETE FROM ledger_change WHERE tenant_id = ? AND tbl = ? AND"
-            " row_key = ? AND op = ? AND changed_at = ?",
-            PO_PARAMS(PO_TEXT(tenant), PO_TEXT(tbl), PO_TEXT(row), PO_TEXT(op), PO_TEXT(at)), NULL,
-            NULL, err, errcap);
-    if (!rc)
-        rc = po_store_commit(s, err, errcap);
-    else
-        po_store_rollback(s);
-    return rc;
+    return po_alert_raise_tx(s, &a, now,
+                             "DELETE FROM ledger_change WHERE tenant_id = ? AND change_id = ?",
+                             PO_PARAMS(PO_TEXT(tenant), PO_TEXT(id)), err, errcap);
 }
 
 po_err po_ledger_check_run(struct po_store *s, int *out_found, char *err, size_t errcap)

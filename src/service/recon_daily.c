@@ -204,20 +204,11 @@ static po_err raise_overdue(struct po_store *s, const struct po_channel_account 
                               .source = "reconciliation",
                               .currency = "CNY",
                               .detail = detail};
-    po_err rc = po_store_begin(s, err, errcap);
-    if (!rc)
-        rc = po_alert_raise(s, &al, when, NULL, err, errcap);
-    if (!rc)
-        rc = po_store_exec(s,
-                           "UPDATE recon_day SET overdue = 1 WHERE tenant_id = ? AND channel = ?"
-                           " AND bill_date = ?",
-                           PO_PARAMS(PO_TEXT(a->tenant), PO_TEXT(a->channel), PO_TEXT(date)), NULL,
-                           NULL, err, errcap);
-    if (!rc)
-        rc = po_store_commit(s, err, errcap);
-    else
-        po_store_rollback(s);
-    return rc;
+    return po_alert_raise_tx(s, &al, when,
+                             "UPDATE recon_day SET overdue = 1 WHERE tenant_id = ? AND channel = ?"
+                             " AND bill_date = ?",
+                             PO_PARAMS(PO_TEXT(a->tenant), PO_TEXT(a->channel), PO_TEXT(date)), err,
+                             errcap);
 }
 
 /* The round for one account. */

@@ -126,13 +126,6 @@ void po_sim_history_close(struct po_sim_history *h)
     free(h);
 }
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One attempt and its answer: what was sent (the payment or refund the
  * notification carries), when, and what came back. */
 static void history_add(const struct po_sim_delivery *d, int attempt, int64_t sent, long status,
@@ -140,12 +133,13 @@ static void history_add(const struct po_sim_delivery *d, int attempt, int64_t se
 {
     const struct po_sim_payment *p = d->notice->payment;
     const struct po_sim_refund *f = d->notice->refund;
-    json_t *j = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:s, s:b, s:s}", "op",
-        p ? "payment" : "refund", "url", d->url, "channel", d->channel, "out_trade_no",
-        p ? p->out_trade_no : f->out_trade_no, "txn", p ? p->txn : f->txn, "copy", d->copy,
-        "attempt", attempt, "sent_ms", (json_int_t)sent, "answered_ms", (json_int_t)wall_ms(),
-        "status", (int)status, "error", error, "acked", r->acked, "outcome", r->last_outcome);
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:s, s:b, s:s}", "op",
+                  p ? "payment" : "refund", "url", d->url, "channel", d->channel, "out_trade_no",
+                  p ? p->out_trade_no : f->out_trade_no, "txn", p ? p->txn : f->txn, "copy",
+                  d->copy, "attempt", attempt, "sent_ms", (json_int_t)sent, "answered_ms",
+                  (json_int_t)po_clock_now_ms(), "status", (int)status, "error", error, "acked",
+                  r->acked, "outcome", r->last_outcome);
     if (j && p) {
         json_object_set_new(j, "amount", json_integer(p->amount));
         json_object_set_new(j, "currency", json_string(p->currency ? p->currency : "CNY"));
@@ -198,7 +192,7 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
         int64_t now = d->clock ? d->clock(d->clock_ctx) : (int64_t)time(NULL);
         struct po_sim_request req;
         long status = 0;
-        int64_t sent = wall_ms();
+        int64_t sent = po_clock_now_ms();
         if (po_sim_notice_build(d->notice, now, &req) == PO_OK) {
             status =
                 post_once(d, &req, out->last_body, sizeof out->last_body, out->last_outcome, &what);

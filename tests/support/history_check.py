@@ -52,17 +52,26 @@ MAX_LISTED = 25  # violations listed per check in the report
 
 
 def query(db, sql, params=()):
-    """Rows of sql (? placeholders, values inlined for psql as literals)."""
+    """The rows of sql, its ? placeholders bound to params: by sqlite3, or
+    as psql variables (:'p1', …), which psql quotes as literals."""
     if db.startswith("sqlite:"):
         con = sqlite3.connect("file:%s?mode=ro" % db[len("sqlite:"):], uri=True, timeout=30)
         try:
             return [tuple(r) for r in con.execute(sql, params)]
         finally:
             con.close()
-    for p in params:
-        sql = sql.replace("?", "'" + str(p).replace("'", "''") + "'", 1)
-    out = subprocess.run(["psql", "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-d", db,
-                          "-c", sql], capture_output=True, text=True, check=False)
+    parts = sql.split("?")
+    if len(parts) != len(params) + 1:
+        raise SystemExit("history_check: %d placeholders for %d values" %
+                         (len(parts) - 1, len(params)))
+    args = ["psql", "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-d", db]
+    text = parts[0]
+    for i, (p, rest) in enumerate(zip(params, parts[1:]), 1):
+        args += ["-v", "p%d=%s" % (i, p)]
+        text += ":'p%d'" % i + rest
+    # psql interpolates variables in what it reads, not in -c: the query on stdin
+    out = subprocess.run(args, input=text + ";\n", capture_output=True, text=True,
+                         check=False)
     if out.returncode != 0:
         raise SystemExit("history_check: psql: %s" % out.stderr.strip())
     rows = list(csv.reader(io.StringIO(out.stdout)))

@@ -77,6 +77,8 @@
 #define PO_PG_CONNECT_TIMEOUT_S 3
 #define PO_PG_TCP_USER_TIMEOUT_MS 3000
 #define PO_PG_STATEMENT_TIMEOUT_MS 3000
+/* A slice of the continuous ledger check (PostgreSQL): longer is cancelled. */
+#define PO_LEDGER_SLICE_TIMEOUT_MS 10000
 #define PO_PG_CLIENT_WAIT_MS 5000 /* a gateway connection's wait for any answer */
 /* Plain integers: each is also spelled as text with PO_STR (core.h). */
 

@@ -77,6 +77,8 @@ po_err po_ledger_flush(struct po_store *s, const struct po_ledger_batch *deltas,
 struct po_violation {
     char check[48];   /* machine name, e.g. "journal_unbalanced" */
     char detail[256]; /* which rows */
+    char tenant[PO_ID_MAX + 1];
+    char object[PO_KEY_SIZE]; /* the row it names: a key, an order, a refund, an account */
 };
 
 /*
@@ -89,5 +91,55 @@ struct po_violation {
  */
 po_err po_ledger_verify(struct po_store *s, void (*report)(void *ctx, const struct po_violation *v),
                         void *ctx, int *out_count, char *err, size_t errcap) PO_MUST_CHECK;
+
+/*
+ * The same invariants over a slice of the ledger, for serve's continuous
+ * check (issue 28 item 1): each slice is the next n rows of an index after
+ * a position, read in one snapshot, so its cost is bounded by n, not by the
+ * ledger.
+ *  PO_SLICE_NEW       a tenant's outbox events by (created_at, event_id):
+ *                     the orders they name, checked as PO_SLICE_ORDERS, and
+ *                     those orders' journals, as PO_SLICE_JOURNALS (every
+ *                     event that moved money names its order)
+ *  PO_SLICE_JOURNALS  journals by (tenant_id, idem_key): balanced, with
+ *                     their processed record, their order PAID and of
+ *                     their amount, their refund SUCCESS and of its amount
+ *  PO_SLICE_ORDERS    orders by (tenant_id, out_trade_no): a PAID order's
+ *                     one payment journal, refunded and reserved amounts
+ *  PO_SLICE_REFUNDS   refunds by (tenant_id, out_refund_no): a successful
+ *                     refund's one journal, a suspense refund's amount
+ *  PO_SLICE_RECORDS   processed records by (tenant_id, idem_key): one that
+ *                     moved money has its journal
+ *  PO_SLICE_BALANCES  one tenant's cached balances against its postings
+ *                     summed (a scan of that tenant's postings)
+ */
+enum po_slice {
+    PO_SLICE_NEW,
+    PO_SLICE_JOURNALS,
+    PO_SLICE_ORDERS,
+    PO_SLICE_REFUNDS,
+    PO_SLICE_RECORDS,
+    PO_SLICE_BALANCES,
+};
+const char *po_slice_name(enum po_slice k);
+
+/* A position in a slice's key order: (tenant_id, key), or for
+ * PO_SLICE_NEW (created_at, event_id) within the tenant. */
+struct po_slice_pos {
+    char a[PO_TIME_SIZE > PO_ID_MAX + 1 ? PO_TIME_SIZE : PO_ID_MAX + 1];
+    char b[PO_KEY_SIZE];
+};
+
+/* Checks the next slice of k in one read snapshot: the first n rows after
+ * `after` in the slice's key order (PO_SLICE_NEW: the tenant's events
+ * created at or before cut; PO_SLICE_BALANCES: the tenant's balances,
+ * after, cut, n and end unused). *rows: how many the slice held (0: none
+ * after `after`), *end its last. report() and *out_count as
+ * po_ledger_verify. */
+po_err po_ledger_verify_slice(struct po_store *s, enum po_slice k, const char *tenant,
+                              const struct po_slice_pos *after, const char *cut, int n,
+                              struct po_slice_pos *end, int *rows,
+                              void (*report)(void *ctx, const struct po_violation *v), void *ctx,
+                              int *out_count, char *err, size_t errcap) PO_MUST_CHECK;
 
 #endif

@@ -332,15 +332,29 @@ char *po_metrics_render(const struct po_committer_stats *committer,
         " node ran (the node holding the ledger-check lease runs them).\n"
         "# TYPE payonce_ledger_check_rounds_total counter\n"
         "payonce_ledger_check_rounds_total %lld\n"
-        "# HELP payonce_ledger_violations_total Ledger rows found changed outside payonce (each"
-        " raised as a ledger_invariant alert).\n"
+        "# HELP payonce_ledger_violations_total Ledger invariants found broken: rows changed"
+        " outside payonce and what the sweep found (each raised as a ledger_invariant alert).\n"
         "# TYPE payonce_ledger_violations_total counter\n"
         "payonce_ledger_violations_total %lld\n"
         "# HELP payonce_ledger_check_last_round_timestamp_seconds When this node's last round"
         " completed (0: none).\n"
         "# TYPE payonce_ledger_check_last_round_timestamp_seconds gauge\n"
-        "payonce_ledger_check_last_round_timestamp_seconds %lld\n",
-        (long long)lc.rounds, (long long)lc.violations, (long long)lc.last_round_unix);
+        "payonce_ledger_check_last_round_timestamp_seconds %lld\n"
+        "# HELP payonce_ledger_sweep_rows_total Rows the ledger check re-checked (payonce's new"
+        " writes and the rolling sweep of journals, orders, refunds and processed records).\n"
+        "# TYPE payonce_ledger_sweep_rows_total counter\n"
+        "payonce_ledger_sweep_rows_total %lld\n"
+        "# HELP payonce_ledger_sweep_passes_total Passes of the rolling sweep completed (each"
+        " slice counts when it reaches the end of its table).\n"
+        "# TYPE payonce_ledger_sweep_passes_total counter\n"
+        "payonce_ledger_sweep_passes_total %lld\n"
+        "# HELP payonce_ledger_check_seconds_total Time this node's ledger check rounds took"
+        " (on its own connection, outside the callbacks' path).\n"
+        "# TYPE payonce_ledger_check_seconds_total counter\n"
+        "payonce_ledger_check_seconds_total %lld.%06lld\n",
+        (long long)lc.rounds, (long long)lc.violations, (long long)lc.last_round_unix,
+        (long long)lc.sweep_rows, (long long)lc.sweep_wraps, (long long)(lc.us / 1000000),
+        (long long)(lc.us % 1000000));
     put(&o,
         "# HELP payonce_console_deliveries_dropped_total Verified callbacks not recorded"
         " for the console's order trail (its buffer was full between two flushes).\n"

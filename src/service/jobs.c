@@ -69,10 +69,11 @@ struct po_jobs {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
-    char holder[96];              /* this node in job_lease: host:pid:random */
-    bool holding[L_COUNT];        /* what the last round found, for the log */
-    bool traffic_warned;          /* the last flush failed (said once) */
-    struct po_store *flush_store; /* the history's connection (flush_history) */
+    char holder[96];               /* this node in job_lease: host:pid:random */
+    bool holding[L_COUNT];         /* what the last round found, for the log */
+    bool traffic_warned;           /* the last flush failed (said once) */
+    struct po_store *flush_store;  /* the history's connection (flush_history) */
+    struct po_ledger_sweep *sweep; /* the ledger check's positions */
 };
 
 /* The callback records sealed (and, with the counts, pruned), this node's
@@ -259,6 +260,7 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
     }
     if (due(j, s, L_LEDGER, now, next_ledger, j->cfg.ledger_check_s)) {
         int found = 0;
+        struct po_ledger_sweep_report x;
         if (po_ledger_check_run(s, &found, err, sizeof err))
             po_log(PO_LOG_WARN, "ledger check: %s", err);
         else if (found)
@@ -266,6 +268,13 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t *next_query, int64_t
                    "ledger check: %d ledger row(s) changed outside payonce, raised as"
                    " ledger_invariant alerts (payonce alerts --tenant TENANT)",
                    found);
+        if (po_ledger_sweep_run(s, j->sweep, po_clock_now_ms(), &x, err, sizeof err))
+            po_log(PO_LOG_WARN, "ledger check: sweep: %s", err);
+        else if (x.raised)
+            po_log(PO_LOG_ERROR,
+                   "ledger check: %d ledger invariant(s) broken, raised as ledger_invariant"
+                   " alerts (payonce alerts --tenant TENANT; payonce verify)",
+                   x.raised);
     }
     if (due(j, s, L_REAP, now, next_reap, j->reap_s)) {
         int64_t n = 0;
@@ -341,11 +350,17 @@ po_err po_jobs_start(const struct po_jobs_cfg *cfg, struct po_jobs **out)
                    r[0], r[1], r[2], r[3]);
     j->reap_s = cfg->retention_s < REAP_INTERVAL_MAX_S ? cfg->retention_s : REAP_INTERVAL_MAX_S;
     j->notify_s = po_alert_notify_on(&cfg->notify) ? cfg->notify.interval_s : 0;
+    if (po_ledger_sweep_new(cfg->ledger_sweep_rows, cfg->ledger_new_rows, cfg->ledger_balance_s,
+                            &j->sweep)) {
+        free(j);
+        return PO_ERR_NOMEM;
+    }
     pthread_mutex_init(&j->mu, NULL);
     po_cond_init(&j->cv);
     if (pthread_create(&j->thread, NULL, jobs_main, j) != 0) {
         pthread_mutex_destroy(&j->mu);
         pthread_cond_destroy(&j->cv);
+        po_ledger_sweep_free(j->sweep);
         free(j);
         return PO_ERR_INTERNAL;
     }
@@ -374,5 +389,6 @@ void po_jobs_stop(struct po_jobs *j)
     po_store_close(s);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
+    po_ledger_sweep_free(j->sweep);
     free(j);
 }

@@ -27,6 +27,9 @@ struct po_jobs_cfg {
     int64_t recon_s;        /* the daily reconciliation's round interval (0 = off) */
     int64_t keys_s;         /* verification keys refresh interval (0 = off) */
     int64_t ledger_check_s; /* the continuous ledger check's interval (0 = off) */
+    int ledger_sweep_rows;
+    int ledger_new_rows;      /* of each slice a round (0: no sweep) */
+    int64_t ledger_balance_s; /* a tenant's balances summed at most this often (0: never) */
     struct po_recon_daily_cfg recon;
     /* alerts to the operator's receivers (on when one is configured) */
     struct po_alert_notify_cfg notify;

@@ -110,6 +110,19 @@ const struct po_option po_options[] = {
      "check every S seconds what the database recorded of ledger rows changed outside payonce"
      " (ledger_invariant alerts; 0: off)",
      false, GW(ledger_check_s)},
+    {"ledger-sweep-rows", PO_OPT_INT, 0, 100000, 1000, NULL, "N",
+     "the ledger check also re-checks N journals, orders, refunds and processed records a round,"
+     " in key order, starting over at the end (0: only the changes and the new writes)",
+     false, GW(ledger_sweep_rows)},
+    {"ledger-new-rows", PO_OPT_INT, 0, 1000000, 20000, NULL, "N",
+     "the ledger check re-checks up to N of each tenant's new payments and refunds a round, once"
+     " they are 10 s old: their journals, processed records, orders and refunds (0: left to the"
+     " sweep)",
+     false, GW(ledger_new_rows)},
+    {"ledger-balance-interval", PO_OPT_INT, 0, 7 * D, 300, NULL, "S",
+     "the ledger check sums a tenant's postings against its cached balances at most every S"
+     " seconds (0: never)",
+     false, GW(ledger_balance_s)},
     {"refund-retry-interval", PO_OPT_INT, 0, D, 30, NULL, "S",
      "resubmit pending refunds every S seconds (0: off)", false, GW(refund_s)},
     {"alert-webhook-url", PO_OPT_STR, 0, 0, 0, "", "URL",

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # ledger_check.sh PAYONCE BACKEND — serve's continuous ledger check (issue 28
-# item 1) end to end: `payonce serve --ledger-check-interval 2` credits 6
-# payments delivered 3 times each (rounds find nothing); then three faults
-# are planted in SQL while it runs — a posting edited, a processed record
-# deleted, a second payment journal (a double credit) written by hand — and
-# each is raised as a ledger_invariant alert naming its rows by the next
-# round (at most two intervals after the change), counted in
-# payonce_ledger_violations_total, and `payonce verify` agrees.
+# item 1) end to end: `payonce serve --ledger-check-interval 2
+# --ledger-balance-interval 2` credits 6 payments delivered 3 times each
+# (rounds find nothing; the sweep checks every row); then five faults are
+# planted in SQL while it runs — a cached balance edited, a posting edited,
+# a processed record deleted, a second payment journal (a double credit)
+# written by hand, an order's amount edited — and each is raised as a
+# ledger_invariant alert naming its rows by the next round (at most two
+# intervals after the change), counted in payonce_ledger_violations_total,
+# and `payonce verify` agrees.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh" "$1" "$2" ledger_check
 tenant_with_sim || exit 1
@@ -14,7 +16,8 @@ for i in $(seq 1 6); do
   "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "LC-$i" --amount $((700 + i)) >/dev/null || exit 1
 done
 INTERVAL=2
-"$BIN" serve --listen 127.0.0.1:0 --insecure-dev --ledger-check-interval "$INTERVAL" --query-interval 0 \
+"$BIN" serve --listen 127.0.0.1:0 --insecure-dev --ledger-check-interval "$INTERVAL" \
+  --ledger-balance-interval "$INTERVAL" --query-interval 0 \
   --recon-interval 0 --keys-interval 0 --refund-retry-interval 0 > server.out 2> server.log & pid=$!
 bg_pids+=("$pid")
 for _ in $(seq 1 200); do grep -q "listening on port" server.out && break; sleep 0.05; done
@@ -29,6 +32,7 @@ rounds0=$(metric payonce_ledger_check_rounds_total)
 sleep $((INTERVAL + 1))
 check "rounds run while traffic is clean" "$(( $(metric payonce_ledger_check_rounds_total) > rounds0 ))" 1
 check "no violation on clean traffic" "$(metric payonce_ledger_violations_total)" 0
+check "the sweep checked the ledger's rows" "$(( $(metric payonce_ledger_sweep_rows_total) >= 6 * 3 ))" 1
 sql() { # sql STATEMENT: as an operator would, outside payonce
   if [ "$BACKEND" = postgres ]; then psql -X -q -d "$PAYONCE_DB" -c "$1"
   else python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()" "${PAYONCE_DB#sqlite:}" "$1"; fi
@@ -50,6 +54,11 @@ sys.exit(0 if any(a['reason'] == 'ledger_invariant' and sys.argv[1] in a['detail
   done
 }
 k1=$(key_of LC-1); k2=$(key_of LC-2)
+# 701 + ... + 706 owed to m1; its cached balance made 7 less
+sql "UPDATE account_balance SET balance = balance - 7 WHERE tenant_id = 't1' AND account = 'merchant_payable:m1'"
+ms0=$(wait_alert "balance_mismatch: tenant t1: merchant_payable:m1 CNY: postings -4221 cached -4228")
+check "a cached balance edited in SQL: alerted, naming the account and both sums" "$([ -n "$ms0" ] && echo yes)" yes
+check "  ... by the next round" "$(( ${ms0:-99999} <= 2 * INTERVAL * 1000 ))" 1
 sql "UPDATE posting SET amount = amount + 5 WHERE tenant_id = 't1' AND idem_key = '$k1' AND amount > 0"
 ms1=$(wait_alert "posting row $k1 line")
 check "a posting edited in SQL: alerted, naming it" "$([ -n "$ms1" ] && echo yes)" yes
@@ -63,12 +72,18 @@ sql "INSERT INTO posting (tenant_id, idem_key, line_no, account, currency, amoun
 ms3=$(wait_alert "order LC-3 has a second PAY journal, manual:LC-3")
 check "a double credit inserted by hand: alerted, naming the order" "$([ -n "$ms3" ] && echo yes)" yes
 check "  ... by the next round" "$(( ${ms3:-99999} <= 2 * INTERVAL * 1000 ))" 1
-check "payonce_ledger_violations_total counts the three" "$(metric payonce_ledger_violations_total)" 3
+sql "UPDATE pay_order SET amount = amount - 1 WHERE tenant_id = 't1' AND out_trade_no = 'LC-4'"
+ms4=$(wait_alert "payment_amount: tenant t1: LC-4: order 703 CNY, payment journal 704 CNY")
+check "an order's amount edited in SQL: alerted, naming the order and both amounts" "$([ -n "$ms4" ] && echo yes)" yes
+check "  ... by the next round" "$(( ${ms4:-99999} <= 2 * INTERVAL * 1000 ))" 1
+nalerts=$("$BIN" alerts --tenant t1 --json | python3 -c "import json,sys; print(sum(a['reason'] == 'ledger_invariant' for a in json.load(sys.stdin)['alerts']))")
+check "at least one alert per fault" "$(( nalerts >= 5 ))" 1
+check "payonce_ledger_violations_total counts every alert" "$(metric payonce_ledger_violations_total)" "$nalerts"
 "$BIN" verify > verify.out 2>&1; vrc=$?
 check "verify agrees (exit 3: violations)" "$vrc" 3
 check "verify names the same rows" \
-  "$(grep -c -e "$k1" -e "LC-3" -e "$k2" verify.out | awk '{print ($1 >= 3)}')" 1
+  "$(grep -c -e "$k1" -e "LC-3" -e "$k2" -e "LC-4" -e "merchant_payable:m1" verify.out | awk '{print ($1 >= 5)}')" 1
 kill "$pid"; wait "$pid" 2>/dev/null
-fig "# ledger_check[$BACKEND]: rounds every ${INTERVAL} s clean under 6 payments x 3; a posting edited, a processed record deleted and a double credit inserted by hand each raised as a ledger_invariant alert naming its rows ${ms1:-?} / ${ms2:-?} / ${ms3:-?} ms after the change; verify agrees"
+fig "# ledger_check[$BACKEND]: rounds every ${INTERVAL} s clean under 6 payments x 3; a cached balance edited, a posting edited, a processed record deleted, a double credit inserted by hand and an order's amount edited each raised as a ledger_invariant alert naming its rows ${ms0:-?} / ${ms1:-?} / ${ms2:-?} / ${ms3:-?} / ${ms4:-?} ms after the change; verify agrees"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -15,6 +15,28 @@
  *                                 journal (a double credit)"
  *   two_rounds_take_it_once       two connections running rounds at once
  *                                 (two nodes) raise the change's alert once
+ * and its sweep (po_ledger_sweep_run: the rest of verify's invariants):
+ *   sweep_clean_finds_nothing     the clean traffic above, swept: every
+ *                                 row checked, nothing raised, each slice
+ *                                 starts over at its end
+ *   sweep_new_write_checked       a journal written without its processed
+ *                                 record (a bug in the engine's new write):
+ *                                 not before it is PO_LEDGER_NEW_LAG_MS old,
+ *                                 then named by the new writes alone (no
+ *                                 sweep rows), once
+ *   sweep_order_amount_edited     an order's amount changed in SQL (a table
+ *                                 payonce updates, no trigger): the sweep
+ *                                 names the order and both amounts
+ *   sweep_refunded_amount_edited  an order's refunded amount changed: named
+ *   sweep_balance_edited          a cached balance changed in SQL: named by
+ *                                 the balances' next sum, not before its
+ *                                 interval
+ *   sweep_named_change_not_twice  a posting edited: the change's alert
+ *                                 (naming its journal's order), and the
+ *                                 sweep's journal_unbalanced and
+ *                                 payment_amount on the same key and order
+ *                                 not raised beside it (the balance it broke
+ *                                 is)
  */
 #include "../support/testutil.h"
 
@@ -187,13 +209,199 @@ static void two_rounds_take_it_once(void **state)
                      1);
 }
 
+/* ---- the sweep ---- */
+
+static struct po_store *sweep_store; /* the test's (its fixture's) */
+
+static struct po_ledger_sweep *sweeper(void **state, int rows, int new_rows, int64_t balance_s)
+{
+    sweep_store = S;
+    struct po_ledger_sweep *sw = NULL;
+    assert_int_equal(po_ledger_sweep_new(rows, new_rows, balance_s, &sw), PO_OK);
+    return sw;
+}
+
+/* One sweep round ahead_ms from now. */
+static struct po_ledger_sweep_report sweep(struct po_ledger_sweep *sw, int64_t ahead_ms)
+{
+    struct po_ledger_sweep_report x;
+    char err[PO_ERRBUF_SIZE] = "";
+    assert_int_equal(
+        po_ledger_sweep_run(sweep_store, sw, po_clock_now_ms() + ahead_ms, &x, err, sizeof err),
+        PO_OK);
+    return x;
+}
+
+static int64_t ledger_alerts(void)
+{
+    return q1(sweep_store, "SELECT COUNT(*) FROM alert WHERE reason = 'ledger_invariant'");
+}
+
+static void sweep_clean_finds_nothing(void **state)
+{
+    clean_traffic_finds_nothing(state);
+    int64_t rows = q1(S, "SELECT (SELECT COUNT(*) FROM journal) + (SELECT COUNT(*) FROM pay_order)"
+                         " + (SELECT COUNT(*) FROM refund) + (SELECT COUNT(*) FROM notify_log)"),
+            events = q1(S, "SELECT COUNT(*) FROM outbox_event");
+    /* in slices of 2: every row at least once (a slice at its end starts
+     * over while the others go on) */
+    struct po_ledger_sweep *sw = sweeper(state, 2, 20000, 300);
+    int64_t checked = 0;
+    int wrapped = 0, rounds = 0;
+    while (wrapped < 4) {
+        struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+        assert_int_equal(x.found, 0);
+        assert_int_equal(x.raised, 0);
+        checked += x.checked;
+        wrapped += x.wrapped;
+        assert_true(++rounds < 10);
+    }
+    assert_true(checked >= rows + events);
+    /* and in one round, when its slices are as large as the tables */
+    po_ledger_sweep_free(sw);
+    sw = sweeper(state, 1000, 20000, 300);
+    struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+    assert_int_equal(x.checked, rows + events);
+    assert_int_equal(x.wrapped, 0);
+    x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+    assert_int_equal(x.checked, 0);
+    assert_int_equal(x.wrapped, 4);
+    assert_int_equal(ledger_alerts(), 0);
+    po_ledger_sweep_free(sw);
+}
+
+static void sweep_new_write_checked(void **state)
+{
+    paid(S);
+    struct po_ledger_sweep *sw = sweeper(state, 0, 20000, 0);
+    assert_int_equal(sweep(sw, 0).found, 0);
+    char now[PO_TIME_SIZE], sql[1024];
+    po_clock_now_iso(now, sizeof now);
+    /* what a broken engine would commit: a suspense journal, its event, no
+     * processed record */
+    snprintf(sql, sizeof sql,
+             "INSERT INTO journal (tenant_id, idem_key, kind, out_trade_no, currency, created_at)"
+             " VALUES ('t1', 'bug:A', 'SUSPENSE', 'A', 'CNY', '%s')",
+             now);
+    exec_ok(S, sql);
+    exec_ok(S, "INSERT INTO posting (tenant_id, idem_key, line_no, account, currency, amount)"
+               " VALUES ('t1', 'bug:A', 1, 'channel_clearing:wechatpay', 'CNY', 7),"
+               " ('t1', 'bug:A', 2, 'suspense', 'CNY', -7)");
+    snprintf(sql, sizeof sql,
+             "INSERT INTO outbox_event (tenant_id, event_id, type, object_id, obj_seq, payload,"
+             " created_at) VALUES ('t1', 'bug:A', 'payment.suspense', 'A', 0, '{}', '%s')",
+             now);
+    exec_ok(S, sql);
+    assert_int_equal(sweep(sw, 0).found, 0); /* younger than the lag */
+    struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+    assert_int_equal(x.found, 1);
+    assert_int_equal(x.raised, 1);
+    const char *d = alert_detail(S);
+    assert_non_null(strstr(d, "journal_without_record: tenant t1: bug:A: SUSPENSE journal without"
+                              " processed record"));
+    assert_non_null(strstr(d, "(new)"));
+    assert_int_equal(sweep(sw, PO_LEDGER_NEW_LAG_MS + 2000).found, 0); /* checked once */
+    assert_int_equal(ledger_alerts(), 1);
+    assert_int_not_equal(t_verify(S), 0);
+    po_ledger_sweep_free(sw);
+}
+
+static void sweep_order_amount_edited(void **state)
+{
+    (void)state;
+    paid(S);
+    exec_ok(S, "UPDATE pay_order SET amount = 90 WHERE out_trade_no = 'A'");
+    struct po_ledger_sweep *sw = sweeper(state, 1000, 0, 0);
+    struct po_ledger_sweep_report x = sweep(sw, 0); /* the sweep, not the new writes */
+    assert_int_equal(x.raised, 1);
+    const char *d = alert_detail(S);
+    assert_non_null(
+        strstr(d, "payment_amount: tenant t1: A: order 90 CNY, payment journal 100 CNY"));
+    assert_non_null(strstr(d, "(journals)"));
+    assert_int_equal(
+        q1(S,
+           "SELECT COUNT(*) FROM alert WHERE reason = 'ledger_invariant' AND out_trade_no = 'A'"),
+        1);
+    /* the next passes find it again and raise nothing more */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sweep(sw, 0).raised, 0);
+    assert_int_equal(ledger_alerts(), 1);
+    assert_int_not_equal(t_verify(S), 0);
+    po_ledger_sweep_free(sw);
+}
+
+static void sweep_refunded_amount_edited(void **state)
+{
+    (void)state;
+    paid(S);
+    t_seed_refund(S, "A", "RA", 30);
+    struct po_event rf = t_refund_event(PO_EV_REFUND_SUCCESS, "A", "RA", "RID-A", 30);
+    assert_int_equal(t_apply(S, NULL, &rf).kind, PO_OUT_APPLIED);
+    struct po_ledger_sweep *sw = sweeper(state, 1000, 20000, 0);
+    assert_int_equal(sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000).found, 0);
+    exec_ok(S, "UPDATE pay_order SET refunded_amount = 0 WHERE out_trade_no = 'A'");
+    assert_int_equal(sweep(sw, 0).found, 0); /* the orders' slice starts over */
+    struct po_ledger_sweep_report x = sweep(sw, 0);
+    assert_int_equal(x.raised, 1);
+    assert_non_null(strstr(alert_detail(S), "refund_totals: tenant t1: A: refunded 0 refunds 30"));
+    assert_int_not_equal(t_verify(S), 0);
+    po_ledger_sweep_free(sw);
+}
+
+static void sweep_balance_edited(void **state)
+{
+    (void)state;
+    paid(S);
+    struct po_ledger_sweep *sw = sweeper(state, 0, 0, 300);
+    assert_int_equal(sweep(sw, 0).found, 0); /* summed: clean */
+    exec_ok(S, "UPDATE account_balance SET balance = balance + 5 WHERE account ="
+               " 'merchant_payable:m1'");
+    assert_int_equal(sweep(sw, 1000).found, 0); /* not before its interval */
+    struct po_ledger_sweep_report x = sweep(sw, 301 * 1000);
+    assert_int_equal(x.raised, 1);
+    assert_non_null(strstr(alert_detail(S), "balance_mismatch: tenant t1: merchant_payable:m1 CNY:"
+                                            " postings -100 cached -95"));
+    assert_int_not_equal(t_verify(S), 0);
+    po_ledger_sweep_free(sw);
+}
+
+static void sweep_named_change_not_twice(void **state)
+{
+    (void)state;
+    paid(S);
+    exec_ok(S, "UPDATE posting SET amount = amount + 1 WHERE idem_key = " PAYKEY " AND amount > 0");
+    assert_int_equal(round_of(S), 1);
+    struct po_ledger_sweep *sw = sweeper(state, 1000, 20000, 300);
+    struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+    /* journal_unbalanced and payment_amount twice (the new writes, the
+     * sweep), balance_mismatch: the key's and its order's not raised again
+     * (the change's alert names both), the balance's is */
+    assert_int_equal(x.found, 5);
+    assert_int_equal(x.raised, 1);
+    assert_int_equal(q1(S, "SELECT COUNT(*) FROM alert WHERE reason = 'ledger_invariant' AND"
+                           " idem_key = " PAYKEY),
+                     1);
+    assert_int_equal(q1(S, "SELECT COUNT(*) FROM alert WHERE reason = 'ledger_invariant' AND"
+                           " idem_key = 'channel_clearing:wechatpay CNY'"),
+                     1);
+    assert_int_equal(q1(S, "SELECT COUNT(*) FROM alert WHERE reason = 'ledger_invariant' AND"
+                           " out_trade_no = 'A'"),
+                     1);
+    assert_int_equal(ledger_alerts(), 2);
+    po_ledger_sweep_free(sw);
+}
+
 int main(int argc, char **argv)
 {
     t_fx_backend = t_backend(argc, argv);
 #define T(name) cmocka_unit_test_setup_teardown(name, t_fx_setup_seeded, t_fx_teardown)
     const struct CMUnitTest tests[] = {
-        T(clean_traffic_finds_nothing), T(a_posting_edited),        T(a_processed_record_deleted),
-        T(a_double_credit_inserted),    T(two_rounds_take_it_once),
+        T(clean_traffic_finds_nothing),  T(a_posting_edited),
+        T(a_processed_record_deleted),   T(a_double_credit_inserted),
+        T(two_rounds_take_it_once),      T(sweep_clean_finds_nothing),
+        T(sweep_new_write_checked),      T(sweep_order_amount_edited),
+        T(sweep_refunded_amount_edited), T(sweep_balance_edited),
+        T(sweep_named_change_not_twice),
     };
     char name[64];
     snprintf(name, sizeof name, "ledger_check[%s]", t_fx_backend);

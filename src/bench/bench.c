@@ -133,20 +133,42 @@ int po_bench_http_get(unsigned port, const char *path, char *buf, size_t cap)
     return len > 12 && strncmp(buf, "HTTP/1.", 7) == 0 ? (int)strtol(buf + 9, NULL, 10) : 0;
 }
 
+/* Counters from the server's /metrics, by name (0 where missing). */
+static void metrics_of(const struct po_bench_server *srv, const char *const *names, double *out,
+                       int n)
+{
+    static char buf[1 << 20];
+    for (int k = 0; k < n; k++)
+        out[k] = 0;
+    if (po_bench_http_get(srv->port, "/metrics", buf, sizeof buf) != 200)
+        return;
+    for (int k = 0; k < n; k++) {
+        char key[96];
+        (void)snprintf(key, sizeof key, "\n%s ", names[k]);
+        const char *at = strstr(buf, key);
+        if (at)
+            out[k] = strtod(at + strlen(key), NULL);
+    }
+}
+
 /* The server's committer counters from its /metrics (batches, items). */
 void po_bench_committer_counts(const struct po_bench_server *srv, double *batches, double *items)
 {
-    *batches = *items = 0;
-    static char buf[1 << 20];
-    if (po_bench_http_get(srv->port, "/metrics", buf, sizeof buf) != 200)
-        return;
-    static const char bn[] = "\npayonce_committer_batches_total ",
-                      in[] = "\npayonce_committer_items_total ";
-    const char *b = strstr(buf, bn), *i = strstr(buf, in);
-    if (b && i) {
-        *batches = strtod(b + sizeof bn - 1, NULL);
-        *items = strtod(i + sizeof in - 1, NULL);
-    }
+    static const char *const names[] = {"payonce_committer_batches_total",
+                                        "payonce_committer_items_total"};
+    double v[2];
+    metrics_of(srv, names, v, 2);
+    *batches = v[0];
+    *items = v[1];
+}
+
+/* The seconds the server's continuous ledger check has spent. */
+static double ledger_check_seconds(const struct po_bench_server *srv)
+{
+    static const char *const names[] = {"payonce_ledger_check_seconds_total"};
+    double v;
+    metrics_of(srv, names, &v, 1);
+    return v;
 }
 
 /* ---- one measured row of the report ---- */
@@ -162,6 +184,7 @@ struct row {
     bool exact;                        /* every payment credited exactly once */
     double rate;                       /* the schedule, when rate-limited */
     int64_t refused;                   /* 503 answers (-1: none allowed, the run fails) */
+    double ledger_s;                   /* the server's ledger check's time during the run */
 };
 
 #define ROWS_MAX 24
@@ -242,11 +265,13 @@ static po_err http_run(struct run *R, const struct po_bench_server *srv, struct 
     double b0, i0, b1, i1;
     settle(R);
     po_bench_committer_counts(srv, &b0, &i0);
+    double c0 = ledger_check_seconds(srv);
     double s0 = po_cpu_of_pid(srv->pid), d0 = R->pg ? po_cpu_of_postgres() : 0, l0 = po_cpu_self();
     po_err rc = po_lg_run(&lc, &res, R->err, sizeof R->err);
     if (rc)
         return rc;
     po_bench_committer_counts(srv, &b1, &i1);
+    r->ledger_s = ledger_check_seconds(srv) - c0;
     r->batch_avg = b1 > b0 ? (i1 - i0) / (b1 - b0) : 0;
     r->cpu_server = po_cpu_of_pid(srv->pid) - s0;
     r->cpu_db = R->pg ? po_cpu_of_postgres() - d0 : 0;
@@ -601,6 +626,11 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
     if (norec)
         printf("%-56s %10.2f\n", "unique merchants, record on vs off (x, information)",
                cu / credited_per_s(norec));
+    const struct row *l1 = find_row(R, "unique merchants, ledger check on"),
+                     *l2 = find_row(R, "unique merchants, ledger check on, again");
+    if (l1 && l2 && l1->credited + l2->credited > 0)
+        printf("%-56s %10.1f\n", "ledger check's time per credit, on runs (us, information)",
+               1e6 * (l1->ledger_s + l2->ledger_s) / (double)(l1->credited + l2->credited));
     if (engine)
         printf("%-56s %10.2f\n", "unique merchants vs engine alone (x, information)",
                cu / credited_per_s(engine));
@@ -907,7 +937,9 @@ static po_err baselines(struct run *R, int n)
         }
     }
     /* What the continuous ledger check costs (issue 28 item 1): the same
-     * callbacks with it and without it — the check off and the journals'
+     * callbacks with it (its defaults: the changes, the new writes, the
+     * sweep of 1,000 rows of each slice and the balances every 300 s, a
+     * round every 5 s) and without it — the check off and the journals'
      * trigger dropped (the only one of migration 0018 that fires on
      * payonce's own writes), put back after — in the order on, off, off,
      * on, so that the database growing run by run weighs on both alike

@@ -148,10 +148,18 @@ int main(int argc, char **argv)
                             {.channel = "stripe", .no = "RETRY-S"}};
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
-        struct lane *l = &lanes[i];
         run("order create --tenant t1 --merchant m1 --out-trade-no %s --amount 100 --channel %s",
-            l->no, l->channel);
-        po_sim_new_txn(l->channel, l->txn, sizeof l->txn);
+            lanes[i].no, lanes[i].channel);
+        po_sim_new_txn(lanes[i].channel, lanes[i].txn, sizeof lanes[i].txn);
+    }
+    /* The outage and the lanes' schedules start together: the orders are
+     * made first (a CLI run each, a second or more on a loaded machine,
+     * once ate the 90 s of channel time between Alipay's second attempt
+     * and the gateway's return, so that it was answered at +240 s). */
+    t0 = (int64_t)time(NULL);
+    mono0 = mono();
+    for (int i = 0; i < 3; i++) {
+        struct lane *l = &lanes[i];
         snprintf(l->notify_url, sizeof l->notify_url, "http://127.0.0.1:%u/notify/%s/t1", port,
                  l->channel);
         l->pay = (struct po_sim_payment){l->channel, l->no, l->txn, 100, "CNY", t0};

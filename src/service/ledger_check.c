@@ -399,20 +399,44 @@ po_err po_ledger_sweep_run(struct po_store *s, struct po_ledger_sweep *sw, int64
     char now[PO_TIME_SIZE], cut[PO_TIME_SIZE];
     po_clock_iso_ms(now_ms, now, sizeof now);
     po_clock_iso_ms(now_ms - PO_LEDGER_NEW_LAG_MS, cut, sizeof cut);
-    po_err rc = tenants(s, sw, now_ms, err, errcap);
-    for (int i = 0; !rc && i < sw->nt; i++) {
+    /* A slice that fails (a statement cancelled, the database gone) keeps
+     * its position for the next round; the others go on, the round returns
+     * the first failure. */
+    po_err rc = tenants(s, sw, now_ms, err, errcap), first = rc;
+    int listed = rc == PO_OK ? sw->nt : 0;
+    char e2[PO_ERRBUF_SIZE];
+    for (int i = 0; i < listed; i++) {
         struct lc_tenant *t = &sw->t[i];
-        if (sw->new_rows)
-            rc = step(s, PO_SLICE_NEW, t->id, cut, sw->new_rows, &t->pos, now, out, err, errcap);
-        if (!rc && sw->balance_every_ms &&
+        rc = PO_OK;
+        if (sw->new_rows) {
+            rc = step(s, PO_SLICE_NEW, t->id, cut, sw->new_rows, &t->pos, now, out, e2, sizeof e2);
+            if (rc)
+                po_log(PO_LOG_WARN, "ledger check: tenant %s: new writes: %s", t->id, e2);
+        }
+        if (sw->balance_every_ms &&
             (!t->balances_ms || now_ms - t->balances_ms >= sw->balance_every_ms)) {
-            rc = step(s, PO_SLICE_BALANCES, t->id, NULL, 0, NULL, now, out, err, errcap);
-            if (!rc)
+            po_err b = step(s, PO_SLICE_BALANCES, t->id, NULL, 0, NULL, now, out, e2, sizeof e2);
+            if (!b)
                 t->balances_ms = now_ms;
+            else
+                po_log(PO_LOG_WARN, "ledger check: tenant %s: balances: %s", t->id, e2);
+            rc = rc ? rc : b;
+        }
+        if (rc && !first) {
+            first = rc;
+            (void)snprintf(err, errcap, "tenant %s: %s", t->id, e2);
         }
     }
-    for (enum po_slice k = PO_SLICE_JOURNALS; !rc && sw->rows && k <= PO_SLICE_RECORDS; k++)
-        rc = step(s, k, NULL, NULL, sw->rows, &sw->pos[k], now, out, err, errcap);
+    for (enum po_slice k = PO_SLICE_JOURNALS; sw->rows && k <= PO_SLICE_RECORDS; k++) {
+        rc = step(s, k, NULL, NULL, sw->rows, &sw->pos[k], now, out, e2, sizeof e2);
+        if (rc)
+            po_log(PO_LOG_WARN, "ledger check: %s: %s", po_slice_name(k), e2);
+        if (rc && !first) {
+            first = rc;
+            (void)snprintf(err, errcap, "%s: %s", po_slice_name(k), e2);
+        }
+    }
+    rc = first;
     atomic_fetch_add(&lc_sweep_rows, out->checked);
     atomic_fetch_add(&lc_sweep_wraps, out->wrapped);
     atomic_fetch_add(&lc_us, (int64_t)po_now_us() - t0);

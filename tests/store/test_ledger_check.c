@@ -31,6 +31,10 @@
  *   sweep_balance_edited          a cached balance changed in SQL: named by
  *                                 the balances' next sum, not before its
  *                                 interval
+ *   sweep_goes_on_past_a_failure  the balances' slice failing (their table
+ *                                 renamed away): the round says so and the
+ *                                 journals' slice still names an order's
+ *                                 amount edited
  *   sweep_named_change_not_twice  a posting edited: the change's alert
  *                                 (naming its journal's order), and the
  *                                 sweep's journal_unbalanced and
@@ -365,6 +369,22 @@ static void sweep_balance_edited(void **state)
     po_ledger_sweep_free(sw);
 }
 
+static void sweep_goes_on_past_a_failure(void **state)
+{
+    paid(S);
+    exec_ok(S, "UPDATE pay_order SET amount = 90 WHERE out_trade_no = 'A'");
+    exec_ok(S, "ALTER TABLE account_balance RENAME TO account_balance_away");
+    struct po_ledger_sweep *sw = sweeper(state, 1000, 0, 300);
+    struct po_ledger_sweep_report x;
+    char err[PO_ERRBUF_SIZE] = "";
+    assert_int_not_equal(po_ledger_sweep_run(S, sw, po_clock_now_ms(), &x, err, sizeof err), PO_OK);
+    assert_non_null(strstr(err, "tenant t1: "));
+    assert_int_equal(x.raised, 1);
+    assert_non_null(strstr(alert_detail(S), "payment_amount: tenant t1: A: order 90 CNY"));
+    exec_ok(S, "ALTER TABLE account_balance_away RENAME TO account_balance");
+    po_ledger_sweep_free(sw);
+}
+
 static void sweep_named_change_not_twice(void **state)
 {
     (void)state;
@@ -401,7 +421,7 @@ int main(int argc, char **argv)
         T(two_rounds_take_it_once),      T(sweep_clean_finds_nothing),
         T(sweep_new_write_checked),      T(sweep_order_amount_edited),
         T(sweep_refunded_amount_edited), T(sweep_balance_edited),
-        T(sweep_named_change_not_twice),
+        T(sweep_goes_on_past_a_failure), T(sweep_named_change_not_twice),
     };
     char name[64];
     snprintf(name, sizeof name, "ledger_check[%s]", t_fx_backend);

@@ -71,6 +71,7 @@ struct po_jobs {
     bool stop;
     char holder[96];               /* this node in job_lease: host:pid:random */
     bool holding[L_COUNT];         /* what the last round found, for the log */
+    bool lease_unknown[L_COUNT];   /* the last round's attempt failed */
     bool traffic_warned;           /* the last flush failed (said once) */
     struct po_store *flush_store;  /* the history's connection (flush_history) */
     struct po_ledger_sweep *sweep; /* the ledger check's positions */
@@ -126,16 +127,18 @@ static bool lease(struct po_jobs *j, struct po_store *s, enum lease_job k, int64
         " < excluded.taken_at",
         PO_PARAMS(PO_TEXT(lease_names[k]), PO_TEXT(j->holder), PO_TEXT(until), PO_TEXT(at)),
         &changes, err, sizeof err);
-    if (rc) {
+    if (rc) { /* holding unknown: the next answer is logged, whichever it is */
         po_log(PO_LOG_WARN, "background job %s: lease not taken: %s", lease_names[k], err);
+        j->lease_unknown[k] = true;
         return false;
     }
     bool mine = changes == 1;
-    if (mine != j->holding[k])
+    if (mine != j->holding[k] || j->lease_unknown[k])
         po_log(PO_LOG_INFO, "background job %s: %s", lease_names[k],
                mine ? "this node holds its lease and runs it"
                     : "another node holds its lease and runs it");
     j->holding[k] = mine;
+    j->lease_unknown[k] = false;
     return mine;
 }
 

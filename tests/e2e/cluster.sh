@@ -305,7 +305,7 @@ victim=${victim:-1}
 for _ in $(seq 1 50); do
   holders=0
   for n in 1 2 3; do
-    grep 'background job active-query' "$PAYONCE_CLUSTER_DIR/node$n.log" | tail -1 | grep -q 'this node holds' && holders=$((holders + 1))
+    grep -E 'background job active-query: (this|another) node holds' "$PAYONCE_CLUSTER_DIR/node$n.log" | tail -1 | grep -q 'this node holds' && holders=$((holders + 1))
   done
   [ "$holders" -eq 1 ] && break
   sleep 0.2

@@ -59,20 +59,48 @@ po_err po_alert_raise(struct po_store *s, const struct po_alert_new *a, const ch
     return rc;
 }
 
-po_err po_alert_raise_tx(struct po_store *s, const struct po_alert_new *a, const char *now,
-                         const char *sql, const struct po_param *params, int nparams, char *err,
-                         size_t errcap)
+/* In one transaction: unless unless_sql (may be NULL) finds a row, the
+ * alert raised and then_sql (may be NULL) run. */
+static po_err raise_tx(struct po_store *s, const struct po_alert_new *a, const char *now,
+                       const char *unless_sql, const struct po_param *up, int nup,
+                       const char *then_sql, const struct po_param *tp, int ntp, bool *raised,
+                       char *err, size_t errcap)
 {
+    bool skip = false;
     po_err rc = po_store_begin(s, err, errcap);
-    if (!rc)
-        rc = po_alert_raise(s, a, now, NULL, err, errcap);
-    if (!rc)
-        rc = po_store_exec(s, sql, params, nparams, NULL, NULL, err, errcap);
+    if (!rc && unless_sql) {
+        struct po_rows r;
+        rc = po_store_exec(s, unless_sql, up, nup, &r, NULL, err, errcap);
+        if (!rc) {
+            skip = r.nrows > 0;
+            po_rows_free(&r);
+        }
+    }
+    if (!rc && !skip)
+        rc = po_alert_raise(s, a, now, raised, err, errcap);
+    if (!rc && !skip && then_sql)
+        rc = po_store_exec(s, then_sql, tp, ntp, NULL, NULL, err, errcap);
     if (!rc)
         rc = po_store_commit(s, err, errcap);
     else
         po_store_rollback(s);
     return rc;
+}
+
+po_err po_alert_raise_tx(struct po_store *s, const struct po_alert_new *a, const char *now,
+                         const char *sql, const struct po_param *params, int nparams, char *err,
+                         size_t errcap)
+{
+    return raise_tx(s, a, now, NULL, NULL, 0, sql, params, nparams, NULL, err, errcap);
+}
+
+po_err po_alert_raise_unless(struct po_store *s, const struct po_alert_new *a, const char *now,
+                             const char *sql, const struct po_param *params, int nparams,
+                             bool *out_raised, char *err, size_t errcap)
+{
+    if (out_raised)
+        *out_raised = false;
+    return raise_tx(s, a, now, sql, params, nparams, NULL, NULL, 0, out_raised, err, errcap);
 }
 
 /* ---- the alerts' audit trail ---- */

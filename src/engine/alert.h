@@ -38,6 +38,13 @@ po_err po_alert_raise_tx(struct po_store *s, const struct po_alert_new *a, const
                          const char *sql, const struct po_param *params, int nparams, char *err,
                          size_t errcap) PO_MUST_CHECK;
 
+/* In one transaction of its own: the alert raised (as po_alert_raise)
+ * unless the caller's query (sql) finds a row — another alert that already
+ * names the same thing; *out_raised (may be NULL) says whether it was. */
+po_err po_alert_raise_unless(struct po_store *s, const struct po_alert_new *a, const char *now,
+                             const char *sql, const struct po_param *params, int nparams,
+                             bool *out_raised, char *err, size_t errcap) PO_MUST_CHECK;
+
 /* ---- the alerts' audit trail (alert_action), inside the caller's
  * transaction: the operator's moves (service/alerts.c) and the engine's own
  * (a suspense payment refunded). ---- */

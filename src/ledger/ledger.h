@@ -79,6 +79,7 @@ struct po_violation {
     char detail[256]; /* which rows */
     char tenant[PO_ID_MAX + 1];
     char object[PO_KEY_SIZE]; /* the row it names: a key, an order, a refund, an account */
+    bool of_order;            /* object is an order's out_trade_no */
 };
 
 /*

@@ -14,6 +14,7 @@ struct check {
     const char *name;
     const char *what; /* the invariant, for humans */
     const char *sql;
+    bool of_order; /* its rows' object is an order (out_trade_no) */
 };
 
 #define VERIFY_ROWS_PER_CHECK 50
@@ -28,7 +29,8 @@ static const struct check checks[] = {
      "SELECT tenant_id, idem_key, 'sum ' || SUM(amount) || ' ' || currency FROM posting"
      " GROUP BY tenant_id, idem_key, currency HAVING SUM(amount) <> 0"
      " UNION ALL SELECT j.tenant_id, j.idem_key, 'no postings' FROM journal j WHERE NOT EXISTS"
-     " (SELECT 1 FROM posting p WHERE p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key)"},
+     " (SELECT 1 FROM posting p WHERE p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key)",
+     false},
     {"balance_mismatch", "each cached balance equals the sum of its postings",
      "SELECT p.tenant_id, p.account || ' ' || p.currency,"
      " 'postings ' || p.s || ' cached ' || COALESCE(b.balance, 0) FROM"
@@ -40,12 +42,14 @@ static const struct check checks[] = {
      " 'postings 0 cached ' || b.balance FROM account_balance b LEFT JOIN"
      " (SELECT tenant_id, account, currency FROM posting GROUP BY tenant_id, account, currency) p"
      " ON p.tenant_id = b.tenant_id AND p.account = b.account AND p.currency = b.currency"
-     " WHERE b.balance <> 0 AND p.tenant_id IS NULL"},
+     " WHERE b.balance <> 0 AND p.tenant_id IS NULL",
+     false},
     {"paid_order_journals", "every PAID order has exactly one payment journal",
      "SELECT o.tenant_id, o.out_trade_no, COUNT(j.idem_key) || ' payment journals' FROM pay_order o"
      " LEFT JOIN journal j ON j.tenant_id = o.tenant_id AND j.out_trade_no = o.out_trade_no"
      " AND j.kind = 'PAY' WHERE o.status = 'PAID' GROUP BY o.tenant_id, o.out_trade_no"
-     " HAVING COUNT(j.idem_key) <> 1"},
+     " HAVING COUNT(j.idem_key) <> 1",
+     true},
     /* The positive lines of each journal summed once (a grouped subquery),
      * then joined by key: SQLite would otherwise search every posting of
      * the tenant for each order (quadratic on a large ledger). */
@@ -55,49 +59,58 @@ static const struct check checks[] = {
      " ON j.tenant_id = o.tenant_id AND j.out_trade_no = o.out_trade_no AND j.kind = 'PAY'"
      " JOIN " POSITIVE_LINES " p ON p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key"
      " WHERE o.status = 'PAID' AND (p.s <> o.amount OR p.cmin <> o.currency"
-     " OR p.cmax <> o.currency)"},
+     " OR p.cmax <> o.currency)",
+     true},
     {"unpaid_order_has_payment", "an order that is not PAID has no payment journal",
      "SELECT o.tenant_id, o.out_trade_no, 'status ' || o.status || ' with a payment journal'"
      " FROM pay_order o WHERE o.status <> 'PAID' AND EXISTS (SELECT 1 FROM journal j WHERE"
-     " j.tenant_id = o.tenant_id AND j.out_trade_no = o.out_trade_no AND j.kind = 'PAY')"},
+     " j.tenant_id = o.tenant_id AND j.out_trade_no = o.out_trade_no AND j.kind = 'PAY')",
+     true},
     {"applied_without_journal", "every processed record that moved money has its journal",
      "SELECT n.tenant_id, n.idem_key, n.outcome || ' ' || n.event_type || ' without journal'"
      " FROM notify_log n WHERE (n.outcome = 'suspense' OR n.event_type IN"
      " ('PAY_SUCCESS', 'REFUND_SUCCESS', 'PROFIT_SHARE_RESULT')) AND NOT EXISTS"
-     " (SELECT 1 FROM journal j WHERE j.tenant_id = n.tenant_id AND j.idem_key = n.idem_key)"},
+     " (SELECT 1 FROM journal j WHERE j.tenant_id = n.tenant_id AND j.idem_key = n.idem_key)",
+     false},
     {"journal_without_record", "every journal has its processed record",
      "SELECT j.tenant_id, j.idem_key, j.kind || ' journal without processed record'"
      " FROM journal j WHERE NOT EXISTS (SELECT 1 FROM notify_log n WHERE"
-     " n.tenant_id = j.tenant_id AND n.idem_key = j.idem_key)"},
+     " n.tenant_id = j.tenant_id AND n.idem_key = j.idem_key)",
+     false},
     {"duplicate_key", "no idempotency key appears twice",
      "SELECT tenant_id, idem_key, COUNT(*) || ' processed records' FROM notify_log"
      " GROUP BY tenant_id, idem_key HAVING COUNT(*) > 1"
      " UNION ALL SELECT tenant_id, idem_key, COUNT(*) || ' journals' FROM journal"
-     " GROUP BY tenant_id, idem_key HAVING COUNT(*) > 1"},
+     " GROUP BY tenant_id, idem_key HAVING COUNT(*) > 1",
+     false},
     {"refund_totals", "an order's refunded amount is the sum of its successful refunds",
      "SELECT o.tenant_id, o.out_trade_no, 'refunded ' || o.refunded_amount || ' refunds ' ||"
      " COALESCE(SUM(r.amount), 0) FROM pay_order o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
      " AND r.out_trade_no = o.out_trade_no AND r.status = 'SUCCESS' AND r.suspense_key IS NULL"
      " GROUP BY o.tenant_id, o.out_trade_no, o.refunded_amount"
-     " HAVING o.refunded_amount <> COALESCE(SUM(r.amount), 0)"},
+     " HAVING o.refunded_amount <> COALESCE(SUM(r.amount), 0)",
+     true},
     {"refund_reserved", "an order's reserved refund amount is the sum of its refunds not closed",
      "SELECT o.tenant_id, o.out_trade_no, 'reserved ' || o.refund_reserved || ' refunds ' ||"
      " COALESCE(SUM(r.amount), 0) FROM pay_order o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
      " AND r.out_trade_no = o.out_trade_no AND r.status <> 'CLOSED' AND r.suspense_key IS NULL"
      " GROUP BY o.tenant_id, o.out_trade_no, o.refund_reserved"
-     " HAVING o.refund_reserved <> COALESCE(SUM(r.amount), 0)"},
+     " HAVING o.refund_reserved <> COALESCE(SUM(r.amount), 0)",
+     true},
     {"refund_journals", "every successful refund has exactly one refund journal",
      "SELECT r.tenant_id, r.out_refund_no, COUNT(j.idem_key) || ' refund journals' FROM refund r"
      " LEFT JOIN journal j ON j.tenant_id = r.tenant_id AND j.out_refund_no = r.out_refund_no"
      " AND j.kind = 'REFUND' WHERE r.status = 'SUCCESS' GROUP BY r.tenant_id, r.out_refund_no"
-     " HAVING COUNT(j.idem_key) <> 1"},
+     " HAVING COUNT(j.idem_key) <> 1",
+     false},
     {"refund_amount", "a successful refund's journal moves the refund's amount in its currency",
      "SELECT r.tenant_id, r.out_refund_no, 'refund ' || r.amount || ' ' || r.currency ||"
      " ', refund journal ' || p.s || ' ' || p.cmin FROM refund r JOIN journal j"
      " ON j.tenant_id = r.tenant_id AND j.out_refund_no = r.out_refund_no AND j.kind = 'REFUND'"
      " JOIN " POSITIVE_LINES " p ON p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key"
      " WHERE r.status = 'SUCCESS' AND (p.s <> r.amount OR p.cmin <> r.currency"
-     " OR p.cmax <> r.currency)"},
+     " OR p.cmax <> r.currency)",
+     false},
     /* A suspense journal has one positive line (the clearing account's, for
      * a payment parked there): what it parked. */
     {"suspense_refunds",
@@ -111,7 +124,8 @@ static const struct check checks[] = {
      " OR p.currency <> r.currency)"
      " UNION ALL SELECT tenant_id, suspense_key, COUNT(*) || ' successful refunds' FROM refund"
      " WHERE suspense_key IS NOT NULL AND status = 'SUCCESS' GROUP BY tenant_id, suspense_key"
-     " HAVING COUNT(*) > 1"},
+     " HAVING COUNT(*) > 1",
+     false},
     {"refund_source",
      "a refund's journal takes the money from the merchant's payable, or from suspense for a"
      " refund of a suspense payment",
@@ -119,37 +133,38 @@ static const struct check checks[] = {
      " ON j.tenant_id = r.tenant_id AND j.out_refund_no = r.out_refund_no AND j.kind = 'REFUND'"
      " JOIN posting p ON p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key AND p.amount > 0"
      " WHERE (r.suspense_key IS NULL AND p.account = 'suspense') OR"
-     " (r.suspense_key IS NOT NULL AND p.account <> 'suspense')"},
+     " (r.suspense_key IS NOT NULL AND p.account <> 'suspense')",
+     false},
 };
 
 /* One violation, reported: its row's tenant, object and what was found. */
-static void report_row(const char *name, const char *what, const struct po_rows *r, int row,
-                       int col, void (*report)(void *ctx, const struct po_violation *v), void *ctx)
+static void report_row(const struct check *c, const struct po_rows *r, int row, int col,
+                       void (*report)(void *ctx, const struct po_violation *v), void *ctx)
 {
     struct po_violation v;
     const char *t = po_rows_get(r, row, col), *o = po_rows_get(r, row, col + 1),
                *found = po_rows_get(r, row, col + 2);
-    (void)snprintf(v.check, sizeof v.check, "%s", name);
+    (void)snprintf(v.check, sizeof v.check, "%s", c->name);
+    v.of_order = c->of_order;
     (void)snprintf(v.tenant, sizeof v.tenant, "%s", t ? t : "");
     (void)snprintf(v.object, sizeof v.object, "%s", o ? o : "");
     (void)snprintf(v.detail, sizeof v.detail, "tenant %s: %.160s: %s (%s)", v.tenant, v.object,
-                   found ? found : "?", what);
+                   found ? found : "?", c->what);
     if (report)
         report(ctx, &v);
 }
 
 /* One check's rows, reported (tenant, object, what was found). */
-static po_err run_check(struct po_store *s, const char *name, const char *what, const char *sql,
-                        const struct po_param *params, int nparams,
+static po_err run_check(struct po_store *s, const struct check *c, const char *sql,
                         void (*report)(void *ctx, const struct po_violation *v), void *ctx,
                         int *count, char *err, size_t errcap)
 {
     struct po_rows r;
-    po_err rc = po_store_exec(s, sql, params, nparams, &r, NULL, err, errcap);
+    po_err rc = po_store_exec(s, sql, PO_NO_PARAMS, &r, NULL, err, errcap);
     if (rc)
         return rc;
     for (int row = 0; row < r.nrows; row++, (*count)++)
-        report_row(name, what, &r, row, 0, report, ctx);
+        report_row(c, &r, row, 0, report, ctx);
     po_rows_free(&r);
     return PO_OK;
 }
@@ -165,8 +180,7 @@ po_err po_ledger_verify(struct po_store *s, void (*report)(void *ctx, const stru
         char sql[2048];
         PO_ASSERT(po_fmt(sql, sizeof sql, "%s LIMIT %d", checks[i].sql, VERIFY_ROWS_PER_CHECK) ==
                   PO_OK);
-        rc = run_check(s, checks[i].name, checks[i].what, sql, PO_NO_PARAMS, report, ctx, &count,
-                       err, errcap);
+        rc = run_check(s, &checks[i], sql, report, ctx, &count, err, errcap);
     }
     if (!rc)
         *out_count = count;
@@ -223,7 +237,7 @@ enum shape { SH_JOURNAL, SH_ORDER, SH_REFUND, SH_RECORD, SH_TENANT };
     " 'PROFIT_SHARE_RESULT'))"
 
 struct slice_check {
-    const char *name; /* a check of checks[] (its what is reported) */
+    const char *name; /* a check of checks[] (its what and of_order are reported) */
     enum shape shape;
     const char *sql;
 };
@@ -313,13 +327,13 @@ const char *po_slice_name(enum po_slice k)
     return slices[k].name;
 }
 
-static const char *what_of(const char *name)
+static const struct check *check_of(const char *name)
 {
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
         if (strcmp(checks[i].name, name) == 0)
-            return checks[i].what;
+            return &checks[i];
     PO_ASSERT(!"a slice check names a check of verify");
-    return "";
+    return NULL;
 }
 
 /* The slice's rows: the first n after `after` in key order (the new
@@ -452,8 +466,7 @@ po_err po_ledger_verify_slice(struct po_store *s, enum po_slice k, const char *t
             int64_t i = -1;
             PO_ASSERT(po_rows_i64(&u, row, 0, &i) == PO_OK && i >= 0 &&
                       (size_t)i < sizeof slice_checks / sizeof slice_checks[0]);
-            report_row(slice_checks[i].name, what_of(slice_checks[i].name), &u, row, 1, report,
-                       ctx);
+            report_row(check_of(slice_checks[i].name), &u, row, 1, report, ctx);
         }
         if (!rc)
             po_rows_free(&u);

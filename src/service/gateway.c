@@ -218,6 +218,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
                                  .ledger_sweep_rows = (int)cfg->ledger_sweep_rows,
                                  .ledger_new_rows = (int)cfg->ledger_new_rows,
                                  .ledger_balance_s = cfg->ledger_balance_s,
+                                 .stats_s = cfg->stats_s,
                                  .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
                                  .notify = cfg->notify,
                                  .history_days = (int)cfg->history_days,

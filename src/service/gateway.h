@@ -75,6 +75,8 @@ struct po_gateway_cfg {
     int64_t ledger_check_s;
     /* its sweep: rows of each slice a round, a tenant's balances every S */
     int64_t ledger_sweep_rows, ledger_new_rows, ledger_balance_s;
+    /* The planner's statistics refreshed every S seconds (0: off). */
+    int64_t stats_s;
     /* Every channel API call's budget (po_api_set_timeout_ms). */
     int64_t channel_timeout_ms;
     const char *recon_at, *recon_deadline;

@@ -30,6 +30,7 @@ struct po_jobs_cfg {
     int ledger_sweep_rows;
     int ledger_new_rows;      /* of each slice a round (0: no sweep) */
     int64_t ledger_balance_s; /* a tenant's balances summed at most this often (0: never) */
+    int64_t stats_s; /* the planner's statistics refreshed (po_store_refresh_statistics; 0: off) */
     struct po_recon_daily_cfg recon;
     /* alerts to the operator's receivers (on when one is configured) */
     struct po_alert_notify_cfg notify;

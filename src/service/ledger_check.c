@@ -137,9 +137,9 @@ static po_err take(struct po_store *s, const struct po_rows *r, int i, const cha
                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(id)), err, errcap);
 }
 
-po_err po_ledger_check_run(struct po_store *s, int *out_found, char *err, size_t errcap)
+/* The change list: up to PO_LEDGER_CHECK_ROWS changes taken. */
+static po_err changes(struct po_store *s, int *out_found, char *err, size_t errcap)
 {
-    int64_t t0 = (int64_t)po_now_us();
     struct po_rows r;
     char sql[256];
     PO_ASSERT(po_fmt(sql, sizeof sql,
@@ -151,19 +151,11 @@ po_err po_ledger_check_run(struct po_store *s, int *out_found, char *err, size_t
         return rc;
     char now[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
-    int found = 0;
     for (int i = 0; !rc && i < r.nrows; i++) {
         rc = take(s, &r, i, now, err, errcap);
-        found += rc == PO_OK;
+        *out_found += rc == PO_OK;
     }
     po_rows_free(&r);
-    atomic_fetch_add(&lc_rounds, 1);
-    atomic_fetch_add(&lc_violations, found);
-    if (!rc)
-        atomic_store(&lc_last, (long long)time(NULL));
-    atomic_fetch_add(&lc_us, (int64_t)po_now_us() - t0);
-    if (!rc)
-        *out_found = found;
     return rc;
 }
 
@@ -175,7 +167,7 @@ struct lc_tenant {
     int64_t balances_ms;     /* its balances last summed (0: never) */
 };
 
-struct po_ledger_sweep {
+struct po_ledger_check {
     int rows, new_rows;
     int64_t balance_every_ms;
     struct po_slice_pos pos[PO_SLICE_BALANCES]; /* JOURNALS..RECORDS */
@@ -183,25 +175,25 @@ struct po_ledger_sweep {
     int nt;
 };
 
-po_err po_ledger_sweep_new(int rows, int new_rows, int64_t balance_every_s,
-                           struct po_ledger_sweep **out)
+po_err po_ledger_check_new(int rows, int new_rows, int64_t balance_every_s,
+                           struct po_ledger_check **out)
 {
-    struct po_ledger_sweep *sw = calloc(1, sizeof *sw);
-    if (!sw)
+    struct po_ledger_check *lc = calloc(1, sizeof *lc);
+    if (!lc)
         return PO_ERR_NOMEM;
-    sw->rows = rows;
-    sw->new_rows = new_rows;
-    sw->balance_every_ms = balance_every_s * 1000;
-    *out = sw;
+    lc->rows = rows;
+    lc->new_rows = new_rows;
+    lc->balance_every_ms = balance_every_s * 1000;
+    *out = lc;
     return PO_OK;
 }
 
-void po_ledger_sweep_free(struct po_ledger_sweep *sw)
+void po_ledger_check_free(struct po_ledger_check *lc)
 {
-    if (!sw)
+    if (!lc)
         return;
-    free(sw->t);
-    free(sw);
+    free(lc->t);
+    free(lc);
 }
 
 static int tenant_cmp(const void *a, const void *b)
@@ -211,7 +203,7 @@ static int tenant_cmp(const void *a, const void *b)
 
 /* The tenants now, each with its state carried over (a new one's new
  * writes from PO_LEDGER_NEW_BACK_MS back). */
-static po_err tenants(struct po_store *s, struct po_ledger_sweep *sw, int64_t now_ms, char *err,
+static po_err tenants(struct po_store *s, struct po_ledger_check *lc, int64_t now_ms, char *err,
                       size_t errcap)
 {
     struct po_rows r;
@@ -229,16 +221,16 @@ static po_err tenants(struct po_store *s, struct po_ledger_sweep *sw, int64_t no
     for (int i = 0; i < r.nrows; i++) {
         (void)snprintf(t[i].id, sizeof t[i].id, "%s", po_rows_get(&r, i, 0));
         const struct lc_tenant *was =
-            sw->nt ? bsearch(&t[i], sw->t, (size_t)sw->nt, sizeof *t, tenant_cmp) : NULL;
+            lc->nt ? bsearch(&t[i], lc->t, (size_t)lc->nt, sizeof *t, tenant_cmp) : NULL;
         if (was)
             t[i] = *was;
         else
             po_clock_iso_ms(now_ms - PO_LEDGER_NEW_BACK_MS, t[i].pos.a, sizeof t[i].pos.a);
     }
     qsort(t, (size_t)r.nrows, sizeof *t, tenant_cmp);
-    free(sw->t);
-    sw->t = t;
-    sw->nt = r.nrows;
+    free(lc->t);
+    lc->t = t;
+    lc->nt = r.nrows;
     po_rows_free(&r);
     return PO_OK;
 }
@@ -262,24 +254,11 @@ static void collect(void *ctx, const struct po_violation *v)
     f->v[f->n++] = *v;
 }
 
-/* The checks whose row is an order. */
-static bool about_order(const char *check)
-{
-    static const char *const order_checks[] = {"paid_order_journals", "unpaid_order_has_payment",
-                                               "payment_amount", "refund_totals",
-                                               "refund_reserved"};
-    for (size_t i = 0; i < sizeof order_checks / sizeof order_checks[0]; i++)
-        if (strcmp(check, order_checks[i]) == 0)
-            return true;
-    return false;
-}
-
 /* One violation: its alert, unless the ledger check's alert on the same
- * row is open (the change list named it) — in one transaction. */
+ * row is open (the change list named it). */
 static po_err raise_one(struct po_store *s, enum po_slice k, const struct po_violation *v,
                         const char *now, bool *raised, char *err, size_t errcap)
 {
-    const char *order = about_order(v->check) ? v->object : NULL;
     char akey[PO_KEY_SIZE + 64], detail[512];
     (void)snprintf(akey, sizeof akey, "ledger|%s|%s", v->check, v->object);
     (void)snprintf(detail, sizeof detail, "%s: %s, found by the continuous check (%s)", v->check,
@@ -290,40 +269,24 @@ static po_err raise_one(struct po_store *s, enum po_slice k, const struct po_vio
                              .idem_key = v->object,
                              .event_type = "LEDGER",
                              .source = "ledger_check",
-                             .out_trade_no = order,
+                             .out_trade_no = v->of_order ? v->object : NULL,
                              .amount = 0,
                              .currency = "",
                              .detail = detail};
-    *raised = false;
-    po_err rc = po_store_begin(s, err, errcap);
-    if (rc)
-        return rc;
-    struct po_rows r;
-    rc = po_store_exec(
-        s,
+    return po_alert_raise_unless(
+        s, &a, now,
         "SELECT 1 FROM alert WHERE tenant_id = ? AND reason = 'ledger_invariant'"
         " AND state <> 'resolved' AND alert_key <> ? AND (idem_key = ? OR"
         " out_trade_no = ?) LIMIT 1",
-        PO_PARAMS(PO_TEXT(v->tenant), PO_TEXT(akey), PO_TEXT(v->object), PO_TEXT(v->object)), &r,
-        NULL, err, errcap);
-    if (!rc) {
-        bool named = r.nrows > 0;
-        po_rows_free(&r);
-        if (!named)
-            rc = po_alert_raise(s, &a, now, raised, err, errcap);
-    }
-    if (!rc)
-        rc = po_store_commit(s, err, errcap);
-    else
-        po_store_rollback(s);
-    return rc;
+        PO_PARAMS(PO_TEXT(v->tenant), PO_TEXT(akey), PO_TEXT(v->object), PO_TEXT(v->object)),
+        raised, err, errcap);
 }
 
 /* The next slice of k after *pos (n rows; balances: the tenant's) checked
  * and what it found raised; *pos moved to its end, or back to the start
  * when there is nothing after it. */
 static po_err step(struct po_store *s, enum po_slice k, const char *tenant, const char *cut, int n,
-                   struct po_slice_pos *pos, const char *now, struct po_ledger_sweep_report *out,
+                   struct po_slice_pos *pos, const char *now, struct po_ledger_check_report *out,
                    char *err, size_t errcap)
 {
     struct found_list f = {0};
@@ -335,8 +298,6 @@ static po_err step(struct po_store *s, enum po_slice k, const char *tenant, cons
         bool raised = false;
         rc = raise_one(s, k, &f.v[i], now, &raised, err, errcap);
         out->raised += raised;
-        if (raised)
-            po_log(PO_LOG_ERROR, "ledger check: tenant %s: %s", f.v[i].tenant, f.v[i].detail);
     }
     free(f.v);
     if (rc || k == PO_SLICE_BALANCES) {
@@ -354,92 +315,78 @@ static po_err step(struct po_store *s, enum po_slice k, const char *tenant, cons
     return PO_OK;
 }
 
-/* PostgreSQL plans the slices from its statistics, which autovacuum
- * refreshes only after the fact (a minute's nap, a tenth of the table
- * changed): on a ledger that grows or changes fast — a new deployment, a
- * burst, make bench — an order's status still "all PAYING", a table still
- * "small", made it pick an index on one column and filter the rest, and a
- * slice of 20,000 ran for a minute. The tables the checks read are analyzed
- * here first when more than a fifth of their rows changed since (ANALYZE
- * reads a bounded sample; it blocks no reader or writer). */
-static void fresh_statistics(struct po_store *s)
+/* A part of the round failed: logged, and the round's answer if it is the
+ * first. */
+static void failed(po_err rc, po_err *first, const char *what, const char *why, char *err,
+                   size_t errcap)
 {
-    static const char *const tables[] = {"journal",    "posting",      "pay_order",      "refund",
-                                         "notify_log", "outbox_event", "account_balance"};
-    if (strcmp(po_store_backend(s), "postgres") != 0)
-        return;
-    struct po_rows r;
-    char err[PO_ERRBUF_SIZE] = "";
-    if (po_store_exec(s,
-                      "SELECT relname FROM pg_stat_user_tables WHERE relname IN ('journal',"
-                      " 'posting', 'pay_order', 'refund', 'notify_log', 'outbox_event',"
-                      " 'account_balance') AND n_mod_since_analyze > 1000 + n_live_tup / 5",
-                      PO_NO_PARAMS, &r, NULL, err, sizeof err)) {
-        po_log(PO_LOG_WARN, "ledger check: statistics: %s", err);
-        return;
+    po_log(PO_LOG_WARN, "ledger check: %s: %s", what, why);
+    if (!*first) {
+        *first = rc;
+        po_errf(err, errcap, "%s: %s", what, why);
     }
-    for (int i = 0; i < r.nrows; i++)
-        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-            char sql[64];
-            if (strcmp(po_rows_get(&r, i, 0), tables[t]) != 0)
-                continue;
-            PO_ASSERT(po_fmt(sql, sizeof sql, "ANALYZE %s", tables[t]) == PO_OK);
-            if (po_store_exec(s, sql, PO_NO_PARAMS, NULL, NULL, err, sizeof err))
-                po_log(PO_LOG_WARN, "ledger check: %s: %s", sql, err);
-        }
-    po_rows_free(&r);
 }
 
-po_err po_ledger_sweep_run(struct po_store *s, struct po_ledger_sweep *sw, int64_t now_ms,
-                           struct po_ledger_sweep_report *out, char *err, size_t errcap)
+/* The slices of one round (see po_ledger_check_run). */
+static po_err slices(struct po_store *s, struct po_ledger_check *lc, int64_t now_ms,
+                     struct po_ledger_check_report *out, char *err, size_t errcap)
+{
+    char now[PO_TIME_SIZE], cut[PO_TIME_SIZE], why[PO_ERRBUF_SIZE], what[PO_ID_MAX + 32];
+    po_clock_iso_ms(now_ms, now, sizeof now);
+    po_clock_iso_ms(now_ms - PO_LEDGER_NEW_LAG_MS, cut, sizeof cut);
+    po_err rc, first = PO_OK;
+    int listed = 0; /* the tenants this round: none when they could not be read */
+    if (lc->new_rows || lc->balance_every_ms) {
+        if ((rc = tenants(s, lc, now_ms, why, sizeof why)) == PO_OK)
+            listed = lc->nt;
+        else
+            failed(rc, &first, "tenants", why, err, errcap);
+    }
+    for (int i = 0; i < listed; i++) {
+        struct lc_tenant *t = &lc->t[i];
+        if (lc->new_rows && (rc = step(s, PO_SLICE_NEW, t->id, cut, lc->new_rows, &t->pos, now, out,
+                                       why, sizeof why)) != PO_OK) {
+            (void)snprintf(what, sizeof what, "tenant %s: new writes", t->id);
+            failed(rc, &first, what, why, err, errcap);
+        }
+        if (!lc->balance_every_ms ||
+            (t->balances_ms && now_ms - t->balances_ms < lc->balance_every_ms))
+            continue;
+        if ((rc = step(s, PO_SLICE_BALANCES, t->id, NULL, 0, NULL, now, out, why, sizeof why)) ==
+            PO_OK)
+            t->balances_ms = now_ms;
+        else {
+            (void)snprintf(what, sizeof what, "tenant %s: balances", t->id);
+            failed(rc, &first, what, why, err, errcap);
+        }
+    }
+    for (enum po_slice k = PO_SLICE_JOURNALS; lc->rows && k <= PO_SLICE_RECORDS; k++)
+        if ((rc = step(s, k, NULL, NULL, lc->rows, &lc->pos[k], now, out, why, sizeof why)) !=
+            PO_OK)
+            failed(rc, &first, po_slice_name(k), why, err, errcap);
+    return first;
+}
+
+po_err po_ledger_check_run(struct po_store *s, struct po_ledger_check *lc, int64_t now_ms,
+                           struct po_ledger_check_report *out, char *err, size_t errcap)
 {
     int64_t t0 = (int64_t)po_now_us();
     memset(out, 0, sizeof *out);
-    fresh_statistics(s);
-    char now[PO_TIME_SIZE], cut[PO_TIME_SIZE];
-    po_clock_iso_ms(now_ms, now, sizeof now);
-    po_clock_iso_ms(now_ms - PO_LEDGER_NEW_LAG_MS, cut, sizeof cut);
-    /* A slice that fails (a statement cancelled, the database gone) keeps
-     * its position for the next round; the others go on, the round returns
-     * the first failure. */
-    po_err rc = tenants(s, sw, now_ms, err, errcap), first = rc;
-    int listed = rc == PO_OK ? sw->nt : 0;
-    char e2[PO_ERRBUF_SIZE];
-    for (int i = 0; i < listed; i++) {
-        struct lc_tenant *t = &sw->t[i];
-        rc = PO_OK;
-        if (sw->new_rows) {
-            rc = step(s, PO_SLICE_NEW, t->id, cut, sw->new_rows, &t->pos, now, out, e2, sizeof e2);
-            if (rc)
-                po_log(PO_LOG_WARN, "ledger check: tenant %s: new writes: %s", t->id, e2);
-        }
-        if (sw->balance_every_ms &&
-            (!t->balances_ms || now_ms - t->balances_ms >= sw->balance_every_ms)) {
-            po_err b = step(s, PO_SLICE_BALANCES, t->id, NULL, 0, NULL, now, out, e2, sizeof e2);
-            if (!b)
-                t->balances_ms = now_ms;
-            else
-                po_log(PO_LOG_WARN, "ledger check: tenant %s: balances: %s", t->id, e2);
-            rc = rc ? rc : b;
-        }
-        if (rc && !first) {
-            first = rc;
-            (void)snprintf(err, errcap, "tenant %s: %s", t->id, e2);
-        }
+    char why[PO_ERRBUF_SIZE];
+    po_err first = PO_OK, rc = changes(s, &out->changes, why, sizeof why);
+    if (rc)
+        failed(rc, &first, "changes", why, err, errcap);
+    rc = slices(s, lc, now_ms, out, why, sizeof why);
+    if (rc && !first) {
+        first = rc;
+        po_errf(err, errcap, "%s", why);
     }
-    for (enum po_slice k = PO_SLICE_JOURNALS; sw->rows && k <= PO_SLICE_RECORDS; k++) {
-        rc = step(s, k, NULL, NULL, sw->rows, &sw->pos[k], now, out, e2, sizeof e2);
-        if (rc)
-            po_log(PO_LOG_WARN, "ledger check: %s: %s", po_slice_name(k), e2);
-        if (rc && !first) {
-            first = rc;
-            (void)snprintf(err, errcap, "%s: %s", po_slice_name(k), e2);
-        }
-    }
-    rc = first;
+    atomic_fetch_add(&lc_rounds, 1);
+    atomic_fetch_add(&lc_violations, out->changes + out->raised);
+    if (!first)
+        atomic_store(&lc_last, (long long)time(NULL));
     atomic_fetch_add(&lc_sweep_rows, out->checked);
     atomic_fetch_add(&lc_sweep_wraps, out->wrapped);
     atomic_fetch_add(&lc_us, (int64_t)po_now_us() - t0);
-    atomic_fetch_add(&lc_violations, out->raised);
-    return rc;
+    return first;
 }

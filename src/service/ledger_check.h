@@ -4,8 +4,9 @@
  * path (migration 0018's triggers: a journal, posting or processed record
  * updated or deleted, a second payment or refund journal for one order or
  * refund) is re-checked by key, raised as a `ledger_invariant` alert naming
- * the rows, counted, and taken off the list. Every node runs it every
- * ledger-check-ms; two nodes taking one change raise its alert once (keyed).
+ * the rows, counted, and taken off the list. The node holding the
+ * ledger-check lease runs it every --ledger-check-interval; two rounds
+ * taking one change at once raise its alert once (keyed).
  */
 #ifndef PO_LEDGER_CHECK_H
 #define PO_LEDGER_CHECK_H
@@ -16,14 +17,9 @@
 /* At most this many changes are taken per round (the rest next round). */
 #define PO_LEDGER_CHECK_ROWS 100
 
-/* One round on s: *out_found changes taken (each a violation, alerted).
- * A round that finds nothing is one read of an empty table. */
-po_err po_ledger_check_run(struct po_store *s, int *out_found, char *err,
-                           size_t errcap) PO_MUST_CHECK;
-
 /*
- * The rest of `payonce verify`'s invariants, continuously, each round
- * bounded (ledger.h, "slices"):
+ * Beside the changes, the rest of `payonce verify`'s invariants,
+ * continuously, each round bounded (ledger.h, "slices"):
  *  - payonce's own new writes: the orders named by each tenant's outbox
  *    events since the last round, and their journals, once the events
  *    are PO_LEDGER_NEW_LAG_MS old (a transaction that began earlier may
@@ -46,25 +42,30 @@ po_err po_ledger_check_run(struct po_store *s, int *out_found, char *err,
 #define PO_LEDGER_NEW_BACK_MS 60000
 #define PO_LEDGER_TENANTS_MAX 10000
 
-struct po_ledger_sweep; /* opaque */
+struct po_ledger_check; /* opaque: the sweep's positions */
 
 /* rows: of each slice per round (0: no sweep); new_rows: of each tenant's
- * new writes per round (0: left to the sweep); balance_every_s: 0: never. */
-po_err po_ledger_sweep_new(int rows, int new_rows, int64_t balance_every_s,
-                           struct po_ledger_sweep **out) PO_MUST_CHECK;
-void po_ledger_sweep_free(struct po_ledger_sweep *sw);
+ * new writes per round (0: left to the sweep); balance_every_s: 0: never.
+ * All three 0: the change list alone. */
+po_err po_ledger_check_new(int rows, int new_rows, int64_t balance_every_s,
+                           struct po_ledger_check **out) PO_MUST_CHECK;
+void po_ledger_check_free(struct po_ledger_check *lc);
 
-/* What one sweep round did. */
-struct po_ledger_sweep_report {
+/* What one round did. */
+struct po_ledger_check_report {
+    int changes;     /* ledger rows changed outside payonce: taken, each alerted */
     int64_t checked; /* rows of the slices checked (balances: accounts' tenants) */
-    int raised;      /* new ledger_invariant alerts */
-    int found;       /* violations seen (raised or already alerted) */
+    int raised;      /* new ledger_invariant alerts of the slices */
+    int found;       /* the slices' violations seen (raised or already alerted) */
     int wrapped;     /* slices that reached their end and start over */
 };
 
-/* One round at now_ms (the clock: tests pass their own). */
-po_err po_ledger_sweep_run(struct po_store *s, struct po_ledger_sweep *sw, int64_t now_ms,
-                           struct po_ledger_sweep_report *out, char *err,
+/* One round at now_ms (the clock: tests pass their own): the change list,
+ * then the slices. A part that fails (a statement cancelled, the database
+ * gone) is logged here and keeps its position for the next round; the
+ * others go on, and the round returns the first failure. */
+po_err po_ledger_check_run(struct po_store *s, struct po_ledger_check *lc, int64_t now_ms,
+                           struct po_ledger_check_report *out, char *err,
                            size_t errcap) PO_MUST_CHECK;
 
 /* What the rounds of this process found, for /metrics. */

@@ -123,6 +123,11 @@ const struct po_option po_options[] = {
      "the ledger check sums a tenant's postings against its cached balances at most every S"
      " seconds (0: never)",
      false, GW(ledger_balance_s)},
+    {"statistics-interval", PO_OPT_INT, 0, 3600, 5, NULL, "S",
+     "PostgreSQL: every S seconds, ANALYZE the tables of which a fifth of the rows changed since"
+     " (autovacuum does it only after its nap; plans made for a small table stall a growing one;"
+     " 0: off, left to autovacuum)",
+     false, GW(stats_s)},
     {"refund-retry-interval", PO_OPT_INT, 0, D, 30, NULL, "S",
      "resubmit pending refunds every S seconds (0: off)", false, GW(refund_s)},
     {"alert-webhook-url", PO_OPT_STR, 0, 0, 0, "", "URL",

@@ -200,6 +200,29 @@ po_err po_store_ping(struct po_store *s, char *err, size_t errcap)
     return rc;
 }
 
+po_err po_store_refresh_statistics(struct po_store *s, int *out_analyzed, char *err, size_t errcap)
+{
+    if (out_analyzed)
+        *out_analyzed = 0;
+    if (strcmp(po_store_backend(s), "postgres") != 0)
+        return PO_OK;
+    struct po_rows r = {0};
+    /* the statement built by format(): the names come quoted from the
+     * catalog */
+    po_err rc = po_store_exec(s,
+                              "SELECT format('ANALYZE %I.%I', schemaname, relname) FROM"
+                              " pg_stat_user_tables WHERE schemaname = current_schema() AND"
+                              " n_mod_since_analyze > ? + n_live_tup / 5 ORDER BY relname",
+                              PO_PARAMS(PO_I64(PO_STATS_MIN_CHANGES)), &r, NULL, err, errcap);
+    for (int i = 0; !rc && i < r.nrows; i++) {
+        rc = po_store_exec(s, po_rows_get(&r, i, 0), PO_NO_PARAMS, NULL, NULL, err, errcap);
+        if (!rc && out_analyzed)
+            (*out_analyzed)++;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
 /* ---- result sets ---- */
 
 po_err po_rows_init(struct po_rows *r, int ncols)

@@ -135,6 +135,23 @@ po_err po_store_move(struct po_store *src, struct po_store *dst, struct po_move_
 /* Reachability check for /readyz and CLI diagnostics. */
 po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
 
+/*
+ * The planner's statistics kept up with the tables. PostgreSQL plans from
+ * statistics autovacuum refreshes only after the fact (its nap, a tenth of
+ * a table changed): on tables that grow or change fast — a new deployment,
+ * a burst — a plan made for a small or differently shaped table (an index
+ * on the tenant alone scanned for every row sealed or checked) ran for
+ * seconds. ANALYZEs each table of payonce's schema of which more than a
+ * fifth of its rows (and PO_STATS_MIN_CHANGES) changed since its
+ * statistics were taken; ANALYZE reads a bounded sample and blocks no
+ * reader or writer. *out_analyzed (may be NULL): how many. SQLite: nothing
+ * (payonce never creates its sqlite_stat tables: plans come from the
+ * schema alone, the same at every size).
+ */
+#define PO_STATS_MIN_CHANGES 1000
+po_err po_store_refresh_statistics(struct po_store *s, int *out_analyzed, char *err,
+                                   size_t errcap) PO_MUST_CHECK;
+
 /* Creates or upgrades the schema; safe to run twice and concurrently.
  * *out_applied (may be NULL) receives how many migrations ran now. */
 po_err po_store_migrate(struct po_store *s, int *out_applied, char *err,

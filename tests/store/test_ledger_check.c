@@ -15,7 +15,7 @@
  *                                 journal (a double credit)"
  *   two_rounds_take_it_once       two connections running rounds at once
  *                                 (two nodes) raise the change's alert once
- * and its sweep (po_ledger_sweep_run: the rest of verify's invariants):
+ * and its slices (the same round: the rest of verify's invariants):
  *   sweep_clean_finds_nothing     the clean traffic above, swept: every
  *                                 row checked, nothing raised, each slice
  *                                 starts over at its end
@@ -75,11 +75,23 @@ static void exec_ok(struct po_store *s, const char *sql)
     assert_int_equal(po_store_exec_tx(s, sql, PO_NO_PARAMS, NULL, err, sizeof err), PO_OK);
 }
 
-static int round_of(struct po_store *s)
+/* One round of the change list alone (no slices): the changes it took
+ * (-1: the round failed). */
+static int changes_round(struct po_store *s)
 {
     char err[PO_ERRBUF_SIZE] = "";
-    int found = -1;
-    assert_int_equal(po_ledger_check_run(s, &found, err, sizeof err), PO_OK);
+    struct po_ledger_check *lc = NULL;
+    struct po_ledger_check_report x;
+    assert_int_equal(po_ledger_check_new(0, 0, 0, &lc), PO_OK);
+    po_err rc = po_ledger_check_run(s, lc, po_clock_now_ms(), &x, err, sizeof err);
+    po_ledger_check_free(lc);
+    return rc ? -1 : x.changes;
+}
+
+static int round_of(struct po_store *s)
+{
+    int found = changes_round(s);
+    assert_int_not_equal(found, -1);
     return found;
 }
 
@@ -185,10 +197,10 @@ static void *race_round(void *arg)
 {
     struct racer *r = arg;
     struct po_store *s = t_open(r->url);
-    char err[PO_ERRBUF_SIZE] = "";
     /* a round that loses the race to the other may fail its transaction
      * (SQLite busy, PostgreSQL's row gone): the next round is clean */
-    if (po_ledger_check_run(s, &r->found, err, sizeof err))
+    r->found = changes_round(s);
+    if (r->found < 0)
         r->found = 0;
     po_store_close(s);
     return NULL;
@@ -217,21 +229,21 @@ static void two_rounds_take_it_once(void **state)
 
 static struct po_store *sweep_store; /* the test's (its fixture's) */
 
-static struct po_ledger_sweep *sweeper(void **state, int rows, int new_rows, int64_t balance_s)
+static struct po_ledger_check *sweeper(void **state, int rows, int new_rows, int64_t balance_s)
 {
     sweep_store = S;
-    struct po_ledger_sweep *sw = NULL;
-    assert_int_equal(po_ledger_sweep_new(rows, new_rows, balance_s, &sw), PO_OK);
+    struct po_ledger_check *sw = NULL;
+    assert_int_equal(po_ledger_check_new(rows, new_rows, balance_s, &sw), PO_OK);
     return sw;
 }
 
 /* One sweep round ahead_ms from now. */
-static struct po_ledger_sweep_report sweep(struct po_ledger_sweep *sw, int64_t ahead_ms)
+static struct po_ledger_check_report sweep(struct po_ledger_check *sw, int64_t ahead_ms)
 {
-    struct po_ledger_sweep_report x;
+    struct po_ledger_check_report x;
     char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(
-        po_ledger_sweep_run(sweep_store, sw, po_clock_now_ms() + ahead_ms, &x, err, sizeof err),
+        po_ledger_check_run(sweep_store, sw, po_clock_now_ms() + ahead_ms, &x, err, sizeof err),
         PO_OK);
     return x;
 }
@@ -249,11 +261,11 @@ static void sweep_clean_finds_nothing(void **state)
             events = q1(S, "SELECT COUNT(*) FROM outbox_event");
     /* in slices of 2: every row at least once (a slice at its end starts
      * over while the others go on) */
-    struct po_ledger_sweep *sw = sweeper(state, 2, 20000, 300);
+    struct po_ledger_check *sw = sweeper(state, 2, 20000, 300);
     int64_t checked = 0;
     int wrapped = 0, rounds = 0;
     while (wrapped < 4) {
-        struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+        struct po_ledger_check_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
         assert_int_equal(x.found, 0);
         assert_int_equal(x.raised, 0);
         checked += x.checked;
@@ -262,22 +274,22 @@ static void sweep_clean_finds_nothing(void **state)
     }
     assert_true(checked >= rows + events);
     /* and in one round, when its slices are as large as the tables */
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
     sw = sweeper(state, 1000, 20000, 300);
-    struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+    struct po_ledger_check_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
     assert_int_equal(x.checked, rows + events);
     assert_int_equal(x.wrapped, 0);
     x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
     assert_int_equal(x.checked, 0);
     assert_int_equal(x.wrapped, 4);
     assert_int_equal(ledger_alerts(), 0);
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
 }
 
 static void sweep_new_write_checked(void **state)
 {
     paid(S);
-    struct po_ledger_sweep *sw = sweeper(state, 0, 20000, 0);
+    struct po_ledger_check *sw = sweeper(state, 0, 20000, 0);
     assert_int_equal(sweep(sw, 0).found, 0);
     char now[PO_TIME_SIZE], sql[1024];
     po_clock_now_iso(now, sizeof now);
@@ -297,7 +309,7 @@ static void sweep_new_write_checked(void **state)
              now);
     exec_ok(S, sql);
     assert_int_equal(sweep(sw, 0).found, 0); /* younger than the lag */
-    struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+    struct po_ledger_check_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
     assert_int_equal(x.found, 1);
     assert_int_equal(x.raised, 1);
     const char *d = alert_detail(S);
@@ -307,7 +319,7 @@ static void sweep_new_write_checked(void **state)
     assert_int_equal(sweep(sw, PO_LEDGER_NEW_LAG_MS + 2000).found, 0); /* checked once */
     assert_int_equal(ledger_alerts(), 1);
     assert_int_not_equal(t_verify(S), 0);
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
 }
 
 static void sweep_order_amount_edited(void **state)
@@ -315,8 +327,8 @@ static void sweep_order_amount_edited(void **state)
     (void)state;
     paid(S);
     exec_ok(S, "UPDATE pay_order SET amount = 90 WHERE out_trade_no = 'A'");
-    struct po_ledger_sweep *sw = sweeper(state, 1000, 0, 0);
-    struct po_ledger_sweep_report x = sweep(sw, 0); /* the sweep, not the new writes */
+    struct po_ledger_check *sw = sweeper(state, 1000, 0, 0);
+    struct po_ledger_check_report x = sweep(sw, 0); /* the sweep, not the new writes */
     assert_int_equal(x.raised, 1);
     const char *d = alert_detail(S);
     assert_non_null(
@@ -331,7 +343,7 @@ static void sweep_order_amount_edited(void **state)
         assert_int_equal(sweep(sw, 0).raised, 0);
     assert_int_equal(ledger_alerts(), 1);
     assert_int_not_equal(t_verify(S), 0);
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
 }
 
 static void sweep_refunded_amount_edited(void **state)
@@ -341,32 +353,32 @@ static void sweep_refunded_amount_edited(void **state)
     t_seed_refund(S, "A", "RA", 30);
     struct po_event rf = t_refund_event(PO_EV_REFUND_SUCCESS, "A", "RA", "RID-A", 30);
     assert_int_equal(t_apply(S, NULL, &rf).kind, PO_OUT_APPLIED);
-    struct po_ledger_sweep *sw = sweeper(state, 1000, 20000, 0);
+    struct po_ledger_check *sw = sweeper(state, 1000, 20000, 0);
     assert_int_equal(sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000).found, 0);
     exec_ok(S, "UPDATE pay_order SET refunded_amount = 0 WHERE out_trade_no = 'A'");
     assert_int_equal(sweep(sw, 0).found, 0); /* the orders' slice starts over */
-    struct po_ledger_sweep_report x = sweep(sw, 0);
+    struct po_ledger_check_report x = sweep(sw, 0);
     assert_int_equal(x.raised, 1);
     assert_non_null(strstr(alert_detail(S), "refund_totals: tenant t1: A: refunded 0 refunds 30"));
     assert_int_not_equal(t_verify(S), 0);
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
 }
 
 static void sweep_balance_edited(void **state)
 {
     (void)state;
     paid(S);
-    struct po_ledger_sweep *sw = sweeper(state, 0, 0, 300);
+    struct po_ledger_check *sw = sweeper(state, 0, 0, 300);
     assert_int_equal(sweep(sw, 0).found, 0); /* summed: clean */
     exec_ok(S, "UPDATE account_balance SET balance = balance + 5 WHERE account ="
                " 'merchant_payable:m1'");
     assert_int_equal(sweep(sw, 1000).found, 0); /* not before its interval */
-    struct po_ledger_sweep_report x = sweep(sw, 301 * 1000);
+    struct po_ledger_check_report x = sweep(sw, 301 * 1000);
     assert_int_equal(x.raised, 1);
     assert_non_null(strstr(alert_detail(S), "balance_mismatch: tenant t1: merchant_payable:m1 CNY:"
                                             " postings -100 cached -95"));
     assert_int_not_equal(t_verify(S), 0);
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
 }
 
 static void sweep_goes_on_past_a_failure(void **state)
@@ -374,15 +386,15 @@ static void sweep_goes_on_past_a_failure(void **state)
     paid(S);
     exec_ok(S, "UPDATE pay_order SET amount = 90 WHERE out_trade_no = 'A'");
     exec_ok(S, "ALTER TABLE account_balance RENAME TO account_balance_away");
-    struct po_ledger_sweep *sw = sweeper(state, 1000, 0, 300);
-    struct po_ledger_sweep_report x;
+    struct po_ledger_check *sw = sweeper(state, 1000, 0, 300);
+    struct po_ledger_check_report x;
     char err[PO_ERRBUF_SIZE] = "";
-    assert_int_not_equal(po_ledger_sweep_run(S, sw, po_clock_now_ms(), &x, err, sizeof err), PO_OK);
+    assert_int_not_equal(po_ledger_check_run(S, sw, po_clock_now_ms(), &x, err, sizeof err), PO_OK);
     assert_non_null(strstr(err, "tenant t1: "));
     assert_int_equal(x.raised, 1);
     assert_non_null(strstr(alert_detail(S), "payment_amount: tenant t1: A: order 90 CNY"));
     exec_ok(S, "ALTER TABLE account_balance_away RENAME TO account_balance");
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
 }
 
 static void sweep_named_change_not_twice(void **state)
@@ -391,8 +403,8 @@ static void sweep_named_change_not_twice(void **state)
     paid(S);
     exec_ok(S, "UPDATE posting SET amount = amount + 1 WHERE idem_key = " PAYKEY " AND amount > 0");
     assert_int_equal(round_of(S), 1);
-    struct po_ledger_sweep *sw = sweeper(state, 1000, 20000, 300);
-    struct po_ledger_sweep_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
+    struct po_ledger_check *sw = sweeper(state, 1000, 20000, 300);
+    struct po_ledger_check_report x = sweep(sw, PO_LEDGER_NEW_LAG_MS + 1000);
     /* journal_unbalanced and payment_amount twice (the new writes, the
      * sweep), balance_mismatch: the key's and its order's not raised again
      * (the change's alert names both), the balance's is */
@@ -408,7 +420,7 @@ static void sweep_named_change_not_twice(void **state)
                            " out_trade_no = 'A'"),
                      1);
     assert_int_equal(ledger_alerts(), 2);
-    po_ledger_sweep_free(sw);
+    po_ledger_check_free(sw);
 }
 
 int main(int argc, char **argv)

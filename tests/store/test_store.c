@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define S T_S
 #define URL T_URL
@@ -244,6 +245,52 @@ static void read_snapshot_is_stable(void **state)
     po_store_close(other);
 }
 
+/* PostgreSQL: a table of which more than a fifth changed since its
+ * statistics were taken is analyzed, once; SQLite: nothing (no
+ * sqlite_stat1 appears). */
+static void statistics_refreshed(void **state)
+{
+    (void)state;
+    char err[PO_ERRBUF_SIZE] = "";
+    int n = -1;
+    bool pg = strcmp(po_store_backend(S), "postgres") == 0;
+    if (pg) /* autovacuum would analyze it too, given a minute */
+        assert_int_equal(po_store_exec_tx(S, "ALTER TABLE tenant SET (autovacuum_enabled = false)",
+                                          PO_NO_PARAMS, NULL, err, sizeof err),
+                         PO_OK);
+    struct po_store *other = t_open(URL);
+    assert_int_equal(po_store_begin(other, err, sizeof err), PO_OK);
+    for (int i = 0; i < PO_STATS_MIN_CHANGES * 3 / 2; i++) {
+        char id[16];
+        (void)snprintf(id, sizeof id, "s%d", i);
+        assert_int_equal(ins_tenant(other, id), PO_OK);
+    }
+    assert_int_equal(po_store_commit(other, err, sizeof err), PO_OK);
+    po_store_close(other); /* its statistics counted as it leaves */
+    const char *analyzed = "SELECT COUNT(*) FROM pg_stat_user_tables WHERE relname = 'tenant'"
+                           " AND last_analyze IS NOT NULL";
+    for (int i = 0; pg && i < 100 && t_count(S, analyzed, NULL, 0) == 0; i++) {
+        assert_int_equal(po_store_refresh_statistics(S, &n, err, sizeof err), PO_OK);
+        if (!n)
+            usleep(100 * 1000); /* the counts not there yet */
+    }
+    if (pg) {
+        assert_int_equal(t_count(S, analyzed, NULL, 0), 1);
+        assert_int_equal(t_count(S,
+                                 "SELECT COUNT(*) FROM pg_stat_user_tables WHERE relname ="
+                                 " 'tenant' AND n_mod_since_analyze = 0",
+                                 NULL, 0),
+                         1);
+    }
+    assert_int_equal(po_store_refresh_statistics(S, &n, err, sizeof err), PO_OK);
+    assert_int_equal(n, 0); /* nothing changed since */
+    if (!pg)
+        assert_int_equal(
+            t_count(S, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'sqlite_stat%'", NULL,
+                    0),
+            0);
+}
+
 static void bad_urls_are_refused(void **state)
 {
     (void)state;
@@ -410,6 +457,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(read_snapshot_is_stable, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(ping_works, t_fx_setup, t_fx_teardown),
         cmocka_unit_test(bad_urls_are_refused),
+        cmocka_unit_test_setup_teardown(statistics_refreshed, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(every_table_distributes_by_tenant, t_fx_setup,
                                         t_fx_teardown),
     };

@@ -208,11 +208,14 @@ po_err po_store_refresh_statistics(struct po_store *s, int *out_analyzed, char *
         return PO_OK;
     struct po_rows r = {0};
     /* the statement built by format(): the names come quoted from the
-     * catalog */
+     * catalog; only the tables this role may analyze (a table it does not
+     * own would be skipped with a warning, and asked for again each round) */
     po_err rc = po_store_exec(s,
-                              "SELECT format('ANALYZE %I.%I', schemaname, relname) FROM"
-                              " pg_stat_user_tables WHERE schemaname = current_schema() AND"
-                              " n_mod_since_analyze > ? + n_live_tup / 5 ORDER BY relname",
+                              "SELECT format('ANALYZE %I.%I', t.schemaname, t.relname) FROM"
+                              " pg_stat_user_tables t JOIN pg_class c ON c.oid = t.relid WHERE"
+                              " t.schemaname = current_schema() AND pg_has_role(c.relowner,"
+                              " 'USAGE') AND t.n_mod_since_analyze > ? + t.n_live_tup / 5"
+                              " ORDER BY t.relname",
                               PO_PARAMS(PO_I64(PO_STATS_MIN_CHANGES)), &r, NULL, err, errcap);
     for (int i = 0; !rc && i < r.nrows; i++) {
         rc = po_store_exec(s, po_rows_get(&r, i, 0), PO_NO_PARAMS, NULL, NULL, err, errcap);

@@ -144,7 +144,8 @@ po_err po_store_ping(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK
  * seconds. ANALYZEs each table of payonce's schema of which more than a
  * fifth of its rows (and PO_STATS_MIN_CHANGES) changed since its
  * statistics were taken; ANALYZE reads a bounded sample and blocks no
- * reader or writer. *out_analyzed (may be NULL): how many. SQLite: nothing
+ * reader or writer; tables the role does not own (or belong to a role of)
+ * are left to autovacuum. *out_analyzed (may be NULL): how many. SQLite: nothing
  * (payonce never creates its sqlite_stat tables: plans come from the
  * schema alone, the same at every size).
  */

@@ -206,24 +206,25 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
         rc = po_webhooks_start(&wc, &p->webhooks, err, errcap);
     }
     if (!rc && !cfg->no_jobs) {
-        struct po_jobs_cfg jc = {.db_url = cfg->db_url,
-                                 .master = g->cfg.master_key,
-                                 .query_s = cfg->query_s,
-                                 .query_min_age_s = cfg->query_min_age_s,
-                                 .refund_s = cfg->refund_s,
-                                 .retention_s = cfg->retention_s,
-                                 .recon_s = cfg->recon_s,
-                                 .keys_s = cfg->keys_s,
-                                 .ledger_check_s = cfg->ledger_check_s,
-                                 .ledger_sweep_rows = (int)cfg->ledger_sweep_rows,
-                                 .ledger_new_rows = (int)cfg->ledger_new_rows,
-                                 .ledger_balance_s = cfg->ledger_balance_s,
-                                 .stats_s = cfg->stats_s,
-                                 .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
-                                 .notify = cfg->notify,
-                                 .history_days = (int)cfg->history_days,
-                                 .record_days = (int)cfg->record_days,
-                                 .committer = p->cb.committer};
+        struct po_jobs_cfg jc = {
+            .db_url = cfg->db_url,
+            .master = g->cfg.master_key,
+            .query_s = cfg->query_s,
+            .query_min_age_s = cfg->query_min_age_s,
+            .refund_s = cfg->refund_s,
+            .retention_s = cfg->retention_s,
+            .recon_s = cfg->recon_s,
+            .keys_s = cfg->keys_s,
+            .ledger_check_s = cfg->ledger_check_s,
+            .ledger_sweep_rows = (int)cfg->ledger_sweep_rows,
+            .ledger_new_rows = (int)cfg->ledger_new_rows,
+            .ledger_balance_s = cfg->ledger_balance_s,
+            .stats_s = sqlite ? 0 : cfg->stats_s, /* nothing to refresh: no lease taken */
+            .recon = {-1, 0, cfg->recon_retry_s, (int)cfg->recon_days},
+            .notify = cfg->notify,
+            .history_days = (int)cfg->history_days,
+            .record_days = (int)cfg->record_days,
+            .committer = p->cb.committer};
         jc.notify.timeout_ms = (long)cfg->channel_timeout_ms;
         rc = recon_times(cfg, &jc.recon, err, errcap);
         if (!rc)

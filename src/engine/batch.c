@@ -327,12 +327,18 @@ static po_err record_and_post(struct batch *b, int won)
     }
     PO_ASSERT(k == won);
     struct po_rowset rs = {PO_RECORD_COLUMNS, won, cells};
+    /* W2–W4 in one round trip (PostgreSQL); the first failure is theirs,
+     * a refused processed record (layer 3) included */
+    po_store_pipeline(b->s);
     if (!rc)
         rc = po_engine_record_rows(b->s, &rs, b->now, b->err, sizeof b->err);
     if (!rc)
         rc = po_ledger_post_batch(b->s, j, won, &b->deltas, b->err, sizeof b->err);
     if (!rc)
         rc = po_outbox_insert(b->s, ob, won, b->now, b->err, sizeof b->err);
+    po_err src = po_store_sync(b->s, rc ? NULL : b->err, rc ? 0 : sizeof b->err);
+    if (!rc)
+        rc = src;
     for (int x = 0; !rc && x < b->nf; x++)
         if (b->f[x].won)
             po_engine_outcome(&b->out[b->f[x].i], PO_OUT_APPLIED, 0, PO_R_NONE);
@@ -463,6 +469,8 @@ void po_engine_apply_recorded(struct po_store *s, const struct po_engine_cfg *cf
     rc = run_works(b, work, nwork);
     if (rc)
         goto fail_rollback;
+    /* the records, the balances and COMMIT: one round trip (PostgreSQL) */
+    po_store_pipeline(s);
     rc = po_audit_insert(s, rec, nrec, b->err, sizeof b->err);
     if (rc)
         goto fail_rollback;

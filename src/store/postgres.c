@@ -36,6 +36,7 @@ struct pg_store {
     char *url;                  /* to open a new session after abandoning one */
     struct po_stmt_cache cache; /* named prepared statements "po_<id>" */
     bool pooled;                /* payonce_pooling=transaction: no session state */
+    int piped;                  /* statements sent in pipeline mode whose answers are unread */
 };
 
 #define POOLING_PARAM "payonce_pooling=transaction"
@@ -113,45 +114,64 @@ static void pg_notice(void *arg, const char *message)
 }
 
 /*
- * The result of what was just sent (sent: PQsend*'s return), like PQexec:
- * the first error, else the last result. A gateway (keyed) connection
- * waits at most PO_PG_CLIENT_WAIT_MS: on a path that went silent after the
- * request was acknowledged, neither the server's statement_timeout nor TCP's
- * timers end the wait. Past it the session is abandoned (closed, conn NULL)
- * and NULL returned; the next transaction opens a new session.
+ * Waits until the next result can be read without blocking. A gateway
+ * (keyed) connection waits at most PO_PG_CLIENT_WAIT_MS (or to the
+ * caller's deadline): on a path that went silent after the request was
+ * acknowledged, neither the server's statement_timeout nor TCP's timers end
+ * the wait. Past it the session is abandoned (closed, conn NULL) and false
+ * returned; the next transaction opens a new session. A broken connection
+ * returns true: PQgetResult reports it.
  */
+static bool await_readable(struct pg_store *ps, uint64_t deadline)
+{
+    bool bounded = ps->base.keyed || ps->base.deadline_us;
+    while (PQisBusy(ps->conn)) {
+        int wait_ms = -1;
+        if (bounded) {
+            uint64_t now = po_now_us();
+            if (now >= deadline) {
+                po_log(PO_LOG_WARN,
+                       "postgres: no answer within %s; abandoning the session (backend %d)",
+                       ps->base.deadline_us && ps->base.deadline_us <= now
+                           ? "the request's deadline"
+                           : "the client wait (" PO_STR(PO_PG_CLIENT_WAIT_MS) " ms)",
+                       PQbackendPID(ps->conn));
+                PQfinish(ps->conn);
+                ps->conn = NULL;
+                ps->piped = 0;
+                return false;
+            }
+            wait_ms = (int)((deadline - now + 999) / 1000);
+        }
+        struct pollfd p = {.fd = PQsocket(ps->conn), .events = POLLIN};
+        int k = poll(&p, 1, wait_ms);
+        if ((k < 0 && errno != EINTR) || (k > 0 && !PQconsumeInput(ps->conn)))
+            break; /* broken: PQgetResult reports it */
+    }
+    return true;
+}
+
+static uint64_t wait_deadline(const struct pg_store *ps)
+{
+    uint64_t deadline = po_now_us() + (uint64_t)PO_PG_CLIENT_WAIT_MS * 1000;
+    if (ps->base.deadline_us && ps->base.deadline_us < deadline)
+        deadline = ps->base.deadline_us; /* the caller's budget ends first */
+    return deadline;
+}
+
+/* The result of one statement sent (sent: PQsend*'s return), like PQexec:
+ * the first error, else the last result; NULL when the session was
+ * abandoned (await_readable). In pipeline mode: the next statement's. */
 static PGresult *await_result(struct pg_store *ps, int sent)
 {
     if (!sent)
         return NULL;
-    bool bounded = ps->base.keyed || ps->base.deadline_us;
-    uint64_t deadline = po_now_us() + (uint64_t)PO_PG_CLIENT_WAIT_MS * 1000;
-    if (ps->base.deadline_us && ps->base.deadline_us < deadline)
-        deadline = ps->base.deadline_us; /* the caller's budget ends first */
+    uint64_t deadline = wait_deadline(ps);
     PGresult *keep = NULL, *r;
     for (;;) {
-        while (PQisBusy(ps->conn)) {
-            int wait_ms = -1;
-            if (bounded) {
-                uint64_t now = po_now_us();
-                if (now >= deadline) {
-                    po_log(PO_LOG_WARN,
-                           "postgres: no answer within %s; abandoning the session (backend %d)",
-                           ps->base.deadline_us && ps->base.deadline_us <= now
-                               ? "the request's deadline"
-                               : "the client wait (" PO_STR(PO_PG_CLIENT_WAIT_MS) " ms)",
-                           PQbackendPID(ps->conn));
-                    PQclear(keep);
-                    PQfinish(ps->conn);
-                    ps->conn = NULL;
-                    return NULL;
-                }
-                wait_ms = (int)((deadline - now + 999) / 1000);
-            }
-            struct pollfd p = {.fd = PQsocket(ps->conn), .events = POLLIN};
-            int k = poll(&p, 1, wait_ms);
-            if ((k < 0 && errno != EINTR) || (k > 0 && !PQconsumeInput(ps->conn)))
-                break; /* broken: PQgetResult reports it */
+        if (!await_readable(ps, deadline)) {
+            PQclear(keep);
+            return NULL;
         }
         r = PQgetResult(ps->conn);
         if (!r)
@@ -168,8 +188,70 @@ static PGresult *await_result(struct pg_store *ps, int sent)
     return keep;
 }
 
+/*
+ * The end of a pipelined stretch (po_store_pipeline): Sync sent, then every
+ * statement's answer read in order — one round trip for all of them. The
+ * first failure is the result (the server skipped everything after it up
+ * to the Sync); *last, when asked for, receives the last statement's
+ * result if nothing failed. Leaves pipeline mode; a session that cannot
+ * is closed (the next transaction opens a new one).
+ */
+static po_err drain(struct pg_store *ps, PGresult **last, char *err, size_t errcap)
+{
+    po_err rc = PO_OK;
+    int n = ps->piped, read = 0;
+    ps->piped = 0;
+    if (last)
+        *last = NULL;
+    if (!ps->conn)
+        return map_result(ps, NULL, err, errcap);
+    if (PQpipelineStatus(ps->conn) == PQ_PIPELINE_OFF)
+        return PO_OK; /* nothing was piped */
+    ps->base.round_trips++;
+    bool synced = PQpipelineSync(ps->conn) == 1;
+    if (!synced)
+        rc = map_result(ps, NULL, err, errcap);
+    /* every statement's answer, in order; after a failure the rest are
+     * PGRES_PIPELINE_ABORTED, read all the same */
+    for (; synced && ps->conn && read < n; read++) {
+        PGresult *r = await_result(ps, 1);
+        ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+        if (!rc && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+            rc = map_result(ps, r, err, errcap);
+        if (!rc && last && read == n - 1)
+            *last = r;
+        else
+            PQclear(r);
+        if (!r || PQstatus(ps->conn) != CONNECTION_OK)
+            break;
+    }
+    /* then the Sync's own result (one result, no NULL after it) */
+    bool clean = false;
+    if (synced && read == n && ps->conn && PQstatus(ps->conn) == CONNECTION_OK &&
+        await_readable(ps, wait_deadline(ps))) {
+        PGresult *r = PQgetResult(ps->conn);
+        clean = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+        PQclear(r);
+    }
+    if (ps->conn && (!clean || PQexitPipelineMode(ps->conn) != 1)) {
+        po_log(PO_LOG_WARN, "postgres: the pipeline did not end cleanly (%s); closing the session",
+               PQerrorMessage(ps->conn));
+        PQfinish(ps->conn);
+        ps->conn = NULL;
+    }
+    if (!rc && !ps->conn) {
+        PQclear(last ? *last : NULL);
+        if (last)
+            *last = NULL;
+        rc = map_result(ps, NULL, err, errcap);
+    }
+    return rc;
+}
+
 static PGresult *run_simple(struct pg_store *ps, const char *sql)
 {
+    PO_ASSERT(ps->piped == 0);
+    ps->base.round_trips++;
     return ps->conn ? await_result(ps, PQsendQuery(ps->conn, sql)) : NULL;
 }
 
@@ -242,8 +324,9 @@ static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
     struct pg_store *ps = as_pg(s);
     if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK)
         return PO_OK;
-    /* A new session: nothing it knows was prepared. */
+    /* A new session: nothing it knows was prepared, nothing is piped. */
     po_stmt_cache_clear(&ps->cache, NULL, NULL);
+    ps->piped = 0;
     PQfinish(ps->conn);
     ps->conn = connect_pg(ps->url, ps->pooled);
     if (!ps->conn || PQstatus(ps->conn) != CONNECTION_OK) {
@@ -277,8 +360,24 @@ static po_err pg_simple(struct po_store *s, const char *sql, char *err, size_t e
         PO_ASSERT(n > 0 && (size_t)n < sizeof buf);
         sql = buf;
     }
-    PGresult *res = run_simple(ps, sql);
+    PGresult *res = NULL;
     po_err rc = PO_OK;
+    bool commit = strcmp(sql, "COMMIT") == 0;
+    if (ps->piped && commit && ps->conn) {
+        /* the stretch's answers and COMMIT's in one round trip */
+        if (PQsendQueryParams(ps->conn, sql, 0, NULL, NULL, NULL, NULL, 0) == 1)
+            ps->piped++;
+        rc = drain(ps, &res, err, errcap);
+        if (rc)
+            return rc;
+    } else if (ps->piped) {
+        rc = drain(ps, NULL, err, errcap);
+        if (rc && strcmp(sql, "ROLLBACK") != 0)
+            return rc;
+        rc = PO_OK; /* ROLLBACK ends the transaction whatever the stretch did */
+    }
+    if (!res)
+        res = run_simple(ps, sql);
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
         rc = map_result(ps, res, err, errcap);
@@ -328,6 +427,7 @@ static po_err statement(struct pg_store *ps, const char *sql, struct po_stmt_ent
     }
     char name[32];
     (void)snprintf(name, sizeof name, "po_%d", e->id);
+    ps->base.round_trips++;
     PGresult *res =
         ps->conn ? await_result(ps, PQsendPrepare(ps->conn, name, text, shape->nphysical, NULL))
                  : NULL;
@@ -386,16 +486,23 @@ static po_err values_of(const struct po_sql_shape *shape, const struct po_param 
 
 #define PHYS_MAX (PO_SQL_PARAMS_MAX * PO_ROWSET_COLS_MAX)
 
-static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param *params,
-                      int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
-                      size_t errcap)
+/* Whether sql would be prepared on the server now (a round trip of its
+ * own, which cannot happen inside a pipelined stretch). */
+static bool needs_prepare(struct pg_store *ps, const char *sql)
 {
-    struct pg_store *ps = as_pg(s);
+    return preparable(sql) && !ps->pooled && !po_stmt_cache_find(&ps->cache, sql, po_sql_hash(sql));
+}
+
+/* Sends one statement (prepared once, then by name); its text values
+ * are copied into libpq's buffer, so params may go once this returns.
+ * *sent: PQsend*'s return. */
+static po_err send_statement(struct pg_store *ps, const char *sql, const struct po_param *params,
+                             int nparams, int *sent, char *err, size_t errcap)
+{
     struct po_stmt_entry *e = NULL;
     struct po_sql_shape tmp_shape;
     char *text = NULL;
-    PGresult *res = NULL;
-    struct po_rows rows;
+    *sent = 0;
     po_err rc = statement(ps, sql, &e, &text, &tmp_shape, err, errcap);
     if (rc)
         return rc;
@@ -408,19 +515,44 @@ static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param
     rc = values_of(shape, params, nparams, values, nums, alloc, &nalloc);
     if (rc) {
         po_errf(err, errcap, "postgres: a row set does not match its declared columns");
-        goto out;
-    }
-    if (e) {
+    } else if (ps->conn && e) {
         char name[32];
         (void)snprintf(name, sizeof name, "po_%d", e->id);
-        res = ps->conn ? await_result(ps, PQsendQueryPrepared(ps->conn, name, shape->nphysical,
-                                                              values, NULL, NULL, 0))
-                       : NULL;
-    } else {
-        res = ps->conn ? await_result(ps, PQsendQueryParams(ps->conn, text, shape->nphysical, NULL,
-                                                            values, NULL, NULL, 0))
-                       : NULL;
+        *sent = PQsendQueryPrepared(ps->conn, name, shape->nphysical, values, NULL, NULL, 0);
+    } else if (ps->conn) {
+        *sent = PQsendQueryParams(ps->conn, text, shape->nphysical, NULL, values, NULL, NULL, 0);
     }
+    for (int i = 0; i < nalloc; i++)
+        free(alloc[i]);
+    free(text);
+    return rc;
+}
+
+static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param *params,
+                      int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
+                      size_t errcap)
+{
+    struct pg_store *ps = as_pg(s);
+    PGresult *res = NULL;
+    struct po_rows rows;
+    int sent = 0;
+    /* a stretch's answers come first; a statement to prepare after them */
+    po_err rc = ps->piped && needs_prepare(ps, sql) ? drain(ps, NULL, err, errcap) : PO_OK;
+    if (!rc)
+        rc = send_statement(ps, sql, params, nparams, &sent, err, errcap);
+    if (ps->piped) {
+        /* the stretch's answers and this one's in one round trip */
+        if (!rc && sent)
+            ps->piped++;
+        po_err drc = drain(ps, !rc && sent ? &res : NULL, err, errcap);
+        if (!rc)
+            rc = drc;
+    } else if (!rc) {
+        ps->base.round_trips++;
+        res = ps->conn ? await_result(ps, sent) : NULL;
+    }
+    if (rc)
+        goto out;
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         rc = map_result(ps, res, err, errcap);
@@ -454,11 +586,76 @@ static po_err pg_exec(struct po_store *s, const char *sql, const struct po_param
         *out_rows = rows;
     }
 out:
-    for (int i = 0; i < nalloc; i++)
-        free(alloc[i]);
     PQclear(res);
+    return rc;
+}
+
+/* Prepares sql on the server now (outside any pipeline). */
+static po_err prepare_now(struct pg_store *ps, const char *sql, char *err, size_t errcap)
+{
+    struct po_stmt_entry *e = NULL;
+    struct po_sql_shape shape;
+    char *text = NULL;
+    po_err rc = statement(ps, sql, &e, &text, &shape, err, errcap);
     free(text);
     return rc;
+}
+
+/* po_store_pipeline's deferred statement: sent, its answer read later
+ * (drain). Behind a pooler (no pipelining through PgBouncer's transaction
+ * mode is relied on) and without a session it runs at once. */
+static po_err pg_exec_later(struct po_store *s, const char *sql, const struct po_param *params,
+                            int nparams, char *err, size_t errcap)
+{
+    struct pg_store *ps = as_pg(s);
+    if (ps->pooled || !ps->conn)
+        return pg_exec(s, sql, params, nparams, NULL, NULL, err, errcap);
+    int sent = 0;
+    po_err rc = ps->piped && needs_prepare(ps, sql) ? drain(ps, NULL, err, errcap) : PO_OK;
+    if (!rc && needs_prepare(ps, sql)) /* prepared outside the pipeline */
+        rc = prepare_now(ps, sql, err, errcap);
+    if (!rc && !ps->piped && PQenterPipelineMode(ps->conn) != 1)
+        rc = map_result(ps, NULL, err, errcap);
+    if (!rc)
+        rc = send_statement(ps, sql, params, nparams, &sent, err, errcap);
+    if (!rc && !sent)
+        rc = map_result(ps, NULL, err, errcap);
+    if (!rc) {
+        ps->piped++;
+        return PO_OK;
+    }
+    char derr[PO_ERRBUF_SIZE];
+    (void)drain(ps, NULL, derr, sizeof derr); /* out of pipeline mode (if in it) */
+    return rc;
+}
+
+/* BEGIN (and a write transaction's SET LOCAL) piped: no round trip of its
+ * own — its answer comes with the transaction's first statement that
+ * waits, whose failure it then is. Behind a pooler (BEGIN carries the
+ * session settings there) it runs at once. */
+static po_err pg_begin(struct po_store *s, const char *sql, char *err, size_t errcap)
+{
+    struct pg_store *ps = as_pg(s);
+    if (ps->pooled || !ps->conn || ps->piped)
+        return pg_simple(s, sql, err, errcap);
+    po_err rc = PO_OK;
+    for (const char *p = sql; !rc && *p;) {
+        char part[128];
+        size_t n = strcspn(p, ";");
+        PO_ASSERT(n < sizeof part);
+        memcpy(part, p, n);
+        part[n] = '\0';
+        rc = pg_exec_later(s, part, NULL, 0, err, errcap);
+        p += n;
+        p += strspn(p, "; ");
+    }
+    return rc;
+}
+
+static po_err pg_sync(struct po_store *s, char *err, size_t errcap)
+{
+    struct pg_store *ps = as_pg(s);
+    return ps->piped ? drain(ps, NULL, err, errcap) : PO_OK;
 }
 
 static long pg_backend_pid(struct po_store *s)
@@ -472,6 +669,9 @@ const struct po_store_ops po_store_postgres = {
     .close = pg_close,
     .simple = pg_simple,
     .exec = pg_exec,
+    .exec_later = pg_exec_later,
+    .sync = pg_sync,
+    .begin = pg_begin,
     .reconnect = pg_reconnect,
     /* A callback must be answered within the channel's deadline (WeChat: 5 s):
      * waiting longer than PO_LOCK_WAIT_MS for a lock becomes a transient
@@ -504,6 +704,9 @@ po_err po_store_pg_copy_in(struct po_store *s, const char *copy_sql, const char 
         return PO_ERR_INVALID;
     }
     struct pg_store *ps = as_pg(s);
+    po_err drc = ps->piped ? drain(ps, NULL, err, errcap) : PO_OK; /* a piped BEGIN */
+    if (drc)
+        return drc;
     if (!ps->conn) {
         po_errf(err, errcap, "postgres: no connection");
         return PO_ERR_TRANSIENT;

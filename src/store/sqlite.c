@@ -79,6 +79,7 @@ static int busy_wait(void *arg, int count)
 static po_err sq_simple(struct po_store *s, const char *sql, char *err, size_t errcap)
 {
     sqlite3 *db = as_sqlite(s)->db;
+    s->round_trips++; /* no round trip in SQLite: a statement */
     int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         return map_rc(db, sqlite3_extended_errcode(db), err, errcap);
@@ -246,6 +247,7 @@ static po_err sq_exec(struct po_store *s, const char *sql, const struct po_param
     const struct po_sql_shape *shape = NULL;
     bool temp = false;
     struct po_rows rows;
+    s->round_trips++;
     po_err rc = statement(sst, sql, &st, &shape, &temp, &tmp_shape, err, errcap);
     if (rc)
         return rc;

@@ -38,6 +38,8 @@ po_err po_store_open(const char *url, struct po_store **out, char *err, size_t e
         return rc;
     s->ops = ops;
     s->in_tx = false;
+    s->piping = false;
+    s->round_trips = 0;
     s->stmt_index = 0;
     s->fault_fn = NULL;
     s->fault_ctx = NULL;
@@ -111,7 +113,7 @@ static po_err begin_with(struct po_store *s, const char *sql, char *err, size_t 
         s->in_tx = false; /* BEGIN never ran: nothing to roll back */
         return rc;
     }
-    rc = s->ops->simple(s, sql, err, errcap);
+    rc = s->ops->begin ? s->ops->begin(s, sql, err, errcap) : s->ops->simple(s, sql, err, errcap);
     if (rc)
         po_store_rollback(s);
     return rc;
@@ -133,6 +135,7 @@ po_err po_store_commit(struct po_store *s, char *err, size_t errcap)
     po_err rc = fault_check(s, "COMMIT", err, errcap);
     if (!rc)
         rc = s->ops->simple(s, "COMMIT", err, errcap);
+    s->piping = false;
     if (rc) {
         po_store_rollback(s);
         return rc;
@@ -149,6 +152,24 @@ void po_store_rollback(struct po_store *s)
      * the server discards it when the session dies. */
     (void)s->ops->simple(s, "ROLLBACK", NULL, 0);
     s->in_tx = false;
+    s->piping = false;
+}
+
+void po_store_pipeline(struct po_store *s)
+{
+    PO_ASSERT(s->in_tx);
+    s->piping = true;
+}
+
+po_err po_store_sync(struct po_store *s, char *err, size_t errcap)
+{
+    s->piping = false;
+    return s->ops->sync ? s->ops->sync(s, err, errcap) : PO_OK;
+}
+
+uint64_t po_store_round_trips(const struct po_store *s)
+{
+    return s->round_trips;
 }
 
 po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param *params,
@@ -171,6 +192,8 @@ po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param 
         if (rc)
             return rc;
     }
+    if (s->piping && !out_rows && !out_changes && s->ops->exec_later)
+        return s->ops->exec_later(s, sql, params, nparams, err, errcap);
     return s->ops->exec(s, sql, params, nparams, out_rows, out_changes, err, errcap);
 }
 

@@ -92,6 +92,28 @@ po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param 
                      int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
                      size_t errcap) PO_MUST_CHECK;
 
+/*
+ * A pipelined stretch of a write transaction (PostgreSQL: libpq pipeline
+ * mode). Between po_store_pipeline(s) and the next po_store_sync(), COMMIT
+ * or ROLLBACK, a statement whose answer the caller does not ask for
+ * (out_rows and out_changes both NULL) is sent without waiting for it; the
+ * answers are read, in order, with the next statement that does wait — a
+ * statement asking for rows or changes, po_store_sync, COMMIT — in ONE
+ * round trip. A deferred statement's failure is reported there, as that
+ * call's failure (the first failure of the stretch; the server skipped
+ * everything after it, so nothing of the transaction can commit). Use it
+ * only where any failure ends the same way (the batch's set-based writes,
+ * its tail before COMMIT), never around savepoints that isolate one event.
+ * SQLite (and PostgreSQL behind a pooler) runs each statement at once.
+ */
+void po_store_pipeline(struct po_store *s);
+/* Reads the answers of the stretch and ends it: its first failure. */
+po_err po_store_sync(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK;
+/* Round trips to the database since the store was opened (statements and
+ * syncs that waited for an answer; BEGIN and COMMIT included): the
+ * engine's tests and the bench count them. */
+uint64_t po_store_round_trips(const struct po_store *s);
+
 /* One statement in its own write transaction (begin, exec, commit; rolled
  * back on any error). out_changes may be NULL. */
 po_err po_store_exec_tx(struct po_store *s, const char *sql, const struct po_param *params,

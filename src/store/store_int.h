@@ -17,6 +17,15 @@ struct po_store_ops {
     po_err (*simple)(struct po_store *s, const char *sql, char *err, size_t errcap);
     po_err (*exec)(struct po_store *s, const char *sql, const struct po_param *params, int nparams,
                    struct po_rows *out_rows, int64_t *out_changes, char *err, size_t errcap);
+    /* po_store_pipeline's deferred statement (NULL: exec at once) and the
+     * reading of the stretch's answers (NULL: nothing to read). */
+    po_err (*exec_later)(struct po_store *s, const char *sql, const struct po_param *params,
+                         int nparams, char *err, size_t errcap);
+    po_err (*sync)(struct po_store *s, char *err, size_t errcap);
+    /* Starts a transaction with begin_*_sql (NULL: simple). PostgreSQL
+     * sends it without waiting: its answer comes with the transaction's
+     * first statement that waits. */
+    po_err (*begin)(struct po_store *s, const char *sql, char *err, size_t errcap);
     /* Makes a broken connection usable again (no-op when healthy). */
     po_err (*reconnect)(struct po_store *s, char *err, size_t errcap);
     /* Statements that start a write / read transaction. */
@@ -35,8 +44,10 @@ struct po_store_ops {
 struct po_store {
     const struct po_store_ops *ops;
     bool in_tx;
-    bool keyed;     /* po_store_keyed_only: kept across reconnects */
-    int stmt_index; /* statements issued in the current transaction */
+    bool piping;          /* po_store_pipeline until sync, COMMIT or ROLLBACK */
+    uint64_t round_trips; /* po_store_round_trips, counted by the backend */
+    bool keyed;           /* po_store_keyed_only: kept across reconnects */
+    int stmt_index;       /* statements issued in the current transaction */
     po_store_fault_fn fault_fn;
     void *fault_ctx;
     uint64_t deadline_us; /* po_store_set_deadline; 0: none */

@@ -973,6 +973,43 @@ static void batch_large_mixed(void **state)
     assert_int_equal(t_verify(S), 0);
 }
 
+/* A batch of payments in four round trips on PostgreSQL — BEGIN with the
+ * read (R1), the guarded UPDATE (W1), the processed records, journals,
+ * postings and events in one pipelined stretch, the balances with COMMIT
+ * in another — whatever its size; the first batch of a connection also
+ * prepares its statements. The credits are all there. (SQLite counts
+ * statements: nine.) */
+static void batch_round_trips(void **state)
+{
+    enum { N = 8 };
+    struct po_event ev[N];
+    struct po_outcome out[N];
+    char no[2][N][32], txn[2][N][32];
+    bool pg = strcmp(po_store_backend(S), "postgres") == 0;
+    uint64_t trips[2];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            snprintf(no[round][i], sizeof no[round][i], "RT-%d-%d", round, i);
+            snprintf(txn[round][i], sizeof txn[round][i], "42%d%07d", round, i);
+            t_seed_order(S, no[round][i], 100);
+            ev[i] = t_pay_event(no[round][i], txn[round][i], 100);
+        }
+        uint64_t before = po_store_round_trips(S);
+        po_engine_apply_batch(S, NULL, ev, N, out);
+        trips[round] = po_store_round_trips(S) - before;
+        for (int i = 0; i < N; i++)
+            assert_outcome(out[i], PO_OUT_APPLIED, 0);
+    }
+    if (pg)
+        assert_int_equal(trips[1], 4);
+    else
+        assert_int_equal(trips[1], 9);
+    assert_int_equal(t_balance(S, "merchant_payable:m1"), -2 * N * 100);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'"), 2 * N);
+    assert_int_equal(count_all(S, "SELECT COUNT(*) FROM outbox_event"), 2 * N);
+    assert_int_equal(t_verify(S), 0);
+}
+
 /* ---- verify must be able to fail ---- */
 
 static void verify_detects_broken_invariants(void **state)
@@ -1193,6 +1230,7 @@ int main(int argc, char **argv)
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(batch_each_failure_stays_its_own, t_fx_setup_seeded,
                                         t_fx_teardown),
+        cmocka_unit_test_setup_teardown(batch_round_trips, t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(batch_large_mixed, t_fx_setup_seeded, t_fx_teardown),
         cmocka_unit_test_setup_teardown(batch_twin_without_layer1, t_fx_setup_seeded,
                                         t_fx_teardown),

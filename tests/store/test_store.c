@@ -119,6 +119,78 @@ static void savepoint_rolls_back_only_its_work(void **state)
     assert_int_equal(t_count(S, "SELECT COUNT(*) FROM tenant WHERE tenant_id = 'b'", NULL, 0), 0);
 }
 
+/* A pipelined stretch: the deferred statements' answers come with the next
+ * statement that waits — one round trip on PostgreSQL — and a deferred
+ * failure is that call's failure, nothing of the transaction committed,
+ * the connection usable after. */
+static void pipeline_stretch(void **state)
+{
+    char err[PO_ERRBUF_SIZE];
+    bool pg = strcmp(po_store_backend(S), "postgres") == 0;
+    struct po_rows r;
+    /* a statement's first use prepares it (a round trip of its own) */
+    assert_int_equal(ins_tenant(S, "w"), PO_OK);
+    assert_int_equal(tenants(S), 1);
+
+    /* BEGIN, three inserts and COMMIT: one round trip */
+    uint64_t rt = po_store_round_trips(S);
+    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
+    po_store_pipeline(S);
+    assert_int_equal(ins_tenant(S, "a"), PO_OK);
+    assert_int_equal(ins_tenant(S, "b"), PO_OK);
+    assert_int_equal(ins_tenant(S, "c"), PO_OK);
+    assert_int_equal(po_store_commit(S, err, sizeof err), PO_OK);
+    assert_int_equal(po_store_round_trips(S) - rt, pg ? 1 : 5);
+    assert_int_equal(tenants(S), 4);
+
+    /* a query waits: it sees the stretch's insert, BEGIN and both in one
+     * round trip */
+    rt = po_store_round_trips(S);
+    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
+    po_store_pipeline(S);
+    assert_int_equal(ins_tenant(S, "d"), PO_OK);
+    assert_int_equal(
+        po_store_exec(S, "SELECT COUNT(*) FROM tenant", NULL, 0, &r, NULL, err, sizeof err), PO_OK);
+    assert_string_equal(po_rows_get(&r, 0, 0), "5");
+    po_rows_free(&r);
+    assert_int_equal(po_store_round_trips(S) - rt, pg ? 1 : 3);
+    po_store_rollback(S);
+    assert_int_equal(tenants(S), 4);
+
+    /* a failure in the middle, stopping there as the engine does: on
+     * PostgreSQL reported by COMMIT; either way nothing is committed */
+    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
+    po_store_pipeline(S);
+    po_err rc = ins_tenant(S, "e");
+    assert_int_equal(rc, PO_OK);
+    rc = ins_tenant(S, "a"); /* taken */
+    assert_int_equal(rc, pg ? PO_OK : PO_ERR_CONFLICT);
+    if (!rc)
+        rc = ins_tenant(S, "f");
+    if (!rc)
+        rc = po_store_commit(S, err, sizeof err);
+    else
+        po_store_rollback(S);
+    assert_int_equal(rc, PO_ERR_CONFLICT);
+    assert_int_equal(tenants(S), 4);
+    assert_int_equal(
+        t_count(S, "SELECT COUNT(*) FROM tenant WHERE tenant_id IN ('e', 'f')", NULL, 0), 0);
+
+    /* po_store_sync reports it too; the rollback leaves the connection
+     * usable */
+    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
+    po_store_pipeline(S);
+    rc = ins_tenant(S, "b");
+    if (!rc)
+        rc = po_store_sync(S, err, sizeof err);
+    assert_int_equal(rc, PO_ERR_CONFLICT);
+    po_store_rollback(S);
+    assert_int_equal(po_store_begin(S, err, sizeof err), PO_OK);
+    assert_int_equal(ins_tenant(S, "g"), PO_OK);
+    assert_int_equal(po_store_commit(S, err, sizeof err), PO_OK);
+    assert_int_equal(tenants(S), 5);
+}
+
 static void changes_count_affected_rows(void **state)
 {
     char err[PO_ERRBUF_SIZE];
@@ -477,6 +549,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(rollback_discards, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(savepoint_rolls_back_only_its_work, t_fx_setup,
                                         t_fx_teardown),
+        cmocka_unit_test_setup_teardown(pipeline_stretch, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(changes_count_affected_rows, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(upsert_adds, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(row_sets, t_fx_setup, t_fx_teardown),

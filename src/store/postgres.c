@@ -162,11 +162,10 @@ static uint64_t wait_deadline(const struct pg_store *ps)
 /* The result of one statement sent (sent: PQsend*'s return), like PQexec:
  * the first error, else the last result; NULL when the session was
  * abandoned (await_readable). In pipeline mode: the next statement's. */
-static PGresult *await_result(struct pg_store *ps, int sent)
+static PGresult *await_result_until(struct pg_store *ps, int sent, uint64_t deadline)
 {
     if (!sent)
         return NULL;
-    uint64_t deadline = wait_deadline(ps);
     PGresult *keep = NULL, *r;
     for (;;) {
         if (!await_readable(ps, deadline)) {
@@ -186,6 +185,11 @@ static PGresult *await_result(struct pg_store *ps, int sent)
             break;
     }
     return keep;
+}
+
+static PGresult *await_result(struct pg_store *ps, int sent)
+{
+    return await_result_until(ps, sent, wait_deadline(ps));
 }
 
 /*
@@ -208,13 +212,15 @@ static po_err drain(struct pg_store *ps, PGresult **last, char *err, size_t errc
     if (PQpipelineStatus(ps->conn) == PQ_PIPELINE_OFF)
         return PO_OK; /* nothing was piped */
     ps->base.round_trips++;
+    /* one wait for the whole stretch, as for one statement */
+    uint64_t deadline = wait_deadline(ps);
     bool synced = PQpipelineSync(ps->conn) == 1;
     if (!synced)
         rc = map_result(ps, NULL, err, errcap);
     /* every statement's answer, in order; after a failure the rest are
      * PGRES_PIPELINE_ABORTED, read all the same */
     for (; synced && ps->conn && read < n; read++) {
-        PGresult *r = await_result(ps, 1);
+        PGresult *r = await_result_until(ps, 1, deadline);
         ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
         if (!rc && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
             rc = map_result(ps, r, err, errcap);
@@ -228,7 +234,7 @@ static po_err drain(struct pg_store *ps, PGresult **last, char *err, size_t errc
     /* then the Sync's own result (one result, no NULL after it) */
     bool clean = false;
     if (synced && read == n && ps->conn && PQstatus(ps->conn) == CONNECTION_OK &&
-        await_readable(ps, wait_deadline(ps))) {
+        await_readable(ps, deadline)) {
         PGresult *r = PQgetResult(ps->conn);
         clean = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
         PQclear(r);

@@ -284,16 +284,28 @@ static po_err raise_one(struct po_store *s, enum po_slice k, const struct po_vio
 
 /* The next slice of k after *pos (n rows; balances: the tenant's) checked
  * and what it found raised; *pos moved to its end, or back to the start
- * when there is nothing after it. */
+ * when the slice reached the table's end (fewer than n rows: the next
+ * round starts over, no round is spent finding nothing after the last
+ * row). A sweep slice that finds nothing after *pos (the table's end fell
+ * exactly on the last slice's, or its rows were deleted) starts over in
+ * the same round. */
 static po_err step(struct po_store *s, enum po_slice k, const char *tenant, const char *cut, int n,
                    struct po_slice_pos *pos, const char *now, struct po_ledger_check_report *out,
                    char *err, size_t errcap)
 {
+    static const struct po_slice_pos start;
     struct found_list f = {0};
     struct po_slice_pos end;
     int rows = 0, found = 0;
     po_err rc = po_ledger_verify_slice(s, k, tenant, pos, cut, n, &end, &rows, collect, &f, &found,
                                        err, errcap);
+    if (!rc && !rows && k != PO_SLICE_NEW && k != PO_SLICE_BALANCES &&
+        memcmp(pos, &start, sizeof start) != 0) {
+        *pos = start;
+        out->wrapped++;
+        rc = po_ledger_verify_slice(s, k, tenant, pos, cut, n, &end, &rows, collect, &f, &found,
+                                    err, errcap);
+    }
     for (int i = 0; !rc && i < f.n; i++) {
         bool raised = false;
         rc = raise_one(s, k, &f.v[i], now, &raised, err, errcap);
@@ -306,10 +318,11 @@ static po_err step(struct po_store *s, enum po_slice k, const char *tenant, cons
     }
     out->found += found;
     out->checked += rows;
-    if (rows)
-        *pos = end;
-    else if (k != PO_SLICE_NEW) { /* the end: start over */
-        memset(pos, 0, sizeof *pos);
+    if (k == PO_SLICE_NEW || rows == n) {
+        if (rows)
+            *pos = end;
+    } else { /* the table's end: the next round starts over */
+        *pos = start;
         out->wrapped++;
     }
     return PO_OK;

@@ -48,6 +48,10 @@ int cli_int_opt(const struct opts *o, const char *name, int64_t min, int64_t max
 const char *cli_need(const struct opts *o, const char *name);
 /* Prints an error with its code and returns EXIT_FAIL. */
 int cli_fail(po_err rc, const char *err);
+/* The whole of path ("-": standard input), at most max bytes (a NUL after
+ * them), or EXIT_FAIL after "cannot read PATH: REASON" (what: the bound,
+ * for a file too large: "64 KiB"). */
+int cli_read_input(const char *path, size_t max, const char *what, char **out, size_t *out_len);
 /* A listing: with --json one JSON array on stdout, otherwise line() for
  * each element. Takes list (json_decref'd here). */
 struct json_t;
@@ -137,6 +141,7 @@ int cmd_migrate(struct po_store *s, const struct opts *o);
 int cmd_tenant_add(struct po_store *s, const struct opts *o);
 int cmd_merchant_add(struct po_store *s, const struct opts *o);
 int cmd_order_create(struct po_store *s, const struct opts *o);
+int cmd_order_import(struct po_store *s, const struct opts *o);
 int cmd_order_show(struct po_store *s, const struct opts *o);
 int cmd_refund_create(struct po_store *s, const struct opts *o);
 int cmd_balances(struct po_store *s, const struct opts *o);

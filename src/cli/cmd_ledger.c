@@ -131,6 +131,128 @@ int cmd_order_create(struct po_store *s, const struct opts *o)
     return 0;
 }
 
+/* One line of `order import`: MERCHANT,OUT_TRADE_NO,AMOUNT[,CURRENCY[,CHANNEL]]
+ * cut in place into spec (its strings point into line); false after saying
+ * what is wrong with it. */
+static bool import_line(char *line, int no, const char *tenant, struct po_order_spec *spec)
+{
+    char *f[6];
+    int n = 0;
+    for (char *p = line; n < 6; n++) {
+        f[n] = p;
+        p = strchr(p, ',');
+        if (!p) {
+            n++;
+            break;
+        }
+        *p++ = '\0';
+    }
+    const char *bad = NULL;
+    if (n < 3 || n > 5)
+        bad = "3 to 5 fields: MERCHANT,OUT_TRADE_NO,AMOUNT[,CURRENCY[,CHANNEL]]";
+    else if (!*f[0] || !*f[1])
+        bad = "an empty merchant or out_trade_no";
+    else if (po_parse_i64(f[2], 1, PO_AMOUNT_MAX, &spec->amount_minor))
+        bad = "the amount must be a positive integer in minor units (fen, cents)";
+    else if (n == 5 && *f[4] && !po_channel_find(f[4]))
+        bad = "an unknown channel";
+    if (bad) {
+        fprintf(stderr, "payonce: line %d: %s\n", no, bad);
+        return false;
+    }
+    spec->tenant = tenant;
+    spec->merchant = f[0];
+    spec->out_trade_no = f[1];
+    spec->currency = n >= 4 && *f[3] ? f[3] : "CNY";
+    spec->channel = n == 5 && *f[4] ? f[4] : NULL;
+    spec->expires_at = 0;
+    return true;
+}
+
+/* order import --tenant T --file F: orders in bulk, all or nothing — each
+ * line checked before any is written, then all of them in one transaction
+ * (a line that conflicts with an order already there: none written). The
+ * same line again is not an error (idempotent, as order create). */
+int cmd_order_import(struct po_store *s, const struct opts *o)
+{
+    const char *tenant = cli_need(o, "tenant"), *path = cli_need(o, "file");
+    if (!tenant || !path)
+        return EXIT_USAGE;
+    char *buf = NULL;
+    size_t len = 0;
+    if (cli_read_input(path, PO_ORDER_IMPORT_MAX, "16 MiB", &buf, &len))
+        return EXIT_FAIL;
+    struct po_order_spec *specs = NULL;
+    int *line_of = NULL, n = 0, no = 0, ret = 0;
+    if (memchr(buf, '\0', len)) {
+        fprintf(stderr, "payonce: %s: a NUL byte: not a text file\n", path);
+        ret = EXIT_FAIL;
+    }
+    for (char *line = buf, *next; !ret && line < buf + len; line = next) {
+        char *nl = memchr(line, '\n', (size_t)(buf + len - line));
+        next = nl ? nl + 1 : buf + len;
+        size_t ll = (size_t)((nl ? nl : buf + len) - line);
+        no++;
+        if (ll && line[ll - 1] == '\r')
+            ll--;
+        line[ll] = '\0';
+        if (!ll || line[0] == '#')
+            continue;
+        if (ll > PO_ORDER_IMPORT_LINE_MAX || n == PO_ORDER_IMPORT_ROWS_MAX) {
+            fprintf(stderr, "payonce: line %d: %s\n", no,
+                    n == PO_ORDER_IMPORT_ROWS_MAX ? "more than 100000 orders in one import"
+                                                  : "longer than 512 bytes");
+            ret = EXIT_FAIL;
+            break;
+        }
+        if (n % 1024 == 0) {
+            struct po_order_spec *ns = realloc(specs, (size_t)(n + 1024) * sizeof *ns);
+            int *nl2 = realloc(line_of, (size_t)(n + 1024) * sizeof *nl2);
+            if (ns)
+                specs = ns;
+            if (nl2)
+                line_of = nl2;
+            if (!ns || !nl2) {
+                ret = cli_fail(PO_ERR_NOMEM, "out of memory");
+                break;
+            }
+        }
+        if (!import_line(line, no, tenant, &specs[n])) {
+            ret = EXIT_FAIL;
+            break;
+        }
+        line_of[n++] = no;
+    }
+    char err[PO_ERRBUF_SIZE] = "";
+    int created = 0;
+    po_err rc = PO_OK;
+    if (!ret && (rc = po_store_begin(s, err, sizeof err)) == PO_OK) {
+        for (int i = 0; !rc && i < n; i++) {
+            bool c = false;
+            char why[PO_ERRBUF_SIZE] = "";
+            if ((rc = po_order_insert(s, &specs[i], &c, NULL, 0, why, sizeof why)) != PO_OK)
+                po_errf(err, sizeof err, "line %d: %s", line_of[i], why);
+            created += c;
+        }
+        if (!rc)
+            rc = po_store_commit(s, err, sizeof err);
+        else
+            po_store_rollback(s);
+    }
+    if (!ret && rc)
+        ret = cli_fail(rc, err);
+    else if (!ret && cli_flag(o, "json"))
+        ret = cli_print_json(json_pack("{s:s, s:i, s:i, s:i}", "tenant", tenant, "orders", n,
+                                       "created", created, "existing", n - created));
+    else if (!ret)
+        printf("%d orders of tenant %s: %d created, %d already there with the same fields\n", n,
+               tenant, created, n - created);
+    free(specs);
+    free(line_of);
+    free(buf);
+    return ret;
+}
+
 int cmd_order_show(struct po_store *s, const struct opts *o)
 {
     const char *t = cli_need(o, "tenant"), *no = cli_need(o, "out-trade-no");
@@ -221,15 +343,10 @@ int cmd_apply(struct po_store *s, const struct opts *o)
     char *buf = NULL;
     size_t len = 0;
     char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, PO_EVENT_FILE_MAX, &buf, &len)
-                                       : po_file_read(path, PO_EVENT_FILE_MAX, &buf, &len);
-    if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s%s\n", path, po_file_error(rc),
-                rc == PO_ERR_LIMIT ? " (larger than 64 KiB)" : "");
+    if (cli_read_input(path, PO_EVENT_FILE_MAX, "64 KiB", &buf, &len))
         return EXIT_FAIL;
-    }
     struct po_event ev;
-    rc = po_event_from_json(buf, len, &ev, err, sizeof err); /* registered channels only */
+    po_err rc = po_event_from_json(buf, len, &ev, err, sizeof err); /* registered channels only */
     free(buf);
     if (rc) {
         fprintf(stderr, "payonce: invalid event: %s\n", err);

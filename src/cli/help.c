@@ -65,7 +65,10 @@ static const struct optdoc optdocs[] = {
      "apply: a normalised event JSON file (- reads standard input); webhook: an event id"},
     {"insecure-dev", NULL,
      "development only: allow http:// to loopback and an unsealed (missing) master key"},
-    {"file", "FILE", "the bill file (also accepted as the last argument)"},
+    {"file", "FILE",
+     "recon import: the bill file (also accepted as the last argument); order import: the"
+     " orders, MERCHANT,OUT_TRADE_NO,AMOUNT[,CURRENCY[,CHANNEL]] a line, # comments (- reads"
+     " standard input)"},
     {"force", NULL, "import a bill again even if this file was imported before"},
     {"date", "YYYY-MM-DD", "the bill's day, in the channel's time zone (WeChat Pay: Beijing time)"},
     {"min-age", "SECONDS", "only orders unpaid for at least this long (default 300)"},

@@ -48,6 +48,9 @@ const struct cli_command cli_commands[] = {
     {"order", "create", "tenant merchant out-trade-no amount currency channel",
      "tenant merchant out-trade-no amount", "", cmd_order_create, false,
      "create an order (idempotent for identical fields)"},
+    {"order", "import", "tenant file", "tenant file", "json", cmd_order_import, false,
+     "create orders in bulk from a file, all or nothing (MERCHANT,OUT_TRADE_NO,AMOUNT"
+     "[,CURRENCY[,CHANNEL]] a line)"},
     {"order", "show", "tenant out-trade-no", "tenant out-trade-no", "json", cmd_order_show, false,
      "show one order"},
     {"order", "close", "tenant out-trade-no master-key-file", "tenant out-trade-no", "",

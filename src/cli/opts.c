@@ -182,6 +182,18 @@ int cli_fail(po_err rc, const char *err)
     return EXIT_FAIL;
 }
 
+int cli_read_input(const char *path, size_t max, const char *what, char **out, size_t *out_len)
+{
+    po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, max, out, out_len)
+                                       : po_file_read(path, max, out, out_len);
+    if (!rc)
+        return 0;
+    fprintf(stderr, "payonce: cannot read %s: %s%s%s%s\n", path, po_file_error(rc),
+            rc == PO_ERR_LIMIT ? " (larger than " : "", rc == PO_ERR_LIMIT ? what : "",
+            rc == PO_ERR_LIMIT ? ")" : "");
+    return EXIT_FAIL;
+}
+
 int cli_print_json(json_t *doc)
 {
     if (!doc)

@@ -309,6 +309,37 @@ EOF
   check late-tenant 0 "$BIN" tenant add --db "$db" --tenant nobdy
   check apply-unknown-tenant-stored 0 "$BIN" alerts --db "$db" --tenant nobdy --json
   json apply-unknown-tenant-stored 'd["alerts"]==[]'
+  # order import (its own tenant: the listings below count t1's orders): all or
+  # nothing, each line as order create
+  "$BIN" tenant add --db "$db" --tenant ti >/dev/null && "$BIN" merchant add --db "$db" --tenant ti --merchant m1 >/dev/null &&
+    "$BIN" order create --db "$db" --tenant ti --merchant m1 --out-trade-no ORD-1 --amount 100 >/dev/null || exit 1
+  printf '# bulk\nm1,IMP-1,100\nm1,ORD-1,100\r\n\nm1,IMP-2,250,USD,stripe\n' > "$tmp/orders.csv"
+  check import 0 "$BIN" order import --db "$db" --tenant ti --file "$tmp/orders.csv"
+  has import "$tmp/out" "3 orders of tenant ti: 2 created, 1 already there with the same fields"
+  check import-show 0 "$BIN" order show --db "$db" --tenant ti --out-trade-no IMP-2 --json
+  json import-show 'd["amount"] == 250 and d["currency"] == "USD" and d["channel"] == "stripe" and d["status"] == "PAYING"'
+  printf 'm1,IMP-3,300\nm1,IMP-4,x\n' > "$tmp/bad.csv"
+  check import-bad-line 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/bad.csv"
+  has import-bad-line "$tmp/err" "line 2: the amount must be a positive integer"
+  check import-bad-line-nothing 1 "$BIN" order show --db "$db" --tenant ti --out-trade-no IMP-3
+  printf 'm1,IMP-3,300\nm1,IMP-1,101\n' > "$tmp/conflict.csv"
+  check import-conflict 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/conflict.csv"
+  has import-conflict "$tmp/err" "line 2: order IMP-1 exists with amount 100"
+  check import-conflict-nothing 1 "$BIN" order show --db "$db" --tenant ti --out-trade-no IMP-3
+  printf 'm1,IMP-3,300,CNY,,extra\n' > "$tmp/fields.csv"
+  check import-fields 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/fields.csv"
+  has import-fields "$tmp/err" "line 1: 3 to 5 fields"
+  printf 'm1,IMP-3,300\0\n' > "$tmp/nul.csv"
+  check import-nul 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/nul.csv"
+  printf 'm1,IMP-%0600d,1\n' 3 > "$tmp/long.csv"
+  check import-long-line 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/long.csv"
+  has import-long-line "$tmp/err" "line 1: longer than 512 bytes"
+  seq 1 100001 | sed 's/^/m1,IMPN-/; s/$/,1/' > "$tmp/many.csv"
+  check import-too-many 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/many.csv"
+  has import-too-many "$tmp/err" "line 100001: more than 100000 orders"
+  check import-too-many-nothing 1 "$BIN" order show --db "$db" --tenant ti --out-trade-no IMPN-1
+  check import-stdin 0 sh -c "printf 'm1,IMP-3,300\n' | '$BIN' order import --db '$db' --tenant ti --file - --json"
+  json import-stdin 'd == {"tenant": "ti", "orders": 1, "created": 1, "existing": 0}'
 }
 
 check usage-none 2 "$BIN"
@@ -467,7 +498,7 @@ check serve-old-schema 1 timeout 10 "$BIN" serve --db "sqlite:$tmp/s.db" --insec
 has serve-old-schema "$tmp/err" "run 'payonce migrate' first"
 run_suite "sqlite:$tmp/cli.db" python3 -c "import sqlite3; c=sqlite3.connect('$tmp/cli.db'); c.execute(\"$TAMPER_SQL\"); c.commit()"
 # the options every command takes may come before the command; others may not
-check global-first 0 "$BIN" --db="sqlite:$tmp/cli.db" tenant list --json; json global-first 'sorted(t["tenant"] for t in d)==["nobdy","t1"]'
+check global-first 0 "$BIN" --db="sqlite:$tmp/cli.db" tenant list --json; json global-first 'sorted(t["tenant"] for t in d)==["nobdy","t1","ti"]'
 check global-first-spaced 0 "$BIN" --db "sqlite:$tmp/cli.db" --log-level error tenant list --json
 check global-first-other 2 "$BIN" --json tenant list; has global-first-other "$tmp/err" "'--json' before the command"
 if [ "$(wc -l < "$tmp/err")" -le 2 ]; then passes=$((passes+1)); else echo "FAIL global-first-other: a long answer"; fails=$((fails+1)); fi

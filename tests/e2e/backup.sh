@@ -19,7 +19,7 @@ P=$BIN
 $P migrate >/dev/null || exit 1
 $P tenant add --tenant t1 >/dev/null && $P merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
 N=40
-for i in $(seq 1 $N); do $P order create --tenant t1 --merchant m1 --out-trade-no "B-$i" --amount "$((100 + i))" >/dev/null; done
+make_orders B 1 "$N" 100 || exit 1
 event() { printf '{"tenant":"t1","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"42000000000000000000000%05d","out_trade_no":"B-%d","amount":%d,"currency":"CNY","source":"callback","occurred_at":"2026-12-04T10:00:00+08:00"}' "$1" "$1" "$((100 + $1))"; }
 balances() { $P ledger balances --tenant t1 --json --db "$1" | jq_ 'sorted((b["account"], b["balance"]) for b in d["balances"])'; }
 
@@ -86,7 +86,8 @@ else
   # PostgreSQL database, proved by verify on both sides and equal answers
   S="sqlite:$work/src.db"
   $P migrate --db "$S" >/dev/null && $P tenant add --db "$S" --tenant t1 >/dev/null && $P merchant add --db "$S" --tenant t1 --merchant m1 >/dev/null
-  for i in $(seq 1 $N); do $P order create --db "$S" --tenant t1 --merchant m1 --out-trade-no "B-$i" --amount "$((100 + i))" >/dev/null; event "$i" | $P apply --db "$S" --event - >/dev/null; done
+  make_orders B 1 "$N" 100 --db "$S" || exit 1
+  for i in $(seq 1 $N); do event "$i" | $P apply --db "$S" --event - >/dev/null; done
   $P order create --db "$S" --tenant t1 --merchant m1 --out-trade-no B-BAD --amount 500 >/dev/null
   printf '{"tenant":"t1","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"4200000000000000000000099999","out_trade_no":"B-BAD","amount":1,"currency":"CNY","source":"callback","occurred_at":"2026-12-04T10:00:00+08:00"}' | $P apply --db "$S" --event - >/dev/null
   $P webhook add --db "$S" --tenant t1 --url https://hooks.example/h >/dev/null

@@ -70,10 +70,8 @@ expected=0 # the clearing balance every credited payment so far adds up to
 
 # --- 1a. the three copies of each callback at three nodes at once ---
 N1=60
-for i in $(seq 1 "$N1"); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "X-$i" --amount $((100 + i)) >/dev/null || exit 1
-  expected=$((expected + 100 + i))
-done
+make_orders X 1 "$N1" 100 || exit 1
+expected=$((expected + 100 * N1 + N1 * (N1 + 1) / 2))
 sims=()
 for s in 0 1 2; do
   args=()
@@ -117,10 +115,8 @@ check "after the change: each new payment credited once" "$(clearing)" "$expecte
 
 # --- 2. failover under load through HAProxy ---
 N2=${PAYONCE_CLUSTER_ORDERS:-150}
-for i in $(seq 1 "$N2"); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "F-$i" --amount $((1000 + i)) >/dev/null || exit 1
-  expected=$((expected + 1000 + i))
-done
+make_orders F 1 "$N2" 1000 || exit 1
+expected=$((expected + 1000 * N2 + N2 * (N2 + 1) / 2))
 sims=(); outs=()
 for s in 0 1 2 3 4 5; do
   args=()
@@ -174,10 +170,8 @@ check "every node is in HAProxy's rotation again" \
 LAG=${PAYONCE_CLUSTER_LAG_MS:-200}
 "$C" lag "$LAG"
 N4=${PAYONCE_CLUSTER_ONCE_ORDERS:-120}
-for i in $(seq 1 "$N4"); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "S-$i" --amount $((4000 + i)) >/dev/null || exit 1
-  expected=$((expected + 4000 + i))
-done
+make_orders S 1 "$N4" 4000 || exit 1
+expected=$((expected + 4000 * N4 + N4 * (N4 + 1) / 2))
 sims=(); outs=()
 ns=$(((N4 + 29) / 30)) # senders of at most 30 payments each (the command line's limit)
 for s in $(seq 0 $((ns - 1))); do
@@ -226,10 +220,8 @@ check "after redelivery: every payment credited exactly once" "$(clearing)" "$ex
 # switchover command to a new primary taking writes, plus HAProxy's rise
 # (2 checks 500 ms apart) and one sample. Before it and after it: no 5xx.
 N5=${PAYONCE_CLUSTER_SWITCH_ORDERS:-90}
-for i in $(seq 1 "$N5"); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "V-$i" --amount $((5000 + i)) >/dev/null || exit 1
-  expected=$((expected + 5000 + i))
-done
+make_orders V 1 "$N5" 5000 || exit 1
+expected=$((expected + 5000 * N5 + N5 * (N5 + 1) / 2))
 (while :; do "$C" answers; sleep 0.2; done) > switch-samples.txt 2>/dev/null & sampler=$!
 sims=(); outs=()
 for s in 0 1 2; do
@@ -273,14 +265,10 @@ rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); 
 "$BIN" sim receiver --listen "127.0.0.1:$rport" --secret-file hook.secret --record events.jsonl --duration-s 600 \
   > receiver.out 2>&1 & bg_pids+=($!)
 N3=${PAYONCE_CLUSTER_WEBHOOK_ORDERS:-90}; NL=8
-for i in $(seq 1 "$N3"); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "W-$i" --amount $((2000 + i)) >/dev/null || exit 1
-  expected=$((expected + 2000 + i))
-done
-for i in $(seq 1 "$NL"); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "L-$i" --amount $((3000 + i)) >/dev/null || exit 1
-  expected=$((expected + 3000 + i))
-done
+make_orders W 1 "$N3" 2000 || exit 1
+expected=$((expected + 2000 * N3 + N3 * (N3 + 1) / 2))
+make_orders L 1 "$NL" 3000 || exit 1
+expected=$((expected + 3000 * NL + NL * (NL + 1) / 2))
 lease_holder() { # lease_holder JOB: the pid of the node holding the job's lease
   psql -X -At -d "$PAYONCE_DB" -c "SELECT holder FROM job_lease WHERE name = '$1'" 2>/dev/null | cut -d: -f2
 }

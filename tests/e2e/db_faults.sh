@@ -29,7 +29,7 @@ export PAYONCE_DB="postgresql://postgres@127.0.0.1:$(cat proxy.port)/postgres"
   "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
 "$BIN" sim keys --dir sim --tenant t1 --mode pubkey > keys.out || exit 1
 grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure.err || { cat configure.err; exit 1; }
-for i in $(seq 1 8); do "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "F-$i" --amount $((200 + i)) >/dev/null || exit 1; done
+make_orders F 1 8 200 || exit 1
 # t2: a tenant whose channel account is not loaded yet when the path goes
 # silent (its first callback needs the database before the committer).
 "$BIN" tenant add --tenant t2 >/dev/null && "$BIN" merchant add --tenant t2 --merchant m1 >/dev/null || exit 1

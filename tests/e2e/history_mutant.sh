@@ -12,9 +12,7 @@ set -uo pipefail
 MUTANT=$(realpath "${2:?payonce_mutant binary}")
 . "$(dirname "$0")/lib.sh" "$1" "$3" history_mutant
 tenant_with_sim || exit 1
-for i in $(seq 1 16); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "H-$i" --amount $((500 + i)) >/dev/null || exit 1
-done
+make_orders H 1 16 500 || exit 1
 run_load() { # run_load BINARY FIRST LAST HISTORY
   "$1" serve --listen 127.0.0.1:0 --insecure-dev > server.out 2> server.log & local pid=$!
   bg_pids+=("$pid")

@@ -12,9 +12,7 @@ set -uo pipefail
 KILLS=${PAYONCE_KILLS:-6}
 N=${PAYONCE_KILL_ORDERS:-160}
 tenant_with_sim || exit 1
-for i in $(seq 1 "$N"); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "K-$i" --amount $((100 + i)) >/dev/null || exit 1
-done
+make_orders K 1 "$N" 100 || exit 1
 server_pid=
 start_server() { # start_server PORT
   : > server.out

@@ -13,9 +13,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh" "$1" "$2" ledger_check
 tenant_with_sim || exit 1
-for i in $(seq 1 6); do
-  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "LC-$i" --amount $((700 + i)) >/dev/null || exit 1
-done
+make_orders LC 1 6 700 || exit 1
 INTERVAL=2
 # balances at most every second: summed by every round (every 2 s, give or
 # take the clock's ms)

@@ -43,6 +43,15 @@ history_check() {
   python3 "$E2E_DIR/../support/history_check.py" --db "$PAYONCE_DB" --name "$name" \
     --report "$dir/history-$name.json" "$@"
 }
+# make_orders PREFIX FIRST LAST BASE [ARGS...]: orders PREFIX-FIRST..PREFIX-LAST
+# of tenant t1, merchant m1, amount BASE+i, in one `order import` (ARGS: to
+# it, --db URL); a process per order was half of a long test's time under
+# ASan. Fails when the import does.
+make_orders() {
+  local prefix=$1 first=$2 last=$3 base=$4 i; shift 4
+  for ((i = first; i <= last; i++)); do echo "m1,$prefix-$i,$((base + i))"; done |
+    "$BIN" order import --tenant t1 --file - "$@" >/dev/null
+}
 fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
 if [ "$BACKEND" = postgres ]; then
   if [ -z "${PAYONCE_TEST_PG:-}" ]; then

@@ -52,7 +52,7 @@ export PAYONCE_DB="postgresql://postgres@127.0.0.1:$bport/$dbname?payonce_poolin
 "$BIN" sim keys --dir sim --tenant t1 --mode pubkey > keys.out || exit 1
 grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null || exit 1
 N=60
-for i in $(seq 1 "$N"); do "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "B-$i" --amount $((100 + i)) >/dev/null || exit 1; done
+make_orders B 1 "$N" 100 || exit 1
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --pool-size 16 > serve.out 2> serve.log & bg_pids+=($!)
 for _ in $(seq 1 200); do grep -q "listening on port" serve.out && break; sleep 0.05; done
 port=$(sed -n 's/^listening on port //p' serve.out)

@@ -38,14 +38,20 @@ import sys
 raw = open(sys.argv[1], 'rb').read().decode('utf-8-sig').replace('\r\n', '\n').split('\n')
 rows = [l for l in raw[1:] if l.startswith('`')][:-1]
 P = sys.argv[2]
+# every order in one `order import`, then the earlier payments and refunds
+print(f"{P} order import --tenant vec --file - >/dev/null <<'ORDERS'")
 for r in rows:
     f = [x[1:] for x in r.split(',')]
     fen = lambda s: int(round(float(s) * 100))
-    if f[9] == 'SUCCESS':   # the order the payment is for, still PAYING: the callback was missed
-        print(f"{P} order create --tenant vec --merchant m1 --out-trade-no {f[6]} --amount {fen(f[24])} >/dev/null")
-    else:                   # an order paid earlier, with the refund requested and not yet confirmed
+    print(f"m1,{f[6]},{fen(f[24]) if f[9] == 'SUCCESS' else fen(f[16])}")
+print("ORDERS")
+for r in rows:
+    f = [x[1:] for x in r.split(',')]
+    fen = lambda s: int(round(float(s) * 100))
+    # SUCCESS: the order the payment is for, still PAYING: the callback was missed;
+    # else an order paid earlier, with the refund requested and not yet confirmed
+    if f[9] != 'SUCCESS':
         amt = fen(f[16])
-        print(f"{P} order create --tenant vec --merchant m1 --out-trade-no {f[6]} --amount {amt} >/dev/null")
         print(f"""printf '%s' '{{"tenant":"vec","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"{f[5]}","out_trade_no":"{f[6]}","amount":{amt},"currency":"CNY"}}' > ev.json && {P} apply --event ev.json >/dev/null""")
         print(f"{P} refund create --tenant vec --out-trade-no {f[6]} --out-refund-no {f[15]} --amount {amt} >/dev/null")
 EOF

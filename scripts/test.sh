@@ -86,7 +86,7 @@ grep -Eq '^payonce: building build/ on [0-9]+ cores:.* [0-9]+% \([0-9]+ s\)$' bu
 rm -f build-progress.log
 echo "== allocation failures (the k-th allocation fails, every k; release build)"
 export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
-ctest --test-dir build -L alloc --output-on-failure
+ctest --test-dir build -L alloc --output-on-failure -j"$jobs"
 cat "$PAYONCE_FIGURES"
 scripts/demo.sh | tee build/demo.log
 python3 tests/e2e/readme_demo.py README.md build/demo.log

@@ -156,7 +156,7 @@ static po_err fan_out(struct po_webhooks *w, struct po_store *s, const char *now
             rc = po_store_exec(s,
                                "UPDATE outbox_event SET fanned = 1 FROM ?{v: t text, id text}"
                                " WHERE outbox_event.tenant_id = v.t AND outbox_event.event_id ="
-                               " v.id",
+                               " v.id AND outbox_event.fanned = 0",
                                PO_PARAMS(PO_ROWS(&rs)), NULL, NULL, err, errcap);
         if (!rc)
             rc = po_store_commit(s, err, errcap);

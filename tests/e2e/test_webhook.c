@@ -17,7 +17,10 @@
  *                 secret, or older than five minutes, fails verification
  *   two_gateways  (PostgreSQL) two gateways in this process and a `payonce
  *                 serve` process over one database: no event is being
- *                 delivered twice at the same moment, all delivered
+ *                 delivered twice at the same moment, all delivered; each
+ *                 event marked fanned out once (a trigger holds the first
+ *                 marking 100 ms a row, so the others read the same events
+ *                 meanwhile, and counts a second marking of a marked row)
  *   ordering_many 8 orders paid and refunded while every third delivery
  *                 is refused: every refund's event after its payment's
  *   bulkhead      tenant t2's endpoint accepts and never answers: t1's
@@ -753,9 +756,34 @@ static const char *const fast_patient[] = {
  * attempt timeout is long here: an attempt the sender gave up on (a
  * stalled, loaded machine) is retried while the receiver may still hold
  * it, which is at-least-once working as designed, not a double claim. */
+/* A trigger on outbox_event: the first marking of a row as fanned out
+ * waits 100 ms (the other gateways read the same unfanned events
+ * meanwhile and wait on its rows), a marking of a row already marked is
+ * counted in fan_rewrites (issue 24: every node's fan-out rewrote the rows
+ * another had just marked). */
+static void fan_rewrite_trigger(bool on)
+{
+    static const char *const up[] = {
+        "CREATE TABLE fan_rewrites (event_id text)",
+        "CREATE FUNCTION fan_watch() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN IF OLD.fanned"
+        " = 1 THEN INSERT INTO fan_rewrites VALUES (OLD.event_id); ELSIF NEW.fanned = 1 THEN"
+        " PERFORM pg_sleep(0.1); END IF; RETURN NEW; END'",
+        "CREATE TRIGGER fan_watch BEFORE UPDATE ON outbox_event FOR EACH ROW EXECUTE"
+        " FUNCTION fan_watch()"};
+    static const char *const down[] = {"DROP TRIGGER fan_watch ON outbox_event",
+                                       "DROP FUNCTION fan_watch()", "DROP TABLE fan_rewrites"};
+    struct po_store *s = t_open(url);
+    char err[PO_ERRBUF_SIZE] = "";
+    for (int i = 0; i < 3; i++)
+        if (po_store_exec(s, on ? up[i] : down[i], NULL, 0, NULL, NULL, err, sizeof err))
+            die(err);
+    po_store_close(s);
+}
+
 static void test_two_gateways(void)
 {
     char ep[64];
+    fan_rewrite_trigger(true);
     reset_rx();
     rx_up();
     add_endpoint("payment.credited", ep, sizeof ep);
@@ -789,15 +817,23 @@ static void test_two_gateways(void)
            ep);
     T_CHECK(claimed_by_both == 0, "two gateways: %lld events delivered twice",
             (long long)claimed_by_both);
+    int64_t rewrites = q1("SELECT COUNT(*) FROM fan_rewrites WHERE event_id <> ?", ""),
+            fanned = q1("SELECT COUNT(*) FROM outbox_event WHERE fanned = 1 AND type <> ?", "");
+    T_CHECK(rewrites == 0 && fanned >= 30,
+            "two gateways: %lld of %lld events marked fanned out again after another gateway"
+            " had marked them",
+            (long long)rewrites, (long long)fanned);
     t_gateway_stop(a);
     t_gateway_stop(b);
     hooks = keep;
     t_serve_stop(child);
     rx_down();
     remove_endpoint(ep);
+    fan_rewrite_trigger(false);
     t_figure("# webhook: three gateways (two in this process, one payonce serve process) over one"
-             " PostgreSQL: 30 events, %d deliveries, none twice, none overlapping\n",
-             rx_count(&rx.deliveries));
+             " PostgreSQL: 30 events, %d deliveries, none twice, none overlapping; %lld events"
+             " marked fanned out, none twice\n",
+             rx_count(&rx.deliveries), (long long)fanned);
 }
 
 /* kill -9 of `payonce serve` after the commit, before the delivery, and

@@ -199,9 +199,14 @@ int cmd_order_import(struct po_store *s, const struct opts *o)
         if (!ll || line[0] == '#')
             continue;
         if (ll > PO_ORDER_IMPORT_LINE_MAX || n == PO_ORDER_IMPORT_ROWS_MAX) {
-            fprintf(stderr, "payonce: line %d: %s\n", no,
-                    n == PO_ORDER_IMPORT_ROWS_MAX ? "more than 100000 orders in one import"
-                                                  : "longer than 512 bytes");
+            if (n == PO_ORDER_IMPORT_ROWS_MAX)
+                fprintf(stderr,
+                        "payonce: line %d: more than %d orders in one import (one transaction:"
+                        " SQLite's write lock is held for all of it; split the file)\n",
+                        no, PO_ORDER_IMPORT_ROWS_MAX);
+            else
+                fprintf(stderr, "payonce: line %d: longer than %d bytes\n", no,
+                        PO_ORDER_IMPORT_LINE_MAX);
             ret = EXIT_FAIL;
             break;
         }

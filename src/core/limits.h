@@ -46,7 +46,7 @@
 #define PO_KEY_FILE_MAX (64 * 1024)            /* keys, certificates, secrets given to the CLI */
 #define PO_BILL_MAX (64 * 1024 * 1024)         /* bill file bytes */
 #define PO_ORDER_IMPORT_MAX (16 * 1024 * 1024) /* `order import` input bytes */
-#define PO_ORDER_IMPORT_ROWS_MAX 100000        /* orders in one `order import` */
+#define PO_ORDER_IMPORT_ROWS_MAX 10000         /* orders in one `order import` (one transaction) */
 #define PO_ORDER_IMPORT_LINE_MAX 512           /* bytes of one of its lines */
 #define PO_BILL_ROWS_MAX 1000000               /* rows in one bill */
 #define PO_BILL_FIELDS_MAX 40                  /* columns in one bill row */

@@ -334,9 +334,9 @@ EOF
   printf 'm1,IMP-%0600d,1\n' 3 > "$tmp/long.csv"
   check import-long-line 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/long.csv"
   has import-long-line "$tmp/err" "line 1: longer than 512 bytes"
-  seq 1 100001 | sed 's/^/m1,IMPN-/; s/$/,1/' > "$tmp/many.csv"
+  seq 1 10001 | sed 's/^/m1,IMPN-/; s/$/,1/' > "$tmp/many.csv"
   check import-too-many 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/many.csv"
-  has import-too-many "$tmp/err" "line 100001: more than 100000 orders"
+  has import-too-many "$tmp/err" "line 10001: more than 10000 orders"
   check import-too-many-nothing 1 "$BIN" order show --db "$db" --tenant ti --out-trade-no IMPN-1
   check import-stdin 0 sh -c "printf 'm1,IMP-3,300\n' | '$BIN' order import --db '$db' --tenant ti --file - --json"
   json import-stdin 'd == {"tenant": "ti", "orders": 1, "created": 1, "existing": 0}'

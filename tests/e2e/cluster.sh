@@ -250,15 +250,7 @@ check "switchover under load: every payment credited exactly once" "$(clearing)"
 check "switchover under load: every V order PAID" "$(paid_count V-)" "$N5"
 
 # --- 3. a node SIGKILLed under load: its lease and its claimed deliveries ---
-"$BIN" sim serve --dir sim2 --listen 127.0.0.1:0 > simsrv.out 2> simsrv.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "listening on port" simsrv.out && break; sleep 0.05; done
-sport=$(sed -n 's/^simulator listening on port //p' simsrv.out)
-mser=$(python3 -c "import json; print(json.load(open('sim2/sim.json'))['merchant_serial'])")
-# the WeChat Pay account's command (its continued lines), with the API added
-awk '/^payonce channel set .*--channel wechatpay/ {on=1} on {print; if ($0 !~ /\\$/) exit}' sim2.keys |
-  sed "s#^payonce #$BIN #" | tr -d '\\\n' > api.sh
-echo " --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim2/merchant_private_key.pem --merchant-serial $mser --notify-url $LB/notify/wechatpay/t1" >> api.sh
-bash api.sh > /dev/null || { echo "FAIL: channel set with the API"; exit 1; }
+sim_with_api sim2 sim2.keys --notify-url "$LB/notify/wechatpay/t1" || exit 1
 rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" webhook add --tenant t1 --url "http://127.0.0.1:$rport/hook" --events payment.credited --insecure-dev \
   > hook.secret 2> hook.out || { cat hook.out; exit 1; }

@@ -52,6 +52,24 @@ make_orders() {
   for ((i = first; i <= last; i++)); do echo "m1,$prefix-$i,$((base + i))"; done |
     "$BIN" order import --tenant t1 --file - "$@" >/dev/null
 }
+# sim_with_api DIR KEYS [ARGS...]: the simulator serving DIR in the
+# background (its port in sim_port, its output DIR.out and DIR.log), and the
+# WeChat Pay account of KEYS (the output of `sim keys --dir DIR`) set again
+# with the simulator's API; ARGS: more `channel set` options (no spaces)
+sim_with_api() {
+  local dir=$1 keys=$2 mser; shift 2
+  "$BIN" sim serve --dir "$dir" --listen 127.0.0.1:0 > "$dir.out" 2> "$dir.log" & bg_pids+=($!)
+  for _ in $(seq 1 100); do grep -q "listening on port" "$dir.out" && break; sleep 0.05; done
+  sim_port=$(sed -n 's/^simulator listening on port //p' "$dir.out")
+  [ -n "$sim_port" ] || { echo "FAIL: the simulator did not start"; cat "$dir.log"; return 1; }
+  mser=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["merchant_serial"])' "$dir/sim.json")
+  # the account's command (its continued lines), with the API added
+  { awk '/^payonce channel set .*--channel wechatpay/ {on=1} on {print; if ($0 !~ /\\$/) exit}' "$keys" |
+      sed "s#^payonce #\"\$BIN\" #" | tr -d '\\\n'
+    echo " --api-base-url http://127.0.0.1:$sim_port --merchant-private-key-file $dir/merchant_private_key.pem --merchant-serial $mser $*"
+  } > "$dir.api"
+  BIN=$BIN bash "$dir.api" > /dev/null || { echo "FAIL: channel set with the API"; return 1; }
+}
 fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
 if [ "$BACKEND" = postgres ]; then
   if [ -z "${PAYONCE_TEST_PG:-}" ]; then

@@ -128,21 +128,12 @@ fig "# recon-e2e[$BACKEND] tampered bills (summary, amount, truncated, columns, 
 # ---- 3. lost payments, the simulator, active query, races ----
 $P tenant add --tenant t2 >/dev/null && $P merchant add --tenant t2 --merchant m1 >/dev/null
 $P sim keys --dir sim --tenant t2 > keys.out || exit 1
-$P sim serve --dir sim --listen 127.0.0.1:0 > sim.out 2>sim.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "listening on port" sim.out && break; sleep 0.05; done
-sport=$(sed -n 's/^simulator listening on port //p' sim.out)
-mchid=$(python3 -c "import json; print(json.load(open('sim/sim.json'))['mchid'])")
-mser=$(python3 -c "import json; print(json.load(open('sim/sim.json'))['merchant_serial'])")
-grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$P #" | head -2 | tr -d '\\\n' > cfg.sh
-echo " --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim/merchant_private_key.pem --merchant-serial $mser" >> cfg.sh
-bash cfg.sh >/dev/null || { echo "channel set failed"; exit 1; }
+sim_with_api sim keys.out || exit 1
 $P serve --listen 127.0.0.1:0 --query-interval 0 > gw.out 2>gw.log & gw_pid=$!; bg_pids+=($gw_pid)
 for _ in $(seq 1 100); do grep -q "listening on port" gw.out && break; sleep 0.05; done
 gport=$(sed -n 's/^listening on port //p' gw.out)
 URL=http://127.0.0.1:$gport/notify/wechatpay/t2
-orders() { for o in "$@"; do
-  $P order create --tenant t2 --merchant m1 --out-trade-no "${o%%:*}" --amount "${o##*:}" >/dev/null
-done; }
+orders() { for o in "$@"; do echo "m1,${o%%:*},${o##*:}"; done | $P order import --tenant t2 --file - >/dev/null; }
 orders Q-1:100 Q-2:200
 status() { $P order show --tenant t2 --out-trade-no "$1" --json | jq_ 'd["status"]'; }
 # Q-1 lost; Q-2 delivered: active query finds Q-1 and leaves Q-2 alone.
@@ -168,7 +159,7 @@ check "failed query, again: credited" "$(jq_ '(d["failed"], d["replayed"])' < qf
 orders B-1:300 R-1:400 R-2:500 R-3:600
 $P sim pay --dir sim --order B-1:300 --lose >/dev/null
 today=$(date -u -d '+8 hours' +%F)   # bills are dated in Beijing time
-curl -s "http://127.0.0.1:$sport/v3/bill/tradebill?bill_date=$today&bill_type=ALL" > bill.json
+curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today&bill_type=ALL" > bill.json
 curl -s "$(jq_ 'd["download_url"]' < bill.json)" > sim-bill-1.csv
 check "bill: SHA1 as announced" "$(sha1sum sim-bill-1.csv | cut -c1-40)" "$(jq_ 'd["hash_value"]' < bill.json)"
 $P recon import --tenant t2 --channel wechatpay sim-bill-1.csv --json > b1.json
@@ -178,7 +169,7 @@ check "bill import: B-1 paid" "$(status B-1)" PAID
 $P sim pay --dir sim --order R-1:400 --txn 4200000000000000000000000R01 --lose >/dev/null
 $P sim pay --dir sim --order R-2:500 --txn 4200000000000000000000000R02 --lose >/dev/null
 $P sim pay --dir sim --order R-3:600 --txn 4200000000000000000000000R03 --lose >/dev/null
-curl -s "$(curl -s "http://127.0.0.1:$sport/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-2.csv
+curl -s "$(curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-2.csv
 # R-1: the late callback first, then the replay.
 $P sim pay --dir sim --order R-1:400 --txn 4200000000000000000000000R01 --notify-url "$URL" --copies 2 > late1.out
 # R-2: the replay first (below), then the late callback. R-3: both at once.
@@ -199,7 +190,7 @@ $P sim pay --dir sim --order A-1:701 --lose >/dev/null
 $P sim pay --dir sim --order X-1:900 --lose >/dev/null
 printf '%s' '{"tenant":"t2","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"4200000000000000000000000M01","out_trade_no":"M-1","amount":800,"currency":"CNY"}' > m1.json
 $P apply --event m1.json >/dev/null
-curl -s "$(curl -s "http://127.0.0.1:$sport/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-3.csv
+curl -s "$(curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-3.csv
 $P recon import --tenant t2 --channel wechatpay sim-bill-3.csv --json > b3.json
 check "differences: 2 mismatched rows, 1 order missing from the bill" "$(jq_ '(d["mismatched"], d["missing_from_bill"])' < b3.json)" "(2, 1)"
 alerts_of() { $P alerts --tenant t2 --json | jq_ "sorted(a['reason'] for a in d['alerts'] if a['out_trade_no'] == '$1')"; }
@@ -209,7 +200,7 @@ check "differences: missing-from-bill alert" "$(alerts_of M-1)" "['missing_from_
 check "runs recorded" "$($P recon runs --tenant t2 --json | jq_ 'len(d["runs"])')" 3
 # The other bill types of the day parse and reconcile alike (all already applied).
 for type in SUCCESS REFUND; do
-  curl -s "$(curl -s "http://127.0.0.1:$sport/v3/bill/tradebill?bill_date=$today&bill_type=$type" | jq_ 'd["download_url"]')" > "bill-$type.csv"
+  curl -s "$(curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today&bill_type=$type" | jq_ 'd["download_url"]')" > "bill-$type.csv"
   $P recon import --tenant t2 --channel wechatpay "bill-$type.csv" --json > "b-$type.json" 2> "b-$type.err"
   check "bill type $type imports" "$?" 0
 done

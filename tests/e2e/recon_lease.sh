@@ -11,16 +11,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh" "$1" postgres recon_lease
 tenant_with_sim || exit 1
-"$BIN" sim serve --dir sim --listen 127.0.0.1:0 > simsrv.out 2> simsrv.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "listening on port" simsrv.out && break; sleep 0.05; done
-sport=$(sed -n 's/^simulator listening on port //p' simsrv.out)
-[ -n "$sport" ] || { cat simsrv.log; exit 1; }
-mser=$(python3 -c "import json; print(json.load(open('sim/sim.json'))['merchant_serial'])")
-# the WeChat Pay account's command (its continued lines), with the API added
-awk '/^payonce channel set .*--channel wechatpay/ {on=1} on {print; if ($0 !~ /\\$/) exit}' keys.out |
-  sed "s#^payonce #$BIN #" | tr -d '\\\n' > api.sh
-echo " --api-base-url http://127.0.0.1:$sport --merchant-private-key-file sim/merchant_private_key.pem --merchant-serial $mser" >> api.sh
-bash api.sh > /dev/null || { echo "FAIL: channel set with the API"; exit 1; }
+sim_with_api sim keys.out || exit 1
 # yesterday in the channel's zone (Beijing): the bill's day
 day=$(TZ=Asia/Shanghai date -d yesterday +%F)
 echo "GET /v3/bill/tradebill 0 1" > sim/faults

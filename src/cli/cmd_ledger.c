@@ -182,8 +182,11 @@ int cmd_order_import(struct po_store *s, const struct opts *o)
     size_t len = 0;
     if (cli_read_input(path, PO_ORDER_IMPORT_MAX, "16 MiB", &buf, &len))
         return EXIT_FAIL;
-    struct po_order_spec *specs = NULL;
-    int *line_of = NULL, n = 0, no = 0, ret = 0;
+    struct import_row {
+        struct po_order_spec spec;
+        int line;
+    } *rows = NULL;
+    int n = 0, no = 0, ret = 0;
     if (memchr(buf, '\0', len)) {
         fprintf(stderr, "payonce: %s: a NUL byte: not a text file\n", path);
         ret = EXIT_FAIL;
@@ -211,22 +214,18 @@ int cmd_order_import(struct po_store *s, const struct opts *o)
             break;
         }
         if (n % 1024 == 0) {
-            struct po_order_spec *ns = realloc(specs, (size_t)(n + 1024) * sizeof *ns);
-            int *nl2 = realloc(line_of, (size_t)(n + 1024) * sizeof *nl2);
-            if (ns)
-                specs = ns;
-            if (nl2)
-                line_of = nl2;
-            if (!ns || !nl2) {
+            struct import_row *nr = realloc(rows, (size_t)(n + 1024) * sizeof *nr);
+            if (!nr) {
                 ret = cli_fail(PO_ERR_NOMEM, "out of memory");
                 break;
             }
+            rows = nr;
         }
-        if (!import_line(line, no, tenant, &specs[n])) {
+        if (!import_line(line, no, tenant, &rows[n].spec)) {
             ret = EXIT_FAIL;
             break;
         }
-        line_of[n++] = no;
+        rows[n++].line = no;
     }
     char err[PO_ERRBUF_SIZE] = "";
     int created = 0;
@@ -235,8 +234,8 @@ int cmd_order_import(struct po_store *s, const struct opts *o)
         for (int i = 0; !rc && i < n; i++) {
             bool c = false;
             char why[PO_ERRBUF_SIZE] = "";
-            if ((rc = po_order_insert(s, &specs[i], &c, NULL, 0, why, sizeof why)) != PO_OK)
-                po_errf(err, sizeof err, "line %d: %s", line_of[i], why);
+            if ((rc = po_order_insert(s, &rows[i].spec, &c, NULL, 0, why, sizeof why)) != PO_OK)
+                po_errf(err, sizeof err, "line %d: %s", rows[i].line, why);
             created += c;
         }
         if (!rc)
@@ -252,8 +251,7 @@ int cmd_order_import(struct po_store *s, const struct opts *o)
     else if (!ret)
         printf("%d orders of tenant %s: %d created, %d already there with the same fields\n", n,
                tenant, created, n - created);
-    free(specs);
-    free(line_of);
+    free(rows);
     free(buf);
     return ret;
 }

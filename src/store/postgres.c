@@ -347,6 +347,14 @@ static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
     return PO_OK;
 }
 
+/* A write transaction's two statements (.begin_write_sql; pg_begin pipes
+ * them one by one). A callback must be answered within the channel's
+ * deadline (WeChat: 5 s): waiting longer than PO_LOCK_WAIT_MS for a lock
+ * becomes a transient failure (55P03), the ack is FAIL, and the channel's
+ * retry is deduplicated. (A unitless value is in milliseconds.) */
+#define PG_BEGIN_WRITE "BEGIN ISOLATION LEVEL READ COMMITTED"
+#define PG_LOCK_TIMEOUT "SET LOCAL lock_timeout = '" PO_STR(PO_LOCK_WAIT_MS) "'"
+
 /* The gateway's session settings (po_store_keyed_only; the reason for each
  * is at .keyed_sql below): SET for a session of its own, SET LOCAL in each
  * transaction behind a pooler. */
@@ -388,7 +396,7 @@ static po_err pg_simple(struct po_store *s, const char *sql, char *err, size_t e
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
         rc = map_result(ps, res, err, errcap);
     /* COMMIT of an aborted transaction "succeeds" as ROLLBACK. */
-    if (!rc && strcmp(sql, "COMMIT") == 0 && strcmp(PQcmdStatus(res), "ROLLBACK") == 0) {
+    if (!rc && commit && strcmp(PQcmdStatus(res), "ROLLBACK") == 0) {
         po_errf(err, errcap, "postgres: transaction was aborted; COMMIT rolled back");
         rc = PO_ERR_STORE;
     }
@@ -617,8 +625,9 @@ static po_err pg_exec_later(struct po_store *s, const char *sql, const struct po
     if (ps->pooled || !ps->conn)
         return pg_exec(s, sql, params, nparams, NULL, NULL, err, errcap);
     int sent = 0;
-    po_err rc = ps->piped && needs_prepare(ps, sql) ? drain(ps, NULL, err, errcap) : PO_OK;
-    if (!rc && needs_prepare(ps, sql)) /* prepared outside the pipeline */
+    bool prepare = needs_prepare(ps, sql);
+    po_err rc = ps->piped && prepare ? drain(ps, NULL, err, errcap) : PO_OK;
+    if (!rc && prepare) /* prepared outside the pipeline */
         rc = prepare_now(ps, sql, err, errcap);
     if (!rc && !ps->piped && PQenterPipelineMode(ps->conn) != 1)
         rc = map_result(ps, NULL, err, errcap);
@@ -644,18 +653,10 @@ static po_err pg_begin(struct po_store *s, const char *sql, char *err, size_t er
     struct pg_store *ps = as_pg(s);
     if (ps->pooled || !ps->conn || ps->piped)
         return pg_simple(s, sql, err, errcap);
-    po_err rc = PO_OK;
-    for (const char *p = sql; !rc && *p;) {
-        char part[128];
-        size_t n = strcspn(p, ";");
-        PO_ASSERT(n < sizeof part);
-        memcpy(part, p, n);
-        part[n] = '\0';
-        rc = pg_exec_later(s, part, NULL, 0, err, errcap);
-        p += n;
-        p += strspn(p, "; ");
-    }
-    return rc;
+    if (sql != s->ops->begin_write_sql) /* one statement */
+        return pg_exec_later(s, sql, NULL, 0, err, errcap);
+    po_err rc = pg_exec_later(s, PG_BEGIN_WRITE, NULL, 0, err, errcap);
+    return rc ? rc : pg_exec_later(s, PG_LOCK_TIMEOUT, NULL, 0, err, errcap);
 }
 
 static po_err pg_sync(struct po_store *s, char *err, size_t errcap)
@@ -679,12 +680,7 @@ const struct po_store_ops po_store_postgres = {
     .sync = pg_sync,
     .begin = pg_begin,
     .reconnect = pg_reconnect,
-    /* A callback must be answered within the channel's deadline (WeChat: 5 s):
-     * waiting longer than PO_LOCK_WAIT_MS for a lock becomes a transient
-     * failure (55P03), the ack is FAIL, and the channel's retry is
-     * deduplicated. (A unitless value is in milliseconds.) */
-    .begin_write_sql = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '" PO_STR(
-        PO_LOCK_WAIT_MS) "'",
+    .begin_write_sql = PG_BEGIN_WRITE "; " PG_LOCK_TIMEOUT,
     .begin_read_sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     .migration_lock_sql = "SELECT pg_advisory_xact_lock(7077317)",
     /* A prepared statement keeps the generic plan it was given when it was

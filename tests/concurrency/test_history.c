@@ -489,7 +489,7 @@ int main(int argc, char **argv)
     t_report = stdout;
     const char *backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
-    long seeds = strcmp(backend, "sqlite") == 0 ? 600 : 150, steps = 40;
+    long seeds = strcmp(backend, "sqlite") == 0 ? 300 : 150, steps = 40;
     uint64_t only = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--seeds") == 0)

@@ -67,34 +67,30 @@ sys.exit(0 if any(a['reason'] == 'ledger_invariant' and sys.argv[1] in a['detail
     sleep 0.1
   done
 }
+# expect_alert WHAT TEXT: just after a change made in SQL, the
+# ledger_invariant alert containing TEXT is there, by the next round; its
+# milliseconds (or ?) appended to alert_ms
+alert_ms=()
+expect_alert() {
+  local r0 ms rr; r0=$(rounds)
+  read -r ms rr <<< "$(wait_alert "$2")"
+  check "$1: alerted, $3" "$([ -n "$ms" ] && echo yes)" yes
+  check "  ... by the next round (rounds from the change to the alert)" "$(( ${rr:-999} - r0 <= 2 ))" 1
+  alert_ms+=("${ms:-?}")
+}
 k1=$(key_of LC-1); k2=$(key_of LC-2)
 # 701 + ... + 706 owed to m1; its cached balance made 7 less
 sql "UPDATE account_balance SET balance = balance - 7 WHERE tenant_id = 't1' AND account = 'merchant_payable:m1'"
-r0=$(rounds)
-read -r ms0 rr <<< "$(wait_alert "balance_mismatch: tenant t1: merchant_payable:m1 CNY: postings -4221 cached -4228")"
-check "a cached balance edited in SQL: alerted, naming the account and both sums" "$([ -n "$ms0" ] && echo yes)" yes
-check "  ... by the next round (rounds from the change to the alert)" "$(( ${rr:-999} - r0 <= 2 ))" 1
+expect_alert "a cached balance edited in SQL" "balance_mismatch: tenant t1: merchant_payable:m1 CNY: postings -4221 cached -4228" "naming the account and both sums"
 sql "UPDATE posting SET amount = amount + 5 WHERE tenant_id = 't1' AND idem_key = '$k1' AND amount > 0"
-r0=$(rounds)
-read -r ms1 rr <<< "$(wait_alert "posting row $k1 line")"
-check "a posting edited in SQL: alerted, naming it" "$([ -n "$ms1" ] && echo yes)" yes
-check "  ... by the next round (rounds from the change to the alert)" "$(( ${rr:-999} - r0 <= 2 ))" 1
+expect_alert "a posting edited in SQL" "posting row $k1 line" "naming it"
 sql "DELETE FROM notify_log WHERE tenant_id = 't1' AND idem_key = '$k2'"
-r0=$(rounds)
-read -r ms2 rr <<< "$(wait_alert "notify_log row $k2 deleted")"
-check "a processed record deleted: alerted, naming it" "$([ -n "$ms2" ] && echo yes)" yes
-check "  ... by the next round (rounds from the change to the alert)" "$(( ${rr:-999} - r0 <= 2 ))" 1
+expect_alert "a processed record deleted" "notify_log row $k2 deleted" "naming it"
 sql "INSERT INTO journal (tenant_id, idem_key, kind, out_trade_no, currency, created_at) VALUES ('t1', 'manual:LC-3', 'PAY', 'LC-3', 'CNY', '2026-12-05T00:00:00.000Z')"
 sql "INSERT INTO posting (tenant_id, idem_key, line_no, account, currency, amount) VALUES ('t1', 'manual:LC-3', 1, 'channel_clearing:wechatpay', 'CNY', 703), ('t1', 'manual:LC-3', 2, 'merchant_payable:m1', 'CNY', -703)"
-r0=$(rounds)
-read -r ms3 rr <<< "$(wait_alert "order LC-3 has a second PAY journal, manual:LC-3")"
-check "a double credit inserted by hand: alerted, naming the order" "$([ -n "$ms3" ] && echo yes)" yes
-check "  ... by the next round (rounds from the change to the alert)" "$(( ${rr:-999} - r0 <= 2 ))" 1
+expect_alert "a double credit inserted by hand" "order LC-3 has a second PAY journal, manual:LC-3" "naming the order"
 sql "UPDATE pay_order SET amount = amount - 1 WHERE tenant_id = 't1' AND out_trade_no = 'LC-4'"
-r0=$(rounds)
-read -r ms4 rr <<< "$(wait_alert "payment_amount: tenant t1: LC-4: order 703 CNY, payment journal 704 CNY")"
-check "an order's amount edited in SQL: alerted, naming the order and both amounts" "$([ -n "$ms4" ] && echo yes)" yes
-check "  ... by the next round (rounds from the change to the alert)" "$(( ${rr:-999} - r0 <= 2 ))" 1
+expect_alert "an order's amount edited in SQL" "payment_amount: tenant t1: LC-4: order 703 CNY, payment journal 704 CNY" "naming the order and both amounts"
 nalerts=$("$BIN" alerts --tenant t1 --json | python3 -c "import json,sys; print(sum(a['reason'] == 'ledger_invariant' for a in json.load(sys.stdin)['alerts']))")
 check "at least one alert per fault" "$(( nalerts >= 5 ))" 1
 check "payonce_ledger_violations_total counts every alert" "$(metric payonce_ledger_violations_total)" "$nalerts"
@@ -103,6 +99,6 @@ check "verify agrees (exit 3: violations)" "$vrc" 3
 check "verify names the same rows" \
   "$(grep -c -e "$k1" -e "LC-3" -e "$k2" -e "LC-4" -e "merchant_payable:m1" verify.out | awk '{print ($1 >= 5)}')" 1
 kill "$pid"; wait "$pid" 2>/dev/null
-fig "# ledger_check[$BACKEND]: rounds every ${INTERVAL} s clean under 6 payments x 3; a cached balance edited, a posting edited, a processed record deleted, a double credit inserted by hand and an order's amount edited each raised as a ledger_invariant alert naming its rows ${ms0:-?} / ${ms1:-?} / ${ms2:-?} / ${ms3:-?} / ${ms4:-?} ms after the change; verify agrees"
+fig "# ledger_check[$BACKEND]: rounds every ${INTERVAL} s clean under 6 payments x 3; a cached balance edited, a posting edited, a processed record deleted, a double credit inserted by hand and an order's amount edited each raised as a ledger_invariant alert naming its rows ${alert_ms[0]} / ${alert_ms[1]} / ${alert_ms[2]} / ${alert_ms[3]} / ${alert_ms[4]} ms after the change; verify agrees"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -1222,12 +1222,30 @@ static void test_refund_submission(void)
 struct silent_refund {
     char body[160], idem[32];
     struct resp r;
+    atomic_int *answered; /* how many of the ten have their answer */
 };
 static void *silent_refund_one(void *arg)
 {
     struct silent_refund *a = arg;
     api("POST", gw_port, "/v1/refunds", key2, a->idem, a->body, &a->r);
+    atomic_fetch_add(a->answered, 1);
     return NULL;
+}
+
+/* t2's order no of 500 on the simulator, paid through t2's callback URL. */
+static void silent_paid_order(const char *no, const char *txn)
+{
+    struct resp r;
+    char order[160];
+    snprintf(order, sizeof order,
+             "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":500,"
+             "\"channel\":\"wechatpay\"}",
+             no);
+    api("POST", gw_port, "/v1/orders", key2, NULL, order, &r);
+    T_CHECK(r.status == 201, "silent: order %s: %ld %s", no, r.status, r.body);
+    run("sim pay --dir sim --order %s:500 --txn %s --notify-url "
+        "http://127.0.0.1:%u/notify/wechatpay/t2",
+        no, txn, gw_port);
 }
 
 static void test_silent_channel(void)
@@ -1244,29 +1262,34 @@ static void test_silent_channel(void)
     enum { N = 10 };
     struct silent_refund a[N];
     pthread_t th[N];
+    atomic_int answered = 0;
+    /* Every order and payment first: what runs while the ten hang is only
+     * what the case is about (a slow process start under a sanitizer must
+     * not use up the channel's timeout they hang on). */
+    for (int i = 0; i <= N; i++) {
+        char no[16], txn[40];
+        snprintf(no, sizeof no, "SL-%d", i < N ? i : 11);
+        snprintf(txn, sizeof txn, "42000000000000000000000095%02d", i < N ? i : 11);
+        silent_paid_order(no, txn);
+    }
     for (int i = 0; i < N; i++) {
-        struct resp r;
-        char order[160];
-        snprintf(order, sizeof order,
-                 "{\"merchant\":\"m1\",\"out_trade_no\":\"SL-%d\",\"amount\":500,"
-                 "\"channel\":\"wechatpay\"}",
-                 i);
-        api("POST", gw_port, "/v1/orders", key2, NULL, order, &r);
-        T_CHECK(r.status == 201, "silent: order %d: %ld %s", i, r.status, r.body);
-        run("sim pay --dir sim --order SL-%d:500 --txn 42000000000000000000000095%02d"
-            " --notify-url http://127.0.0.1:%u/notify/wechatpay/t2",
-            i, i, gw_port);
         snprintf(a[i].body, sizeof a[i].body,
                  "{\"out_trade_no\":\"SL-%d\",\"out_refund_no\":\"SLR-%d\",\"amount\":100}", i, i);
         snprintf(a[i].idem, sizeof a[i].idem, "silent-%d", i);
+        a[i].answered = &answered;
     }
+    struct resp r;
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"SL-T1\",\"amount\":700,"
+        "\"channel\":\"wechatpay\"}",
+        &r);
+    T_CHECK(r.status == 201, "silent: t1 order %ld %s", r.status, r.body);
     for (int i = 0; i < N; i++)
         pthread_create(&th[i], NULL, silent_refund_one, &a[i]);
     struct timespec pause = {0, 300000000L};
     nanosleep(&pause, NULL);
     /* Meanwhile, tenant t1: a read and a callback, each at once. */
     uint64_t t0 = po_now_us();
-    struct resp r;
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
     uint64_t read_ms = (po_now_us() - t0) / 1000;
     /* Waiting behind t2's would take the channel's whole timeout
@@ -1275,11 +1298,6 @@ static void test_silent_channel(void)
     const uint64_t not_waiting_ms = PO_API_TIMEOUT_S * 1000 / 2;
     T_CHECK(r.status == 200 && read_ms < not_waiting_ms, "silent: t1's read %ld after %llu ms",
             r.status, (unsigned long long)read_ms);
-    api("POST", gw_port, "/v1/orders", key1, NULL,
-        "{\"merchant\":\"m1\",\"out_trade_no\":\"SL-T1\",\"amount\":700,"
-        "\"channel\":\"wechatpay\"}",
-        &r);
-    T_CHECK(r.status == 201, "silent: t1 order %ld %s", r.status, r.body);
     t0 = po_now_us();
     sim_pay("SL-T1:700");
     uint64_t pay_ms = (po_now_us() - t0) / 1000;
@@ -1293,20 +1311,23 @@ static void test_silent_channel(void)
         "{\"out_trade_no\":\"SL-T1\",\"out_refund_no\":\"SLR-T1\",\"amount\":100}", &r);
     T_CHECK(r.status == 201 && !strstr(r.body, "outbound_busy"),
             "silent: t1's refund while t2's wait: %ld %s", r.status, r.body);
-    /* ... and t2's eleventh, over its share while t1 is active, waits. */
-    api("POST", gw_port, "/v1/orders", key2, NULL,
-        "{\"merchant\":\"m1\",\"out_trade_no\":\"SL-11\",\"amount\":500,"
-        "\"channel\":\"wechatpay\"}",
-        &r);
-    run("sim pay --dir sim --order SL-11:500 --txn 4200000000000000000000009511"
-        " --notify-url http://127.0.0.1:%u/notify/wechatpay/t2",
-        gw_port);
+    /* ... and t2's eleventh, over its share while t1 is active, waits —
+     * if t2's ten still hang when it is answered. They hang for the
+     * channel's 10 s timeout; should the steps above have outlasted it on
+     * a loaded machine, t2's share is free again and the eleventh rightly
+     * goes to the channel: said, and the rest of the case still checked. */
     api("POST", gw_port, "/v1/refunds", key2, "silent-11",
         "{\"out_trade_no\":\"SL-11\",\"out_refund_no\":\"SLR-11\",\"amount\":100}", &r);
+    int ten_answered = atomic_load(&answered);
     T_CHECK(r.status == 201, "silent: t2's eleventh refund: %ld %s", r.status, r.body);
     api("GET", gw_port, "/v1/refunds/SLR-11", key2, NULL, NULL, &r);
-    T_CHECK(strstr(r.body, "\"error\":\"outbound_busy\",\"state\":\"pending\""),
-            "silent: t2's eleventh refund, over its share while t1 is active: %s", r.body);
+    if (ten_answered == 0)
+        T_CHECK(strstr(r.body, "\"error\":\"outbound_busy\",\"state\":\"pending\""),
+                "silent: t2's eleventh refund, over its share while t1 is active: %s", r.body);
+    else
+        t_figure("# api[%s] silent: %d of t2's ten had their answer before the eleventh's: its"
+                 " share check not made (%s)\n",
+                 backend, ten_answered, r.body);
     int busy = 0, no_answer = 0;
     for (int i = 0; i < N; i++) {
         pthread_join(th[i], NULL);

@@ -28,7 +28,7 @@ serve() { # serve EXTRA...: a gateway with the notifier on, its port in gw.port
   $P serve --listen 127.0.0.1:0 --insecure-dev --query-interval 0 --recon-interval 0 --keys-interval 0 \
     --refund-retry-interval 0 --alert-notify-interval 1 --alert-group-wait 2 --alert-repeat 6 "$@" > gw.out 2> gw.log &
   gw=$!; bg_pids+=($gw)
-  for _ in $(seq 1 100); do grep -q "listening on port" gw.out && break; sleep 0.05; done
+  port_of gw.out > /dev/null
 }
 posts() { # posts PYTHON_EXPR: ok (accepted posts: b their parsed body, t, path), seen (every post)
   python3 - "$work/posts.jsonl" "$1" <<'EOF'

@@ -50,8 +50,7 @@ start() {
   "$BIN" serve --listen 127.0.0.1:0 --ops-listen 127.0.0.1:0 --console --admin-token-file admin.token \
     > server.out 2>> server.log &
   srv=$!; bg_pids+=("$srv")
-  for _ in $(seq 1 100); do grep -q "operations on port" server.out && break; sleep 0.05; done
-  port=$(sed -n 's/^listening on port //p' server.out); ops=$(sed -n 's/^operations on port //p' server.out)
+  ops=$(port_of server.out "operations on port"); port=$(port_of server.out)
   [ -n "$ops" ] || { echo "server did not start"; cat server.log; exit 1; }
 }
 start

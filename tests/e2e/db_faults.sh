@@ -37,8 +37,7 @@ make_orders F 1 8 200 || exit 1
 grep -A20 '^Configure' keys2.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN #" | bash >/dev/null 2>configure2.err || { cat configure2.err; exit 1; }
 "$BIN" order create --tenant t2 --merchant m1 --out-trade-no G-1 --amount 333 >/dev/null || exit 1
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --callback-deadline-ms 3000 > server.out 2> server.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "listening on port" server.out && break; sleep 0.05; done
-port=$(sed -n 's/^listening on port //p' server.out)
+port=$(port_of server.out)
 [ -n "$port" ] || { cat server.log; exit 1; }
 summary() { sed -n 's/^sim: //p' "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"; }
 status() { "$BIN" order show --tenant t1 --out-trade-no "$1" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' 2>/dev/null; }

@@ -16,8 +16,8 @@ make_orders H 1 16 500 || exit 1
 run_load() { # run_load BINARY FIRST LAST HISTORY
   "$1" serve --listen 127.0.0.1:0 --insecure-dev > server.out 2> server.log & local pid=$!
   bg_pids+=("$pid")
-  local port=
-  for _ in $(seq 1 200); do port=$(sed -n 's/^listening on port //p' server.out); [ -n "$port" ] && break; sleep 0.05; done
+  local port
+  port=$(port_of server.out)
   [ -n "$port" ] || { cat server.log; exit 1; }
   local args=()
   for i in $(seq "$2" "$3"); do args+=(--order "H-$i:$((500 + i))"); done

@@ -9,8 +9,7 @@ set -uo pipefail
 "$BIN" migrate >/dev/null || exit 1
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --max-connections 2 --request-timeout 2 \
   > server.out 2> server.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "listening on port" server.out && break; sleep 0.05; done
-port=$(sed -n 's/^listening on port //p' server.out)
+port=$(port_of server.out)
 big=$(head -c 40000 /dev/zero | tr '\0' a)
 check "header too large: 431" "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $big" -X POST -d '{}' http://127.0.0.1:$port/notify/wechatpay/t1)" 431
 head -c 70000 /dev/zero | tr '\0' ' ' > body.bin
@@ -27,9 +26,7 @@ check "after --request-timeout: served again" "$(curl -s -m 2 -o /dev/null -w '%
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > admin.token
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --max-connections 512 --ops-listen 127.0.0.1:0 \
   --admin-token-file admin.token > server2.out 2> server2.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "operations on port" server2.out && break; sleep 0.05; done
-port2=$(sed -n 's/^listening on port //p' server2.out)
-ops=$(sed -n 's/^operations on port //p' server2.out)
+ops=$(port_of server2.out "operations on port"); port2=$(port_of server2.out)
 # --ops-listen: metrics only there; health on both; nothing else there.
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 check "ops listener: /metrics" "$(code http://127.0.0.1:$ops/metrics)" 200

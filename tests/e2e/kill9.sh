@@ -18,8 +18,7 @@ start_server() { # start_server PORT
   : > server.out
   "$BIN" serve --listen "127.0.0.1:$1" --insecure-dev > server.out 2>> server.log & server_pid=$!
   bg_pids+=("$server_pid")
-  for _ in $(seq 1 200); do grep -q "listening on port" server.out && break; sleep 0.02; done
-  port=$(sed -n 's/^listening on port //p' server.out)
+  port=$(port_of server.out)
 }
 start_server 0
 [ -n "$port" ] || { cat server.log; exit 1; }
@@ -38,7 +37,7 @@ while [ "$kills" -lt "$KILLS" ]; do
   sleep "0.$(printf %02d $(( RANDOM % 20 + 5 )))" # 0.05-0.24 s
   kill -9 "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null
   kills=$((kills + 1))
-  for _ in 1 2 3 4 5; do start_server "$port"; [ -n "$port" ] && grep -q "listening on port" server.out && break; sleep 0.2; done
+  for _ in 1 2 3 4 5; do start_server "$port"; [ -n "$port" ] && break; sleep 0.2; done
 done
 for p in "${sims[@]}"; do wait "$p"; done
 summary() { sed -n 's/^sim: //p' "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"; }

@@ -21,8 +21,7 @@ INTERVAL=2
   --ledger-balance-interval 1 --query-interval 0 \
   --recon-interval 0 --keys-interval 0 --refund-retry-interval 0 > server.out 2> server.log & pid=$!
 bg_pids+=("$pid")
-for _ in $(seq 1 200); do grep -q "listening on port" server.out && break; sleep 0.05; done
-port=$(sed -n 's/^listening on port //p' server.out)
+port=$(port_of server.out)
 [ -n "$port" ] || { cat server.log; exit 1; }
 args=(); for i in $(seq 1 6); do args+=(--order "LC-$i:$((700 + i))"); done
 "$BIN" sim pay --dir sim --notify-url "http://127.0.0.1:$port/notify/wechatpay/t1" --channel wechatpay \

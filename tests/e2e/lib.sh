@@ -59,8 +59,7 @@ make_orders() {
 sim_with_api() {
   local dir=$1 keys=$2 mser; shift 2
   "$BIN" sim serve --dir "$dir" --listen 127.0.0.1:0 > "$dir.out" 2> "$dir.log" & bg_pids+=($!)
-  for _ in $(seq 1 100); do grep -q "listening on port" "$dir.out" && break; sleep 0.05; done
-  sim_port=$(sed -n 's/^simulator listening on port //p' "$dir.out")
+  sim_port=$(port_of "$dir.out" "simulator listening on port")
   [ -n "$sim_port" ] || { echo "FAIL: the simulator did not start"; cat "$dir.log"; return 1; }
   mser=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["merchant_serial"])' "$dir/sim.json")
   # the account's command (its continued lines), with the API added
@@ -69,6 +68,19 @@ sim_with_api() {
     echo " --api-base-url http://127.0.0.1:$sim_port --merchant-private-key-file $dir/merchant_private_key.pem --merchant-serial $mser $*"
   } > "$dir.api"
   BIN=$BIN bash "$dir.api" > /dev/null || { echo "FAIL: channel set with the API"; return 1; }
+}
+# port_of FILE [LINE]: the port a server started in the background prints
+# in FILE as "LINE N" (default "listening on port": `payonce serve`; the
+# simulator's is "simulator listening on port", the operations listener's
+# "operations on port"), waiting up to 10 s for it; empty if it never came
+port_of() {
+  local file=$1 line=${2:-listening on port} p=
+  for _ in $(seq 1 200); do
+    p=$(sed -n "s/^$line //p" "$file" 2>/dev/null | tail -n1)
+    [ -n "$p" ] && break
+    sleep 0.05
+  done
+  echo "$p"
 }
 fig() { echo "$*"; [ -n "${PAYONCE_FIGURES:-}" ] && echo "$*" >> "$PAYONCE_FIGURES"; return 0; }
 if [ "$BACKEND" = postgres ]; then

@@ -54,8 +54,7 @@ grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN
 N=60
 make_orders B 1 "$N" 100 || exit 1
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --pool-size 16 > serve.out 2> serve.log & bg_pids+=($!)
-for _ in $(seq 1 200); do grep -q "listening on port" serve.out && break; sleep 0.05; done
-port=$(sed -n 's/^listening on port //p' serve.out)
+port=$(port_of serve.out)
 sims=()
 for s in 0 1 2 3; do
   args=(); for i in $(seq $((s + 1)) 4 "$N"); do args+=(--order "B-$i:$((100 + i))"); done

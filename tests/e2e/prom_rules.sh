@@ -17,8 +17,7 @@ grep -q "SUCCESS" test.out && passes=$((passes+1)) || { cat test.out; fails=$((f
 # the metrics a serve exports
 $BIN migrate >/dev/null
 $BIN serve --listen 127.0.0.1:0 --insecure-dev --query-interval 0 --recon-interval 0 --keys-interval 0 > gw.out 2> gw.log & gw=$!; bg_pids+=($gw)
-for _ in $(seq 1 100); do grep -q "listening on port" gw.out && break; sleep 0.05; done
-port=$(sed -n 's/^listening on port //p' gw.out)
+port=$(port_of gw.out)
 curl -s "http://127.0.0.1:$port/metrics" > metrics.txt
 sed -n 's/^# TYPE \(payonce_[a-z_]*\) .*/\1/p' metrics.txt | sort -u > exported.txt
 [ -s exported.txt ] && passes=$((passes+1)) || { echo "FAIL: no metrics from serve"; fails=$((fails+1)); }

@@ -130,8 +130,7 @@ $P tenant add --tenant t2 >/dev/null && $P merchant add --tenant t2 --merchant m
 $P sim keys --dir sim --tenant t2 > keys.out || exit 1
 sim_with_api sim keys.out || exit 1
 $P serve --listen 127.0.0.1:0 --query-interval 0 > gw.out 2>gw.log & gw_pid=$!; bg_pids+=($gw_pid)
-for _ in $(seq 1 100); do grep -q "listening on port" gw.out && break; sleep 0.05; done
-gport=$(sed -n 's/^listening on port //p' gw.out)
+gport=$(port_of gw.out)
 URL=http://127.0.0.1:$gport/notify/wechatpay/t2
 orders() { for o in "$@"; do echo "m1,${o%%:*},${o##*:}"; done | $P order import --tenant t2 --file - >/dev/null; }
 orders Q-1:100 Q-2:200

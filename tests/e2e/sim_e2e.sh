@@ -19,8 +19,7 @@ start_server() {
   : > server.out
   "$BIN" serve --listen "127.0.0.1:${1:-0}" >server.out 2>>server.log & server_pid=$!
   bg_pids+=("$server_pid")
-  for _ in $(seq 1 100); do grep -q "listening on port" server.out && break; sleep 0.05; done
-  port=$(sed -n 's/^listening on port //p' server.out)
+  port=$(port_of server.out)
   [ -n "$port" ] || { echo "server did not start"; cat server.log; exit 1; }
 }
 stop_server() { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; server_pid=; }

@@ -17,8 +17,7 @@ grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$BIN
 "$BIN" order create --tenant t1 --merchant m1 --out-trade-no SLOW-1 --amount 321 >/dev/null || exit 1
 "$BIN" serve --listen 127.0.0.1:0 --max-connections 256 --max-connections-per-ip 32 \
   --header-timeout 2 --body-timeout 2 --request-timeout 30 > server.out 2> server.log & bg_pids+=($!)
-for _ in $(seq 1 100); do grep -q "listening on port" server.out && break; sleep 0.05; done
-port=$(sed -n 's/^listening on port //p' server.out)
+port=$(port_of server.out)
 [ -n "$port" ] || { cat server.log; exit 1; }
 
 python3 "$here/slow_clients.py" "$port" 8 > attack.json 2> attack.err & attack=$!

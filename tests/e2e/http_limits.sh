@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # http_limits.sh PAYONCE — payonce serve's limits, with clear answers:
-# header memory (431), body size (413), connection count (refused beyond
+# header memory (431 beyond 8 KiB), body size (413), connection count (refused beyond
 # --max-connections), per-connection idle timeout (--request-timeout frees
 # the slots again); every request's access-log line whatever the bytes of its
 # path; libmicrohttpd's own messages rate-limited. Backend-independent: SQLite.
@@ -10,6 +10,11 @@ set -uo pipefail
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --max-connections 2 --request-timeout 2 \
   > server.out 2> server.log & bg_pids+=($!)
 port=$(port_of server.out)
+# The request head's memory is 8 KiB a connection (PO_HEADER_MEMORY_MAX):
+# 6 KB of headers and a body are served, 9 KB are refused with 431.
+six=$(head -c 6000 /dev/zero | tr '\0' a); nine=$(head -c 9000 /dev/zero | tr '\0' a)
+check "6 KB of headers with a body: served (404: no tenant t1)" "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $six" -H 'Content-Type: application/json' -d '{"a":1}' http://127.0.0.1:$port/notify/wechatpay/t1)" 404
+check "9 KB of headers: 431" "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $nine" http://127.0.0.1:$port/healthz)" 431
 big=$(head -c 40000 /dev/zero | tr '\0' a)
 check "header too large: 431" "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $big" -X POST -d '{}' http://127.0.0.1:$port/notify/wechatpay/t1)" 431
 head -c 70000 /dev/zero | tr '\0' ' ' > body.bin

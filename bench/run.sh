@@ -47,7 +47,7 @@ for _ in 1 2 3 4 5; do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
   # Production durability: every commit is flushed to disk before it returns.
   if as_pg "$bindir/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w -t 60 start \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $pgdir -c max_connections=100 \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $pgdir -c max_connections=300 \
           -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=1GB" \
       >/dev/null; then started=1; break; fi
 done

@@ -38,7 +38,7 @@ start)
   for attempt in 1 2 3 4 5; do
     port=$(free_port)
     if as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=200 -c fsync=off -c full_page_writes=off" >/dev/null; then
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=400 -c fsync=off -c full_page_writes=off" >/dev/null; then
       url="postgresql://postgres@127.0.0.1:$port/postgres"
       echo "$url" > "$dir/url"
       echo "$url"
@@ -52,7 +52,7 @@ crash)
 restart)
   port=$(sed -n 's#.*:\([0-9]*\)/postgres$#\1#p' "$dir/url")
   as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=200 -c fsync=off -c full_page_writes=off" >/dev/null ;;
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=400 -c fsync=off -c full_page_writes=off" >/dev/null ;;
 stop)
   [ -d "$dir/data" ] && as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$dir" ;;

@@ -260,14 +260,12 @@ static void *plain_thread(void *arg)
     return NULL;
 }
 
-po_err po_bench_plain(struct po_bench_fx *fx, int n, bool hot, int conns, struct po_bench_base *out,
-                      char *err, size_t errcap)
+po_err po_bench_plain(struct po_bench_fx *fx, const char *prefix, int n, bool hot, int conns,
+                      struct po_bench_base *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    struct plain_run r = {.d = {.thread = plain_thread, .n = n},
-                          .db_url = fx->db_url,
-                          .prefix = hot ? "PH" : "PU",
-                          .hot = hot};
+    struct plain_run r = {
+        .d = {.thread = plain_thread, .n = n}, .db_url = fx->db_url, .prefix = prefix, .hot = hot};
     po_clock_now_iso(r.now, sizeof r.now);
     po_err rc = PO_OK;
     for (size_t k = 0; k < sizeof plain_schema / sizeof plain_schema[0] && !rc; k++)

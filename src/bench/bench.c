@@ -16,6 +16,7 @@
 #include "../sim/sim.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -27,8 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,7 +190,14 @@ struct row {
     double ledger_s;                   /* the server's ledger check's time during the run */
 };
 
-#define ROWS_MAX 24
+#define ROWS_MAX 32
+
+/* serve's memory with many idle keep-alive connections (issue 24). */
+struct idle_mem {
+    int conns;         /* connections held open (0: not measured) */
+    int64_t rss_kb[2]; /* before them, with them */
+    int threads[2];    /* the same */
+};
 
 struct run {
     const struct po_bench_cfg *cfg;
@@ -196,6 +206,7 @@ struct run {
     int conns;
     struct row rows[ROWS_MAX];
     int nrows;
+    struct idle_mem idle;
     json_t *store;
     char err[PO_ERRBUF_SIZE];
 };
@@ -575,8 +586,10 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                      *lon = find_row(R, "unique merchants, ledger check on"),
                      *loff = find_row(R, "unique merchants, ledger check off"),
                      *lon2 = find_row(R, "unique merchants, ledger check on, again"),
-                     *loff2 = find_row(R, "unique merchants, ledger check off, again");
-    struct target t[12];
+                     *loff2 = find_row(R, "unique merchants, ledger check off, again"),
+                     *c64 = find_row(R, "unique merchants, 64 conns"),
+                     *c256 = find_row(R, "unique merchants, 256 conns");
+    struct target t[16];
     int n = 0;
     double cu = credited_per_s(u);
     if (plain)
@@ -610,6 +623,19 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                                  (credited_per_s(lon) + credited_per_s(lon2)) /
                                      (credited_per_s(loff) + credited_per_s(loff2)),
                                  0.95, false};
+    if (c64 && c256 && cu > 0) { /* issue 24: not lower with more connections */
+        t[n++] = (struct target){"unique merchants, 64 vs 16 connections (x)",
+                                 credited_per_s(c64) / cu, 1, false};
+        t[n++] = (struct target){"unique merchants, 256 vs 16 connections (x)",
+                                 credited_per_s(c256) / cu, 1, false};
+    }
+    const struct idle_mem *im = &R->idle;
+    char idle_name[64];
+    (void)snprintf(idle_name, sizeof idle_name, "RSS of serve, %d idle keep-alive conns (MB)",
+                   im->conns);
+    if (im->conns > 0)
+        t[n++] = (struct target){idle_name, (double)im->rss_kb[1] / 1024, 200, true};
+    PO_ASSERT(n <= (int)PO_NELEM(t));
     json_t *out = json_array();
     printf("\n%-56s %10s %10s %6s\n", "target", "measured", "goal", "met");
     for (int i = 0; i < n; i++) {
@@ -636,6 +662,27 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                cu / credited_per_s(engine));
     if (va && vf && va->p99 > 0)
         printf("%-56s %10.2f\n", "that p99 vs tenant A alone (x, information)", vf->p99 / va->p99);
+    static const int more[] = {64, 256};
+    for (int k = 0; k < 2; k++) {
+        char pn[64], un[64], label[64];
+        (void)snprintf(pn, sizeof pn, "plain design, %d conns", more[k]);
+        (void)snprintf(un, sizeof un, "unique merchants, %d conns", more[k]);
+        const struct row *pm = find_row(R, pn), *um = find_row(R, un);
+        if (pm && plain && credited_per_s(plain) > 0) {
+            (void)snprintf(label, sizeof label,
+                           "plain design, %d vs 16 connections (x, information)", more[k]);
+            printf("%-56s %10.2f\n", label, credited_per_s(pm) / credited_per_s(plain));
+        }
+        if (pm && um && credited_per_s(pm) > 0) {
+            (void)snprintf(label, sizeof label, "unique vs plain design, %d conns (x, information)",
+                           more[k]);
+            printf("%-56s %10.2f\n", label, credited_per_s(um) / credited_per_s(pm));
+        }
+    }
+    if (im->conns > 0 && im->rss_kb[0] > 0)
+        printf("%-56s %10.1f MB, %d threads -> %d; %.1f kB a connection\n",
+               "serve started, no connection (information)", (double)im->rss_kb[0] / 1024,
+               im->threads[0], im->threads[1], (double)(im->rss_kb[1] - im->rss_kb[0]) / im->conns);
     const struct row *fl = find_row(R, "tenant B flooding, 64 conns");
     if (fl)
         printf("%-56s %10lld of %zu\n", "B's answers 503 (over its share, information)",
@@ -705,9 +752,9 @@ static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char
 
 /* ---- the run ---- */
 
-const char *const po_bench_runs[] = {"unique",   "redelivery", "hot",     "dup3",   "api",
-                                     "half",     "idle",       "tenants", "batch1", "norecord",
-                                     "noledger", "engine",     "plain",   NULL};
+const char *const po_bench_runs[] = {
+    "unique",  "conns",  "redelivery", "hot",      "dup3",   "api",   "half",    "idle",
+    "tenants", "batch1", "norecord",   "noledger", "engine", "plain", "idlemem", NULL};
 
 /* Is key in the comma-separated list (NULL: everything is)? */
 static bool listed(const char *list, const char *key)
@@ -869,6 +916,14 @@ static po_err scenarios(struct run *R, const struct po_bench_server *srv, int n)
         }
     }
     po_bench_reqs_free(unique, unique ? (size_t)n : 0);
+    /* More connections, as channels open many: do batches grow with them? */
+    for (int k = 0; !rc && RUN("conns") && k < 2; k++) {
+        int conns = k ? 256 : 64;
+        char name[64], prefix[8];
+        (void)snprintf(name, sizeof name, "unique merchants, %d conns", conns);
+        (void)snprintf(prefix, sizeof prefix, "C%d", conns);
+        rc = callbacks_run(R, srv, name, prefix, n, false, 1, 0, conns, 0, NULL);
+    }
     if (!rc && RUN("hot"))
         rc = callbacks_run(R, srv, "one hot merchant", "H", n, true, 1, 0, R->conns, 0, NULL);
     if (!rc && RUN("dup3"))
@@ -992,13 +1047,25 @@ static po_err baselines(struct run *R, int n)
             rc = check_exact(R, r, "E", n);
         }
     }
-    for (int hot = 0; !rc && R->pg && RUN("plain") && hot < 2; hot++) {
+    /* The plain design at the run's connections (a merchant each, then one
+     * merchant), and at 64 and 256 connections beside payonce's ("conns"). */
+    static const struct {
+        const char *run, *name, *prefix;
+        bool hot;
+        int conns; /* 0: the run's */
+    } plain[] = {{"plain", "plain design", "PU", false, 0},
+                 {"plain", "plain design, hot merchant", "PH", true, 0},
+                 {"conns", "plain design, 64 conns", "P64", false, 64},
+                 {"conns", "plain design, 256 conns", "P256", false, 256}};
+    for (size_t k = 0; !rc && R->pg && k < PO_NELEM(plain); k++) {
+        if (!RUN(plain[k].run))
+            continue;
         struct po_bench_base b;
         settle(R);
-        rc = po_bench_plain(&R->fx, n, hot, R->conns, &b, R->err, sizeof R->err);
+        rc = po_bench_plain(&R->fx, plain[k].prefix, n, plain[k].hot,
+                            plain[k].conns ? plain[k].conns : R->conns, &b, R->err, sizeof R->err);
         if (!rc) {
-            struct row *r =
-                add_row(R, "baseline", hot ? "plain design, hot merchant" : "plain design");
+            struct row *r = add_row(R, "baseline", plain[k].name);
             r->deliveries = b.done;
             r->wall_s = b.wall_s;
             r->cpu_server = b.cpu_self_s;
@@ -1012,6 +1079,106 @@ static po_err baselines(struct run *R, int n)
     return rc;
 }
 
+/* ---- serve's memory with idle keep-alive connections ---- */
+
+#define IDLE_CONNS 10000
+
+/* One keep-alive GET /healthz on fd and its whole answer: true on 200. */
+static bool keepalive_health(int fd)
+{
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1))
+        return false;
+    char buf[1024];
+    size_t len = 0;
+    for (;;) {
+        ssize_t k = read(fd, buf + len, sizeof buf - 1 - len);
+        if (k <= 0)
+            return false;
+        len += (size_t)k;
+        buf[len] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n");
+        if (!end) {
+            if (len == sizeof buf - 1)
+                return false;
+            continue;
+        }
+        const char *cl = strcasestr(buf, "\r\nContent-Length:");
+        size_t body = cl && cl < end ? strtoul(cl + 17, NULL, 10) : 0;
+        if (len >= (size_t)(end + 4 - buf) + body)
+            return strncmp(buf, "HTTP/1.1 200", 12) == 0;
+    }
+}
+
+/* A server of its own (room for IDLE_CONNS connections), its RSS and
+ * threads once started, then with IDLE_CONNS keep-alive connections that
+ * made one request each and wait (within its idle timeout, 10 s). Fewer
+ * connections when this process may not open that many files (said). */
+static po_err idle_memory(struct run *R)
+{
+    struct rlimit rl;
+    int want = IDLE_CONNS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t need = IDLE_CONNS + 256;
+        if (rl.rlim_cur < need) {
+            rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need)
+            want = rl.rlim_cur > 1280 ? (int)rl.rlim_cur - 256 : 1024;
+    }
+    char flag[48];
+    (void)snprintf(flag, sizeof flag, "--max-connections=%d", want + 64);
+    struct po_bench_server srv = {0};
+    po_err rc = po_bench_server_start(R->cfg, &R->fx, "idle", R->cfg->batch_max,
+                                      R->cfg->batch_wait_us, flag, &srv, R->err, sizeof R->err);
+    if (rc)
+        return rc;
+    fprintf(stderr, "bench: payonce: serve's memory, %d idle keep-alive connections ...\n", want);
+    int *fds = calloc((size_t)want, sizeof *fds);
+    int open_n = 0;
+    if (!fds)
+        rc = PO_ERR_NOMEM;
+    char buf[64];
+    if (!rc && po_bench_http_get(srv.port, "/healthz", buf, sizeof buf) == 200) {
+        struct timespec t = {1, 0}; /* started: its threads and pools up */
+        nanosleep(&t, NULL);
+        R->idle.rss_kb[0] = po_rss_kb_of_pid(srv.pid);
+        R->idle.threads[0] = po_threads_of_pid(srv.pid);
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {5, 0};
+    for (; !rc && open_n < want; open_n++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        fds[open_n] = fd;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+            connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || !keepalive_health(fd)) {
+            close(fd);
+            break;
+        }
+    }
+    if (!rc && open_n < want) {
+        po_errf(R->err, sizeof R->err, "idle connections: the %dth of %d failed (%s)", open_n + 1,
+                want, strerror(errno));
+        rc = PO_ERR_IO;
+    }
+    if (!rc) {
+        struct timespec t = {0, 500000000L}; /* the last answers sent, buffers settled */
+        nanosleep(&t, NULL);
+        R->idle.rss_kb[1] = po_rss_kb_of_pid(srv.pid);
+        R->idle.threads[1] = po_threads_of_pid(srv.pid);
+        R->idle.conns = want;
+    }
+    for (int i = 0; i < open_n; i++)
+        close(fds[i]);
+    free(fds);
+    po_bench_server_stop(&srv);
+    return rc;
+}
+
 static void make_scratch(char *dir, size_t cap)
 {
     (void)snprintf(dir, cap, "%s/payonce-bench.XXXXXX", po_tmp_dir());
@@ -1019,34 +1186,28 @@ static void make_scratch(char *dir, size_t cap)
         dir[0] = '\0';
 }
 
+/* Every file of one directory of the scratch (the run made them all). */
+static void remove_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char p[600];
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_type == DT_REG && po_fmt(p, sizeof p, "%s/%s", dir, e->d_name) == PO_OK)
+            unlink(p);
+    closedir(d);
+}
+
+/* The scratch directory (mkdtemp's: only the run wrote there): the sim
+ * identity, the master key, every server's log, SQLite's files. */
 static void remove_scratch(const char *dir)
 {
-    /* Only what the run made: the sim identity, the key, logs, SQLite. */
-    static const char *const files[] = {
-        "sim/sim.json",
-        "sim/wechatpay_platform_key.pem",
-        "sim/wechatpay_platform_pub.pem",
-        "sim/wechatpay_platform_cert.pem",
-        "sim/apiv3.key",
-        "sim/alipay_private_key.pem",
-        "sim/alipay_public_key.pem",
-        "sim/stripe_webhook_secret",
-        "sim/merchant_private_key.pem",
-        "sim/merchant_public_key.pem",
-        "master.key",
-        "server-main.log",
-        "server-batch1.log",
-        "bench.db",
-        "bench.db-wal",
-        "bench.db-shm",
-    };
     char p[400];
-    for (size_t i = 0; i < PO_NELEM(files); i++) {
-        (void)snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
     (void)snprintf(p, sizeof p, "%s/sim", dir);
+    remove_files(p);
     rmdir(p);
+    remove_files(dir);
     rmdir(dir);
 }
 
@@ -1126,6 +1287,8 @@ int po_bench_run(const struct po_bench_cfg *cfg)
     json_t *records = rc ? NULL : record_size(&R);
     if (!rc)
         rc = baselines(&R, n);
+    if (!rc && listed(cfg->only, "idlemem"))
+        rc = idle_memory(&R);
     int violations = -1;
     if (!rc) {
         fprintf(stderr,
@@ -1177,6 +1340,13 @@ int po_bench_run(const struct po_bench_cfg *cfg)
             "rows", rows_json(&R), "targets", targets, "cpu_per_callback", budget, "scans",
             scans ? json_incref(scans) : json_null(), "exactly_once", exact, "ledger_violations",
             violations, "callback_record", records ? json_incref(records) : json_null());
+        if (doc && R.idle.conns > 0)
+            json_object_set_new(doc, "idle_connections",
+                                json_pack("{s:i, s:I, s:I, s:i, s:i}", "connections", R.idle.conns,
+                                          "rss_kb_started", (json_int_t)R.idle.rss_kb[0],
+                                          "rss_kb_with_them", (json_int_t)R.idle.rss_kb[1],
+                                          "threads_started", R.idle.threads[0], "threads_with_them",
+                                          R.idle.threads[1]));
         machine = NULL;
         targets = budget = NULL;
         char path[512];

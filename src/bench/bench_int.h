@@ -54,6 +54,9 @@ double po_lg_quantile(double *v, size_t n, double q);
 double po_cpu_of_pid(pid_t pid);
 double po_cpu_of_postgres(void);
 double po_cpu_self(void);
+/* A process's resident memory (kB) and threads, from /proc (-1: unknown). */
+int64_t po_rss_kb_of_pid(pid_t pid);
+int po_threads_of_pid(pid_t pid);
 /* cores, model, memory, kernel into a JSON object. */
 json_t *po_machine_describe(void);
 /* Median and p99 of fdatasync after a 4 KiB write in dir (microseconds). */
@@ -129,8 +132,9 @@ po_err po_bench_engine_alone(struct po_bench_fx *fx, const char *prefix, int n, 
                              char *err, size_t errcap) PO_MUST_CHECK;
 /* The plain design (PostgreSQL): the article's transaction statement by
  * statement, one transaction a callback, from `conns` threads; hot: every
- * payment to one merchant. */
-po_err po_bench_plain(struct po_bench_fx *fx, int n, bool hot, int conns, struct po_bench_base *out,
-                      char *err, size_t errcap) PO_MUST_CHECK;
+ * payment to one merchant; its orders prefix-0 .. prefix-(n-1) (a prefix a
+ * run of its own: the orders are made for it). */
+po_err po_bench_plain(struct po_bench_fx *fx, const char *prefix, int n, bool hot, int conns,
+                      struct po_bench_base *out, char *err, size_t errcap) PO_MUST_CHECK;
 
 #endif

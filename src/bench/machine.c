@@ -104,6 +104,24 @@ static void proc_value(const char *file, const char *key, char *out, size_t cap)
     fclose(f);
 }
 
+static int64_t status_value(pid_t pid, const char *key)
+{
+    char path[64], v[64];
+    (void)snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    proc_value(path, key, v, sizeof v);
+    return v[0] ? strtoll(v, NULL, 10) : -1;
+}
+
+int64_t po_rss_kb_of_pid(pid_t pid)
+{
+    return status_value(pid, "VmRSS");
+}
+
+int po_threads_of_pid(pid_t pid)
+{
+    return (int)status_value(pid, "Threads");
+}
+
 json_t *po_machine_describe(void)
 {
     char model[256], mem[64];

@@ -24,7 +24,9 @@ names = [r["scenario"] for r in d["rows"]]
 want = ["unique merchants", "redelivery of credited callbacks", "one hot merchant",
         "every callback 3 times at once", "API orders with Idempotency-Key",
         "half of peak, rate-limited", "idle server, one at a time", "--batch-max 1",
-        "engine alone"] + (["plain design", "plain design, hot merchant"] if pg else [])
+        "engine alone", "unique merchants, 64 conns", "unique merchants, 256 conns"] + (
+        ["plain design", "plain design, hot merchant", "plain design, 64 conns",
+         "plain design, 256 conns"] if pg else [])
 missing = [n for n in want if n not in names]
 assert not missing, "missing rows: %s" % missing
 assert d["exactly_once"] is True, "not exactly once"
@@ -33,6 +35,9 @@ assert all(r.get("exactly_once", True) for r in d["rows"]), "a row not exactly o
 assert d["machine"]["cores"] >= 1 and d["fsync_us"]["p50"] > 0
 assert all(r["deliveries"] > 0 and r["deliveries_per_s"] > 0 for r in d["rows"])
 assert len(d["targets"]) >= 4
+idle = d["idle_connections"]  # serve's memory with idle keep-alive connections
+assert idle["connections"] >= 1000 and idle["rss_kb_with_them"] > idle["rss_kb_started"] > 0, idle
+assert any(t["target"].startswith("RSS of serve") for t in d["targets"])
 if pg:
     assert d["comparable"] is False, "fsync=off must not be comparable"
 print("ok")

@@ -35,27 +35,53 @@ static double now_ms(void)
 }
 
 /* Runs fn(ctx, i) for i in [0, n) from conns threads, each taking the next
- * index; records each call's latency and the CPU used. */
+ * index; records each call's latency and the CPU used. A thread sets itself
+ * up (its connection), then calls drive_ready: the clock starts when every
+ * thread is ready, as a server's pool is open before its traffic comes. */
 struct drive {
     void *(*thread)(void *);
     atomic_int next;
     int n;
     double *lat;
     atomic_int failed;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int ready;
+    bool go;
 };
+
+static void drive_ready(struct drive *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->ready++;
+    pthread_cond_broadcast(&d->cv);
+    while (!d->go)
+        pthread_cond_wait(&d->cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
 
 static po_err drive(struct drive *d, void *per_thread, size_t stride, int conns,
                     struct po_bench_base *out)
 {
     pthread_t th[THREADS_MAX];
     int started = 0;
-    double c0 = po_cpu_self(), d0 = po_cpu_of_postgres(), t0 = now_ms();
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
     for (; started < conns && started < THREADS_MAX; started++)
         if (pthread_create(&th[started], NULL, d->thread,
                            (char *)per_thread + (size_t)started * stride) != 0)
             break;
+    pthread_mutex_lock(&d->mu);
+    while (d->ready < started)
+        pthread_cond_wait(&d->cv, &d->mu);
+    d->go = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    double c0 = po_cpu_self(), d0 = po_cpu_of_postgres(), t0 = now_ms();
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->mu);
     out->wall_s = (now_ms() - t0) / 1e3;
     out->cpu_self_s = po_cpu_self() - c0;
     out->cpu_db_s = po_cpu_of_postgres() - d0;
@@ -76,6 +102,7 @@ static void *engine_thread(void *arg)
 {
     struct engine_run *r = *(struct engine_run **)arg;
     struct po_commit_item it;
+    drive_ready(&r->d);
     for (int i; (i = atomic_fetch_add(&r->d.next, 1)) < r->d.n;) {
         memset(&it, 0, sizeof it);
         it.ev = r->ev[i];
@@ -167,12 +194,16 @@ struct plain_run {
 
 struct plain_thread {
     struct plain_run *r;
+    /* its connection, closed after the run's CPU was read: a backend that
+     * exits takes its CPU out of the count until the postmaster reaps it */
+    struct po_store *s;
 };
 
 /* One callback, the plain way. Returns the store error, if any. */
-static po_err plain_one(struct po_store *s, const struct plain_run *r, int i)
+static po_err plain_one(struct po_store *s, const struct plain_run *r, int i, char *err,
+                        size_t errcap)
 {
-    char key[64], no[PO_ID_MAX + 1], txn[40], merchant[40], err[PO_ERRBUF_SIZE];
+    char key[64], no[PO_ID_MAX + 1], txn[40], merchant[40];
     (void)snprintf(no, sizeof no, "%s-%d", r->prefix, i);
     (void)snprintf(txn, sizeof txn, "P%s%010d", r->prefix, i);
     (void)snprintf(key, sizeof key, "wechatpay:%s:PAY_SUCCESS", txn);
@@ -181,18 +212,18 @@ static po_err plain_one(struct po_store *s, const struct plain_run *r, int i)
     else
         (void)snprintf(merchant, sizeof merchant, "merchant:%sm%d", r->prefix, i);
     int64_t amount = 100 + i % 900;
-    po_err rc = po_store_begin(s, err, sizeof err);
+    po_err rc = po_store_begin(s, err, errcap);
     if (rc)
         return rc;
     struct po_rows rows;
     rc = po_store_exec(s, "SELECT 1 FROM plain_notify_log WHERE tenant_id = ? AND idem_key = ?",
-                       PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key)), &rows, NULL, err, sizeof err);
+                       PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key)), &rows, NULL, err, errcap);
     if (rc)
         goto fail;
     bool seen = rows.nrows > 0;
     po_rows_free(&rows);
     if (seen)
-        return po_store_commit(s, err, sizeof err);
+        return po_store_commit(s, err, errcap);
     int64_t changed = 0;
     rc = po_store_exec(
         s,
@@ -200,19 +231,19 @@ static po_err plain_one(struct po_store *s, const struct plain_run *r, int i)
         " updated_at = ? WHERE tenant_id = ? AND out_trade_no = ? AND status ="
         " 'PAYING'",
         PO_PARAMS(PO_TEXT(txn), PO_TEXT(r->now), PO_TEXT(r->now), PO_TEXT("bench"), PO_TEXT(no)),
-        NULL, &changed, err, sizeof err);
+        NULL, &changed, err, errcap);
     if (rc)
         goto fail;
     if (changed == 0)
-        return po_store_commit(s, err, sizeof err);
+        return po_store_commit(s, err, errcap);
     rc = po_store_exec(
         s, "INSERT INTO plain_notify_log VALUES (?, ?, ?, ?, ?)",
         PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key), PO_TEXT(no), PO_I64(amount), PO_TEXT(r->now)),
-        NULL, NULL, err, sizeof err);
+        NULL, NULL, err, errcap);
     if (!rc)
         rc = po_store_exec(s, "INSERT INTO plain_journal VALUES (?, ?, 'PAY', ?, ?)",
                            PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key), PO_TEXT(no), PO_TEXT(r->now)),
-                           NULL, NULL, err, sizeof err);
+                           NULL, NULL, err, errcap);
     if (!rc)
         rc = po_store_exec(s,
                            "INSERT INTO plain_posting VALUES (?, ?, 1, 'clearing:wechatpay', ?),"
@@ -220,16 +251,16 @@ static po_err plain_one(struct po_store *s, const struct plain_run *r, int i)
                            PO_PARAMS(PO_TEXT("bench"), PO_TEXT(key), PO_I64(amount),
                                      PO_TEXT("bench"), PO_TEXT(key), PO_TEXT(merchant),
                                      PO_I64(-amount)),
-                           NULL, NULL, err, sizeof err);
+                           NULL, NULL, err, errcap);
     if (!rc)
         rc = po_store_exec(s,
                            "INSERT INTO plain_balance VALUES (?, ?, ?) ON CONFLICT (tenant_id,"
                            " account) DO UPDATE SET balance = plain_balance.balance +"
                            " EXCLUDED.balance",
                            PO_PARAMS(PO_TEXT("bench"), PO_TEXT(merchant), PO_I64(-amount)), NULL,
-                           NULL, err, sizeof err);
+                           NULL, err, errcap);
     if (!rc)
-        return po_store_commit(s, err, sizeof err);
+        return po_store_commit(s, err, errcap);
 fail:
     po_store_rollback(s);
     return rc;
@@ -237,10 +268,16 @@ fail:
 
 static void *plain_thread(void *arg)
 {
-    struct plain_run *r = ((struct plain_thread *)arg)->r;
+    struct plain_thread *self = arg;
+    struct plain_run *r = self->r;
     struct po_store *s = NULL;
     char err[PO_ERRBUF_SIZE];
-    if (po_store_open(r->db_url, &s, err, sizeof err)) {
+    /* 256 connections opened at once can outlast a connect timeout: again. */
+    for (int attempt = 0; attempt < 3 && po_store_open(r->db_url, &s, err, sizeof err); attempt++)
+        s = NULL;
+    drive_ready(&r->d);
+    if (!s) {
+        fprintf(stderr, "bench: plain design: a connection: %s\n", err);
         atomic_fetch_add(&r->d.failed, 1);
         return NULL;
     }
@@ -249,14 +286,15 @@ static void *plain_thread(void *arg)
         po_err rc;
         /* A deadlock or serialization failure is retried, as a framework
          * would; anything else is a failure of the run. */
-        for (int attempt = 0; (rc = plain_one(s, r, i)) == PO_ERR_TRANSIENT && attempt < 5;
+        for (int attempt = 0;
+             (rc = plain_one(s, r, i, err, sizeof err)) == PO_ERR_TRANSIENT && attempt < 5;
              attempt++)
             ;
         r->d.lat[i] = now_ms() - t;
-        if (rc)
-            atomic_fetch_add(&r->d.failed, 1);
+        if (rc && atomic_fetch_add(&r->d.failed, 1) == 0)
+            fprintf(stderr, "bench: plain design: %s (%s)\n", err, po_err_name(rc));
     }
-    po_store_close(s);
+    self->s = s;
     return NULL;
 }
 
@@ -287,8 +325,10 @@ po_err po_bench_plain(struct po_bench_fx *fx, const char *prefix, int n, bool ho
         return PO_ERR_NOMEM;
     struct plain_thread t[THREADS_MAX];
     for (int i = 0; i < conns && i < THREADS_MAX; i++)
-        t[i].r = &r;
+        t[i] = (struct plain_thread){.r = &r};
     rc = drive(&r.d, t, sizeof t[0], conns, out);
+    for (int i = 0; i < conns && i < THREADS_MAX; i++)
+        po_store_close(t[i].s);
     if (rc) {
         po_errf(err, errcap, "plain design: %d callbacks failed", atomic_load(&r.d.failed));
         free(r.d.lat);

@@ -36,8 +36,8 @@ struct po_bench_cfg {
     int nodes;
 };
 
-/* The runs' keys, in order, for --only: unique redelivery hot dup3 api half
- * idle batch1 engine plain. */
+/* The runs' keys, in order, for --only: unique conns redelivery hot dup3
+ * api half idle tenants batch1 norecord noledger engine plain idlemem. */
 extern const char *const po_bench_runs[];
 /* NULL when every key of a --only list is known; else the first unknown. */
 const char *po_bench_unknown_run(const char *only);

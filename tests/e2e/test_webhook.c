@@ -1035,22 +1035,28 @@ static void test_bulkhead(void)
     struct t_gateway *gw = gateway();
     unsigned port = gw->port;
     /* t1 first, to a receiver that takes 1 s: t1 has work for a while
-     * (BH1_N / 2 rounds of its share of 2: about 5 s while 3 or more wait;
-     * with 600 ms a loaded machine once had t2's deliveries claimed only
-     * after that), and t2 arrives meanwhile. */
-    rx_behave(false, 1000);
+     * (BH1_N / 2 rounds of its share of 2: about 5 s while 3 or more wait),
+     * and t2 arrives meanwhile. Every order first, and half of t1's
+     * callbacks after t2's: t1 still has half its events to deliver when
+     * t2's are there, however long t2's callbacks took (a loaded TSan run
+     * once had t2's first delivery claimed only when t1 was down to its
+     * last two: 0 in flight, with 600 ms and again with 1 s a delivery). */
+    char bh1[BH1_N][32], bh2[12][32];
     for (int i = 0; i < BH1_N; i++) {
-        char no[32];
-        snprintf(no, sizeof no, "BH1-%d", i);
-        order(no);
-        T_CHECK(post_callback(port, no) == 204, "bulkhead: t1 %s not acked", no);
+        snprintf(bh1[i], sizeof bh1[i], "BH1-%d", i);
+        order(bh1[i]);
     }
     for (int i = 0; i < 12; i++) {
-        char no[32];
-        snprintf(no, sizeof no, "BH2-%d", i);
-        order_for("t2", no);
-        T_CHECK(post_callback_to(port, "t2", no) == 204, "bulkhead: t2 %s not acked", no);
+        snprintf(bh2[i], sizeof bh2[i], "BH2-%d", i);
+        order_for("t2", bh2[i]);
     }
+    rx_behave(false, 1000);
+    for (int i = 0; i < BH1_N / 2; i++)
+        T_CHECK(post_callback(port, bh1[i]) == 204, "bulkhead: t1 %s not acked", bh1[i]);
+    for (int i = 0; i < 12; i++)
+        T_CHECK(post_callback_to(port, "t2", bh2[i]) == 204, "bulkhead: t2 %s not acked", bh2[i]);
+    for (int i = BH1_N / 2; i < BH1_N; i++)
+        T_CHECK(post_callback(port, bh1[i]) == 204, "bulkhead: t1 %s not acked", bh1[i]);
     int delivered = 0, shared_peak = 0;
     for (int t = 0; t < 20000 && delivered < BH1_N; t += 50) {
         int open = atomic_load(&hole.open);

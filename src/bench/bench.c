@@ -192,6 +192,15 @@ struct row {
 
 #define ROWS_MAX 32
 
+/* The connection counts of the "conns" run, beside the run's own. */
+static const int more_conns[] = {64, 256};
+
+/* A row's name at a connection count: "unique merchants, 64 conns". */
+static void conns_name(char *out, size_t cap, const char *what, int conns)
+{
+    (void)snprintf(out, cap, "%s, %d conns", what, conns);
+}
+
 /* serve's memory with many idle keep-alive connections (issue 24). */
 struct idle_mem {
     int conns;         /* connections held open (0: not measured) */
@@ -662,20 +671,19 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                cu / credited_per_s(engine));
     if (va && vf && va->p99 > 0)
         printf("%-56s %10.2f\n", "that p99 vs tenant A alone (x, information)", vf->p99 / va->p99);
-    static const int more[] = {64, 256};
-    for (int k = 0; k < 2; k++) {
+    for (size_t k = 0; k < PO_NELEM(more_conns); k++) {
         char pn[64], un[64], label[64];
-        (void)snprintf(pn, sizeof pn, "plain design, %d conns", more[k]);
-        (void)snprintf(un, sizeof un, "unique merchants, %d conns", more[k]);
+        conns_name(pn, sizeof pn, "plain design", more_conns[k]);
+        conns_name(un, sizeof un, "unique merchants", more_conns[k]);
         const struct row *pm = find_row(R, pn), *um = find_row(R, un);
         if (pm && plain && credited_per_s(plain) > 0) {
             (void)snprintf(label, sizeof label,
-                           "plain design, %d vs 16 connections (x, information)", more[k]);
+                           "plain design, %d vs 16 connections (x, information)", more_conns[k]);
             printf("%-56s %10.2f\n", label, credited_per_s(pm) / credited_per_s(plain));
         }
         if (pm && um && credited_per_s(pm) > 0) {
             (void)snprintf(label, sizeof label, "unique vs plain design, %d conns (x, information)",
-                           more[k]);
+                           more_conns[k]);
             printf("%-56s %10.2f\n", label, credited_per_s(um) / credited_per_s(pm));
         }
     }
@@ -917,10 +925,10 @@ static po_err scenarios(struct run *R, const struct po_bench_server *srv, int n)
     }
     po_bench_reqs_free(unique, unique ? (size_t)n : 0);
     /* More connections, as channels open many: do batches grow with them? */
-    for (int k = 0; !rc && RUN("conns") && k < 2; k++) {
-        int conns = k ? 256 : 64;
+    for (size_t k = 0; !rc && RUN("conns") && k < PO_NELEM(more_conns); k++) {
+        int conns = more_conns[k];
         char name[64], prefix[8];
-        (void)snprintf(name, sizeof name, "unique merchants, %d conns", conns);
+        conns_name(name, sizeof name, "unique merchants", conns);
         (void)snprintf(prefix, sizeof prefix, "C%d", conns);
         rc = callbacks_run(R, srv, name, prefix, n, false, 1, 0, conns, 0, NULL);
     }
@@ -965,6 +973,27 @@ static po_err ledger_trigger(struct run *R, bool on)
     po_err rc = po_store_exec_tx(R->fx.s, "DELETE FROM schema_version WHERE version = 18",
                                  PO_NO_PARAMS, NULL, R->err, sizeof R->err);
     return rc ? rc : po_store_migrate(R->fx.s, NULL, R->err, sizeof R->err);
+}
+
+/* One row of the plain design (PostgreSQL): n payments, its orders prefix-i. */
+static po_err plain_row(struct run *R, const char *name, const char *prefix, bool hot, int conns,
+                        int n)
+{
+    struct po_bench_base b;
+    settle(R);
+    po_err rc = po_bench_plain(&R->fx, prefix, n, hot, conns, &b, R->err, sizeof R->err);
+    if (rc)
+        return rc;
+    struct row *r = add_row(R, "baseline", name);
+    r->deliveries = b.done;
+    r->wall_s = b.wall_s;
+    r->cpu_server = b.cpu_self_s;
+    r->cpu_db = b.cpu_db_s;
+    r->credited = n;
+    r->exact = true; /* po_bench_plain checked it */
+    latencies(r, b.lat_ms, b.done);
+    free(b.lat_ms);
+    return PO_OK;
 }
 
 static po_err baselines(struct run *R, int n)
@@ -1048,33 +1077,16 @@ static po_err baselines(struct run *R, int n)
         }
     }
     /* The plain design at the run's connections (a merchant each, then one
-     * merchant), and at 64 and 256 connections beside payonce's ("conns"). */
-    static const struct {
-        const char *run, *name, *prefix;
-        bool hot;
-        int conns; /* 0: the run's */
-    } plain[] = {{"plain", "plain design", "PU", false, 0},
-                 {"plain", "plain design, hot merchant", "PH", true, 0},
-                 {"conns", "plain design, 64 conns", "P64", false, 64},
-                 {"conns", "plain design, 256 conns", "P256", false, 256}};
-    for (size_t k = 0; !rc && R->pg && k < PO_NELEM(plain); k++) {
-        if (!RUN(plain[k].run))
-            continue;
-        struct po_bench_base b;
-        settle(R);
-        rc = po_bench_plain(&R->fx, plain[k].prefix, n, plain[k].hot,
-                            plain[k].conns ? plain[k].conns : R->conns, &b, R->err, sizeof R->err);
-        if (!rc) {
-            struct row *r = add_row(R, "baseline", plain[k].name);
-            r->deliveries = b.done;
-            r->wall_s = b.wall_s;
-            r->cpu_server = b.cpu_self_s;
-            r->cpu_db = b.cpu_db_s;
-            r->credited = n;
-            r->exact = true; /* po_bench_plain checked it */
-            latencies(r, b.lat_ms, b.done);
-            free(b.lat_ms);
-        }
+     * merchant), and at more_conns beside payonce's ("conns"). */
+    if (!rc && R->pg && RUN("plain"))
+        rc = plain_row(R, "plain design", "PU", false, R->conns, n);
+    if (!rc && R->pg && RUN("plain"))
+        rc = plain_row(R, "plain design, hot merchant", "PH", true, R->conns, n);
+    for (size_t k = 0; !rc && R->pg && RUN("conns") && k < PO_NELEM(more_conns); k++) {
+        char name[64], prefix[8];
+        conns_name(name, sizeof name, "plain design", more_conns[k]);
+        (void)snprintf(prefix, sizeof prefix, "P%d", more_conns[k]);
+        rc = plain_row(R, name, prefix, false, more_conns[k], n);
     }
     return rc;
 }

@@ -39,6 +39,7 @@
 #include <limits.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1286,8 +1287,17 @@ static void test_silent_channel(void)
     T_CHECK(r.status == 201, "silent: t1 order %ld %s", r.status, r.body);
     for (int i = 0; i < N; i++)
         pthread_create(&th[i], NULL, silent_refund_one, &a[i]);
-    struct timespec pause = {0, 300000000L};
-    nanosleep(&pause, NULL);
+    /* t1 starts once all ten are with the channel: their connections
+     * accepted by the black hole (held open, never answered). A fixed pause
+     * was too short once on a loaded machine: the tenth was still on its way
+     * when t1 became active, so t2 was no longer alone and it stayed pending. */
+    int held[N], nheld = 0;
+    for (uint64_t until = po_now_us() + 30000000; nheld < N && po_now_us() < until;) {
+        struct pollfd pf = {.fd = bh, .events = POLLIN};
+        if (poll(&pf, 1, 100) == 1 && (held[nheld] = accept(bh, NULL, NULL)) >= 0)
+            nheld++;
+    }
+    T_CHECK(nheld == N, "silent: %d of t2's %d refunds reached the channel in 30 s", nheld, N);
     /* Meanwhile, tenant t1: a read and a callback, each at once. */
     uint64_t t0 = po_now_us();
     api("GET", gw_port, "/v1/balances", key1, NULL, NULL, &r);
@@ -1345,6 +1355,8 @@ static void test_silent_channel(void)
     t_figure("# api[%s] silent refund API: %d concurrent t2 refunds (%d waited for the channel,"
              " %d pending); meanwhile t1 read in %llu ms, t1 callback credited in %llu ms\n",
              backend, N, no_answer, busy, (unsigned long long)read_ms, (unsigned long long)pay_ms);
+    for (int i = 0; i < nheld; i++)
+        close(held[i]);
     close(bh);
     char sim_base[64];
     snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);

@@ -34,6 +34,9 @@ struct po_bench_cfg {
     /* > 0: instead of the scenarios, credited/s through HAProxy with 1..nodes
      * `serve` nodes over the one PostgreSQL database (docs/scaling.md) */
     int nodes;
+    /* HAProxy's balance for --nodes: "first" (default; each node takes up
+     * to its --workers requests before the next gets any) or "roundrobin" */
+    const char *balance;
 };
 
 /* The runs' keys, in order, for --only: unique conns redelivery hot dup3

@@ -1,12 +1,15 @@
 /*
  * nodes.c — `payonce bench --nodes N` (issue 22, docs/scaling.md): the
  * unique-merchants load through HAProxy in front of 1, 2, … N `payonce
- * serve` nodes over one PostgreSQL database, each step with fresh orders.
- * HAProxy (Debian's) is started here with a configuration like
- * scripts/cluster.sh's (round robin, /readyz checked every 500 ms). Per step:
- * credited/s, its ratio to one node, ack latency, the nodes' average batch
- * (items per committed batch), the CPU of each node, of
- * HAProxy and of the database, and the exactly-once check.
+ * serve` nodes over one PostgreSQL database, each run with fresh orders.
+ * The runs go 1..N nodes and back N..1, and each node count's rate is its
+ * two runs' together: the database grows from run to run, and the mirrored
+ * order puts that drift on every node count alike. HAProxy (Debian's) is
+ * started here with a configuration like scripts/cluster.sh's (balance
+ * first, or --balance roundrobin; /readyz checked every 500 ms). Per run:
+ * credited/s, ack latency, the nodes' average batch (items per committed
+ * batch), what each node committed, the CPU of each node, of HAProxy and
+ * of the database, and the exactly-once check.
  */
 #include "bench_int.h"
 
@@ -25,6 +28,9 @@
 #include <unistd.h>
 
 #define NODES_MAX 8
+/* HAProxy's maxconn a node: serve's default --workers, the requests a node
+ * runs at once (more would wait inside it instead of in HAProxy's queue). */
+#define NODE_MAXCONN 64
 
 /* A loopback port nothing listens on now (the kernel's choice). */
 static unsigned free_port(void)
@@ -49,8 +55,9 @@ static void sleep_ms(int ms)
 }
 
 /* HAProxy in front of the nodes, in the foreground as a child; its port. */
-static po_err haproxy_start(const struct po_bench_fx *fx, const struct po_bench_server *nodes,
-                            int k, pid_t *pid, unsigned *port, char *err, size_t errcap)
+static po_err haproxy_start(const struct po_bench_fx *fx, const char *balance,
+                            const struct po_bench_server *nodes, int k, pid_t *pid, unsigned *port,
+                            char *err, size_t errcap)
 {
     char cfgpath[400], logpath[400];
     (void)snprintf(cfgpath, sizeof cfgpath, "%s/haproxy-%d.cfg", fx->dir, k);
@@ -66,10 +73,11 @@ static po_err haproxy_start(const struct po_bench_fx *fx, const struct po_bench_
     fprintf(f,
             "global\n  maxconn 8192\ndefaults\n  mode http\n  timeout connect 1s\n"
             "  timeout client 30s\n  timeout server 10s\nfrontend payonce\n"
-            "  bind 127.0.0.1:%u\n  default_backend nodes\nbackend nodes\n  balance roundrobin\n"
+            "  bind 127.0.0.1:%u\n  default_backend nodes\nbackend nodes\n  balance %s\n"
+            "  option redispatch\n  retries 2\n"
             "  option httpchk GET /readyz\n  http-check expect status 200\n"
-            "  default-server inter 500ms fall 2 rise 2\n",
-            *port);
+            "  default-server inter 500ms fall 2 rise 2 maxconn %d\n",
+            *port, balance, NODE_MAXCONN);
     for (int i = 0; i < k; i++)
         fprintf(f, "  server node%d 127.0.0.1:%u check\n", i + 1, nodes[i].port);
     if (fclose(f) != 0) {
@@ -116,12 +124,15 @@ static void haproxy_stop(pid_t pid)
 struct step {
     int nodes;
     size_t deliveries;
-    double wall_s, p50, p99, cpu_nodes[NODES_MAX], cpu_haproxy, cpu_db, batch_avg;
+    double wall_s, p50, p99, cpu_nodes[NODES_MAX], cpu_haproxy, cpu_db;
+    double batches, items;         /* committed by all the step's nodes */
+    double items_nodes[NODES_MAX]; /* what each node's committer committed */
     bool exact;
 };
 
-/* One step: k nodes, HAProxy, n fresh orders and their callbacks. */
-static po_err step_run(const struct po_bench_cfg *cfg, struct po_bench_fx *fx, int k,
+/* One step (the run-th of the bench): k nodes, HAProxy, n fresh orders and
+ * their callbacks. */
+static po_err step_run(const struct po_bench_cfg *cfg, struct po_bench_fx *fx, int k, int run,
                        struct step *st, char *err, size_t errcap)
 {
     struct po_bench_server nodes[NODES_MAX] = {0};
@@ -130,18 +141,18 @@ static po_err step_run(const struct po_bench_cfg *cfg, struct po_bench_fx *fx, i
     unsigned hport = 0;
     char prefix[16], name[32];
     int n = cfg->orders;
-    (void)snprintf(prefix, sizeof prefix, "N%d", k);
+    (void)snprintf(prefix, sizeof prefix, "N%d", run);
     memset(st, 0, sizeof *st);
     st->nodes = k;
-    fprintf(stderr, "bench: %d node(s) behind HAProxy ...\n", k);
+    fprintf(stderr, "bench: run %d, %d node(s) behind HAProxy ...\n", run, k);
     po_err rc = PO_OK;
     for (int i = 0; !rc && i < k; i++) {
-        (void)snprintf(name, sizeof name, "node%d-%d", k, i + 1);
+        (void)snprintf(name, sizeof name, "node%d-%d", run, i + 1);
         rc = po_bench_server_start(cfg, fx, name, cfg->batch_max, cfg->batch_wait_us, NULL,
                                    &nodes[i], err, errcap);
     }
     if (!rc)
-        rc = haproxy_start(fx, nodes, k, &hp, &hport, err, errcap);
+        rc = haproxy_start(fx, cfg->balance, nodes, k, &hp, &hport, err, errcap);
     if (!rc)
         rc = po_bench_orders(fx, prefix, n, false, err, errcap);
     if (!rc && (rc = po_bench_callbacks(fx, prefix, n, 1, &reqs)) != PO_OK)
@@ -175,14 +186,13 @@ static po_err step_run(const struct po_bench_cfg *cfg, struct po_bench_fx *fx, i
         free(res.lat_ms);
     }
     /* the nodes' batches: the callbacks are all they committed */
-    double batches = 0, items = 0;
     for (int i = 0; !rc && i < k; i++) {
         double b, it;
         po_bench_committer_counts(&nodes[i], &b, &it);
-        batches += b;
-        items += it;
+        st->items_nodes[i] = it;
+        st->batches += b;
+        st->items += it;
     }
-    st->batch_avg = batches > 0 ? items / batches : 0;
     int64_t journals = -1, paid = -1;
     if (!rc && !(rc = po_bench_credits(fx, prefix, &journals, &paid)))
         st->exact = journals == n && paid == n;
@@ -228,35 +238,55 @@ int po_bench_nodes_run(const struct po_bench_cfg *cfg)
         return 1;
     }
     struct po_bench_fx fx;
-    struct step steps[NODES_MAX];
-    int done = 0;
+    struct step steps[2 * NODES_MAX];
+    int done = 0, runs = 2 * cfg->nodes;
     po_err rc = po_bench_fx_open(&fx, cfg->db_url, dir, err, sizeof err);
-    printf("# payonce bench --nodes %d: %d payments per step (unique merchants, fresh orders),"
-           " %d keep-alive connections to HAProxy (round robin, /readyz checked); nodes:"
-           " --batch-max %d --batch-wait-us %d --committers %d; all on this machine's %ld"
-           " cores\n",
-           cfg->nodes, cfg->orders, cfg->connections, cfg->batch_max, cfg->batch_wait_us,
-           cfg->committers, sysconf(_SC_NPROCESSORS_ONLN));
-    for (int k = 1; !rc && k <= cfg->nodes; k++, done++)
-        rc = step_run(cfg, &fx, k, &steps[k - 1], err, sizeof err);
-    printf("\n%-6s %12s %10s %9s %9s %10s %28s %13s %18s %s\n", "nodes", "credited/s", "vs 1 node",
-           "p50 ms", "p99 ms", "avg batch", "CPU s per node", "HAProxy CPU s", "DB CPU us/credited",
-           "exactly once");
-    bool exact = done > 0;
-    double one = done ? (double)steps[0].deliveries / steps[0].wall_s : 0;
+    printf("# payonce bench --nodes %d: %d payments per run (unique merchants, fresh orders),"
+           " %d keep-alive connections to HAProxy (balance %s, maxconn %d a node, /readyz checked);"
+           " nodes: --batch-max %d --batch-wait-us %d --committers %d; all on this machine's %ld"
+           " cores\n# runs in mirrored order, 1..%d nodes then %d..1, each node count's rate from"
+           " its two runs (the database grows from run to run)\n",
+           cfg->nodes, cfg->orders, cfg->connections, cfg->balance, NODE_MAXCONN, cfg->batch_max,
+           cfg->batch_wait_us, cfg->committers, sysconf(_SC_NPROCESSORS_ONLN), cfg->nodes,
+           cfg->nodes);
+    for (int r = 0; !rc && r < runs; r++, done++)
+        rc = step_run(cfg, &fx, r < cfg->nodes ? r + 1 : runs - r, r + 1, &steps[r], err,
+                      sizeof err);
+    printf("\n%-4s %-6s %12s %9s %9s %10s %28s %22s %13s %18s %s\n", "run", "nodes", "credited/s",
+           "p50 ms", "p99 ms", "avg batch", "CPU s per node", "committed per node", "HAProxy CPU s",
+           "DB CPU us/credited", "exactly once");
+    bool exact = done == runs;
     for (int i = 0; i < done; i++) {
         const struct step *st = &steps[i];
-        double rate = st->wall_s > 0 ? (double)st->deliveries / st->wall_s : 0;
-        char cpus[64] = "";
-        size_t at = 0;
+        char cpus[64] = "", items[64] = "";
+        size_t at = 0, ai = 0;
         for (int j = 0; j < st->nodes && at < sizeof cpus; j++)
             at += (size_t)snprintf(cpus + at, sizeof cpus - at, "%s%.2f", j ? " " : "",
                                    st->cpu_nodes[j]);
-        printf("%-6d %12.0f %9.2fx %9.1f %9.1f %10.1f %28s %13.2f %18.0f %s\n", st->nodes, rate,
-               one > 0 ? rate / one : 0, st->p50, st->p99, st->batch_avg, cpus, st->cpu_haproxy,
+        for (int j = 0; j < st->nodes && ai < sizeof items; j++)
+            ai += (size_t)snprintf(items + ai, sizeof items - ai, "%s%.0f", j ? " " : "",
+                                   st->items_nodes[j]);
+        printf("%-4d %-6d %12.0f %9.1f %9.1f %10.1f %28s %22s %13.2f %18.0f %s\n", i + 1, st->nodes,
+               st->wall_s > 0 ? (double)st->deliveries / st->wall_s : 0, st->p50, st->p99,
+               st->items / (st->batches > 0 ? st->batches : 1), cpus, items, st->cpu_haproxy,
                st->deliveries ? st->cpu_db * 1e6 / (double)st->deliveries : 0,
                st->exact ? "yes" : "NO");
         exact &= st->exact;
+    }
+    /* Per node count, both its runs together: run k and run 2N+1-k. */
+    if (exact) {
+        printf("\n%-6s %12s %10s %10s %18s\n", "nodes", "credited/s", "vs 1 node", "avg batch",
+               "DB CPU us/credited");
+        double one = 0;
+        for (int k = 1; k <= cfg->nodes; k++) {
+            const struct step *a = &steps[k - 1], *b = &steps[runs - k];
+            double rate = (double)(a->deliveries + b->deliveries) / (a->wall_s + b->wall_s);
+            if (k == 1)
+                one = rate;
+            printf("%-6d %12.0f %9.2fx %10.1f %18.0f\n", k, rate, rate / one,
+                   (a->items + b->items) / (a->batches + b->batches),
+                   (a->cpu_db + b->cpu_db) * 1e6 / (double)(a->deliveries + b->deliveries));
+        }
     }
     if (rc)
         fprintf(stderr, "payonce: bench --nodes: %s (%s); scratch kept in %s\n", err,

@@ -45,6 +45,15 @@ int cmd_bench(struct po_store *s, const struct opts *o)
                         " --db postgresql://… (an empty one)\n");
         return EXIT_USAGE;
     }
+    const char *balance = cli_opt(o, "balance");
+    if (balance && strcmp(balance, "first") != 0 && strcmp(balance, "roundrobin") != 0) {
+        fprintf(stderr, "payonce: bench --balance: 'first' or 'roundrobin', not '%s'\n", balance);
+        return EXIT_USAGE;
+    }
+    if (balance && !nodes) {
+        fprintf(stderr, "payonce: bench --balance goes with --nodes (HAProxy's algorithm)\n");
+        return EXIT_USAGE;
+    }
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {
@@ -62,6 +71,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
                                .plan_rows = plan_rows,
                                .out_dir = cli_opt(o, "out"),
                                .only = cli_opt(o, "only"),
-                               .nodes = (int)nodes};
+                               .nodes = (int)nodes,
+                               .balance = balance ? balance : "first"};
     return po_bench_run(&cfg) == 0 ? 0 : EXIT_FAIL;
 }

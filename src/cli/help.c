@@ -105,6 +105,9 @@ static const struct optdoc optdocs[] = {
     {"nodes", "N",
      "instead of the scenarios: credited/s through HAProxy with 1..N serve nodes over the --db"
      " PostgreSQL (1..8; docs/scaling.md)"},
+    {"balance", "first|roundrobin",
+     "bench --nodes: HAProxy's balance algorithm (default first: a node takes requests up to its"
+     " workers before the next one gets any; docs/scaling.md)"},
     /* sim */
     {"dir", "DIR", "the simulator's keys and state (default ./payonce-sim)"},
     {"mode", "cert|pubkey", "platform certificate or platform public key mode (default cert)"},

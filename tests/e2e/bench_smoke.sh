@@ -49,8 +49,37 @@ if [ "$BACKEND" = postgres ]; then
   "$BIN" bench --db "$PAYONCE_DB" --orders 300 > again.txt 2>&1
   check "a database that is not empty is refused" "$?:$(grep -c 'needs an empty database' again.txt)" "1:1"
 fi
+if [ "$BACKEND" = postgres ]; then
+  # bench --nodes 2 (issue 22 item 7): HAProxy before one node, then two.
+  # With `balance first` the 16 connections stay on node 1 (64 a node),
+  # with round robin both nodes commit; exactly once either way.
+  for b in first roundrobin; do
+    psql -q "$PAYONCE_TEST_PG" -c "CREATE DATABASE ${dbname}_$b" >/dev/null
+    "$BIN" bench --db "${PAYONCE_TEST_PG%/*}/${dbname}_$b" --nodes 2 --balance "$b" --orders 300 \
+      --plan-rows 0 --committers 1 > "nodes-$b.txt" 2> "nodes-$b.err"
+    check "bench --nodes 2 --balance $b exits 0" "$?" 0
+    # the two-node runs (1, 2, 2, 1 nodes): run, nodes, credited/s, p50, p99,
+    # batch, 2 CPUs, 2 counts, HAProxy, database, exactly once
+    read -r one two exact <<<"$(awk '$2 == 2 && NF == 13 { a += $9; b += $10; n++; y += $13 == "yes" }
+      END { print a, b, (n == 2 && y == 2) ? "yes" : "no" }' "nodes-$b.txt")"
+    check "bench --nodes 2 --balance $b: both two-node runs exactly once" "${exact:-}" yes
+    check "bench --nodes 2 --balance $b: the rate per node count, both runs together" \
+      "$(grep -cE '^(1|2) +[0-9]+ +[0-9.]+x ' "nodes-$b.txt")" 2
+    if [ "$b" = first ]; then
+      check "balance first: node 1 committed the callbacks, node 2 (almost) none" \
+        "$([ "${one:-0}" -ge 600 ] && [ "${two:-999}" -lt 60 ] && echo yes)" yes
+    else
+      check "round robin: both nodes committed callbacks" \
+        "$([ "${one:-0}" -ge 200 ] && [ "${two:-0}" -ge 200 ] && echo yes)" yes
+    fi
+    [ "$fails" -eq 0 ] || cat "nodes-$b.txt" "nodes-$b.err"
+    psql -q "$PAYONCE_TEST_PG" -c "DROP DATABASE IF EXISTS ${dbname}_$b WITH (FORCE)" >/dev/null
+  done
+fi
 "$BIN" bench --db sqlite:x.db > usage.txt 2>&1
 check "bench --db takes PostgreSQL only" "$?" 2
+"$BIN" bench --db "postgresql://127.0.0.1:1/x" --nodes 2 --balance leastconn > usage.txt 2>&1
+check "bench --balance takes first or roundrobin" "$?:$(grep -c "'first' or 'roundrobin'" usage.txt)" "2:1"
 [ "$fails" -eq 0 ] || { cat report.txt bench.err verdict.txt | tail -n 40; }
 fig "# bench-smoke[$BACKEND]: every scenario and baseline ran, exactly once, ledger clean"
 echo "$passes passed, $fails failed"

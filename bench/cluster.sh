@@ -9,9 +9,9 @@
 #     own timestamps: the node's clock as it wrote the credit), answers per second by class (HAProxy's counters,
 #     sampled every 500 ms), the time from the kill to the first credit
 #     after it. A table on stdout and a chart, docs/img/failover.svg.
-#   BENCH_ORDERS        payments per --nodes step (default 3000): 16
-#                       connections with 2 and with 1 committer per node, 64
-#                       connections with 1
+#   BENCH_ORDERS        payments per --nodes run (default 8000): 16 and 64
+#                       connections with HAProxy's round robin and `first`,
+#                       128 with `first`; one committer a node
 #   BENCH_FAIL_ORDERS   payments of the timeline (default 480: 16 senders of 30)
 # Results: bench/results/cluster-DATE.txt and the chart.
 set -euo pipefail
@@ -33,14 +33,17 @@ eval "$(scripts/cluster.sh env)"
 echo "# bench-cluster: 3 x PostgreSQL 15 under Patroni (synchronous_mode_strict), 3 x payonce serve, HAProxy; $(nproc) cores; $(date -u)"
 
 # --- 1. nodes ---
-# connections:committers per node. The database's concurrent committers are
-# nodes x committers: 2 per node (the default) against 1 per node.
-for cc in 16:2 16:1 64:1; do # an empty database each (the bench's own tenants)
-  c=${cc%:*} cm=${cc#*:}
-  psql -X -q -d "${PAYONCE_DB/\/payonce\?//postgres?}" -c "CREATE DATABASE bench${c}_$cm" >/dev/null
-  "$bin" bench --db "${PAYONCE_DB/\/payonce\?//bench${c}_$cm?}" --nodes 3 --orders "${BENCH_ORDERS:-3000}" \
-    --connections "$c" --committers "$cm" --plan-rows 0 2> "$work/bench-nodes-$cc.err" ||
-    { tail -5 "$work/bench-nodes-$cc.err"; exit 1; }
+# connections:HAProxy's balance, one committer a node (the database's
+# concurrent committers are nodes x committers). Round robin splits the
+# connections over the nodes; `first` (the cluster's default) fills node 1
+# up to 64 requests (its --workers) before node 2 gets any: 128
+# connections spill over to a second node.
+for cb in 16:roundrobin 16:first 64:roundrobin 64:first 128:first; do
+  c=${cb%:*} b=${cb#*:} # an empty database each (the bench's own tenants)
+  psql -X -q -d "${PAYONCE_DB/\/payonce\?//postgres?}" -c "CREATE DATABASE bench${c}_$b" >/dev/null
+  "$bin" bench --db "${PAYONCE_DB/\/payonce\?//bench${c}_$b?}" --nodes 3 --orders "${BENCH_ORDERS:-8000}" \
+    --connections "$c" --committers 1 --balance "$b" --plan-rows 0 2> "$work/bench-nodes-$cb.err" ||
+    { tail -5 "$work/bench-nodes-$cb.err"; exit 1; }
   echo
 done
 

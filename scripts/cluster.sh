@@ -30,6 +30,9 @@
 #   scripts/cluster.sh env              the cluster's variables (PAYONCE_DB, ports) as
 #                                       shell assignments, for `eval`
 # PAYONCE_NODE_ARGS (at `up`): more `payonce serve` options for every node.
+# PAYONCE_CLUSTER_BALANCE (at `up`): HAProxy's balance, `first` (default: a
+# node takes up to 64 requests at once, its --workers, before the next gets
+# any, so the nodes' batches stay full; docs/scaling.md) or `roundrobin`.
 # The nodes run one committer each (the database sees nodes x committers
 # concurrent committers; docs/scaling.md, "Throughput with more nodes").
 #
@@ -162,6 +165,8 @@ up)
   for b in etcd patroni haproxy psql curl; do command -v "$b" >/dev/null || die "$b is not installed (scripts/deps.sh)"; done
   [ -x "$bindir/pg_ctl" ] || die "PostgreSQL 15 is not installed"
   [ -f "$D/ports.env" ] && die "a cluster exists in $D (scripts/cluster.sh down first)"
+  balance=${PAYONCE_CLUSTER_BALANCE:-first}
+  [[ $balance = first || $balance = roundrobin ]] || die "PAYONCE_CLUSTER_BALANCE: first or roundrobin, not '$balance'"
   mkdir -p "$D"
   read -r ETCD ETCDP PG1 PG2 PG3 REST1 REST2 REST3 NODE1 NODE2 NODE3 HAPROXY STATS LAG1 LAG2 LAG3 <<<"$(pick_ports 16)"
   CLUSTER_ID=$$
@@ -221,10 +226,15 @@ frontend payonce
   bind 127.0.0.1:$HAPROXY
   default_backend nodes
 backend nodes
-  balance roundrobin
+  balance $balance
+  # a request whose connection a dead node refused goes to another node
+  # (measured: node 1 SIGKILLed under load, balance first: 48 FAIL answers
+  # without these two lines, none with them; docs/scaling.md)
+  option redispatch
+  retries 2
   option httpchk GET /readyz
   http-check expect status 200
-  default-server inter 500ms fall 2 rise 2
+  default-server inter 500ms fall 2 rise 2 maxconn 64
   server node1 127.0.0.1:$NODE1 check
   server node2 127.0.0.1:$NODE2 check
   server node3 127.0.0.1:$NODE3 check

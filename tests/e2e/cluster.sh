@@ -41,6 +41,9 @@ trap '"$C" down >/dev/null 2>&1; e2e_cleanup' EXIT
 export PAYONCE_NODE_ARGS="--insecure-dev --query-interval 1 --query-min-age 1 --recon-interval 0
   --keys-interval 0 --refund-retry-interval 1 --webhook-timeout-ms 1000 --webhook-retry-base-ms 200
   --webhook-retry-cap-ms 1000"
+# Round robin, not the default `balance first` (which keeps every request on
+# node 1 until it has 64): the callbacks through HAProxy reach every node.
+export PAYONCE_CLUSTER_BALANCE=roundrobin
 "$C" up "$BIN" > up.out 2>&1 || { cat up.out; exit 1; }
 eval "$("$C" env)"
 export PAYONCE_DB PAYONCE_MASTER_KEY_FILE=$PAYONCE_CLUSTER_DIR/master.key

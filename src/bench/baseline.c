@@ -187,7 +187,7 @@ static const char *const plain_schema[] = {
 
 struct plain_run {
     struct drive d;
-    const char *db_url, *prefix;
+    const char *prefix;
     bool hot;
     char now[PO_TIME_SIZE];
 };
@@ -293,8 +293,7 @@ po_err po_bench_plain(struct po_bench_fx *fx, const char *prefix, int n, bool ho
                       struct po_bench_base *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    struct plain_run r = {
-        .d = {.thread = plain_thread, .n = n}, .db_url = fx->db_url, .prefix = prefix, .hot = hot};
+    struct plain_run r = {.d = {.thread = plain_thread, .n = n}, .prefix = prefix, .hot = hot};
     po_clock_now_iso(r.now, sizeof r.now);
     po_err rc = PO_OK;
     for (size_t k = 0; k < sizeof plain_schema / sizeof plain_schema[0] && !rc; k++)
@@ -321,7 +320,7 @@ po_err po_bench_plain(struct po_bench_fx *fx, const char *prefix, int n, bool ho
     char why[PO_ERRBUF_SIZE];
     for (int i = 0; i < conns && i < THREADS_MAX && !rc; i++) {
         t[i].r = &r;
-        if ((rc = po_store_open(r.db_url, &t[i].s, why, sizeof why)))
+        if ((rc = po_store_open(fx->db_url, &t[i].s, why, sizeof why)))
             po_errf(err, errcap, "plain design: connection %d of %d: %s", i + 1, conns, why);
     }
     bool opened = !rc;

@@ -30,7 +30,7 @@
 #define NODES_MAX 8
 /* HAProxy's maxconn a node: serve's default --workers, the requests a node
  * runs at once (more would wait inside it instead of in HAProxy's queue). */
-#define NODE_MAXCONN 64
+#define NODE_MAXCONN PO_WORKERS_DEFAULT
 
 /* A loopback port nothing listens on now (the kernel's choice). */
 static unsigned free_port(void)
@@ -129,6 +129,15 @@ struct step {
     double items_nodes[NODES_MAX]; /* what each node's committer committed */
     bool exact;
 };
+
+/* "v0 v1 …" with decimals places, for a column of per-node values. */
+static void per_node(char *out, size_t cap, const double *v, int n, int decimals)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (int j = 0; j < n && at < cap; j++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%.*f", j ? " " : "", decimals, v[j]);
+}
 
 /* One step (the run-th of the bench): k nodes, HAProxy, n fresh orders and
  * their callbacks. */
@@ -258,14 +267,9 @@ int po_bench_nodes_run(const struct po_bench_cfg *cfg)
     bool exact = done == runs;
     for (int i = 0; i < done; i++) {
         const struct step *st = &steps[i];
-        char cpus[64] = "", items[64] = "";
-        size_t at = 0, ai = 0;
-        for (int j = 0; j < st->nodes && at < sizeof cpus; j++)
-            at += (size_t)snprintf(cpus + at, sizeof cpus - at, "%s%.2f", j ? " " : "",
-                                   st->cpu_nodes[j]);
-        for (int j = 0; j < st->nodes && ai < sizeof items; j++)
-            ai += (size_t)snprintf(items + ai, sizeof items - ai, "%s%.0f", j ? " " : "",
-                                   st->items_nodes[j]);
+        char cpus[64], items[64];
+        per_node(cpus, sizeof cpus, st->cpu_nodes, st->nodes, 2);
+        per_node(items, sizeof items, st->items_nodes, st->nodes, 0);
         printf("%-4d %-6d %12.0f %9.1f %9.1f %10.1f %28s %22s %13.2f %18.0f %s\n", i + 1, st->nodes,
                st->wall_s > 0 ? (double)st->deliveries / st->wall_s : 0, st->p50, st->p99,
                st->items / (st->batches > 0 ? st->batches : 1), cpus, items, st->cpu_haproxy,

@@ -66,6 +66,7 @@
 #define PO_ACCOUNT_CACHE_MAX 100000 /* channel accounts held in memory */
 #define PO_ACCOUNT_SWEEP_S 30       /* changed accounts leave the cache within this */
 #define PO_WORKERS_MAX 256          /* threads for blocking work (API, account loads) */
+#define PO_WORKERS_DEFAULT 64       /* serve --workers; a node's maxconn behind HAProxy */
 #define PO_QUEUE_MAX 65536          /* items queued for one committer worker */
 #define PO_POOL_SIZE_MAX 64         /* connections in one pool */
 #define PO_LEDGER_LINES_MAX 4       /* lines of one journal */

@@ -52,8 +52,8 @@ const struct po_option po_options[] = {
      "a callback not committed by then is answered retry", false, GW(callback_deadline_ms)},
     {"threads", PO_OPT_INT, 0, 64, 0, NULL, "N", "HTTP event loops (0: one per core)", false,
      GW(threads)},
-    {"workers", PO_OPT_INT, 1, PO_WORKERS_MAX, 64, NULL, "N", "request workers", false,
-     GW(workers)},
+    {"workers", PO_OPT_INT, 1, PO_WORKERS_MAX, PO_WORKERS_DEFAULT, NULL, "N", "request workers",
+     false, GW(workers)},
     {"api-per-tenant", PO_OPT_INT, 0, PO_WORKERS_MAX, 0, NULL, "N",
      "tenant API requests running per tenant while other tenants are active, the rest waiting"
      " in its lane (0: 4 per committer thread, at most half of --workers; alone: every worker)",

@@ -533,6 +533,15 @@ static po_err digest_hex(const EVP_MD *md, const void *msg, size_t len, char *ou
     return PO_OK;
 }
 
+po_err po_sha256(const void *msg, size_t len, unsigned char out[32])
+{
+    unsigned int n = 0;
+    if (EVP_Digest(msg, len, out, &n, sha256(), NULL) != 1)
+        return PO_ERR_NOMEM;
+    PO_ASSERT(n == 32);
+    return PO_OK;
+}
+
 po_err po_sha256_hex(const void *msg, size_t len, char out[65])
 {
     return digest_hex(sha256(), msg, len, out, 32);

@@ -77,6 +77,7 @@ po_err po_aes_gcm_encrypt(const unsigned char *key, size_t key_len, const unsign
 /* Digests; PO_ERR_NOMEM when OpenSSL could not allocate (out unset). */
 po_err po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t len,
                       unsigned char out[32]) PO_MUST_CHECK;
+po_err po_sha256(const void *msg, size_t len, unsigned char out[32]) PO_MUST_CHECK;
 po_err po_sha256_hex(const void *msg, size_t len, char out[65]) PO_MUST_CHECK;
 /* SHA-1, only because WeChat Pay's bill API names its hash_type SHA1. */
 po_err po_sha1_hex(const void *msg, size_t len, char out[41]) PO_MUST_CHECK;

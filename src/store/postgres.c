@@ -342,6 +342,7 @@ static po_err pg_reconnect(struct po_store *s, char *err, size_t errcap)
         ps->conn = NULL;
         return PO_ERR_TRANSIENT;
     }
+    s->sessions++;
     if (s->keyed && !ps->pooled)
         PQclear(run_simple(ps, s->ops->keyed_sql));
     return PO_OK;

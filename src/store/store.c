@@ -172,6 +172,11 @@ uint64_t po_store_round_trips(const struct po_store *s)
     return s->round_trips;
 }
 
+uint64_t po_store_sessions(const struct po_store *s)
+{
+    return s->sessions;
+}
+
 po_err po_store_exec(struct po_store *s, const char *sql, const struct po_param *params,
                      int nparams, struct po_rows *out_rows, int64_t *out_changes, char *err,
                      size_t errcap)

@@ -113,6 +113,10 @@ po_err po_store_sync(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK
  * syncs that waited for an answer; BEGIN and COMMIT included): the
  * engine's tests and the bench count them. */
 uint64_t po_store_round_trips(const struct po_store *s);
+/* How many times the connection was opened again (a reconnect after a lost
+ * connection or a failover: a new session, perhaps on another server). 0
+ * for SQLite, whose file is the same whatever the connection. */
+uint64_t po_store_sessions(const struct po_store *s);
 
 /* One statement in its own write transaction (begin, exec, commit; rolled
  * back on any error). out_changes may be NULL. */

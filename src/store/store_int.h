@@ -46,6 +46,7 @@ struct po_store {
     bool in_tx;
     bool piping;          /* po_store_pipeline until sync, COMMIT or ROLLBACK */
     uint64_t round_trips; /* po_store_round_trips, counted by the backend */
+    uint64_t sessions;    /* po_store_sessions: reconnects that opened one */
     bool keyed;           /* po_store_keyed_only: kept across reconnects */
     int stmt_index;       /* statements issued in the current transaction */
     po_store_fault_fn fault_fn;

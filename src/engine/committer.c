@@ -12,7 +12,7 @@
  *    watchdog thread if the worker is still waiting for the database; the
  *    worker then never touches it again (watch[] / abandoned[] under mu).
  */
-#include "engine.h"
+#include "engine_int.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +30,7 @@ struct worker {
     bool stop;
     struct po_store *s;
     uint64_t last_end_us; /* when the previous batch ended */
+    uint64_t session;     /* po_store_sessions after the previous batch */
     int last_size;
     /* the batch being applied */
     struct po_commit_item *items[PO_BATCH_MAX];
@@ -62,6 +63,8 @@ struct po_committer {
     int nworkers;
     struct worker w[PO_COMMITTER_WORKERS_MAX];
     atomic_ulong batches, items, failures, expired;
+    struct po_known *known; /* NULL: no table */
+    atomic_ulong known_hits, known_clears;
     atomic_ulong hist[9];
     /* the watchdog: answers items past their deadline every tick */
     pthread_t watchdog;
@@ -198,6 +201,27 @@ static po_err alert_work(struct po_store *s, void *ctx)
 }
 
 /*
+ * The table of committed events after a batch's COMMIT returned (and
+ * before any of its items is answered): emptied first when the batch did
+ * not commit every event (failed) or the worker's connection is new since
+ * the previous batch — a failover may have lost what the table remembers —
+ * then its events answered applied or duplicate put in.
+ */
+static void remember(struct worker *w, int ne, bool failed)
+{
+    struct po_committer *c = w->c;
+    uint64_t session = po_store_sessions(w->s);
+    if (failed || session != w->session) {
+        po_known_clear(c->known);
+        atomic_fetch_add(&c->known_clears, 1);
+        w->session = session;
+    }
+    for (int j = 0; j < ne; j++)
+        if (w->out[j].kind == PO_OUT_APPLIED || w->out[j].kind == PO_OUT_DUPLICATE)
+            po_known_put(c->known, &w->ev[j]);
+}
+
+/*
  * Applies one batch (w->items[0..n)) and answers each of its items.
  *
  * From the moment the batch begins the watchdog may answer any of its items
@@ -290,6 +314,8 @@ static void run(struct worker *w, int n)
     }
     w->nwatch = 0;
     pthread_mutex_unlock(&w->mu);
+    if (c->known && ne + nw > 0)
+        remember(w, ne, failed);
     if (ne + nw > 0)
         count_batch(c, ne + nw, failed);
     /* Answer only now: the batch has committed (or is all retry). */
@@ -356,6 +382,8 @@ static void stop_workers(struct po_committer *c, int started)
         pthread_join(c->watchdog, NULL);
         c->watchdog_started = false;
     }
+    po_known_free(c->known);
+    c->known = NULL;
     for (int i = 0; i < c->nworkers; i++) {
         po_store_close(c->w[i].s);
         pthread_mutex_destroy(&c->w[i].mu);
@@ -369,9 +397,11 @@ po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committe
     if (cfg->workers < 1 || cfg->workers > PO_COMMITTER_WORKERS_MAX || cfg->batch_max < 1 ||
         cfg->batch_max > PO_BATCH_MAX || cfg->batch_wait_us < 0 ||
         cfg->batch_wait_us > PO_BATCH_WAIT_US_MAX || cfg->queue_max < 1 ||
-        cfg->queue_max > PO_QUEUE_MAX) {
-        po_errf(err, errcap, "committer: workers 1..%d, batch 1..%d, wait 0..%d us, queue 1..%d",
-                PO_COMMITTER_WORKERS_MAX, PO_BATCH_MAX, PO_BATCH_WAIT_US_MAX, PO_QUEUE_MAX);
+        cfg->queue_max > PO_QUEUE_MAX || cfg->known_max < 0 || cfg->known_max > PO_KNOWN_MAX) {
+        po_errf(err, errcap,
+                "committer: workers 1..%d, batch 1..%d, wait 0..%d us, queue 1..%d, known 0..%d",
+                PO_COMMITTER_WORKERS_MAX, PO_BATCH_MAX, PO_BATCH_WAIT_US_MAX, PO_QUEUE_MAX,
+                PO_KNOWN_MAX);
         return PO_ERR_INVALID;
     }
     struct po_committer *c = calloc(1, sizeof *c);
@@ -379,7 +409,10 @@ po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committe
         return PO_ERR_NOMEM;
     c->cfg = *cfg;
     c->nworkers = cfg->workers;
-    po_err rc = PO_OK;
+    /* The table is layer 1 remembered: not there when layer 1 is off. */
+    po_err rc = po_engine_layer_on(cfg->engine, PO_ENGINE_NO_LAYER1)
+                    ? po_known_new(cfg->known_max, &c->known)
+                    : PO_OK;
     for (int i = 0; i < c->nworkers; i++) {
         struct worker *w = &c->w[i];
         w->c = c;
@@ -391,6 +424,8 @@ po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committe
             po_store_keyed_only(w->s);
         if (!rc && cfg->fault)
             po_store_set_fault_hook(w->s, cfg->fault, cfg->fault_ctx);
+        if (!rc)
+            w->session = po_store_sessions(w->s);
     }
     int started = 0;
     for (int i = 0; !rc && i < c->nworkers; i++, started++)
@@ -406,7 +441,7 @@ po_err po_committer_start(const struct po_committer_cfg *cfg, struct po_committe
         rc = PO_ERR_INTERNAL;
     }
     if (rc) {
-        stop_workers(c, started);
+        stop_workers(c, started); /* frees the table */
         pthread_mutex_destroy(&c->wd_mu);
         pthread_cond_destroy(&c->wd_cv);
         free(c);
@@ -491,6 +526,8 @@ void po_committer_stats(struct po_committer *c, struct po_committer_stats *out)
     out->items = atomic_load(&c->items);
     out->commit_failures = atomic_load(&c->failures);
     out->deadline_exceeded = atomic_load(&c->expired);
+    out->known_hits = atomic_load(&c->known_hits);
+    out->known_clears = atomic_load(&c->known_clears);
     for (int i = 0; i < 9; i++)
         out->size_hist[i] = atomic_load(&c->hist[i]);
     for (int i = 0; i < c->nworkers; i++) {
@@ -498,6 +535,14 @@ void po_committer_stats(struct po_committer *c, struct po_committer_stats *out)
         out->queued += c->w[i].queued;
         pthread_mutex_unlock(&c->w[i].mu);
     }
+}
+
+bool po_committer_known(struct po_committer *c, const struct po_event *ev)
+{
+    if (!po_known_has(c->known, ev))
+        return false;
+    atomic_fetch_add(&c->known_hits, 1);
+    return true;
 }
 
 void po_committer_stop(struct po_committer *c)

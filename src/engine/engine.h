@@ -204,6 +204,15 @@ struct po_committer_cfg {
      */
     po_err (*guard)(struct po_store *s, struct po_guard_token *t, size_t n, void *ctx);
     void *guard_ctx;
+    /*
+     * The table of committed events (docs/internals.md, "Redeliveries
+     * answered from memory"): about known_max of the events its batches
+     * answered applied or duplicate, put there after COMMIT returned, for
+     * po_committer_known. Emptied when a batch does not commit all of its
+     * events or a worker's connection is new (a failover may have lost what
+     * it remembers). 0: no table. Never with layer 1 switched off.
+     */
+    int known_max;
     /* Tests: the engine's switches, and a fault hook on every connection. */
     const struct po_engine_cfg *engine;
     po_store_fault_fn fault;
@@ -267,8 +276,15 @@ struct po_committer_stats {
     uint64_t deadline_exceeded; /* items answered retry at their deadline */
     uint64_t size_hist[9];      /* batch sizes 1, 2-3, 4-7, … 128-255, 256 */
     int queued;                 /* now */
+    uint64_t known_hits;        /* po_committer_known answers true */
+    uint64_t known_clears;      /* the table emptied */
 };
 void po_committer_stats(struct po_committer *c, struct po_committer_stats *out);
+/* True when ev — this very event, every field the engine's answer depends
+ * on — was answered applied or duplicate by a batch that committed (since
+ * the table was last emptied): its redelivery is a duplicate, without a
+ * batch. False when there is no table, or ev is not in it. Any thread. */
+bool po_committer_known(struct po_committer *c, const struct po_event *ev);
 /* Stops taking items, answers every queued one, joins the workers. */
 void po_committer_stop(struct po_committer *c);
 

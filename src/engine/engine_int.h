@@ -79,4 +79,21 @@ void po_engine_event_payload(const struct po_event *ev, const char *merchant, en
 /* "prefix:id", the ledger's account names. */
 void po_engine_account(char *buf, size_t cap, const char *prefix, const char *id);
 
+/* ---- the committer's table of committed events (known.c) ----
+ * Filled only from a committed batch's answers (applied, duplicate);
+ * emptied whenever what it remembers might not be the database's any more.
+ * All four are safe from any thread; k may be NULL (no table: never a hit). */
+struct po_known;
+/* A table of about capacity events (0: *out NULL, none). */
+po_err po_known_new(int capacity, struct po_known **out) PO_MUST_CHECK;
+void po_known_free(struct po_known *k);
+/* Whether ev may be remembered at all: not an operator's decision, not a
+ * cumulative refund amount (resolved against what is recorded). */
+bool po_known_eligible(const struct po_event *ev);
+void po_known_put(struct po_known *k, const struct po_event *ev);
+/* True only for an event put since the last emptying, with every field the
+ * engine's answer depends on equal. */
+bool po_known_has(struct po_known *k, const struct po_event *ev);
+void po_known_clear(struct po_known *k);
+
 #endif

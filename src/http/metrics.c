@@ -10,7 +10,8 @@
  *   payonce_committer_batches_total, payonce_committer_items_total,
  *   payonce_committer_batch_size (histogram), payonce_committer_commit_failures_total,
  *   payonce_committer_deadline_exceeded_total,
- *   payonce_committer_queued
+ *   payonce_committer_queued,
+ *   payonce_committer_known_hits_total, payonce_committer_known_clears_total
  *   payonce_console_deliveries_dropped_total
  */
 #include "http_int.h"
@@ -257,6 +258,17 @@ static void render_committer(struct out *o, const struct po_committer_stats *st)
         "# HELP payonce_committer_queued Items waiting for a batch now.\n"
         "# TYPE payonce_committer_queued gauge\npayonce_committer_queued %d\n",
         st->queued);
+    put(o,
+        "# HELP payonce_committer_known_hits_total Redeliveries found in the table of committed"
+        " events (answered duplicate without a batch).\n# TYPE"
+        " payonce_committer_known_hits_total counter\npayonce_committer_known_hits_total %llu\n",
+        (unsigned long long)st->known_hits);
+    put(o,
+        "# HELP payonce_committer_known_clears_total Times the table of committed events was"
+        " emptied (a batch not committed, a new database connection).\n# TYPE"
+        " payonce_committer_known_clears_total counter\npayonce_committer_known_clears_total"
+        " %llu\n",
+        (unsigned long long)st->known_clears);
 }
 
 /* The tenant webhooks: how far behind delivery is, and how it goes. */

@@ -159,11 +159,64 @@ static bool to_committer(struct po_callback *cb, void (*done)(struct po_commit_i
     return false;
 }
 
+/* A work with nothing to write: an ignored callback's batch holds only
+ * its record. */
+static po_err record_only(struct po_store *s, void *ctx)
+{
+    (void)s;
+    (void)ctx;
+    return PO_OK;
+}
+
+/* The record of a duplicate answered from the committer's table, once its
+ * batch is over (nobody waits for it). */
+static void recorded(struct po_commit_item *it)
+{
+    if (it->work.rc != PO_OK)
+        po_log(PO_LOG_WARN,
+               "tenant %s, order %s: the record of a duplicate answered from memory was not"
+               " written (%s)",
+               it->ev.tenant, it->ev.out_trade_no, po_err_name(it->work.rc));
+    free(it);
+}
+
+/*
+ * A redelivery of an event the committer's table holds (committed,
+ * applied or duplicate): answered duplicate now, without a batch. Its
+ * record goes into the committer's next batch on its own, nobody waiting
+ * (docs/operations.md, "Disputes: the callback record"). False when that
+ * record cannot be queued (the committer's queue full, no memory): then the
+ * callback goes the usual way.
+ */
+static bool known_duplicate(struct po_callback *cb)
+{
+    if (cb->ctx->record) {
+        struct po_commit_item *it = calloc(1, sizeof *it);
+        if (!it || make_record(cb, &it->record) != PO_OK) {
+            free(it);
+            return false;
+        }
+        it->ev = cb->res.ev; /* its route, and its log line */
+        it->work = (struct po_engine_work){record_only, NULL, PO_OK};
+        it->done = recorded;
+        if (po_committer_submit(cb->ctx->committer, it) != PO_OK) {
+            po_audit_record_free(it->record);
+            free(it);
+            return false;
+        }
+    }
+    decide(cb, PO_OUT_DUPLICATE, PO_R_NONE);
+    cb->decision.outcome.layer = 1; /* the processed record, remembered */
+    return true;
+}
+
 /* Hands the event to the committer; true when done() will come from it. */
 static bool submit(struct po_callback *cb)
 {
     PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
                         cb->res.ev.out_trade_no) == PO_OK);
+    if (po_committer_known(cb->ctx->committer, &cb->res.ev) && known_duplicate(cb))
+        return false; /* decided */
     memset(&cb->item, 0, sizeof cb->item);
     cb->item.ev = cb->res.ev;
     po_accounts_token(cb->acct, &cb->item.guard);
@@ -220,15 +273,6 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
     po_accounts_release(cb->acct);
     cb->acct = fresh;
     return verify(cb);
-}
-
-/* A work with nothing to write: an ignored callback's batch holds only
- * its record. */
-static po_err record_only(struct po_store *s, void *ctx)
-{
-    (void)s;
-    (void)ctx;
-    return PO_OK;
 }
 
 static void alerted(struct po_commit_item *it)

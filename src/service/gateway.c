@@ -171,6 +171,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
         .batch_max = (int)cfg->batch_max,
         .batch_wait_us = (int)cfg->batch_wait_us,
         .queue_max = 8192,
+        .known_max = (int)cfg->known_events,
         .guard = po_accounts_guard,
     };
     g->cfg.committers = ccfg.workers;

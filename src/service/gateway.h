@@ -50,6 +50,9 @@ struct po_gateway_cfg {
      * ack"): its threads (SQLite: always 1), the largest batch, how long a
      * busy committer lets a batch fill (0: never waits). */
     int64_t committers, batch_max, batch_wait_us;
+    /* The committer's table of committed events (0: none): redeliveries
+     * of them are answered duplicate without a batch. */
+    int64_t known_events;
     /* A callback's budget from its arrival: one the database has not
      * committed by then is answered FAIL (5xx, deadline_exceeded). */
     int64_t callback_deadline_ms;

@@ -64,6 +64,10 @@ const struct po_option po_options[] = {
      false, GW(batch_max)},
     {"batch-wait-us", PO_OPT_INT, 0, PO_BATCH_WAIT_US_MAX, 200, NULL, "US",
      "how long a batch waits for company", false, GW(batch_wait_us)},
+    {"known-events", PO_OPT_INT, 0, PO_KNOWN_MAX, 65536, NULL, "N",
+     "remember about N events the committer committed, to answer their redeliveries duplicate"
+     " without a batch (about 40 bytes each; 0: off)",
+     false, GW(known_events)},
     {"query-interval", PO_OPT_INT, 0, D, 60, NULL, "S",
      "active order query, and closing expired orders, every S seconds (0: off)", false,
      GW(query_s)},

@@ -10,6 +10,11 @@
  *   - batching: concurrent submitters share batches; a lone event on an
  *     idle committer is a batch of one;
  *   - stopping answers everything still queued;
+ *   - the table of committed events (po_committer_known): a poller racing
+ *     the submitters finds in it only events whose processed record an
+ *     independent connection already sees; nothing while every COMMIT
+ *     fails; every event once its batch committed; emptied by a batch that
+ *     does not commit and (PostgreSQL) by a connection that is new;
  *   - the alert of a verified callback that cannot be applied is written
  *     in a batch like an event: once, with work.rc OK; with a deadline
  *     that passes while the database stalls, it is answered retry at once
@@ -53,6 +58,21 @@ static po_err hook(void *ctx, int idx, const char *sql)
         return PO_ERR_TRANSIENT;
     }
     return PO_OK;
+}
+
+/* The gateway's guard runs a statement before each batch's transaction;
+ * this one only that statement (which reconnects a lost connection). */
+static po_err ping_guard(struct po_store *s, struct po_guard_token *t, size_t n, void *ctx)
+{
+    (void)t;
+    (void)n;
+    (void)ctx;
+    char err[PO_ERRBUF_SIZE];
+    struct po_rows r;
+    po_err rc = po_store_exec(s, "SELECT 1", NULL, 0, &r, NULL, err, sizeof err);
+    if (!rc)
+        po_rows_free(&r);
+    return rc;
 }
 
 /* A submitted event and what its done() saw. */
@@ -121,6 +141,30 @@ static void deliver_all(struct po_committer *c, struct item *items, int n)
         pthread_join(th[t], NULL);
 }
 
+/*
+ * ORDERS orders PREFIX-i and each one's payment twice in items (its channel
+ * retries it): one after the other, or (halves, carrying a guard token as
+ * a callback does) the two copies in the two halves, so that different
+ * submitters send them at the same moment.
+ */
+static void seed_payments(struct po_store *s, struct item *items, const char *prefix, bool halves)
+{
+    for (int i = 0; i < ORDERS; i++) {
+        char no[32], txn[32];
+        snprintf(no, sizeof no, "%s-%d", prefix, i);
+        snprintf(txn, sizeof txn, "42%s%08d", prefix, i);
+        t_seed_order(s, no, 100 + i);
+        for (int k = 0; k < 2; k++) {
+            struct item *x = &items[halves ? k * ORDERS + i : 2 * i + k];
+            memset(x, 0, sizeof *x);
+            x->it.ev = t_pay_event(no, txn, 100 + i);
+            x->it.has_guard = halves;
+            pthread_mutex_init(&x->mu, NULL);
+            pthread_cond_init(&x->cv, NULL);
+        }
+    }
+}
+
 static void no_ack_before_commit(void **state)
 {
     (void)state;
@@ -128,19 +172,7 @@ static void no_ack_before_commit(void **state)
     struct po_store *s = t_open(url);
     t_seed_tenant(s);
     static struct item items[ORDERS * 2];
-    for (int i = 0; i < ORDERS; i++) {
-        char no[32], txn[32];
-        snprintf(no, sizeof no, "C-%d", i);
-        snprintf(txn, sizeof txn, "4200%08d", i);
-        t_seed_order(s, no, 100 + i);
-        /* Each payment twice: its channel retries it. */
-        for (int k = 0; k < 2; k++) {
-            memset(&items[2 * i + k], 0, sizeof items[0]);
-            items[2 * i + k].it.ev = t_pay_event(no, txn, 100 + i);
-            pthread_mutex_init(&items[2 * i + k].mu, NULL);
-            pthread_cond_init(&items[2 * i + k].cv, NULL);
-        }
-    }
+    seed_payments(s, items, "C", false);
     char err[PO_ERRBUF_SIZE] = "";
     struct po_committer_cfg cc = {.db_url = url,
                                   .workers = strcmp(backend, "sqlite") == 0 ? 1 : 4,
@@ -203,6 +235,185 @@ static void no_ack_before_commit(void **state)
     po_committer_stats(c, &st);
     assert_true(st.batches == 1 && st.size_hist[0] == 1);
     po_committer_stop(c);
+    po_store_close(s);
+    t_db_drop(url);
+}
+
+/* ---- the table of committed events ---- */
+
+static atomic_bool polling;
+
+struct poller {
+    struct po_committer *c;
+    const struct po_event *ev[ORDERS * 2];
+    int n;
+    int hits, violations; /* found in the table; of those, not committed */
+};
+
+/* Looks every event up in the table, over and over while the submitters
+ * run: a hit must be an event the database has committed. */
+static void *poll_known(void *arg)
+{
+    struct poller *p = arg;
+    struct po_store *s = t_open(url);
+    while (atomic_load(&polling)) {
+        for (int i = 0; i < p->n; i++) {
+            if (!po_committer_known(p->c, p->ev[i]))
+                continue;
+            char key[PO_KEY_SIZE];
+            if (po_event_key(p->ev[i], key, sizeof key) != PO_OK)
+                abort();
+            struct po_param k[] = {PO_TEXT(key)};
+            p->hits++;
+            if (t_count(s, "SELECT COUNT(*) FROM notify_log WHERE idem_key = ?", k, 1) != 1) {
+                fprintf(stderr, "known, not committed: %s\n", key);
+                p->violations++;
+            }
+        }
+    }
+    po_store_close(s);
+    return NULL;
+}
+
+/* deliver_all with the poller beside it. */
+static void deliver_polled(struct po_committer *c, struct item *items, int n, struct poller *p)
+{
+    pthread_t th;
+    p->c = c;
+    p->n = n;
+    for (int i = 0; i < n; i++)
+        p->ev[i] = &items[i].it.ev;
+    atomic_store(&polling, true);
+    assert_int_equal(pthread_create(&th, NULL, poll_known, p), 0);
+    deliver_all(c, items, n);
+    atomic_store(&polling, false);
+    pthread_join(th, NULL);
+}
+
+static int known_count(struct po_committer *c, struct item *items, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += po_committer_known(c, &items[i].it.ev);
+    return k;
+}
+
+/* Applies one new payment until it is answered (the first tries may meet
+ * a connection the test ended); the answers it took. */
+static int apply_new(struct po_committer *c, struct po_store *s, const char *no, const char *txn)
+{
+    t_seed_order(s, no, 500);
+    for (int tries = 1; tries <= 5; tries++) {
+        struct po_commit_item it = {.ev = t_pay_event(no, txn, 500), .has_guard = true};
+        po_committer_apply(c, &it);
+        if (it.out.kind != PO_OUT_RETRY)
+            return tries;
+    }
+    fail_msg("%s never applied", no);
+    return 0;
+}
+
+/* Ends every connection to the test's database but s's own (PostgreSQL). */
+static void end_sessions(struct po_store *s)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    struct po_rows r;
+    assert_int_equal(po_store_exec(s,
+                                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE"
+                                   " datname = current_database() AND pid <> pg_backend_pid()",
+                                   NULL, 0, &r, NULL, err, sizeof err),
+                     PO_OK);
+    assert_true(r.nrows >= 1);
+    po_rows_free(&r);
+}
+
+static void known_after_commit(void **state)
+{
+    (void)state;
+    t_db_create(backend, url, sizeof url);
+    struct po_store *s = t_open(url);
+    t_seed_tenant(s);
+    static struct item items[ORDERS * 2];
+    seed_payments(s, items, "K", true);
+    char err[PO_ERRBUF_SIZE] = "";
+    bool pg = strcmp(backend, "sqlite") != 0;
+    struct po_committer_cfg cc = {.db_url = url,
+                                  .workers = pg ? 4 : 1,
+                                  .batch_max = 32,
+                                  .batch_wait_us = 500,
+                                  .queue_max = 1024,
+                                  .known_max = 65536,
+                                  .guard = ping_guard,
+                                  .fault = hook};
+    struct po_committer *c = NULL;
+    assert_int_equal(po_committer_start(&cc, &c, err, sizeof err), PO_OK);
+    static struct poller p;
+
+    /* Every COMMIT fails: nothing is ever in the table. */
+    atomic_store(&fail_commits, true);
+    memset(&p, 0, sizeof p);
+    deliver_polled(c, items, ORDERS * 2, &p);
+    for (int i = 0; i < ORDERS * 2; i++)
+        assert_int_equal(items[i].it.out.kind, PO_OUT_RETRY);
+    assert_int_equal(p.hits, 0);
+    assert_int_equal(known_count(c, items, ORDERS * 2), 0);
+
+    /* Committed: a hit only ever for what another connection sees, and in
+     * the end every payment is there (its first delivery and its twin). */
+    atomic_store(&fail_commits, false);
+    memset(&p, 0, sizeof p);
+    deliver_polled(c, items, ORDERS * 2, &p);
+    int applied = 0;
+    for (int i = 0; i < ORDERS * 2; i++)
+        applied += items[i].it.out.kind == PO_OUT_APPLIED;
+    assert_int_equal(applied, ORDERS);
+    assert_int_equal(p.violations, 0);
+    assert_int_equal(known_count(c, items, ORDERS * 2), ORDERS * 2);
+    /* The same payment with any field the engine checks changed is not. */
+    struct po_event other = items[0].it.ev;
+    other.amount_minor++;
+    assert_false(po_committer_known(c, &other));
+    other = items[0].it.ev;
+    snprintf(other.currency, sizeof other.currency, "USD");
+    assert_false(po_committer_known(c, &other));
+    int hits_racing = p.hits;
+
+    /* A batch that does not commit empties the table. */
+    struct po_committer_stats st0, st;
+    po_committer_stats(c, &st0);
+    atomic_store(&fail_commits, true);
+    t_seed_order(s, "K-FAIL", 500);
+    struct po_commit_item failing = {.ev = t_pay_event("K-FAIL", "4300FAIL", 500)};
+    po_committer_apply(c, &failing);
+    assert_int_equal(failing.out.kind, PO_OUT_RETRY);
+    assert_int_equal(known_count(c, items, ORDERS * 2), 0);
+    atomic_store(&fail_commits, false);
+
+    /* PostgreSQL: so does a new connection — one the guard's statement
+     * (outside the batch's transaction) opened again without a failed
+     * batch, as after a failover. */
+    int session_tries = 0;
+    if (pg) {
+        memset(&p, 0, sizeof p);
+        deliver_polled(c, items, ORDERS * 2, &p); /* all duplicates: back in the table */
+        assert_int_equal(p.violations, 0);
+        assert_int_equal(known_count(c, items, ORDERS * 2), ORDERS * 2);
+        po_committer_stats(c, &st0);
+        end_sessions(s);
+        session_tries = apply_new(c, s, "K-SESSION", "4300SESSION");
+        po_committer_stats(c, &st);
+        assert_int_equal(st.commit_failures, st0.commit_failures); /* no batch failed */
+        assert_int_equal(known_count(c, items, ORDERS * 2), 0);
+    }
+    po_committer_stats(c, &st);
+    t_figure("# committer[%s] known: %d hits racing %d deliveries (all committed), none while"
+             " COMMIT failed; emptied %llu times (a failed batch%s)\n",
+             backend, hits_racing, ORDERS * 2, (unsigned long long)st.known_clears,
+             pg ? (session_tries > 1 ? ", a new connection after the guard's retry"
+                                     : ", a new connection")
+                : "");
+    po_committer_stop(c);
+    assert_int_equal(t_verify(s), 0);
     po_store_close(s);
     t_db_drop(url);
 }
@@ -282,6 +493,7 @@ int main(int argc, char **argv)
     backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
     const struct CMUnitTest tests[] = {cmocka_unit_test(no_ack_before_commit),
+                                       cmocka_unit_test(known_after_commit),
                                        cmocka_unit_test(alerts_in_batches)};
     char name[64];
     snprintf(name, sizeof name, "committer[%s]", backend);

@@ -668,6 +668,119 @@ static void store_outage(void)
     json_decref(cs);
 }
 
+/* A counter of /metrics (without labels). */
+static int64_t metric(const char *name)
+{
+    static char body[1 << 20];
+    char u[256], line[160];
+    size_t len = 0;
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/metrics", port);
+    struct t_http_req q = {.url = u};
+    long status = t_http(&q, body, sizeof body, &len);
+    snprintf(line, sizeof line, "\n%s ", name);
+    const char *at = strstr(body, line);
+    if (status != 200 || !at)
+        die("a counter is missing from /metrics");
+    return strtoll(at + strlen(line), NULL, 10);
+}
+
+static void *send_once_th(void *arg)
+{
+    send_once(arg);
+    return NULL;
+}
+
+/* n deliveries of req at once, each sent once. */
+static void send_together(const struct po_sim_request *req, struct delivery *d, int n)
+{
+    pthread_t th[DELIVERIES_MAX];
+    for (int i = 0; i < n; i++) {
+        d[i] = (struct delivery){"wechatpay", "t1", req, {0}, 0};
+        pthread_create(&th[i], NULL, send_once_th, &d[i]);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+/*
+ * The committer's table of committed events: a payment's first delivery
+ * and its twins that meet a database it cannot write are all answered FAIL
+ * (none from the table: nothing committed); once it is credited, its
+ * redeliveries — at once and one after another — are answered from the
+ * table (payonce_committer_known_hits_total), and each one's record is
+ * written all the same, by a batch after its ack.
+ */
+static void known_duplicates(void)
+{
+    const char *no = "W-KNOWN";
+    json_t *cs =
+        json_pack("{s:s, s:{s:s, s:I}, s:{s:s, s:s, s:I}}", "name", "known", "order",
+                  "out_trade_no", no, "amount", (json_int_t)800, "event", "event_type",
+                  "TRANSACTION.SUCCESS", "transaction_id", "4200000998", "amount", (json_int_t)800);
+    seed(json_object_get(cs, "order"), "wechatpay");
+    struct po_sim_request req;
+    build_wechatpay(cs, no, &req);
+    const char *records = "SELECT COUNT(*) FROM callback_record WHERE out_trade_no = ?";
+    int64_t hits0 = metric("payonce_committer_known_hits_total");
+
+    /* The database locked (as in store_outage): all eight FAIL. */
+    struct po_store *holder = t_open(url);
+    char err[PO_ERRBUF_SIZE] = "";
+    int64_t ch = 0;
+    if (po_store_begin(holder, err, sizeof err) ||
+        po_store_exec(holder, "UPDATE pay_order SET updated_at = updated_at WHERE out_trade_no = ?",
+                      PO_PARAMS(PO_TEXT(no)), NULL, &ch, err, sizeof err))
+        die(err);
+    struct delivery d[DELIVERIES_MAX];
+    send_together(&req, d, DELIVERIES_MAX);
+    po_store_rollback(holder);
+    po_store_close(holder);
+    for (int i = 0; i < DELIVERIES_MAX; i++)
+        T_CHECK(d[i].reply.status >= 500, "known: delivery %d while locked: %ld %s", i + 1,
+                d[i].reply.status, d[i].reply.body);
+    T_CHECK(metric("payonce_committer_known_hits_total") == hits0,
+            "known: a delivery answered from the table while nothing was committed");
+    /* Answered FAIL at their deadline, their batch may still commit once
+     * the lock is gone (operations.md): then it is in the table too. */
+    int64_t late = 0;
+    for (int i = 0; i < 20 && !(late = count_for("SELECT COUNT(*) FROM notify_log WHERE"
+                                                 " out_trade_no = ?",
+                                                 no));
+         i++)
+        usleep(100000);
+    int64_t records0 = count_for(records, no);
+
+    /* Credited, then eight at once and four one after another: each from
+     * the table. */
+    struct delivery first = {"wechatpay", "t1", &req, {0}, 0};
+    send_once(&first);
+    T_CHECK(first.reply.status == 204, "known: first delivery %ld", first.reply.status);
+    send_together(&req, d, DELIVERIES_MAX);
+    for (int i = 0; i < 4; i++)
+        send_once(&d[i]);
+    for (int i = 0; i < DELIVERIES_MAX; i++)
+        T_CHECK(d[i].reply.status == 204, "known: redelivery %d: %ld %s", i + 1, d[i].reply.status,
+                d[i].reply.body);
+    int64_t hits = metric("payonce_committer_known_hits_total") - hits0;
+    T_CHECK(hits == DELIVERIES_MAX + 4 + late, "known: %lld of %lld redeliveries from the table",
+            (long long)hits, (long long)(DELIVERIES_MAX + 4 + late));
+    T_CHECK(count_for("SELECT COUNT(*) FROM journal WHERE out_trade_no = ?", no) == 1,
+            "known: not credited once");
+
+    /* Their records: the first delivery's with it, the twelve after their
+     * acks. */
+    int64_t got = 0, want = records0 + 1 + DELIVERIES_MAX + 4;
+    for (int i = 0; i < 100 && (got = count_for(records, no)) < want; i++)
+        usleep(100000);
+    T_CHECK(got == want, "known: %lld records, expected %lld", (long long)got, (long long)want);
+    printf("# http[%s] known: 8 at once while locked -> FAIL, none from the table (their batch"
+           " committed after the lock: %s); then %lld redeliveries answered from the table,"
+           " %lld records\n",
+           backend, late ? "yes" : "no", (long long)hits, (long long)got);
+    po_sim_request_free(&req);
+    json_decref(cs);
+}
+
 #define ADMIN_TOKEN "test-admin-token-0123456789"
 
 /* One request to the dashboard's routes (token NULL: none). */
@@ -823,6 +936,7 @@ int main(int argc, char **argv)
         json_decref(cases);
     }
     store_outage();
+    known_duplicates();
     check_endpoints();
     check_admin();
     t_gateway_stop(srv);

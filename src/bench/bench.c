@@ -42,11 +42,12 @@ po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_ben
                              const char *name, int batch_max, int batch_wait_us, const char *flag,
                              struct po_bench_server *out, char *err, size_t errcap)
 {
-    char logpath[400], bm[16], bw[16], cm[16];
+    char logpath[400], bm[16], bw[16], cm[16], ke[16];
     (void)snprintf(logpath, sizeof logpath, "%s/server-%s.log", fx->dir, name);
     (void)snprintf(bm, sizeof bm, "%d", batch_max);
     (void)snprintf(bw, sizeof bw, "%d", batch_wait_us);
     (void)snprintf(cm, sizeof cm, "%d", cfg->committers);
+    (void)snprintf(ke, sizeof ke, "%d", cfg->known_events);
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0)
         return PO_ERR_IO;
@@ -64,7 +65,8 @@ po_err po_bench_server_start(const struct po_bench_cfg *cfg, const struct po_ben
         execl(cfg->exe, cfg->exe, "serve", "--db", fx->db_url, "--listen", "127.0.0.1:0",
               "--master-key-file", fx->master_file, "--query-interval", "0",
               "--refund-retry-interval", "0", "--batch-max", bm, "--batch-wait-us", bw,
-              "--committers", cm, "--max-connections-per-ip", "0", flag, (char *)NULL);
+              "--committers", cm, "--known-events", ke, "--max-connections-per-ip", "0", flag,
+              (char *)NULL);
         _exit(127);
     }
     close(pfd[1]);
@@ -1271,8 +1273,9 @@ int po_bench_run(const struct po_bench_cfg *cfg)
         printf("# WARNING: fsync or synchronous_commit is off: commits are not durable, these"
                " figures are NOT COMPARABLE with a production server's\n");
     printf("# %d payments per scenario, %d keep-alive connections; server: --batch-max %d"
-           " --batch-wait-us %d --committers %d\n",
-           n, R.conns, cfg->batch_max, cfg->batch_wait_us, R.pg ? cfg->committers : 1);
+           " --batch-wait-us %d --committers %d --known-events %d\n",
+           n, R.conns, cfg->batch_max, cfg->batch_wait_us, R.pg ? cfg->committers : 1,
+           cfg->known_events);
     struct po_bench_server srv = {0};
     json_t *scans_before = NULL, *scans = NULL;
     bool seq_on_big = false;

@@ -27,6 +27,7 @@ struct po_bench_cfg {
     int committers;      /* the server's --committers (PostgreSQL; default 2) */
     int batch_max;       /* the server's --batch-max (default 128) */
     int batch_wait_us;   /* the server's --batch-wait-us (default 200) */
+    int known_events;    /* the server's --known-events (default 65536) */
     int64_t plan_rows;   /* PostgreSQL: rows of another tenant loaded first (default 1000000) */
     const char *out_dir; /* where the JSON goes (NULL: not written) */
     /* Only these runs (comma-separated keys of po_bench_runs), NULL: all. */

@@ -14,12 +14,14 @@
 int cmd_bench(struct po_store *s, const struct opts *o)
 {
     (void)s;
-    int64_t orders, conns, committers, batch_max, batch_wait, plan_rows, nodes;
+    int64_t orders, conns, committers, batch_max, batch_wait, known, plan_rows, nodes;
     int ret = cli_int_opt(o, "orders", 300, 1000000, 10000, &orders);
     if (!ret)
         ret = cli_int_opt(o, "connections", 1, 1024, 16, &conns);
     if (!ret)
         ret = cli_committer_opts(o, &committers, &batch_max, &batch_wait);
+    if (!ret)
+        ret = cli_int_opt(o, "known-events", 0, PO_KNOWN_MAX, 65536, &known);
     if (!ret)
         ret = cli_int_opt(o, "plan-rows", 0, 100000000, 1000000, &plan_rows);
     if (!ret)
@@ -68,6 +70,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
                                .committers = (int)committers,
                                .batch_max = (int)batch_max,
                                .batch_wait_us = (int)batch_wait,
+                               .known_events = (int)known,
                                .plan_rows = plan_rows,
                                .out_dir = cli_opt(o, "out"),
                                .only = cli_opt(o, "only"),

@@ -314,8 +314,13 @@ static void run(struct worker *w, int n)
     }
     w->nwatch = 0;
     pthread_mutex_unlock(&w->mu);
+    /* A batch of works alone that did not commit (each answered
+     * PO_ERR_TRANSIENT) empties the table as well. */
+    bool lost = failed;
+    for (int j = 0; j < nw; j++)
+        lost |= w->work[j].rc == PO_ERR_TRANSIENT;
     if (c->known && ne + nw > 0)
-        remember(w, ne, failed);
+        remember(w, ne, lost);
     if (ne + nw > 0)
         count_batch(c, ne + nw, failed);
     /* Answer only now: the batch has committed (or is all retry). */

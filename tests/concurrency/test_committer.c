@@ -14,7 +14,8 @@
  *     the submitters finds in it only events whose processed record an
  *     independent connection already sees; nothing while every COMMIT
  *     fails; every event once its batch committed; emptied by a batch that
- *     does not commit and (PostgreSQL) by a connection that is new;
+ *     does not commit (of works alone, or with events) and (PostgreSQL) by
+ *     a connection that is new;
  *   - the alert of a verified callback that cannot be applied is written
  *     in a batch like an event: once, with work.rc OK; with a deadline
  *     that passes while the database stalls, it is answered retry at once
@@ -298,6 +299,14 @@ static int known_count(struct po_committer *c, struct item *items, int n)
     return k;
 }
 
+/* A work that writes nothing. */
+static po_err nothing(struct po_store *s, void *ctx)
+{
+    (void)s;
+    (void)ctx;
+    return PO_OK;
+}
+
 /* Applies one new payment until it is answered (the first tries may meet
  * a connection the test ended); the answers it took. */
 static int apply_new(struct po_committer *c, struct po_store *s, const char *no, const char *txn)
@@ -378,7 +387,18 @@ static void known_after_commit(void **state)
     assert_false(po_committer_known(c, &other));
     int hits_racing = p.hits;
 
-    /* A batch that does not commit empties the table. */
+    /* A batch that does not commit empties the table: one of works alone
+     * (a duplicate's record, an API write), then one with an event. */
+    atomic_store(&fail_commits, true);
+    struct po_commit_item work = {.work = {nothing, NULL, PO_OK}};
+    po_committer_apply(c, &work);
+    assert_int_equal(work.work.rc, PO_ERR_TRANSIENT);
+    assert_int_equal(known_count(c, items, ORDERS * 2), 0);
+    atomic_store(&fail_commits, false);
+    memset(&p, 0, sizeof p);
+    deliver_polled(c, items, ORDERS * 2, &p); /* all duplicates: back in the table */
+    assert_int_equal(p.violations, 0);
+    assert_int_equal(known_count(c, items, ORDERS * 2), ORDERS * 2);
     struct po_committer_stats st0, st;
     po_committer_stats(c, &st0);
     atomic_store(&fail_commits, true);

@@ -71,9 +71,10 @@ int cli_account(struct po_store *s, const struct opts *o, const char *tenant, co
 
 /* ---- serve's options, declared once (cmd_config.c) ---- */
 /* The committer's options shared by serve and bench: --committers (2),
- * --batch-max (128), --batch-wait-us (200); 0 or EXIT_USAGE. */
+ * --batch-max (128), --batch-wait-us (200), --known-events (65536); 0 or
+ * EXIT_USAGE. */
 int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
-                       int64_t *batch_wait);
+                       int64_t *batch_wait, int64_t *known);
 #define PO_CONFIG_DEFAULT "/etc/payonce/payonce.conf"
 struct po_option;
 struct po_gateway_cfg;

@@ -19,9 +19,7 @@ int cmd_bench(struct po_store *s, const struct opts *o)
     if (!ret)
         ret = cli_int_opt(o, "connections", 1, 1024, 16, &conns);
     if (!ret)
-        ret = cli_committer_opts(o, &committers, &batch_max, &batch_wait);
-    if (!ret)
-        ret = cli_int_opt(o, "known-events", 0, PO_KNOWN_MAX, 65536, &known);
+        ret = cli_committer_opts(o, &committers, &batch_max, &batch_wait, &known);
     if (!ret)
         ret = cli_int_opt(o, "plan-rows", 0, 100000000, 1000000, &plan_rows);
     if (!ret)

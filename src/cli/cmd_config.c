@@ -343,12 +343,14 @@ void cfg_doc(FILE *f)
 }
 
 int cli_committer_opts(const struct opts *o, int64_t *committers, int64_t *batch_max,
-                       int64_t *batch_wait)
+                       int64_t *batch_wait, int64_t *known)
 {
     int ret = cfg_int(o, "committers", committers); /* bounds: config.c's table */
     if (!ret)
         ret = cfg_int(o, "batch-max", batch_max);
     if (!ret)
         ret = cfg_int(o, "batch-wait-us", batch_wait);
+    if (!ret)
+        ret = cfg_int(o, "known-events", known);
     return ret;
 }

@@ -114,9 +114,8 @@ const struct cli_command cli_commands[] = {
     {"config", "doc", "", "", "", cmd_config_doc, true,
      "serve's options as Markdown (docs/configuration.md)"},
     {"bench", NULL,
-     "db orders connections committers batch-max batch-wait-us known-events plan-rows out only "
-     "nodes"
-     " balance",
+     "db orders connections committers batch-max batch-wait-us known-events plan-rows out only"
+     " nodes balance",
      "", "", cmd_bench, true, "throughput with its baselines (docs/performance.md)"},
     {"sim", "keys", "dir mode tenant api-url gateway-url", "", "", cmd_sim_keys, true,
      "make the channel simulator's keys"},

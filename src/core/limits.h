@@ -68,7 +68,7 @@
 #define PO_WORKERS_MAX 256          /* threads for blocking work (API, account loads) */
 #define PO_WORKERS_DEFAULT 64       /* serve --workers; a node's maxconn behind HAProxy */
 #define PO_QUEUE_MAX 65536          /* items queued for one committer worker */
-#define PO_KNOWN_MAX (1 << 21)      /* committed events remembered (36 bytes each) */
+#define PO_KNOWN_MAX (1 << 21)      /* committed events remembered (~40 bytes each) */
 #define PO_POOL_SIZE_MAX 64         /* connections in one pool */
 #define PO_LEDGER_LINES_MAX 4       /* lines of one journal */
 #define PO_LEDGER_DELTAS_MAX (PO_BATCH_MAX * PO_LEDGER_LINES_MAX)

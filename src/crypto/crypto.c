@@ -521,25 +521,29 @@ po_err po_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t l
     return PO_OK;
 }
 
+/* md's digest of msg (size bytes) into out. */
+static po_err digest(const EVP_MD *md, const void *msg, size_t len, unsigned char *out,
+                     unsigned size)
+{
+    unsigned int n = 0;
+    if (EVP_Digest(msg, len, out, &n, md, NULL) != 1)
+        return PO_ERR_NOMEM;
+    PO_ASSERT(n == size);
+    return PO_OK;
+}
+
 static po_err digest_hex(const EVP_MD *md, const void *msg, size_t len, char *out, unsigned size)
 {
     unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    if (EVP_Digest(msg, len, d, &n, md, NULL) != 1)
-        return PO_ERR_NOMEM;
-    PO_ASSERT(n == size);
-    for (unsigned i = 0; i < n; i++)
+    po_err rc = digest(md, msg, len, d, size);
+    for (unsigned i = 0; !rc && i < size; i++)
         (void)snprintf(out + 2 * i, 3, "%02x", d[i]);
-    return PO_OK;
+    return rc;
 }
 
 po_err po_sha256(const void *msg, size_t len, unsigned char out[32])
 {
-    unsigned int n = 0;
-    if (EVP_Digest(msg, len, out, &n, sha256(), NULL) != 1)
-        return PO_ERR_NOMEM;
-    PO_ASSERT(n == 32);
-    return PO_OK;
+    return digest(sha256(), msg, len, out, 32);
 }
 
 po_err po_sha256_hex(const void *msg, size_t len, char out[65])

@@ -627,6 +627,26 @@ static void run_case(const char *channel, json_t *cs)
     po_sim_request_free(&req);
 }
 
+/* A transaction that holds order no's row — SQLite: the write lock itself;
+ * PostgreSQL: the order's row lock — until unlock_order. */
+static struct po_store *lock_order(const char *no)
+{
+    struct po_store *holder = t_open(url);
+    char err[PO_ERRBUF_SIZE] = "";
+    int64_t ch = 0;
+    if (po_store_begin(holder, err, sizeof err) ||
+        po_store_exec(holder, "UPDATE pay_order SET updated_at = updated_at WHERE out_trade_no = ?",
+                      PO_PARAMS(PO_TEXT(no)), NULL, &ch, err, sizeof err))
+        die(err);
+    return holder;
+}
+
+static void unlock_order(struct po_store *holder)
+{
+    po_store_rollback(holder);
+    po_store_close(holder);
+}
+
 /* A callback that meets a database it cannot write is answered FAIL 5xx,
  * nothing is recorded, and the channel's retry is credited once. */
 static void store_outage(void)
@@ -638,21 +658,10 @@ static void store_outage(void)
     seed(json_object_get(cs, "order"), "wechatpay");
     struct po_sim_request req;
     build_wechatpay(cs, "W-OUTAGE", &req);
-    struct po_store *holder = t_open(url);
-    char err[PO_ERRBUF_SIZE] = "";
-    int64_t ch = 0;
-    if (po_store_begin(holder, err, sizeof err))
-        die(err);
-    /* SQLite: the write lock itself. PostgreSQL: the order's row lock. */
-    if (po_store_exec(holder,
-                      "UPDATE pay_order SET updated_at = updated_at WHERE out_trade_no ="
-                      " 'W-OUTAGE'",
-                      NULL, 0, NULL, &ch, err, sizeof err))
-        die(err);
+    struct po_store *holder = lock_order("W-OUTAGE");
     struct delivery d = {"wechatpay", "t1", &req, {0}, 0};
     send_once(&d);
-    po_store_rollback(holder);
-    po_store_close(holder);
+    unlock_order(holder);
     T_CHECK(d.reply.status >= 500 && strstr(d.reply.body, "FAIL"),
             "outage: status %ld body %s, expected 5xx FAIL", d.reply.status, d.reply.body);
     T_CHECK(count_for("SELECT COUNT(*) FROM notify_log WHERE out_trade_no = ?", "W-OUTAGE") == 0,
@@ -724,17 +733,10 @@ static void known_duplicates(void)
     int64_t hits0 = metric("payonce_committer_known_hits_total");
 
     /* The database locked (as in store_outage): all eight FAIL. */
-    struct po_store *holder = t_open(url);
-    char err[PO_ERRBUF_SIZE] = "";
-    int64_t ch = 0;
-    if (po_store_begin(holder, err, sizeof err) ||
-        po_store_exec(holder, "UPDATE pay_order SET updated_at = updated_at WHERE out_trade_no = ?",
-                      PO_PARAMS(PO_TEXT(no)), NULL, &ch, err, sizeof err))
-        die(err);
+    struct po_store *holder = lock_order(no);
     struct delivery d[DELIVERIES_MAX];
     send_together(&req, d, DELIVERIES_MAX);
-    po_store_rollback(holder);
-    po_store_close(holder);
+    unlock_order(holder);
     for (int i = 0; i < DELIVERIES_MAX; i++)
         T_CHECK(d[i].reply.status >= 500, "known: delivery %d while locked: %ld %s", i + 1,
                 d[i].reply.status, d[i].reply.body);

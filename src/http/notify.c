@@ -59,14 +59,16 @@ static void answer(struct po_hcall *h)
      * channels ignore headers they do not know. */
     char oc[64];
     if (d->outcome.layer)
-        (void)snprintf(oc, sizeof oc, "%s; layer=%d", po_outcome_name(d->outcome.kind),
-                       d->outcome.layer);
+        (void)snprintf(oc, sizeof oc, "%s; layer=%d%s", po_outcome_name(d->outcome.kind),
+                       d->outcome.layer, d->remembered ? "; remembered" : "");
     else if (d->outcome.reason != PO_R_NONE)
         (void)snprintf(oc, sizeof oc, "%s; reason=%s", po_outcome_name(d->outcome.kind),
                        po_reason_name(d->outcome.reason));
     else
         (void)snprintf(oc, sizeof oc, "%s", po_outcome_name(d->outcome.kind));
     po_hresp_header(&h->resp, "Payonce-Outcome", oc);
+    /* the id its callback record and log lines carry, as the API answers it */
+    po_hresp_header(&h->resp, "X-Request-Id", h->req.request_id);
     uint64_t micros = po_now_us() - h->start_us;
     if (d->outcome.kind == PO_OUT_INVALID)
         po_metrics_verify_failure(cb->ch->name, d->outcome.reason);

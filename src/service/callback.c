@@ -207,6 +207,7 @@ static bool known_duplicate(struct po_callback *cb)
     }
     decide(cb, PO_OUT_DUPLICATE, PO_R_NONE);
     cb->decision.outcome.layer = 1; /* the processed record, remembered */
+    cb->decision.remembered = true;
     return true;
 }
 

@@ -37,6 +37,10 @@ struct po_callback_decision {
     unsigned fail_status;      /* 0: ack SUCCESS */
     char out_trade_no[PO_ID_MAX + 1];
     char detail[160]; /* why it was refused, for the log; never secrets */
+    /* a duplicate answered from the committer's table of committed events:
+     * its record is written after the answer, in the committer's next
+     * batch (docs/operations.md, "Disputes: the callback record") */
+    bool remembered;
 };
 
 struct po_callback {

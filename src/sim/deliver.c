@@ -34,28 +34,41 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     return size * n;
 }
 
-/* Keeps the Payonce-Outcome header's value (ctx: char[64]). */
+/* What payonce says of an attempt in its answer's headers. */
+struct said {
+    char *outcome;    /* Payonce-Outcome, char[64] */
+    char *request_id; /* X-Request-Id, char[48] */
+};
+
+/* Copies header `name`'s value (name with its colon, lower case) into
+ * out[cap] when the line is that header. */
+static void keep_header(const char *data, size_t len, const char *name, char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    if (len <= nl || strncasecmp(data, name, nl) != 0)
+        return;
+    size_t b = nl, e = len;
+    while (b < e && (data[b] == ' ' || data[b] == '\t'))
+        b++;
+    while (e > b && (data[e - 1] == '\r' || data[e - 1] == '\n' || data[e - 1] == ' '))
+        e--;
+    size_t take = e - b < cap - 1 ? e - b : cap - 1;
+    memcpy(out, data + b, take);
+    out[take] = '\0';
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 {
-    static const char name[] = "payonce-outcome:";
-    size_t len = size * n, nl = sizeof name - 1;
-    char *out = ctx;
-    if (len > nl && strncasecmp(data, name, nl) == 0) {
-        size_t b = nl, e = len;
-        while (b < e && (data[b] == ' ' || data[b] == '\t'))
-            b++;
-        while (e > b && (data[e - 1] == '\r' || data[e - 1] == '\n' || data[e - 1] == ' '))
-            e--;
-        size_t take = e - b < 63 ? e - b : 63;
-        memcpy(out, data + b, take);
-        out[take] = '\0';
-    }
+    struct said *said = ctx;
+    size_t len = size * n;
+    keep_header(data, len, "payonce-outcome:", said->outcome, 64);
+    keep_header(data, len, "x-request-id:", said->request_id, 48);
     return len;
 }
 
 /* One POST; returns the HTTP status, or 0 with *what describing why not. */
 static long post_once(const struct po_sim_delivery *d, const struct po_sim_request *req, char *body,
-                      size_t cap, char outcome[64], const char **what)
+                      size_t cap, struct po_sim_result *out, const char **what)
 {
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
@@ -81,9 +94,10 @@ static long post_once(const struct po_sim_delivery *d, const struct po_sim_reque
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    outcome[0] = '\0';
+    struct said said = {out->last_outcome, out->last_request_id};
+    said.outcome[0] = said.request_id[0] = '\0';
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, outcome);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &said);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(d->deadline_ms > 0 ? d->deadline_ms : 5000));
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     CURLcode rc = curl_easy_perform(c);
@@ -134,12 +148,12 @@ static void history_add(const struct po_sim_delivery *d, int attempt, int64_t se
     const struct po_sim_payment *p = d->notice->payment;
     const struct po_sim_refund *f = d->notice->refund;
     json_t *j =
-        json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:s, s:b, s:s}", "op",
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:s, s:b, s:s, s:s}", "op",
                   p ? "payment" : "refund", "url", d->url, "channel", d->channel, "out_trade_no",
                   p ? p->out_trade_no : f->out_trade_no, "txn", p ? p->txn : f->txn, "copy",
                   d->copy, "attempt", attempt, "sent_ms", (json_int_t)sent, "answered_ms",
                   (json_int_t)po_clock_now_ms(), "status", (int)status, "error", error, "acked",
-                  r->acked, "outcome", r->last_outcome);
+                  r->acked, "outcome", r->last_outcome, "request_id", r->last_request_id);
     if (j && p) {
         json_object_set_new(j, "amount", json_integer(p->amount));
         json_object_set_new(j, "currency", json_string(p->currency ? p->currency : "CNY"));
@@ -194,8 +208,7 @@ void po_sim_deliver(const struct po_sim_delivery *d, struct po_sim_result *out)
         long status = 0;
         int64_t sent = po_clock_now_ms();
         if (po_sim_notice_build(d->notice, now, &req) == PO_OK) {
-            status =
-                post_once(d, &req, out->last_body, sizeof out->last_body, out->last_outcome, &what);
+            status = post_once(d, &req, out->last_body, sizeof out->last_body, out, &what);
             po_sim_request_free(&req);
         } else {
             what = "the notification could not be built";

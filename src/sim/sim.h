@@ -245,6 +245,9 @@ struct po_sim_result {
     /* payonce's Payonce-Outcome answer header of the last attempt
      * ("applied", "duplicate; layer=1", "rejected; reason=…"), "" if none */
     char last_outcome[64];
+    /* its X-Request-Id: the request id of payonce's callback record and
+     * log lines for that attempt, "" if none */
+    char last_request_id[48];
 };
 
 /* Sends, and resends on FAIL, timeouts and connection errors, on the

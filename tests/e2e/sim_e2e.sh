@@ -46,7 +46,7 @@ for ch in wechatpay alipay stripe; do
   # what payonce decided, per delivery (its Payonce-Outcome header)
   check "$ch: credited (sim pay's count)" "$(summary burst-$ch.out credited)" $N
   check "$ch: deliveries answered applied" "$(grep -c '\[payonce: applied\]' burst-$ch.out)" $N
-  check "$ch: deliveries answered duplicate" "$(grep -c '\[payonce: duplicate; layer=[123]\]' burst-$ch.out)" $((2 * N))
+  check "$ch: deliveries answered duplicate" "$(grep -Ec '\[payonce: duplicate; layer=[123](; remembered)?\]' burst-$ch.out)" $((2 * N))
   paid=$(paid_count "$ch" $N)
   check "$ch: orders paid" "$paid" $N
   check "$ch: clearing balance" "$("$BIN" ledger balances --tenant t1 --json | python3 -c "import json,sys; print({b['account']:b['balance'] for b in json.load(sys.stdin)['balances']}.get('channel_clearing:$ch',0))")" $((N * 100 + N * (N + 1) / 2))

@@ -27,16 +27,32 @@ payonce's code — and checks:
   webhook_once_per_id   (with --events) every outbox event of the receiver's
                         types reached it, and each payment reached it under
                         one event id
+  acked_recorded        the callback record's promise (docs/operations.md,
+                        "Disputes: the callback record"): every acked
+                        delivery a batch answered has its record (matched by
+                        the X-Request-Id of its answer), and every credit
+                        from a callback has a record of its order; a
+                        duplicate answered from memory ("; remembered") may
+                        lack its record only when it was answered in the
+                        moments (--record-window-ms) around an outage listed
+                        in --outages (a kill -9 of the gateway, a failover of
+                        its database), since its record is written after the
+                        answer
 
 Usage:
   history_check.py --db URL --tenant T --payments FILE [--payments FILE …]
                    [--history FILE …] [--events FILE [--event-types a,b]
                    [--events-scope PREFIX …]] [--scope PREFIX …] [--name NAME]
-                   [--report FILE]
+                   [--outages FILE [--record-window-ms MS]] [--report FILE]
 URL is PAYONCE_DB's form: sqlite:PATH or a libpq URL (read with psql).
 --scope limits the orders checked to those whose out_trade_no starts with
 one of the prefixes (default: every order of the tenant); --events-scope
 limits the webhook check to the orders paid while the receiver listened.
+--outages FILE: one outage a line, "FROM_MS [TO_MS [all]]" (milliseconds
+since the epoch, the clock the history's answered_ms uses; TO defaults to
+FROM); "all": an outage that may lose committed transactions (a primary
+killed under asynchronous replication), around which any answer's record
+may be missing.
 Exit 0: clean; 1: a violation (the report names each); 2: usage or input.
 """
 import argparse
@@ -123,6 +139,8 @@ def main():
     ap.add_argument("--scope", action="append")
     ap.add_argument("--events-scope", action="append")
     ap.add_argument("--name", default="history")
+    ap.add_argument("--outages")
+    ap.add_argument("--record-window-ms", type=int, default=1000)
     ap.add_argument("--report")
     a = ap.parse_args()
     scope = tuple(a.scope or ())
@@ -137,10 +155,23 @@ def main():
             paid[(p["channel"], p["txn"])] = p
     attempts = defaultdict(list)  # (channel, txn) -> attempts of payment callbacks
     n_attempts = 0
+    answered = []  # acked attempts (payments and refunds) whose answer named its request
     for h in lines(a.history, "attempt"):
-        if h.get("op") == "payment" and in_scope(h.get("out_trade_no")):
+        if not in_scope(h.get("out_trade_no")):
+            continue
+        if h.get("op") == "payment":
             attempts[(h["channel"], h["txn"])].append(h)
             n_attempts += 1
+        if h.get("acked") and h.get("request_id"):
+            answered.append(h)
+    outages = []  # (from_ms, to_ms, may lose committed transactions)
+    if a.outages:
+        with open(a.outages, encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if parts:
+                    outages.append((int(parts[0]), int(parts[min(1, len(parts) - 1)]),
+                                    parts[2:] == ["all"]))
 
     # --- the database, read with plain SQL ---
     t = a.tenant
@@ -284,9 +315,53 @@ def main():
             c_hook.ok(len(ids) == 1, "order %s: %s arrived under %d ids %s" %
                       (no, typ, len(ids), sorted(ids)))
 
+    # The callback record: a batch's answer has its record, a remembered
+    # duplicate's record may be lost only by an outage right after its answer.
+    c_rec = Check("acked_recorded", "every acked delivery a batch answered has its callback"
+                  " record, every credit from a callback a record of its order; a duplicate"
+                  " answered from memory lacks its record only when answered around an outage")
+    checks.append(c_rec)
+    recorded = {}  # request_id -> out_trade_no
+    for rid, no in query(a.db, "SELECT request_id, out_trade_no FROM callback_record WHERE"
+                         " tenant_id = ?", (t,)):
+        recorded[rid] = no
+    w = a.record_window_ms
+
+    def outage_near(h, any_answer):
+        at = h["answered_ms"]
+        return any(o[0] - w <= at <= o[1] + w and (o[2] or not any_answer) for o in outages)
+    remembered = lost = 0
+    for h in answered:
+        rid, said = h["request_id"], h.get("outcome", "")
+        if "remembered" in said.split("; "):
+            remembered += 1
+            if rid in recorded:
+                continue
+            lost += 1
+            c_rec.ok(outage_near(h, False), "request %s (%s %s, copy %s) answered %r at %d"
+                     " without a record, no outage within %d ms" %
+                     (rid, h["op"], h["out_trade_no"], h.get("copy"), said, h["answered_ms"], w))
+        elif rid not in recorded and outage_near(h, True):
+            lost += 1
+        else:
+            c_rec.ok(recorded.get(rid) == h["out_trade_no"],
+                     "request %s (%s %s, copy %s, attempt %s) answered %r: %s" %
+                     (rid, h["op"], h["out_trade_no"], h.get("copy"), h.get("attempt"), said,
+                      "no callback record" if rid not in recorded else
+                      "its record names order %s" % recorded[rid]))
+    recorded_orders = set(recorded.values())
+    for (kind, no), js in sorted(journals.items()):
+        if kind == "PAY":
+            for key, _ in js:
+                if sources.get(key) == "callback":
+                    c_rec.ok(no in recorded_orders, "order %s credited from a callback (%s) has"
+                             " no callback record" % (no, key))
+
     ok = all(not c.violations for c in checks)
     report = {"name": a.name, "tenant": t, "ok": ok, "payments_paid": len(paid),
               "payments_sent": len(attempts), "attempts": n_attempts, "acked_ok": acked_ok,
+              "acked_answers": len(answered), "remembered": remembered,
+              "unrecorded_near_outage": lost, "outages": len(outages),
               "orders": len(orders), "credits": sum(len(js) for (k, _), js in journals.items()
                                                     if k == "PAY"),
               "checks": {c.name: c.as_json() for c in checks}}
@@ -295,8 +370,9 @@ def main():
             json.dump(report, f, indent=1)
             f.write("\n")
     print("history %s: %d payments paid, %d sent in %d attempts, %d acked as credited, %d"
-          " credits: %s" % (a.name, len(paid), len(attempts), n_attempts, acked_ok,
-                            report["credits"], "clean" if ok else "VIOLATED"))
+          " credits; %d acked answers, %d from memory, %d without a record around %d outages: %s" %
+          (a.name, len(paid), len(attempts), n_attempts, acked_ok, report["credits"],
+           len(answered), remembered, lost, len(outages), "clean" if ok else "VIOLATED"))
     for c in checks:
         print("  %-22s %5d checked, %d violated" % (c.name, c.checked, len(c.violations)))
         for v in c.violations[:MAX_LISTED]:

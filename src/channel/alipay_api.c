@@ -69,7 +69,7 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
     if (!rc) {
         const char *h[] = {"Accept: application/json",
                            "Content-Type: application/x-www-form-urlencoded;charset=utf-8"};
-        rc = po_api_request(a->api_base_url, h, 2, body, out);
+        rc = po_api_request(a->api_base_url, h, 2, body, PO_API_RESP_MAX, out);
     }
     free(body);
     return rc;
@@ -259,8 +259,8 @@ static json_t *signed_call(const struct po_channel_account *a, const char *metho
     *status = 0;
     *nomem = false;
     char *text = biz ? po_json_dumps(biz, JSON_COMPACT) : NULL, reason[PO_REASON_SIZE] = "";
-    struct po_api_resp *resp = text ? malloc(sizeof *resp) : NULL;
-    po_err rc = resp ? po_alipay_call(a, method, text, resp) : PO_ERR_NOMEM;
+    struct po_api_resp r = {0}, *resp = &r;
+    po_err rc = text ? po_alipay_call(a, method, text, resp) : PO_ERR_NOMEM;
     free(text);
     json_t *n = NULL;
     if (rc == PO_ERR_INVALID) {
@@ -268,13 +268,13 @@ static json_t *signed_call(const struct po_channel_account *a, const char *metho
     } else if (rc) {
         *nomem = true;
     } else if ((*status = resp->status) == 0) {
-        (void)snprintf(why, cap, "no_answer");
+        po_api_why_none(resp, why, cap);
     } else if (resp->status != 200) {
         (void)snprintf(why, cap, "HTTP_%ld", resp->status);
     } else if (!(n = po_alipay_resp_verified(a, resp, method, reason, sizeof reason))) {
         (void)snprintf(why, cap, "unsigned:%.20s", reason);
     }
-    free(resp);
+    po_api_resp_release(resp);
     return n;
 }
 
@@ -591,15 +591,20 @@ po_err po_alipay_bill_fetch(const struct po_channel_account *a, const char *date
                (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)) {
         (void)snprintf(out->why, sizeof out->why, "malformed_answer");
     } else {
-        long st = 0;
-        rc = po_api_download(url, NULL, 0, PO_BILL_MAX, &out->data, &out->len, &st);
-        if (!rc && st == 200) {
+        struct po_api_resp d;
+        rc = po_api_download(url, NULL, 0, PO_BILL_MAX, &d);
+        if (!rc && d.status == 200) {
             out->state = PO_BILL_FETCHED;
+            out->data = d.body; /* taken */
+            out->len = d.len;
+            d.body = NULL;
+        } else if (!rc && d.status == 0) {
+            po_api_why_none(&d, out->why, sizeof out->why);
         } else if (!rc) {
-            free(out->data);
-            out->data = NULL;
-            (void)snprintf(out->why, sizeof out->why, st ? "download_HTTP_%ld" : "no_answer", st);
+            (void)snprintf(out->why, sizeof out->why, "download_HTTP_%ld", d.status);
         }
+        if (!rc)
+            po_api_resp_release(&d);
     }
     json_decref(n);
     return rc;

@@ -183,14 +183,30 @@ struct po_ack {
 
 /* ---- channel APIs ---- */
 
-/* A channel API's answer, bounded; status 0 when there was no answer
- * (connection refused, timeout, body over PO_API_RESP_MAX). */
+/* A channel API's answer, read up to the bound its API states (limits.h:
+ * PO_API_RESP_MAX for one object, PO_API_LIST_MAX for a list page or a
+ * search). status 0 when there was no answer (connection refused, timeout,
+ * an answer over the bound: too_large); po_api_why_none says which. body
+ * is heap (NUL-terminated, len bytes; "" for an empty answer, NULL without
+ * one): po_api_resp_release frees it. */
 struct po_api_resp {
     long status;
-    char body[PO_API_RESP_MAX];
-    size_t len;
+    char *body;
+    size_t len, cap;
+    size_t max;     /* the bound it was read under */
+    bool too_large; /* the answer was longer than max: status 0 */
+    bool nomem;     /* (internal) memory ran out while reading */
     char serial[80], sig[700], ts[32], nonce[80];
+    char retry_after[16]; /* a rate-limited answer's Retry-After, "" when none */
 };
+/* Frees the body (the struct itself is the caller's). NULL is fine. */
+void po_api_resp_release(struct po_api_resp *r);
+/* Why an answer with status 0 decides nothing: "no_answer", or
+ * "answer_over_<bound>" (answer_over_8MiB) when it was over its bound. */
+void po_api_why_none(const struct po_api_resp *r, char *why, size_t cap);
+/* The User-Agent every outbound call sends:
+ * "payonce/<version> curl/<version> (<os> <machine>)". */
+const char *po_api_user_agent(void);
 
 /* The budget of every channel API call from now on (default 10 s; at
  * least 100 ms): serve's --channel-timeout-ms. A call without an answer by

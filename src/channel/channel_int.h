@@ -95,16 +95,22 @@ po_err po_account_load_api(json_t *cfg, const unsigned char *master, struct po_c
 
 /* ---- outbound calls (api_http.c) ---- */
 /* One request to a channel API: POST when body is not NULL, GET otherwise;
- * headers are "Name: value" lines (NULL entries skipped). out->status stays
- * 0 when there was no complete answer. Non-OK only for out-of-memory. */
-po_err po_api_request(const char *url, const char *const *headers, int nheaders, const char *body,
-                      struct po_api_resp *out) PO_MUST_CHECK;
-/* One GET of a file up to max bytes, 120 s in all: *data (heap,
- * NUL-terminated, *len bytes) and *status; *status 0 and *data NULL when
- * there was no complete answer (none, or over max). Non-OK only for
+ * headers are "Name: value" lines (NULL entries skipped); User-Agent and
+ * (unless given) Accept: application/json are added. The answer is read up
+ * to max bytes (PO_API_RESP_MAX / PO_API_LIST_MAX); out->status stays 0
+ * when there was no complete answer within it (po_api_why_none). The
+ * caller releases out (po_api_resp_release). Non-OK only for
  * out-of-memory. */
+po_err po_api_request(const char *url, const char *const *headers, int nheaders, const char *body,
+                      size_t max, struct po_api_resp *out) PO_MUST_CHECK;
+/* One GET of a file (a bill) up to max bytes, 120 s in all, streamed to a
+ * temporary file and read back whole once it arrived: out->body (heap,
+ * NUL-terminated, out->len bytes) and out->status; status 0 and body NULL
+ * when there was no complete answer (none, or over max: too_large). The
+ * caller takes or releases out->body. Non-OK only for out-of-memory (or no
+ * temporary file). */
 po_err po_api_download(const char *url, const char *const *headers, int nheaders, size_t max,
-                       char **data, size_t *len, long *status) PO_MUST_CHECK;
+                       struct po_api_resp *out) PO_MUST_CHECK;
 
 /* ---- bills (wechatpay_bill.c, shared by every bill format) ---- */
 /* Exact fixed-point: s with at most scale decimals -> value * 10^scale

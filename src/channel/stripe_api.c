@@ -23,10 +23,12 @@ static const char *field(json_t *o, const char *k)
 }
 
 /* One call: GET path, or POST path with a form body; idem, when not
- * NULL, is sent as Stripe's Idempotency-Key. PO_ERR_INVALID (nothing sent)
- * without an API key. */
+ * NULL, is sent as Stripe's Idempotency-Key; the answer read up to max
+ * (PO_API_RESP_MAX for an object, PO_API_LIST_MAX for a list or a
+ * search). PO_ERR_INVALID (nothing sent) without an API key. answer()
+ * consumes what it read. */
 static po_err call(const struct po_channel_account *a, const char *path, const char *form,
-                   const char *idem, struct po_api_resp *out)
+                   const char *idem, size_t max, struct po_api_resp *out)
 {
     memset(out, 0, sizeof *out);
     const struct po_stripe_account *st = po_stripe_of(a);
@@ -43,21 +45,24 @@ static po_err call(const struct po_channel_account *a, const char *path, const c
     const char *h[] = {"Accept: application/json", "Stripe-Version: 2024-06-20", auth,
                        form ? "Content-Type: application/x-www-form-urlencoded" : NULL,
                        idem ? key : NULL};
-    rc = po_api_request(url, h, 5, form, out);
+    rc = po_api_request(url, h, 5, form, max, out);
     po_secure_zero(auth, sizeof auth);
     return rc;
 }
 
-/* The answer as a JSON object, or NULL (*why: no_answer, not_json,
- * HTTP_<status>:<error.code>). */
-static json_t *answer(const struct po_api_resp *r, char *why, size_t cap)
+/* The answer as a JSON object, or NULL (*why: no_answer or
+ * answer_over_<bound>, not_json, HTTP_<status>:<error.code>). The body
+ * read is released (r->status stays): r may serve the next call. */
+static json_t *answer(struct po_api_resp *r, char *why, size_t cap)
 {
     json_t *j = NULL;
     if (r->status == 0) {
-        (void)snprintf(why, cap, "no_answer");
+        po_api_why_none(r, why, cap);
         return NULL;
     }
-    if (po_json_parse(r->body, r->len, &j, NULL, 0) != PO_OK || !json_is_object(j)) {
+    bool parsed = po_json_parse(r->body, r->len, &j, NULL, 0) == PO_OK;
+    po_api_resp_release(r);
+    if (!parsed || !json_is_object(j)) {
         json_decref(j);
         (void)snprintf(why, cap, "HTTP_%ld_not_json", r->status);
         return NULL;
@@ -86,7 +91,7 @@ static po_err intents_of(const struct po_channel_account *a, const char *out_tra
                      "%%27%s%%27&limit=10",
                      out_trade_no) == PO_OK);
     struct po_api_resp *r = malloc(sizeof *r);
-    po_err rc = r ? call(a, path, NULL, NULL, r) : PO_ERR_NOMEM;
+    po_err rc = r ? call(a, path, NULL, NULL, PO_API_LIST_MAX, r) : PO_ERR_NOMEM;
     if (rc == PO_ERR_INVALID) {
         (void)snprintf(why, cap, "no_api_key");
         rc = PO_OK;
@@ -185,7 +190,7 @@ po_err po_stripe_order_close(const struct po_channel_account *a, const char *out
             (void)snprintf(out->why, sizeof out->why, "malformed_answer");
             break;
         }
-        rc = call(a, path, "cancellation_reason=abandoned", NULL, r);
+        rc = call(a, path, "cancellation_reason=abandoned", NULL, PO_API_RESP_MAX, r);
         if (rc) {
             out->state = PO_CLOSE_FAILED;
             break;
@@ -255,7 +260,7 @@ po_err po_stripe_refund_submit(const struct po_channel_account *a,
     PO_ASSERT(po_fmt(idem, sizeof idem, "payonce-refund-%s-%s", a->tenant, r->out_refund_no) ==
               PO_OK);
     struct po_api_resp *resp = malloc(sizeof *resp);
-    po_err rc = resp ? call(a, "/v1/refunds", form, idem, resp) : PO_ERR_NOMEM;
+    po_err rc = resp ? call(a, "/v1/refunds", form, idem, PO_API_RESP_MAX, resp) : PO_ERR_NOMEM;
     if (rc) {
         free(resp);
         return rc;
@@ -293,7 +298,7 @@ po_err po_stripe_refund_query(const struct po_channel_account *a, const struct p
     PO_ASSERT(po_fmt(path, sizeof path, "/v1/refunds?payment_intent=%s&limit=100", r->txn_id) ==
               PO_OK);
     struct po_api_resp *resp = malloc(sizeof *resp);
-    po_err rc = resp ? call(a, path, NULL, NULL, resp) : PO_ERR_NOMEM;
+    po_err rc = resp ? call(a, path, NULL, NULL, PO_API_LIST_MAX, resp) : PO_ERR_NOMEM;
     if (rc == PO_ERR_INVALID) {
         (void)snprintf(out->why, sizeof out->why, "no_api_key");
         rc = PO_OK;
@@ -366,7 +371,7 @@ po_err po_stripe_pay_create(const struct po_channel_account *a, const struct po_
         po_form_free(f);
     free(f);
     struct po_api_resp *resp = form ? malloc(sizeof *resp) : NULL;
-    rc = resp ? call(a, "/v1/payment_intents", form, idem, resp) : PO_ERR_NOMEM;
+    rc = resp ? call(a, "/v1/payment_intents", form, idem, PO_API_RESP_MAX, resp) : PO_ERR_NOMEM;
     free(form);
     if (rc) {
         free(resp);
@@ -405,7 +410,7 @@ static po_err list_page(const struct po_channel_account *a, const char *path,
                         struct po_api_resp *resp, long *status, char *why, size_t cap, json_t **j,
                         json_t **data, bool *more)
 {
-    po_err rc = call(a, path, NULL, NULL, resp);
+    po_err rc = call(a, path, NULL, NULL, PO_API_LIST_MAX, resp);
     if (rc)
         return rc;
     *status = resp->status;

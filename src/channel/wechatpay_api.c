@@ -71,7 +71,7 @@ po_err po_wechatpay_call(const struct po_channel_account *a, const char *method,
         return rc;
     const char *h[3] = {"Accept: application/json", body ? "Content-Type: application/json" : NULL,
                         auth[0] ? auth : NULL};
-    return po_api_request(url, h, 3, body, out);
+    return po_api_request(url, h, 3, body, PO_API_RESP_MAX, out);
 }
 
 bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct po_api_resp *r,
@@ -97,26 +97,26 @@ struct signed_answer {
     long status;
     bool is_signed;
     json_t *j;
-    char why[PO_REASON_SIZE];
+    char why[PO_REASON_SIZE]; /* status 0: po_api_why_none's */
 };
 
 static po_err signed_json(const struct po_channel_account *a, const char *method, const char *path,
                           const char *body, struct signed_answer *out)
 {
     memset(out, 0, sizeof *out);
-    struct po_api_resp *r = malloc(sizeof *r);
-    if (!r)
-        return PO_ERR_NOMEM;
-    po_err rc = po_wechatpay_call(a, method, path, body, r);
+    struct po_api_resp r;
+    po_err rc = po_wechatpay_call(a, method, path, body, &r);
     if (rc == PO_ERR_INVALID) { /* no merchant key: nothing was sent */
-        r->status = 0;
+        r.status = 0;
         rc = PO_OK;
     }
-    if (!rc && (out->status = r->status) != 0 &&
-        (out->is_signed = po_wechatpay_resp_signed(a, r, out->why, sizeof out->why)) && r->len &&
-        po_json_parse(r->body, r->len, &out->j, NULL, 0) != PO_OK)
+    if (!rc && r.status == 0)
+        po_api_why_none(&r, out->why, sizeof out->why);
+    if (!rc && (out->status = r.status) != 0 &&
+        (out->is_signed = po_wechatpay_resp_signed(a, &r, out->why, sizeof out->why)) && r.len &&
+        po_json_parse(r.body, r.len, &out->j, NULL, 0) != PO_OK)
         out->j = NULL; /* a signed answer that does not parse says nothing more */
-    free(r);
+    po_api_resp_release(&r);
     return rc;
 }
 
@@ -125,7 +125,7 @@ static po_err signed_json(const struct po_channel_account *a, const char *method
 static void undecided(const struct signed_answer *sa, char *out, size_t cap)
 {
     if (sa->status == 0)
-        (void)snprintf(out, cap, "no_answer");
+        (void)snprintf(out, cap, "%s", sa->why[0] ? sa->why : "no_answer");
     else if (!sa->is_signed)
         (void)snprintf(out, cap, "HTTP_%ld_unsigned:%.20s", sa->status, sa->why);
     else
@@ -568,24 +568,25 @@ po_err po_wechatpay_bill_fetch(const struct po_channel_account *a, const char *d
                strncmp(url, a->api_base_url, blen) != 0 || url[blen] != '/' || strlen(url) > 1024) {
         (void)snprintf(out->why, sizeof out->why, "malformed_answer");
     } else {
-        char auth[1400], *gz = NULL;
-        size_t gzlen = 0;
-        long st = 0;
+        char auth[1400];
+        struct po_api_resp gz = {0};
         rc = authorization(a, "GET", url + blen, "", auth, sizeof auth);
-        const char *h[] = {"Accept: application/json", auth};
+        const char *h[] = {auth};
         if (!rc)
-            rc = po_api_download(url, h, 2, PO_BILL_MAX, &gz, &gzlen, &st);
-        if (!rc && st != 200) {
-            (void)snprintf(out->why, sizeof out->why, st ? "download_HTTP_%ld" : "no_answer", st);
+            rc = po_api_download(url, h, 1, PO_BILL_MAX, &gz);
+        if (!rc && gz.status == 0) {
+            po_api_why_none(&gz, out->why, sizeof out->why);
+        } else if (!rc && gz.status != 200) {
+            (void)snprintf(out->why, sizeof out->why, "download_HTTP_%ld", gz.status);
         } else if (!rc) {
-            rc = po_wechatpay_bill_unpack(gz, gzlen, hash, &out->data, &out->len, out->why,
+            rc = po_wechatpay_bill_unpack(gz.body, gz.len, hash, &out->data, &out->len, out->why,
                                           sizeof out->why);
             if (rc == PO_ERR_INVALID)
                 rc = PO_OK; /* refused whole: why says so */
             else if (!rc)
                 out->state = PO_BILL_FETCHED;
         }
-        free(gz);
+        po_api_resp_release(&gz);
     }
     json_decref(sa.j);
     return rc;
@@ -666,23 +667,22 @@ po_err po_wechatpay_keys_fetch(const struct po_channel_account *a, struct po_key
         (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
         return PO_OK;
     }
-    struct po_api_resp *r = malloc(sizeof *r);
-    if (!r)
-        return PO_ERR_NOMEM;
+    struct po_api_resp rr, *r = &rr;
     po_err rc = po_wechatpay_call(a, "GET", "/v3/certificates", NULL, r);
-    if (rc) {
-        free(r);
+    if (rc)
         return rc;
-    }
     out->http_status = r->status;
     json_t *j = NULL, *data = NULL;
     if (r->status != 200 || po_json_parse(r->body, r->len, &j, NULL, 0) != PO_OK ||
         !json_is_array(data = json_object_get(j, "data")) || json_array_size(data) == 0) {
-        (void)snprintf(out->why, sizeof out->why, r->status ? "HTTP_%ld" : "no_answer", r->status);
+        if (r->status == 0)
+            po_api_why_none(r, out->why, sizeof out->why);
+        else
+            (void)snprintf(out->why, sizeof out->why, "HTTP_%ld", r->status);
         if (r->status == 200)
             (void)snprintf(out->why, sizeof out->why, "malformed_answer");
         json_decref(j);
-        free(r);
+        po_api_resp_release(r);
         return PO_OK;
     }
     /* the account as it is, plus the certificates handed out: the keys the
@@ -724,6 +724,6 @@ po_err po_wechatpay_keys_fetch(const struct po_channel_account *a, struct po_key
     for (int k = 0; k < nfresh; k++)
         po_pubkey_free(fresh[k]);
     json_decref(j);
-    free(r);
+    po_api_resp_release(r);
     return nomem ? PO_ERR_NOMEM : PO_OK;
 }

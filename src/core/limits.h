@@ -104,8 +104,14 @@
 #define PO_ORDER_EXPIRY_MAX_S (90 * 86400) /* an order's time_expire, at most this ahead */
 #define PO_FORM_PARAMS_MAX 64              /* Alipay form fields */
 #define PO_WINDOW_DEFAULT_S 300            /* timestamp tolerance */
-#define PO_API_RESP_MAX 16384              /* a channel API's answer */
-#define PO_API_TIMEOUT_S 10                /* a channel API call, in all */
+/* A channel API's answer, read up to a bound its API fits with room: one
+ * object (a WeChat Pay order, an Alipay response, a Stripe PaymentIntent
+ * with every attribute: a few KB), and a list page or a search (Stripe's
+ * 100 events of ~10 KB each, balance transactions with their expanded
+ * sources: about 1 MB). Bills are downloads with their own bound. */
+#define PO_API_RESP_MAX (1024 * 1024)
+#define PO_API_LIST_MAX (8 * 1024 * 1024)
+#define PO_API_TIMEOUT_S 10 /* a channel API call, in all */
 #define PO_API_CONNECT_TIMEOUT_S 5
 /* Per-tenant shares (bulkheads): refund submissions with a channel's API at
  * once, per tenant and in all; callbacks in flight per tenant. A share

@@ -1554,6 +1554,7 @@ static void test_alipay_refunds(void)
     json_decref(n);
     po_channel_account_free(acct);
     free(acct);
+    po_api_resp_release(ar);
     free(ar);
     /* No answer: stays pending; the retry job submits it once the gateway
      * is back, and the notification completes it. */

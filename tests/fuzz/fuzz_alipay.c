@@ -16,11 +16,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct po_sim_request r;
     if (data[0] % 4 == 3) {
         struct po_api_resp *resp = calloc(1, sizeof *resp);
+        resp->body = malloc(size);
         memcpy(resp->body, data + 1, size - 1);
+        resp->body[size - 1] = '\0';
         resp->len = size - 1;
         resp->status = 200;
         char why[64];
         json_decref(po_alipay_resp_verified(&ali, resp, "alipay.trade.refund", why, sizeof why));
+        po_api_resp_release(resp);
         free(resp);
         return 0;
     }

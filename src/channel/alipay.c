@@ -264,6 +264,26 @@ static const char *bill_merchant(const struct po_channel_account *a)
 
 static const char *const alipay_pay_methods[] = {"precreate", "page", "wap", NULL};
 
+/* Alipay's field rules for what an order sends (alipay.trade.precreate /
+ * page.pay / wap.pay): out_trade_no at most 64 characters (payonce's own
+ * bound), subject at most 256 characters, total_amount 0.01 to
+ * 100000000.00 yuan. */
+static const char *order_rule(const struct po_pay_request *r, const char **param)
+{
+    size_t chars = 0;
+    for (const char *c = r->description ? r->description : ""; *c; c++)
+        chars += ((unsigned char)*c & 0xc0) != 0x80; /* UTF-8 characters, not bytes */
+    if (chars > 256) {
+        *param = "description";
+        return "description: at most 256 characters (Alipay's subject)";
+    }
+    if (r->amount > INT64_C(10000000000)) {
+        *param = "amount";
+        return "amount: at most 100000000.00 yuan (Alipay's total_amount)";
+    }
+    return NULL;
+}
+
 const struct po_channel_ops po_channel_alipay = {
     .name = "alipay",
     .title = "Alipay (RSA2)",
@@ -278,6 +298,7 @@ const struct po_channel_ops po_channel_alipay = {
     .pay_methods = alipay_pay_methods,
     .pay_create = po_alipay_pay_create,
     .pay_notify_url = true,
+    .order_rule = order_rule,
     .order_close = po_alipay_order_close,
     .refund_query = po_alipay_refund_query,
     .bill_parse = po_alipay_bill_parse,

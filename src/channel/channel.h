@@ -542,6 +542,16 @@ struct po_channel_ops {
      * account's notify_url, required to create one); false: the endpoint
      * is configured at the channel (Stripe's dashboard). */
     bool pay_notify_url;
+    /* Optional: the channel's own rules for an order's fields (its order
+     * number's length and characters, the description's, the amount's
+     * range), checked when an order is created for this channel, so that
+     * an order the channel would refuse is refused when it is made, not at
+     * the channel later. r->pay_method may be NULL (an order whose payment
+     * is made elsewhere: the number still goes to the channel's query and
+     * close). NULL when r obeys them; else the rule broken, for people
+     * ("out_trade_no: 6-32 characters of [A-Za-z0-9_-|*] (WeChat Pay)"),
+     * and *param the member it is about. */
+    const char *(*order_rule)(const struct po_pay_request *r, const char **param);
     /* Optional: the channel's verification keys, fetched (a rotation's
      * successor before it signs anything). Non-OK only for out-of-memory. */
     po_err (*keys_fetch)(const struct po_channel_account *a, struct po_key_fetch *out);
@@ -582,6 +592,11 @@ int po_channel_index(const char *name);
 #define PO_CAN_CLOSE 8u
 #define PO_CAN_CREATE 16u
 void po_channel_names(unsigned need, char *out, size_t cap);
+
+/* The channel's rule an order for it breaks (ops order_rule), or NULL;
+ * NULL also for an unknown channel or one without rules. */
+const char *po_channel_order_rule(const char *channel, const struct po_pay_request *r,
+                                  const char **param);
 
 /* The channel's ack for an outcome (through the registry). */
 void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,

@@ -84,6 +84,14 @@ po_err po_channel_parse(const struct po_channel_account *a, const struct po_noti
     return ops->parse(a, req, out);
 }
 
+const char *po_channel_order_rule(const char *channel, const struct po_pay_request *r,
+                                  const char **param)
+{
+    const struct po_channel_ops *ops = channel ? po_channel_find(channel) : NULL;
+    *param = NULL;
+    return ops && ops->order_rule ? ops->order_rule(r, param) : NULL;
+}
+
 void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
                     struct po_ack *out)
 {

@@ -406,6 +406,19 @@ static const char *bill_merchant(const struct po_channel_account *a)
 
 static const char *const stripe_pay_methods[] = {"payment_intent", NULL};
 
+/* Stripe's field rules for what an order sends: an amount of at most
+ * eight digits (99999999: $999,999.99); metadata keys of at most 40
+ * characters and values of at most 500 (out_trade_no, at most 64, always
+ * fits). */
+static const char *order_rule(const struct po_pay_request *r, const char **param)
+{
+    if (r->amount > 99999999) {
+        *param = "amount";
+        return "amount: at most 99999999 minor units, eight digits (Stripe)";
+    }
+    return NULL;
+}
+
 const struct po_channel_ops po_channel_stripe = {
     .name = "stripe",
     .title = "Stripe-style webhooks (HMAC-SHA256)",
@@ -421,6 +434,7 @@ const struct po_channel_ops po_channel_stripe = {
     .pay_methods = stripe_pay_methods,
     .pay_create = po_stripe_pay_create,
     .pay_notify_url = false,
+    .order_rule = order_rule,
     .order_close = po_stripe_order_close,
     .events_since = po_stripe_events_since,
     .bill_parse = po_stripe_bill_parse,

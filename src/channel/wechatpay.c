@@ -19,6 +19,7 @@
 
 #include <stdatomic.h>
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,6 +576,27 @@ static void account_free(void *priv)
 
 static const char *const wechatpay_pay_methods[] = {"native", "jsapi", "h5", NULL};
 
+/* WeChat Pay API v3's field rules for what an order sends (the prepay
+ * APIs' request model): out_trade_no string[6,32] of letters, digits and
+ * _-|*; description string[1,127] in bytes (payonce sends the order number
+ * when none is given). The query and close take the same out_trade_no. */
+static const char *order_rule(const struct po_pay_request *r, const char **param)
+{
+    size_t n = strlen(r->out_trade_no);
+    bool ok = n >= 6 && n <= 32;
+    for (const char *c = r->out_trade_no; ok && *c; c++)
+        ok = isalnum((unsigned char)*c) || strchr("_-|*", *c);
+    if (!ok) {
+        *param = "out_trade_no";
+        return "out_trade_no: 6-32 characters of [A-Za-z0-9_-|*] (WeChat Pay)";
+    }
+    if (r->description && strlen(r->description) > 127) {
+        *param = "description";
+        return "description: at most 127 bytes (WeChat Pay)";
+    }
+    return NULL;
+}
+
 const struct po_channel_ops po_channel_wechatpay = {
     .name = "wechatpay",
     .title = "WeChat Pay API v3",
@@ -588,6 +610,7 @@ const struct po_channel_ops po_channel_wechatpay = {
     .pay_methods = wechatpay_pay_methods,
     .pay_create = po_wechatpay_pay_create,
     .pay_notify_url = true,
+    .order_rule = order_rule,
     .order_close = po_wechatpay_order_close,
     .bill_fetch = po_wechatpay_bill_fetch,
     .keys_fetch = po_wechatpay_keys_fetch,

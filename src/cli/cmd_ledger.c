@@ -119,6 +119,18 @@ int cmd_order_create(struct po_store *s, const struct opts *o)
     int u = amount_arg(o, &spec.amount_minor);
     if (u)
         return u;
+    const char *param,
+        *rule = po_channel_order_rule(spec.channel,
+                                      &(struct po_pay_request){.tenant = spec.tenant,
+                                                               .out_trade_no = spec.out_trade_no,
+                                                               .amount = spec.amount_minor,
+                                                               .currency = spec.currency},
+                                      &param);
+    if (rule) {
+        fprintf(stderr, "payonce: --%s: %s\n",
+                strcmp(param, "out_trade_no") ? param : "out-trade-no", rule);
+        return EXIT_USAGE;
+    }
     char err[PO_ERRBUF_SIZE] = "";
     bool created = false;
     po_err rc = po_order_create(s, &spec, &created, err, sizeof err);
@@ -156,6 +168,14 @@ static bool import_line(char *line, int no, const char *tenant, struct po_order_
         bad = "the amount must be a positive integer in minor units (fen, cents)";
     else if (n == 5 && *f[4] && !po_channel_find(f[4]))
         bad = "an unknown channel";
+    else if (n == 5 && *f[4])
+        bad = po_channel_order_rule(
+            f[4],
+            &(struct po_pay_request){.tenant = tenant,
+                                     .out_trade_no = f[1],
+                                     .amount = spec->amount_minor,
+                                     .currency = n >= 4 && *f[3] ? f[3] : "CNY"},
+            &(const char *){NULL});
     if (bad) {
         fprintf(stderr, "payonce: line %d: %s\n", no, bad);
         return false;

@@ -225,7 +225,21 @@ static bool order_create_validate(struct po_api_call *c)
         po_api_fail(c, 400, "invalid_parameter", msg, "channel");
         return false;
     }
-    return pay_members(c, json_string_value(ch));
+    if (!pay_members(c, json_string_value(ch)))
+        return false;
+    /* the channel's own field rules: an order it would refuse is not made */
+    struct po_pay_request rq = {
+        .tenant = c->tenant,
+        .out_trade_no = json_string_value(json_object_get(c->in, "out_trade_no")),
+        .pay_method = json_string_value(json_object_get(c->in, "pay_method")),
+        .amount = amount,
+        .currency = cur,
+        .description = json_string_value(json_object_get(c->in, "description")),
+    };
+    const char *param = NULL, *rule = po_channel_order_rule(json_string_value(ch), &rq, &param);
+    if (rule)
+        po_api_fail(c, 400, "invalid_parameter", rule, param);
+    return !rule;
 }
 
 /* The order as the body describes it (strings borrowed from c->in). */

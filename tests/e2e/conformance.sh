@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# conformance.sh PAYONCE CHANNEL — the channel's own SDK as the judge
+# (issue 43 item 2). CHANNEL is wechatpay, alipay or stripe.
+#
+# (a) What payonce sends: `payonce sim serve` plays the channel, and a
+#     recording proxy (tests/conformance/judge.mjs) stands between payonce
+#     and it: every request payonce makes for every operation of the channel
+#     is captured whole and judged by the channel's judge
+#     (tests/conformance/judges/CHANNEL.mjs, the SDK's own canonical message,
+#     signature and encoding code), then forwarded unchanged. payonce is
+#     driven through every operation it has at the channel — create (each
+#     pay method), query, close, refund, refund query, the bill, and the
+#     channel's own (WeChat Pay's certificates, Stripe's events) — and each
+#     operation's effect is asserted (the order, the refund, the ledger);
+#     then every operation must have been seen and every verdict clean.
+# (b) What the simulator answers: the channel's SDK
+#     (tests/conformance/sdk/CHANNEL.mjs) calls every operation against the
+#     simulator directly; each answer must be accepted and verified by the
+#     SDK (answer signatures) and carry every field the official model
+#     requires.
+# The SDKs are npm packages pinned in tests/conformance/package-lock.json
+# (installed with `npm ci` on first use; Node.js 20 or later).
+set -uo pipefail
+CH=${2:?channel}
+. "$(dirname "$0")/lib.sh" "$1" sqlite "conformance-$CH"
+CONF=$E2E_DIR/../conformance
+node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' ||
+  { echo "conformance: Node.js 20 or later is needed (the channels' SDKs)"; exit 1; }
+# once for the three channels' tests, which CTest may run at the same time
+flock "$CONF/package.json" sh -c 'cd "$1" && { [ -d node_modules/stripe ] && [ -d node_modules/alipay-sdk ] &&
+  [ -d node_modules/wechatpay-axios-plugin ] || npm ci --no-audit --no-fund >/dev/null; }' sh "$CONF" ||
+  { echo "conformance: npm ci failed in tests/conformance"; exit 1; }
+
+"$BIN" migrate >/dev/null && "$BIN" tenant add --tenant t1 >/dev/null &&
+  "$BIN" merchant add --tenant t1 --merchant m1 >/dev/null || exit 1
+"$BIN" sim keys --dir sim --tenant t1 --mode cert > keys.out || exit 1
+"$BIN" sim serve --dir sim --listen 127.0.0.1:0 --time-factor 1000 --refund-delay-ms 200 > sim.out 2> sim.log &
+bg_pids+=($!)
+sim_port=$(port_of sim.out "simulator listening on port")
+[ -n "$sim_port" ] || { echo "FAIL: the simulator did not start"; cat sim.log; exit 1; }
+node "$CONF/judge.mjs" --channel "$CH" --upstream "http://127.0.0.1:$sim_port" --sim-dir sim \
+  --verdicts verdicts.jsonl --max-seconds 600 > judge.out 2> judge.log &
+bg_pids+=($!)
+judge_port=$(port_of judge.out "judge listening on port")
+[ -n "$judge_port" ] || { echo "FAIL: the judge did not start"; cat judge.log; exit 1; }
+"$BIN" serve --listen 127.0.0.1:0 --insecure-dev --query-interval 1 --query-min-age 1 \
+  --recon-interval 0 --keys-interval 0 --refund-retry-interval 1 > server.out 2> server.log &
+bg_pids+=($!)
+gw_port=$(port_of server.out)
+[ -n "$gw_port" ] || { echo "FAIL: serve did not start"; cat server.log; exit 1; }
+JUDGE=http://127.0.0.1:$judge_port
+GW=http://127.0.0.1:$gw_port
+KEY=$("$BIN" apikey create --tenant t1) || exit 1
+sim_json() { python3 -c "import json,sys; print(json.load(open('sim/sim.json'))[sys.argv[1]])" "$1"; }
+# api METHOD PATH [JSON]: the tenant API; the body in api.b, the status printed
+api() {
+  curl -s -o api.b -w '%{http_code}' -X "$1" "$GW$2" -H "Authorization: Bearer $KEY" \
+    -H 'Content-Type: application/json' ${3:+--data "$3"}
+}
+jget() { python3 -c "import json,sys; d=json.load(open('api.b')); print(eval(sys.argv[1], {}, {'d': d}))" "$1"; }
+order_status() { "$BIN" order show --tenant t1 --out-trade-no "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
+refund_status() { "$BIN" refund show --tenant t1 --out-refund-no "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
+# wait_for CMD EXPECTED: up to 20 s for CMD's output to be EXPECTED
+wait_for() {
+  local got=
+  for _ in $(seq 1 100); do got=$(eval "$1" 2>/dev/null); [ "$got" = "$2" ] && break; sleep 0.2; done
+  echo "$got"
+}
+clearing() {
+  "$BIN" ledger balances --tenant t1 --json | python3 -c "import json,sys; print({b['account']:b['balance'] for b in json.load(sys.stdin)['balances']}.get('channel_clearing:$CH',0))"
+}
+
+case "$CH" in
+wechatpay)
+  "$BIN" channel set --tenant t1 --channel wechatpay --mchid "$(sim_json mchid)" --appid "$(sim_json appid)" \
+    --apiv3-key-file sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem \
+    --api-base-url "$JUDGE" --merchant-private-key-file sim/merchant_private_key.pem \
+    --merchant-serial "$(sim_json merchant_serial)" --notify-url "$GW/notify/wechatpay/t1" > /dev/null || exit 1
+  OPS=create_native,create_jsapi,create_h5,query,close,refund,refund_query,certificates,bill,bill_download
+  # query, close, refund query, certificates, the bill: harmless calls
+  "$BIN" channel check --tenant t1 --channel wechatpay > check.out 2>&1
+  check "channel check: every API works" "$?" 0
+  # create: each pay method
+  check "create native" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-NATIVE-1","amount":501,"channel":"wechatpay","pay_method":"native","description":"conformance"}')" 201
+  check "create native: a code_url" "$(jget 'd["payment"]["code_url"].startswith("weixin://")')" True
+  check "create jsapi" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-JSAPI-1","amount":502,"channel":"wechatpay","pay_method":"jsapi","payer_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}')" 201
+  check "create h5" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-H5-1","amount":503,"channel":"wechatpay","pay_method":"h5","payer_client_ip":"203.0.113.7"}')" 201
+  # the native one paid; then refunded (refund, its result notified)
+  "$BIN" sim pay --dir sim --created --order CONF-NATIVE-1 --time-factor 1000 > pay.out 2>&1
+  check "the created payment credited" "$(wait_for 'order_status CONF-NATIVE-1' PAID)" PAID
+  check "refund submitted" "$(api POST /v1/refunds '{"out_trade_no":"CONF-NATIVE-1","out_refund_no":"CONF-RF-1","amount":101}')" 201
+  check "refund: SUCCESS from its notification" "$(wait_for 'refund_status CONF-RF-1' SUCCESS)" SUCCESS
+  # close: the jsapi one, at the channel first
+  "$BIN" order close --tenant t1 --out-trade-no CONF-JSAPI-1 > close.out 2>&1
+  check "close: closed at the channel and here" "$(order_status CONF-JSAPI-1)" CLOSED
+  # query: a payment whose callback was lost, found by the active query
+  "$BIN" order create --tenant t1 --merchant m1 --out-trade-no CONF-LOST-1 --amount 504 --channel wechatpay > /dev/null
+  "$BIN" sim pay --dir sim --channel wechatpay --order CONF-LOST-1:504 --lose > lose.out 2>&1
+  "$BIN" recon query --tenant t1 --channel wechatpay > query.out 2>&1
+  check "query: the lost payment credited" "$(order_status CONF-LOST-1)" PAID
+  check "the ledger: the two payments less the refund" "$(clearing)" $((501 + 504 - 101))
+  ;;
+*)
+  echo "conformance: no driver for channel $CH"; exit 1 ;;
+esac
+
+# (a) every operation seen, every verdict clean
+node "$CONF/verdicts.mjs" verdicts.jsonl "$OPS" > verdicts.out
+check "(a) the judge: every operation seen, every request conforms" "$?" 0
+cat verdicts.out
+# (b) the SDK against the simulator
+node "$CONF/sdk/$CH.mjs" --sim "http://127.0.0.1:$sim_port" --sim-dir sim > sdk.out 2>&1
+check "(b) the SDK against the simulator: every operation accepted, verified, complete" "$?" 0
+cat sdk.out
+[ "$fails" -eq 0 ] || { echo "--- server.log"; tail -20 server.log; echo "--- sim.log"; tail -20 sim.log; }
+fig "# conformance[$CH]: $(wc -l < verdicts.jsonl) requests of payonce judged by the SDK over $(echo "$OPS" | tr ',' '\n' | wc -l) operations; $(grep -c '^ok ' sdk.out) SDK calls against the simulator"
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

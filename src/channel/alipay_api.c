@@ -349,9 +349,10 @@ static bool trade_not_exist(const char *code, const char *sub)
  * have made (same type and trade_no: the same key); WAIT_BUYER_PAY,
  * TRADE_CLOSED and 40004 ACQ.TRADE_NOT_EXIST (the buyer never opened the
  * cashier): not paid; anything else decides nothing. */
-po_err po_alipay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_alipay_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_query_answer *out)
 {
+    const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_QUERY_FAILED;
     po_err rc = PO_OK;
@@ -387,9 +388,10 @@ po_err po_alipay_order_query(const struct po_channel_account *a, const char *out
  * cashier, nothing can be paid. Another 40004 (ACQ.TRADE_STATUS_ERROR: paid
  * or closed already) is a refusal the query settles; the rest decides
  * nothing. */
-po_err po_alipay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_alipay_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_close_answer *out)
 {
+    const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_CLOSE_FAILED;
     po_err rc = PO_OK;

@@ -235,6 +235,17 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
 json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct po_api_resp *r,
                                 const char *method, char *reason, size_t cap);
 
+/* An order as the channel's query and close name it: its number, and the
+ * channel's own ids payonce holds for it ("" when none) — the create
+ * answer's (a PaymentIntent's pi_…; WeChat's prepay_id) and the payment's
+ * (a notification's transaction_id, trade_no, pi_…). A channel whose
+ * search is no read-after-write (Stripe) retrieves by them. */
+struct po_order_ref {
+    const char *out_trade_no;
+    const char *channel_order_id;
+    const char *channel_txn_id;
+};
+
 /* A refund to submit to the channel. */
 struct po_refund_request {
     const char *out_trade_no;
@@ -518,12 +529,12 @@ struct po_channel_ops {
      * a refund is refused (409 no_merchant_key). */
     bool manual_refunds_without_key;
     /* Optional active query of one order. Non-OK only for out-of-memory. */
-    po_err (*order_query)(const struct po_channel_account *a, const char *out_trade_no,
+    po_err (*order_query)(const struct po_channel_account *a, const struct po_order_ref *o,
                           struct po_query_answer *out);
     /* Optional close of an unpaid order at the channel (with order_query,
      * which decides a REFUSED close). Only an answer the channel signed
      * decides. Non-OK only for out-of-memory. */
-    po_err (*order_close)(const struct po_channel_account *a, const char *out_trade_no,
+    po_err (*order_close)(const struct po_channel_account *a, const struct po_order_ref *o,
                           struct po_close_answer *out);
     /* Optional query of a submitted refund (r->txn_id: the payment it
      * refunds). Only an answer the channel signed decides. Non-OK only for

@@ -172,15 +172,15 @@ static inline const struct po_stripe_account *po_stripe_of(const struct po_chann
 /* ---- the channels' own entry points ---- */
 po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
                                   const struct po_refund_request *r, struct po_refund_answer *out);
-po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_wechatpay_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                                 struct po_query_answer *out);
-po_err po_wechatpay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_wechatpay_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                                 struct po_close_answer *out);
 po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
                                size_t errcap);
 po_err po_alipay_refund_submit(const struct po_channel_account *a,
                                const struct po_refund_request *r, struct po_refund_answer *out);
-po_err po_alipay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_alipay_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_query_answer *out);
 po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
                             size_t errcap);
@@ -188,11 +188,11 @@ po_err po_alipay_bill_fetch(const struct po_channel_account *a, const char *date
                             struct po_bill_fetch *out);
 po_err po_alipay_refund_query(const struct po_channel_account *a, const struct po_refund_request *r,
                               struct po_refund_query_answer *out);
-po_err po_alipay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_alipay_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_close_answer *out);
-po_err po_stripe_order_query(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_stripe_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_query_answer *out);
-po_err po_stripe_order_close(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_stripe_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_close_answer *out);
 po_err po_stripe_refund_submit(const struct po_channel_account *a,
                                const struct po_refund_request *r, struct po_refund_answer *out);

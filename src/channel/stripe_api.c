@@ -123,9 +123,10 @@ static json_t *intent_in(json_t *data, const char *st)
 /* A succeeded PaymentIntent is the payment: the event its
  * payment_intent.succeeded webhook would have made (the same id: the same
  * key). None succeeded (or none at all): not paid. */
-po_err po_stripe_order_query(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_stripe_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_query_answer *out)
 {
+    const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_QUERY_FAILED;
     json_t *root, *data;
@@ -154,9 +155,10 @@ po_err po_stripe_order_query(const struct po_channel_account *a, const char *out
  * POST /v1/payment_intents/{id}/cancel; Stripe's 400
  * payment_intent_unexpected_state (it just succeeded, or is processing) is
  * a refusal the query settles. */
-po_err po_stripe_order_close(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_stripe_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_close_answer *out)
 {
+    const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_CLOSE_FAILED;
     json_t *root, *data;

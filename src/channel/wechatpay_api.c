@@ -192,9 +192,10 @@ po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
 /* ---- active query: GET /v3/pay/transactions/out-trade-no/{no} ---- */
 
 /* Only a response the channel signed counts; 404 is "no such payment". */
-po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_wechatpay_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                                 struct po_query_answer *out)
 {
+    const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_QUERY_FAILED;
     char path[256];
@@ -243,9 +244,10 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const char *
  * never had it, nothing can be paid there. Any other signed 4xx (not 429)
  * is a refusal — ORDERPAID and the like — that the order query settles;
  * the rest decides nothing. */
-po_err po_wechatpay_order_close(const struct po_channel_account *a, const char *out_trade_no,
+po_err po_wechatpay_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                                 struct po_close_answer *out)
 {
+    const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_CLOSE_FAILED;
     if (!a->merchant_key) { /* never an unsigned request; nothing is sent */

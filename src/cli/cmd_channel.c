@@ -176,15 +176,16 @@ int cmd_channel_check(struct po_store *s, const struct opts *o)
         po_channel_account_free(&acct);
         return cli_fail(PO_ERR_NOMEM, "out of memory");
     }
+    struct po_order_ref ref = {no, "", ""};
     if (ch->order_query) {
-        bool ok = ch->order_query(&acct, no, qa) == PO_OK && qa->state == PO_QUERY_NOT_PAID;
+        bool ok = ch->order_query(&acct, &ref, qa) == PO_OK && qa->state == PO_QUERY_NOT_PAID;
         bad += !ok;
         printf("  order query    %s (HTTP %ld%s%s)\n", ok ? "works" : "FAILS", qa->http_status,
                qa->why[0] ? ": " : "", qa->why);
     }
     if (ch->order_close) {
         struct po_close_answer ca;
-        bool ok = ch->order_close(&acct, no, &ca) == PO_OK && ca.state == PO_CLOSE_CLOSED;
+        bool ok = ch->order_close(&acct, &ref, &ca) == PO_OK && ca.state == PO_CLOSE_CLOSED;
         bad += !ok;
         printf("  close          %s (HTTP %ld%s%s)\n", ok ? "works" : "FAILS", ca.http_status,
                ca.why[0] ? ": " : "", ca.why);

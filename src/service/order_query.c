@@ -80,7 +80,8 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
     struct po_rows rows;
     po_err rc = po_store_exec(
         s,
-        "SELECT out_trade_no FROM pay_order WHERE tenant_id = ? AND"
+        "SELECT out_trade_no, COALESCE(channel_order_id, ''), COALESCE(channel_txn_id, '')"
+        " FROM pay_order WHERE tenant_id = ? AND"
         " status = 'PAYING' AND (channel = ? OR channel IS NULL)"
         " AND created_at < ? ORDER BY created_at LIMIT ?",
         PO_PARAMS(PO_TEXT(acct->tenant), PO_TEXT(acct->channel), PO_TEXT(cutoff), PO_I64(limit)),
@@ -94,8 +95,9 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
     }
     for (int i = 0; i < rows.nrows; i++) {
         const char *no = po_rows_get(&rows, i, 0);
+        struct po_order_ref ref = {no, po_rows_get(&rows, i, 1), po_rows_get(&rows, i, 2)};
         q.queried++;
-        if (ch->order_query(acct, no, a)) {
+        if (ch->order_query(acct, &ref, a)) {
             query_failed(&q, acct->tenant, no, "out of memory");
             continue;
         }
@@ -143,8 +145,9 @@ po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, c
     struct po_rows rows;
     char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_store_exec(s,
-                              "SELECT status, COALESCE(channel, '') FROM pay_order WHERE"
-                              " tenant_id = ? AND out_trade_no = ?",
+                              "SELECT status, COALESCE(channel, ''),"
+                              " COALESCE(channel_order_id, ''), COALESCE(channel_txn_id, '')"
+                              " FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
                               PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &rows, NULL, err,
                               sizeof err);
     if (rc)
@@ -155,6 +158,11 @@ po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, c
     }
     bool paying = strcmp(po_rows_get(&rows, 0, 0), "PAYING") == 0;
     job->ch = po_channel_find(po_rows_get(&rows, 0, 1));
+    /* ids longer than the bound are no channel's: left out */
+    if (po_strcpy(job->channel_order_id, sizeof job->channel_order_id, po_rows_get(&rows, 0, 2)))
+        job->channel_order_id[0] = '\0';
+    if (po_strcpy(job->channel_txn_id, sizeof job->channel_txn_id, po_rows_get(&rows, 0, 3)))
+        job->channel_txn_id[0] = '\0';
     po_rows_free(&rows);
     if (!paying || !job->ch || !job->ch->order_close || !job->ch->order_query)
         return PO_OK;
@@ -180,7 +188,8 @@ po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
     if (!job->callable)
         return PO_OK;
     struct po_close_answer ca;
-    po_err rc = job->ch->order_close(&job->acct, job->out_trade_no, &ca);
+    struct po_order_ref ref = {job->out_trade_no, job->channel_order_id, job->channel_txn_id};
+    po_err rc = job->ch->order_close(&job->acct, &ref, &ca);
     if (rc)
         return rc;
     out->http_status = ca.http_status;
@@ -196,7 +205,7 @@ po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
     struct po_query_answer *qa = malloc(sizeof *qa);
     if (!qa)
         return PO_ERR_NOMEM;
-    rc = job->ch->order_query(&job->acct, job->out_trade_no, qa);
+    rc = job->ch->order_query(&job->acct, &ref, qa);
     if (!rc && qa->state == PO_QUERY_NOT_PAID) {
         out->result = PO_CC_CLOSED;
     } else if (!rc && qa->state == PO_QUERY_PAID) {

@@ -49,6 +49,9 @@ enum po_channel_close {
 struct po_close_job {
     char tenant[PO_ID_MAX + 1];
     char out_trade_no[PO_ID_MAX + 1];
+    /* the channel's ids the order holds ("" when none): po_order_ref */
+    char channel_order_id[PO_TXN_ID_MAX + 1];
+    char channel_txn_id[PO_TXN_ID_MAX + 1];
     const struct po_channel_ops *ch;
     struct po_channel_account acct;
     bool callable; /* PAYING on a channel with a close API, the account loaded */

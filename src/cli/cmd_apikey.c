@@ -58,8 +58,11 @@ int cmd_idempotency_reap(struct po_store *s, const struct opts *o)
 {
     int64_t retention = PO_IDEM_RETENTION_DEFAULT_S, deleted = 0;
     const char *v = cli_opt(o, "retention");
-    if (v && po_parse_i64(v, 0, INT64_C(10) * 365 * 86400, &retention)) {
-        fprintf(stderr, "payonce: --retention: seconds, 0..3650 days\n");
+    if (v && po_parse_i64(v, PO_IDEM_RETENTION_MIN_S, INT64_C(10) * 365 * 86400, &retention)) {
+        fprintf(stderr,
+                "payonce: --retention: seconds, from %d (serve's floor: a client's retry must"
+                " still find its answer) to 3650 days\n",
+                PO_IDEM_RETENTION_MIN_S);
         return EXIT_USAGE;
     }
     po_err rc = po_idem_reap(s, retention, &deleted);

@@ -191,8 +191,12 @@ int cmd_recon_fetch(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: --channel: payonce downloads the bills of %s\n", names);
         return EXIT_USAGE;
     }
-    if (!date || strlen(date) != 10 || !po_time_valid(date)) {
-        fprintf(stderr, "payonce: --date YYYY-MM-DD (the channel's day)\n");
+    int64_t midnight;
+    if (!date || po_date_parse(date, &midnight)) {
+        fprintf(stderr,
+                "payonce: --date: a calendar day YYYY-MM-DD, the channel's day (%.16s is"
+                " not)\n",
+                date ? date : "none given");
         return EXIT_USAGE;
     }
     struct po_channel_account acct;
@@ -208,6 +212,22 @@ int cmd_recon_fetch(struct po_store *s, const struct opts *o)
     curl_global_cleanup();
     if (rc)
         return cli_fail(rc, err);
+    if (r.open || r.reopened) { /* on stderr: --json's stdout stays one document */
+        char at[PO_TIME_SIZE];
+        po_clock_iso_at(r.final_at, at, sizeof at);
+        if (r.open)
+            fprintf(stderr,
+                    "payonce: %s is not final yet (the day is not over in %s's time zone, or its"
+                    " bill not published until %s): what the bill has is imported, the day stays"
+                    " pending and the daily round fetches it again\n",
+                    date, channel, at);
+        else
+            fprintf(stderr,
+                    "payonce: the %s bill of %s gained rows since the day was reconciled: the new"
+                    " rows are imported and the day is pending again (the daily round confirms"
+                    " it)\n",
+                    channel, date);
+    }
     if (r.imported) {
         char what[64];
         (void)snprintf(what, sizeof what, "the %s bill of %s", channel, date);

@@ -194,6 +194,12 @@ bool po_since_valid(const char *s)
     return po_time_valid(s) && !strchr(s + 10, '+') && !strchr(s + 10, '-');
 }
 
+/* The four digits at s as a number (po_time_valid checked they are). */
+static int atoi_4(const char *s)
+{
+    return (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
+}
+
 bool po_time_valid(const char *s)
 {
     if (!s)
@@ -214,6 +220,20 @@ bool po_time_valid(const char *s)
             return false;
     }
     return true;
+}
+
+po_err po_date_parse(const char *s, int64_t *out)
+{
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (!s || strlen(s) != 10 || !po_time_valid(s))
+        return PO_ERR_INVALID;
+    int y = atoi_4(s), mo = (s[5] - '0') * 10 + (s[6] - '0'), d = (s[8] - '0') * 10 + (s[9] - '0');
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] + (mo == 2 && leap))
+        return PO_ERR_INVALID;
+    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d};
+    *out = (int64_t)timegm(&tm);
+    return PO_OK;
 }
 
 po_err po_time_parse(const char *s, int64_t *out)

@@ -94,6 +94,11 @@ bool po_since_valid(const char *s);
  * as WeChat Pay's time_expire — as Unix seconds; PO_ERR_INVALID for
  * anything else (an out-of-range field included). */
 po_err po_time_parse(const char *s, int64_t *out) PO_MUST_CHECK;
+/* A calendar day "YYYY-MM-DD" (years 1970-9999, months 1-12, the days the
+ * month has, leap years included) -> its midnight as seconds since the
+ * epoch, read as UTC; PO_ERR_INVALID for anything else ("2026-13-01",
+ * "2026-02-30", "2026-1-01"). *out is written only on success. */
+po_err po_date_parse(const char *s, int64_t *out) PO_MUST_CHECK;
 
 /* ---- clock ---- */
 /* Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" into buf (>= PO_TIME_SIZE). */

@@ -137,6 +137,9 @@
 #define PO_IDEM_LOCK_S 60  /* a 'running' record older than this is abandoned */
 #define PO_IDEM_POLL_MS 20 /* polling an in-flight twin */
 #define PO_IDEM_RETENTION_DEFAULT_S (7 * 86400)
+/* the shortest retention serve and `idempotency reap` take: a client's retry
+ * of a request it sent a moment ago must still find its answer */
+#define PO_IDEM_RETENTION_MIN_S 60
 #define PO_PAGE_DEFAULT 20 /* list pages */
 #define PO_PAGE_MAX 100
 

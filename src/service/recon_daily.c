@@ -45,10 +45,13 @@ static void day_name(int64_t local_day_start, char *out, size_t cap)
     (void)strftime(out, cap, "%Y-%m-%d", &tm);
 }
 
-/* Records the day's state (one statement, its own transaction). */
+/* Records the day's state (one statement, its own transaction). sticky: a
+ * fetch that decided nothing (pending) leaves a day already reconciled (or
+ * found empty) as it was — that import still stands; not sticky (a day
+ * still open, or reopened), the state is written as it is. */
 static po_err record_day(struct po_store *s, const struct po_channel_account *a, const char *date,
-                         const char *state, const char *error, const char *sha, int64_t next_try,
-                         int64_t now, char *err, size_t errcap)
+                         const char *state, bool sticky, const char *error, const char *sha,
+                         int64_t next_try, int64_t now, char *err, size_t errcap)
 {
     char when[PO_TIME_SIZE], next[PO_TIME_SIZE] = "";
     po_clock_iso_at(now, when, sizeof when);
@@ -62,21 +65,49 @@ static po_err record_day(struct po_store *s, const struct po_channel_account *a,
                            next_try ? PO_TEXT(next) : PO_NULLP,
                            sha && *sha ? PO_TEXT(sha) : PO_NULLP,
                            PO_TEXT(when)};
-    /* A day reconciled (or found empty) stays so when a later fetch of it
-     * (recon fetch by hand) fails: that import still stands. */
-#define KEEP "excluded.state = 'pending' AND recon_day.state <> 'pending'"
+#define UPSERT(KEEP)                                                                               \
+    "INSERT INTO recon_day (tenant_id, channel, bill_date, state, attempts,"                       \
+    " last_error, next_try_at, file_sha256, updated_at) VALUES (?, ?, ?, ?,"                       \
+    " 1, ?, ?, ?, ?) ON CONFLICT (tenant_id, channel, bill_date) DO UPDATE"                        \
+    " SET state = CASE WHEN " KEEP " THEN recon_day.state ELSE"                                    \
+    " excluded.state END, attempts = recon_day.attempts + 1,"                                      \
+    " last_error = excluded.last_error, next_try_at = CASE WHEN " KEEP                             \
+    " THEN recon_day.next_try_at ELSE excluded.next_try_at END,"                                   \
+    " file_sha256 = COALESCE(excluded.file_sha256, recon_day.file_sha256),"                        \
+    " updated_at = excluded.updated_at"
     return po_store_exec(s,
-                         "INSERT INTO recon_day (tenant_id, channel, bill_date, state, attempts,"
-                         " last_error, next_try_at, file_sha256, updated_at) VALUES (?, ?, ?, ?,"
-                         " 1, ?, ?, ?, ?) ON CONFLICT (tenant_id, channel, bill_date) DO UPDATE"
-                         " SET state = CASE WHEN " KEEP " THEN recon_day.state ELSE"
-                         " excluded.state END, attempts = recon_day.attempts + 1,"
-                         " last_error = excluded.last_error, next_try_at = CASE WHEN " KEEP
-                         " THEN recon_day.next_try_at ELSE excluded.next_try_at END,"
-                         " file_sha256 = COALESCE(excluded.file_sha256, recon_day.file_sha256),"
-                         " updated_at = excluded.updated_at",
+                         sticky
+                             ? UPSERT("excluded.state = 'pending' AND recon_day.state <> 'pending'")
+                             : UPSERT("1 = 0"),
                          p, PO_NELEM(p), NULL, NULL, err, errcap);
-#undef KEEP
+#undef UPSERT
+}
+
+static po_err day_row(struct po_store *s, const struct po_channel_account *a, const char *date,
+                      bool *found, char *state, size_t cap, int64_t *next_try, bool *overdue,
+                      char *err, size_t errcap);
+
+/* The file the day was last reconciled with and its rows (-1: none). */
+static po_err day_file(struct po_store *s, const struct po_channel_account *a, const char *date,
+                       char *sha, size_t cap, int64_t *rows, char *err, size_t errcap)
+{
+    struct po_rows r;
+    po_err rc = po_store_exec(
+        s,
+        "SELECT COALESCE(d.file_sha256, ''), COALESCE(r.rows_total, -1) FROM recon_day d"
+        " LEFT JOIN recon_run r ON r.tenant_id = d.tenant_id AND r.file_sha256 = d.file_sha256"
+        " WHERE d.tenant_id = ? AND d.channel = ? AND d.bill_date = ?",
+        PO_PARAMS(PO_TEXT(a->tenant), PO_TEXT(a->channel), PO_TEXT(date)), &r, NULL, err, errcap);
+    if (rc)
+        return rc;
+    *rows = -1;
+    if (r.nrows == 1) {
+        (void)snprintf(sha, cap, "%s", po_rows_get(&r, 0, 0));
+        if (po_rows_i64(&r, 0, 1, rows))
+            *rows = -1;
+    }
+    po_rows_free(&r);
+    return PO_OK;
 }
 
 po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *acct,
@@ -101,12 +132,34 @@ po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *a
                 acct->channel);
         return PO_ERR_INVALID;
     }
-    if (strlen(date) != 10 || !po_time_valid(date)) {
-        po_errf(err, errcap, "the date must be YYYY-MM-DD");
+    int64_t midnight = 0;
+    if (po_date_parse(date, &midnight)) {
+        po_errf(err, errcap, "the date must be a calendar day, YYYY-MM-DD (%.16s is not)", date);
         return PO_ERR_INVALID;
     }
+    /* The day in the channel's zone: [start, start + DAY) in Unix s. */
+    int64_t start = midnight - ch->bill_tz_s;
+    if (start > now) {
+        po_errf(err, errcap,
+                "%s has not begun in %s's time zone (UTC%+d): nothing to reconcile yet", date,
+                acct->channel, (int)(ch->bill_tz_s / 3600));
+        return PO_ERR_INVALID;
+    }
+    /* Final once the day is over and the channel has published its bill:
+     * before, what the bill has is imported, but the day stays pending (a
+     * later payment of the day must still be reconciled by the round). */
+    out->open = now < start + DAY + ch->bill_publish_s;
+    out->final_at = start + DAY + ch->bill_publish_s;
+    bool found = false, overdue = false;
+    char was[16] = "", was_sha[65] = "";
+    int64_t next_try = 0, was_rows = -1;
+    po_err rc = day_row(s, acct, date, &found, was, sizeof was, &next_try, &overdue, err, errcap);
+    if (!rc && found)
+        rc = day_file(s, acct, date, was_sha, sizeof was_sha, &was_rows, err, errcap);
+    if (rc)
+        return rc;
     struct po_bill_fetch f;
-    po_err rc = ch->bill_fetch(acct, date, &f);
+    rc = ch->bill_fetch(acct, date, &f);
     if (rc)
         return rc;
     out->state = f.state;
@@ -134,9 +187,26 @@ po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *a
     free(f.data);
     if (rc)
         return rc;
+    if (out->open) {
+        state = "pending";
+        if (!out->why[0])
+            (void)snprintf(out->why, sizeof out->why, "day_not_final");
+    } else if (found && strcmp(was, "pending") != 0 && out->imported &&
+               !out->report.already_imported && out->report.rows > (was_rows < 0 ? 0 : was_rows)) {
+        /* A day done before whose bill now has rows it did not have: not
+         * skipped — pending again, so the round fetches and confirms it. */
+        out->reopened = true;
+        state = "pending";
+        (void)snprintf(out->why, sizeof out->why, "reopened_new_rows");
+        po_log(PO_LOG_WARN,
+               "tenant %s: %s bill of %s was %s (%lld rows) and now has %lld rows: reopened",
+               acct->tenant, acct->channel, date, was, (long long)(was_rows < 0 ? 0 : was_rows),
+               (long long)out->report.rows);
+    }
     bool done = strcmp(state, "pending") != 0;
-    return record_day(s, acct, date, state, out->why, out->imported ? out->report.file_sha256 : "",
-                      done ? 0 : now + retry_s, now, err, errcap);
+    return record_day(s, acct, date, state, !out->open && !out->reopened, out->why,
+                      out->imported ? out->report.file_sha256 : "", done ? 0 : now + retry_s, now,
+                      err, errcap);
 }
 
 /* The day's row: its state, when it may be tried again, whether its

@@ -30,13 +30,25 @@ struct po_recon_day_result {
     char why[PO_REASON_SIZE];
     bool imported;                 /* the bill went through the import (report) */
     struct po_recon_report report; /* imported */
+    /* The day is not final yet (not over in the channel's zone, or its
+     * bill not published by the channel's hour): whatever came was
+     * imported, the day left pending until final_at (Unix s). */
+    bool open;
+    int64_t final_at;
+    /* A day done before whose bill now had rows it lacked: pending again. */
+    bool reopened;
 };
 
 /* Downloads date's bill (YYYY-MM-DD, the channel's day) for the account
  * and imports it (force: import a file imported before again), recording
  * the day's state at now (Unix s) with next try at now + retry_s when it
- * is not done. PO_ERR_INVALID when the channel cannot download bills or
- * the account cannot call it (err says which). */
+ * is not done. A day is done (or none) only once it is final — over in the
+ * channel's zone and past the channel's publishing hour — so a day still
+ * open is imported as far as it goes and stays pending; a done day whose
+ * bill has gained rows is reopened (pending). PO_ERR_INVALID, nothing
+ * recorded, when the date is not a calendar day or has not begun in the
+ * channel's zone, the channel cannot download bills or the account cannot
+ * call it (err says which). */
 po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *acct,
                           const char *date, bool force, int64_t now, int64_t retry_s,
                           struct po_recon_day_result *out, char *err, size_t errcap) PO_MUST_CHECK;

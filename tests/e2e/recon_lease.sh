@@ -41,7 +41,10 @@ check "the other node took the daily-recon lease over" "$([ -n "$took" ] && echo
 row() { psql -X -At -d "$PAYONCE_DB" -c "SELECT state, attempts FROM recon_day WHERE tenant_id = 't1' AND channel = 'wechatpay' AND bill_date = '$day'"; }
 for _ in $(seq 1 100); do [ -n "$(row)" ] && break; sleep 0.1; done
 done_ms=$((($(date +%s%N) - t0) / 1000000))
-check "the day reconciled by the new holder, once: no bill for a day without trades" "$(row)" "none|1"
+# final (none) once the channel has published the day's bill (10:00 Beijing);
+# before that the day is fetched but stays pending (issue 44 item 7)
+final=none; [ "$(TZ=Asia/Shanghai date +%H)" -lt 10 ] && final=pending
+check "the day reconciled by the new holder, once: no bill for a day without trades" "$(row)" "$final|1"
 check "one recon_day row in all" "$(psql -X -At -d "$PAYONCE_DB" -c "SELECT COUNT(*) FROM recon_day")" 1
 n_other=1; [ "$other" = "${pids[1]}" ] && n_other=2
 n_victim=$((3 - n_other))
@@ -50,7 +53,7 @@ check "the new holder logged the takeover" \
 check "the killed node ran it while it held it, and only then" \
   "$(grep -c 'background job daily-recon: this node holds its lease' "node$n_victim.log")" 1
 sleep 2 # two more rounds: the day is done, nothing more is fetched
-check "the day is not tried again" "$(row)" "none|1"
+check "the day is not tried again" "$(row)" "$final|1"
 kill "$other"; wait "$other" 2>/dev/null
 fig "# recon_lease: the daily-recon lease holder SIGKILLed with its bill request held at the channel: lease taken over in ${took:-?} ms, the day ($day) reconciled by the other node ${done_ms} ms after the kill, recorded once"
 echo "$passes passed, $fails failed"

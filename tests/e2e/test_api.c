@@ -2852,9 +2852,112 @@ static void test_daily_recon(void)
                          day0) == 0,
             "recon fetch of a reconciled day: exit 0 (already imported)");
     T_CHECK(t_cli_status(dir, bin, url, "recon fetch --tenant t1 --channel wechatpay --date %s",
-                         day2) == 75,
-            "recon fetch of a day not published: exit 75");
+                         day2) == 1,
+            "recon fetch of a day not begun: refused, exit 1");
     bill_not_ready("");
+}
+
+/* A day is reconciled only once it is over (issue 44 item 7): fetched
+ * while open it is imported as far as it goes and stays pending; done
+ * only once over and published; a done day whose bill gains rows is
+ * reopened; a future day and a date that is no calendar day are refused,
+ * nothing recorded; stored API answers are never reaped below serve's
+ * floor. */
+static struct po_channel_account *account_of_t1(const char *channel);
+static void account_drop(struct po_channel_account *a);
+
+static void fetch_day(const char *date, int64_t now, po_err want_rc, struct po_recon_day_result *x)
+{
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = account_of_t1("wechatpay");
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_recon_fetch_day(s, a, date, false, now, 60, x, err, sizeof err);
+    T_CHECK(rc == want_rc, "recon fetch %s: rc %d, expected %d: %s", date, (int)rc, (int)want_rc,
+            err);
+    account_drop(a);
+    po_store_close(s);
+}
+
+static void test_recon_days(void)
+{
+    char sim_base[64], day0[16], future[16];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    t1_wechatpay(sim_base, "sim");
+    int64_t now = (int64_t)time(NULL), bj = now + 8 * 3600;
+    int64_t midnight = bj - bj % 86400 - 8 * 3600; /* today's Beijing midnight, in UTC */
+    time_t t = (time_t)(bj - bj % 86400);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(day0, sizeof day0, "%Y-%m-%d", &tm);
+    t += 86400;
+    gmtime_r(&t, &tm);
+    strftime(future, sizeof future, "%Y-%m-%d", &tm);
+    /* Today, while it lasts: the payment whose notification was lost is
+     * credited from the bill, but the day stays pending (the old code marked
+     * it done, and the round, which takes only pending days, never looked
+     * at the day's later payments). */
+    order_on("RDAY-000001", 900, "wechatpay");
+    run("sim pay --dir sim --order RDAY-000001:900 --lose");
+    struct po_recon_day_result x;
+    fetch_day(day0, now, PO_OK, &x);
+    T_CHECK(x.open && x.imported && status_is("RDAY-000001", "PAID") &&
+                t_count_url(url,
+                            "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND"
+                            " bill_date = ? AND state = 'pending'",
+                            day0) == 1,
+            "today fetched while open: open %d, imported %d", (int)x.open, (int)x.imported);
+    /* A later payment of the day, lost too: the round after the day is
+     * over and published (tomorrow 10:30 Beijing) reconciles it: done. */
+    order_on("RDAY-000002", 901, "wechatpay");
+    run("sim pay --dir sim --order RDAY-000002:901 --lose");
+    struct po_recon_daily_report rr;
+    recon_round(midnight + 86400 + 37800, &rr);
+    T_CHECK(rr.imported == 1 && status_is("RDAY-000002", "PAID") &&
+                t_count_url(url,
+                            "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND"
+                            " bill_date = ? AND state = 'done'",
+                            day0) == 1,
+            "the day over: %lld imported, RDAY-000002 reconciled", (long long)rr.imported);
+    /* The bill of the done day gains a row (a payment the channel books
+     * late): fetched again, the row is imported and the day reopened. */
+    order_on("RDAY-000003", 902, "wechatpay");
+    run("sim pay --dir sim --order RDAY-000003:902 --lose");
+    fetch_day(day0, midnight + 86400 + 40000, PO_OK, &x);
+    T_CHECK(!x.open && x.reopened && x.imported && status_is("RDAY-000003", "PAID") &&
+                t_count_url(url,
+                            "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND"
+                            " bill_date = ? AND state = 'pending' AND last_error ="
+                            " 'reopened_new_rows'",
+                            day0) == 1,
+            "a done day with new rows: reopened %d", (int)x.reopened);
+    /* The round confirms it (the same file: already imported): done. */
+    recon_round(midnight + 86400 + 40000 + 120, &rr);
+    T_CHECK(t_count_url(url,
+                        "SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND"
+                        " bill_date = ? AND state = 'done'",
+                        day0) == 1,
+            "the reopened day confirmed by the round");
+    /* Tomorrow (Beijing) has not begun: refused, nothing recorded. */
+    fetch_day(future, now, PO_ERR_INVALID, &x);
+    T_CHECK(q1("SELECT COUNT(*) FROM recon_day WHERE tenant_id = 't1' AND bill_date = ?", future) ==
+                0,
+            "a future day recorded");
+    T_CHECK(t_cli_status(dir, bin, url, "recon fetch --tenant t1 --channel wechatpay --date %s",
+                         future) == 1,
+            "recon fetch of tomorrow: exit 1 (refused: not begun)");
+    const char *bad[] = {"2026-13-01", "2026-02-30", "2026-2-01", "2025-02-29"};
+    for (size_t i = 0; i < PO_NELEM(bad); i++)
+        T_CHECK(t_cli_status(dir, bin, url, "recon fetch --tenant t1 --channel wechatpay --date %s",
+                             bad[i]) == 2 &&
+                    q1("SELECT COUNT(*) FROM recon_day WHERE bill_date = ?", bad[i]) == 0,
+                "recon fetch --date %s: not refused (exit 2), or recorded", bad[i]);
+    /* Stored API answers: never reaped below serve's floor of 60 s. */
+    int64_t stored = q1("SELECT COUNT(*) FROM api_idempotency WHERE tenant_id = ?", "t1");
+    T_CHECK(t_cli_status(dir, bin, url, "idempotency reap --retention 0") == 2 &&
+                t_cli_status(dir, bin, url, "idempotency reap --retention 59") == 2 &&
+                q1("SELECT COUNT(*) FROM api_idempotency WHERE tenant_id = ?", "t1") == stored &&
+                t_cli_status(dir, bin, url, "idempotency reap --retention 60") == 0,
+            "idempotency reap below 60 s: not refused, or answers deleted");
 }
 
 /* Alipay's day: alipay.data.dataservice.bill.downloadurl.query, a zip of
@@ -3968,6 +4071,7 @@ static const struct api_case {
     {"stripe_lifecycle", test_stripe_lifecycle},
     {"create_at_channel", test_create_at_channel},
     {"daily_recon", test_daily_recon},
+    {"recon_days", test_recon_days},
     {"daily_recon_alipay", test_daily_recon_alipay},
     {"daily_recon_stripe", test_daily_recon_stripe},
     {"channel_failures", test_channel_failures},

@@ -94,17 +94,37 @@ enum po_egress_class po_egress_classify(const unsigned char a[16])
         return class_v4(a + 12);
     if (memcmp(a, zero, 15) == 0)
         return a[15] == 1 ? PO_EGRESS_LOOPBACK : PO_EGRESS_UNSPECIFIED; /* ::1, :: */
-    /* Forms that carry an IPv4 address: IPv4-compatible ::a.b.c.d, NAT64
-     * 64:ff9b::/96, 6to4 2002::/16 — judged by what they carry (and
-     * refused outright when that is not public). */
+    /* Forms that carry an IPv4 address, judged by what they carry: the
+     * translations — IPv4-compatible ::a.b.c.d, SIIT's IPv4-translated
+     * ::ffff:0:a.b.c.d (::ffff:0:0/96), NAT64's well-known 64:ff9b::/96
+     * and local-use 64:ff9b:1::/48 (RFC 8215; the address in octets 6-7
+     * and 9-10, RFC 6052's /48 layout around the u-octet) — are refused
+     * outright, as the address they carry when it is not public; the
+     * tunnels — 6to4 2002::/16 (its router's address in octets 2-5) and
+     * Teredo 2001::/32 (its server's in octets 4-7, its client's inverted
+     * in 12-15) — are what the addresses they carry are. */
     static const unsigned char nat64[16] = {0, 0x64, 0xff, 0x9b};
+    static const unsigned char nat64_local[16] = {0, 0x64, 0xff, 0x9b, 0, 1};
+    static const unsigned char siit[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
     static const unsigned char six2four[16] = {0x20, 0x02};
-    if (memcmp(a, zero, 12) == 0 || in_prefix(a, nat64, 96)) {
+    static const unsigned char teredo[16] = {0x20, 0x01, 0, 0};
+    if (memcmp(a, zero, 12) == 0 || in_prefix(a, nat64, 96) || in_prefix(a, siit, 96)) {
         enum po_egress_class c = class_v4(a + 12);
+        return c == PO_EGRESS_PUBLIC ? PO_EGRESS_RESERVED : c;
+    }
+    if (in_prefix(a, nat64_local, 48)) {
+        const unsigned char v4[4] = {a[6], a[7], a[9], a[10]};
+        enum po_egress_class c = class_v4(v4);
         return c == PO_EGRESS_PUBLIC ? PO_EGRESS_RESERVED : c;
     }
     if (in_prefix(a, six2four, 16))
         return class_v4(a + 2);
+    if (in_prefix(a, teredo, 32)) {
+        const unsigned char client[4] = {(unsigned char)~a[12], (unsigned char)~a[13],
+                                         (unsigned char)~a[14], (unsigned char)~a[15]};
+        enum po_egress_class c = class_v4(a + 4);
+        return c != PO_EGRESS_PUBLIC ? c : class_v4(client);
+    }
     if ((a[0] & 0xfe) == 0xfc)
         return PO_EGRESS_PRIVATE; /* unique local fc00::/7 */
     if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)

@@ -40,6 +40,19 @@ static const char *const refused[] = {
     "https://[64:ff9b::a9fe:a9fe]/",
     "https://[2002:7f00:1::]/",
     "https://[2002:c0a8:101::]/",
+    /* issue 44 item 6: SIIT, NAT64 local-use, Teredo carrying internal IPv4 */
+    "https://[::ffff:0:7f00:1]/",
+    "https://[::ffff:0:127.0.0.1]/",
+    "https://[::ffff:0:a9fe:a9fe]/",
+    "https://[::ffff:0:808:808]/", /* a translation: refused whatever it carries */
+    "https://[64:ff9b::7f00:1]/",
+    "https://[64:ff9b::10.0.0.1]/",
+    "https://[64:ff9b:1:7f00:0:100::]/",    /* 64:ff9b:1::/48 carrying 127.0.0.1 */
+    "https://[64:ff9b:1:a9fe:a9:fe00::]/",  /* 169.254.169.254 */
+    "https://[64:ff9b:1:808:8:800::]/",     /* local-use: refused whatever it carries */
+    "https://[2001:0:7f00:1::]/",           /* Teredo, server 127.0.0.1 */
+    "https://[2001:0:808:808::3f57:fefe]/", /* Teredo, client 192.168.1.1 (inverted) */
+    "https://[2001:0:808:808::80ff:fffe]/", /* Teredo, client 127.0.0.1 */
     "https://0.0.0.0/",
     "https://0/",
     "https://[::]/",
@@ -88,9 +101,10 @@ static const char *const accepted[] = {
     "https://example.com:8443/hooks?x=1",
     "https://8.8.8.8/",
     "https://[2606:4700:4700::1111]/",
-    "https://172.32.0.1/",       /* just outside 172.16/12 */
-    "https://100.128.0.1/",      /* just outside 100.64/10 */
-    "https://[2002:808:808::]/", /* 6to4 of a public address */
+    "https://172.32.0.1/",                  /* just outside 172.16/12 */
+    "https://100.128.0.1/",                 /* just outside 100.64/10 */
+    "https://[2002:808:808::]/",            /* 6to4 of a public address */
+    "https://[2001:0:808:808::f7f7:f7f7]/", /* Teredo, server and client public */
     "https://hooks.tenant.example/payonce",
 };
 

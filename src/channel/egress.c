@@ -96,7 +96,7 @@ enum po_egress_class po_egress_classify(const unsigned char a[16])
         return a[15] == 1 ? PO_EGRESS_LOOPBACK : PO_EGRESS_UNSPECIFIED; /* ::1, :: */
     /* Forms that carry an IPv4 address, judged by what they carry: the
      * translations — IPv4-compatible ::a.b.c.d, SIIT's IPv4-translated
-     * ::ffff:0:a.b.c.d (::ffff:0:0/96), NAT64's well-known 64:ff9b::/96
+     * ::ffff:0:a.b.c.d (::ffff:0:0:0/96), NAT64's well-known 64:ff9b::/96
      * and local-use 64:ff9b:1::/48 (RFC 8215; the address in octets 6-7
      * and 9-10, RFC 6052's /48 layout around the u-octet) — are refused
      * outright, as the address they carry when it is not public; the

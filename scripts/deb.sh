@@ -26,7 +26,8 @@ doc="$stage/usr/share/doc/payonce"
 install -D -m 0644 README.md "$doc/README.md"
 for f in docs/*.md; do install -D -m 0644 "$f" "$doc/$(basename "$f")"; done
 printf 'payonce\n\nCopyright: the payonce authors.\n' > "$doc/copyright"
-# Depends: the packages of the libraries the binary links
+# Depends: the packages of the libraries the binary links, and cracklib-runtime
+# (the dictionary the operators' password policy reads)
 deps=$(ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do
   dpkg -S "$(realpath "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null || true
 done | cut -d: -f1 | sort -u | grep -v '^libc6$' | while read -r p; do
@@ -38,7 +39,7 @@ Package: payonce
 Version: $ver
 Architecture: $arch
 Maintainer: payonce <payonce@localhost>
-Depends: libc6, adduser, $deps
+Depends: libc6, adduser, cracklib-runtime, $deps
 Section: net
 Priority: optional
 Installed-Size: $(du -sk "$stage/usr" | cut -f1)

@@ -16,7 +16,8 @@
 #                           PostgreSQL, clang or the cluster's packages)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev libpq-dev libssl-dev libjansson-dev
-      libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libzip-dev python3 curl)
+      libcmocka-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libzip-dev libcrack2-dev
+      cracklib-runtime python3 curl)
 if [ "${1:-}" != build ]; then
   pkgs+=(postgresql-15 clang libclang-rt-14-dev clang-format util-linux groff-base adduser chromium
          etcd-server patroni python3-etcd haproxy pgbouncer prometheus)

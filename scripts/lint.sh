@@ -67,6 +67,7 @@ check_header() {
   fi
 }
 check_header 'openssl/' 'src/crypto/'
+check_header 'crack\.h' 'src/crypto/'
 check_header 'sqlite3\.h' 'src/store/sqlite\.c'
 check_header 'libpq-fe\.h' 'src/store/postgres\.c'
 check_header 'microhttpd\.h' 'src/http/server\.c|src/sim/listen\.h'

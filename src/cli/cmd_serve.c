@@ -172,7 +172,9 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     struct po_gateway *gw = NULL;
     struct po_server *srv = NULL;
-    struct po_server_cfg scfg = {.admin_token = token, .console = cli_flag(o, "console")};
+    struct po_server_cfg scfg = {.admin_token = token,
+                                 .console = cli_flag(o, "console"),
+                                 .console_origin = cli_opt(o, "console-origin")};
     char err[PO_ERRBUF_SIZE] = "";
     curl_global_init(CURL_GLOBAL_DEFAULT);
     po_err rc = po_gateway_open(&g, &gw, err, sizeof err);

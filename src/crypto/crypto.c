@@ -1,8 +1,10 @@
 /*
  * crypto.c — OpenSSL 3 behind the small interface of crypto.h.
  */
-#include "crypto.h"
+#include "crypto_int.h"
 
+#include <crack.h>
+#include <ctype.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 struct po_pubkey {
@@ -808,4 +811,125 @@ out:
     OPENSSL_cleanse(buf, len);
     free(buf);
     return rc;
+}
+
+/* ---- the password policy (cracklib and the list of common passwords) ---- */
+
+/* cracklib keeps state in statics: one check at a time. */
+static pthread_mutex_t crack_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* cracklib's verdict on pw (NUL-terminated): NULL, or why not. */
+static const char *crack(const char *pw, const char *dict, const char *user, char *why, size_t cap)
+{
+    pthread_mutex_lock(&crack_mu);
+    const char *bad = FascistCheckUser(pw, dict, user && *user ? user : "payonce", NULL);
+    if (bad)
+        (void)snprintf(why, cap, "%s", bad);
+    pthread_mutex_unlock(&crack_mu);
+    return bad ? why : NULL;
+}
+
+/* Whether s (lower case) repeats a shorter unit throughout ("erin-erin-erin"). */
+static bool periodic(const char *s, size_t n)
+{
+    for (size_t u = 1; u <= n / 2; u++) {
+        size_t i = u;
+        while (i < n && s[i] == s[i - u])
+            i++;
+        if (i == n)
+            return true;
+    }
+    return false;
+}
+
+/* How much of s (lower case) is runs of 3 or more characters that follow
+ * one another on a keyboard row, in the alphabet or in the digits, either
+ * way ("qwertyuiop123": all of it). */
+static size_t in_sequences(const char *s, size_t n)
+{
+    static const char *const rows[] = {"qwertyuiop", "asdfghjkl", "zxcvbnm",
+                                       "abcdefghijklmnopqrstuvwxyz", "01234567890"};
+    size_t covered = 0, run = 1;
+    for (size_t i = 1; i <= n; i++) {
+        bool next = false;
+        for (size_t r = 0; i < n && !next && r < sizeof rows / sizeof rows[0]; r++) {
+            const char *a = strchr(rows[r], s[i - 1]), *b = a ? strchr(rows[r], s[i]) : NULL;
+            next = a && b && (b == a + 1 || b + 1 == a);
+        }
+        if (next) {
+            run++;
+        } else {
+            covered += run >= 3 ? run : 0;
+            run = 1;
+        }
+    }
+    return covered;
+}
+
+po_err po_password_policy(const char *password, size_t len, const char *user, char *why, size_t cap)
+{
+    if (len < PO_PASSWORD_MIN || len > PO_PASSWORD_MAX || memchr(password, 0, len)) {
+        (void)snprintf(why, cap, "a password of %d to %d bytes (no NUL)", PO_PASSWORD_MIN,
+                       PO_PASSWORD_MAX);
+        return PO_ERR_INVALID;
+    }
+    const char *dict = GetDefaultCracklibDict();
+    char pwd[512];
+    (void)snprintf(pwd, sizeof pwd, "%s.pwd", dict ? dict : "");
+    if (!dict || access(pwd, R_OK) != 0) {
+        (void)snprintf(why, cap,
+                       "the password dictionary %s is missing (Debian: apt-get install"
+                       " cracklib-runtime)",
+                       pwd);
+        return PO_ERR_IO;
+    }
+    /* lower: the password in lower case; core: its letters once the digits
+     * and symbols around them are cut and its leetspeak undone */
+    char *lower = malloc(len + 1), *core = malloc(len + 1);
+    if (!lower || !core) {
+        free(lower);
+        free(core);
+        return PO_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < len; i++)
+        lower[i] = (char)tolower((unsigned char)password[i]);
+    lower[len] = '\0';
+    size_t b = 0, e = len, n = 0;
+    while (b < e && !isalpha((unsigned char)lower[b]))
+        b++;
+    while (e > b && !isalpha((unsigned char)lower[e - 1]))
+        e--;
+    static const char leet_from[] = "0134578@$!|+", leet_to[] = "oieastbasilt";
+    for (size_t i = b; i < e; i++) {
+        const char *l = strchr(leet_from, lower[i]);
+        core[n++] = l ? leet_to[l - leet_from] : lower[i];
+    }
+    core[n] = '\0';
+    const char *bad = NULL;
+    size_t ul = user ? strlen(user) : 0;
+    char *name = ul >= 3 ? malloc(ul + 1) : NULL;
+    for (size_t i = 0; name && i <= ul; i++)
+        name[i] = (char)tolower((unsigned char)user[i]);
+    if (name && strstr(lower, name))
+        bad = "it contains the operator's name";
+    else if (periodic(lower, len))
+        bad = "it repeats itself";
+    else if (in_sequences(lower, len) + 2 >= len)
+        bad = "it is a keyboard, alphabet or digit sequence";
+    else if (n && po_password_is_common(core))
+        bad = "it is a common password (digits, symbols or letter swaps around it do not help)";
+    else if (n >= 4 && n < len && crack(core, dict, user, why, cap) && strstr(why, "dictionary"))
+        bad = "it is a dictionary word with digits or symbols around it";
+    free(name);
+    if (bad)
+        (void)snprintf(why, cap, "%s", bad);
+    else
+        bad = crack(password, dict, user, why, cap); /* the password as it is */
+    po_secure_zero(lower, len);
+    po_secure_zero(core, len);
+    free(lower);
+    free(core);
+    if (!bad && cap)
+        why[0] = '\0';
+    return bad ? PO_ERR_INVALID : PO_OK;
 }

@@ -100,6 +100,15 @@ po_err po_password_hash(const char *password, size_t len, char out[PO_PWHASH_SIZ
  * PO_ERR_INVALID when stored is not a hash this build reads. Takes the
  * same time either way (one scrypt). */
 po_err po_password_verify(const char *password, size_t len, const char *stored) PO_MUST_CHECK;
+/* The password policy of an operator's new password: at least
+ * PO_PASSWORD_MIN bytes, and not one cracklib (libcrack2, with Debian's
+ * cracklib-runtime dictionary) refuses — a dictionary word, a common or
+ * systematic password, one built on the operator's name. PO_OK, or
+ * PO_ERR_INVALID with why ("it is based on a dictionary word"); PO_ERR_IO
+ * when the dictionary cannot be read (why says what to install). */
+#define PO_PASSWORD_MIN 12
+po_err po_password_policy(const char *password, size_t len, const char *user, char *why,
+                          size_t cap) PO_MUST_CHECK;
 
 /*
  * Secrets at rest: "sealed:v1:" + base64(nonce[12] | ciphertext | tag[16]),

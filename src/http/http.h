@@ -24,6 +24,9 @@ struct po_server_cfg {
     const char *admin_token;
     /* The console (/admin: operators sign in); on with an admin token too. */
     bool console;
+    /* --console-origin: the origins the console answers (NULL or "": the
+     * console listener's own address). */
+    const char *console_origin;
     /* Tests only: the clock callbacks' timestamps are checked against
      * (unix seconds; NULL: the real one). */
     int64_t (*clock)(void *ctx);

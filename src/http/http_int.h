@@ -36,6 +36,7 @@ struct po_hreq {
     bool body_too_large;
     const char *request_id;
     int64_t now_unix;
+    char client_addr[48]; /* the peer's address (no port); "" when unknown */
 };
 
 #define PO_HRESP_HEADERS_MAX 6
@@ -54,10 +55,18 @@ void po_hresp_set(struct po_hresp *r, unsigned status, const char *content_type,
 void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 
 /* What every handler may use of the server. */
+#define PO_CONSOLE_ORIGINS_MAX 8
 struct po_http_ctx {
     const struct po_gateway_parts *gw; /* the pool, the committer, the workers, the bulkheads */
     char admin_token[129];             /* "": no bearer access to /admin/api */
     bool console;                      /* /admin is served */
+    /* The console's allow-list (admin.c): the Host values it answers
+     * ("host:port") and the Origin values it takes ("scheme://host:port");
+     * --console-origin, or the listener's own address. */
+    int norigins;
+    char console_host[PO_CONSOLE_ORIGINS_MAX][128];
+    char console_origin[PO_CONSOLE_ORIGINS_MAX][140];
+    struct po_signin *signin; /* the console's sign-in pool (service/signin.h) */
     void (*api_hook)(void *ctx, const char *route);
     void *api_hook_ctx;
 };
@@ -89,6 +98,15 @@ struct po_hcall {
     void (*finish)(struct po_hcall *h);
     struct po_callback cb; /* a channel callback's state */
 };
+
+/* The console's allow-list from --console-origin (a comma-separated list
+ * of http(s) origins, at most PO_CONSOLE_ORIGINS_MAX) or, when NULL or "",
+ * from the listener's own address (listen "HOST:PORT", the bound port):
+ * that address, or for a wildcard listener the loopback spellings
+ * (127.0.0.1, localhost, [::1]) of the port. PO_ERR_INVALID with err for a
+ * bad list. */
+po_err po_admin_origins(struct po_http_ctx *ctx, const char *list, const char *listen,
+                        unsigned port, char *err, size_t errcap) PO_MUST_CHECK;
 
 /* One JSON access-log line (access.c): ts, level, msg, request_id and the
  * escaped method and path, status, ms, then extra (",\"k\":v…" of values

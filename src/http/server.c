@@ -272,6 +272,21 @@ static enum MHD_Result kv_copy(void *cls, enum MHD_ValueKind kind, const char *k
 /* The request's headers and query arguments, copied so that a handler may
  * read them on another thread while the connection is suspended. Bounded
  * by the connection's memory limit. */
+/* The peer's address as text (no port), "" when unknown. */
+static void client_address(struct MHD_Connection *c, char *out, size_t cap)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    out[0] = '\0';
+    if (sa && sa->sa_family == AF_INET)
+        (void)inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+                        (socklen_t)cap);
+    else if (sa && sa->sa_family == AF_INET6)
+        (void)inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
+                        (socklen_t)cap);
+}
+
 static po_err capture(struct req *q, struct MHD_Connection *c)
 {
     const enum MHD_ValueKind kinds = MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND;
@@ -538,6 +553,7 @@ static enum MHD_Result handle(struct po_server *srv, bool ops, struct MHD_Connec
                          .body_too_large = q->body.too_large,
                          .request_id = q->id,
                          .now_unix = srv->clock ? srv->clock(srv->clock_ctx) : (int64_t)time(NULL)};
+    client_address(c, q->h.req.client_addr, sizeof q->h.req.client_addr);
     q->h.ctx = &srv->http;
     q->h.complete = complete;
     char why[96], safe[96 * 6], body[sizeof safe + 80];
@@ -797,6 +813,8 @@ static void teardown(struct po_server *s)
      * committer answers everything it holds; then the answers go out. */
     if (s->daemon) /* a server that never listened has nothing in flight */
         po_gateway_drain(s->gw);
+    po_signin_close(s->http.signin); /* its queued checks answered */
+    s->http.signin = NULL;
     for (int waited = 0; atomic_load(&s->pending) > 0 && waited < 5000; waited++) {
         struct timespec ms = {0, 1000000L};
         nanosleep(&ms, NULL);
@@ -923,6 +941,18 @@ po_err po_server_start(struct po_gateway *gw, const struct po_server_cfg *cfg,
                 po_errf(err, errcap, "cannot listen on %s (--ops-listen)", g->ops_listen);
             teardown(srv);
             return rc ? rc : PO_ERR_IO;
+        }
+    }
+    if (srv->http.console) {
+        /* the console's own address (its listener's) and its sign-in pool */
+        rc = po_admin_origins(
+            &srv->http, cfg->console_origin, srv->ops_daemon ? g->ops_listen : g->listen,
+            srv->ops_daemon ? po_server_ops_port(srv) : po_server_port(srv), err, errcap);
+        if (!rc)
+            rc = po_signin_open(g->db_url, &srv->http.signin, err, errcap);
+        if (rc) {
+            teardown(srv);
+            return rc;
         }
     }
     *out = srv;

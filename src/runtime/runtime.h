@@ -55,4 +55,19 @@ bool po_bulkhead_hint_over_share(struct po_bulkhead *b, const char *hint);
 void po_bulkhead_hinted(struct po_bulkhead *b, const char *hint, char *out, size_t cap);
 uint64_t po_bulkhead_refused(struct po_bulkhead *b);
 
+/* ---- token buckets by key (ratelimit.c) ---- */
+
+/* At most `entries` keys remembered (a full table forgets the key seen
+ * longest ago: a flood of new keys cannot grow it); each key may take
+ * `burst` at once and `per_minute` more each minute after. Thread-safe. */
+struct po_ratelimit;
+po_err po_ratelimit_open(int entries, int burst, int per_minute,
+                         struct po_ratelimit **out) PO_MUST_CHECK;
+void po_ratelimit_close(struct po_ratelimit *r);
+/* Takes one token of key's bucket at now_ms; false (nothing taken) when
+ * it is empty, with *retry_after_s the whole seconds until one is back
+ * (at least 1). Keys are compared whole, up to 95 bytes (longer ones are
+ * cut: they share a bucket). */
+bool po_ratelimit_take(struct po_ratelimit *r, const char *key, int64_t now_ms, int *retry_after_s);
+
 #endif

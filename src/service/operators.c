@@ -2,10 +2,12 @@
  * operators.c — the console's people (operators.h).
  *
  * A password is checked by scrypt (crypto.c) against the stored hash; an
- * unknown name is checked against a fixed dummy hash, so a name that does
- * not exist costs the same time as a wrong password. Wrong passwords are
- * counted per name: PO_LOGIN_FAILURES_MAX in a row lock it for
- * PO_LOGIN_LOCK_S (a right password resets the count).
+ * unknown or locked name is checked against a fixed dummy hash, so it costs
+ * the same time and gets the same answer as a wrong password. Attempts are
+ * counted per name before the check (po_operator_login_claim, one
+ * conditional UPDATE): PO_LOGIN_FAILURES_MAX in a row lock it for
+ * PO_LOGIN_LOCK_S, however many arrive at once (a right password resets
+ * the count). A new password obeys the policy (po_password_policy).
  *
  * A session is 32 random bytes handed to the browser as its cookie; the
  * database keeps only their SHA-256, so a copy of the database signs no one
@@ -55,14 +57,23 @@ static po_err bad_name(const char *name, char *err, size_t errcap)
     return PO_ERR_INVALID;
 }
 
-static po_err hash_password(const char *password, size_t len, char out[PO_PWHASH_SIZE], char *err,
-                            size_t errcap)
+/* A new password: the policy (crypto.h's po_password_policy), then its
+ * hash. */
+static po_err hash_password(const char *name, const char *password, size_t len,
+                            char out[PO_PWHASH_SIZE], char *err, size_t errcap)
 {
-    if (len == 0 || len > PO_PASSWORD_MAX || memchr(password, 0, len)) {
-        po_errf(err, errcap, "a password of 1-%d bytes (no NUL)", PO_PASSWORD_MAX);
-        return PO_ERR_INVALID;
-    }
-    po_err rc = po_password_hash(password, len, out);
+    char why[200] = "";
+    po_err rc = po_password_policy(password, len, name, why, sizeof why);
+    if (rc == PO_ERR_INVALID)
+        po_errf(err, errcap,
+                "password refused: %s (at least %d bytes, not a dictionary word, a common or"
+                " simple password, nor one built on the name)",
+                why, PO_PASSWORD_MIN);
+    else if (rc)
+        po_errf(err, errcap, "%s", why);
+    if (rc)
+        return rc;
+    rc = po_password_hash(password, len, out);
     if (rc)
         po_errf(err, errcap, "the password could not be hashed (scrypt: out of memory?)");
     return rc;
@@ -73,7 +84,7 @@ po_err po_operator_add(struct po_store *s, const char *name, enum po_role role,
 {
     char hash[PO_PWHASH_SIZE], now[PO_TIME_SIZE];
     po_err rc = bad_name(name, err, errcap);
-    if (rc || (rc = hash_password(password, len, hash, err, errcap)))
+    if (rc || (rc = hash_password(name, password, len, hash, err, errcap)))
         return rc;
     po_clock_now_iso(now, sizeof now);
     rc = po_store_exec_tx(
@@ -114,7 +125,7 @@ po_err po_operator_passwd(struct po_store *s, const char *name, const char *pass
 {
     char hash[PO_PWHASH_SIZE];
     po_err rc = bad_name(name, err, errcap);
-    if (rc || (rc = hash_password(password, len, hash, err, errcap)))
+    if (rc || (rc = hash_password(name, password, len, hash, err, errcap)))
         return rc;
     rc = change(s,
                 "UPDATE operator SET pw_hash = ?, failures = 0, locked_until = NULL WHERE name = ?",
@@ -144,21 +155,23 @@ po_err po_view_operators(struct po_store *s, json_t **out)
     struct po_rows r;
     po_err rc = po_store_exec(s,
                               "SELECT o.name, o.role, o.created_at, o.last_login_at, (SELECT"
-                              " COUNT(*) FROM operator_session x WHERE x.name = o.name) FROM"
-                              " operator o ORDER BY o.name",
+                              " COUNT(*) FROM operator_session x WHERE x.name = o.name),"
+                              " o.failures, o.locked_until FROM operator o ORDER BY o.name",
                               PO_NO_PARAMS, &r, NULL, NULL, 0);
     if (rc)
         return rc;
     json_t *list = json_array();
     for (int i = 0; i < r.nrows; i++) {
-        const char *last = po_rows_get(&r, i, 3);
-        int64_t sessions = 0;
+        const char *last = po_rows_get(&r, i, 3), *locked = po_rows_get(&r, i, 6);
+        int64_t sessions = 0, failures = 0;
         PO_ASSERT(po_rows_i64(&r, i, 4, &sessions) == PO_OK);
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:o, s:I}", "name",
-                                              po_rows_get(&r, i, 0), "role", po_rows_get(&r, i, 1),
-                                              "created_at", po_rows_get(&r, i, 2), "last_login_at",
-                                              last ? json_string(last) : json_null(), "sessions",
-                                              (json_int_t)sessions));
+        PO_ASSERT(po_rows_i64(&r, i, 5, &failures) == PO_OK);
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:o}", "name", po_rows_get(&r, i, 0),
+                            "role", po_rows_get(&r, i, 1), "created_at", po_rows_get(&r, i, 2),
+                            "last_login_at", last ? json_string(last) : json_null(), "sessions",
+                            (json_int_t)sessions, "failures", (json_int_t)failures, "locked_until",
+                            locked ? json_string(locked) : json_null()));
     }
     po_rows_free(&r);
     *out = json_pack("{s:o}", "operators", list);
@@ -189,55 +202,53 @@ static po_err random_token(char out[PO_SESSION_TOKEN_SIZE])
 static const char dummy_hash[] =
     "$scrypt$ln=15,r=8,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
-po_err po_operator_login(struct po_store *s, const char *name, const char *password, size_t len,
-                         struct po_session *out, char *err, size_t errcap)
+po_err po_operator_login_claim(struct po_store *s, const char *name, struct po_login_claim *out,
+                               char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    struct po_rows r = {0};
-    char now[PO_TIME_SIZE];
+    PO_ASSERT(po_strcpy(out->hash, sizeof out->hash, dummy_hash) == PO_OK);
+    if (!po_operator_name_valid(name))
+        return PO_OK; /* the dummy's work, the same answer */
+    char now[PO_TIME_SIZE], until[PO_TIME_SIZE];
     po_clock_now_iso(now, sizeof now);
-    bool named = po_operator_name_valid(name);
-    po_err rc = named ? po_store_exec(s,
-                                      "SELECT role, pw_hash, failures, COALESCE(locked_until, '')"
-                                      " FROM operator WHERE name = ?",
-                                      PO_PARAMS(PO_TEXT(name)), &r, NULL, err, errcap)
-                      : PO_OK;
+    po_clock_iso_ms(po_clock_now_ms() + PO_LOGIN_LOCK_S * 1000, until, sizeof until);
+    /* One conditional UPDATE: the count is taken before the password is
+     * checked, under the row's lock, so N attempts at once count N and at
+     * most PO_LOGIN_FAILURES_MAX of them are checked; a lock that ran out
+     * starts the count again. */
+    int64_t n = 0;
+    po_err rc = po_store_exec_tx(
+        s,
+        "UPDATE operator SET failures = CASE WHEN locked_until IS NOT NULL AND locked_until <= ?"
+        " THEN 1 ELSE failures + 1 END, locked_until = CASE WHEN locked_until IS NOT NULL AND"
+        " locked_until <= ? THEN NULL WHEN failures + 1 >= ? THEN ? ELSE locked_until END"
+        " WHERE name = ? AND (locked_until IS NULL OR locked_until <= ?)",
+        PO_PARAMS(PO_TEXT(now), PO_TEXT(now), PO_I64(PO_LOGIN_FAILURES_MAX), PO_TEXT(until),
+                  PO_TEXT(name), PO_TEXT(now)),
+        &n, err, errcap);
+    if (rc || n == 0)
+        return rc; /* unknown or locked: the dummy */
+    struct po_rows r;
+    rc = po_store_exec(s, "SELECT role, pw_hash FROM operator WHERE name = ?",
+                       PO_PARAMS(PO_TEXT(name)), &r, NULL, err, errcap);
     if (rc)
         return rc;
-    bool found = named && r.nrows == 1;
-    const char *stored = found ? po_rows_get(&r, 0, 1) : dummy_hash;
-    bool locked = found && strcmp(po_rows_get(&r, 0, 3), now) > 0;
-    enum po_role role = PO_ROLE_VIEWER;
-    if (found && !po_role_parse(po_rows_get(&r, 0, 0), &role))
-        found = false;
-    po_err v = po_password_verify(password, len, stored);
-    if (found && v != PO_OK && v != PO_ERR_NOT_FOUND) {
-        po_errf(err, errcap, "operator %s: the stored password hash is not readable", name);
-        po_rows_free(&r);
-        return v;
-    }
+    if (r.nrows == 1 && po_role_parse(po_rows_get(&r, 0, 0), &out->role) &&
+        po_strcpy(out->hash, sizeof out->hash, po_rows_get(&r, 0, 1)) == PO_OK)
+        out->counted = true;
+    else /* removed a moment ago, or a hash no build reads: nobody signs in */
+        PO_ASSERT(po_strcpy(out->hash, sizeof out->hash, dummy_hash) == PO_OK);
     po_rows_free(&r);
-    if (locked) {
-        po_errf(err, errcap, "too many wrong passwords: %s is locked for a minute", name);
-        return PO_ERR_CONFLICT;
-    }
-    if (!found || v != PO_OK) {
-        if (found) { /* count it; the fifth in a row locks the name */
-            char until[PO_TIME_SIZE];
-            po_clock_iso_ms((po_clock_now_ms() + PO_LOGIN_LOCK_S * 1000), until, sizeof until);
-            if (po_store_exec_tx(
-                    s,
-                    "UPDATE operator SET failures = failures + 1, locked_until = CASE WHEN "
-                    "failures + 1"
-                    " >= ? THEN ? ELSE locked_until END WHERE name = ?",
-                    PO_PARAMS(PO_I64(PO_LOGIN_FAILURES_MAX), PO_TEXT(until), PO_TEXT(name)), NULL,
-                    NULL, 0))
-                po_log(PO_LOG_WARN, "operator %s: a wrong password not counted (database)", name);
-        }
-        po_errf(err, errcap, "unknown operator or wrong password");
-        return PO_ERR_NOT_FOUND;
-    }
-    char hash[65];
+    return PO_OK;
+}
+
+po_err po_operator_login_finish(struct po_store *s, const char *name, enum po_role role,
+                                struct po_session *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    char hash[65], now[PO_TIME_SIZE];
+    po_clock_now_iso(now, sizeof now);
+    po_err rc;
     if ((rc = random_token(out->token)) || (rc = random_token(out->csrf)) ||
         (rc = po_sha256_hex(out->token, strlen(out->token), hash)))
         return rc;
@@ -268,6 +279,23 @@ po_err po_operator_login(struct po_store *s, const char *name, const char *passw
     if (rc)
         memset(out, 0, sizeof *out);
     return rc;
+}
+
+po_err po_operator_login(struct po_store *s, const char *name, const char *password, size_t len,
+                         struct po_session *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    struct po_login_claim c;
+    po_err rc = po_operator_login_claim(s, name, &c, err, errcap);
+    if (rc)
+        return rc;
+    po_err v = po_password_verify(password, len, c.hash);
+    po_secure_zero(c.hash, sizeof c.hash);
+    if (!c.counted || v != PO_OK) {
+        po_errf(err, errcap, "unknown operator or wrong password");
+        return PO_ERR_NOT_FOUND;
+    }
+    return po_operator_login_finish(s, name, c.role, out, err, errcap);
 }
 
 /* The token's hash, or false when it is not shaped like one of ours. */

@@ -25,6 +25,11 @@ const struct po_option po_options[] = {
      "serve the operator's console at /admin (operators: payonce operator add; on the"
      " --ops-listen listener when there is one)",
      false, 0, 0},
+    {"console-origin", PO_OPT_STR, 0, 0, 0, "", "ORIGINS",
+     "the origins the console answers, comma-separated http(s)://host[:port] (at most 8; default:"
+     " its listener's own address, loopback names for a wildcard one); another Host is 421,"
+     " another Origin 403",
+     false, 0, 0},
     {"admin-token-file", PO_OPT_STR, 0, 0, 0, "", "FILE",
      "a file holding a bearer token for scripts reading /admin/api (16-128 characters; they"
      " act as \"dashboard\"); turns the console on",

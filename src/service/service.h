@@ -38,6 +38,7 @@
 #include "order_query.h"
 #include "order_pay.h"
 #include "recon_daily.h"
+#include "signin.h"
 #include "report.h"
 #include "operators.h"
 #include "traffic.h"

@@ -133,7 +133,7 @@ EOF
   has alerts-resolved-text "$tmp/out" "(resolved by bob at .*: a tampered callback; the genuine one credited)"
   check alerts-help 0 "$BIN" alerts --help; has alerts-help "$tmp/out" "payonce alerts resolve"
   # the console's operators (issue 26 item 1): passwords from a file or stdin, never argv
-  printf 'pw-of-alice\nignored second line\n' > "$tmp/alice.pw"
+  printf 'pw-of-Ax-7Rq#x2zQ\nignored second line\n' > "$tmp/alice.pw"
   check operator-add 0 "$BIN" operator add --db "$db" --name alice --role operator --password-file "$tmp/alice.pw"
   has operator-add "$tmp/out" "operator alice added, role operator"
   check operator-dup 1 "$BIN" operator add --db "$db" --name alice --password-file "$tmp/alice.pw"
@@ -144,7 +144,14 @@ EOF
   : > "$tmp/empty.pw"
   check operator-empty 2 "$BIN" operator add --db "$db" --name bob --password-file "$tmp/empty.pw"
   check operator-bad-name 1 "$BIN" operator add --db "$db" --name "b o b" --password-file "$tmp/alice.pw"
-  check operator-stdin 0 sh -c "echo pw-of-bob | '$BIN' operator add --db '$db' --name bob --password-file -"
+  # the password policy (issue 44 item 2): 12 bytes at least, nothing weak
+  printf 'password1234\n' > "$tmp/weak.pw"
+  check operator-weak 1 "$BIN" operator add --db "$db" --name bob --password-file "$tmp/weak.pw"
+  has operator-weak "$tmp/err" "password refused: it is a common password"
+  printf 'Kx7!short\n' > "$tmp/short.pw"
+  check operator-short 1 "$BIN" operator add --db "$db" --name bob --password-file "$tmp/short.pw"
+  has operator-short "$tmp/err" "password refused: a password of 12 to"
+  check operator-stdin 0 sh -c "echo pw-of-Bx-4Lm%z9yW | '$BIN' operator add --db '$db' --name bob --password-file -"
   has operator-stdin "$tmp/out" "role viewer"
   check operator-role 0 "$BIN" operator role --db "$db" --name bob --role admin
   check operator-list 0 "$BIN" operator list --db "$db" --json

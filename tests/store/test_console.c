@@ -56,19 +56,22 @@ static int64_t count(struct po_store *s, const char *sql, const char *arg)
 static void operators_are_managed(void **state)
 {
     char err[PO_ERRBUF_SIZE] = "";
-    assert_int_equal(po_operator_add(S, "alice", PO_ROLE_OPERATOR, "pw-alice", 8, err, sizeof err),
-                     PO_OK);
-    assert_int_equal(po_operator_add(S, "alice", PO_ROLE_ADMIN, "other", 5, err, sizeof err),
-                     PO_ERR_CONFLICT);
+    assert_int_equal(
+        po_operator_add(S, "alice", PO_ROLE_OPERATOR, "Vq7#mLw2-Rzt9pK", 15, err, sizeof err),
+        PO_OK);
+    assert_int_equal(
+        po_operator_add(S, "alice", PO_ROLE_ADMIN, "Hz6*oRq1-Ktw8Xn", 15, err, sizeof err),
+        PO_ERR_CONFLICT);
     assert_int_equal(po_operator_add(S, "bad name", PO_ROLE_VIEWER, "x", 1, err, sizeof err),
                      PO_ERR_INVALID);
     assert_int_equal(po_operator_add(S, "bob", PO_ROLE_VIEWER, "", 0, err, sizeof err),
                      PO_ERR_INVALID);
-    assert_int_equal(po_operator_passwd(S, "nobody", "x", 1, err, sizeof err), PO_ERR_NOT_FOUND);
+    assert_int_equal(po_operator_passwd(S, "nobody", "Hz6*oRq1-Ktw8Xn", 15, err, sizeof err),
+                     PO_ERR_NOT_FOUND);
     assert_int_equal(po_operator_remove(S, "nobody", err, sizeof err), PO_ERR_NOT_FOUND);
     /* the password is not in the database, only its hash */
     assert_int_equal(
-        count(S, "SELECT COUNT(*) FROM operator WHERE pw_hash LIKE '%pw-alice%'", NULL), 0);
+        count(S, "SELECT COUNT(*) FROM operator WHERE pw_hash LIKE '%Vq7#mLw2%'", NULL), 0);
     json_t *v = NULL;
     assert_int_equal(po_view_operators(S, &v), PO_OK);
     json_t *a = json_array_get(json_object_get(v, "operators"), 0);
@@ -80,13 +83,14 @@ static void sign_in_and_sessions(void **state)
 {
     char err[PO_ERRBUF_SIZE] = "";
     struct po_session s1, s2, got;
-    assert_int_equal(po_operator_add(S, "alice", PO_ROLE_VIEWER, "pw-alice", 8, err, sizeof err),
-                     PO_OK);
+    assert_int_equal(
+        po_operator_add(S, "alice", PO_ROLE_VIEWER, "Vq7#mLw2-Rzt9pK", 15, err, sizeof err), PO_OK);
     assert_int_equal(po_operator_login(S, "alice", "wrong", 5, &s1, err, sizeof err),
                      PO_ERR_NOT_FOUND);
-    assert_int_equal(po_operator_login(S, "mallory", "pw-alice", 8, &s1, err, sizeof err),
+    assert_int_equal(po_operator_login(S, "mallory", "Vq7#mLw2-Rzt9pK", 15, &s1, err, sizeof err),
                      PO_ERR_NOT_FOUND);
-    assert_int_equal(po_operator_login(S, "alice", "pw-alice", 8, &s1, err, sizeof err), PO_OK);
+    assert_int_equal(po_operator_login(S, "alice", "Vq7#mLw2-Rzt9pK", 15, &s1, err, sizeof err),
+                     PO_OK);
     assert_int_equal((int)strlen(s1.token), PO_SESSION_TOKEN_SIZE - 1);
     assert_int_equal((int)strlen(s1.csrf), PO_SESSION_TOKEN_SIZE - 1);
     assert_string_not_equal(s1.token, s1.csrf);
@@ -108,7 +112,8 @@ static void sign_in_and_sessions(void **state)
     assert_int_equal(po_operator_session(S, off, &got), PO_ERR_NOT_FOUND);
     assert_int_equal(po_operator_session(S, "' OR 1=1 --", &got), PO_ERR_NOT_FOUND);
     /* sign-out ends it */
-    assert_int_equal(po_operator_login(S, "alice", "pw-alice", 8, &s2, err, sizeof err), PO_OK);
+    assert_int_equal(po_operator_login(S, "alice", "Vq7#mLw2-Rzt9pK", 15, &s2, err, sizeof err),
+                     PO_OK);
     assert_int_equal(po_operator_logout(S, s1.token), PO_OK);
     assert_int_equal(po_operator_session(S, s1.token, &got), PO_ERR_NOT_FOUND);
     assert_int_equal(po_operator_session(S, s2.token, &got), PO_OK);
@@ -122,12 +127,14 @@ static void sign_in_and_sessions(void **state)
     assert_int_equal(po_operator_session(S, s2.token, &got), PO_ERR_NOT_FOUND);
     assert_int_equal(count(S, "SELECT COUNT(*) FROM operator_session", NULL), 0);
     /* a new password ends every session; removal too */
-    assert_int_equal(po_operator_login(S, "alice", "pw-alice", 8, &s1, err, sizeof err), PO_OK);
-    assert_int_equal(po_operator_passwd(S, "alice", "pw-new", 6, err, sizeof err), PO_OK);
+    assert_int_equal(po_operator_login(S, "alice", "Vq7#mLw2-Rzt9pK", 15, &s1, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(po_operator_passwd(S, "alice", "Jc5&rUp3-Lmy7Dq", 15, err, sizeof err), PO_OK);
     assert_int_equal(po_operator_session(S, s1.token, &got), PO_ERR_NOT_FOUND);
-    assert_int_equal(po_operator_login(S, "alice", "pw-alice", 8, &s1, err, sizeof err),
+    assert_int_equal(po_operator_login(S, "alice", "Vq7#mLw2-Rzt9pK", 15, &s1, err, sizeof err),
                      PO_ERR_NOT_FOUND);
-    assert_int_equal(po_operator_login(S, "alice", "pw-new", 6, &s1, err, sizeof err), PO_OK);
+    assert_int_equal(po_operator_login(S, "alice", "Jc5&rUp3-Lmy7Dq", 15, &s1, err, sizeof err),
+                     PO_OK);
     assert_int_equal(po_operator_remove(S, "alice", err, sizeof err), PO_OK);
     assert_int_equal(po_operator_session(S, s1.token, &got), PO_ERR_NOT_FOUND);
     (void)sql;
@@ -137,28 +144,117 @@ static void five_wrong_passwords_lock_the_name(void **state)
 {
     char err[PO_ERRBUF_SIZE] = "";
     struct po_session ses;
-    assert_int_equal(po_operator_add(S, "carol", PO_ROLE_OPERATOR, "pw-carol", 8, err, sizeof err),
-                     PO_OK);
+    assert_int_equal(
+        po_operator_add(S, "carol", PO_ROLE_OPERATOR, "Tn4$eXq8-Wbv2Hs", 15, err, sizeof err),
+        PO_OK);
     /* four wrong, then the right one resets the count */
     for (int i = 0; i < PO_LOGIN_FAILURES_MAX - 1; i++)
         assert_int_equal(po_operator_login(S, "carol", "nope", 4, &ses, err, sizeof err),
                          PO_ERR_NOT_FOUND);
-    assert_int_equal(po_operator_login(S, "carol", "pw-carol", 8, &ses, err, sizeof err), PO_OK);
+    assert_int_equal(po_operator_login(S, "carol", "Tn4$eXq8-Wbv2Hs", 15, &ses, err, sizeof err),
+                     PO_OK);
     for (int i = 0; i < PO_LOGIN_FAILURES_MAX; i++)
         assert_int_equal(po_operator_login(S, "carol", "nope", 4, &ses, err, sizeof err),
                          PO_ERR_NOT_FOUND);
-    /* locked: even the right password is refused, saying so */
-    assert_int_equal(po_operator_login(S, "carol", "pw-carol", 8, &ses, err, sizeof err),
-                     PO_ERR_CONFLICT);
-    assert_non_null(strstr(err, "locked"));
+    /* locked: even the right password is refused — as a wrong one is, the
+     * answer an unknown name is given (names are not enumerable) */
+    char unknown[PO_ERRBUF_SIZE] = "";
+    assert_int_equal(po_operator_login(S, "carol", "Tn4$eXq8-Wbv2Hs", 15, &ses, err, sizeof err),
+                     PO_ERR_NOT_FOUND);
+    assert_int_equal(
+        po_operator_login(S, "nobody", "Tn4$eXq8-Wbv2Hs", 15, &ses, unknown, sizeof unknown),
+        PO_ERR_NOT_FOUND);
+    assert_string_equal(err, unknown);
     /* the minute passed (moved back in the database): in again */
     assert_int_equal(po_store_exec_tx(S,
                                       "UPDATE operator SET locked_until ="
                                       " '2020-01-01T00:00:00.000Z'",
                                       NULL, 0, NULL, err, sizeof err),
                      PO_OK);
-    assert_int_equal(po_operator_login(S, "carol", "pw-carol", 8, &ses, err, sizeof err), PO_OK);
+    assert_int_equal(po_operator_login(S, "carol", "Tn4$eXq8-Wbv2Hs", 15, &ses, err, sizeof err),
+                     PO_OK);
     assert_int_equal(count(S, "SELECT failures FROM operator WHERE name = ?", "carol"), 0);
+}
+
+/* Issue 44 item 1: the count is taken before the password is checked, so
+ * GUESSERS guesses at once — each on its own connection, a thread each —
+ * count GUESSERS and at most PO_LOGIN_FAILURES_MAX of them get a password
+ * checked; the right one among the rest is refused like a wrong one. */
+#define GUESSERS 24
+struct guess {
+    const char *url;
+    bool counted;
+    po_err rc;
+};
+
+static void *guess_main(void *arg)
+{
+    struct guess *g = arg;
+    struct po_store *s = t_open(g->url);
+    struct po_login_claim c;
+    char err[PO_ERRBUF_SIZE] = "";
+    g->rc = po_operator_login_claim(s, "dave", &c, err, sizeof err);
+    g->counted = c.counted;
+    po_store_close(s);
+    return NULL;
+}
+
+static void concurrent_guesses_count_each(void **state)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    struct po_session ses;
+    assert_int_equal(
+        po_operator_add(S, "dave", PO_ROLE_OPERATOR, "Pk9^sWq4-Zud6Rm", 15, err, sizeof err),
+        PO_OK);
+    struct guess g[GUESSERS];
+    pthread_t th[GUESSERS];
+    for (int k = 0; k < GUESSERS; k++) {
+        g[k] = (struct guess){.url = T_URL};
+        assert_int_equal(pthread_create(&th[k], NULL, guess_main, &g[k]), 0);
+    }
+    int counted = 0;
+    for (int k = 0; k < GUESSERS; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(g[k].rc, PO_OK);
+        counted += g[k].counted;
+    }
+    assert_int_equal(counted, PO_LOGIN_FAILURES_MAX);
+    assert_int_equal(count(S, "SELECT failures FROM operator WHERE name = ?", "dave"),
+                     PO_LOGIN_FAILURES_MAX);
+    assert_int_equal(po_operator_login(S, "dave", "Pk9^sWq4-Zud6Rm", 15, &ses, err, sizeof err),
+                     PO_ERR_NOT_FOUND);
+}
+
+/* Issue 44 item 2: a new password obeys the policy — length, and nothing
+ * cracklib refuses; the refusal says why and writes nothing. */
+static void weak_passwords_are_refused(void **state)
+{
+    char err[PO_ERRBUF_SIZE] = "", why[200];
+    const char *weak[] = {"x",
+                          "Sh0rt!pw",
+                          "password1234",
+                          "aaaaaaaaaaaaaa",
+                          "123456789012",
+                          "qwertyuiop123",
+                          "erin-erin-erin"};
+    for (size_t i = 0; i < PO_NELEM(weak); i++) {
+        err[0] = '\0';
+        assert_int_equal(
+            po_operator_add(S, "erin", PO_ROLE_VIEWER, weak[i], strlen(weak[i]), err, sizeof err),
+            PO_ERR_INVALID);
+        if (!strstr(err, "password refused"))
+            fail_msg("%s: %s", weak[i], err);
+    }
+    assert_int_equal(count(S, "SELECT COUNT(*) FROM operator", NULL), 0);
+    assert_int_equal(po_password_policy("Wq3!vNe7-Hsk2Lp", 15, "erin", why, sizeof why), PO_OK);
+    assert_int_equal(
+        po_operator_add(S, "erin", PO_ROLE_VIEWER, "Wq3!vNe7-Hsk2Lp", 15, err, sizeof err), PO_OK);
+    /* and on a change */
+    assert_int_equal(po_operator_passwd(S, "erin", "password1234", 12, err, sizeof err),
+                     PO_ERR_INVALID);
+    assert_int_equal(po_operator_login(S, "erin", "Wq3!vNe7-Hsk2Lp", 15, &(struct po_session){0},
+                                       err, sizeof err),
+                     PO_OK);
 }
 
 static int64_t traffic(struct po_store *s, const char *tenant, const char *kind)
@@ -458,6 +554,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(passwords_are_scrypt_hashes),
         cmocka_unit_test_setup_teardown(operators_are_managed, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(sign_in_and_sessions, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(concurrent_guesses_count_each, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(weak_passwords_are_refused, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(five_wrong_passwords_lock_the_name, t_fx_setup,
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(history_is_stored_and_summed, t_fx_setup, t_fx_teardown),

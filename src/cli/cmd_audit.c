@@ -34,7 +34,9 @@ static bool hex64(const char *s)
     return true;
 }
 
-/* "TENANT SEQ HASH" lines (audit head's output; # comments, blank lines). */
+/* "TENANT SEQ HASH BASE_SEQ BASE_HASH" lines (audit head's output; #
+ * comments, blank lines; the base may be left out: an anchor of an older
+ * payonce). */
 static int read_anchors(const char *path, struct po_audit_anchor **out, int *n)
 {
     *out = NULL;
@@ -60,13 +62,17 @@ static int read_anchors(const char *path, struct po_audit_anchor **out, int *n)
         }
         if (!line[0] || line[0] == '#')
             continue;
-        char tenant[PO_ID_MAX + 2], seq[24], hash[80], extra[2];
-        int got = sscanf(line, "%65s %23s %79s %1s", tenant, seq, hash, extra);
-        int64_t v = 0;
-        if (got != 3 || !po_id_valid(tenant, PO_ID_MAX) || po_parse_i64(seq, 1, INT64_MAX, &v) ||
-            !hex64(hash)) {
-            fprintf(stderr, "payonce: %s:%d: not TENANT SEQ HASH (as audit head prints)\n", path,
-                    lineno);
+        char tenant[PO_ID_MAX + 2], seq[24], hash[80], bseq[24], bhash[80], extra[2];
+        int got =
+            sscanf(line, "%65s %23s %79s %23s %79s %1s", tenant, seq, hash, bseq, bhash, extra);
+        int64_t v = 0, bv = -1;
+        if ((got != 3 && got != 5) || !po_id_valid(tenant, PO_ID_MAX) ||
+            po_parse_i64(seq, 1, INT64_MAX, &v) || !hex64(hash) ||
+            (got == 5 && (po_parse_i64(bseq, 0, v, &bv) || !hex64(bhash)))) {
+            fprintf(stderr,
+                    "payonce: %s:%d: not TENANT SEQ HASH BASE_SEQ BASE_HASH (as audit head"
+                    " prints)\n",
+                    path, lineno);
             ret = EXIT_USAGE;
             break;
         }
@@ -85,9 +91,13 @@ static int read_anchors(const char *path, struct po_audit_anchor **out, int *n)
             a = b;
         }
         struct po_audit_anchor *x = &a[(*n)++];
+        memset(x, 0, sizeof *x);
         PO_ASSERT(po_strcpy(x->tenant, sizeof x->tenant, tenant) == PO_OK);
         x->seq = v;
         PO_ASSERT(po_strcpy(x->hash, sizeof x->hash, hash) == PO_OK);
+        x->base_seq = bv;
+        if (got == 5)
+            PO_ASSERT(po_strcpy(x->base_hash, sizeof x->base_hash, bhash) == PO_OK);
     }
     fclose(f);
     if (ret) {
@@ -97,6 +107,18 @@ static int read_anchors(const char *path, struct po_audit_anchor **out, int *n)
     }
     *out = a;
     return 0;
+}
+
+/* The chains' key from the master key (--master-key-file,
+ * PAYONCE_MASTER_KEY_FILE); *have false without one (plain links). */
+static int chain_key(const struct opts *o, unsigned char key[PO_AUDIT_KEY_LEN], bool *have)
+{
+    unsigned char master[PO_MASTER_KEY_LEN];
+    int ret = cli_load_master_key(o, master, have);
+    if (!ret && *have)
+        po_audit_key(master, key);
+    po_secure_zero(master, sizeof master);
+    return ret;
 }
 
 int cmd_audit_verify(struct po_store *s, const struct opts *o)
@@ -116,12 +138,20 @@ int cmd_audit_verify(struct po_store *s, const struct opts *o)
         return ret;
     char err[PO_ERRBUF_SIZE] = "", before[PO_TIME_SIZE];
     po_clock_iso_ms(po_clock_now_ms() - late * 1000, before, sizeof before);
+    unsigned char key[PO_AUDIT_KEY_LEN];
+    bool keyed = false;
+    if ((ret = chain_key(o, key, &keyed)) != 0) {
+        free(anchors);
+        return ret;
+    }
     struct po_audit_report *r = malloc(sizeof *r);
     if (!r) {
         free(anchors);
         return cli_fail(PO_ERR_NOMEM, "report");
     }
-    po_err rc = po_audit_verify(s, tenant, before, anchors, nanchors, r, err, sizeof err);
+    po_err rc = po_audit_verify(s, keyed ? key : NULL, tenant, before, anchors, nanchors, r, err,
+                                sizeof err);
+    po_secure_zero(key, sizeof key);
     free(anchors);
     if (rc) {
         free(r);
@@ -133,20 +163,27 @@ int cmd_audit_verify(struct po_store *s, const struct opts *o)
         for (int i = 0; i < r->nproblems; i++)
             json_array_append_new(list, json_pack("{s:s, s:s}", "tenant", r->problem[i].tenant,
                                                   "problem", r->problem[i].what));
-        ret = cli_print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "ok", ok,
-                                       "tenants", (json_int_t)r->tenants, "records",
-                                       (json_int_t)r->records, "unsealed", (json_int_t)r->unsealed,
-                                       "anchors_checked", (json_int_t)r->anchors_checked,
-                                       "anchors_pruned", (json_int_t)r->anchors_pruned,
-                                       "problems_count", (json_int_t)r->broken, "problems", list));
+        ret = cli_print_json(json_pack(
+            "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:o}", "ok", ok, "tenants",
+            (json_int_t)r->tenants, "records", (json_int_t)r->records, "unsealed",
+            (json_int_t)r->unsealed, "anchors_checked", (json_int_t)r->anchors_checked,
+            "anchors_pruned", (json_int_t)r->anchors_pruned, "checkpoints",
+            (json_int_t)r->checkpoints, "unkeyed_chains", (json_int_t)r->unkeyed, "keyed", keyed,
+            "problems_count", (json_int_t)r->broken, "problems", list));
     } else {
         for (int i = 0; i < r->nproblems; i++)
             fprintf(stderr, "audit: tenant %s: %s\n", r->problem[i].tenant, r->problem[i].what);
         if (ok)
             printf("audit: ok (%" PRId64 " tenant chain%s, %" PRId64
-                   " sealed records linked, %" PRId64 " not sealed yet%s)\n",
-                   r->tenants, r->tenants == 1 ? "" : "s", r->records, r->unsealed,
-                   anchor ? ", anchors matched" : "");
+                   " sealed records linked, %" PRId64 " checkpoint%s, %" PRId64
+                   " not sealed yet%s)\n",
+                   r->tenants, r->tenants == 1 ? "" : "s", r->records, r->checkpoints,
+                   r->checkpoints == 1 ? "" : "s", r->unsealed, anchor ? ", anchors matched" : "");
+        if (r->unkeyed && !keyed)
+            printf("audit: %" PRId64 " chain%s with plain SHA-256 links (no master key): anyone"
+                   " who can write the database could recompute them; anchors are the only"
+                   " check\n",
+                   r->unkeyed, r->unkeyed == 1 ? "" : "s");
         else
             fprintf(stderr, "audit: %" PRId64 " problem%s\n", r->broken, r->broken == 1 ? "" : "s");
         if (anchor)
@@ -168,21 +205,24 @@ int cmd_audit_head(struct po_store *s, const struct opts *o)
     if (cli_flag(o, "json")) {
         json_t *list = json_array();
         for (int i = 0; i < r.nrows; i++) {
-            int64_t seq = 0, base = 0;
-            if (po_rows_i64(&r, i, 1, &seq) || po_rows_i64(&r, i, 3, &base))
-                seq = base = -1;
-            json_array_append_new(list,
-                                  json_pack("{s:s, s:I, s:s, s:I}", "tenant", po_rows_get(&r, i, 0),
-                                            "seq", (json_int_t)seq, "hash", po_rows_get(&r, i, 2),
-                                            "base_seq", (json_int_t)base));
+            int64_t seq = 0, base = 0, keyed = 0;
+            if (po_rows_i64(&r, i, 1, &seq) || po_rows_i64(&r, i, 3, &base) ||
+                po_rows_i64(&r, i, 5, &keyed))
+                seq = base = keyed = -1;
+            json_array_append_new(
+                list, json_pack("{s:s, s:I, s:s, s:I, s:s, s:I}", "tenant", po_rows_get(&r, i, 0),
+                                "seq", (json_int_t)seq, "hash", po_rows_get(&r, i, 2), "base_seq",
+                                (json_int_t)base, "base_hash", po_rows_get(&r, i, 4), "keyed_from",
+                                (json_int_t)keyed));
         }
         ret = cli_print_json(list);
     } else {
-        printf("# payonce audit head: TENANT SEQ HASH (an anchor file for audit verify)\n");
+        printf("# payonce audit head: TENANT SEQ HASH BASE_SEQ BASE_HASH (an anchor file for"
+               " audit verify)\n");
         for (int i = 0; i < r.nrows; i++)
             if (strcmp(po_rows_get(&r, i, 1), "0") != 0)
-                printf("%s %s %s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
-                       po_rows_get(&r, i, 2));
+                printf("%s %s %s %s %s\n", po_rows_get(&r, i, 0), po_rows_get(&r, i, 1),
+                       po_rows_get(&r, i, 2), po_rows_get(&r, i, 3), po_rows_get(&r, i, 4));
     }
     po_rows_free(&r);
     return ret;
@@ -190,20 +230,25 @@ int cmd_audit_head(struct po_store *s, const struct opts *o)
 
 int cmd_audit_seal(struct po_store *s, const struct opts *o)
 {
-    (void)o;
     char err[PO_ERRBUF_SIZE] = "";
     int64_t total = 0, n = 0;
+    unsigned char key[PO_AUDIT_KEY_LEN];
+    bool keyed = false;
+    int ret = chain_key(o, key, &keyed);
+    if (ret)
+        return ret;
     po_err rc = PO_OK;
     do {
         rc = po_store_begin(s, err, sizeof err);
         if (!rc)
-            rc = po_audit_seal(s, 1000, &n, err, sizeof err);
+            rc = po_audit_seal(s, keyed ? key : NULL, 1000, &n, err, sizeof err);
         if (!rc)
             rc = po_store_commit(s, err, sizeof err);
         else
             po_store_rollback(s);
         total += rc ? 0 : n;
     } while (!rc && n == 1000);
+    po_secure_zero(key, sizeof key);
     if (rc)
         return cli_fail(rc, err);
     printf("audit: %" PRId64 " record%s sealed\n", total, total == 1 ? "" : "s");
@@ -284,12 +329,18 @@ int cmd_audit_show(struct po_store *s, const struct opts *o)
         po_rows_free(&r);
         return cli_fail(PO_ERR_NOT_FOUND, "no callback record of that tenant matches");
     }
-    bool json = cli_flag(o, "json");
+    bool json = cli_flag(o, "json"), keyed = false;
+    unsigned char key[PO_AUDIT_KEY_LEN];
+    int kret = chain_key(o, key, &keyed);
+    if (kret) {
+        po_rows_free(&r);
+        return kret;
+    }
     json_t *list = json ? json_array() : NULL;
     for (int i = 0; !rc && i < r.nrows; i++) {
         bool intact = false;
         size_t hl = 0, bl = 0;
-        rc = po_audit_row_ok(&r, i, tenant, &intact);
+        rc = po_audit_row_ok(&r, i, tenant, keyed ? key : NULL, &intact);
         char *h = decoded(po_rows_get(&r, i, 6), &hl), *b = decoded(po_rows_get(&r, i, 7), &bl);
         if (!rc && json) {
             const char *sq = po_rows_get(&r, i, 0);
@@ -313,6 +364,7 @@ int cmd_audit_show(struct po_store *s, const struct opts *o)
         free(b);
     }
     po_rows_free(&r);
+    po_secure_zero(key, sizeof key);
     if (rc) {
         json_decref(list);
         return cli_fail(rc, "a record could not be checked");

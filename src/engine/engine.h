@@ -23,6 +23,7 @@
 #define PO_ENGINE_H
 
 #include "../core/core.h"
+#include "../crypto/crypto.h"
 #include "../event/event.h"
 #include "../store/store.h"
 
@@ -116,27 +117,45 @@ struct po_audit_record {
 po_err po_audit_record_new(const struct po_audit_in *in,
                            struct po_audit_record **out) PO_MUST_CHECK;
 void po_audit_record_free(struct po_audit_record *r);
+/* The chain's key, derived from the master key (HMAC-SHA-256 of a fixed
+ * label): the links from a chain's keyed_from on and its checkpoints are
+ * MAC'd with it. Functions below take it, or NULL without a master key
+ * (development: plain SHA-256, and verify says the chain is unkeyed). */
+#define PO_AUDIT_KEY_LEN 32
+void po_audit_key(const unsigned char master[PO_MASTER_KEY_LEN],
+                  unsigned char out[PO_AUDIT_KEY_LEN]);
+#define PO_AUDIT_PRUNE_EVERY_S 3600      /* a tenant's base moves at most once an hour */
+#define PO_AUDIT_CHECKPOINTS_MAX 1000000 /* checkpoints a verify reads per tenant */
 /* Inserts n (0..PO_BATCH_MAX) records in the caller's transaction. */
 po_err po_audit_insert(struct po_store *s, struct po_audit_record *const *r, size_t n, char *err,
                        size_t errcap) PO_MUST_CHECK;
 /* Seals up to limit unsealed records into their tenants' chains, in the
- * caller's transaction. */
-po_err po_audit_seal(struct po_store *s, int limit, int64_t *out_sealed, char *err,
-                     size_t errcap) PO_MUST_CHECK;
+ * caller's transaction; with key, a chain not keyed yet is keyed from its
+ * next record on (an 'adopt' checkpoint). PO_ERR_INVALID for a keyed
+ * chain without key. */
+po_err po_audit_seal(struct po_store *s, const unsigned char *key, int limit, int64_t *out_sealed,
+                     char *err, size_t errcap) PO_MUST_CHECK;
 /* Deletes sealed records received before `before` (ISO time), moving each
- * chain's base forward; in the caller's transaction. */
-po_err po_audit_prune(struct po_store *s, const char *before, int64_t *out_pruned, char *err,
-                      size_t errcap) PO_MUST_CHECK;
-/* A chain head saved earlier (payonce audit head), checked by verify. */
+ * chain's base forward through a 'prune' checkpoint (a tenant at most once
+ * every PO_AUDIT_PRUNE_EVERY_S); in the caller's transaction. */
+po_err po_audit_prune(struct po_store *s, const unsigned char *key, const char *before,
+                      int64_t *out_pruned, char *err, size_t errcap) PO_MUST_CHECK;
+/* A chain head saved earlier (payonce audit head), checked by verify: its
+ * head record, and its base (base_seq -1: not known, an older anchor). */
 struct po_audit_anchor {
     char tenant[PO_ID_MAX + 1];
     int64_t seq;
     char hash[65];
+    int64_t base_seq;
+    char base_hash[65];
+    bool base_moved_ok; /* (verify's) a checkpoint moved the base on from it */
 };
 #define PO_AUDIT_PROBLEMS_MAX 32
 struct po_audit_report {
     int64_t tenants, records, unsealed, anchors_checked, anchors_pruned;
-    int64_t broken; /* problems found (the first of each tenant's chain, and late seals) */
+    int64_t checkpoints; /* checked */
+    int64_t unkeyed;     /* chains with plain links only (no master key when sealed) */
+    int64_t broken;      /* problems found (the first of each tenant's chain, and late seals) */
     int nproblems;
     struct po_audit_problem {
         char tenant[PO_ID_MAX + 1];
@@ -145,21 +164,23 @@ struct po_audit_report {
 };
 /* Walks every tenant's chain (or tenant's), in one read snapshot. Records
  * unsealed since before late_before (ISO time) are a problem. */
-po_err po_audit_verify(struct po_store *s, const char *tenant, const char *late_before,
-                       const struct po_audit_anchor *anchors, int nanchors,
+po_err po_audit_verify(struct po_store *s, const unsigned char *key, const char *tenant,
+                       const char *late_before, struct po_audit_anchor *anchors, int nanchors,
                        struct po_audit_report *out, char *err, size_t errcap) PO_MUST_CHECK;
-/* Rows: tenant_id, seq, hash, base_seq of every chain. */
+/* Rows: tenant_id, seq, hash, base_seq, base_hash, keyed_from (0: none) of
+ * every chain. */
 po_err po_audit_heads(struct po_store *s, struct po_rows *out, char *err,
                       size_t errcap) PO_MUST_CHECK;
 /* A tenant's records of an order, a request id or a seq (NULL / 0: not
  * that), oldest first, at most 100. Rows: seq, request_id, received_at,
  * channel, path, out_trade_no, headers, body (base64), digest, prev_hash,
- * hash. */
+ * hash, the chain's keyed_from (0: none). */
 po_err po_audit_find(struct po_store *s, const char *tenant, const char *out_trade_no,
                      const char *request_id, int64_t seq, struct po_rows *out, char *err,
                      size_t errcap) PO_MUST_CHECK;
-/* Whether row i of po_audit_find matches its digest and (sealed) its hash. */
-po_err po_audit_row_ok(const struct po_rows *p, int i, const char *tenant,
+/* Whether row i of po_audit_find matches its digest and (sealed) its hash
+ * (a keyed link checked with key; without it, not intact). */
+po_err po_audit_row_ok(const struct po_rows *p, int i, const char *tenant, const unsigned char *key,
                        bool *out_ok) PO_MUST_CHECK;
 
 /* ---- the committer (committer.c) ----

@@ -91,8 +91,8 @@ static void flush_history(struct po_jobs *j, int64_t now, bool counts)
     if (!rc)
         rc = po_deliveries_flush(j->flush_store, j->cfg.committer, j->holder, err, sizeof err);
     if (!rc)
-        rc = po_records_seal(j->flush_store, j->cfg.committer, now, j->cfg.record_days, counts,
-                             NULL, NULL, err, sizeof err);
+        rc = po_records_seal(j->flush_store, j->cfg.committer, j->cfg.master, now,
+                             j->cfg.record_days, counts, NULL, NULL, err, sizeof err);
     if (!rc && counts)
         rc = po_traffic_flush(j->flush_store, j->cfg.committer, j->holder, now, j->cfg.history_days,
                               err, sizeof err);

@@ -623,6 +623,7 @@ po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_
 /* ---- the callback record: sealing and retention ---- */
 
 struct seal_work {
+    const unsigned char *key; /* the chain's, or NULL */
     int64_t n;
     char before[PO_TIME_SIZE]; /* prune: "" none */
     char err[PO_ERRBUF_SIZE];
@@ -631,23 +632,26 @@ struct seal_work {
 static po_err seal_rows(struct po_store *s, void *ctx)
 {
     struct seal_work *w = ctx;
-    return po_audit_seal(s, PO_SEAL_WORK, &w->n, w->err, sizeof w->err);
+    return po_audit_seal(s, w->key, PO_SEAL_WORK, &w->n, w->err, sizeof w->err);
 }
 
 static po_err prune_rows(struct po_store *s, void *ctx)
 {
     struct seal_work *w = ctx;
-    return po_audit_prune(s, w->before, &w->n, w->err, sizeof w->err);
+    return po_audit_prune(s, w->key, w->before, &w->n, w->err, sizeof w->err);
 }
 
-po_err po_records_seal(struct po_store *s, struct po_committer *c, int64_t now_unix, int keep_days,
-                       bool prune, int64_t *out_sealed, int64_t *out_pruned, char *err,
-                       size_t errcap)
+po_err po_records_seal(struct po_store *s, struct po_committer *c, const unsigned char *master,
+                       int64_t now_unix, int keep_days, bool prune, int64_t *out_sealed,
+                       int64_t *out_pruned, char *err, size_t errcap)
 {
     int64_t sealed = 0, pruned = 0;
     po_err rc = PO_OK;
+    unsigned char key[PO_AUDIT_KEY_LEN];
+    if (master)
+        po_audit_key(master, key);
     for (int k = 0; !rc && k < PO_SEAL_WORKS_MAX; k++) {
-        struct seal_work w = {0};
+        struct seal_work w = {.key = master ? key : NULL};
         rc = in_tx(s, c, seal_rows, &w);
         if (rc)
             po_errf(err, errcap, "sealing: %s", w.err[0] ? w.err : po_err_name(rc));
@@ -656,13 +660,14 @@ po_err po_records_seal(struct po_store *s, struct po_committer *c, int64_t now_u
             break;
     }
     if (!rc && prune && keep_days > 0) {
-        struct seal_work w = {0};
+        struct seal_work w = {.key = master ? key : NULL};
         po_clock_iso_ms((now_unix - (int64_t)keep_days * 86400) * 1000, w.before, sizeof w.before);
         rc = in_tx(s, c, prune_rows, &w);
         if (rc)
             po_errf(err, errcap, "pruning: %s", w.err[0] ? w.err : po_err_name(rc));
         pruned = w.n;
     }
+    po_secure_zero(key, sizeof key);
     if (out_sealed)
         *out_sealed = sealed;
     if (out_pruned)

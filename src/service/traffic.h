@@ -69,12 +69,14 @@ uint64_t po_deliveries_dropped(void);
  * records per work (committer: as po_traffic_flush), until none is left or
  * PO_SEAL_WORKS_MAX works ran; then, when keep_days > 0 and prune, deletes
  * sealed records received more than keep_days ago. *out_sealed and
- * *out_pruned (may be NULL) count them. */
+ * *out_pruned (may be NULL) count them. master: the master key the chains'
+ * key is derived from (NULL: development, plain links). */
 #define PO_SEAL_WORK 200
 #define PO_SEAL_WORKS_MAX 100
-po_err po_records_seal(struct po_store *s, struct po_committer *committer, int64_t now_unix,
-                       int keep_days, bool prune, int64_t *out_sealed, int64_t *out_pruned,
-                       char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_records_seal(struct po_store *s, struct po_committer *committer,
+                       const unsigned char *master, int64_t now_unix, int keep_days, bool prune,
+                       int64_t *out_sealed, int64_t *out_pruned, char *err,
+                       size_t errcap) PO_MUST_CHECK;
 
 /* The console's overview over the last `hours` (1..720) up to now, of one
  * tenant or all (NULL): a series (5-minute points up to 12 hours, hourly

@@ -5,7 +5,11 @@
  * `verify` names the first broken link of each planted fault: a body
  * changed, a record removed (in the middle, the oldest, the newest), two
  * records swapped, a record inserted by hand, a chain rewritten whole
- * (caught by an anchor); retention keeps what is left linked.
+ * (caught by an anchor); retention keeps what is left linked. The links
+ * are keyed with a key derived from the master key (issue 44 item 4), and
+ * the base moves only through a checkpoint: a re-based chain, an edited
+ * record relinked without the key, a checkpoint made by hand and a chain
+ * turned back to plain links are each named.
  */
 #include "../support/testutil.h"
 
@@ -25,6 +29,9 @@
 #define S T_S
 
 static const char future[] = "2999-01-01T00:00:00.000Z"; /* nothing is late */
+static const unsigned char master[PO_MASTER_KEY_LEN] = "0123456789abcdef0123456789abcdef";
+static unsigned char key[PO_AUDIT_KEY_LEN];
+static const unsigned char *K; /* the key the tests seal and verify with (NULL: plain) */
 
 static struct po_audit_record *rec(const char *tenant, const char *req, const char *order,
                                    const char *body, int64_t at_ms)
@@ -68,16 +75,17 @@ static int64_t seal(struct po_store *s)
 {
     char err[PO_ERRBUF_SIZE] = "";
     int64_t n = 0;
-    assert_int_equal(
-        po_records_seal(s, NULL, (int64_t)time(NULL), 0, false, &n, NULL, err, sizeof err), PO_OK);
+    assert_int_equal(po_records_seal(s, NULL, K ? master : NULL, (int64_t)time(NULL), 0, false, &n,
+                                     NULL, err, sizeof err),
+                     PO_OK);
     return n;
 }
 
-static struct po_audit_report *check(struct po_store *s, const struct po_audit_anchor *a, int na)
+static struct po_audit_report *check(struct po_store *s, struct po_audit_anchor *a, int na)
 {
     static struct po_audit_report r;
     char err[PO_ERRBUF_SIZE] = "";
-    assert_int_equal(po_audit_verify(s, NULL, future, a, na, &r, err, sizeof err), PO_OK);
+    assert_int_equal(po_audit_verify(s, K, NULL, future, a, na, &r, err, sizeof err), PO_OK);
     for (int i = 0; i < r.nproblems; i++)
         printf("# audit: %s: %s\n", r.problem[i].tenant, r.problem[i].what);
     return &r;
@@ -102,10 +110,12 @@ static void exec(struct po_store *s, const char *sql)
     }
 }
 
-/* Five payments of t1 recorded and sealed: records 1..5 (R-1..R-5). */
+/* Five payments of t1 recorded and sealed: records 1..5 (R-1..R-5), R-i
+ * received at five_at + i. */
+static int64_t five_at;
 static void five(struct po_store *s)
 {
-    int64_t now = po_clock_now_ms();
+    int64_t now = five_at = po_clock_now_ms();
     for (int i = 1; i <= 5; i++) {
         char no[16], req[16];
         (void)snprintf(no, sizeof no, "A-%d", i);
@@ -141,8 +151,8 @@ static void records_commit_with_their_batch(void **state)
     /* unsealed records are named once they are late */
     struct po_audit_report r;
     char err[PO_ERRBUF_SIZE] = "";
-    assert_int_equal(po_audit_verify(S, NULL, "2000-01-01T00:00:00Z", NULL, 0, &r, err, sizeof err),
-                     PO_OK);
+    assert_int_equal(
+        po_audit_verify(S, K, NULL, "2000-01-01T00:00:00Z", NULL, 0, &r, err, sizeof err), PO_OK);
     assert_int_equal(r.broken, 0);
     assert_int_equal(r.unsealed, 2);
     assert_int_equal(check(S, NULL, 0)->broken, 1);
@@ -164,7 +174,7 @@ static void records_commit_with_their_batch(void **state)
     assert_memory_equal(body, "{\"out_trade_no\":\"A-1\",\"amount\":100}", len);
     free(body);
     bool ok = false;
-    assert_int_equal(po_audit_row_ok(&rows, 1, "t1", &ok), PO_OK);
+    assert_int_equal(po_audit_row_ok(&rows, 1, "t1", K, &ok), PO_OK);
     assert_true(ok);
     po_rows_free(&rows);
 }
@@ -180,7 +190,7 @@ static void a_changed_body_is_named(void **state)
     char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_audit_find(S, "t1", NULL, "R-3", 0, &rows, err, sizeof err), PO_OK);
     bool ok = true;
-    assert_int_equal(po_audit_row_ok(&rows, 0, "t1", &ok), PO_OK);
+    assert_int_equal(po_audit_row_ok(&rows, 0, "t1", K, &ok), PO_OK);
     assert_false(ok);
     po_rows_free(&rows);
 }
@@ -254,7 +264,7 @@ static void a_rewritten_chain_needs_an_anchor(void **state)
     char err[PO_ERRBUF_SIZE] = "";
     assert_int_equal(po_audit_heads(S, &h, err, sizeof err), PO_OK);
     assert_int_equal(h.nrows, 1);
-    struct po_audit_anchor a = {.tenant = "t1", .seq = 5};
+    struct po_audit_anchor a = {.tenant = "t1", .seq = 5, .base_seq = -1};
     assert_int_equal(po_strcpy(a.hash, sizeof a.hash, po_rows_get(&h, 0, 2)), PO_OK);
     po_rows_free(&h);
     assert_int_equal(check(S, &a, 1)->broken, 0);
@@ -287,7 +297,8 @@ static void retention_keeps_the_rest_linked(void **state)
     char err[PO_ERRBUF_SIZE] = "";
     int64_t sealed = 0, pruned = 0;
     assert_int_equal(
-        po_records_seal(S, NULL, now / 1000, 7, true, &sealed, &pruned, err, sizeof err), PO_OK);
+        po_records_seal(S, NULL, master, now / 1000, 7, true, &sealed, &pruned, err, sizeof err),
+        PO_OK);
     assert_int_equal(sealed, 6);
     assert_int_equal(pruned, 3);
     struct po_audit_report *r = check(S, NULL, 0);
@@ -298,6 +309,156 @@ static void retention_keeps_the_rest_linked(void **state)
     /* and the oldest kept, removed, is still seen */
     exec(S, "DELETE FROM callback_record WHERE seq = 4");
     broken_with(S, "record 4 is missing");
+}
+
+/* The heads of t1 as an anchor (audit head: head and base). */
+static struct po_audit_anchor anchor_now(struct po_store *s)
+{
+    struct po_rows h = {0};
+    char err[PO_ERRBUF_SIZE] = "";
+    assert_int_equal(po_audit_heads(s, &h, err, sizeof err), PO_OK);
+    assert_int_equal(h.nrows, 1);
+    struct po_audit_anchor a = {.tenant = "t1"};
+    assert_int_equal(po_rows_i64(&h, 0, 1, &a.seq), PO_OK);
+    assert_int_equal(po_rows_i64(&h, 0, 3, &a.base_seq), PO_OK);
+    assert_int_equal(po_strcpy(a.hash, sizeof a.hash, po_rows_get(&h, 0, 2)), PO_OK);
+    assert_int_equal(po_strcpy(a.base_hash, sizeof a.base_hash, po_rows_get(&h, 0, 4)), PO_OK);
+    po_rows_free(&h);
+    return a;
+}
+
+static void named(struct po_audit_report *r, const char *words)
+{
+    for (int i = 0; i < r->nproblems; i++)
+        if (strstr(r->problem[i].what, words))
+            return;
+    printf("# expected \"%s\" among %d problem(s)\n", words, r->nproblems);
+    fail();
+}
+
+/* Issue 44's first reproduction: audit head saved; record 3 deleted and
+ * the chain's base moved onto it by hand. No checkpoint moved it: named,
+ * with and without the anchor. */
+static void a_rebased_chain_is_named(void **state)
+{
+    five(S);
+    struct po_audit_anchor a = anchor_now(S);
+    assert_int_equal(check(S, &a, 1)->broken, 0);
+    exec(S, "UPDATE callback_chain SET base_seq = 3, base_hash = (SELECT hash FROM"
+            " callback_record WHERE seq = 3)");
+    exec(S, "DELETE FROM callback_record WHERE seq <= 3");
+    broken_with(S, "the chain's base was moved to record 3 without a checkpoint");
+    struct po_audit_report *r = check(S, &a, 1);
+    assert_true(r->broken >= 1);
+    named(r, "without a checkpoint");
+    /* a checkpoint forged by hand (its MAC computed without the key) */
+    exec(S, "INSERT INTO callback_checkpoint (tenant_id, cp_seq, kind, old_base_seq,"
+            " old_base_hash, new_base_seq, new_base_hash, head_seq, at, who, why, keyed, mac)"
+            " SELECT 't1', 2, 'prune', 0, base_hash, 3, base_hash, 5, '2026-01-01T00:00:00Z',"
+            " 'payonce', 'retention', 1, '00' FROM callback_chain");
+    broken_with(S, "checkpoint 2 (prune, by payonce at 2026-01-01T00:00:00Z) does not match its"
+                   " MAC");
+    exec(S, "UPDATE callback_checkpoint SET keyed = 0 WHERE cp_seq = 2");
+    broken_with(S, "checkpoint 2 is not keyed although the chain was keyed before it");
+}
+
+/* Issue 44's second reproduction: a record's body edited and its digest
+ * recomputed as anyone can (the digest is plain SHA-256 over the record's
+ * fields: po_audit_record_new makes the same one); its link cannot be, the
+ * key is the master key's: named; the base moved past it needs a
+ * checkpoint: named. */
+static void an_edited_record_cannot_be_relinked(void **state)
+{
+    five(S);
+    static const char edited[] = "{\"out_trade_no\":\"A-3\",\"amount\":10000}";
+    struct po_audit_record *r = rec("t1", "R-3", "A-3", edited, five_at + 3);
+    char sql[512];
+    (void)snprintf(sql, sizeof sql, "UPDATE callback_body SET body = '%s' WHERE request_id = 'R-3'",
+                   r->body);
+    exec(S, sql);
+    (void)snprintf(sql, sizeof sql,
+                   "UPDATE callback_record SET digest = '%s' WHERE request_id = 'R-3'", r->digest);
+    exec(S, sql);
+    po_audit_record_free(r);
+    broken_with(S, "record 3 (request R-3, order A-3): its hash does not match its content and"
+                   " place");
+    exec(S, "UPDATE callback_chain SET base_seq = 3, base_hash = (SELECT hash FROM"
+            " callback_record WHERE seq = 3)");
+    broken_with(S, "without a checkpoint");
+}
+
+/* A chain sealed without a master key is plain and said so; verify with
+ * the key calls it unkeyed until a keyed seal adopts it (its plain records
+ * kept, its new ones keyed); then verify without the key cannot check it. */
+static void plain_and_keyed_chains(void **state)
+{
+    K = NULL;
+    five(S);
+    struct po_audit_report *r = check(S, NULL, 0);
+    assert_int_equal(r->broken, 0);
+    assert_int_equal(r->unkeyed, 1);
+    K = key;
+    broken_with(S, "the chain is not keyed");
+    assert_int_equal(seal(S), 0); /* nothing new, but the chain adopted */
+    r = check(S, NULL, 0);
+    assert_int_equal(r->broken, 0);
+    assert_int_equal(r->unkeyed, 0);
+    assert_int_equal(r->checkpoints, 1);
+    assert_int_equal(t_count(S, "SELECT keyed_from FROM callback_chain", NULL, 0), 6);
+    t_seed_order(S, "A-6", 100);
+    assert_int_equal(pay_recorded(S, "A-6", "R-6", po_clock_now_ms()).kind, PO_OUT_APPLIED);
+    assert_int_equal(seal(S), 1);
+    assert_int_equal(check(S, NULL, 0)->broken, 0);
+    /* its record 6 relinked in plain SHA-256 by someone without the key */
+    exec(S, "UPDATE callback_chain SET keyed_from = 7");
+    broken_with(S, "its adoption from 6: changed by hand");
+    exec(S, "UPDATE callback_chain SET keyed_from = 6");
+    K = NULL;
+    broken_with(S, "the chain is keyed (HMAC from record 6): verify it with the master key");
+    K = key;
+}
+
+/* Retention moves the base through a checkpoint: an anchor saved before
+ * still checks (its base is one a checkpoint moved on from); an anchor
+ * whose base is ahead of the chain's is a chain cut back. */
+static void anchors_follow_checkpoints(void **state)
+{
+    int64_t day = INT64_C(86400000), now = po_clock_now_ms();
+    for (int i = 1; i <= 4; i++) {
+        char no[16], req[16];
+        (void)snprintf(no, sizeof no, "P-%d", i);
+        (void)snprintf(req, sizeof req, "Q-%d", i);
+        t_seed_order(S, no, 100);
+        assert_int_equal(pay_recorded(S, no, req, i <= 2 ? now - 10 * day + i : now + i).kind,
+                         PO_OUT_APPLIED);
+    }
+    assert_int_equal(seal(S), 4);
+    struct po_audit_anchor before = anchor_now(S);
+    char err[PO_ERRBUF_SIZE] = "";
+    int64_t pruned = 0;
+    assert_int_equal(
+        po_records_seal(S, NULL, master, now / 1000, 7, true, NULL, &pruned, err, sizeof err),
+        PO_OK);
+    assert_int_equal(pruned, 2);
+    struct po_audit_report *r = check(S, &before, 1);
+    assert_int_equal(r->broken, 0);
+    assert_int_equal(r->checkpoints, 2); /* adopt, prune */
+    assert_int_equal(t_count(S,
+                             "SELECT COUNT(*) FROM callback_checkpoint WHERE kind = 'prune' AND"
+                             " old_base_seq = 0 AND new_base_seq = 2",
+                             NULL, 0),
+                     1);
+    struct po_audit_anchor after = anchor_now(S);
+    assert_int_equal(after.base_seq, 2);
+    assert_int_equal(check(S, &after, 1)->broken, 0);
+    /* pruning again within the hour: the base stays (checkpoints stay few) */
+    assert_int_equal(po_records_seal(S, NULL, master, now / 1000 + 30 * 86400, 7, true, NULL,
+                                     &pruned, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(pruned, 0);
+    /* an anchor whose base is ahead of the chain's: cut back */
+    after.base_seq = 3;
+    named(check(S, &after, 1), "the chain was re-based");
 }
 
 /* Two sealers at once (PostgreSQL: two connections; SQLite: one after the
@@ -314,8 +475,8 @@ static void *sealer(void *arg)
     char err[PO_ERRBUF_SIZE] = "";
     for (int i = 0; i < 20; i++) {
         int64_t n = 0;
-        po_err rc =
-            po_records_seal(s, NULL, (int64_t)time(NULL), 0, false, &n, NULL, err, sizeof err);
+        po_err rc = po_records_seal(s, NULL, master, (int64_t)time(NULL), 0, false, &n, NULL, err,
+                                    sizeof err);
         if (rc == PO_OK)
             x->sealed += n;
     }
@@ -359,6 +520,8 @@ static void sealers_race_to_one_chain(void **state)
 int main(int argc, char **argv)
 {
     t_fx_backend = t_backend(argc, argv);
+    po_audit_key(master, key);
+    K = key;
 #define T(name) cmocka_unit_test_setup_teardown(name, t_fx_setup_seeded, t_fx_teardown)
     const struct CMUnitTest tests[] = {
         T(records_commit_with_their_batch), T(a_changed_body_is_named),
@@ -366,6 +529,8 @@ int main(int argc, char **argv)
         T(the_newest_removed_is_named),     T(two_swapped_are_named),
         T(one_inserted_by_hand_is_named),   T(a_rewritten_chain_needs_an_anchor),
         T(retention_keeps_the_rest_linked), T(sealers_race_to_one_chain),
+        T(a_rebased_chain_is_named),        T(an_edited_record_cannot_be_relinked),
+        T(plain_and_keyed_chains),          T(anchors_follow_checkpoints),
     };
     char name[64];
     snprintf(name, sizeof name, "audit[%s]", t_fx_backend);

@@ -7,14 +7,21 @@
  *
  * SQLite only: the copy is SQLite's online backup API (the store's
  * po_store_sqlite_copy), taken while serve runs. Each side is then opened as
- * a payonce database and checked — its schema version and `payonce verify`
- * — so a backup that cannot be restored is found when it is made, not when
- * it is needed. PostgreSQL has its own tools (pg_dump, base backups); the
- * commands say which.
+ * a payonce database and checked — its schema version, `payonce verify` and
+ * its callback chains (`audit verify`) — so a backup that cannot be
+ * restored is found when it is made, not when it is needed. The copy gets a
+ * manifest (service/manifest.h) MAC'd with the master key; restore
+ * recomputes it from the backup and refuses one whose operators, sessions,
+ * API keys, webhook endpoints, channel accounts or chain heads differ from
+ * what was backed up, whose MAC does not match (or was made under another
+ * master key: it says so), or whose chains do not verify. PostgreSQL has
+ * its own tools (pg_dump, base backups); the commands say which.
  */
 #include "cli_int.h"
 
+#include "../engine/engine.h"
 #include "../ledger/ledger.h"
+#include "../service/service.h"
 #include "../store/store.h"
 
 #include <jansson.h>
@@ -75,6 +82,32 @@ static int check_copy(const char *path, int *out_version, int *out_violations)
     return ret;
 }
 
+/* The callback chains of s verified with the master key's chain key (NULL:
+ * plain); 0, or EXIT_VERIFY after naming the problems. */
+static int chains_ok(struct po_store *s, const char *path, const unsigned char *master)
+{
+    unsigned char key[PO_AUDIT_KEY_LEN];
+    if (master)
+        po_audit_key(master, key);
+    struct po_audit_report *r = malloc(sizeof *r);
+    char err[PO_ERRBUF_SIZE] = "", late[PO_TIME_SIZE] = "9999-12-31T00:00:00.000Z";
+    po_err rc = r ? po_audit_verify(s, master ? key : NULL, NULL, late, NULL, 0, r, err, sizeof err)
+                  : PO_ERR_NOMEM;
+    po_secure_zero(key, sizeof key);
+    int ret = 0;
+    if (rc) {
+        fprintf(stderr, "payonce: %s: the callback chains could not be checked: %s\n", path, err);
+        ret = EXIT_FAIL;
+    } else if (r->broken) {
+        for (int i = 0; i < r->nproblems; i++)
+            fprintf(stderr, "payonce: %s: callback chain of %s: %s\n", path, r->problem[i].tenant,
+                    r->problem[i].what);
+        ret = EXIT_VERIFY;
+    }
+    free(r);
+    return ret;
+}
+
 static int report(const struct opts *o, const char *verb, const char *from, const char *to,
                   int64_t bytes, int version, int violations, int ret)
 {
@@ -92,11 +125,24 @@ static int report(const struct opts *o, const char *verb, const char *from, cons
     return ret;
 }
 
+/* Opens path (a payonce database checked by check_copy) as a store. */
+static struct po_store *open_copy(const char *path)
+{
+    char url[4200], err[PO_ERRBUF_SIZE] = "";
+    struct po_store *s = NULL;
+    if (po_fmt(url, sizeof url, "sqlite:%s", path) || po_store_open(url, &s, err, sizeof err)) {
+        fprintf(stderr, "payonce: %s cannot be opened: %s\n", path, err);
+        return NULL;
+    }
+    return s;
+}
+
 /* Copies from to to (the online backup API), checks the copy and says
  * so; a copy that cannot be opened as a payonce database is deleted when
- * drop_bad (a backup nobody could restore). */
+ * drop_bad (a backup nobody could restore). With manifest, the copy gets
+ * its manifest, MAC'd with master (NULL: unkeyed, said). */
 static int copy_checked(const struct opts *o, const char *verb, const char *from, const char *to,
-                        bool drop_bad)
+                        bool drop_bad, bool manifest, const unsigned char *master)
 {
     char err[PO_ERRBUF_SIZE] = "";
     int64_t bytes = 0;
@@ -107,7 +153,88 @@ static int copy_checked(const struct opts *o, const char *verb, const char *from
     int ret = check_copy(to, &version, &violations);
     if (ret == EXIT_FAIL && drop_bad)
         (void)unlink(to);
+    struct po_store *s = ret == EXIT_FAIL ? NULL : open_copy(to);
+    if (s && !ret)
+        ret = chains_ok(s, to, master);
+    if (s && manifest) {
+        char *text = NULL;
+        if (version < po_store_schema_latest()) {
+            fprintf(stderr,
+                    "payonce: %s has schema version %d: run payonce migrate first (a"
+                    " manifest needs version %d)\n",
+                    from, version, po_store_schema_latest());
+            ret = ret ? ret : EXIT_FAIL;
+        } else if ((rc = po_manifest_make(s, master, &text, err, sizeof err)) ||
+                   (rc = po_manifest_store(s, text, err, sizeof err))) {
+            fprintf(stderr, "payonce: %s: its manifest could not be written: %s\n", to, err);
+            ret = ret ? ret : EXIT_FAIL;
+        } else if (!master) {
+            fprintf(stderr, "payonce: no master key: the backup's manifest is not keyed (anyone"
+                            " could remake it); restore checks its rows, not who made it\n");
+        }
+        free(text);
+    }
+    po_store_close(s);
     return report(o, verb, from, to, bytes, version, violations, ret);
+}
+
+/* The backup's manifest against its rows, and who made it; 0 when it
+ * matches, else EXIT_VERIFY after naming every difference. */
+static int manifest_ok(const char *path, const unsigned char *master)
+{
+    struct po_store *s = open_copy(path);
+    if (!s)
+        return EXIT_FAIL;
+    char err[PO_ERRBUF_SIZE] = "", *text = NULL;
+    struct po_manifest_check *c = calloc(1, sizeof *c);
+    po_err rc = c ? po_manifest_load(s, &text, err, sizeof err) : PO_ERR_NOMEM;
+    int ret = 0;
+    if (!rc && !text) {
+        fprintf(stderr,
+                "payonce: %s has no manifest: not a backup made by payonce backup (or by one"
+                " before manifests: restore it with that version); refused\n",
+                path);
+        ret = EXIT_VERIFY;
+    } else if (!rc) {
+        rc = po_manifest_check(s, master, text, c, err, sizeof err);
+    }
+    if (rc) {
+        fprintf(stderr, "payonce: %s: its manifest could not be checked: %s\n", path, err);
+        ret = EXIT_VERIFY;
+    } else if (!ret) {
+        if (c->other_key)
+            fprintf(stderr,
+                    "payonce: %s was made under another master key (key id %s; this one's"
+                    " differs): restore it with that master key\n",
+                    path, c->key_id);
+        else if (c->unkeyed && master)
+            fprintf(stderr,
+                    "payonce: %s carries a manifest without a MAC (made without a master key):"
+                    " anyone could have made it; refused where a master key exists\n",
+                    path);
+        else if (!c->mac_ok && !master)
+            fprintf(stderr,
+                    "payonce: %s: its manifest is keyed: restore needs the master key"
+                    " (--master-key-file)\n",
+                    path);
+        else if (!c->mac_ok)
+            fprintf(stderr,
+                    "payonce: %s: its manifest does not match its MAC: changed after the"
+                    " backup was made\n",
+                    path);
+        for (int i = 0; i < c->ndiffs; i++)
+            fprintf(stderr, "payonce: %s: %s\n", path, c->diff[i]);
+        if (c->more)
+            fprintf(stderr, "payonce: %s: and %d more differences\n", path, c->more);
+        if (!c->mac_ok || c->ndiffs)
+            ret = EXIT_VERIFY;
+    }
+    if (!ret)
+        ret = chains_ok(s, path, master);
+    free(text);
+    free(c);
+    po_store_close(s);
+    return ret;
 }
 
 int cmd_backup(struct po_store *s, const struct opts *o)
@@ -120,7 +247,13 @@ int cmd_backup(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: no database at %s to back up\n", path);
         return EXIT_FAIL;
     }
-    return copy_checked(o, "backup", path, to, true);
+    unsigned char master[PO_MASTER_KEY_LEN];
+    bool have = false;
+    int ret = cli_load_master_key(o, master, &have);
+    if (!ret)
+        ret = copy_checked(o, "backup", path, to, true, true, have ? master : NULL);
+    po_secure_zero(master, sizeof master);
+    return ret;
 }
 
 int cmd_restore(struct po_store *s, const struct opts *o)
@@ -136,12 +269,19 @@ int cmd_restore(struct po_store *s, const struct opts *o)
         fprintf(stderr, "payonce: cannot read %s: no such file\n", from);
         return EXIT_FAIL;
     }
-    /* The backup is checked before anything is written. */
+    /* The backup is checked before anything is written: the database, its
+     * manifest (who may act, as it was backed up) and its chains. */
     int version = 0, violations = 0;
     int ret = check_copy(from, &version, &violations);
     if (ret == EXIT_FAIL)
         return ret;
-    return copy_checked(o, "restore", from, path, false);
+    unsigned char master[PO_MASTER_KEY_LEN];
+    bool have = false;
+    if (!(ret = cli_load_master_key(o, master, &have)) &&
+        !(ret = manifest_ok(from, have ? master : NULL)))
+        ret = copy_checked(o, "restore", from, path, false, false, have ? master : NULL);
+    po_secure_zero(master, sizeof master);
+    return ret;
 }
 
 /* ---- migrate-store: the embedded database into PostgreSQL ---- */

@@ -39,6 +39,7 @@
 #include "order_pay.h"
 #include "recon_daily.h"
 #include "signin.h"
+#include "manifest.h"
 #include "report.h"
 #include "operators.h"
 #include "traffic.h"

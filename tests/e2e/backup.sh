@@ -6,7 +6,11 @@
 #             orders), payonce restore into a new file (verify clean, the
 #             balances of the live database once it is quiet); refusals that
 #             change nothing: an existing target, a truncated backup, a file
-#             that is not a payonce database, PostgreSQL URLs
+#             that is not a payonce database, PostgreSQL URLs; and a backup
+#             tampered with (a planted admin operator, session or API key, a
+#             moved webhook URL, a channel account, an edited callback body,
+#             its manifest remade, none, another master key): restore refuses
+#             it (exit 3), naming what differs, writing nothing
 #   postgres  the documented procedure: pg_dump -Fc, pg_restore into a new
 #             database, payonce verify and the same balances; and payonce
 #             migrate-store of a SQLite tenant set into a new PostgreSQL
@@ -64,6 +68,53 @@ if [ "$BACKEND" = sqlite ]; then
   python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE account_balance SET balance = balance + 1 WHERE account = 'merchant_payable:m1'\"); c.commit()" "$live"
   $P backup --to broken.db > /dev/null 2> broken.err; check "backup of a broken ledger: exit 3" "$?" 3
   [ -s broken.db ] && passes=$((passes+1)) || { echo "FAIL: the broken ledger's copy was not kept"; fails=$((fails+1)); }
+  # --- a tampered backup is refused, naming what differs (issue 44 item 5) ---
+  # The live database gets what a backup must vouch for: an admin operator,
+  # an API key, a webhook endpoint, channel accounts, and callback records
+  # sealed into a keyed chain (a payment through serve and the simulator).
+  python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE account_balance SET balance = balance - 1 WHERE account = 'merchant_payable:m1'\"); c.commit()" "$live"
+  printf 'Bk7!rT9-Qm2wZx\n' > root.pw
+  $P operator add --name root --role admin --password-file root.pw >/dev/null || exit 1
+  $P apikey create --tenant t1 > key.txt || exit 1
+  $P webhook add --tenant t1 --url https://hooks.example/payonce >/dev/null || exit 1
+  $P sim keys --dir sim --tenant t1 --mode pubkey > keys.out || exit 1
+  grep -A20 '^Configure' keys.out | grep -E '^payonce|^  ' | sed "s#^payonce #$P #" | bash >/dev/null || exit 1
+  $P order create --tenant t1 --merchant m1 --out-trade-no BK-PAID-1 --amount 300 >/dev/null
+  $P serve --listen 127.0.0.1:0 --insecure-dev > serve.out 2> serve.log & spid=$!; bg_pids+=($spid)
+  sport=$(port_of serve.out)
+  $P sim pay --dir sim --notify-url "http://127.0.0.1:$sport/notify/wechatpay/t1" --order BK-PAID-1:300 --copies 2 > pay.out 2>&1
+  kill "$spid"; wait "$spid" 2>/dev/null
+  $P audit seal >/dev/null
+  check "tamper: the live chain keyed and whole" "$($P audit verify --json | jq_ '(d["ok"], d["records"] >= 2, d["unkeyed_chains"])')" "(True, True, 0)"
+  $P backup --to good.db > good.out; check "tamper: a backup with its manifest" "$?" 0
+  $P restore --from good.db --db "sqlite:$work/good-r.db" > /dev/null; check "tamper: the untouched backup restores" "$?" 0
+  # tamper FILE SQL: a copy of the backup changed by SQL, then restored;
+  # prints the exit status and keeps restore's stderr in FILE.err
+  tamper() {
+    cp good.db "$1.db"
+    python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()" "$1.db" "$2"
+    $P restore --from "$1.db" --db "sqlite:$work/$1-r.db" > /dev/null 2> "$1.err"; echo "$?"
+    [ ! -e "$1-r.db" ] || echo "a target was written"
+  }
+  known_hash=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"SELECT pw_hash FROM operator WHERE name = 'root'\").fetchone()[0])" good.db)
+  check "tamper: a planted admin operator refused" "$(tamper op "INSERT INTO operator (name, role, pw_hash, created_at) VALUES ('eve', 'admin', '$known_hash', '2026-01-01T00:00:00Z')")" 3
+  check "tamper: the planted admin named" "$(grep -c 'operator eve: added after the backup was made' op.err)" 1
+  check "tamper: a planted session refused" "$(tamper ses "INSERT INTO operator_session (token_hash, name, csrf, created_at, expires_at) VALUES ('$(printf %064d 7)', 'root', 'x', '2026-01-01T00:00:00Z', '2999-01-01T00:00:00Z')")" 3
+  check "tamper: a planted API key refused" "$(tamper key "INSERT INTO api_key (tenant_id, key_id, key_hash, created_at) VALUES ('t1', 'ak_planted', '$(printf %064d 1)', '2026-01-01T00:00:00Z')")" 3
+  check "tamper: the planted key named" "$(grep -c 'api_key t1/ak_planted: added' key.err)" 1
+  check "tamper: a moved webhook URL refused" "$(tamper hook "UPDATE webhook_endpoint SET url = 'https://evil.example/x'")" 3
+  check "tamper: the endpoint named as changed" "$(grep -c 'webhook_endpoint t1/.*: changed after the backup was made' hook.err)" 1
+  check "tamper: a channel account changed refused" "$(tamper acct "UPDATE channel_account SET config = replace(config, 'mchid', 'mchid') || ' ' WHERE channel = 'wechatpay'")" 3
+  check "tamper: an edited callback body refused" "$(tamper body "UPDATE callback_body SET body = 'eyJhbW91bnQiOjF9' WHERE rowid = (SELECT MIN(rowid) FROM callback_body)")" 3
+  check "tamper: the edited record named by the chain" "$(grep -c 'callback chain of t1: record .* was changed' body.err)" 1
+  check "tamper: the manifest edited to match: its MAC refuses it" "$(tamper mac "INSERT INTO operator (name, role, pw_hash, created_at) VALUES ('eve', 'admin', '$known_hash', '2026-01-01T00:00:00Z'); UPDATE backup_manifest SET manifest = replace(manifest, '\"operator\":{', '\"operator\":{\"eve\":\"x\",')")" 3
+  check "tamper: the MAC named" "$(grep -c 'does not match its MAC' mac.err)" 1
+  check "tamper: no manifest refused" "$(tamper none "DELETE FROM backup_manifest")" 3
+  check "tamper: no manifest named" "$(grep -c 'has no manifest' none.err)" 1
+  head -c 32 /dev/urandom > other.key && chmod 600 other.key
+  $P backup --to otherkey.db --master-key-file other.key > /dev/null 2>&1
+  $P restore --from otherkey.db --db "sqlite:$work/otherkey-r.db" > /dev/null 2> otherkey.err; check "tamper: a backup of another master key refused" "$?" 3
+  check "tamper: another master key named" "$(grep -c 'made under another master key' otherkey.err)" 1
   fig "# backup[sqlite]: backup while $N payments were credited one by one (a consistent moment: $paid_mid paid, $pay_mid payment journals), restore into a new file (verify clean, balances equal); existing target, truncated backup, foreign file refused with nothing written"
 else
   $P backup --to x.db 2> pg.err; check "backup of PostgreSQL: refused, pointing at pg_dump" "$?" 2

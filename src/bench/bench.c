@@ -600,7 +600,7 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                      *loff2 = find_row(R, "unique merchants, ledger check off, again"),
                      *c64 = find_row(R, "unique merchants, 64 conns"),
                      *c256 = find_row(R, "unique merchants, 256 conns");
-    struct target t[16];
+    struct target t[20];
     int n = 0;
     double cu = credited_per_s(u);
     if (plain)
@@ -640,6 +640,16 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
         t[n++] = (struct target){"unique merchants, 256 vs 16 connections (x)",
                                  credited_per_s(c256) / cu, 1, false};
     }
+    const struct row *sca = find_row(R, "callbacks, sign-in row alone"),
+                     *scf = find_row(R, "callbacks, sign-in flood"),
+                     *saa = find_row(R, "tenant API, sign-in row alone"),
+                     *saf = find_row(R, "tenant API, sign-in flood");
+    if (sca && scf && sca->p99 > 0)
+        t[n++] = (struct target){"callback p99 while sign-in floods vs alone (x)",
+                                 scf->p99 / sca->p99, 2, true};
+    if (saa && saf && saa->p99 > 0)
+        t[n++] = (struct target){"tenant API p99 while sign-in floods vs alone (x)",
+                                 saf->p99 / saa->p99, 2, true};
     const struct idle_mem *im = &R->idle;
     char idle_name[64];
     (void)snprintf(idle_name, sizeof idle_name, "RSS of serve, %d idle keep-alive conns (MB)",
@@ -763,8 +773,8 @@ static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char
 /* ---- the run ---- */
 
 const char *const po_bench_runs[] = {
-    "unique",  "conns",  "redelivery", "hot",      "dup3",   "api",   "half",    "idle",
-    "tenants", "batch1", "norecord",   "noledger", "engine", "plain", "idlemem", NULL};
+    "unique", "conns",    "redelivery", "hot",    "dup3",  "api",     "half",   "idle", "tenants",
+    "batch1", "norecord", "noledger",   "engine", "plain", "idlemem", "signin", NULL};
 
 /* Is key in the comma-separated list (NULL: everything is)? */
 static bool listed(const char *list, const char *key)
@@ -821,6 +831,11 @@ static po_err api_run(struct run *R, const struct po_bench_server *srv, const ch
 struct flood {
     unsigned port;
     const char *key;
+    /* a fixed round of requests sent again and again (the sign-in flood;
+     * NULL: rounds of fresh API orders with key), any answer counted */
+    const struct po_lg_req *fixed;
+    size_t nfixed;
+    int conns;
     atomic_bool stop;
     size_t done, refused, other; /* answers; 503; any other non-2xx */
     unsigned other_status;
@@ -838,14 +853,19 @@ static void *flood_main(void *arg)
         char prefix[16];
         (void)snprintf(prefix, sizeof prefix, "FL%d", round);
         struct po_lg_req *reqs = NULL;
-        f->rc = po_bench_api_requests(f->key, prefix, FLOOD_ROUND, &reqs);
+        if (!f->fixed)
+            f->rc = po_bench_api_requests(f->key, prefix, FLOOD_ROUND, &reqs);
         if (f->rc)
             break;
-        struct po_lg_cfg lc = {
-            .port = f->port, .conns = 64, .reqs = reqs, .nreqs = FLOOD_ROUND, .timeout_s = 600};
+        struct po_lg_cfg lc = {.port = f->port,
+                               .conns = f->conns ? f->conns : 64,
+                               .reqs = f->fixed ? f->fixed : reqs,
+                               .nreqs = f->fixed ? f->nfixed : FLOOD_ROUND,
+                               .timeout_s = 600};
         struct po_lg_result res;
         f->rc = po_lg_run(&lc, &res, f->err, sizeof f->err);
-        po_bench_reqs_free(reqs, FLOOD_ROUND);
+        if (reqs)
+            po_bench_reqs_free(reqs, FLOOD_ROUND);
         if (f->rc)
             break;
         double *all = realloc(f->lat_ms, (f->done + res.done) * sizeof *all);
@@ -856,9 +876,10 @@ static void *flood_main(void *arg)
         }
         free(res.lat_ms);
         f->wall_s += res.wall_s;
-        /* failed counts every non-2xx; only 503 (over its share) may be. */
+        /* failed counts every non-2xx; only 503 (over its share) may be
+         * (the sign-in flood's are 401 and 429, all of them). */
         f->refused += res.failed;
-        if (res.failed && res.first_bad_status != 503 && !f->other_status)
+        if (!f->fixed && res.failed && res.first_bad_status != 503 && !f->other_status)
             f->other_status = res.first_bad_status, f->other += res.failed;
     }
     return NULL;
@@ -906,6 +927,85 @@ static po_err tenant_scenarios(struct run *R, const struct po_bench_server *srv,
         r->refused = (int64_t)f.refused;
     }
     free(f.lat_ms);
+    return rc;
+}
+
+/* Issue 44 item 1: a sign-in flood cannot slow payments. A serve with the
+ * console: callbacks at a modest fixed rate and tenant API orders one at a
+ * time, alone, then while 96 connections send wrong passwords to
+ * /admin/login for the whole run (from one address: its bucket empties and
+ * the rest are 429 before any hash; the checks that pass it run on the
+ * sign-in pool). The targets: each p99 within 2x of alone. */
+#define SIGNIN_FLOOD_CONNS 96
+static po_err signin_scenario(struct run *R, int n)
+{
+    const struct po_bench_cfg *cfg = R->cfg;
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc =
+        po_operator_add(R->fx.s, "benchop", PO_ROLE_VIEWER, "Bn8!vQ3-Xw7kLz", 14, err, sizeof err);
+    if (rc && rc != PO_ERR_CONFLICT) {
+        po_errf(R->err, sizeof R->err, "the bench's operator: %s", err);
+        return rc;
+    }
+    struct po_bench_server srv = {0};
+    rc = po_bench_server_start(cfg, &R->fx, "signin", cfg->batch_max, cfg->batch_wait_us,
+                               "--console", &srv, R->err, sizeof R->err);
+    if (rc)
+        return rc;
+    int nc = n / 10 > 300 ? n / 10 : 300, na = 200;
+    double rate = 200; /* callbacks a second: well below peak, so the tail is the flood's */
+    rc = callbacks_run(R, &srv, "callbacks, sign-in row alone", "SIA", nc, false, 1, rate, R->conns,
+                       0, NULL);
+    if (!rc)
+        rc = api_run(R, &srv, "tenant API, sign-in row alone", R->fx.apikey, "SIVA", na, 1, 5);
+    /* the flood: wrong passwords for a real name, Host the console's own */
+    struct po_lg_req *login = calloc(SIGNIN_FLOOD_CONNS, sizeof *login);
+    for (int i = 0; !rc && login && i < SIGNIN_FLOOD_CONNS; i++) {
+        char *req = NULL;
+        char body[96];
+        int bl = snprintf(body, sizeof body, "{\"name\":\"benchop\",\"password\":\"guess-%d\"}", i);
+        if ((rc = po_fmt_alloc(&req,
+                               "POST /admin/login HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nContent-Type:"
+                               " application/json\r\nContent-Length: %d\r\n\r\n%s",
+                               srv.port, bl, body)) == PO_OK) {
+            login[i].buf = req;
+            login[i].len = strlen(req);
+        }
+    }
+    if (!login)
+        rc = PO_ERR_NOMEM;
+    struct flood f = {.port = srv.port,
+                      .fixed = login,
+                      .nfixed = SIGNIN_FLOOD_CONNS,
+                      .conns = SIGNIN_FLOOD_CONNS};
+    pthread_t th;
+    bool started = !rc && pthread_create(&th, NULL, flood_main, &f) == 0;
+    if (!rc && !started)
+        rc = PO_ERR_INTERNAL;
+    if (started) {
+        struct timespec lead = {0, 300 * 1000000L}; /* the flood is under way */
+        nanosleep(&lead, NULL);
+        rc = callbacks_run(R, &srv, "callbacks, sign-in flood", "SIF", nc, false, 1, rate, R->conns,
+                           0, NULL);
+        if (!rc)
+            rc = api_run(R, &srv, "tenant API, sign-in flood", R->fx.apikey, "SIVF", na, 1, 5);
+        atomic_store(&f.stop, true);
+        pthread_join(th, NULL);
+        if (!rc && f.rc) {
+            po_errf(R->err, sizeof R->err, "the sign-in flood: %s", f.err);
+            rc = f.rc;
+        }
+        if (!rc) {
+            struct row *r = add_row(R, "payonce", "sign-in flood, 96 conns");
+            r->deliveries = f.done;
+            r->wall_s = f.wall_s;
+            latencies(r, f.lat_ms, f.done);
+            r->refused = (int64_t)f.refused;
+        }
+    }
+    free(f.lat_ms);
+    po_bench_reqs_free(login, login ? SIGNIN_FLOOD_CONNS : 0);
+    po_bench_server_stop(&srv);
     return rc;
 }
 
@@ -960,6 +1060,8 @@ static po_err scenarios(struct run *R, const struct po_bench_server *srv, int n)
                            20 + (double)cfg->batch_wait_us / 1000, NULL);
     if (!rc && RUN("tenants"))
         rc = tenant_scenarios(R, srv, n);
+    if (!rc && RUN("signin"))
+        rc = signin_scenario(R, n);
     return rc;
 }
 

@@ -343,7 +343,7 @@ po_err po_bench_api_requests(const char *apikey, const char *prefix, int n, stru
                        "Authorization: Bearer %s\r\nIdempotency-Key: %s-key-%d\r\n", apikey, prefix,
                        i);
         int bl = snprintf(body, sizeof body,
-                          "{\"merchant\":\"apim\",\"out_trade_no\":\"%s-%d\",\"amount\":%lld,"
+                          "{\"merchant\":\"apim\",\"out_trade_no\":\"%s-%06d\",\"amount\":%lld,"
                           "\"currency\":\"CNY\",\"channel\":\"wechatpay\"}",
                           prefix, i, (long long)amount_of(i));
         rc = http_request(&reqs[i], "/v1/orders", headers, body, (size_t)bl);

@@ -508,8 +508,11 @@ static void login_answer(struct po_hcall *h, enum po_signin_result res, int retr
 
 static void login_log(const char *name, enum po_signin_result res)
 {
-    po_log(res == PO_SIGNIN_OK ? PO_LOG_INFO : PO_LOG_WARN, "console: %s signs in%s",
-           *name ? name : "(bad name)",
+    /* a flood over the rate limit is not a line per attempt */
+    po_log(res == PO_SIGNIN_OK        ? PO_LOG_INFO
+           : res == PO_SIGNIN_LIMITED ? PO_LOG_DEBUG
+                                      : PO_LOG_WARN,
+           "console: %s signs in%s", *name ? name : "(bad name)",
            res == PO_SIGNIN_OK        ? ""
            : res == PO_SIGNIN_LIMITED ? ": rate limited"
                                       : ": refused");
@@ -560,7 +563,9 @@ static bool login(struct po_hcall *h)
     login_answer(h, lc->r.result, lc->r.retry_after_s, &lc->r.ses);
     login_log(lc->name, lc->r.result);
     free(lc);
-    return false;
+    /* a refusal over the rate limit goes a second late: a client looping
+     * on it costs a held connection, not a served request a moment */
+    return h->ctx->hold && h->ctx->hold(h->ctx->hold_ctx, h);
 }
 
 /* The session or bearer of the request; false after answering 401/403. */

@@ -56,6 +56,9 @@ void po_hresp_header(struct po_hresp *r, const char *name, const char *value);
 
 /* What every handler may use of the server. */
 #define PO_CONSOLE_ORIGINS_MAX 8
+#define PO_HELD_MAX 1024 /* answers held back at once (hold) */
+#define PO_HELD_MS 1000  /* how long */
+struct po_hcall;
 struct po_http_ctx {
     const struct po_gateway_parts *gw; /* the pool, the committer, the workers, the bulkheads */
     char admin_token[129];             /* "": no bearer access to /admin/api */
@@ -67,6 +70,10 @@ struct po_http_ctx {
     char console_host[PO_CONSOLE_ORIGINS_MAX][128];
     char console_origin[PO_CONSOLE_ORIGINS_MAX][140];
     struct po_signin *signin; /* the console's sign-in pool (service/signin.h) */
+    /* Holds a final answer back PO_HELD_MS before it goes (the server's
+     * keeper sends it; h returns pending); false: answer it now. */
+    bool (*hold)(void *ctx, struct po_hcall *h);
+    void *hold_ctx;
     void (*api_hook)(void *ctx, const char *route);
     void *api_hook_ctx;
 };

@@ -67,6 +67,12 @@ struct po_server {
     bool keeper_started, keeper_stop;
     pthread_mutex_t keeper_mu;
     pthread_cond_t keeper_cv;
+    /* answers held back before they go (hold_answer; under keeper_mu) */
+    int nheld;
+    struct held {
+        struct po_hcall *h;
+        uint64_t due_us;
+    } held[PO_HELD_MAX];
 };
 
 enum { ST_RUNNING, ST_SUSPENDED, ST_DONE };
@@ -740,17 +746,55 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* The housekeeping thread: every second, closes connections past their
  * head or body deadline (the guard). */
+/* An answer made now that goes out only after PO_HELD_MS (the keeper sends
+ * it): a refusal a client would otherwise ask again at once — a sign-in
+ * over its rate limit — then costs a looping client a connection held for
+ * that long, not a request served; no thread waits for it. False (the
+ * caller answers now) when PO_HELD_MAX answers are held already. */
+static bool hold_answer(void *ctx, struct po_hcall *h)
+{
+    struct po_server *srv = ctx;
+    pthread_mutex_lock(&srv->keeper_mu);
+    bool ok = srv->nheld < PO_HELD_MAX && !srv->keeper_stop;
+    if (ok)
+        srv->held[srv->nheld++] = (struct held){h, po_now_us() + PO_HELD_MS * 1000};
+    pthread_mutex_unlock(&srv->keeper_mu);
+    return ok;
+}
+
+/* Sends the held answers that are due (all of them: every), oldest first;
+ * called without keeper_mu. */
+static void release_held(struct po_server *srv, bool every)
+{
+    struct po_hcall *go[PO_HELD_MAX];
+    int n = 0, k = 0;
+    uint64_t now = po_now_us();
+    pthread_mutex_lock(&srv->keeper_mu);
+    for (int i = 0; i < srv->nheld; i++) {
+        if (every || srv->held[i].due_us <= now)
+            go[n++] = srv->held[i].h;
+        else
+            srv->held[k++] = srv->held[i];
+    }
+    srv->nheld = k;
+    pthread_mutex_unlock(&srv->keeper_mu);
+    for (int i = 0; i < n; i++)
+        go[i]->complete(go[i]);
+}
+
 static void *keeper_main(void *arg)
 {
     struct po_server *srv = arg;
     pthread_mutex_lock(&srv->keeper_mu);
     while (!srv->keeper_stop) {
-        struct timespec until = po_deadline_us(INT64_C(1000000));
+        /* held answers go within a tenth of a second of their time */
+        struct timespec until = po_deadline_us(srv->nheld ? INT64_C(100000) : INT64_C(1000000));
         (void)pthread_cond_timedwait(&srv->keeper_cv, &srv->keeper_mu, &until);
         if (srv->keeper_stop)
             break;
         pthread_mutex_unlock(&srv->keeper_mu);
         guard_sweep(srv);
+        release_held(srv, false);
         pthread_mutex_lock(&srv->keeper_mu);
     }
     pthread_mutex_unlock(&srv->keeper_mu);
@@ -805,6 +849,7 @@ static void teardown(struct po_server *s)
         pthread_cond_signal(&s->keeper_cv);
         pthread_mutex_unlock(&s->keeper_mu);
         pthread_join(s->keeper, NULL);
+        release_held(s, true); /* held answers go now: none is lost */
         pthread_mutex_destroy(&s->keeper_mu);
         pthread_cond_destroy(&s->keeper_cv);
         /* (track_mu is destroyed once the daemon is gone, below) */
@@ -887,6 +932,8 @@ po_err po_server_start(struct po_gateway *gw, const struct po_server_cfg *cfg,
         return PO_ERR_INVALID;
     }
     srv->http.console = cfg->console || srv->http.admin_token[0];
+    srv->http.hold = hold_answer;
+    srv->http.hold_ctx = srv;
     srv->http.api_hook = cfg->api_hook;
     srv->http.api_hook_ctx = cfg->api_hook_ctx;
     unsigned char rnd[4];

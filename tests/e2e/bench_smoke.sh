@@ -24,7 +24,10 @@ names = [r["scenario"] for r in d["rows"]]
 want = ["unique merchants", "redelivery of credited callbacks", "one hot merchant",
         "every callback 3 times at once", "API orders with Idempotency-Key",
         "half of peak, rate-limited", "idle server, one at a time", "--batch-max 1",
-        "engine alone", "unique merchants, 64 conns", "unique merchants, 256 conns"] + (
+        "engine alone", "unique merchants, 64 conns", "unique merchants, 256 conns",
+        "callbacks, sign-in row alone", "callbacks, sign-in flood",
+        "tenant API, sign-in row alone", "tenant API, sign-in flood",
+        "sign-in flood, 96 conns"] + (
         ["plain design", "plain design, hot merchant", "plain design, 64 conns",
          "plain design, 256 conns"] if pg else [])
 missing = [n for n in want if n not in names]

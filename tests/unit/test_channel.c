@@ -574,6 +574,43 @@ static void alipay_page_pay_vector(void **st)
     json_decref(v);
 }
 
+/* Alipay's certificate mode: the SNs of real Alipay certificates as
+ * alipay-sdk computes them (tests/data/alipay_certs/README.md) — the app
+ * and Alipay certificates' own, and the root chain's (its RSA roots only:
+ * the SM2 and ECC roots are left out). */
+static void alipay_cert_sn_vectors(void **st)
+{
+    (void)st;
+    static const struct {
+        const char *file, *sn;
+        bool chain;
+    } v[] = {
+        {"appCertPublicKey_2021001161683774.crt", "866efef280dec9137a87d047ac446315", false},
+        {"alipayCertPublicKey_RSA2.crt", "7513daaaa48aa3ba2e4018d84402479c", false},
+        {"alipayRootCert.crt", "687b59193f3f462dd5336e5abf83c5d8_02941eef3187dddf3d3b83462e1dfcf6",
+         true},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char name[128], sn[PO_ALIPAY_ROOT_SN_MAX + 1], err[128];
+        size_t len = 0;
+        snprintf(name, sizeof name, "../alipay_certs/%s", v[i].file);
+        char *pem = file(name, &len);
+        assert_int_equal(po_cert_alipay_sn(pem, len, v[i].chain, sn, sizeof sn, err, sizeof err),
+                         PO_OK);
+        assert_string_equal(sn, v[i].sn);
+        /* a root file read as one certificate: its first one's SN only */
+        if (v[i].chain) {
+            assert_int_equal(po_cert_alipay_sn(pem, len, false, sn, sizeof sn, err, sizeof err),
+                             PO_OK);
+            assert_int_equal(strlen(sn), 32);
+        }
+        free(pem);
+    }
+    char sn[64], err[128];
+    assert_int_equal(po_cert_alipay_sn("no", 2, false, sn, sizeof sn, err, sizeof err),
+                     PO_ERR_INVALID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +625,7 @@ int main(void)
         cmocka_unit_test(stored_secrets),
         cmocka_unit_test(jsapi_bridge_sign_vector),
         cmocka_unit_test(alipay_page_pay_vector),
+        cmocka_unit_test(alipay_cert_sn_vectors),
     };
     return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
 }

@@ -1574,26 +1574,33 @@ static void test_alipay_refunds(void)
     T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
                      "ARF-2", 1),
             "ARF-2 did not reach SUCCESS after resubmission");
-    /* An app key Alipay does not know: isv.invalid-signature, signed by
-     * Alipay -> the refund closes, its amount is free again, an alert. */
+    /* An app key Alipay does not know: isv.invalid-signature (signed by
+     * Alipay) decides nothing — the refund was never made, and the key is
+     * the tenant's to fix: the refund stays pending with the code shown,
+     * its amount still reserved; with the right key the retry job submits
+     * it. */
     t1_alipay(gateway, "other");
     api("POST", gw_port, "/v1/refunds", key1, "al-rf-3",
         "{\"out_trade_no\":\"AL-1\",\"out_refund_no\":\"ARF-3\",\"amount\":300}", &r);
     api("GET", gw_port, "/v1/refunds/ARF-3", key1, NULL, NULL, &r);
-    T_CHECK(jstr_is(&r, "status", "CLOSED") &&
-                strstr(r.body, "\"error\":\"isv.invalid-signature\",\"state\":\"rejected\""),
-            "refused alipay refund: %s", r.body);
-    T_CHECK(q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
-            "refused alipay refund: reservation %lld, expected 700",
+    T_CHECK(jstr_is(&r, "status", "PROCESSING") &&
+                strstr(r.body, "\"error\":\"isv.invalid-signature\",\"state\":\"pending\""),
+            "alipay refund signed with a key Alipay does not have: %s", r.body);
+    T_CHECK(q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1") == 1000,
+            "the pending refund's reservation: %lld, expected 1000",
             (long long)q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-1"));
-    T_CHECK(q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel' AND"
-               " out_trade_no = ?",
-               "AL-1") == 1,
-            "refused alipay refund: alert");
+    t1_alipay(gateway, "sim");
+    s = t_open(url);
+    done = 0;
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &done) == PO_OK && done == 1,
+            "ARF-3 resubmitted with the right key: %d submitted", done);
+    po_store_close(s);
+    T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
+                     "ARF-3", 1),
+            "ARF-3 did not reach SUCCESS after resubmission");
     /* A business refusal (40004): the trade was paid as far as payonce
      * knows, but the gateway never saw it -> ACQ.TRADE_NOT_EXIST closes
-     * the refund. */
-    t1_alipay(gateway, "sim");
+     * the refund for good: its amount is free again, an alert. */
     api("POST", gw_port, "/v1/orders", key1, NULL,
         "{\"merchant\":\"m1\",\"out_trade_no\":\"AL-2\",\"amount\":500,\"channel\":\"alipay\"}",
         &r);
@@ -1609,10 +1616,16 @@ static void test_alipay_refunds(void)
     T_CHECK(jstr_is(&r, "status", "CLOSED") &&
                 strstr(r.body, "\"error\":\"ACQ.TRADE_NOT_EXIST\",\"state\":\"rejected\""),
             "refund of a trade the channel does not know: %s", r.body);
+    T_CHECK(q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-2") == 0 &&
+                q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel' AND"
+                   " out_trade_no = ?",
+                   "AL-2") == 1,
+            "refused alipay refund: reservation %lld (expected 0), an alert",
+            (long long)q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "AL-2"));
     T_CHECK(q1("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND out_trade_no = ?", "AL-1") ==
-                    2 &&
-                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 700,
-            "AL-1: two reversals, 700 refunded");
+                    3 &&
+                q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "AL-1") == 1000,
+            "AL-1: three reversals, 1000 refunded");
 }
 
 /* Issue 13 item 9: money parked in suspense back to the payer. The
@@ -1997,15 +2010,19 @@ static void test_close_at_channel(void)
      * query string, biz_content in the body. The simulated gateway reads
      * both, as Alipay's does. */
     {
-        char path[400], *pem = NULL, u[2048], ans[4096] = "";
+        char path[400], *pem = NULL, u[2048], ans[4096] = "", now[24];
         size_t len = 0;
         struct po_privkey *k = NULL;
         struct po_form f = {0}, q = {0}, b = {0};
         snprintf(path, sizeof path, "%s/sim/merchant_private_key.pem", dir);
+        time_t bj = time(NULL) + 8 * 3600; /* the gateway's clock: Beijing time */
+        struct tm tm;
+        gmtime_r(&bj, &tm);
+        strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S", &tm);
         const char *kv[][2] = {
             {"app_id", id.app_id}, {"method", "alipay.trade.query"},
             {"format", "JSON"},    {"charset", "utf-8"},
-            {"sign_type", "RSA2"}, {"timestamp", "2026-12-04 10:00:00"},
+            {"sign_type", "RSA2"}, {"timestamp", now},
             {"version", "1.0"},    {"biz_content", "{\"out_trade_no\":\"CA-9\"}"}};
         bool ok = po_file_read(path, 1 << 16, &pem, &len) == PO_OK &&
                   po_privkey_from_pem(pem, len, &k) == PO_OK;
@@ -2035,9 +2052,11 @@ static void test_close_at_channel(void)
         po_form_free(&b);
         po_privkey_free(k);
     }
+    /* never created at the gateway (no precreate, no cashier opened):
+     * ACQ.TRADE_NOT_EXIST, nothing there to pay, closed here */
     order_on("CA-1", 300, "alipay");
     close_order("CA-1", NULL, &r);
-    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("alipay", "CA-1"),
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("alipay", "CA-1"),
             "alipay close: %ld %s", r.status, r.body);
     order_on("CA-2", 600, "alipay");
     run("sim pay --dir sim --channel alipay --order CA-2:600 --txn 2026120422001400000000009402"

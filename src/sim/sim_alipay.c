@@ -44,7 +44,8 @@
  * sub_code ("POST /gateway.do 200 1 alipay.trade.refund
  * ACQ.SELLER_BALANCE_NOT_ENOUGH"): the next request for it is answered
  * with that sub_code and its code (code_of), signed — Alipay's rate limit
- * is 40005 isv.app-call-limited / isv.method-call-limited.
+ * is 40005 isv.app-call-limited / isv.method-call-limited; STATUS 3 on
+ * such a line serves the request and answers too late (a lost answer).
  */
 #include "sim_int.h"
 
@@ -884,6 +885,11 @@ static bool biz_refused(struct gw *g, int *ret)
     return true;
 }
 
+/* DIR/faults STATUS 3 on a line naming an Alipay method: the request is
+ * served (a precreate creates its trade, a refund is made), then its
+ * answer held PO_SIM_HANG_MS — past the caller's budget: a lost answer. */
+#define SIM_FAULT_LATE 3
+
 static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
 {
     static const char *const methods[] = {"alipay.trade.refund",
@@ -937,7 +943,7 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     } else if (fault >= 500) {
         g.cert = *param(&g, "app_cert_sn") && sim_alipay_certs_load(s->dir, &g.certs) == PO_OK;
         ret = gw_error(&g, "isp.unknow-error", "服务暂不可用");
-    } else if (fault >= 0 && fault != PO_SIM_FAULT_TAMPER) {
+    } else if (fault >= 0 && fault != PO_SIM_FAULT_TAMPER && fault != SIM_FAULT_LATE) {
         ret = sim_fault_answer(c, fault);
     } else if (common_refused(&g, &ret) || biz_refused(&g, &ret)) {
         /* answered */
@@ -953,6 +959,10 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
         ret = bill_url(&g);
     } else {
         ret = trade_create(&g, m == PRECREATE ? "precreate" : m == PAGE ? "page" : "wap");
+    }
+    if (fault == SIM_FAULT_LATE) { /* served; the answer too late to count */
+        struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
     json_decref(g.biz);
     sim_alipay_certs_free(&g.certs);

@@ -3921,6 +3921,151 @@ static void test_alipay_lost_create(void)
             "an order number Alipay has with other parameters: %ld %s", r.status, r.body);
 }
 
+/* Alipay's certificate mode (公钥证书模式, issue 43 item 7): the account
+ * takes the app's certificate, Alipay's root chain and Alipay's
+ * certificates (several: a rotation); a notification is verified with the
+ * certificate it names (alipay_cert_sn) or, naming none, any kept one; an
+ * SN payonce does not have is refused, and so is a key it has no
+ * certificate for; the gateway's answers the same (DIR/alipay_cert_next:
+ * the simulated Alipay signs with its next certificate). */
+static char cm_sn[2][64];
+
+static void cm_account(bool both, bool check)
+{
+    char next[128] = "";
+    if (both)
+        snprintf(next, sizeof next, " --alipay-cert-file sim/alipayCertPublicKey_RSA2_next.crt");
+    char out[2048];
+    int st = t_cli_all(dir, bin, url, out, sizeof out,
+                       "channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+                       " --app-cert-file sim/appCertPublicKey.crt --alipay-root-cert-file"
+                       " sim/alipayRootCert.crt --alipay-cert-file"
+                       " sim/alipayCertPublicKey_RSA2.crt%s"
+                       " --api-base-url http://127.0.0.1:%u/gateway.do"
+                       " --merchant-private-key-file sim/merchant_private_key.pem"
+                       " --notify-url http://127.0.0.1:%u/notify/alipay/t1",
+                       id.app_id, id.seller_id, next, sim_port, gw_port);
+    T_CHECK(st == 0 && (!check || (strstr(out, cm_sn[0]) && (!both || strstr(out, cm_sn[1])))),
+            "certificate mode configured (%s): %d %s", both ? "both" : "one", st, out);
+}
+
+/* The payment of no signed with key (Alipay's current or next), naming
+ * sn as alipay_cert_sn (NULL: none); HTTP status of payonce's answer. */
+static unsigned cm_notify(const struct po_privkey *key, const char *no, const char *txn,
+                          int64_t amount, const char *sn)
+{
+    struct po_sim_identity who = id;
+    who.ali_key = (struct po_privkey *)(uintptr_t)key;
+    struct po_sim_payment p = {"alipay", no, txn, amount, "CNY", 0};
+    struct po_sim_request r;
+    memset(&r, 0, sizeof r);
+    if (po_sim_payment_request(&who, &p, (int64_t)time(NULL), &r))
+        die("cannot build an Alipay notification");
+    if (sn) { /* the same fields and alipay_cert_sn, signed anew */
+        struct po_form f = {0};
+        const char *keys[64], *vals[64];
+        int n = 0;
+        if (po_form_parse(r.body, r.body_len, &f))
+            die("the notification's form");
+        for (int i = 0; i < f.n; i++)
+            if (strcmp(f.p[i].key, "sign") && strcmp(f.p[i].key, "sign_type"))
+                keys[n] = f.p[i].key, vals[n++] = f.p[i].val;
+        keys[n] = "alipay_cert_sn", vals[n++] = sn;
+        struct po_sim_request r2;
+        memset(&r2, 0, sizeof r2);
+        if (po_sim_alipay(key, keys, vals, n, &r2))
+            die("cannot sign an Alipay notification");
+        po_form_free(&f);
+        po_sim_request_free(&r);
+        r = r2;
+    }
+    unsigned st = t_sim_post(gw_port, "/notify/alipay/t1", &r);
+    po_sim_request_free(&r);
+    return st;
+}
+
+static void test_alipay_cert_mode(void)
+{
+    char path[512], *pem = NULL;
+    size_t len = 0;
+    struct po_privkey *next = NULL;
+    static const char *const certs[] = {"alipayCertPublicKey_RSA2.crt",
+                                        "alipayCertPublicKey_RSA2_next.crt"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/sim/%s", dir, certs[i]);
+        if (po_file_read(path, 1 << 16, &pem, &len) ||
+            po_cert_alipay_sn(pem, len, false, cm_sn[i], sizeof cm_sn[i], NULL, 0))
+            die(path);
+        free(pem);
+    }
+    snprintf(path, sizeof path, "%s/sim/alipay_private_key_next.pem", dir);
+    if (po_file_read(path, 1 << 16, &pem, &len) || po_privkey_from_pem(pem, len, &next))
+        die(path);
+    free(pem);
+    /* one mode or the other; certificate mode needs all three files */
+    T_CHECK(t_cli_status(dir, bin, url,
+                         "channel set --tenant t1 --channel alipay --app-id %s"
+                         " --alipay-public-key-file sim/alipay_public_key.pem"
+                         " --app-cert-file sim/appCertPublicKey.crt --alipay-root-cert-file"
+                         " sim/alipayRootCert.crt --alipay-cert-file"
+                         " sim/alipayCertPublicKey_RSA2.crt",
+                         id.app_id) == 2 &&
+                t_cli_status(dir, bin, url,
+                             "channel set --tenant t1 --channel alipay --app-id %s"
+                             " --app-cert-file sim/appCertPublicKey.crt --alipay-cert-file"
+                             " sim/alipayCertPublicKey_RSA2.crt",
+                             id.app_id) == 2,
+            "channel set: both modes at once, or certificate mode without the root: exit 2");
+    cm_account(true, true);
+    order_on("CM-1", 101, "alipay");
+    order_on("CM-2", 102, "alipay");
+    order_on("CM-3", 103, "alipay");
+    order_on("CM-4", 104, "alipay");
+    order_on("CM-5", 105, "alipay");
+    order_on("CM-6", 106, "alipay");
+    unsigned s1 = cm_notify(id.ali_key, "CM-1", "2026120822001400000000008801", 101, NULL);
+    unsigned s2 = cm_notify(next, "CM-2", "2026120822001400000000008802", 102, NULL);
+    unsigned s3 = cm_notify(next, "CM-3", "2026120822001400000000008803", 103, cm_sn[1]);
+    T_CHECK(s1 == 200 && s2 == 200 && s3 == 200 && status_is("CM-1", "PAID") &&
+                status_is("CM-2", "PAID") && status_is("CM-3", "PAID"),
+            "notifications of either certificate, named or not: %u %u %u", s1, s2, s3);
+    unsigned s4 = cm_notify(id.ali_key, "CM-4", "2026120822001400000000008804", 104,
+                            "00000000000000000000000000000000");
+    unsigned s5 = cm_notify(next, "CM-5", "2026120822001400000000008805", 105, cm_sn[0]);
+    T_CHECK(s4 >= 400 && s5 >= 400 && status_is("CM-4", "PAYING") && status_is("CM-5", "PAYING"),
+            "a notification naming an SN payonce has not, or another certificate than its"
+            " signer's: %u %u",
+            s4, s5);
+    /* the old certificate alone: the next one's signature is no one's */
+    cm_account(false, true);
+    unsigned s6 = cm_notify(next, "CM-6", "2026120822001400000000008806", 106, NULL);
+    T_CHECK(s6 >= 400 && status_is("CM-6", "PAYING"),
+            "the next certificate's notification, payonce knowing only the old one: %u", s6);
+    /* the gateway's answers: the next certificate's refused (an SN payonce
+     * does not have), then accepted with both */
+    run("sim pay --dir sim --channel alipay --order CM-6:106 --txn 2026120822001400000000008806"
+        " --lose");
+    sim_file("alipay_cert_next", "yes\n");
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = account_of_t1("alipay");
+    struct po_query_report x;
+    char err[PO_ERRBUF_SIZE] = "";
+    T_CHECK(po_order_query_round(s, NULL, a, 0, 100, &x, err, sizeof err) == PO_OK &&
+                x.replayed == 0 && x.failed >= 1 && strstr(x.first_failure, "unknown_cert_sn") &&
+                status_is("CM-6", "PAYING"),
+            "an answer of the next certificate, unknown to payonce: %s", x.first_failure);
+    account_drop(a);
+    cm_account(true, false);
+    a = account_of_t1("alipay");
+    T_CHECK(po_order_query_round(s, NULL, a, 0, 100, &x, err, sizeof err) == PO_OK &&
+                x.replayed == 1 && status_is("CM-6", "PAID"),
+            "with both certificates: %lld credited, %s", (long long)x.replayed, x.first_failure);
+    account_drop(a);
+    po_store_close(s);
+    sim_file("alipay_cert_next", "");
+    po_privkey_free(next);
+}
+
 /* ---- Stripe: webhooks that never came, recovered from /v1/events ---- */
 
 struct recover_racer {
@@ -4428,6 +4573,7 @@ static const struct api_case {
     {"alipay_refunds", test_alipay_refunds},
     {"alipay_errors", test_alipay_errors},
     {"alipay_lost_create", test_alipay_lost_create},
+    {"alipay_cert_mode", test_alipay_cert_mode},
     {"suspense_refunds", test_suspense_refunds},
     {"journal_paging", test_journal_paging},
     {"order_listing", test_order_listing},

@@ -61,8 +61,9 @@ const METHODS = {
 const URL_ARGS = new Set(['app_id', 'method', 'format', 'charset', 'sign_type', 'sign', 'timestamp',
   'version', 'notify_url', 'return_url', 'auth_token', 'app_auth_token', 'app_cert_sn',
   'alipay_root_cert_sn', 'ws_service_url']);
-// the methods Alipay notifies a result of: the request says where
-const NOTIFIED = new Set(['precreate', 'page_pay', 'wap_pay', 'refund']);
+// the payments Alipay notifies: the request says where (payonce creates a
+// payment only with the account's notify URL); a refund may name one too
+const NOTIFIED = new Set(['precreate', 'page_pay', 'wap_pay']);
 
 const YUAN = /^(0|[1-9][0-9]{0,8})\.[0-9]{2}$/;
 const TIME = /^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}$/;
@@ -197,9 +198,9 @@ export function request(req, ctx) {
     const skew = Math.abs(Date.parse(`${ts.replace(' ', 'T')}+08:00`) - Date.now()) / 1000;
     if (!(skew <= 600)) problems.push(`timestamp ${ts} is ${Math.round(skew)} s from now in Beijing time (${beijing(Date.now())})`);
   }
-  if (NOTIFIED.has(op)) {
+  if (NOTIFIED.has(op) || val('notify_url') !== undefined) {
     checked.push('notify_url');
-    if (!/^https?:\/\//.test(val('notify_url') || '')) problems.push(`notify_url ${val('notify_url')}: ${op} needs where to notify`);
+    if (!/^https?:\/\//.test(val('notify_url') || '')) problems.push(`notify_url ${val('notify_url')}: ${op} needs where to notify, an http(s) URL`);
   }
   // biz_content: JSON as the SDK writes it (JSON.stringify of the object)
   checked.push('biz_content');

@@ -19,7 +19,24 @@
 struct po_query_report {
     int64_t queried, paid, replayed, matched, not_paid, failed;
     char first_failure[PO_ERRBUF_SIZE]; /* "ORDER: why" of the first failed one */
+    bool throttled; /* the channel's rate limit stopped the round (the rest next round) */
 };
+
+/* The accounts (tenant, channel) a round met the channel's rate limit for
+ * (an answer's throttled): the round asks the channel about them no more
+ * until its next turn. Past PO_THROTTLED_MAX of them, every account backs
+ * off. Zero it to start. */
+#define PO_THROTTLED_MAX 16
+struct po_throttled {
+    int n;
+    bool all;
+    struct {
+        char tenant[PO_ID_MAX + 1];
+        char channel[PO_CHANNEL_SIZE];
+    } a[PO_THROTTLED_MAX];
+};
+bool po_throttled_has(const struct po_throttled *t, const char *tenant, const char *channel);
+void po_throttled_add(struct po_throttled *t, const char *tenant, const char *channel);
 
 /*
  * Every order of the tenant still PAYING on this channel (or on none) and
@@ -108,6 +125,7 @@ po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
 
 struct po_refund_query_report {
     int64_t queried, applied, matched, pending, failed;
+    int64_t throttled; /* refunds not asked about: their channel's rate limit this round */
 };
 /*
  * Refunds submitted to their channel and still PROCESSING min_age_s after

@@ -13,6 +13,7 @@
  * 'manual' (made in the channel; payonce applies the notification).
  */
 #include "account.h"
+#include "order_query.h"
 #include "refund_submit.h"
 
 #include "../engine/objects.h"
@@ -243,13 +244,24 @@ po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
     if (rc)
         return rc;
     int n = 0;
-    for (int i = 0; i < r.nrows; i++) {
-        char state[16];
-        if (po_refund_submit(s, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), state,
-                             sizeof state) == PO_OK &&
-            strcmp(state, "submitted") == 0)
-            n++;
+    struct po_refund_job *job = calloc(1, sizeof *job);
+    struct po_throttled *limited = calloc(1, sizeof *limited);
+    for (int i = 0; job && limited && i < r.nrows; i++) {
+        const char *tenant = po_rows_get(&r, i, 0);
+        bool found = false;
+        /* a channel that answered with its rate limit is left alone for
+         * the rest of the round: its refunds stay pending */
+        if (po_refund_prepare(s, master, tenant, po_rows_get(&r, i, 1), job, &found) == PO_OK &&
+            found && !(job->callable && po_throttled_has(limited, tenant, job->p.channel)) &&
+            po_refund_call(job) == PO_OK && po_refund_record(s, job, NULL, 0) == PO_OK) {
+            n += job->ans.decision == PO_REFUND_SUBMITTED;
+            if (job->ans.throttled)
+                po_throttled_add(limited, tenant, job->p.channel);
+        }
+        po_refund_job_free(job);
     }
+    free(job);
+    free(limited);
     po_rows_free(&r);
     if (out_submitted)
         *out_submitted = n;

@@ -100,6 +100,10 @@ struct po_sim_identity {
 /* Generates a fresh identity into dir; mode "cert" or "pubkey". */
 po_err po_sim_identity_generate(const char *dir, const char *mode, char *err,
                                 size_t errcap) PO_MUST_CHECK;
+/* Alipay's certificates for its certificate mode (sim_alipay_certs.c),
+ * made from the Alipay and merchant keys already in dir (in every mode:
+ * the app chooses its mode, not the simulator). */
+po_err po_sim_alipay_certs_generate(const char *dir, char *err, size_t errcap) PO_MUST_CHECK;
 po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *err,
                             size_t errcap) PO_MUST_CHECK;
 void po_sim_identity_free(struct po_sim_identity *id);

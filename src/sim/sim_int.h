@@ -134,6 +134,12 @@ bool sim_listed(const struct po_sim_server *s, const char *file, const char *val
  * the Alipay method c names (only lines naming it match), or NULL (only
  * lines naming none match). */
 int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api);
+/* The same, for a line that may name an Alipay sub_code after its API
+ * ("POST /gateway.do 200 1 alipay.trade.refund ACQ.SELLER_BALANCE_NOT_ENOUGH":
+ * the gateway's signed answer with that sub_code and its code): the
+ * sub_code into sub (cap bytes; "" when the line names none). */
+int sim_fault_take_sub(struct po_sim_server *s, const struct sim_call *c, const char *api,
+                       char *sub, size_t cap);
 /* Answers c as fault st (not PO_SIM_FAULT_TAMPER, which the caller applies
  * to the API's answer: c->tamper) in the channel's shape; returns 0. */
 int sim_fault_answer(struct sim_call *c, int st);
@@ -144,6 +150,16 @@ void sim_new_id(const char *prefix, char *out, size_t cap);
 /* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
 void sim_beijing_now(char *out, size_t cap);
 void sim_yuan(int64_t minor, char *out, size_t cap);
+/* The simulated Alipay's certificate mode (sim_alipay_certs.c): the SNs
+ * of the certificates `sim keys` wrote in the directory, and the key of
+ * Alipay's next certificate (a rotation). */
+struct sim_alipay_certs {
+    char app_sn[33], root_sn[PO_ALIPAY_ROOT_SN_MAX + 1];
+    char alipay_sn[2][33]; /* the current certificate's, the next one's */
+    struct po_privkey *next_key;
+};
+po_err sim_alipay_certs_load(const char *dir, struct sim_alipay_certs *out);
+void sim_alipay_certs_free(struct sim_alipay_certs *c);
 /* ---- calls.c ---- */
 /* Notifies a refund's result to url on the channel's schedule, from a
  * detached thread (po_sim_server_stop waits for it). */

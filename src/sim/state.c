@@ -204,6 +204,14 @@ bool sim_bill_not_ready(const struct po_sim_server *s, const char *date)
 
 int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api)
 {
+    return sim_fault_take_sub(s, c, api, NULL, 0);
+}
+
+int sim_fault_take_sub(struct po_sim_server *s, const struct sim_call *c, const char *api,
+                       char *sub, size_t cap)
+{
+    if (cap)
+        sub[0] = '\0';
     char path[1024];
     (void)snprintf(path, sizeof path, "%s/faults", s->dir);
     pthread_mutex_lock(&s->mu);
@@ -212,21 +220,23 @@ int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
-    char lines[16][512];
+    char lines[16][640];
     int n = 0, hit = -1;
     unsigned status = 0;
     while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
-        char m[16], p[400], named[64] = "";
+        char m[16], p[400], named[64] = "", code[64] = "";
         unsigned st = 0;
         int count = 0;
-        int k = sscanf(lines[n], "%15s %399s %u %d %63s", m, p, &st, &count, named);
-        bool same_api = api ? k == 5 && strcmp(named, api) == 0 : k == 4;
+        int k = sscanf(lines[n], "%15s %399s %u %d %63s %63s", m, p, &st, &count, named, code);
+        bool same_api = api ? k >= 5 && strcmp(named, api) == 0 : k == 4;
         if (k >= 4 && same_api && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
             strncmp(c->path, p, strlen(p)) == 0) {
             hit = n;
             status = st;
-            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s\n", m, p, st, count - 1,
-                           named);
+            if (cap && po_strcpy(sub, cap, code))
+                sub[0] = '\0';
+            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s%s%s\n", m, p, st, count - 1,
+                           named, *code ? " " : "", code);
         }
         n++;
     }

@@ -72,7 +72,9 @@ const server = http.createServer((req, res) => {
       user_agent: req.headers['user-agent'] || null,
       at: Date.now(),
     }) + '\n');
-    const headers = { ...req.headers, host: upstream.host };
+    // the Host the client named, for the URLs the simulator hands out (a
+    // bill's download URL): they lead back through the judge
+    const headers = { ...req.headers, host: upstream.host, 'x-forwarded-host': req.headers.host };
     const fwd = http.request({
       host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers,
     }, (up) => {

@@ -277,6 +277,28 @@ static po_err build_certs(const struct po_account_input *in, json_t *cfg, char *
     return rc;
 }
 
+/* Two tenants on one Alipay app: Alipay signs both's notifications with
+ * the same key and names the same app_id, so only the seller id (PID)
+ * tells whose a notification is — each must have one, and they must differ
+ * (issue 44 item 6). */
+static const char *account_clash(json_t *mine, json_t *other)
+{
+    const char *a = po_json_str(mine, "app_id"), *b = po_json_str(other, "app_id");
+    if (!a || !b || strcmp(a, b) != 0)
+        return NULL;
+    const char *sa = po_json_str(mine, "seller_id"), *sb = po_json_str(other, "seller_id");
+    if (!sa || !*sa)
+        return "this Alipay app id is another tenant's too: give --seller-id (each tenant's"
+               " notifications are told apart by it)";
+    if (!sb || !*sb)
+        return "this Alipay app id is another tenant's too, and that tenant's account has no"
+               " seller id: set its --seller-id first";
+    if (strcmp(sa, sb) == 0)
+        return "this Alipay app id and seller id are another tenant's: notifications could not"
+               " be told apart";
+    return NULL;
+}
+
 static po_err account_build(const struct po_account_input *in, json_t *cfg, char *err,
                             size_t errcap)
 {
@@ -457,6 +479,7 @@ const struct po_channel_ops po_channel_alipay = {
     .pay_create = po_alipay_pay_create,
     .pay_notify_url = true,
     .order_rule = order_rule,
+    .account_clash = account_clash,
     .order_close = po_alipay_order_close,
     .refund_query = po_alipay_refund_query,
     .bill_parse = po_alipay_bill_parse,

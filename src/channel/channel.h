@@ -573,6 +573,12 @@ struct po_channel_ops {
      * ("out_trade_no: 6-32 characters of [A-Za-z0-9_-|*] (WeChat Pay)"),
      * and *param the member it is about. */
     const char *(*order_rule)(const struct po_pay_request *r, const char **param);
+    /* Optional: why the stored documents of two tenants' accounts of this
+     * channel cannot both be (NULL when they can): notifications one's
+     * credentials verify that the other's would take too (an Alipay app
+     * shared without a seller id on each). Checked when an account is
+     * saved, against every other tenant's. */
+    const char *(*account_clash)(json_t *mine, json_t *other);
     /* Optional: the channel's verification keys, fetched (a rotation's
      * successor before it signs anything). Non-OK only for out-of-memory. */
     po_err (*keys_fetch)(const struct po_channel_account *a, struct po_key_fetch *out);
@@ -618,6 +624,11 @@ void po_channel_names(unsigned need, char *out, size_t cap);
  * NULL also for an unknown channel or one without rules. */
 const char *po_channel_order_rule(const char *channel, const struct po_pay_request *r,
                                   const char **param);
+
+/* The channel's account_clash of two stored documents (JSON text), or
+ * NULL (no rule, unreadable documents included: they are refused where
+ * they are loaded). */
+const char *po_channel_account_clash(const char *channel, const char *mine, const char *other);
 
 /* The channel's ack for an outcome (through the registry). */
 void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,

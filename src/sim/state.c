@@ -202,7 +202,18 @@ bool sim_bill_not_ready(const struct po_sim_server *s, const char *date)
     return sim_listed(s, "bill_not_ready", date);
 }
 
-int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api)
+/* A WeChat Pay error code on a /v3/ line: upper-case letters and '_'. */
+static bool wx_code(const char *path, const char *named)
+{
+    if (strncmp(path, "/v3/", 4) != 0 || !named[0])
+        return false;
+    for (const char *p = named; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || *p == '_'))
+            return false;
+    return true;
+}
+
+int sim_fault_take(struct po_sim_server *s, struct sim_call *c, const char *api)
 {
     char path[1024];
     (void)snprintf(path, sizeof path, "%s/faults", s->dir);
@@ -220,11 +231,13 @@ int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char
         unsigned st = 0;
         int count = 0;
         int k = sscanf(lines[n], "%15s %399s %u %d %63s", m, p, &st, &count, named);
-        bool same_api = api ? k == 5 && strcmp(named, api) == 0 : k == 4;
+        bool coded = !api && k == 5 && wx_code(p, named);
+        bool same_api = api ? k == 5 && strcmp(named, api) == 0 : k == 4 || coded;
         if (k >= 4 && same_api && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
             strncmp(c->path, p, strlen(p)) == 0) {
             hit = n;
             status = st;
+            (void)snprintf(c->fault_code, sizeof c->fault_code, "%s", coded ? named : "");
             (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s\n", m, p, st, count - 1,
                            named);
         }
@@ -251,6 +264,8 @@ int sim_fault_answer(struct sim_call *c, int st)
         return sim_reply(c, 200, "application/json", "{\"unexpected\":\"answer\"}", false);
     unsigned status = (unsigned)st;
     bool limited = status == 429;
+    if (strncmp(c->path, "/v3/", 4) == 0 && c->fault_code[0])
+        return sim_error(c, status, c->fault_code, sim_wx_message(c->fault_code));
     if (strncmp(c->path, "/v3/", 4) == 0)
         return sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",
                          limited ? "频率超限" : "系统错误，请稍后重试");

@@ -2978,11 +2978,7 @@ static void test_daily_recon_stripe(void)
 
 static void sim_file(const char *name, const char *content)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/sim/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(content, f) < 0 || fclose(f))
-        die("cannot write a simulator switch");
+    t_sim_file(dir, name, content);
 }
 
 static void test_channel_failures(void)

@@ -3499,6 +3499,402 @@ static void test_channel_matrix(void)
     matrix_channel("stripe", 'S', st, 7, st_modes, 4);
 }
 
+/* ---- WeChat Pay's documented error answers, each mapped (issue 43 item 5) ----
+ *
+ * The table mirrors docs/channels.md, "Error answers: WeChat Pay": for
+ * each operation payonce makes at WeChat Pay and each error code the
+ * API's 错误码 table documents for it, the simulator answers that code
+ * (a DIR/faults line naming it) and payonce's effect is asserted — decided
+ * (not paid, closed, no bill), refused for good (with its alert), or left
+ * undecided for a later try. Each row must use its fault (the line's
+ * count is down to what the row expects), so a row that never reached the
+ * simulator fails; a 429 also stops the round asking that tenant's
+ * channel: its second request never comes. Each operation ends with the
+ * channel back, deciding. */
+
+/* in the order the case runs them: the refund query before the bill (whose import would
+ * complete its refunds) */
+enum wxe_op { WXE_QUERY, WXE_CERTS, WXE_RQUERY, WXE_BILL, WXE_CLOSE, WXE_CREATE, WXE_REFUND };
+enum wxe_effect {
+    WXE_UNDECIDED, /* left for a later try: nothing changed */
+    WXE_REFUSED,   /* refused for good: create 409, a refund CLOSED with an alert */
+    WXE_NOT_PAID,  /* query: the channel has no payment */
+    WXE_CLOSED,    /* close: closed there (or never there) and here */
+    WXE_NO_BILL,   /* bill: none that day (done) */
+    WXE_NOT_READY, /* bill: not published yet (tried again) */
+};
+struct wxe_row {
+    enum wxe_op op;
+    unsigned status;
+    const char *code;
+    enum wxe_effect effect;
+};
+
+/* docs/channels.md, "Error answers: WeChat Pay", row by row. */
+static const struct wxe_row wxe_table[] = {
+    /* GET /v3/pay/transactions/out-trade-no/{no} (查询订单) */
+    {WXE_QUERY, 404, "ORDER_NOT_EXIST", WXE_NOT_PAID},
+    {WXE_QUERY, 400, "PARAM_ERROR", WXE_UNDECIDED},
+    {WXE_QUERY, 400, "INVALID_REQUEST", WXE_UNDECIDED},
+    {WXE_QUERY, 400, "MCH_NOT_EXISTS", WXE_UNDECIDED},
+    {WXE_QUERY, 401, "SIGN_ERROR", WXE_UNDECIDED},
+    {WXE_QUERY, 403, "NO_AUTH", WXE_UNDECIDED},
+    {WXE_QUERY, 403, "RULE_LIMIT", WXE_UNDECIDED},
+    {WXE_QUERY, 403, "TRADE_ERROR", WXE_UNDECIDED},
+    {WXE_QUERY, 429, "FREQUENCY_LIMITED", WXE_UNDECIDED},
+    {WXE_QUERY, 429, "RATELIMIT_EXCEEDED", WXE_UNDECIDED},
+    {WXE_QUERY, 500, "SYSTEM_ERROR", WXE_UNDECIDED},
+    {WXE_QUERY, 500, "BANK_ERROR", WXE_UNDECIDED},
+    /* GET /v3/certificates (下载平台证书) */
+    {WXE_CERTS, 400, "PARAM_ERROR", WXE_UNDECIDED},
+    {WXE_CERTS, 401, "SIGN_ERROR", WXE_UNDECIDED},
+    {WXE_CERTS, 403, "NO_AUTH", WXE_UNDECIDED},
+    {WXE_CERTS, 429, "FREQUENCY_LIMITED", WXE_UNDECIDED},
+    {WXE_CERTS, 500, "SYSTEM_ERROR", WXE_UNDECIDED},
+    /* GET /v3/bill/tradebill (申请交易账单) */
+    {WXE_BILL, 400, "NO_STATEMENT_EXIST", WXE_NO_BILL},
+    {WXE_BILL, 400, "STATEMENT_CREATING", WXE_NOT_READY},
+    {WXE_BILL, 400, "PARAM_ERROR", WXE_UNDECIDED},
+    {WXE_BILL, 400, "INVALID_REQUEST", WXE_UNDECIDED},
+    {WXE_BILL, 401, "SIGN_ERROR", WXE_UNDECIDED},
+    {WXE_BILL, 403, "NO_AUTH", WXE_UNDECIDED},
+    {WXE_BILL, 429, "FREQUENCY_LIMITED", WXE_UNDECIDED},
+    {WXE_BILL, 500, "SYSTEM_ERROR", WXE_UNDECIDED},
+    /* GET /v3/refund/domestic/refunds/{out_refund_no} (查询单笔退款) */
+    {WXE_RQUERY, 404, "RESOURCE_NOT_EXISTS", WXE_UNDECIDED},
+    {WXE_RQUERY, 404, "MCH_NOT_EXISTS", WXE_UNDECIDED},
+    {WXE_RQUERY, 400, "PARAM_ERROR", WXE_UNDECIDED},
+    {WXE_RQUERY, 400, "INVALID_REQUEST", WXE_UNDECIDED},
+    {WXE_RQUERY, 401, "SIGN_ERROR", WXE_UNDECIDED},
+    {WXE_RQUERY, 403, "NO_AUTH", WXE_UNDECIDED},
+    {WXE_RQUERY, 429, "FREQUENCY_LIMITED", WXE_UNDECIDED},
+    {WXE_RQUERY, 500, "SYSTEM_ERROR", WXE_UNDECIDED},
+    /* POST /v3/pay/transactions/out-trade-no/{no}/close (关闭订单) */
+    {WXE_CLOSE, 404, "ORDER_NOT_EXIST", WXE_CLOSED},
+    {WXE_CLOSE, 400, "ORDER_CLOSED", WXE_CLOSED},
+    {WXE_CLOSE, 400, "ORDERPAID", WXE_CLOSED},
+    {WXE_CLOSE, 202, "USER_PAYING", WXE_UNDECIDED},
+    {WXE_CLOSE, 400, "PARAM_ERROR", WXE_UNDECIDED},
+    {WXE_CLOSE, 400, "INVALID_REQUEST", WXE_UNDECIDED},
+    {WXE_CLOSE, 400, "APPID_MCHID_NOT_MATCH", WXE_UNDECIDED},
+    {WXE_CLOSE, 400, "MCH_NOT_EXISTS", WXE_UNDECIDED},
+    {WXE_CLOSE, 401, "SIGN_ERROR", WXE_UNDECIDED},
+    {WXE_CLOSE, 403, "ACCOUNT_ERROR", WXE_UNDECIDED},
+    {WXE_CLOSE, 403, "NO_AUTH", WXE_UNDECIDED},
+    {WXE_CLOSE, 403, "RULE_LIMIT", WXE_UNDECIDED},
+    {WXE_CLOSE, 403, "TRADE_ERROR", WXE_UNDECIDED},
+    {WXE_CLOSE, 429, "FREQUENCY_LIMITED", WXE_UNDECIDED},
+    {WXE_CLOSE, 500, "SYSTEM_ERROR", WXE_UNDECIDED},
+    /* POST /v3/pay/transactions/{native,jsapi,h5} (下单) */
+    {WXE_CREATE, 400, "PARAM_ERROR", WXE_REFUSED},
+    {WXE_CREATE, 400, "INVALID_REQUEST", WXE_REFUSED},
+    {WXE_CREATE, 400, "APPID_MCHID_NOT_MATCH", WXE_REFUSED},
+    {WXE_CREATE, 400, "MCH_NOT_EXISTS", WXE_REFUSED},
+    {WXE_CREATE, 400, "ORDER_CLOSED", WXE_REFUSED},
+    {WXE_CREATE, 400, "ORDERPAID", WXE_REFUSED},
+    {WXE_CREATE, 401, "SIGN_ERROR", WXE_REFUSED},
+    {WXE_CREATE, 403, "ACCOUNT_ERROR", WXE_REFUSED},
+    {WXE_CREATE, 403, "NO_AUTH", WXE_REFUSED},
+    {WXE_CREATE, 403, "NOT_ENOUGH", WXE_REFUSED},
+    {WXE_CREATE, 403, "OUT_TRADE_NO_USED", WXE_REFUSED},
+    {WXE_CREATE, 403, "TRADE_ERROR", WXE_REFUSED},
+    {WXE_CREATE, 403, "RULE_LIMIT", WXE_UNDECIDED},
+    {WXE_CREATE, 429, "FREQUENCY_LIMITED", WXE_UNDECIDED},
+    {WXE_CREATE, 429, "RATELIMIT_EXCEEDED", WXE_UNDECIDED},
+    {WXE_CREATE, 500, "SYSTEM_ERROR", WXE_UNDECIDED},
+    {WXE_CREATE, 500, "BANK_ERROR", WXE_UNDECIDED},
+    {WXE_CREATE, 500, "INVALID_TRANSACTIONID", WXE_UNDECIDED},
+    {WXE_CREATE, 500, "OPENID_MISMATCH", WXE_UNDECIDED},
+    /* POST /v3/refund/domestic/refunds (申请退款) */
+    {WXE_REFUND, 400, "PARAM_ERROR", WXE_REFUSED},
+    {WXE_REFUND, 400, "INVALID_REQUEST", WXE_REFUSED},
+    {WXE_REFUND, 401, "SIGN_ERROR", WXE_REFUSED},
+    {WXE_REFUND, 403, "NOT_ENOUGH", WXE_REFUSED},
+    {WXE_REFUND, 403, "USER_ACCOUNT_ABNORMAL", WXE_REFUSED},
+    {WXE_REFUND, 403, "NO_AUTH", WXE_REFUSED},
+    {WXE_REFUND, 404, "RESOURCE_NOT_EXISTS", WXE_REFUSED},
+    {WXE_REFUND, 404, "MCH_NOT_EXISTS", WXE_REFUSED},
+    {WXE_REFUND, 429, "FREQUENCY_LIMITED", WXE_UNDECIDED},
+    {WXE_REFUND, 500, "SYSTEM_ERROR", WXE_UNDECIDED},
+};
+
+static const char *const wxe_fault[] = {
+    [WXE_QUERY] = "GET /v3/pay/transactions/out-trade-no/",
+    [WXE_CERTS] = "GET /v3/certificates",
+    [WXE_BILL] = "GET /v3/bill/tradebill",
+    [WXE_RQUERY] = "GET /v3/refund/domestic/refunds/",
+    [WXE_CLOSE] = "POST /v3/pay/transactions/out-trade-no/",
+    [WXE_CREATE] = "POST /v3/pay/transactions/native",
+    [WXE_REFUND] = "POST /v3/refund/domestic/refunds",
+};
+
+/* The rounds ask two of their objects (the query, the refund query):
+ * their rows' faults are for both, and a 429 must stop at the first. */
+static int wxe_asks(enum wxe_op op)
+{
+    return op == WXE_QUERY || op == WXE_RQUERY ? 2 : 1;
+}
+
+/* Runs row i once (the channel answering its code, fault set), or the
+ * operation with the channel back (row NULL); true when the effect is the
+ * row's (with the channel back: decided). */
+static bool wxe_act(const struct wxe_row *row, enum wxe_op op, int i, char *why, size_t cap)
+{
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = account_of_t1("wechatpay");
+    char err[PO_ERRBUF_SIZE] = "", no[32], body[256];
+    struct resp r = {0};
+    bool good = false;
+    int64_t now = (int64_t)time(NULL);
+    enum wxe_effect want = row ? row->effect : WXE_UNDECIDED;
+    const char *code = row ? row->code : "";
+    switch (op) {
+    case WXE_QUERY: {
+        struct po_query_report x;
+        po_err rc = po_order_query_round(s, NULL, a, 0, 100, &x, err, sizeof err);
+        good = rc == PO_OK &&
+               (!row ? x.replayed == 1 && status_is("WEQ-0001", "PAID")
+                : want == WXE_NOT_PAID
+                    ? x.not_paid == 2 && x.failed == 0 && status_is("WEQ-0001", "PAYING")
+                    : x.failed == x.queried && strstr(x.first_failure, code) &&
+                          x.queried == (row->status == 429 ? 1 : 2) &&
+                          status_is("WEQ-0001", "PAYING"));
+        snprintf(why, cap, "%s: %lld queried, %lld not paid, %lld replayed, %lld failed (%s)", err,
+                 (long long)x.queried, (long long)x.not_paid, (long long)x.replayed,
+                 (long long)x.failed, x.first_failure);
+        break;
+    }
+    case WXE_CERTS: {
+        struct po_keys_refresh_report x;
+        po_err rc = po_keys_refresh_round(s, mkey, now, &x, err, sizeof err);
+        good = rc == PO_OK && x.accounts == 1 && (row ? x.failed == 1 && !x.added : x.failed == 0);
+        snprintf(why, cap, "%s: %lld accounts, %lld added, %lld failed", err, (long long)x.accounts,
+                 (long long)x.added, (long long)x.failed);
+        break;
+    }
+    case WXE_BILL: {
+        struct po_recon_day_result x;
+        char day[11];
+        time_t t = time(NULL) + 8 * 3600;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(day, sizeof day, "%Y-%m-%d", &tm);
+        po_err rc = po_recon_fetch_day(s, a, day, true, now, 60, &x, err, sizeof err);
+        good = rc == PO_OK && (!row                    ? x.imported
+                               : want == WXE_NO_BILL   ? x.state == PO_BILL_NONE && !x.imported
+                               : want == WXE_NOT_READY ? x.state == PO_BILL_NOT_READY && !x.imported
+                                                       : x.state == PO_BILL_FAILED && !x.imported &&
+                                                             strstr(x.why, code));
+        snprintf(why, cap, "%s: state %d (%s), imported %d", err, (int)x.state, x.why,
+                 (int)x.imported);
+        break;
+    }
+    case WXE_RQUERY: {
+        struct po_refund_query_report x;
+        po_err rc = po_refund_query_round(s, NULL, mkey, 0, 100, &x, err, sizeof err);
+        good = rc == PO_OK && (!row ? x.applied == 2 && refund_status_is("WERQ-1", "SUCCESS") &&
+                                          refund_status_is("WERQ-2", "SUCCESS")
+                                    : x.applied == 0 && x.failed == x.queried &&
+                                          x.queried == (row->status == 429 ? 1 : 2) &&
+                                          refund_status_is("WERQ-1", "PROCESSING") &&
+                                          refund_status_is("WERQ-2", "PROCESSING"));
+        snprintf(why, cap, "%s: %lld queried, %lld applied, %lld failed", err, (long long)x.queried,
+                 (long long)x.applied, (long long)x.failed);
+        break;
+    }
+    case WXE_CLOSE:
+        snprintf(no, sizeof no, "WEX-%04d", row ? i : 9999);
+        order_on(no, 100, "wechatpay");
+        close_order(no, NULL, &r);
+        good = want == WXE_UNDECIDED && row ? has_code(&r, 503, "channel_unavailable") &&
+                                                  strstr(r.body, code) && status_is(no, "PAYING")
+                                            : r.status == 200 && status_is(no, "CLOSED");
+        snprintf(why, cap, "%ld %.200s", r.status, r.body);
+        break;
+    case WXE_CREATE:
+        snprintf(no, sizeof no, "WEC-%04d", row ? i : 9999);
+        snprintf(body, sizeof body,
+                 "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":100,\"channel\":"
+                 "\"wechatpay\",\"pay_method\":\"native\"}",
+                 no);
+        api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+        good = !row ? r.status == 201 && !no_payment(no)
+               : want == WXE_REFUSED
+                   ? has_code(&r, 409, "channel_refused") && strstr(r.body, code) &&
+                         no_payment(no) && status_is(no, "PAYING")
+                   : has_code(&r, 503, "channel_unavailable") && strstr(r.body, code) &&
+                         no_payment(no);
+        snprintf(why, cap, "%ld %.200s", r.status, r.body);
+        break;
+    case WXE_REFUND:
+        snprintf(no, sizeof no, "WERF-%02d", row ? i : 99);
+        snprintf(body, sizeof body,
+                 "{\"out_trade_no\":\"WEP-0001\",\"out_refund_no\":\"%s\",\"amount\":10}", no);
+        api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+        snprintf(body, sizeof body, "api:refund:%s", no);
+        good = r.status == 201 &&
+               (!row ? refund_state_is(no, "submitted")
+                : want == WXE_REFUSED
+                    ? refund_status_is(no, "CLOSED") && refund_state_is(no, "rejected") &&
+                          q1("SELECT COUNT(*) FROM alert WHERE reason ="
+                             " 'refund_rejected_by_channel' AND idem_key = ?",
+                             body) == 1
+                    : refund_status_is(no, "PROCESSING") && refund_state_is(no, "pending"));
+        snprintf(why, cap, "%ld %.300s", r.status, r.body);
+        break;
+    }
+    account_drop(a);
+    po_store_close(s);
+    return good;
+}
+
+/* DIR/faults as it is now (each line's count is what is left of it). */
+static void faults_now(char *out, size_t cap)
+{
+    char path[512], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sim/faults", dir);
+    snprintf(out, cap, "%s", po_file_read(path, 4096, &text, &len) ? "(unreadable)" : text);
+    free(text);
+}
+
+/* Whether the row's fault was used as it should: all its asks, but one
+ * when a 429 stopped the round. */
+static bool wxe_fault_used(const struct wxe_row *row, char *left, size_t cap)
+{
+    char want[200];
+    int asks = wxe_asks(row->op), rest = row->status == 429 ? asks - 1 : 0;
+    snprintf(want, sizeof want, "%s %u %d %s\n", wxe_fault[row->op], row->status, rest, row->code);
+    faults_now(left, cap);
+    return strcmp(left, want) == 0;
+}
+
+static void test_wechatpay_errors(void)
+{
+    char sim_base[64], fault[200], why[600], left[200];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    /* the query's orders first (the oldest PAYING): one paid at the
+     * channel, its notification lost; one the channel never had */
+    order_on("WEQ-0001", 700, "wechatpay");
+    order_on("WEQ-0002", 800, "wechatpay");
+    run("sim pay --dir sim --order WEQ-0001:700 --txn 4200000000000000000000098001 --lose");
+    /* a payment to refund; two refunds whose notifications are lost (the
+     * refund query finds their results) */
+    paid_order_of_t1("WEP-0001", 5000);
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
+        "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem"
+        " --api-base-url %s --merchant-private-key-file sim/merchant_private_key.pem"
+        " --merchant-serial %s --notify-url http://127.0.0.1:1/notify/wechatpay/t1",
+        id.mchid, id.appid, sim_base, id.merchant_serial);
+    struct resp r;
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"WEP-0001\",\"out_refund_no\":\"WERQ-1\",\"amount\":100}", &r);
+    api("POST", gw_port, "/v1/refunds", key1, NULL,
+        "{\"out_trade_no\":\"WEP-0001\",\"out_refund_no\":\"WERQ-2\",\"amount\":100}", &r);
+    T_CHECK(refund_state_is("WERQ-1", "submitted") && refund_state_is("WERQ-2", "submitted"),
+            "wechatpay errors: the refund query's refunds submitted");
+    int rows = 0;
+    for (int op = WXE_QUERY; op <= WXE_REFUND; op++) {
+        if (op == WXE_BILL) /* the refund query's are done: results notified again */
+            t1_wechatpay(sim_base, "sim");
+        for (int i = 0; i < (int)PO_NELEM(wxe_table); i++) {
+            const struct wxe_row *row = &wxe_table[i];
+            if ((int)row->op != op)
+                continue;
+            snprintf(fault, sizeof fault, "%s %u %d %s\n", wxe_fault[op], row->status,
+                     wxe_asks(row->op), row->code);
+            sim_file("faults", fault);
+            bool effect = wxe_act(row, row->op, i, why, sizeof why);
+            bool used = wxe_fault_used(row, left, sizeof left);
+            sim_file("faults", "");
+            T_CHECK(effect && used,
+                    "wechatpay %s, %u %s: not what the table says (%s); faults left: %s",
+                    wxe_fault[op], row->status, row->code, why, left);
+            rows++;
+        }
+        T_CHECK(wxe_act(NULL, (enum wxe_op)op, 0, why, sizeof why),
+                "wechatpay %s, the channel back: not decided (%s)", wxe_fault[op], why);
+    }
+    /* the refunds left pending: a 429 stops the round after the first;
+     * the channel back, every one is submitted */
+    struct po_store *s = t_open(url);
+    int pending = (int)q1("SELECT COUNT(*) FROM refund WHERE submit_state = 'pending' AND"
+                          " out_refund_no LIKE ?",
+                          "WERF-%"),
+        n = -1;
+    sim_file("faults", "POST /v3/refund/domestic/refunds 429 9 FREQUENCY_LIMITED\n");
+    bool ran = pending >= 2 && po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK;
+    faults_now(left, sizeof left);
+    T_CHECK(ran && n == 0 &&
+                q1("SELECT COUNT(*) FROM refund WHERE submit_state = 'pending' AND"
+                   " out_refund_no LIKE ?",
+                   "WERF-%") == pending &&
+                strcmp(left, "POST /v3/refund/domestic/refunds 429 8 FREQUENCY_LIMITED\n") == 0,
+            "wechatpay refunds pending, rate-limited: %d of %d submitted; faults left %s", n,
+            pending, left);
+    sim_file("faults", "");
+    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == pending,
+            "wechatpay refunds pending, the channel back: %d of %d submitted", n, pending);
+    po_store_close(s);
+    t_figure("# api[%s] WeChat Pay's documented error answers: %d rows (operation x code) of"
+             " docs/channels.md, each answered by the simulator and payonce's effect asserted;"
+             " a 429 stops the round for the tenant's channel\n",
+             backend, rows);
+}
+
+/* ---- a lost create answer, retried safely (issue 43 item 6) ----
+ * The channel made the payment but its answer never came (DIR/faults 3:
+ * served, the answer held past payonce's patience): the create is 503 and
+ * the order PAYING without a payment; the same create again sends the
+ * same request — the channel answers the same payment, once (WeChat Pay
+ * is idempotent on out_trade_no for identical parameters). A create with
+ * other parameters (another description) meets WeChat Pay's "201 商户订单
+ * 号重复": 409 channel_refused naming it, nothing recorded. */
+static void test_wechatpay_lost_create(void)
+{
+    char sim_base[64];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    t1_wechatpay(sim_base, "sim");
+    static const char first[] =
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"WLC-0001\",\"amount\":900,\"channel\":"
+        "\"wechatpay\",\"pay_method\":\"native\",\"description\":\"lost answer\"}";
+    static const char other[] =
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"WLC-0001\",\"amount\":900,\"channel\":"
+        "\"wechatpay\",\"pay_method\":\"native\",\"description\":\"another description\"}";
+    struct resp r;
+    po_api_set_timeout_ms(1000); /* the simulator holds the answer 3 s */
+    sim_file("faults", "POST /v3/pay/transactions/native 3 1\n");
+    api("POST", gw_port, "/v1/orders", key1, "wlc-1", first, &r);
+    po_api_set_timeout_ms(10000);
+    sim_file("faults", "");
+    json_t *made = sim_record("created", "out_trade_no", "WLC-0001", NULL, NULL);
+    char code_url[200] = "";
+    snprintf(code_url, sizeof code_url, "%s", pstr(json_object_get(made, "answer"), "code_url"));
+    json_decref(made);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "no_answer") &&
+                no_payment("WLC-0001") && status_is("WLC-0001", "PAYING") &&
+                sim_created("created", "WLC-0001") == 1 && code_url[0],
+            "the create's answer lost: %ld %s (%d at the channel)", r.status, r.body,
+            sim_created("created", "WLC-0001"));
+    /* other parameters for the number: the channel's refusal, surfaced */
+    api("POST", gw_port, "/v1/orders", key1, NULL, other, &r);
+    T_CHECK(has_code(&r, 409, "channel_refused") && strstr(r.body, "INVALID_REQUEST") &&
+                no_payment("WLC-0001") && sim_created("created", "WLC-0001") == 1,
+            "the same number with another description: %ld %s", r.status, r.body);
+    /* the same create again: the payment the channel made, once */
+    api("POST", gw_port, "/v1/orders", key1, "wlc-1", first, &r);
+    json_t *pay = payment_of(&r);
+    T_CHECK((r.status == 200 || r.status == 201) && !r.replayed &&
+                strcmp(pstr(pay, "code_url"), code_url) == 0 && !no_payment("WLC-0001") &&
+                sim_created("created", "WLC-0001") == 1,
+            "the lost create retried: %ld %s (the channel's %s; %d at the channel)", r.status,
+            r.body, code_url, sim_created("created", "WLC-0001"));
+    json_decref(pay);
+    run("sim pay --dir sim --created --order WLC-0001");
+    T_CHECK(status_is("WLC-0001", "PAID") && pay_journals("WLC-0001") == 1,
+            "the retried create's payment paid once");
+}
+
 /* ---- Stripe: webhooks that never came, recovered from /v1/events ---- */
 
 struct recover_racer {
@@ -3996,6 +4392,8 @@ static const struct api_case {
     {"daily_recon_stripe", test_daily_recon_stripe},
     {"channel_failures", test_channel_failures},
     {"channel_matrix", test_channel_matrix},
+    {"wechatpay_errors", test_wechatpay_errors},
+    {"wechatpay_lost_create", test_wechatpay_lost_create},
     {"stripe_events", test_stripe_events},
     {"platform_keys", test_platform_keys},
     {"order_expiry", test_order_expiry},

@@ -72,7 +72,10 @@ const server = http.createServer((req, res) => {
       user_agent: req.headers['user-agent'] || null,
       at: Date.now(),
     }) + '\n');
-    const headers = { ...req.headers, host: upstream.host };
+    // Host too as payonce sent it (the judge's): the simulator builds the
+    // URLs it hands out (WeChat Pay's download_url) from it, as a channel
+    // does from its own origin, so payonce's download comes here as well
+    const headers = { ...req.headers };
     const fwd = http.request({
       host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers,
     }, (up) => {

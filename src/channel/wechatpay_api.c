@@ -1,8 +1,12 @@
 /*
- * wechatpay_api.c — outbound calls to WeChat Pay API v3 (order query, refund
- * submission): the merchant's WECHATPAY2-SHA256-RSA2048 Authorization over
+ * wechatpay_api.c — outbound calls to WeChat Pay API v3 (prepay Native /
+ * JSAPI / H5, order query, close, refund, refund query, the trade bill and
+ * its download, the platform certificates): the merchant's
+ * WECHATPAY2-SHA256-RSA2048 Authorization over
  * "METHOD\nPATH\nTIMESTAMP\nNONCE\nBODY\n", a bounded response, and the
  * platform's response signature checked the same way as a callback's.
+ * What each documented error answer decides is docs/channels.md, "Error
+ * answers: WeChat Pay" (test_api's wechatpay_errors plays every row).
  */
 #include "channel_int.h"
 

@@ -3769,6 +3769,30 @@ static bool wxe_fault_used(const struct wxe_row *row, char *left, size_t cap)
     return strcmp(left, want) == 0;
 }
 
+/* trade_state REFUND (转入退款) is the payment: a payment whose
+ * notification was lost and which was refunded at the channel (by the
+ * merchant's own call, notified nowhere) is credited by the query. */
+static void wxe_refunded_payment(void)
+{
+    order_on("WEQ-0003", 300, "wechatpay");
+    run("sim pay --dir sim --order WEQ-0003:300 --txn 4200000000000000000000098003 --lose");
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = account_of_t1("wechatpay");
+    struct po_refund_request rq = {"WEQ-0003", "WEQR-3", 100, 300, "CNY", NULL};
+    struct po_refund_answer ra;
+    struct po_query_report x;
+    char err[PO_ERRBUF_SIZE] = "";
+    bool refunded = po_channel_find("wechatpay")->refund_submit(a, &rq, &ra) == PO_OK &&
+                    ra.decision == PO_REFUND_SUBMITTED;
+    po_err rc = po_order_query_round(s, NULL, a, 0, 100, &x, err, sizeof err);
+    T_CHECK(refunded && rc == PO_OK && x.replayed == 1 && status_is("WEQ-0003", "PAID") &&
+                pay_journals("WEQ-0003") == 1,
+            "wechatpay query, trade_state REFUND: credited (%s; %lld replayed)", err,
+            (long long)x.replayed);
+    account_drop(a);
+    po_store_close(s);
+}
+
 static void test_wechatpay_errors(void)
 {
     char sim_base[64], fault[200], why[600], left[200];
@@ -3814,6 +3838,8 @@ static void test_wechatpay_errors(void)
         }
         T_CHECK(wxe_act(NULL, (enum wxe_op)op, 0, why, sizeof why),
                 "wechatpay %s, the channel back: not decided (%s)", wxe_fault[op], why);
+        if (op == WXE_QUERY)
+            wxe_refunded_payment();
     }
     /* the refunds left pending: a 429 stops the round after the first;
      * the channel back, every one is submitted */

@@ -336,17 +336,25 @@ static const char *notify_url_issue(const char *u)
     return loopback ? NULL : "通知地址须为 https URL";
 }
 
+/* A path parameter kept to its string rule ([min,max] bytes of letters,
+ * digits and also); -1 when kept, else answered 400 PARAM_ERROR. */
+static int path_check(struct sim_call *c, const char *field, const char *name, const char *v,
+                      json_int_t min, json_int_t max, const char *also)
+{
+    char issue[160];
+    const char *why = string_issue(v, min, max, also, issue, sizeof issue);
+    if (!why)
+        return -1;
+    json_t *jv = json_string(v);
+    int r = param_error(c, "path", field, name, jv, why);
+    json_decref(jv);
+    return r;
+}
+
 /* out_trade_no in a path: string[6,32] of letters, digits and _-|*. */
 static int path_no_check(struct sim_call *c, const char *no)
 {
-    char issue[160];
-    const char *why = string_issue(no, 6, 32, OUT_TRADE_NO_CHARS, issue, sizeof issue);
-    if (!why)
-        return -1;
-    json_t *v = json_string(no);
-    int r = param_error(c, "path", "/out_trade_no", "商户订单号", v, why);
-    json_decref(v);
-    return r;
+    return path_check(c, "/out_trade_no", "商户订单号", no, 6, 32, OUT_TRADE_NO_CHARS);
 }
 
 /* ---- the order query: GET …/out-trade-no/{no}?mchid= and …/id/{id}?mchid= ---- */
@@ -428,7 +436,9 @@ static int query_mchid_check(struct po_sim_server *s, struct sim_call *c)
 
 static int query_order(struct po_sim_server *s, struct sim_call *c, const char *no, bool by_id)
 {
-    int bad = by_id ? -1 : path_no_check(c, no);
+    /* transaction_id: string(32), WeChat Pay's digits */
+    int bad = by_id ? path_check(c, "/transaction_id", "微信支付订单号", no, 1, 32, "")
+                    : path_no_check(c, no);
     if (bad < 0)
         bad = query_mchid_check(s, c);
     if (bad >= 0)
@@ -844,14 +854,9 @@ static int refund(struct po_sim_server *s, struct sim_call *c)
  * RESOURCE_NOT_EXISTS for others. */
 static int refund_query(struct po_sim_server *s, struct sim_call *c, const char *out_refund_no)
 {
-    char issue[160];
-    const char *why = string_issue(out_refund_no, 1, 64, "_-|*@", issue, sizeof issue);
-    if (why) {
-        json_t *v = json_string(out_refund_no);
-        int r = param_error(c, "path", "/out_refund_no", "商户退款单号", v, why);
-        json_decref(v);
-        return r;
-    }
+    int bad = path_check(c, "/out_refund_no", "商户退款单号", out_refund_no, 1, 64, "_-|*@");
+    if (bad >= 0)
+        return bad;
     pthread_mutex_lock(&s->mu);
     json_t *refunds = sim_read_jsonl(s->dir, "refunds.jsonl"), *r, *mine = NULL;
     size_t i;

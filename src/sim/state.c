@@ -255,7 +255,10 @@ int sim_fault_take(struct po_sim_server *s, struct sim_call *c, const char *api)
 
 int sim_fault_answer(struct sim_call *c, int st)
 {
-    if (st == PO_SIM_FAULT_HANG) { /* no answer in time: hold the request, then close it */
+    /* no answer in time: hold the request, then close it (a lost answer
+     * where the caller cannot serve the request first: Alipay's method
+     * lines) */
+    if (st == PO_SIM_FAULT_HANG || st == PO_SIM_FAULT_LOST) {
         struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         return sim_reply(c, 504, "text/plain", "Gateway Timeout", false);

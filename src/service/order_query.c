@@ -10,6 +10,7 @@
 #include "order_query.h"
 
 #include "account.h"
+#include "refund_submit.h"
 
 #include "../engine/objects.h"
 
@@ -114,8 +115,13 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
             query_failed(&q, acct->tenant, no, why);
             /* the channel's rate limit: the round backs off; the orders
              * left stay PAYING for the next one */
-            if ((q.throttled = a->throttled))
+            if ((q.throttled = po_rate_limited(a->throttled, a->http_status))) {
+                po_log(PO_LOG_WARN,
+                       "tenant %s: %s answered with its rate limit: this round queries it nothing"
+                       " more (%d orders wait for the next)",
+                       acct->tenant, acct->channel, rows.nrows - i - 1);
                 break;
+            }
             continue;
         }
         q.paid++;
@@ -135,25 +141,6 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
     po_rows_free(&rows);
     *out = q;
     return PO_OK;
-}
-
-bool po_throttled_has(const struct po_throttled *t, const char *tenant, const char *channel)
-{
-    for (int i = 0; !t->all && i < t->n; i++)
-        if (strcmp(t->a[i].tenant, tenant) == 0 && strcmp(t->a[i].channel, channel) == 0)
-            return true;
-    return t->all;
-}
-
-void po_throttled_add(struct po_throttled *t, const char *tenant, const char *channel)
-{
-    if (po_throttled_has(t, tenant, channel))
-        return;
-    if (t->n == PO_THROTTLED_MAX || po_strcpy(t->a[t->n].tenant, sizeof t->a[0].tenant, tenant) ||
-        po_strcpy(t->a[t->n].channel, sizeof t->a[0].channel, channel))
-        t->all = true;
-    else
-        t->n++;
 }
 
 /* ---- closing an order at its channel first ---- */
@@ -365,11 +352,11 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
         return rc;
     struct po_channel_account *acct = calloc(1, sizeof *acct);
     struct po_refund_query_answer *a = malloc(sizeof *a);
-    struct po_throttled *limited = calloc(1, sizeof *limited);
-    for (int i = 0; acct && a && limited && i < rows.nrows; i++) {
+    struct po_backoff *b = calloc(1, sizeof *b); /* a 429 stops asking that tenant's channel */
+    for (int i = 0; acct && a && b && i < rows.nrows; i++) {
         const char *tenant = po_rows_get(&rows, i, 0);
         const struct po_channel_ops *ch = po_channel_find(po_rows_get(&rows, i, 6));
-        if (ch && po_throttled_has(limited, tenant, ch->name)) {
+        if (ch && po_backoff_holds(b, tenant, ch->name)) {
             x.throttled++;
             continue;
         }
@@ -393,8 +380,8 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
             }
         } else if (a->state == PO_RQ_FAILED || a->state == PO_RQ_NOT_FOUND) {
             x.failed++;
-            if (a->throttled)
-                po_throttled_add(limited, tenant, ch->name);
+            (void)po_backoff_note(b, tenant, ch->name,
+                                  po_rate_limited(a->throttled, a->http_status), a->why);
             po_log(PO_LOG_WARN, "tenant %s: refund query for %s: HTTP %ld %s", tenant,
                    req.out_refund_no, a->http_status,
                    a->state == PO_RQ_NOT_FOUND ? "the channel has no such refund" : a->why);
@@ -404,10 +391,10 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
         po_channel_account_free(acct);
         memset(acct, 0, sizeof *acct);
     }
-    rc = acct && a && limited ? PO_OK : PO_ERR_NOMEM;
+    rc = acct && a && b ? PO_OK : PO_ERR_NOMEM;
     free(acct);
     free(a);
-    free(limited);
+    free(b);
     po_rows_free(&rows);
     *out = x;
     return rc;

@@ -22,22 +22,6 @@ struct po_query_report {
     bool throttled; /* the channel's rate limit stopped the round (the rest next round) */
 };
 
-/* The accounts (tenant, channel) a round met the channel's rate limit for
- * (an answer's throttled): the round asks the channel about them no more
- * until its next turn. Past PO_THROTTLED_MAX of them, every account backs
- * off. Zero it to start. */
-#define PO_THROTTLED_MAX 16
-struct po_throttled {
-    int n;
-    bool all;
-    struct {
-        char tenant[PO_ID_MAX + 1];
-        char channel[PO_CHANNEL_SIZE];
-    } a[PO_THROTTLED_MAX];
-};
-bool po_throttled_has(const struct po_throttled *t, const char *tenant, const char *channel);
-void po_throttled_add(struct po_throttled *t, const char *tenant, const char *channel);
-
 /*
  * Every order of the tenant still PAYING on this channel (or on none) and
  * older than min_age_s is queried at the channel's order-query API; only a

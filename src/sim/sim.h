@@ -157,8 +157,15 @@ po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_s
  */
 /* The ways DIR/faults makes the simulated channels fail, besides an HTTP
  * status (docs/simulator.md): no answer in time, an answer that is not
- * the API's and nobody signed, the API's answer changed after signing. */
-enum { PO_SIM_FAULT_HANG = 0, PO_SIM_FAULT_GARBLED = 1, PO_SIM_FAULT_TAMPER = 2 };
+ * the API's and nobody signed, the API's answer changed after signing,
+ * and a lost answer: the request served (what it creates is created) and
+ * its answer held past the client's patience. */
+enum {
+    PO_SIM_FAULT_HANG = 0,
+    PO_SIM_FAULT_GARBLED = 1,
+    PO_SIM_FAULT_TAMPER = 2,
+    PO_SIM_FAULT_LOST = 3
+};
 
 struct po_sim_server_cfg {
     const char *dir;

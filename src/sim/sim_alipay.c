@@ -885,11 +885,6 @@ static bool biz_refused(struct gw *g, int *ret)
     return true;
 }
 
-/* DIR/faults STATUS 3 on a line naming an Alipay method: the request is
- * served (a precreate creates its trade, a refund is made), then its
- * answer held PO_SIM_HANG_MS — past the caller's budget: a lost answer. */
-#define SIM_FAULT_LATE 3
-
 static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
 {
     static const char *const methods[] = {"alipay.trade.refund",
@@ -943,7 +938,7 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     } else if (fault >= 500) {
         g.cert = *param(&g, "app_cert_sn") && sim_alipay_certs_load(s->dir, &g.certs) == PO_OK;
         ret = gw_error(&g, "isp.unknow-error", "服务暂不可用");
-    } else if (fault >= 0 && fault != PO_SIM_FAULT_TAMPER && fault != SIM_FAULT_LATE) {
+    } else if (fault >= 0 && fault != PO_SIM_FAULT_TAMPER && fault != PO_SIM_FAULT_LOST) {
         ret = sim_fault_answer(c, fault);
     } else if (common_refused(&g, &ret) || biz_refused(&g, &ret)) {
         /* answered */
@@ -960,7 +955,7 @@ static int alipay_gateway(struct po_sim_server *s, struct sim_call *c)
     } else {
         ret = trade_create(&g, m == PRECREATE ? "precreate" : m == PAGE ? "page" : "wap");
     }
-    if (fault == SIM_FAULT_LATE) { /* served; the answer too late to count */
+    if (fault == PO_SIM_FAULT_LOST) { /* served; the answer too late to count */
         struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }

@@ -77,6 +77,22 @@ wechatpay)
     --api-base-url "$JUDGE" --merchant-private-key-file sim/merchant_private_key.pem \
     --merchant-serial "$(sim_json merchant_serial)" --notify-url "$GW/notify/wechatpay/t1" > /dev/null || exit 1
   OPS=create_native,create_jsapi,create_h5,query,close,refund,refund_query,certificates,bill,bill_download
+  # WeChat Pay's basic rules, the simulator as strict: a request payonce
+  # would send (signed, Accept), sent without a User-Agent — curl -A '' —
+  # is refused with WeChat Pay's own body; with one, it is taken
+  wx_target="/v3/pay/transactions/out-trade-no/CONF-NOBODY-1?mchid=$(sim_json mchid)"
+  wx_curl() { # wx_curl UA: the query above, signed as the merchant
+    local ts nonce sig
+    ts=$(date +%s); nonce=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    sig=$(printf 'GET\n%s\n%s\n%s\n\n' "$wx_target" "$ts" "$nonce" |
+      openssl dgst -sha256 -sign sim/merchant_private_key.pem | base64 -w0)
+    curl -s -o wx.b -w '%{http_code}' -A "$1" -H 'Accept: application/json' \
+      -H "Authorization: WECHATPAY2-SHA256-RSA2048 mchid=\"$(sim_json mchid)\",nonce_str=\"$nonce\",signature=\"$sig\",timestamp=\"$ts\",serial_no=\"$(sim_json merchant_serial)\"" \
+      "http://127.0.0.1:$sim_port$wx_target"
+  }
+  check "the simulator: no User-Agent, WeChat Pay's 400" "$(wx_curl '')" 400
+  check "the simulator: no User-Agent, WeChat Pay's body" "$(cat wx.b)" '{"code":"INVALID_REQUEST","message":"Http头缺少Accept或User-Agent"}'
+  check "the simulator: with a User-Agent, taken (the order is not there)" "$(wx_curl 'payonce/conformance')" 404
   # query, close, refund query, certificates, the bill: harmless calls
   "$BIN" channel check --tenant t1 --channel wechatpay > check.out 2>&1
   check "channel check: every API works" "$?" 0
@@ -84,7 +100,9 @@ wechatpay)
   check "create native" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-NATIVE-1","amount":501,"channel":"wechatpay","pay_method":"native","description":"conformance"}')" 201
   check "create native: a code_url" "$(jget 'd["payment"]["code_url"].startswith("weixin://")')" True
   check "create jsapi" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-JSAPI-1","amount":502,"channel":"wechatpay","pay_method":"jsapi","payer_openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}')" 201
+  check "create jsapi: a prepay_id" "$(jget 'd["payment"]["package"].startswith("prepay_id=wx")')" True
   check "create h5" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-H5-1","amount":503,"channel":"wechatpay","pay_method":"h5","payer_client_ip":"203.0.113.7"}')" 201
+  check "create h5: an h5_url" "$(jget 'd["payment"]["h5_url"].startswith("https://")')" True
   # the native one paid; then refunded (refund, its result notified)
   "$BIN" sim pay --dir sim --created --order CONF-NATIVE-1 --time-factor 1000 > pay.out 2>&1
   check "the created payment credited" "$(wait_for 'order_status CONF-NATIVE-1' PAID)" PAID
@@ -93,11 +111,14 @@ wechatpay)
   # close: the jsapi one, at the channel first
   "$BIN" order close --tenant t1 --out-trade-no CONF-JSAPI-1 > close.out 2>&1
   check "close: closed at the channel and here" "$(order_status CONF-JSAPI-1)" CLOSED
-  # query: a payment whose callback was lost, found by the active query
+  # query: a payment whose callback was lost, found by serve's order query
+  # (every second, once the order is a second old)
   "$BIN" order create --tenant t1 --merchant m1 --out-trade-no CONF-LOST-1 --amount 504 --channel wechatpay > /dev/null
   "$BIN" sim pay --dir sim --channel wechatpay --order CONF-LOST-1:504 --lose > lose.out 2>&1
-  "$BIN" recon query --tenant t1 --channel wechatpay > query.out 2>&1
-  check "query: the lost payment credited" "$(order_status CONF-LOST-1)" PAID
+  check "query: the lost payment credited" "$(wait_for 'order_status CONF-LOST-1' PAID)" PAID
+  # the bill and its download: today's (Beijing time), with its trades
+  "$BIN" recon fetch --tenant t1 --channel wechatpay --date "$(date -u -d '+8 hours' +%F)" > fetch.out 2>&1
+  fetch_rc=$?; check "bill: today's fetched and imported" "$fetch_rc" 0; [ "$fetch_rc" = 0 ] || cat fetch.out
   check "the ledger: the two payments less the refund" "$(clearing)" $((501 + 504 - 101))
   ;;
 alipay)

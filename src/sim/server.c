@@ -102,6 +102,8 @@ static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connectio
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", call->type ? call->type : "application/json");
+    for (int i = 0; i < call->nheaders; i++)
+        MHD_add_response_header(r, call->hname[i], call->hvalue[i]);
     struct po_sim_request sig;
     memset(&sig, 0, sizeof sig);
     if (call->wx_signed && po_sim_wechatpay_sign(s->id.wx_key, s->id.serial, body, blen,
@@ -143,13 +145,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     /* the channel failing, as the tests asked (DIR/faults) */
     int fault = q->body.too_large ? -1 : sim_fault_take(s, &call, NULL);
     call.tamper = fault == PO_SIM_FAULT_TAMPER;
+    bool lost = fault == PO_SIM_FAULT_LOST; /* served, its answer late */
     if (q->body.too_large)
         sim_error(&call, 413, "PARAM_ERROR", "body too large");
-    else if (fault >= 0 && !call.tamper)
+    else if (fault >= 0 && !call.tamper && !lost)
         sim_fault_answer(&call, fault);
     else if (po_sim_wx_route(s, &call) < 0 && po_sim_alipay_route(s, &call) < 0 &&
              po_sim_stripe_route(s, &call) < 0)
         sim_error(&call, 404, "NOT_FOUND", "no such API in the simulator");
+    if (lost) {
+        struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     enum MHD_Result r = send_answer(s, c, &call);
     free(call.body_out);
     return r;
@@ -206,6 +213,9 @@ po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_se
     (void)snprintf(s->dir, sizeof s->dir, "%s", cfg->dir);
     s->time_factor = cfg->time_factor >= 1 ? cfg->time_factor : 1;
     s->refund_delay_ms = cfg->refund_delay_ms;
+    s->search_lag_s = cfg->stripe_search_lag_s == 0  ? PO_SIM_SEARCH_LAG_S
+                      : cfg->stripe_search_lag_s < 0 ? 0
+                                                     : cfg->stripe_search_lag_s;
     pthread_mutex_init(&s->mu, NULL);
     s->daemon = po_sim_listen(cfg->listen, on_request, on_completed, s, err, errcap);
     if (!s->daemon) {

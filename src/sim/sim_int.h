@@ -35,6 +35,7 @@ struct po_sim_server {
     char dir[512];
     double time_factor;
     int refund_delay_ms;
+    int search_lag_s;   /* Stripe's search: objects indexed this long after a change */
     pthread_mutex_t mu; /* serialises refund bookkeeping */
     atomic_int jobs;    /* refund notifications still being delivered */
     atomic_bool stopping;
@@ -57,6 +58,10 @@ struct sim_call {
     size_t body_out_len; /* 0: strlen(body_out) */
     bool wx_signed;      /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
     bool tamper;         /* change one character of the answer after signing (DIR/faults) */
+    /* more answer headers (sim_reply_header): Stripe's Request-Id,
+     * Idempotent-Replayed, Retry-After */
+    int nheaders;
+    char hname[4][32], hvalue[4][96];
 };
 /* ---- the handlers' side of the server (calls.c) ---- */
 /* Sets the answer (body copied); returns 0 so handlers can `return` it. */
@@ -69,11 +74,28 @@ int sim_reply_bytes(struct sim_call *c, unsigned status, const char *type, const
 int sim_reply_json(struct sim_call *c, unsigned status, json_t *j);
 /* A WeChat Pay error answer {"code","message"} (signed). */
 int sim_error(struct sim_call *c, unsigned status, const char *code, const char *message);
+/* One more header of the answer (at most 4; more are dropped). */
+void sim_reply_header(struct sim_call *c, const char *name, const char *value);
 
 /* The API families; each returns -1 when the path is not its own. */
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c);
 int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c);
 int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c);
+/* Stripe's error answer for an HTTP status and an error code (NULL: the
+ * status's own: 429 rate_limit, 5xx api_error), in Stripe's shape, with
+ * Retry-After on a 429 (sim_stripe.c). */
+int po_sim_stripe_error(struct sim_call *c, unsigned status, const char *code);
+/* Stripe's objects at real size, for the webhooks `sim pay` sends
+ * (channels.c) as for the API's answers: an event (its id evt_… derived
+ * from seed and type, as sim_stripe_event_id), a succeeded PaymentIntent,
+ * a Refund (status: succeeded, failed, …). NULL when memory ran out. */
+void sim_stripe_event_id(const char *seed, const char *type, char *out, size_t cap);
+json_t *sim_stripe_event(const char *seed, const char *type, int64_t created, json_t *obj);
+json_t *sim_stripe_intent(const char *id, const char *out_trade_no, int64_t amount,
+                          const char *currency, int64_t created);
+json_t *sim_stripe_refund(const char *refund_id, const char *pi, const char *out_trade_no,
+                          const char *out_refund_no, int64_t amount, const char *currency,
+                          int64_t created, const char *status);
 
 /* ---- state in the simulator's directory (state.c) ---- */
 /* Every line of DIR/name parsed as JSON (NULL entries skipped). */
@@ -128,12 +150,18 @@ bool sim_listed(const struct po_sim_server *s, const char *file, const char *val
  * channel that does not answer in time), PO_SIM_FAULT_GARBLED answers 200
  * with a body nobody signed that is not the API's answer (a proxy's page,
  * a truncated reply), PO_SIM_FAULT_TAMPER the API's own answer with one
- * character changed after it was signed. */
+ * character changed after it was signed, PO_SIM_FAULT_LOST the request
+ * served and its answer held PO_SIM_HANG_MS (an answer lost on the way:
+ * what was done is done). */
 #define PO_SIM_HANG_MS 3000
 /* The fault set for c (its line's count taken down), or -1: none. api:
  * the Alipay method c names (only lines naming it match), or NULL (only
  * lines naming none match). */
 int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api);
+/* The same for lines naming an error code after the count (Stripe's: "POST
+ * /v1/refunds 400 1 charge_already_refunded"): the status, its code in
+ * code; -1: none. */
+int sim_fault_take_code(struct po_sim_server *s, const struct sim_call *c, char *code, size_t cap);
 /* Answers c as fault st (not PO_SIM_FAULT_TAMPER, which the caller applies
  * to the API's answer: c->tamper) in the channel's shape; returns 0. */
 int sim_fault_answer(struct sim_call *c, int st);

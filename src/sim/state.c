@@ -202,7 +202,11 @@ bool sim_bill_not_ready(const struct po_sim_server *s, const char *date)
     return sim_listed(s, "bill_not_ready", date);
 }
 
-int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api)
+/* The first line of DIR/faults for c with a count left, its count taken
+ * down: one naming api (api != NULL), one naming a code after its count
+ * (code != NULL: the word copied there), or a plain one (both NULL). */
+static int fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api,
+                      char *code, size_t cap)
 {
     char path[1024];
     (void)snprintf(path, sizeof path, "%s/faults", s->dir);
@@ -220,11 +224,13 @@ int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char
         unsigned st = 0;
         int count = 0;
         int k = sscanf(lines[n], "%15s %399s %u %d %63s", m, p, &st, &count, named);
-        bool same_api = api ? k == 5 && strcmp(named, api) == 0 : k == 4;
+        bool same_api = api ? k == 5 && strcmp(named, api) == 0 : code ? k == 5 : k == 4;
         if (k >= 4 && same_api && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
             strncmp(c->path, p, strlen(p)) == 0) {
             hit = n;
             status = st;
+            if (code)
+                (void)snprintf(code, cap, "%s", named);
             (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s\n", m, p, st, count - 1,
                            named);
         }
@@ -238,6 +244,16 @@ int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char
     }
     pthread_mutex_unlock(&s->mu);
     return hit < 0 ? -1 : (int)status;
+}
+
+int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api)
+{
+    return fault_take(s, c, api, NULL, 0);
+}
+
+int sim_fault_take_code(struct po_sim_server *s, const struct sim_call *c, char *code, size_t cap)
+{
+    return fault_take(s, c, NULL, code, cap);
 }
 
 int sim_fault_answer(struct sim_call *c, int st)
@@ -255,11 +271,6 @@ int sim_fault_answer(struct sim_call *c, int st)
         return sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",
                          limited ? "频率超限" : "系统错误，请稍后重试");
     if (strncmp(c->path, "/v1/", 4) == 0)
-        return sim_reply_json(c, status,
-                              json_pack("{s:{s:s, s:s, s:s}}", "error", "type",
-                                        limited ? "rate_limit_error" : "api_error", "code",
-                                        limited ? "rate_limit" : "api_error", "message",
-                                        limited ? "Too many requests hit the API too quickly."
-                                                : "An unknown error occurred"));
+        return po_sim_stripe_error(c, status, NULL);
     return sim_reply(c, status, "text/html", limited ? "Too Many Requests" : "Bad Gateway", false);
 }

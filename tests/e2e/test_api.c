@@ -2241,28 +2241,72 @@ static int64_t count_in(const char *sql, const char *arg)
     return q1(sql, arg);
 }
 
+/* Stripe's search has indexed the PaymentIntent id now (the simulator's
+ * search lags otherwise: docs/simulator.md). */
+static void sim_indexed(const char *pi)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/sim/search_indexed", dir);
+    FILE *f = fopen(path, "a");
+    if (!f || fprintf(f, "%s\n", pi) < 0 || fclose(f))
+        die("cannot write search_indexed");
+}
+
+/* The simulator's PaymentIntent's status now ("" when it has none). */
+static void sim_intent_status(const char *pi, char *out, size_t cap)
+{
+    char u[160], auth[200], body[8192];
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/v1/payment_intents/%s", sim_port, pi);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", id.stripe_api_key);
+    const char *h[] = {auth, NULL};
+    struct t_http_req q = {.method = "GET", .url = u, .headers = h};
+    size_t len = 0;
+    out[0] = '\0';
+    if (t_http(&q, body, sizeof body, &len) != 200)
+        return;
+    json_t *j = json_loads(body, 0, NULL);
+    snprintf(out, cap, "%s", json_string_value(json_object_get(j, "status")) ?: "");
+    json_decref(j);
+}
+
 static void test_stripe_lifecycle(void)
 {
     struct resp r;
+    char st[32];
     t1_stripe("sim");
-    /* Close: the order's open PaymentIntent is canceled at Stripe first. */
+    /* Close of an order whose PaymentIntent the tenant's own code made
+     * (payonce does not know its id): while Stripe's search has not
+     * indexed it, nothing is decided — the order stays PAYING, the
+     * PaymentIntent open (closing would let it be paid after the close);
+     * once indexed, it is canceled at Stripe first. */
     char pi[64];
     stripe_order("SC-1", 1200);
     stripe_intent("SC-1", 1200, pi, sizeof pi);
     close_order("SC-1", "sc-1", &r);
-    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("stripe", "SC-1"),
-            "stripe close: %ld %s (canceled at Stripe: %d)", r.status, r.body,
-            sim_closed("stripe", "SC-1"));
-    /* No PaymentIntent at all: nothing can be paid; closed. */
+    sim_intent_status(pi, st, sizeof st);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("SC-1", "PAYING") &&
+                strcmp(st, "requires_payment_method") == 0 && !sim_closed("stripe", "SC-1"),
+            "stripe close, the search not indexed: %ld %s (%s at Stripe)", r.status, r.body, st);
+    sim_indexed(pi);
+    close_order("SC-1", "sc-1b", &r);
+    sim_intent_status(pi, st, sizeof st);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("stripe", "SC-1") &&
+                strcmp(st, "canceled") == 0,
+            "stripe close: %ld %s (%s at Stripe)", r.status, r.body, st);
+    /* No PaymentIntent known and none found: "not found by search" decides
+     * nothing (one made a moment ago is not in it yet). */
     stripe_order("SC-3", 300);
     close_order("SC-3", NULL, &r);
-    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("stripe", "SC-3"),
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "no_payment_intent_known") &&
+                status_is("SC-3", "PAYING"),
             "stripe close without a PaymentIntent: %ld %s", r.status, r.body);
-    /* Paid at Stripe, its webhook lost: the search finds the succeeded
-     * PaymentIntent, credited once with the webhook's key; 409. */
+    /* Paid at Stripe, its webhook lost, the search catching up: the search
+     * finds the PaymentIntent, retrieved by id it succeeded: credited once
+     * with the webhook's key; 409. */
     stripe_order("SC-2", 1500);
     run("sim pay --dir sim --channel stripe --currency USD --order SC-2:1500"
         " --txn pi_000000000000000000009501 --lose");
+    sim_indexed("pi_000000000000000000009501");
     close_order("SC-2", "sc-2", &r);
     T_CHECK(has_code(&r, 409, "order_paid") && status_is("SC-2", "PAID") &&
                 pay_journals("SC-2") == 1,
@@ -2281,9 +2325,10 @@ static void test_stripe_lifecycle(void)
     T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("SC-4", "PAYING"),
             "stripe close with a key Stripe refuses: %ld %s", r.status, r.body);
     t1_stripe("sim");
-    /* Refunds: POST /v1/refunds at Stripe with payonce's refund as
-     * Stripe's Idempotency-Key; the refund.updated webhook completes it,
-     * three copies at once: one reversal. */
+    /* Refunds: POST /v1/refunds at Stripe naming the PaymentIntent payonce
+     * holds (the payment's), with payonce's refund as Stripe's
+     * Idempotency-Key; the refund.updated webhook completes it, three
+     * copies at once: one reversal. Stripe's refund id is kept. */
     int before = sim_refunds();
     api("POST", gw_port, "/v1/refunds", key1, "sr-1",
         "{\"out_trade_no\":\"SC-2\",\"out_refund_no\":\"SR-1\",\"amount\":500}", &r);
@@ -2292,32 +2337,39 @@ static void test_stripe_lifecycle(void)
     api("GET", gw_port, "/v1/refunds/SR-1", key1, NULL, NULL, &r);
     T_CHECK(strstr(r.body, "\"state\":\"submitted\""), "stripe refund submitted: %s", r.body);
     char refund_id[64] = "";
-    T_CHECK(sim_refund_id("SR-1", refund_id, sizeof refund_id) && strncmp(refund_id, "re_", 3) == 0,
-            "no Stripe refund id for SR-1");
+    T_CHECK(sim_refund_id("SR-1", refund_id, sizeof refund_id) &&
+                strncmp(refund_id, "re_", 3) == 0 &&
+                q1("SELECT COUNT(*) FROM refund WHERE out_refund_no = 'SR-1' AND"
+                   " channel_refund_id = ?",
+                   refund_id) == 1,
+            "no Stripe refund id for SR-1, or not kept");
     struct po_sim_refund rf = {
         "stripe", "SC-2", "pi_000000000000000000009501", "SR-1", refund_id, 500, 1500, "SUCCESS",
         0,        "USD"};
-    long st[3];
-    refund_cb_3x(&rf, st);
-    T_CHECK(st[0] == 200 && st[1] == 200 && st[2] == 200 &&
+    long sts[3];
+    refund_cb_3x(&rf, sts);
+    T_CHECK(sts[0] == 200 && sts[1] == 200 && sts[2] == 200 &&
                 count_in("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND"
                          " out_refund_no = ?",
                          "SR-1") == 1 &&
                 q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "SC-2") == 500,
-            "stripe refund webhook x3: %ld %ld %ld", st[0], st[1], st[2]);
+            "stripe refund webhook x3: %ld %ld %ld", sts[0], sts[1], sts[2]);
     /* The same refund submitted again (a lost answer): Stripe's
      * Idempotency-Key makes it the same refund, no second one. */
     struct po_store *s = t_open(url);
     struct po_channel_account *acct = calloc(1, sizeof *acct);
     char err[PO_ERRBUF_SIZE] = "";
     struct po_refund_answer ans;
-    struct po_refund_request rq = {"SC-2", "SR-1", 500, 1500, "USD", NULL};
+    struct po_refund_request rq = {"SC-2", "SR-1", 500,  1500,
+                                   "USD",  NULL,   NULL, "pi_000000000000000000009501"};
     T_CHECK(acct && po_account_fetch(s, mkey, "t1", "stripe", acct, err, sizeof err) == PO_OK &&
                 po_channel_find("stripe")->refund_submit(acct, &rq, &ans) == PO_OK &&
-                ans.decision == PO_REFUND_SUBMITTED && sim_refunds() == before + 1,
+                ans.decision == PO_REFUND_SUBMITTED && strcmp(ans.refund_id, refund_id) == 0 &&
+                sim_refunds() == before + 1,
             "stripe refund again: %s %d %s (%d at Stripe)", err, (int)ans.decision, ans.code,
             sim_refunds() - before);
     /* A payment Stripe does not have (credited in payonce from elsewhere):
+     * Stripe answers resource_missing for the PaymentIntent payonce holds,
      * refused for good, the refund CLOSED and its reservation free. */
     stripe_order("SC-6", 900);
     struct po_event ev = t_pay_event("SC-6", "pi_000000000000000000009506", 900);
@@ -2329,16 +2381,29 @@ static void test_stripe_lifecycle(void)
         "{\"out_trade_no\":\"SC-6\",\"out_refund_no\":\"SR-6\",\"amount\":900}", &r);
     api("GET", gw_port, "/v1/refunds/SR-6", key1, NULL, NULL, &r);
     T_CHECK(jstr_is(&r, "status", "CLOSED") && strstr(r.body, "\"state\":\"rejected\"") &&
+                strstr(r.body, "resource_missing") &&
                 q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "SC-6") == 0,
             "stripe refund of a payment Stripe does not have: %s", r.body);
-    /* The active query: a payment whose webhook was lost, credited once. */
+    /* The active query: a payment whose webhook was lost, found by the
+     * search once indexed; and one of a PaymentIntent payonce created,
+     * retrieved by its id while the search has not indexed it: each
+     * credited once. */
     stripe_order("SC-5", 700);
     run("sim pay --dir sim --channel stripe --currency USD --order SC-5:700"
         " --txn pi_000000000000000000009505 --lose");
+    sim_indexed("pi_000000000000000000009505");
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"SC-7\",\"amount\":800,\"currency\":\"USD\","
+        "\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}",
+        &r);
+    T_CHECK(r.status == 201, "SC-7 created at Stripe: %ld %s", r.status, r.body);
+    run("sim pay --dir sim --channel stripe --created --order SC-7 --lose");
     struct po_query_report qr;
     T_CHECK(po_order_query_round(s, NULL, acct, 0, 100, &qr, err, sizeof err) == PO_OK &&
-                qr.replayed == 1 && qr.failed == 0 && status_is("SC-5", "PAID") &&
-                pay_journals("SC-5") == 1 && status_is("SC-4", "PAYING"),
+                qr.replayed == 2 && qr.failed == 0 && status_is("SC-5", "PAID") &&
+                status_is("SC-7", "PAID") && pay_journals("SC-5") == 1 &&
+                pay_journals("SC-7") == 1 && status_is("SC-4", "PAYING") &&
+                status_is("SC-3", "PAYING"),
             "stripe order query: %s (%lld replayed, %lld failed)", err, (long long)qr.replayed,
             (long long)qr.failed);
     po_channel_account_free(acct);
@@ -3013,6 +3078,13 @@ static void test_channel_failures(void)
     T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "rate_limit") &&
                 no_payment("PF-3"),
             "stripe rate limit: %ld %s", r.status, r.body);
+    /* payonce backs off for the answer's Retry-After (2 s): nothing is
+     * sent to Stripe meanwhile, nothing decided */
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "rate_limited_backoff") &&
+                no_payment("PF-3") && sim_created("intents", "PF-3") == 0,
+            "stripe within Retry-After: %ld %s", r.status, r.body);
+    usleep(2100 * 1000);
     api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);
     T_CHECK(r.status == 200 && strstr(r.body, "client_secret") &&
                 sim_created("intents", "PF-3") == 1,
@@ -3241,9 +3313,11 @@ static void matrix_setup(struct matrix_world *w, const char *channel, char tag)
     matrix_order(w, w->q, 700);
     matrix_paid(w, w->q, 700, tag == 'W' ? 1 : tag == 'A' ? 2 : 3, true);
     matrix_order(w, w->k, 400);
-    if (stripe) {
+    if (stripe) { /* the tenant's own PaymentIntents: found by the search once indexed */
         char pi[64];
         stripe_intent(w->k, 400, pi, sizeof pi);
+        sim_indexed(pi);
+        sim_indexed("pi_000000000000000000009903");
     }
     matrix_order(w, w->p, 1000);
     matrix_paid(w, w->p, 1000, tag == 'W' ? 4 : tag == 'A' ? 5 : 6, false);
@@ -3394,6 +3468,8 @@ static void matrix_channel(const char *channel, char tag, const struct matrix_ce
             bool first = m == 0 && (cells[c].op == OP_CREATE || cells[c].op == OP_RSUBMIT);
             bool undecided = matrix_act(&w, cells[c].op, false, why, sizeof why);
             po_api_set_timeout_ms(10000);
+            if (strcmp(channel, "stripe") == 0 && modes[m].status == 429)
+                usleep(2100 * 1000); /* payonce backs off for Stripe's Retry-After */
             sim_file("faults", "");
             fingerprint(after, sizeof after);
             T_CHECK(undecided && (first || strcmp(before, after) == 0) &&

@@ -3672,6 +3672,270 @@ static void test_stripe_events(void)
             (long long)x.replayed);
 }
 
+/* ---- Stripe's documented error answers, each mapped (issue 43 item 5) ---- */
+
+/* The operation a row fails, and what payonce must do with the error:
+ * REFUSED — refused for good (a create 409 channel_refused, a refund
+ * rejected and closed with its alert, a query "not paid by that id", a
+ * refund query "no such refund"); UNDECIDED — nothing decided, the same
+ * operation decided once Stripe is back (after its Retry-After); DONE —
+ * the close completes: Stripe says it has no such PaymentIntent, so
+ * nobody can pay it. docs/channels.md "Error answers: Stripe" is this
+ * table. */
+enum sx_op {
+    SX_CREATE,
+    SX_QUERY,
+    SX_SEARCH,
+    SX_RETRIEVE,
+    SX_CANCEL,
+    SX_REFUND,
+    SX_RQUERY,
+    SX_EVENTS,
+    SX_BILL
+};
+enum sx_then { SX_REFUSED, SX_UNDECIDED, SX_DONE };
+struct sx_row {
+    enum sx_op op;
+    unsigned status;
+    const char *code;
+    enum sx_then then;
+};
+
+static const struct sx_row SX[] = {
+    {SX_CREATE, 400, "parameter_unknown", SX_REFUSED},
+    {SX_CREATE, 400, "amount_too_small", SX_REFUSED},
+    {SX_CREATE, 400, "amount_too_large", SX_REFUSED},
+    {SX_CREATE, 400, "idempotency_error", SX_REFUSED},
+    {SX_CREATE, 401, "api_key_expired", SX_REFUSED},
+    {SX_CREATE, 409, "idempotency_key_in_use", SX_UNDECIDED},
+    {SX_CREATE, 429, "rate_limit", SX_UNDECIDED},
+    {SX_CREATE, 429, "lock_timeout", SX_UNDECIDED},
+    {SX_CREATE, 500, "api_error", SX_UNDECIDED},
+    {SX_QUERY, 404, "resource_missing", SX_REFUSED},
+    {SX_QUERY, 401, "api_key_expired", SX_UNDECIDED},
+    {SX_QUERY, 429, "rate_limit", SX_UNDECIDED},
+    {SX_QUERY, 500, "api_error", SX_UNDECIDED},
+    {SX_SEARCH, 500, "api_error", SX_UNDECIDED},
+    {SX_SEARCH, 429, "rate_limit", SX_UNDECIDED},
+    {SX_RETRIEVE, 404, "resource_missing", SX_DONE},
+    {SX_RETRIEVE, 500, "api_error", SX_UNDECIDED},
+    {SX_CANCEL, 400, "payment_intent_unexpected_state", SX_UNDECIDED},
+    {SX_CANCEL, 404, "resource_missing", SX_DONE},
+    {SX_CANCEL, 409, "idempotency_key_in_use", SX_UNDECIDED},
+    {SX_CANCEL, 429, "lock_timeout", SX_UNDECIDED},
+    {SX_CANCEL, 500, "api_error", SX_UNDECIDED},
+    {SX_REFUND, 400, "charge_already_refunded", SX_REFUSED},
+    {SX_REFUND, 400, "amount_too_large", SX_REFUSED},
+    {SX_REFUND, 400, "amount_too_small", SX_REFUSED},
+    {SX_REFUND, 400, "resource_missing", SX_REFUSED},
+    {SX_REFUND, 400, "charge_disputed", SX_REFUSED},
+    {SX_REFUND, 400, "parameter_unknown", SX_REFUSED},
+    {SX_REFUND, 400, "idempotency_error", SX_REFUSED},
+    {SX_REFUND, 409, "idempotency_key_in_use", SX_UNDECIDED},
+    {SX_REFUND, 429, "rate_limit", SX_UNDECIDED},
+    {SX_REFUND, 500, "api_error", SX_UNDECIDED},
+    {SX_REFUND, 401, "api_key_expired", SX_UNDECIDED},
+    {SX_RQUERY, 404, "resource_missing", SX_REFUSED},
+    {SX_RQUERY, 429, "rate_limit", SX_UNDECIDED},
+    {SX_RQUERY, 500, "api_error", SX_UNDECIDED},
+    {SX_EVENTS, 429, "rate_limit", SX_UNDECIDED},
+    {SX_EVENTS, 500, "api_error", SX_UNDECIDED},
+    {SX_BILL, 429, "rate_limit", SX_UNDECIDED},
+    {SX_BILL, 500, "api_error", SX_UNDECIDED},
+};
+
+/* Row x's order no, created at Stripe (payment_intent; its id into pi),
+ * and — paid: paid there, its webhook to payonce (notified) or lost. */
+static void sx_order(const char *no, bool paid, bool notified, char *pi, size_t cap)
+{
+    char body[300];
+    struct resp r;
+    snprintf(body, sizeof body,
+             "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":1000,\"currency\":\"USD\","
+             "\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}",
+             no);
+    api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+    json_t *p = payment_of(&r);
+    snprintf(pi, cap, "%s", pstr(p, "payment_intent"));
+    json_decref(p);
+    if (r.status != 201 || strncmp(pi, "pi_", 3) != 0)
+        die(r.body);
+    if (paid && notified)
+        run("sim pay --dir sim --channel stripe --created --order %s --time-factor 1000"
+            " --notify-url http://127.0.0.1:%u/notify/stripe/t1",
+            no, gw_port);
+    else if (paid)
+        run("sim pay --dir sim --channel stripe --created --order %s --lose", no);
+}
+
+/* Runs the row's operation once against the fault (then), or with Stripe
+ * back (then SX_DONE after an undecided one): whether payonce did what
+ * the row says; why says what it saw. */
+static bool sx_act(const struct sx_row *x, const char *no, const char *pi, bool back, char *why,
+                   size_t cap)
+{
+    struct resp r = {0};
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = account_of_t1("stripe");
+    const struct po_channel_ops *ch = po_channel_find("stripe");
+    enum sx_then then = back ? SX_DONE : x->then;
+    char err[PO_ERRBUF_SIZE] = "", st[32] = "", rno[32], body[200];
+    bool good = false;
+    snprintf(rno, sizeof rno, "%sR", no);
+    switch (x->op) {
+    case SX_CREATE:
+        snprintf(body, sizeof body,
+                 "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":1000,\"currency\":"
+                 "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}",
+                 no);
+        api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+        good = then == SX_REFUSED     ? has_code(&r, 409, "channel_refused") && no_payment(no)
+               : then == SX_UNDECIDED ? has_code(&r, 503, "channel_unavailable") && no_payment(no)
+                                      : r.status / 100 == 2 && strstr(r.body, "client_secret");
+        good = good && sim_created("intents", no) == (then == SX_DONE);
+        snprintf(why, cap, "%ld %.200s", r.status, r.body);
+        break;
+    case SX_QUERY: {
+        struct po_query_answer qa;
+        struct po_order_ref ref = {no, pi, ""};
+        good = ch->order_query(a, &ref, &qa) == PO_OK &&
+               qa.state == (then == SX_REFUSED     ? PO_QUERY_NOT_PAID
+                            : then == SX_UNDECIDED ? PO_QUERY_FAILED
+                                                   : PO_QUERY_PAID) &&
+               status_is(no, "PAYING");
+        snprintf(why, cap, "state %d (%s), HTTP %ld", (int)qa.state, qa.why, qa.http_status);
+        break;
+    }
+    case SX_SEARCH:
+    case SX_RETRIEVE:
+    case SX_CANCEL:
+        close_order(no, NULL, &r);
+        sim_intent_status(pi, st, sizeof st);
+        good = then == SX_UNDECIDED
+                   ? has_code(&r, 503, "channel_unavailable") && status_is(no, "PAYING") &&
+                         strcmp(st, "requires_payment_method") == 0
+                   : r.status == 200 && status_is(no, "CLOSED") &&
+                         strcmp(st, x->then == SX_DONE && !back ? "requires_payment_method"
+                                                                : "canceled") == 0;
+        snprintf(why, cap, "%ld %.200s (%s at Stripe)", r.status, r.body, st);
+        break;
+    case SX_REFUND:
+        if (!back) {
+            snprintf(body, sizeof body,
+                     "{\"out_trade_no\":\"%s\",\"out_refund_no\":\"%s\",\"amount\":300}", no, rno);
+            api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+        }
+        int n = 0;
+        good =
+            (!back || po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK) &&
+            (then == SX_REFUSED
+                 ? refund_state_is(rno, "rejected") && refund_status_is(rno, "CLOSED") &&
+                       q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", no) ==
+                           0 &&
+                       q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel'"
+                          " AND out_trade_no = ?",
+                          no) == 1
+             : then == SX_UNDECIDED
+                 ? refund_state_is(rno, "pending") && refund_status_is(rno, "PROCESSING")
+                 : refund_state_is(rno, "submitted"));
+        snprintf(body, sizeof body, "/v1/refunds/%s", rno);
+        api("GET", gw_port, body, key1, NULL, NULL, &r);
+        snprintf(why, cap, "refund %s: %.300s", rno, r.body);
+        break;
+    case SX_RQUERY: {
+        struct po_refund_query_report q;
+        good = po_refund_query_round(s, NULL, mkey, 0, 100, &q, err, sizeof err) == PO_OK &&
+               refund_status_is(rno, then == SX_DONE ? "SUCCESS" : "PROCESSING");
+        snprintf(why, cap, "%s: %lld queried, %lld applied, %lld failed", err, (long long)q.queried,
+                 (long long)q.applied, (long long)q.failed);
+        break;
+    }
+    case SX_EVENTS: {
+        struct po_recover_report q;
+        good = po_events_recover_round(s, NULL, a, (int64_t)time(NULL), 100, &q, err, sizeof err) ==
+                   PO_OK &&
+               q.whole == (then == SX_DONE) && (then == SX_DONE || q.replayed == 0);
+        snprintf(why, cap, "%s: whole %d, %lld replayed (%s)", err, (int)q.whole,
+                 (long long)q.replayed, q.why);
+        break;
+    }
+    case SX_BILL: {
+        struct po_bill_fetch bf;
+        time_t t = time(NULL);
+        char day[16];
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(day, sizeof day, "%Y-%m-%d", &tm);
+        good = ch->bill_fetch(a, day, &bf) == PO_OK &&
+               (then == SX_DONE ? bf.state == PO_BILL_FETCHED : bf.state == PO_BILL_FAILED);
+        snprintf(why, cap, "state %d (%s), HTTP %ld", (int)bf.state, bf.why, bf.http_status);
+        free(bf.data);
+        break;
+    }
+    }
+    account_drop(a);
+    po_store_close(s);
+    return good;
+}
+
+static void test_stripe_errors(void)
+{
+    t1_stripe("sim");
+    int n = (int)(sizeof SX / sizeof SX[0]);
+    for (int i = 0; i < n; i++) {
+        const struct sx_row *x = &SX[i];
+        char no[16], pi[64] = "", fault[200], why[600] = "", rid[64] = "";
+        snprintf(no, sizeof no, "SX-%02d", i);
+        if (x->op == SX_QUERY)
+            sx_order(no, true, false, pi, sizeof pi);
+        else if (x->op == SX_REFUND || x->op == SX_RQUERY)
+            sx_order(no, true, true, pi, sizeof pi);
+        else if (x->op != SX_CREATE && x->op != SX_EVENTS && x->op != SX_BILL)
+            sx_order(no, false, false, pi, sizeof pi);
+        if (x->op == SX_RQUERY) { /* a refund submitted, its result not notified */
+            char body[200], rno[32];
+            struct resp r;
+            snprintf(rno, sizeof rno, "%sR", no);
+            snprintf(body, sizeof body,
+                     "{\"out_trade_no\":\"%s\",\"out_refund_no\":\"%s\",\"amount\":300}", no, rno);
+            api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+            if (r.status != 201 || !sim_refund_id(rno, rid, sizeof rid))
+                die(r.body);
+        }
+        static const char *const where[] = {[SX_CREATE] = "POST /v1/payment_intents ",
+                                            [SX_QUERY] = "GET /v1/payment_intents/",
+                                            [SX_SEARCH] = "GET /v1/payment_intents/search ",
+                                            [SX_RETRIEVE] = "GET /v1/payment_intents/",
+                                            [SX_CANCEL] = "POST /v1/payment_intents/",
+                                            [SX_REFUND] = "POST /v1/refunds ",
+                                            [SX_RQUERY] = "GET /v1/refunds/",
+                                            [SX_EVENTS] = "GET /v1/events ",
+                                            [SX_BILL] = "GET /v1/balance_transactions "};
+        snprintf(fault, sizeof fault, "%s%s%s %u 1 %s\n", where[x->op],
+                 x->op == SX_RQUERY                                                ? rid
+                 : x->op == SX_QUERY || x->op == SX_RETRIEVE || x->op == SX_CANCEL ? pi
+                                                                                   : "",
+                 x->op == SX_CANCEL ? "/cancel" : "", x->status, x->code);
+        sim_file("faults", fault);
+        bool ok = sx_act(x, no, pi, false, why, sizeof why);
+        T_CHECK(ok, "stripe %s: %u %s: not %s (%s)", where[x->op], x->status, x->code,
+                x->then == SX_REFUSED ? "refused"
+                : x->then == SX_DONE  ? "done"
+                                      : "undecided",
+                why);
+        sim_file("faults", "");
+        if (x->status == 429)
+            usleep(2100 * 1000); /* Stripe's Retry-After: payonce backs off */
+        if (x->then == SX_UNDECIDED)
+            T_CHECK(sx_act(x, no, pi, true, why, sizeof why),
+                    "stripe %s: %u %s, then Stripe back: not decided (%s)", where[x->op], x->status,
+                    x->code, why);
+    }
+    t_figure("# api[%s] Stripe's error answers: %d rows (operation x code), each mapped as"
+             " docs/channels.md says\n",
+             backend, n);
+}
+
 /* ---- WeChat Pay platform certificates, rotated by payonce (issue 23, item 1) ---- */
 
 static struct po_keys_refresh_report keys_refresh(void)
@@ -4049,6 +4313,7 @@ static const struct api_case {
     {"channel_failures", test_channel_failures},
     {"channel_matrix", test_channel_matrix},
     {"stripe_events", test_stripe_events},
+    {"stripe_errors", test_stripe_errors},
     {"platform_keys", test_platform_keys},
     {"order_expiry", test_order_expiry},
     {"refund_query", test_refund_query},

@@ -125,7 +125,8 @@ static char *encode(const char *const *k, const char *const *v, int n)
             *o++ = '&';
         for (int part = 0; part < 2; part++) {
             for (const unsigned char *s = (const unsigned char *)(part ? v[i] : k[i]); *s; s++) {
-                if (isalnum(*s) || strchr("-_.~[]", *s)) {
+                if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                    (*s >= '0' && *s <= '9') || strchr("-_.~[]", *s)) {
                     *o++ = (char)*s;
                 } else {
                     *o++ = '%';
@@ -184,10 +185,9 @@ static po_err stripe_call(const struct po_channel_account *a, struct call *c)
     if (!rc)
         (void)snprintf(url, ulen, "%s%s%s%s", a->api_base_url, c->path, !c->post && c->n ? "?" : "",
                        !c->post && c->n ? params : "");
-    if (!rc && (po_fmt(auth, sizeof auth, "Authorization: Bearer %s", st->api_key) ||
-                (c->idem && po_fmt(key, sizeof key, "Idempotency-Key: %s", c->idem))))
-        rc = PO_ERR_INVALID; /* bounded inputs: cannot happen */
-    PO_ASSERT(rc != PO_ERR_INVALID);
+    /* bounded inputs: the key (PO_SECRET_MAX), ids (PO_ID_MAX each) */
+    PO_ASSERT(po_fmt(auth, sizeof auth, "Authorization: Bearer %s", st->api_key) == PO_OK);
+    PO_ASSERT(!c->idem || po_fmt(key, sizeof key, "Idempotency-Key: %s", c->idem) == PO_OK);
     const char *h[] = {"Accept: application/json", "Stripe-Version: " STRIPE_VERSION, auth,
                        c->post ? "Content-Type: application/x-www-form-urlencoded" : NULL,
                        c->post && c->idem ? key : NULL};
@@ -241,12 +241,18 @@ static bool undecided(const struct call *c)
 
 /* ---- PaymentIntents ---- */
 
-/* Whether id is a PaymentIntent's id payonce can put in a path. */
-static bool pi_id(const char *id)
+/* Whether id is a Stripe id of this kind (prefix pi_, re_) that payonce
+ * can put in a path: [A-Za-z0-9_], bounded. */
+static bool stripe_id(const char *id, const char *prefix)
 {
-    return id && strncmp(id, "pi_", 3) == 0 && po_id_valid(id, PO_TXN_ID_MAX) &&
+    return id && strncmp(id, prefix, strlen(prefix)) == 0 && po_id_valid(id, PO_TXN_ID_MAX) &&
            strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
                strlen(id);
+}
+
+static bool pi_id(const char *id)
+{
+    return stripe_id(id, "pi_");
 }
 
 /* GET /v1/payment_intents/{id}: as Stripe has it now. c->j the
@@ -624,14 +630,12 @@ po_err po_stripe_refund_query(const struct po_channel_account *a, const struct p
 {
     memset(out, 0, sizeof *out);
     out->state = PO_RQ_FAILED;
-    const char *rid = r->channel_refund_id;
+    bool by_id = stripe_id(r->channel_refund_id, "re_");
     char path[PO_TXN_ID_MAX + 24];
     const char *k[] = {"payment_intent", "limit"}, *v[] = {r->txn_id, "100"};
     struct call c = {.path = "/v1/refunds", .k = k, .v = v, .n = 2, .max = PO_API_LIST_MAX};
-    if (rid && strncmp(rid, "re_", 3) == 0 && po_id_valid(rid, PO_TXN_ID_MAX) &&
-        strspn(rid, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
-            strlen(rid)) {
-        PO_ASSERT(po_fmt(path, sizeof path, "/v1/refunds/%s", rid) == PO_OK);
+    if (by_id) {
+        PO_ASSERT(po_fmt(path, sizeof path, "/v1/refunds/%s", r->channel_refund_id) == PO_OK);
         c = (struct call){.path = path, .max = PO_API_RESP_MAX};
     } else if (!pi_id(r->txn_id)) {
         (void)snprintf(out->why, sizeof out->why, "no_payment_intent");
@@ -643,19 +647,19 @@ po_err po_stripe_refund_query(const struct po_channel_account *a, const struct p
     out->http_status = c.status;
     json_t *data = json_object_get(c.j, "data"), *re, *mine = NULL;
     size_t i;
-    if (c.n == 0) /* by id */
+    if (by_id)
         mine = strcmp(field(c.j, "object"), "refund") == 0 ? c.j : NULL;
     else
         json_array_foreach(data, i,
                            re) if (strcmp(field(json_object_get(re, "metadata"), "out_refund_no"),
                                           r->out_refund_no) == 0) mine = re;
-    if (!c.j && strcmp(c.why, "resource_missing") == 0 && c.n == 0)
+    if (!c.j && by_id && strcmp(c.why, "resource_missing") == 0)
         out->state = PO_RQ_NOT_FOUND;
     else if (!c.j)
         (void)snprintf(out->why, sizeof out->why, "%s", c.why);
-    else if (c.n && (strcmp(field(c.j, "object"), "list") || !json_is_array(data)))
+    else if (!by_id && (strcmp(field(c.j, "object"), "list") || !json_is_array(data)))
         (void)snprintf(out->why, sizeof out->why, "not_a_list");
-    else if (!mine && c.n)
+    else if (!by_id && !mine)
         out->state = PO_RQ_NOT_FOUND;
     else if (!mine ||
              strcmp(field(json_object_get(mine, "metadata"), "out_refund_no"), r->out_refund_no))

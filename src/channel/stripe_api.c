@@ -365,12 +365,14 @@ static po_err examine(const struct po_channel_account *a, const char *no, const 
 /* ---- active query ---- */
 
 /* The order's PaymentIntents, each retrieved by id: those payonce knows,
- * then (none of them paid) those the search finds. A succeeded one is
- * the payment: the event its payment_intent.succeeded webhook would have
- * made (the same id: the same key). One still processing, or one that
- * cannot be had, leaves the answer undecided; else not paid as far as
- * Stripe shows now (the query round asks again while the order is
- * PAYING). */
+ * or — it knows none: an order whose PaymentIntents the tenant's own code
+ * makes — those the search finds. A succeeded one is the payment: the
+ * event its payment_intent.succeeded webhook would have made (the same
+ * id: the same key). One still processing, or one that cannot be had,
+ * leaves the answer undecided; else not paid as far as Stripe shows now
+ * (the query round asks again while the order is PAYING; a payment of a
+ * PaymentIntent made elsewhere for an order payonce created its own for
+ * comes by its webhook or the events). */
 po_err po_stripe_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_query_answer *out)
 {
@@ -382,7 +384,7 @@ po_err po_stripe_order_query(const struct po_channel_account *a, const struct po
     bool processing = false, ok = true;
     po_err rc = examine(a, o->out_trade_no, ids, 0, n, &paid, &processing, &ok, &out->http_status,
                         out->why, sizeof out->why);
-    if (!rc && ok && !paid) {
+    if (!rc && ok && !paid && nknown == 0) {
         struct call c;
         rc = discover(a, o->out_trade_no, ids, &n, &found, &c);
         out->http_status = c.status;

@@ -261,6 +261,13 @@ struct po_refund_request {
      * channel transaction refunded (a payment parked in suspense: a second
      * payment of the order, or one after it was closed), named by its id. */
     const char *txn_id;
+    /* The channel's ids payonce holds ("" or NULL when none): the order's,
+     * as po_order_ref has them, and this refund's own (the refund API's
+     * answer, po_refund_answer.refund_id). A channel whose search is not
+     * read-after-write (Stripe) refunds and asks by them. */
+    const char *channel_order_id;
+    const char *channel_txn_id;
+    const char *channel_refund_id;
 };
 
 enum po_refund_decision {
@@ -276,6 +283,9 @@ struct po_refund_answer {
     char code[48];    /* the channel's error code, bounded to [A-Za-z0-9_.-] */
     bool throttled;   /* PENDING by the channel's rate limit (Alipay 40005): the
                          round backs off from the account until its next turn */
+    /* SUBMITTED: the channel's id of the refund when its answer gives one
+     * (Stripe's re_…; kept as the refund's channel_refund_id), else "" */
+    char refund_id[PO_TXN_ID_MAX + 1];
 };
 
 enum po_query_state {

@@ -12,7 +12,7 @@
  *       simulated channel, to the notify URL it was given
  *
  *   payonce sim serve --dir DIR [--listen 127.0.0.1:PORT] [--time-factor F]
- *       [--refund-delay-ms MS]
+ *       [--refund-delay-ms MS] [--search-lag-s S]
  *       the channel's own APIs (WeChat Pay v3 paths): order query, trade
  *       bill download, refund requests with a later refund-result callback
  *
@@ -480,17 +480,19 @@ int cmd_sim_pay(struct po_store *s, const struct opts *o)
 int cmd_sim_serve(struct po_store *s, const struct opts *o)
 {
     (void)s;
-    int64_t factor = 1, delay = 1000;
+    int64_t factor = 1, delay = 1000, lag = PO_SIM_SEARCH_LAG_S;
     if ((cli_opt(o, "time-factor") &&
          po_parse_i64(cli_opt(o, "time-factor"), 1, 1000000, &factor)) ||
         (cli_opt(o, "refund-delay-ms") &&
-         po_parse_i64(cli_opt(o, "refund-delay-ms"), 0, 600000, &delay))) {
-        fprintf(stderr, "payonce: --time-factor 1-1000000, --refund-delay-ms 0-600000\n");
+         po_parse_i64(cli_opt(o, "refund-delay-ms"), 0, 600000, &delay)) ||
+        (cli_opt(o, "search-lag-s") && po_parse_i64(cli_opt(o, "search-lag-s"), 0, 86400, &lag))) {
+        fprintf(stderr, "payonce: --time-factor 1-1000000, --refund-delay-ms 0-600000,"
+                        " --search-lag-s 0-86400\n");
         return EXIT_USAGE;
     }
     struct po_sim_server_cfg cfg = {sim_dir(o),
                                     cli_opt(o, "listen") ? cli_opt(o, "listen") : "127.0.0.1:8090",
-                                    (double)factor, (int)delay};
+                                    (double)factor, (int)delay, lag ? (int)lag : -1};
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);

@@ -149,6 +149,8 @@ static const struct optdoc optdocs[] = {
     {"history", "FILE",
      "append every attempt and its answer as a JSON line (the history checker's input)"},
     {"refund-delay-ms", "MS", "the simulated channel settles refunds after (default 0)"},
+    {"search-lag-s", "S",
+     "Stripe's search shows a PaymentIntent S seconds after a change (default 60; 0: at once)"},
     {"secret-file", "FILE", "the endpoint's signing secret (whsec_…)"},
     {"record", "FILE", "append every verified event as a JSON line"},
     {"fail", "N", "answer 500 to the first N deliveries"},

@@ -343,7 +343,9 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
     po_err rc = po_store_exec(
         s,
         "SELECT r.tenant_id, r.out_refund_no, r.out_trade_no, r.amount, o.amount, r.currency,"
-        " COALESCE(r.channel, o.channel, ''), COALESCE(r.txn_id, o.channel_txn_id, '') FROM refund"
+        " COALESCE(r.channel, o.channel, ''), COALESCE(r.txn_id, o.channel_txn_id, ''),"
+        " COALESCE(o.channel_order_id, ''), COALESCE(o.channel_txn_id, ''),"
+        " COALESCE(r.channel_refund_id, '') FROM refund"
         " r JOIN pay_order o ON o.tenant_id = r.tenant_id AND o.out_trade_no = r.out_trade_no"
         " WHERE r.status = 'PROCESSING' AND r.submit_state = 'submitted' AND r.updated_at < ?"
         " ORDER BY r.updated_at LIMIT ?",
@@ -360,8 +362,15 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
             x.throttled++;
             continue;
         }
-        struct po_refund_request req = {po_rows_get(&rows, i, 2), po_rows_get(&rows, i, 1), 0, 0,
-                                        po_rows_get(&rows, i, 5), po_rows_get(&rows, i, 7)};
+        struct po_refund_request req = {po_rows_get(&rows, i, 2),
+                                        po_rows_get(&rows, i, 1),
+                                        0,
+                                        0,
+                                        po_rows_get(&rows, i, 5),
+                                        po_rows_get(&rows, i, 7),
+                                        po_rows_get(&rows, i, 8),
+                                        po_rows_get(&rows, i, 9),
+                                        po_rows_get(&rows, i, 10)};
         char aerr[PO_ERRBUF_SIZE] = "";
         if (!ch || !ch->refund_query || po_rows_i64(&rows, i, 3, &req.amount) ||
             po_rows_i64(&rows, i, 4, &req.total) ||

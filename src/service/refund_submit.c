@@ -35,7 +35,8 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
                       "SELECT r.out_trade_no, r.currency, COALESCE(r.channel, o.channel,"
                       " ''), r.amount, CASE WHEN r.suspense_key IS NULL THEN o.amount ELSE"
                       " r.amount END, COALESCE(r.txn_id, ''), CASE WHEN r.suspense_key IS"
-                      " NULL THEN 0 ELSE 1 END FROM refund r JOIN pay_order o ON"
+                      " NULL THEN 0 ELSE 1 END, COALESCE(o.channel_order_id, ''),"
+                      " COALESCE(o.channel_txn_id, '') FROM refund r JOIN pay_order o ON"
                       " o.tenant_id = r.tenant_id AND o.out_trade_no = r.out_trade_no"
                       " WHERE r.tenant_id = ? AND r.out_refund_no = ? AND"
                       " r.status = 'PROCESSING' AND r.submit_state = 'pending'",
@@ -53,6 +54,13 @@ static po_err load_pending(struct po_store *s, const char *tenant, const char *o
     if (*found && !rc && po_rows_i64(&r, 0, 6, &suspense))
         rc = PO_ERR_STORE;
     out->suspense = suspense != 0;
+    /* ids longer than the bound are no channel's: left out */
+    if (*found && !rc &&
+        po_strcpy(out->channel_order_id, sizeof out->channel_order_id, po_rows_get(&r, 0, 7)))
+        out->channel_order_id[0] = '\0';
+    if (*found && !rc &&
+        po_strcpy(out->channel_txn_id, sizeof out->channel_txn_id, po_rows_get(&r, 0, 8)))
+        out->channel_txn_id[0] = '\0';
     po_rows_free(&r);
     return rc;
 }
@@ -95,7 +103,8 @@ static po_err rejected_events(struct po_store *s, const char *tenant, const char
 }
 
 static po_err record(struct po_store *s, const char *tenant, const char *out_refund_no,
-                     const struct po_refund_pending *p, const char *decision, const char *error)
+                     const struct po_refund_pending *p, const char *decision, const char *error,
+                     const char *refund_id)
 {
     char now[PO_TIME_SIZE], err[PO_ERRBUF_SIZE];
     int64_t changes = 0;
@@ -126,13 +135,16 @@ static po_err record(struct po_store *s, const char *tenant, const char *out_ref
             rc = rejected_events(s, tenant, out_refund_no, key, akey, p, detail, error, now, err,
                                  sizeof err);
     } else {
-        struct po_param u[] = {PO_TEXT(decision), PO_TEXT(error), PO_TEXT(now), PO_TEXT(tenant),
-                               PO_TEXT(out_refund_no)};
+        /* the channel's id of the refund, when its answer gave one: the
+         * refund query asks by it */
+        struct po_param u[] = {PO_TEXT(decision), PO_TEXT(error),  PO_TEXT(refund_id),
+                               PO_TEXT(now),      PO_TEXT(tenant), PO_TEXT(out_refund_no)};
         rc = po_store_exec(s,
                            "UPDATE refund SET submit_state = ?, submit_attempts ="
-                           " submit_attempts + 1, submit_error = NULLIF(?, ''), updated_at = ?"
-                           " WHERE tenant_id = ? AND out_refund_no = ? AND submit_state ="
-                           " 'pending'",
+                           " submit_attempts + 1, submit_error = NULLIF(?, ''),"
+                           " channel_refund_id = COALESCE(NULLIF(?, ''), channel_refund_id),"
+                           " updated_at = ? WHERE tenant_id = ? AND out_refund_no = ? AND"
+                           " submit_state = 'pending'",
                            u, PO_NELEM(u), NULL, NULL, err, sizeof err);
     }
     if (rc) {
@@ -180,8 +192,15 @@ po_err po_refund_call(struct po_refund_job *job)
 {
     if (!job->callable)
         return PO_OK;
-    struct po_refund_request req = {job->p.out_trade_no, job->out_refund_no, job->p.amount,
-                                    job->p.total,        job->p.currency,    job->p.txn_id};
+    struct po_refund_request req = {job->p.out_trade_no,
+                                    job->out_refund_no,
+                                    job->p.amount,
+                                    job->p.total,
+                                    job->p.currency,
+                                    job->p.txn_id,
+                                    job->p.channel_order_id,
+                                    job->p.channel_txn_id,
+                                    NULL};
     po_err rc = job->ch->refund_submit(&job->acct, &req, &job->ans);
     job->callable = false;
     if (rc)
@@ -199,7 +218,7 @@ po_err po_refund_record(struct po_store *s, const struct po_refund_job *job, cha
     if (state && cap)
         state[0] = '\0';
     po_err rc = record(s, job->tenant, job->out_refund_no, &job->p, DECISIONS[job->ans.decision],
-                       job->ans.code);
+                       job->ans.code, job->ans.refund_id);
     if (!rc && state && po_strcpy(state, cap, DECISIONS[job->ans.decision]))
         state[0] = '\0';
     return rc;

@@ -28,6 +28,9 @@ struct po_refund_pending {
      * request names it, not the order) and whether it reserved nothing. */
     char txn_id[PO_TXN_ID_MAX + 1];
     bool suspense;
+    /* the channel's ids of the order ("" when none): po_refund_request's */
+    char channel_order_id[PO_TXN_ID_MAX + 1];
+    char channel_txn_id[PO_TXN_ID_MAX + 1];
 };
 struct po_refund_job {
     char tenant[PO_ID_MAX + 1];

@@ -54,6 +54,15 @@ int sim_error(struct sim_call *c, unsigned status, const char *code, const char 
     return sim_reply_json(c, status, json_pack("{s:s, s:s}", "code", code, "message", message));
 }
 
+void sim_reply_header(struct sim_call *c, const char *name, const char *value)
+{
+    if (c->nheaders >= 4)
+        return;
+    (void)snprintf(c->hname[c->nheaders], sizeof c->hname[0], "%s", name);
+    (void)snprintf(c->hvalue[c->nheaders], sizeof c->hvalue[0], "%s", value);
+    c->nheaders++;
+}
+
 /* ---- refund notifications ---- */
 
 struct refund_job {

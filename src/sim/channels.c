@@ -113,16 +113,11 @@ static po_err stripe(const struct po_sim_identity *id, const char *type, const c
                      int64_t created, json_t *object, int64_t now, struct po_sim_request *out)
 {
     /* An event id of its own (Stripe's users deduplicate by it), stable
-     * across the event's retries, and the envelope Stripe sends. */
-    char h[65], evt[40];
-    char msg[160];
-    (void)snprintf(msg, sizeof msg, "%s|%s", seed, type);
-    PO_ASSERT(po_sha256_hex(msg, strlen(msg), h) == PO_OK);
-    (void)snprintf(evt, sizeof evt, "evt_%.24s", h);
-    json_t *event = json_pack("{s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:{s:n, s:n}, s:{s:o}}", "id",
-                              evt, "object", "event", "api_version", "2024-06-20", "type", type,
-                              "created", (json_int_t)created, "livemode", false, "pending_webhooks",
-                              1, "request", "id", "idempotency_key", "data", "object", object);
+     * across the event's retries — the one its API lists too — and the
+     * envelope Stripe sends, the object at real size. */
+    json_t *event = object ? sim_stripe_event(seed, type, created, object) : NULL;
+    if (event)
+        json_object_set_new(event, "pending_webhooks", json_integer(1));
     char *js = event ? json_dumps(event, JSON_COMPACT) : NULL;
     json_decref(event);
     if (!js)
@@ -195,12 +190,7 @@ static po_err stripe_payment(const struct po_sim_identity *id, const struct po_s
     lower3(p->currency, cur);
     int64_t paid = p->paid_at ? p->paid_at : now;
     return stripe(id, "payment_intent.succeeded", p->txn, paid,
-                  json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:{s:s}}", "id", p->txn, "object",
-                            "payment_intent", "amount", (json_int_t)p->amount, "amount_received",
-                            (json_int_t)p->amount, "currency", cur, "status", "succeeded",
-                            "created", (json_int_t)paid, "metadata", "out_trade_no",
-                            p->out_trade_no),
-                  now, out);
+                  sim_stripe_intent(p->txn, p->out_trade_no, p->amount, cur, paid), now, out);
 }
 
 static po_err wechat_refund(const struct po_sim_identity *id, const struct po_sim_refund *r,
@@ -265,10 +255,8 @@ static po_err stripe_refund(const struct po_sim_identity *id, const struct po_si
     const char *status = !r->status || strcmp(r->status, "SUCCESS") == 0 ? "succeeded" : "failed";
     /* The Refund object (re_…) itself: its own id, amount and status. */
     return stripe(id, "refund.updated", r->refund_id, at,
-                  json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:{s:s, s:s}}", "id", r->refund_id,
-                            "object", "refund", "amount", (json_int_t)r->amount, "currency", cur,
-                            "payment_intent", r->txn ? r->txn : "", "status", status, "metadata",
-                            "out_trade_no", r->out_trade_no, "out_refund_no", r->out_refund_no),
+                  sim_stripe_refund(r->refund_id, r->txn ? r->txn : "", r->out_trade_no,
+                                    r->out_refund_no, r->amount, cur, at, status),
                   now, out);
 }
 

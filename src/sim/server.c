@@ -118,6 +118,8 @@ static enum MHD_Result send_answer(struct po_sim_server *s, struct MHD_Connectio
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", call->type ? call->type : "application/json");
+    for (int i = 0; i < call->nheaders; i++)
+        MHD_add_response_header(r, call->hname[i], call->hvalue[i]);
     struct po_sim_request sig;
     memset(&sig, 0, sizeof sig);
     if (call->wx_signed && po_sim_wechatpay_sign(s->id.wx_key, s->id.serial, body, blen,
@@ -235,6 +237,9 @@ po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_se
     (void)snprintf(s->dir, sizeof s->dir, "%s", cfg->dir);
     s->time_factor = cfg->time_factor >= 1 ? cfg->time_factor : 1;
     s->refund_delay_ms = cfg->refund_delay_ms;
+    s->search_lag_s = cfg->stripe_search_lag_s == 0  ? PO_SIM_SEARCH_LAG_S
+                      : cfg->stripe_search_lag_s < 0 ? 0
+                                                     : cfg->stripe_search_lag_s;
     pthread_mutex_init(&s->mu, NULL);
     s->daemon = po_sim_listen(cfg->listen, on_request, on_completed, uri_of, s, err, errcap);
     if (!s->daemon) {

@@ -164,7 +164,7 @@ enum {
     PO_SIM_FAULT_HANG = 0,
     PO_SIM_FAULT_GARBLED = 1,
     PO_SIM_FAULT_TAMPER = 2,
-    PO_SIM_FAULT_LOST = 3
+    PO_SIM_FAULT_LOST = 3, /* served, its answer held PO_SIM_HANG_MS: a lost answer */
 };
 
 struct po_sim_server_cfg {
@@ -172,7 +172,13 @@ struct po_sim_server_cfg {
     const char *listen;
     double time_factor;
     int refund_delay_ms;
+    /* Stripe's search is not read-after-write: an object created or
+     * changed is found as it now is only this many seconds later (0: the
+     * default, PO_SIM_SEARCH_LAG_S; < 0: at once). DIR/search_indexed
+     * tells it an object is indexed now (docs/simulator.md). */
+    int stripe_search_lag_s;
 };
+#define PO_SIM_SEARCH_LAG_S 60
 struct po_sim_server;
 
 /* The tenant's receiver of payonce's webhooks (receiver.c). */

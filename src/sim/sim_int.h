@@ -36,6 +36,7 @@ struct po_sim_server {
     char dir[512];
     double time_factor;
     int refund_delay_ms;
+    int search_lag_s;   /* Stripe's search: objects indexed this long after a change */
     pthread_mutex_t mu; /* serialises refund bookkeeping */
     atomic_int jobs;    /* refund notifications still being delivered */
     atomic_bool stopping;
@@ -65,6 +66,10 @@ struct sim_call {
     size_t body_out_len; /* 0: strlen(body_out) */
     bool wx_signed;      /* sign with the WeChat Pay platform key (Wechatpay-* headers) */
     bool tamper;         /* change one character of the answer after signing (DIR/faults) */
+    /* more answer headers (sim_reply_header): Stripe's Request-Id,
+     * Idempotent-Replayed, Retry-After */
+    int nheaders;
+    char hname[4][32], hvalue[4][96];
 };
 /* ---- the handlers' side of the server (calls.c) ---- */
 /* Sets the answer (body copied); returns 0 so handlers can `return` it. */
@@ -77,6 +82,8 @@ int sim_reply_bytes(struct sim_call *c, unsigned status, const char *type, const
 int sim_reply_json(struct sim_call *c, unsigned status, json_t *j);
 /* A WeChat Pay error answer {"code","message"} (signed). */
 int sim_error(struct sim_call *c, unsigned status, const char *code, const char *message);
+/* One more header of the answer (at most 4; more are dropped). */
+void sim_reply_header(struct sim_call *c, const char *name, const char *value);
 
 /* WeChat Pay's message for one of its error codes (sim_wechatpay.c). */
 const char *sim_wx_message(const char *code);
@@ -85,6 +92,21 @@ const char *sim_wx_message(const char *code);
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c);
 int po_sim_alipay_route(struct po_sim_server *s, struct sim_call *c);
 int po_sim_stripe_route(struct po_sim_server *s, struct sim_call *c);
+/* Stripe's error answer for an HTTP status and an error code (NULL: the
+ * status's own: 429 rate_limit, 5xx api_error), in Stripe's shape, with
+ * Retry-After on a 429 (sim_stripe.c). */
+int po_sim_stripe_error(struct sim_call *c, unsigned status, const char *code);
+/* Stripe's objects at real size, for the webhooks `sim pay` sends
+ * (channels.c) as for the API's answers: an event (its id evt_… derived
+ * from seed and type, as sim_stripe_event_id), a succeeded PaymentIntent,
+ * a Refund (status: succeeded, failed, …). NULL when memory ran out. */
+void sim_stripe_event_id(const char *seed, const char *type, char *out, size_t cap);
+json_t *sim_stripe_event(const char *seed, const char *type, int64_t created, json_t *obj);
+json_t *sim_stripe_intent(const char *id, const char *out_trade_no, int64_t amount,
+                          const char *currency, int64_t created);
+json_t *sim_stripe_refund(const char *refund_id, const char *pi, const char *out_trade_no,
+                          const char *out_refund_no, int64_t amount, const char *currency,
+                          int64_t created, const char *status);
 
 /* ---- state in the simulator's directory (state.c) ---- */
 /* Every line of DIR/name parsed as JSON (NULL entries skipped). */
@@ -154,6 +176,10 @@ int sim_fault_take(struct po_sim_server *s, struct sim_call *c, const char *api)
  * sub_code into sub (cap bytes; "" when the line names none). */
 int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *api, char *sub,
                        size_t cap);
+/* The same for lines naming an error code after the count (Stripe's: "POST
+ * /v1/refunds 400 1 charge_already_refunded"): the status, its code in
+ * code; -1: none. */
+int sim_fault_take_code(struct po_sim_server *s, struct sim_call *c, char *code, size_t cap);
 /* Answers c as fault st (not PO_SIM_FAULT_TAMPER, which the caller applies
  * to the API's answer: c->tamper) in the channel's shape; returns 0. */
 int sim_fault_answer(struct sim_call *c, int st);

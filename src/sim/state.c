@@ -213,16 +213,19 @@ static bool wx_code(const char *path, const char *named)
     return true;
 }
 
-int sim_fault_take(struct po_sim_server *s, struct sim_call *c, const char *api)
+/* The first line of DIR/faults for c with a count left, its count taken
+ * down: "METHOD PATH-PREFIX STATUS COUNT [FIFTH [SIXTH]]". Which lines are
+ * c's: with api, the lines naming that Alipay method fifth (the sub_code,
+ * sixth, into sub); with code, the lines naming a code fifth (Stripe's, into
+ * code); else plain four-field lines, and WeChat Pay /v3/ lines naming one
+ * of its codes fifth (into c->fault_code). */
+static int fault_take(struct po_sim_server *s, struct sim_call *c, const char *api, char *sub,
+                      size_t subcap, char *code, size_t codecap)
 {
-    return sim_fault_take_sub(s, c, api, NULL, 0);
-}
-
-int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *api, char *sub,
-                       size_t cap)
-{
-    if (cap)
+    if (subcap)
         sub[0] = '\0';
+    if (codecap)
+        code[0] = '\0';
     char path[1024];
     (void)snprintf(path, sizeof path, "%s/faults", s->dir);
     pthread_mutex_lock(&s->mu);
@@ -235,21 +238,23 @@ int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *
     int n = 0, hit = -1;
     unsigned status = 0;
     while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
-        char m[16], p[400], named[64] = "", code[64] = "";
+        char m[16], p[400], named[64] = "", sixth[64] = "";
         unsigned st = 0;
         int count = 0;
-        int k = sscanf(lines[n], "%15s %399s %u %d %63s %63s", m, p, &st, &count, named, code);
-        bool coded = !api && k == 5 && wx_code(p, named);
-        bool same_api = api ? k >= 5 && strcmp(named, api) == 0 : k == 4 || coded;
-        if (k >= 4 && same_api && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
+        int k = sscanf(lines[n], "%15s %399s %u %d %63s %63s", m, p, &st, &count, named, sixth);
+        bool coded = !api && !code && k == 5 && wx_code(p, named);
+        bool mine = api ? k >= 5 && strcmp(named, api) == 0 : code ? k == 5 : k == 4 || coded;
+        if (k >= 4 && mine && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
             strncmp(c->path, p, strlen(p)) == 0) {
             hit = n;
             status = st;
-            if (cap && po_strcpy(sub, cap, code))
+            if (subcap && po_strcpy(sub, subcap, sixth))
                 sub[0] = '\0';
+            if (codecap && po_strcpy(code, codecap, named))
+                code[0] = '\0';
             (void)snprintf(c->fault_code, sizeof c->fault_code, "%s", coded ? named : "");
             (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s%s%s\n", m, p, st, count - 1,
-                           named, *code ? " " : "", code);
+                           named, *sixth ? " " : "", sixth);
         }
         n++;
     }
@@ -261,6 +266,22 @@ int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *
     }
     pthread_mutex_unlock(&s->mu);
     return hit < 0 ? -1 : (int)status;
+}
+
+int sim_fault_take(struct po_sim_server *s, struct sim_call *c, const char *api)
+{
+    return fault_take(s, c, api, NULL, 0, NULL, 0);
+}
+
+int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *api, char *sub,
+                       size_t cap)
+{
+    return fault_take(s, c, api, sub, cap, NULL, 0);
+}
+
+int sim_fault_take_code(struct po_sim_server *s, struct sim_call *c, char *code, size_t cap)
+{
+    return fault_take(s, c, NULL, NULL, 0, code, cap);
 }
 
 int sim_fault_answer(struct sim_call *c, int st)
@@ -283,11 +304,6 @@ int sim_fault_answer(struct sim_call *c, int st)
         return sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",
                          limited ? "频率超限" : "系统错误，请稍后重试");
     if (strncmp(c->path, "/v1/", 4) == 0)
-        return sim_reply_json(c, status,
-                              json_pack("{s:{s:s, s:s, s:s}}", "error", "type",
-                                        limited ? "rate_limit_error" : "api_error", "code",
-                                        limited ? "rate_limit" : "api_error", "message",
-                                        limited ? "Too many requests hit the API too quickly."
-                                                : "An unknown error occurred"));
+        return po_sim_stripe_error(c, status, NULL);
     return sim_reply(c, status, "text/html", limited ? "Too Many Requests" : "Bad Gateway", false);
 }

@@ -43,8 +43,11 @@ node "$CONF/judge.mjs" --channel "$CH" --upstream "http://127.0.0.1:$sim_port" -
 bg_pids+=($!)
 judge_port=$(port_of judge.out "judge listening on port")
 [ -n "$judge_port" ] || { echo "FAIL: the judge did not start"; cat judge.log; exit 1; }
+serve_extra=()
+# Stripe: a create whose answer is lost must run out of payonce's budget (the simulator holds it 3 s)
+[ "$CH" = stripe ] && serve_extra=(--channel-timeout-ms 1500)
 "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --query-interval 1 --query-min-age 1 \
-  --recon-interval 0 --keys-interval 0 --refund-retry-interval 1 > server.out 2> server.log &
+  --recon-interval 0 --keys-interval 0 --refund-retry-interval 1 "${serve_extra[@]}" > server.out 2> server.log &
 bg_pids+=($!)
 gw_port=$(port_of server.out)
 [ -n "$gw_port" ] || { echo "FAIL: serve did not start"; cat server.log; exit 1; }
@@ -209,6 +212,105 @@ print(sorted({"precreate", "page_pay", "query", "close", "refund", "refund_query
   check "rotation: with both certificates, every API works" "$?" 0
   rm sim/alipay_cert_next
   check "the ledger at the end" "$(clearing)" $((501 + 504 - 101 + 601 - 201))
+  ;;
+stripe)
+  "$BIN" channel set --tenant t1 --channel stripe --webhook-secret-file sim/stripe_webhook_secret \
+    --api-key-file sim/stripe_api_key --api-base-url "$JUDGE" > /dev/null || exit 1
+  OPS=create,retrieve,search,cancel,refund,refund_retrieve,refund_list,events,balance_transactions
+  SIM=http://127.0.0.1:$sim_port
+  NOTIFY=$GW/notify/stripe/t1
+  # sim_api METHOD PATH [FORM]: Stripe (the simulator) itself, as the tenant's own code calls it
+  sim_api() {
+    curl -s -g -X "$1" "$SIM$2" -H "Authorization: Bearer $(cat sim/stripe_api_key)" ${3:+--data "$3"}
+  }
+  intent_status() { sim_api GET "/v1/payment_intents/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("status"))'; }
+  # judged OP [URL-PART]: how many requests of OP the judge saw (whose URL has URL-PART)
+  judged() { python3 -c "import json,sys; print(sum(1 for l in open('verdicts.jsonl') if json.loads(l)['op'] == sys.argv[1] and sys.argv[2] in json.loads(l)['url']))" "$1" "${2:-}"; }
+  intents_of() { python3 -c "import json,sys; print(len({json.loads(l)['id'] for l in open('sim/intents.jsonl') if json.loads(l).get('out_trade_no') == sys.argv[1]}))" "$1"; }
+  # query, close (a PaymentIntent nobody has), refunds, events, balance transactions: harmless calls
+  "$BIN" channel check --tenant t1 --channel stripe > check.out 2>&1
+  check "channel check: every API works" "$?" 0
+  # create, pay (its webhook), refund (completed by the refund query, by the refund's id)
+  check "create payment_intent" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-PI-1","amount":1500,"currency":"USD","channel":"stripe","pay_method":"payment_intent","description":"conformance"}')" 201
+  check "create: the PaymentIntent's client_secret" "$(jget 'd["payment"]["client_secret"].startswith(d["payment"]["payment_intent"] + "_secret_")')" True
+  "$BIN" sim pay --dir sim --channel stripe --created --order CONF-PI-1 --notify-url "$NOTIFY" --time-factor 1000 > pay.out 2>&1
+  check "the created payment credited" "$(wait_for 'order_status CONF-PI-1' PAID)" PAID
+  # Stripe's events API down for a while: the refund and the lost payment below are decided by
+  # the refund query and the order query, not by the events' recovery
+  echo "GET /v1/events 500 1000" > sim/faults
+  check "refund submitted" "$(api POST /v1/refunds '{"out_trade_no":"CONF-PI-1","out_refund_no":"CONF-RF-1","amount":400}')" 201
+  check "refund: SUCCESS from the refund query" "$(wait_for 'refund_status CONF-RF-1' SUCCESS)" SUCCESS
+  check "refund query: by the refund's own id" "$(judged refund_retrieve /v1/refunds/re_ | awk '{print ($1 > 0)}')" 1
+  # close a PaymentIntent created a moment ago, while Stripe's search has not indexed it: the
+  # close cancels it by its id (the search finds nothing yet)
+  check "create CONF-PI-2" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-PI-2","amount":1200,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}')" 201
+  PI2=$(jget 'd["payment"]["payment_intent"]')
+  check "the search does not show it yet" "$(sim_api GET "/v1/payment_intents/search?query=metadata%5B%27out_trade_no%27%5D%3A%27CONF-PI-2%27" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["data"]))')" 0
+  check "close: 200" "$(api POST /v1/orders/CONF-PI-2/close)" 200
+  check "close: CLOSED here" "$(order_status CONF-PI-2)" CLOSED
+  check "close: the PaymentIntent canceled at Stripe" "$(intent_status "$PI2")" canceled
+  # an order whose PaymentIntent the tenant's own code made: payonce does not know it, and the
+  # search does not show it yet — nothing decided, the order stays PAYING, the intent open
+  check "order CONF-EL-1" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-EL-1","amount":700,"currency":"USD","channel":"stripe"}')" 201
+  PIE=$(sim_api POST /v1/payment_intents 'amount=700&currency=usd&metadata[out_trade_no]=CONF-EL-1' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  check "close, the search not indexed: 503 channel_unavailable" "$(api POST /v1/orders/CONF-EL-1/close)" 503
+  check "close, the search not indexed: PAYING, the PaymentIntent open" "$(order_status CONF-EL-1) $(intent_status "$PIE")" "PAYING requires_payment_method"
+  echo "$PIE" >> sim/search_indexed # the index catches up
+  check "close, the search indexed: 200" "$(api POST /v1/orders/CONF-EL-1/close)" 200
+  check "close, the search indexed: CLOSED, the PaymentIntent canceled" "$(order_status CONF-EL-1) $(intent_status "$PIE")" "CLOSED canceled"
+  # the active query of a lost payment: the PaymentIntent payonce created, paid, its webhook lost
+  check "create CONF-PI-3" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-PI-3","amount":3000,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}')" 201
+  PI3=$(jget 'd["payment"]["payment_intent"]')
+  "$BIN" sim pay --dir sim --channel stripe --created --order CONF-PI-3 --lose > lose.out 2>&1
+  check "query: the lost payment credited" "$(wait_for 'order_status CONF-PI-3' PAID)" PAID
+  check "query: the PaymentIntent retrieved by its id" "$(judged retrieve "/v1/payment_intents/$PI3" | awk '{print ($1 > 0)}')" 1
+  : > sim/faults # the events API back
+  # event recovery: 14 payments whose webhooks never came, for orders whose PaymentIntent payonce
+  # does not know (the search lags): only the events find them, a page of real size (> 16 KiB)
+  for i in $(seq 1 14); do
+    "$BIN" order create --tenant t1 --merchant m1 --out-trade-no "CONF-EV-$i" --amount $((100 * i)) \
+      --currency USD --channel stripe > /dev/null
+    "$BIN" sim pay --dir sim --channel stripe --currency USD --order "CONF-EV-$i:$((100 * i))" --lose >> lose.out 2>&1
+  done
+  evs_paid() { "$BIN" order list --tenant t1 --status PAID --json | python3 -c 'import json,sys; print(sum(1 for o in json.load(sys.stdin)["data"] if o["out_trade_no"].startswith("CONF-EV-")))'; }
+  check "events: the 14 lost payments credited" "$(wait_for evs_paid 14)" 14
+  events_page=$(sim_api GET "/v1/events?created[gte]=$(( $(date +%s) - 86400 ))&limit=100&types[0]=payment_intent.succeeded&types[1]=refund.created&types[2]=refund.updated&types[3]=charge.refund.updated" | wc -c)
+  check "events: the page payonce reads is over 16 KiB ($events_page bytes)" "$(( events_page > 16384 ))" 1
+  # the daily bill: today's balance transactions with their Charges and Refunds (> 16 KiB)
+  DAY=$(date -u +%F)
+  "$BIN" recon fetch --tenant t1 --channel stripe --date "$DAY" --json > bill.out 2>&1
+  check "bill: fetched and reconciled" "$?" 0
+  check "bill: 16 payments, 1 refund, nothing mismatched or missing" "$(python3 -c 'import json; r=json.load(open("bill.out")); print(r["payments"]["count"], r["refunds"]["count"], r["mismatched"], r["missing_from_bill"])')" "16 1 0 0"
+  bill_page=$(sim_api GET "/v1/balance_transactions?created[gte]=$(( $(date +%s) - 86400 ))&limit=100&expand[0]=data.source" | wc -c)
+  check "bill: the page payonce reads is over 16 KiB ($bill_page bytes)" "$(( bill_page > 16384 ))" 1
+  # a rate limit (429, Retry-After: 2): payonce decides nothing and sends nothing for the account
+  # until Retry-After has passed (serve's jobs ask about PAYING orders every second otherwise)
+  check "create CONF-RL-1" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-RL-1","amount":900,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}')" 201
+  PIR=$(jget 'd["payment"]["payment_intent"]')
+  echo "GET /v1/payment_intents/ 429 1" > sim/faults
+  check "close, rate-limited: 503" "$(api POST /v1/orders/CONF-RL-1/close)" 503
+  check "close, rate-limited: PAYING, the PaymentIntent open" "$(order_status CONF-RL-1) $(intent_status "$PIR")" "PAYING requires_payment_method"
+  sent=$(wc -l < verdicts.jsonl); sleep 1
+  check "backing off: nothing sent to Stripe for a second" "$(( $(wc -l < verdicts.jsonl) - sent ))" 0
+  sleep 1.5
+  check "after Retry-After: the close decides (200)" "$(api POST /v1/orders/CONF-RL-1/close)" 200
+  check "after Retry-After: CLOSED, the PaymentIntent canceled" "$(order_status CONF-RL-1) $(intent_status "$PIR")" "CLOSED canceled"
+  # a cancel that fails before Stripe runs it (500), then again: the same Idempotency-Key
+  check "create CONF-CX-1" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-CX-1","amount":800,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}')" 201
+  PIX=$(jget 'd["payment"]["payment_intent"]')
+  echo "POST /v1/payment_intents/ 500 1" > sim/faults
+  check "close, the cancel answered 500: 503, PAYING" "$(api POST /v1/orders/CONF-CX-1/close) $(order_status CONF-CX-1)" "503 PAYING"
+  check "close again: CLOSED, the PaymentIntent canceled" "$(api POST /v1/orders/CONF-CX-1/close) $(order_status CONF-CX-1) $(intent_status "$PIX")" "200 CLOSED canceled"
+  check "the cancel sent twice (the judge: with one key)" "$(judged cancel "$PIX")" 2
+  # a create whose answer is lost (Stripe made the PaymentIntent; payonce's budget ran out): the
+  # same request again gets the same PaymentIntent (the same Idempotency-Key, Stripe's replay)
+  echo "POST /v1/payment_intents 3 1" > sim/faults
+  lc='{"merchant":"m1","out_trade_no":"CONF-LC-1","amount":1100,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}'
+  check "create, its answer lost: 503 channel_unavailable" "$(api POST /v1/orders "$lc")" 503
+  check "create again: the PaymentIntent" "$(api POST /v1/orders "$lc")" 200
+  check "create again: one PaymentIntent at Stripe, the one payonce holds" "$(intents_of CONF-LC-1) $(jget 'd["channel_order_id"] == d["payment"]["payment_intent"]')" "1 True"
+  : > sim/faults
+  check "the ledger: the payments less the refund" "$(clearing)" $((1500 + 3000 + 10500 - 400))
   ;;
 *)
   echo "conformance: no driver for channel $CH"; exit 1 ;;

@@ -2277,28 +2277,72 @@ static int64_t count_in(const char *sql, const char *arg)
     return q1(sql, arg);
 }
 
+/* Stripe's search has indexed the PaymentIntent id now (the simulator's
+ * search lags otherwise: docs/simulator.md). */
+static void sim_indexed(const char *pi)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/sim/search_indexed", dir);
+    FILE *f = fopen(path, "a");
+    if (!f || fprintf(f, "%s\n", pi) < 0 || fclose(f))
+        die("cannot write search_indexed");
+}
+
+/* The simulator's PaymentIntent's status now ("" when it has none). */
+static void sim_intent_status(const char *pi, char *out, size_t cap)
+{
+    char u[160], auth[200], body[8192];
+    snprintf(u, sizeof u, "http://127.0.0.1:%u/v1/payment_intents/%s", sim_port, pi);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", id.stripe_api_key);
+    const char *h[] = {auth, NULL};
+    struct t_http_req q = {.method = "GET", .url = u, .headers = h};
+    size_t len = 0;
+    out[0] = '\0';
+    if (t_http(&q, body, sizeof body, &len) != 200)
+        return;
+    json_t *j = json_loads(body, 0, NULL);
+    snprintf(out, cap, "%s", json_string_value(json_object_get(j, "status")) ?: "");
+    json_decref(j);
+}
+
 static void test_stripe_lifecycle(void)
 {
     struct resp r;
+    char st[32];
     t1_stripe("sim");
-    /* Close: the order's open PaymentIntent is canceled at Stripe first. */
+    /* Close of an order whose PaymentIntent the tenant's own code made
+     * (payonce does not know its id): while Stripe's search has not
+     * indexed it, nothing is decided — the order stays PAYING, the
+     * PaymentIntent open (closing would let it be paid after the close);
+     * once indexed, it is canceled at Stripe first. */
     char pi[64];
     stripe_order("SC-1", 1200);
     stripe_intent("SC-1", 1200, pi, sizeof pi);
     close_order("SC-1", "sc-1", &r);
-    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("stripe", "SC-1"),
-            "stripe close: %ld %s (canceled at Stripe: %d)", r.status, r.body,
-            sim_closed("stripe", "SC-1"));
-    /* No PaymentIntent at all: nothing can be paid; closed. */
+    sim_intent_status(pi, st, sizeof st);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("SC-1", "PAYING") &&
+                strcmp(st, "requires_payment_method") == 0 && !sim_closed("stripe", "SC-1"),
+            "stripe close, the search not indexed: %ld %s (%s at Stripe)", r.status, r.body, st);
+    sim_indexed(pi);
+    close_order("SC-1", "sc-1b", &r);
+    sim_intent_status(pi, st, sizeof st);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && sim_closed("stripe", "SC-1") &&
+                strcmp(st, "canceled") == 0,
+            "stripe close: %ld %s (%s at Stripe)", r.status, r.body, st);
+    /* No PaymentIntent known and none found: "not found by search" decides
+     * nothing (one made a moment ago is not in it yet). */
     stripe_order("SC-3", 300);
     close_order("SC-3", NULL, &r);
-    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") && !sim_closed("stripe", "SC-3"),
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "no_payment_intent_known") &&
+                status_is("SC-3", "PAYING"),
             "stripe close without a PaymentIntent: %ld %s", r.status, r.body);
-    /* Paid at Stripe, its webhook lost: the search finds the succeeded
-     * PaymentIntent, credited once with the webhook's key; 409. */
+    /* Paid at Stripe, its webhook lost, the search catching up: the search
+     * finds the PaymentIntent, retrieved by id it succeeded: credited once
+     * with the webhook's key; 409. */
     stripe_order("SC-2", 1500);
     run("sim pay --dir sim --channel stripe --currency USD --order SC-2:1500"
         " --txn pi_000000000000000000009501 --lose");
+    sim_indexed("pi_000000000000000000009501");
     close_order("SC-2", "sc-2", &r);
     T_CHECK(has_code(&r, 409, "order_paid") && status_is("SC-2", "PAID") &&
                 pay_journals("SC-2") == 1,
@@ -2317,9 +2361,10 @@ static void test_stripe_lifecycle(void)
     T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("SC-4", "PAYING"),
             "stripe close with a key Stripe refuses: %ld %s", r.status, r.body);
     t1_stripe("sim");
-    /* Refunds: POST /v1/refunds at Stripe with payonce's refund as
-     * Stripe's Idempotency-Key; the refund.updated webhook completes it,
-     * three copies at once: one reversal. */
+    /* Refunds: POST /v1/refunds at Stripe naming the PaymentIntent payonce
+     * holds (the payment's), with payonce's refund as Stripe's
+     * Idempotency-Key; the refund.updated webhook completes it, three
+     * copies at once: one reversal. Stripe's refund id is kept. */
     int before = sim_refunds();
     api("POST", gw_port, "/v1/refunds", key1, "sr-1",
         "{\"out_trade_no\":\"SC-2\",\"out_refund_no\":\"SR-1\",\"amount\":500}", &r);
@@ -2328,32 +2373,39 @@ static void test_stripe_lifecycle(void)
     api("GET", gw_port, "/v1/refunds/SR-1", key1, NULL, NULL, &r);
     T_CHECK(strstr(r.body, "\"state\":\"submitted\""), "stripe refund submitted: %s", r.body);
     char refund_id[64] = "";
-    T_CHECK(sim_refund_id("SR-1", refund_id, sizeof refund_id) && strncmp(refund_id, "re_", 3) == 0,
-            "no Stripe refund id for SR-1");
+    T_CHECK(sim_refund_id("SR-1", refund_id, sizeof refund_id) &&
+                strncmp(refund_id, "re_", 3) == 0 &&
+                q1("SELECT COUNT(*) FROM refund WHERE out_refund_no = 'SR-1' AND"
+                   " channel_refund_id = ?",
+                   refund_id) == 1,
+            "no Stripe refund id for SR-1, or not kept");
     struct po_sim_refund rf = {
         "stripe", "SC-2", "pi_000000000000000000009501", "SR-1", refund_id, 500, 1500, "SUCCESS",
         0,        "USD"};
-    long st[3];
-    refund_cb_3x(&rf, st);
-    T_CHECK(st[0] == 200 && st[1] == 200 && st[2] == 200 &&
+    long sts[3];
+    refund_cb_3x(&rf, sts);
+    T_CHECK(sts[0] == 200 && sts[1] == 200 && sts[2] == 200 &&
                 count_in("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND' AND"
                          " out_refund_no = ?",
                          "SR-1") == 1 &&
                 q1("SELECT refunded_amount FROM pay_order WHERE out_trade_no = ?", "SC-2") == 500,
-            "stripe refund webhook x3: %ld %ld %ld", st[0], st[1], st[2]);
+            "stripe refund webhook x3: %ld %ld %ld", sts[0], sts[1], sts[2]);
     /* The same refund submitted again (a lost answer): Stripe's
      * Idempotency-Key makes it the same refund, no second one. */
     struct po_store *s = t_open(url);
     struct po_channel_account *acct = calloc(1, sizeof *acct);
     char err[PO_ERRBUF_SIZE] = "";
     struct po_refund_answer ans;
-    struct po_refund_request rq = {"SC-2", "SR-1", 500, 1500, "USD", NULL};
+    struct po_refund_request rq = {"SC-2", "SR-1", 500,  1500,
+                                   "USD",  NULL,   NULL, "pi_000000000000000000009501"};
     T_CHECK(acct && po_account_fetch(s, mkey, "t1", "stripe", acct, err, sizeof err) == PO_OK &&
                 po_channel_find("stripe")->refund_submit(acct, &rq, &ans) == PO_OK &&
-                ans.decision == PO_REFUND_SUBMITTED && sim_refunds() == before + 1,
+                ans.decision == PO_REFUND_SUBMITTED && strcmp(ans.refund_id, refund_id) == 0 &&
+                sim_refunds() == before + 1,
             "stripe refund again: %s %d %s (%d at Stripe)", err, (int)ans.decision, ans.code,
             sim_refunds() - before);
     /* A payment Stripe does not have (credited in payonce from elsewhere):
+     * Stripe answers resource_missing for the PaymentIntent payonce holds,
      * refused for good, the refund CLOSED and its reservation free. */
     stripe_order("SC-6", 900);
     struct po_event ev = t_pay_event("SC-6", "pi_000000000000000000009506", 900);
@@ -2365,16 +2417,29 @@ static void test_stripe_lifecycle(void)
         "{\"out_trade_no\":\"SC-6\",\"out_refund_no\":\"SR-6\",\"amount\":900}", &r);
     api("GET", gw_port, "/v1/refunds/SR-6", key1, NULL, NULL, &r);
     T_CHECK(jstr_is(&r, "status", "CLOSED") && strstr(r.body, "\"state\":\"rejected\"") &&
+                strstr(r.body, "resource_missing") &&
                 q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", "SC-6") == 0,
             "stripe refund of a payment Stripe does not have: %s", r.body);
-    /* The active query: a payment whose webhook was lost, credited once. */
+    /* The active query: a payment whose webhook was lost, found by the
+     * search once indexed; and one of a PaymentIntent payonce created,
+     * retrieved by its id while the search has not indexed it: each
+     * credited once. */
     stripe_order("SC-5", 700);
     run("sim pay --dir sim --channel stripe --currency USD --order SC-5:700"
         " --txn pi_000000000000000000009505 --lose");
+    sim_indexed("pi_000000000000000000009505");
+    api("POST", gw_port, "/v1/orders", key1, NULL,
+        "{\"merchant\":\"m1\",\"out_trade_no\":\"SC-7\",\"amount\":800,\"currency\":\"USD\","
+        "\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}",
+        &r);
+    T_CHECK(r.status == 201, "SC-7 created at Stripe: %ld %s", r.status, r.body);
+    run("sim pay --dir sim --channel stripe --created --order SC-7 --lose");
     struct po_query_report qr;
     T_CHECK(po_order_query_round(s, NULL, acct, 0, 100, &qr, err, sizeof err) == PO_OK &&
-                qr.replayed == 1 && qr.failed == 0 && status_is("SC-5", "PAID") &&
-                pay_journals("SC-5") == 1 && status_is("SC-4", "PAYING"),
+                qr.replayed == 2 && qr.failed == 0 && status_is("SC-5", "PAID") &&
+                status_is("SC-7", "PAID") && pay_journals("SC-5") == 1 &&
+                pay_journals("SC-7") == 1 && status_is("SC-4", "PAYING") &&
+                status_is("SC-3", "PAYING"),
             "stripe order query: %s (%lld replayed, %lld failed)", err, (long long)qr.replayed,
             (long long)qr.failed);
     po_channel_account_free(acct);
@@ -3155,6 +3220,13 @@ static void test_channel_failures(void)
     T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "rate_limit") &&
                 no_payment("PF-0003"),
             "stripe rate limit: %ld %s", r.status, r.body);
+    /* payonce backs off for the answer's Retry-After (2 s): nothing is
+     * sent to Stripe meanwhile, nothing decided */
+    api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "rate_limited_backoff") &&
+                no_payment("PF-3") && sim_created("intents", "PF-3") == 0,
+            "stripe within Retry-After: %ld %s", r.status, r.body);
+    usleep(2100 * 1000);
     api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);
     T_CHECK(r.status == 200 && strstr(r.body, "client_secret") &&
                 sim_created("intents", "PF-0003") == 1,
@@ -3393,9 +3465,11 @@ static void matrix_setup(struct matrix_world *w, const char *channel, char tag)
     matrix_order(w, w->q, 700);
     matrix_paid(w, w->q, 700, tag == 'W' ? 1 : tag == 'A' ? 2 : 3, true);
     matrix_order(w, w->k, 400);
-    if (stripe) {
+    if (stripe) { /* the tenant's own PaymentIntents: found by the search once indexed */
         char pi[64];
         stripe_intent(w->k, 400, pi, sizeof pi);
+        sim_indexed(pi);
+        sim_indexed("pi_000000000000000000009903");
     }
     matrix_order(w, w->p, 1000);
     matrix_paid(w, w->p, 1000, tag == 'W' ? 4 : tag == 'A' ? 5 : 6, false);
@@ -3546,6 +3620,8 @@ static void matrix_channel(const char *channel, char tag, const struct matrix_ce
             bool first = m == 0 && (cells[c].op == OP_CREATE || cells[c].op == OP_RSUBMIT);
             bool undecided = matrix_act(&w, cells[c].op, false, why, sizeof why);
             po_api_set_timeout_ms(10000);
+            if (strcmp(channel, "stripe") == 0 && modes[m].status == 429)
+                usleep(2100 * 1000); /* payonce backs off for Stripe's Retry-After */
             sim_file("faults", "");
             fingerprint(after, sizeof after);
             T_CHECK(undecided && (first || strcmp(before, after) == 0) &&
@@ -4734,6 +4810,270 @@ static void test_stripe_events(void)
             (long long)x.replayed);
 }
 
+/* ---- Stripe's documented error answers, each mapped (issue 43 item 5) ---- */
+
+/* The operation a row fails, and what payonce must do with the error:
+ * REFUSED — refused for good (a create 409 channel_refused, a refund
+ * rejected and closed with its alert, a query "not paid by that id", a
+ * refund query "no such refund"); UNDECIDED — nothing decided, the same
+ * operation decided once Stripe is back (after its Retry-After); DONE —
+ * the close completes: Stripe says it has no such PaymentIntent, so
+ * nobody can pay it. docs/channels.md "Error answers: Stripe" is this
+ * table. */
+enum sx_op {
+    SX_CREATE,
+    SX_QUERY,
+    SX_SEARCH,
+    SX_RETRIEVE,
+    SX_CANCEL,
+    SX_REFUND,
+    SX_RQUERY,
+    SX_EVENTS,
+    SX_BILL
+};
+enum sx_then { SX_REFUSED, SX_UNDECIDED, SX_DONE };
+struct sx_row {
+    enum sx_op op;
+    unsigned status;
+    const char *code;
+    enum sx_then then;
+};
+
+static const struct sx_row SX[] = {
+    {SX_CREATE, 400, "parameter_unknown", SX_REFUSED},
+    {SX_CREATE, 400, "amount_too_small", SX_REFUSED},
+    {SX_CREATE, 400, "amount_too_large", SX_REFUSED},
+    {SX_CREATE, 400, "idempotency_error", SX_REFUSED},
+    {SX_CREATE, 401, "api_key_expired", SX_REFUSED},
+    {SX_CREATE, 409, "idempotency_key_in_use", SX_UNDECIDED},
+    {SX_CREATE, 429, "rate_limit", SX_UNDECIDED},
+    {SX_CREATE, 429, "lock_timeout", SX_UNDECIDED},
+    {SX_CREATE, 500, "api_error", SX_UNDECIDED},
+    {SX_QUERY, 404, "resource_missing", SX_REFUSED},
+    {SX_QUERY, 401, "api_key_expired", SX_UNDECIDED},
+    {SX_QUERY, 429, "rate_limit", SX_UNDECIDED},
+    {SX_QUERY, 500, "api_error", SX_UNDECIDED},
+    {SX_SEARCH, 500, "api_error", SX_UNDECIDED},
+    {SX_SEARCH, 429, "rate_limit", SX_UNDECIDED},
+    {SX_RETRIEVE, 404, "resource_missing", SX_DONE},
+    {SX_RETRIEVE, 500, "api_error", SX_UNDECIDED},
+    {SX_CANCEL, 400, "payment_intent_unexpected_state", SX_UNDECIDED},
+    {SX_CANCEL, 404, "resource_missing", SX_DONE},
+    {SX_CANCEL, 409, "idempotency_key_in_use", SX_UNDECIDED},
+    {SX_CANCEL, 429, "lock_timeout", SX_UNDECIDED},
+    {SX_CANCEL, 500, "api_error", SX_UNDECIDED},
+    {SX_REFUND, 400, "charge_already_refunded", SX_REFUSED},
+    {SX_REFUND, 400, "amount_too_large", SX_REFUSED},
+    {SX_REFUND, 400, "amount_too_small", SX_REFUSED},
+    {SX_REFUND, 400, "resource_missing", SX_REFUSED},
+    {SX_REFUND, 400, "charge_disputed", SX_REFUSED},
+    {SX_REFUND, 400, "parameter_unknown", SX_REFUSED},
+    {SX_REFUND, 400, "idempotency_error", SX_REFUSED},
+    {SX_REFUND, 409, "idempotency_key_in_use", SX_UNDECIDED},
+    {SX_REFUND, 429, "rate_limit", SX_UNDECIDED},
+    {SX_REFUND, 500, "api_error", SX_UNDECIDED},
+    {SX_REFUND, 401, "api_key_expired", SX_UNDECIDED},
+    {SX_RQUERY, 404, "resource_missing", SX_REFUSED},
+    {SX_RQUERY, 429, "rate_limit", SX_UNDECIDED},
+    {SX_RQUERY, 500, "api_error", SX_UNDECIDED},
+    {SX_EVENTS, 429, "rate_limit", SX_UNDECIDED},
+    {SX_EVENTS, 500, "api_error", SX_UNDECIDED},
+    {SX_BILL, 429, "rate_limit", SX_UNDECIDED},
+    {SX_BILL, 500, "api_error", SX_UNDECIDED},
+};
+
+/* Row x's order no, created at Stripe (payment_intent; its id into pi),
+ * and — paid: paid there, its webhook to payonce (notified) or lost. */
+static void sx_order(const char *no, bool paid, bool notified, char *pi, size_t cap)
+{
+    char body[300];
+    struct resp r;
+    snprintf(body, sizeof body,
+             "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":1000,\"currency\":\"USD\","
+             "\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}",
+             no);
+    api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+    json_t *p = payment_of(&r);
+    snprintf(pi, cap, "%s", pstr(p, "payment_intent"));
+    json_decref(p);
+    if (r.status != 201 || strncmp(pi, "pi_", 3) != 0)
+        die(r.body);
+    if (paid && notified)
+        run("sim pay --dir sim --channel stripe --created --order %s --time-factor 1000"
+            " --notify-url http://127.0.0.1:%u/notify/stripe/t1",
+            no, gw_port);
+    else if (paid)
+        run("sim pay --dir sim --channel stripe --created --order %s --lose", no);
+}
+
+/* Runs the row's operation once against the fault (then), or with Stripe
+ * back (then SX_DONE after an undecided one): whether payonce did what
+ * the row says; why says what it saw. */
+static bool sx_act(const struct sx_row *x, const char *no, const char *pi, bool back, char *why,
+                   size_t cap)
+{
+    struct resp r = {0};
+    struct po_store *s = t_open(url);
+    struct po_channel_account *a = account_of_t1("stripe");
+    const struct po_channel_ops *ch = po_channel_find("stripe");
+    enum sx_then then = back ? SX_DONE : x->then;
+    char err[PO_ERRBUF_SIZE] = "", st[32] = "", rno[32], body[200];
+    bool good = false;
+    snprintf(rno, sizeof rno, "%sR", no);
+    switch (x->op) {
+    case SX_CREATE:
+        snprintf(body, sizeof body,
+                 "{\"merchant\":\"m1\",\"out_trade_no\":\"%s\",\"amount\":1000,\"currency\":"
+                 "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}",
+                 no);
+        api("POST", gw_port, "/v1/orders", key1, NULL, body, &r);
+        good = then == SX_REFUSED     ? has_code(&r, 409, "channel_refused") && no_payment(no)
+               : then == SX_UNDECIDED ? has_code(&r, 503, "channel_unavailable") && no_payment(no)
+                                      : r.status / 100 == 2 && strstr(r.body, "client_secret");
+        good = good && sim_created("intents", no) == (then == SX_DONE);
+        snprintf(why, cap, "%ld %.200s", r.status, r.body);
+        break;
+    case SX_QUERY: {
+        struct po_query_answer qa;
+        struct po_order_ref ref = {no, pi, ""};
+        good = ch->order_query(a, &ref, &qa) == PO_OK &&
+               qa.state == (then == SX_REFUSED     ? PO_QUERY_NOT_PAID
+                            : then == SX_UNDECIDED ? PO_QUERY_FAILED
+                                                   : PO_QUERY_PAID) &&
+               status_is(no, "PAYING");
+        snprintf(why, cap, "state %d (%s), HTTP %ld", (int)qa.state, qa.why, qa.http_status);
+        break;
+    }
+    case SX_SEARCH:
+    case SX_RETRIEVE:
+    case SX_CANCEL:
+        close_order(no, NULL, &r);
+        sim_intent_status(pi, st, sizeof st);
+        good = then == SX_UNDECIDED
+                   ? has_code(&r, 503, "channel_unavailable") && status_is(no, "PAYING") &&
+                         strcmp(st, "requires_payment_method") == 0
+                   : r.status == 200 && status_is(no, "CLOSED") &&
+                         strcmp(st, x->then == SX_DONE && !back ? "requires_payment_method"
+                                                                : "canceled") == 0;
+        snprintf(why, cap, "%ld %.200s (%s at Stripe)", r.status, r.body, st);
+        break;
+    case SX_REFUND:
+        if (!back) {
+            snprintf(body, sizeof body,
+                     "{\"out_trade_no\":\"%s\",\"out_refund_no\":\"%s\",\"amount\":300}", no, rno);
+            api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+        }
+        int n = 0;
+        good =
+            (!back || po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK) &&
+            (then == SX_REFUSED
+                 ? refund_state_is(rno, "rejected") && refund_status_is(rno, "CLOSED") &&
+                       q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", no) ==
+                           0 &&
+                       q1("SELECT COUNT(*) FROM alert WHERE reason = 'refund_rejected_by_channel'"
+                          " AND out_trade_no = ?",
+                          no) == 1
+             : then == SX_UNDECIDED
+                 ? refund_state_is(rno, "pending") && refund_status_is(rno, "PROCESSING")
+                 : refund_state_is(rno, "submitted"));
+        snprintf(body, sizeof body, "/v1/refunds/%s", rno);
+        api("GET", gw_port, body, key1, NULL, NULL, &r);
+        snprintf(why, cap, "refund %s: %.300s", rno, r.body);
+        break;
+    case SX_RQUERY: {
+        struct po_refund_query_report q;
+        good = po_refund_query_round(s, NULL, mkey, 0, 100, &q, err, sizeof err) == PO_OK &&
+               refund_status_is(rno, then == SX_DONE ? "SUCCESS" : "PROCESSING");
+        snprintf(why, cap, "%s: %lld queried, %lld applied, %lld failed", err, (long long)q.queried,
+                 (long long)q.applied, (long long)q.failed);
+        break;
+    }
+    case SX_EVENTS: {
+        struct po_recover_report q;
+        good = po_events_recover_round(s, NULL, a, (int64_t)time(NULL), 100, &q, err, sizeof err) ==
+                   PO_OK &&
+               q.whole == (then == SX_DONE) && (then == SX_DONE || q.replayed == 0);
+        snprintf(why, cap, "%s: whole %d, %lld replayed (%s)", err, (int)q.whole,
+                 (long long)q.replayed, q.why);
+        break;
+    }
+    case SX_BILL: {
+        struct po_bill_fetch bf;
+        time_t t = time(NULL);
+        char day[16];
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(day, sizeof day, "%Y-%m-%d", &tm);
+        good = ch->bill_fetch(a, day, &bf) == PO_OK &&
+               (then == SX_DONE ? bf.state == PO_BILL_FETCHED : bf.state == PO_BILL_FAILED);
+        snprintf(why, cap, "state %d (%s), HTTP %ld", (int)bf.state, bf.why, bf.http_status);
+        free(bf.data);
+        break;
+    }
+    }
+    account_drop(a);
+    po_store_close(s);
+    return good;
+}
+
+static void test_stripe_errors(void)
+{
+    t1_stripe("sim");
+    int n = (int)(sizeof SX / sizeof SX[0]);
+    for (int i = 0; i < n; i++) {
+        const struct sx_row *x = &SX[i];
+        char no[16], pi[64] = "", fault[200], why[600] = "", rid[64] = "";
+        snprintf(no, sizeof no, "SX-%02d", i);
+        if (x->op == SX_QUERY)
+            sx_order(no, true, false, pi, sizeof pi);
+        else if (x->op == SX_REFUND || x->op == SX_RQUERY)
+            sx_order(no, true, true, pi, sizeof pi);
+        else if (x->op != SX_CREATE && x->op != SX_EVENTS && x->op != SX_BILL)
+            sx_order(no, false, false, pi, sizeof pi);
+        if (x->op == SX_RQUERY) { /* a refund submitted, its result not notified */
+            char body[200], rno[32];
+            struct resp r;
+            snprintf(rno, sizeof rno, "%sR", no);
+            snprintf(body, sizeof body,
+                     "{\"out_trade_no\":\"%s\",\"out_refund_no\":\"%s\",\"amount\":300}", no, rno);
+            api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
+            if (r.status != 201 || !sim_refund_id(rno, rid, sizeof rid))
+                die(r.body);
+        }
+        static const char *const where[] = {[SX_CREATE] = "POST /v1/payment_intents ",
+                                            [SX_QUERY] = "GET /v1/payment_intents/",
+                                            [SX_SEARCH] = "GET /v1/payment_intents/search ",
+                                            [SX_RETRIEVE] = "GET /v1/payment_intents/",
+                                            [SX_CANCEL] = "POST /v1/payment_intents/",
+                                            [SX_REFUND] = "POST /v1/refunds ",
+                                            [SX_RQUERY] = "GET /v1/refunds/",
+                                            [SX_EVENTS] = "GET /v1/events ",
+                                            [SX_BILL] = "GET /v1/balance_transactions "};
+        snprintf(fault, sizeof fault, "%s%s%s %u 1 %s\n", where[x->op],
+                 x->op == SX_RQUERY                                                ? rid
+                 : x->op == SX_QUERY || x->op == SX_RETRIEVE || x->op == SX_CANCEL ? pi
+                                                                                   : "",
+                 x->op == SX_CANCEL ? "/cancel" : "", x->status, x->code);
+        sim_file("faults", fault);
+        bool ok = sx_act(x, no, pi, false, why, sizeof why);
+        T_CHECK(ok, "stripe %s: %u %s: not %s (%s)", where[x->op], x->status, x->code,
+                x->then == SX_REFUSED ? "refused"
+                : x->then == SX_DONE  ? "done"
+                                      : "undecided",
+                why);
+        sim_file("faults", "");
+        if (x->status == 429)
+            usleep(2100 * 1000); /* Stripe's Retry-After: payonce backs off */
+        if (x->then == SX_UNDECIDED)
+            T_CHECK(sx_act(x, no, pi, true, why, sizeof why),
+                    "stripe %s: %u %s, then Stripe back: not decided (%s)", where[x->op], x->status,
+                    x->code, why);
+    }
+    t_figure("# api[%s] Stripe's error answers: %d rows (operation x code), each mapped as"
+             " docs/channels.md says\n",
+             backend, n);
+}
+
 /* ---- WeChat Pay platform certificates, rotated by payonce (issue 23, item 1) ---- */
 
 static struct po_keys_refresh_report keys_refresh(void)
@@ -5115,6 +5455,7 @@ static const struct api_case {
     {"wechatpay_errors", test_wechatpay_errors},
     {"wechatpay_lost_create", test_wechatpay_lost_create},
     {"stripe_events", test_stripe_events},
+    {"stripe_errors", test_stripe_errors},
     {"platform_keys", test_platform_keys},
     {"order_expiry", test_order_expiry},
     {"refund_query", test_refund_query},

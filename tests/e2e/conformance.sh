@@ -194,7 +194,7 @@ PY
   check "certificate mode: refund SUCCESS" "$(wait_for 'refund_status CONF-CRF-1' SUCCESS)" SUCCESS
   "$BIN" order close --tenant t1 --out-trade-no CONF-CPAGE-1 > close-cert.out 2>&1
   check "certificate mode: close" "$(order_status CONF-CPAGE-1)" CLOSED
-  "$BIN" recon fetch --tenant t1 --channel alipay --date "$day" --force --json > bill-cert.out 2>&1
+  "$BIN" recon fetch --tenant t1 --channel alipay --date "$day" --force --json > bill-cert.out 2> bill-cert.err
   check "certificate mode: the bill" "$?" 0
   check "certificate mode: every operation judged with the SDK's SNs" "$(python3 -c '
 import json
@@ -278,7 +278,7 @@ stripe)
   check "events: the page payonce reads is over 16 KiB ($events_page bytes)" "$(( events_page > 16384 ))" 1
   # the daily bill: today's balance transactions with their Charges and Refunds (> 16 KiB)
   DAY=$(date -u +%F)
-  "$BIN" recon fetch --tenant t1 --channel stripe --date "$DAY" --json > bill.out 2>&1
+  "$BIN" recon fetch --tenant t1 --channel stripe --date "$DAY" --json > bill.out 2> bill.err
   check "bill: fetched and reconciled" "$?" 0
   check "bill: 16 payments, 1 refund, nothing mismatched or missing" "$(python3 -c 'import json; r=json.load(open("bill.out")); print(r["payments"]["count"], r["refunds"]["count"], r["mismatched"], r["missing_from_bill"])')" "16 1 0 0"
   bill_page=$(sim_api GET "/v1/balance_transactions?created[gte]=$(( $(date +%s) - 86400 ))&limit=100&expand[0]=data.source" | wc -c)

@@ -3224,7 +3224,7 @@ static void test_channel_failures(void)
      * sent to Stripe meanwhile, nothing decided */
     api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);
     T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "rate_limited_backoff") &&
-                no_payment("PF-3") && sim_created("intents", "PF-3") == 0,
+                no_payment("PF-0003") && sim_created("intents", "PF-0003") == 0,
             "stripe within Retry-After: %ld %s", r.status, r.body);
     usleep(2100 * 1000);
     api("POST", gw_port, "/v1/orders", key1, NULL, pf3, &r);

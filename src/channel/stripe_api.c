@@ -541,7 +541,7 @@ static po_err refunded_intent(const struct po_channel_account *a, const struct p
     struct call c;
     po_err rc = discover(a, r->out_trade_no, ids, &n, &found, &c);
     *status = c.status;
-    (void)snprintf(why, wcap, "%s", found ? "no_succeeded_payment_intent_found" : c.why);
+    po_errf(why, wcap, "%s", found ? "no_succeeded_payment_intent_found" : c.why);
     if (!rc && found)
         rc = examine(a, r->out_trade_no, ids, 0, n, &paid, &processing, &ok, status, why, wcap);
     if (!rc && paid)

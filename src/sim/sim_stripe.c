@@ -486,7 +486,8 @@ static void lower3(const char *cur, char out[4])
 static void derived(const char *prefix, const char *id, char *out, size_t cap)
 {
     const char *u = strchr(id, '_');
-    (void)snprintf(out, cap, "%s%s", prefix, u ? u + 1 : id);
+    if (po_fmt(out, cap, "%s%s", prefix, u ? u + 1 : id) != PO_OK)
+        out[0] = '\0'; /* an id too long for any buffer: none derived */
 }
 
 /* Every PaymentIntent as it was at time t (Unix s), id -> record

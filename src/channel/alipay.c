@@ -47,6 +47,23 @@ static po_err verify(const struct po_channel_account *a, const struct po_form *f
         po_notify_reject(out, PO_R_BAD_SIGNATURE, "sign is not base64");
         return PO_OK;
     }
+    /* The key: Alipay's public key; in certificate mode the certificate
+     * the notification names (alipay_cert_sn), or, when it names none,
+     * any of the tenant's (a rotation's old and new). */
+    const char *named = po_form_get(f, "alipay_cert_sn");
+    int k = 0;
+    if (named && *named) {
+        while (k < a->nkeys && strcmp(a->keys[k].serial, named) != 0)
+            k++;
+        if (k == a->nkeys) {
+            free(raw);
+            po_notify_reject(out, PO_R_UNKNOWN_SERIAL,
+                             "alipay_cert_sn %.40s is none of the tenant's Alipay certificates",
+                             named);
+            return PO_OK;
+        }
+    }
+    int last = named && *named ? k : a->nkeys - 1;
     /* Empty values left out (the Java SDK, Alipay's gateway) or, when there
      * are any, kept (the Node SDK): both are Alipay's own signature over
      * the same fields, so either admits nothing forged. */
@@ -54,12 +71,14 @@ static po_err verify(const struct po_channel_account *a, const struct po_form *f
     for (int i = 0; i < f->n; i++)
         has_empty |= f->p[i].val_len == 0;
     rc = PO_ERR_INVALID;
-    for (int keep = 0; rc == PO_ERR_INVALID && keep <= (has_empty ? 1 : 0); keep++) {
-        size_t len = 0;
-        char *content = po_alipay_sign_content(f, true, keep == 1, &len);
-        rc = content ? po_rsa_sha256_verify(a->keys[0].key, content, len, raw, raw_len)
-                     : PO_ERR_NOMEM;
-        free(content);
+    for (; rc == PO_ERR_INVALID && k <= last; k++) {
+        for (int keep = 0; rc == PO_ERR_INVALID && keep <= (has_empty ? 1 : 0); keep++) {
+            size_t len = 0;
+            char *content = po_alipay_sign_content(f, true, keep == 1, &len);
+            rc = content ? po_rsa_sha256_verify(a->keys[k].key, content, len, raw, raw_len)
+                         : PO_ERR_NOMEM;
+            free(content);
+        }
     }
     free(raw);
     if (rc && rc != PO_ERR_INVALID) /* not checked: retry */
@@ -170,44 +189,197 @@ out:
     return rc;
 }
 
-/* ---- the account ---- */
+/* ---- the account ----
+ *
+ * Public-key mode: Alipay's public key (--alipay-public-key-file, PEM or
+ * bare base64) is a->keys[0]. Certificate mode (公钥证书模式): the app's
+ * public-key certificate (--app-cert-file) and Alipay's root chain
+ * (--alipay-root-cert-file) give the SNs every request carries
+ * (app_cert_sn, alipay_root_cert_sn); Alipay's public-key certificates
+ * (--alipay-cert-file, repeatable: a rotation's old and new) are a->keys,
+ * each under its SN, and an answer is verified with the one its
+ * alipay_cert_sn names. An app is in one mode or the other. */
+
+/* One --alipay-cert-file: {"sn", "pem"} appended to certs (the PEM as
+ * given; its first certificate is Alipay's, a chain after it is its
+ * issuers). */
+static po_err add_cert(const struct po_account_input *in, json_t *certs, const char *path,
+                       char *err, size_t errcap)
+{
+    size_t len = 0;
+    char *pem = po_account_read_file(path, false, &len, err, errcap), sn[PO_SERIAL_MAX + 1];
+    char kerr[PO_ERRBUF_SIZE] = "", ignored[PO_SERIAL_MAX + 1], line[PO_ERRBUF_SIZE + 64];
+    struct po_pubkey *k = NULL;
+    int64_t nb = 0, na = 0;
+    if (!pem)
+        return PO_ERR_IO;
+    po_err rc = po_cert_alipay_sn(pem, len, false, sn, sizeof sn, kerr, sizeof kerr);
+    if (!rc)
+        rc = po_pubkey_from_pem(pem, len, &k, ignored, sizeof ignored, kerr, sizeof kerr);
+    if (!rc)
+        rc = po_cert_validity(pem, len, &nb, &na);
+    if (rc) {
+        po_errf(err, errcap, "%s: not Alipay's RSA public-key certificate (%s)", path, kerr);
+        rc = PO_ERR_IO;
+    } else if (po_json_append(certs, json_pack("{s:s, s:s}", "sn", sn, "pem", pem)) == NULL) {
+        rc = PO_ERR_NOMEM;
+    } else if (in->note) {
+        char until[PO_TIME_SIZE];
+        po_clock_iso_at(na, until, sizeof until);
+        (void)snprintf(line, sizeof line, "Alipay certificate %s from %s (valid until %s)", sn,
+                       path, until);
+        in->note(in->ctx, line);
+    }
+    po_pubkey_free(k);
+    free(pem);
+    return rc;
+}
+
+/* Certificate mode's options into cfg (app_cert_sn, alipay_root_cert_sn,
+ * alipay_certs). */
+static po_err build_certs(const struct po_account_input *in, json_t *cfg, char *err, size_t errcap)
+{
+    const char *app = in->opt(in->ctx, "app-cert-file");
+    const char *root = in->opt(in->ctx, "alipay-root-cert-file");
+    const char *paths[PO_CHANNEL_KEYS_MAX + 1];
+    int n = in->opt_all(in->ctx, "alipay-cert-file", paths, PO_CHANNEL_KEYS_MAX + 1);
+    if (!app || !root || n == 0 || n > PO_CHANNEL_KEYS_MAX) {
+        po_errf(err, errcap,
+                "certificate mode needs --app-cert-file, --alipay-root-cert-file and 1-%d"
+                " --alipay-cert-file",
+                PO_CHANNEL_KEYS_MAX);
+        return PO_ERR_INVALID;
+    }
+    const char *files[] = {app, root};
+    const char *names[] = {"app_cert_sn", "alipay_root_cert_sn"};
+    for (int i = 0; i < 2; i++) {
+        size_t len = 0;
+        char *pem = po_account_read_file(files[i], false, &len, err, errcap), kerr[PO_ERRBUF_SIZE];
+        char sn[PO_ALIPAY_ROOT_SN_MAX + 1];
+        if (!pem)
+            return PO_ERR_IO;
+        po_err rc = po_cert_alipay_sn(pem, len, i == 1, sn, sizeof sn, kerr, sizeof kerr);
+        free(pem);
+        if (rc) {
+            po_errf(err, errcap, "%s: %s", files[i], kerr);
+            return PO_ERR_IO;
+        }
+        json_object_set_new(cfg, names[i], json_string(sn));
+    }
+    json_t *certs = json_array();
+    po_err rc = certs ? PO_OK : PO_ERR_NOMEM;
+    for (int i = 0; i < n && !rc; i++)
+        rc = add_cert(in, certs, paths[i], err, errcap);
+    if (!rc)
+        json_object_set_new(cfg, "alipay_certs", certs);
+    else
+        json_decref(certs);
+    return rc;
+}
+
+/* Two tenants on one Alipay app: Alipay signs both's notifications with
+ * the same key and names the same app_id, so only the seller id (PID)
+ * tells whose a notification is — each must have one, and they must differ
+ * (issue 44 item 6). */
+static const char *account_clash(json_t *mine, json_t *other)
+{
+    const char *a = po_json_str(mine, "app_id"), *b = po_json_str(other, "app_id");
+    if (!a || !b || strcmp(a, b) != 0)
+        return NULL;
+    const char *sa = po_json_str(mine, "seller_id"), *sb = po_json_str(other, "seller_id");
+    if (!sa || !*sa)
+        return "this Alipay app id is another tenant's too: give --seller-id (each tenant's"
+               " notifications are told apart by it)";
+    if (!sb || !*sb)
+        return "this Alipay app id is another tenant's too, and that tenant's account has no"
+               " seller id: set its --seller-id first";
+    if (strcmp(sa, sb) == 0)
+        return "this Alipay app id and seller id are another tenant's: notifications could not"
+               " be told apart";
+    return NULL;
+}
 
 static po_err account_build(const struct po_account_input *in, json_t *cfg, char *err,
                             size_t errcap)
 {
     const char *app_id = in->opt(in->ctx, "app-id"), *seller = in->opt(in->ctx, "seller-id");
     const char *path = in->opt(in->ctx, "alipay-public-key-file");
-    if (!app_id || !path) {
-        po_errf(err, errcap, "--app-id and --alipay-public-key-file are required");
+    bool cert = in->opt(in->ctx, "app-cert-file") || in->opt(in->ctx, "alipay-root-cert-file") ||
+                in->opt(in->ctx, "alipay-cert-file");
+    if (!app_id || !path == !cert) {
+        po_errf(err, errcap,
+                "--app-id is required, and either --alipay-public-key-file (public-key mode) or"
+                " the certificates (--app-cert-file, --alipay-root-cert-file, --alipay-cert-file)");
         return PO_ERR_INVALID;
     }
     if (!po_id_valid(app_id, PO_ID_MAX) || (seller && !po_id_valid(seller, PO_ID_MAX))) {
         po_errf(err, errcap, "--app-id/--seller-id: 1-64 characters of [A-Za-z0-9_-]");
         return PO_ERR_INVALID;
     }
-    size_t len = 0;
-    char *text = po_account_read_file(path, true, &len, err, errcap);
-    if (!text)
-        return PO_ERR_IO;
-    struct po_pubkey *k = NULL;
-    char serial[PO_SERIAL_MAX + 1], kerr[PO_ERRBUF_SIZE] = "", *pem = NULL;
-    /* Alipay hands its key out as bare base64 as often as PEM. */
-    po_err rc = strstr(text, "-----BEGIN")
-                    ? po_pubkey_from_pem(text, len, &k, serial, sizeof serial, kerr, sizeof kerr)
-                    : po_pubkey_from_spki_b64(text, &k, kerr, sizeof kerr);
-    free(text);
-    if (rc || po_pubkey_to_pem(k, &pem)) {
-        po_errf(err, errcap, "%s: %s", path, kerr);
-        po_pubkey_free(k);
-        return PO_ERR_IO;
-    }
     json_object_set_new(cfg, "app_id", json_string(app_id));
     if (seller)
         json_object_set_new(cfg, "seller_id", json_string(seller));
-    json_object_set_new(cfg, "public_key_pem", json_string(pem));
-    free(pem);
-    po_pubkey_free(k);
+    po_err rc = cert ? build_certs(in, cfg, err, errcap) : PO_OK;
+    if (rc)
+        return rc;
+    if (!cert) {
+        size_t len = 0;
+        char *text = po_account_read_file(path, true, &len, err, errcap);
+        if (!text)
+            return PO_ERR_IO;
+        struct po_pubkey *k = NULL;
+        char serial[PO_SERIAL_MAX + 1], kerr[PO_ERRBUF_SIZE] = "", *pem = NULL;
+        /* Alipay hands its key out as bare base64 as often as PEM. */
+        rc = strstr(text, "-----BEGIN")
+                 ? po_pubkey_from_pem(text, len, &k, serial, sizeof serial, kerr, sizeof kerr)
+                 : po_pubkey_from_spki_b64(text, &k, kerr, sizeof kerr);
+        free(text);
+        if (rc || po_pubkey_to_pem(k, &pem)) {
+            po_errf(err, errcap, "%s: %s", path, kerr);
+            po_pubkey_free(k);
+            return PO_ERR_IO;
+        }
+        json_object_set_new(cfg, "public_key_pem", json_string(pem));
+        free(pem);
+        po_pubkey_free(k);
+    }
     return po_account_build_api(in, "alipay", false, cfg, err, errcap);
+}
+
+/* Certificate mode's stored part: the SNs into ali, Alipay's certificates
+ * into a->keys (serial: the SN, not_after: the end of validity). */
+static po_err load_certs(json_t *root, struct po_channel_account *a, struct po_alipay_account *ali,
+                         char *err, size_t errcap)
+{
+    json_t *certs = json_object_get(root, "alipay_certs"), *c;
+    size_t i;
+    if (!po_set_field(ali->app_cert_sn, sizeof ali->app_cert_sn,
+                      po_json_str(root, "app_cert_sn")) ||
+        !po_set_field(ali->root_cert_sn, sizeof ali->root_cert_sn,
+                      po_json_str(root, "alipay_root_cert_sn")) ||
+        !json_array_size(certs) || json_array_size(certs) > PO_CHANNEL_KEYS_MAX) {
+        po_errf(err, errcap, "certificate mode: the SNs or Alipay's certificates are missing");
+        return PO_ERR_INVALID;
+    }
+    json_array_foreach(certs, i, c)
+    {
+        const char *pem = po_json_str(c, "pem");
+        char ignored[PO_SERIAL_MAX + 1];
+        int64_t nb = 0;
+        po_err rc =
+            pem && po_set_field(a->keys[i].serial, sizeof a->keys[i].serial, po_json_str(c, "sn"))
+                ? po_pubkey_from_pem(pem, strlen(pem), &a->keys[i].key, ignored, sizeof ignored,
+                                     err, errcap)
+                : PO_ERR_INVALID;
+        if (!rc && po_cert_validity(pem, strlen(pem), &nb, &a->keys[i].not_after))
+            rc = PO_ERR_INVALID;
+        if (rc) {
+            po_errf(err, errcap, "Alipay certificate %zu is damaged", i + 1);
+            return rc;
+        }
+        a->nkeys = (int)i + 1;
+    }
+    return PO_OK;
 }
 
 static po_err account_load(json_t *root, const unsigned char *master, struct po_channel_account *a,
@@ -217,15 +389,18 @@ static po_err account_load(json_t *root, const unsigned char *master, struct po_
     if (!ali)
         return PO_ERR_NOMEM;
     const char *pem = po_json_str(root, "public_key_pem");
+    bool cert = json_object_get(root, "alipay_certs") != NULL;
     char ignored[PO_SERIAL_MAX + 1];
-    if (!po_set_field(ali->app_id, sizeof ali->app_id, po_json_str(root, "app_id")) || !pem) {
+    if (!po_set_field(ali->app_id, sizeof ali->app_id, po_json_str(root, "app_id")) ||
+        (!pem && !cert)) {
         po_errf(err, errcap, "app_id or Alipay public key missing");
         return PO_ERR_INVALID;
     }
     (void)po_set_field(ali->seller_id, sizeof ali->seller_id, po_json_str(root, "seller_id"));
-    po_err rc =
-        po_pubkey_from_pem(pem, strlen(pem), &a->keys[0].key, ignored, sizeof ignored, err, errcap);
-    if (!rc)
+    po_err rc = cert ? load_certs(root, a, ali, err, errcap)
+                     : po_pubkey_from_pem(pem, strlen(pem), &a->keys[0].key, ignored,
+                                          sizeof ignored, err, errcap);
+    if (!rc && !cert)
         a->nkeys = 1;
     return rc ? rc
               : po_account_load_api(root, master, a, "https://openapi.alipay.com/gateway.do", false,
@@ -245,7 +420,12 @@ static void ack(bool success, unsigned fail_status, const char *msg, struct po_a
 static const struct po_channel_option options[] = {
     {"app-id", "the app id (APPID), required"},
     {"seller-id", "the seller id (PID) the notifications must name"},
-    {"alipay-public-key-file", "Alipay's public key, PEM or bare base64, required"},
+    {"alipay-public-key-file", "Alipay's public key, PEM or bare base64 (public-key mode)"},
+    {"app-cert-file", "certificate mode: the app's public-key certificate (appCertPublicKey.crt)"},
+    {"alipay-root-cert-file", "certificate mode: Alipay's root certificates (alipayRootCert.crt)"},
+    {"alipay-cert-file",
+     "certificate mode: Alipay's public-key certificate (alipayCertPublicKey_RSA2.crt;"
+     " repeatable, for a rotation)"},
     {"timestamp-window", "unused by Alipay (its notifications carry no timestamp)"},
     PO_API_OPTIONS,
     {NULL, NULL},
@@ -299,6 +479,7 @@ const struct po_channel_ops po_channel_alipay = {
     .pay_create = po_alipay_pay_create,
     .pay_notify_url = true,
     .order_rule = order_rule,
+    .account_clash = account_clash,
     .order_close = po_alipay_order_close,
     .refund_query = po_alipay_refund_query,
     .bill_parse = po_alipay_bill_parse,

@@ -23,29 +23,120 @@ static void beijing_time(int64_t at, char *out, size_t cap)
     (void)strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-/* A gateway request's parameters in alipay-sdk's order (format only when
- * given, empty values left out), signed RSA2 with key: sign comes last. */
-static po_err request_form(const struct po_privkey *key, const char *app_id, const char *method,
-                           const char *format, const char *ts, const char *notify_url,
-                           const char *return_url, const char *biz_content, struct po_form *f)
+/* The parameters alipay-sdk sends in the gateway URL's query string (its
+ * formatUrl: the common parameters); every other one — biz_content — goes
+ * in the form body. */
+static bool in_url(const char *key)
 {
-    const char *k[] = {"method",    "app_id",    "format",     "charset",    "version",
-                       "sign_type", "timestamp", "notify_url", "return_url", "biz_content"};
-    const char *v[] = {method,
-                       app_id,
-                       format ? format : "",
+    static const char *const url_args[] = {"app_id",        "method",
+                                           "format",        "charset",
+                                           "sign_type",     "sign",
+                                           "timestamp",     "version",
+                                           "notify_url",    "return_url",
+                                           "auth_token",    "app_auth_token",
+                                           "app_cert_sn",   "alipay_root_cert_sn",
+                                           "ws_service_url"};
+    for (size_t i = 0; i < sizeof url_args / sizeof url_args[0]; i++)
+        if (strcmp(key, url_args[i]) == 0)
+            return true;
+    return false;
+}
+
+/* One gateway request's own parameters. */
+struct gw_params {
+    const char *method;
+    const char *format;     /* "JSON"; NULL for the browser's (pageExecute sends none) */
+    const char *ts;         /* Beijing time */
+    const char *notify_url; /* NULL or "": none */
+    const char *return_url;
+    const char *biz_content;
+};
+
+/* A gateway request's parameters in alipay-sdk's order (its sign(): the
+ * common ones, the call's own, the certificate SNs, biz_content; empty
+ * values left out), signed RSA2 with the app's key: sign comes last. */
+static po_err request_form(const struct po_alipay_app *app, const struct gw_params *p,
+                           struct po_form *f)
+{
+    const char *k[] = {"method",
+                       "app_id",
+                       "format",
+                       "charset",
+                       "version",
+                       "sign_type",
+                       "timestamp",
+                       "notify_url",
+                       "return_url",
+                       "app_cert_sn",
+                       "alipay_root_cert_sn",
+                       "biz_content"};
+    const char *v[] = {p->method,
+                       app->app_id,
+                       p->format,
                        "utf-8",
                        "1.0",
                        "RSA2",
-                       ts,
-                       notify_url ? notify_url : "",
-                       return_url ? return_url : "",
-                       biz_content};
+                       p->ts,
+                       p->notify_url,
+                       p->return_url,
+                       app->app_cert_sn,
+                       app->root_cert_sn,
+                       p->biz_content};
     po_err rc = PO_OK;
     for (size_t i = 0; i < sizeof k / sizeof k[0] && !rc; i++)
-        if (*v[i])
+        if (v[i] && *v[i])
             rc = po_form_add(f, k[i], v[i]);
-    return rc ? rc : po_alipay_sign_form(key, f, false);
+    return rc ? rc : po_alipay_sign_form(app->key, f, false);
+}
+
+/* f's parameters as alipay-sdk sends them: the URL's (in_url) encoded
+ * into *qs, the rest into *body (both heap, "" when none). */
+static po_err split_form(const struct po_form *f, char **qs, char **body)
+{
+    *qs = *body = NULL;
+    struct po_form *q = calloc(1, sizeof *q), *b = calloc(1, sizeof *b);
+    po_err rc = q && b ? PO_OK : PO_ERR_NOMEM;
+    for (int i = 0; !rc && i < f->n; i++)
+        rc = po_form_add(in_url(f->p[i].key) ? q : b, f->p[i].key, f->p[i].val);
+    if (!rc && (!(*qs = po_form_encode(q, NULL)) || !(*body = po_form_encode(b, NULL))))
+        rc = PO_ERR_NOMEM;
+    if (rc) {
+        free(*qs);
+        free(*body);
+        *qs = *body = NULL;
+    }
+    if (q)
+        po_form_free(q);
+    if (b)
+        po_form_free(b);
+    free(q);
+    free(b);
+    return rc;
+}
+
+/* base + '?' (or '&' when it has a query already) + qs, heap. */
+static char *url_with(const char *base, const char *qs)
+{
+    size_t len = strlen(base) + strlen(qs) + 2;
+    char *u = malloc(len);
+    if (u)
+        (void)snprintf(u, len, "%s%c%s", base, strchr(base, '?') ? '&' : '?', qs);
+    return u;
+}
+
+/* The methods whose answer Alipay notifies later (the payment, the
+ * refund): the request names where (notify_url). */
+static bool notified(const char *method)
+{
+    return strcmp(method, "alipay.trade.precreate") == 0 ||
+           strcmp(method, "alipay.trade.refund") == 0;
+}
+
+void po_alipay_app_of(const struct po_channel_account *a, struct po_alipay_app *out)
+{
+    const struct po_alipay_account *ali = po_alipay_of(a);
+    *out =
+        (struct po_alipay_app){a->merchant_key, ali->app_id, ali->app_cert_sn, ali->root_cert_sn};
 }
 
 po_err po_alipay_call(const struct po_channel_account *a, const char *method,
@@ -54,24 +145,29 @@ po_err po_alipay_call(const struct po_channel_account *a, const char *method,
     memset(out, 0, sizeof *out);
     if (!a->merchant_key)
         return PO_ERR_INVALID;
-    char ts[24];
+    char ts[24], *qs = NULL, *body = NULL, *url = NULL;
     beijing_time((int64_t)time(NULL), ts, sizeof ts);
+    struct po_alipay_app app;
+    po_alipay_app_of(a, &app);
+    struct gw_params p = {method, "JSON",     ts, notified(method) ? a->notify_url : NULL,
+                          NULL,   biz_content};
     struct po_form *f = calloc(1, sizeof *f);
-    if (!f)
-        return PO_ERR_NOMEM;
-    po_err rc = request_form(a->merchant_key, po_alipay_of(a)->app_id, method, "JSON", ts,
-                             a->notify_url, NULL, biz_content, f);
-    char *body = rc ? NULL : po_form_encode(f, NULL);
-    po_form_free(f);
-    free(f);
-    if (!rc && !body)
+    po_err rc = f ? request_form(&app, &p, f) : PO_ERR_NOMEM;
+    if (!rc)
+        rc = split_form(f, &qs, &body);
+    if (!rc && !(url = url_with(a->api_base_url, qs)))
         rc = PO_ERR_NOMEM;
+    if (f)
+        po_form_free(f);
+    free(f);
     if (!rc) {
         const char *h[] = {"Accept: application/json",
                            "Content-Type: application/x-www-form-urlencoded;charset=utf-8"};
-        rc = po_api_request(a->api_base_url, h, 2, body, PO_API_RESP_MAX, out);
+        rc = po_api_request(url, h, 2, body, PO_API_RESP_MAX, out);
     }
+    free(qs);
     free(body);
+    free(url);
     return rc;
 }
 
@@ -103,38 +199,36 @@ static bool put(char **b, size_t *len, size_t *cap, const char *s, bool esc)
     return true;
 }
 
-po_err po_alipay_browser_pay(const struct po_privkey *key, const char *gateway, const char *app_id,
+po_err po_alipay_browser_pay(const struct po_alipay_app *app, const char *gateway,
                              const char *method, const char *notify_url, const char *return_url,
                              const char *biz_content, const char *ts, char **form_html, char **url)
 {
     *form_html = *url = NULL;
-    struct po_form *f = calloc(1, sizeof *f), *q = calloc(1, sizeof *q);
-    po_err rc =
-        f && q ? request_form(key, app_id, method, NULL, ts, notify_url, return_url, biz_content, f)
-               : PO_ERR_NOMEM;
-    /* the form's action carries everything but biz_content, a hidden input */
-    for (int i = 0; !rc && i < f->n; i++)
-        if (strcmp(f->p[i].key, "biz_content") != 0)
-            rc = po_form_add(q, f->p[i].key, f->p[i].val);
-    char *all = rc ? NULL : po_form_encode(f, NULL), *qs = rc ? NULL : po_form_encode(q, NULL);
+    struct gw_params p = {method, NULL, ts, notify_url, return_url, biz_content};
+    struct po_form *f = calloc(1, sizeof *f);
+    char *qs = NULL, *body = NULL, *action = NULL, *u = NULL, *html = NULL;
+    po_err rc = f ? request_form(app, &p, f) : PO_ERR_NOMEM;
+    /* the form's action carries the URL's parameters (sign among them),
+     * biz_content is a hidden input; the GET URL is the action and the
+     * body's parameters after it (pageExecute's two forms). The action is
+     * written as the SDK writes it, the configured gateway HTML-escaped
+     * and the encoded query (no quote or angle bracket in it) as it is. */
+    if (!rc)
+        rc = split_form(f, &qs, &body);
+    if (!rc && (!(action = url_with(gateway, qs)) || !(u = url_with(action, body))))
+        rc = PO_ERR_NOMEM;
     size_t len = 0, cap = 0;
-    char *html = NULL;
-    bool ok =
-        all && qs && put(&html, &len, &cap, "<form action=\"", false) &&
-        put(&html, &len, &cap, gateway, true) && put(&html, &len, &cap, "?", false) &&
-        put(&html, &len, &cap, qs, false) &&
-        put(&html, &len, &cap,
-            "\" method=\"post\" name=\"alipaySDKSubmit\" id=\"alipaySDKSubmit\">"
-            "<input type=\"hidden\" name=\"biz_content\" value=\"",
-            false) &&
-        put(&html, &len, &cap, biz_content, true) &&
-        put(&html, &len, &cap,
-            "\" /></form><script>document.forms[\"alipaySDKSubmit\"].submit();</script>", false);
-    size_t ulen = all ? strlen(gateway) + strlen(all) + 2 : 0;
-    char *u = ok ? malloc(ulen) : NULL;
-    if (u)
-        (void)snprintf(u, ulen, "%s?%s", gateway, all);
-    if (!rc && !u)
+    if (!rc &&
+        !(put(&html, &len, &cap, "<form action=\"", false) &&
+          put(&html, &len, &cap, gateway, true) &&
+          put(&html, &len, &cap, action + strlen(gateway), false) &&
+          put(&html, &len, &cap,
+              "\" method=\"post\" name=\"alipaySDKSubmit\" id=\"alipaySDKSubmit\">"
+              "<input type=\"hidden\" name=\"biz_content\" value=\"",
+              false) &&
+          put(&html, &len, &cap, biz_content, true) &&
+          put(&html, &len, &cap,
+              "\" /></form><script>document.forms[\"alipaySDKSubmit\"].submit();</script>", false)))
         rc = PO_ERR_NOMEM;
     if (!rc) {
         *form_html = html;
@@ -143,14 +237,12 @@ po_err po_alipay_browser_pay(const struct po_privkey *key, const char *gateway, 
         free(html);
         free(u);
     }
-    free(all);
     free(qs);
+    free(body);
+    free(action);
     if (f)
         po_form_free(f);
-    if (q)
-        po_form_free(q);
     free(f);
-    free(q);
     return rc;
 }
 
@@ -213,6 +305,20 @@ static bool member_text(const char *body, size_t len, const char *key, const cha
     return false;
 }
 
+/* The key an answer is verified with: Alipay's public key; in certificate
+ * mode the certificate the answer names (alipay_cert_sn: NULL when it is
+ * none of the tenant's), or the first one when it names none (as
+ * alipay-sdk does). */
+static const struct po_pubkey *answer_key(const struct po_channel_account *a, const char *sn)
+{
+    if (!po_alipay_of(a)->app_cert_sn[0] || !sn)
+        return a->nkeys ? a->keys[0].key : NULL;
+    for (int i = 0; i < a->nkeys; i++)
+        if (strcmp(a->keys[i].serial, sn) == 0)
+            return a->keys[i].key;
+    return NULL;
+}
+
 json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct po_api_resp *r,
                                 const char *method, char *reason, size_t cap)
 {
@@ -224,6 +330,7 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
     const char *text = NULL;
     size_t tlen = 0;
     json_t *root = NULL, *out = NULL;
+    const struct po_pubkey *key = NULL;
     char jerr[PO_ERRBUF_SIZE];
     po_err prc = po_json_parse(r->body, r->len, &root, jerr, sizeof jerr);
     const char *sign = po_json_str(root, "sign"), *why = NULL;
@@ -238,7 +345,9 @@ json_t *po_alipay_resp_verified(const struct po_channel_account *a, const struct
         why = "no_response_member";
     else if (!sign || po_b64_decode(sign, strlen(sign), &raw, &raw_len))
         why = "unsigned";
-    else if (po_rsa_sha256_verify(a->keys[0].key, text, tlen, raw, raw_len))
+    else if (!(key = answer_key(a, po_json_str(root, "alipay_cert_sn"))))
+        why = "unknown_cert_sn";
+    else if (po_rsa_sha256_verify(key, text, tlen, raw, raw_len))
         why = "bad_signature";
     else if ((prc = po_json_parse(text, tlen, &out, jerr, sizeof jerr)))
         why = prc == PO_ERR_NOMEM ? "out_of_memory" : "not_json";
@@ -278,15 +387,93 @@ static json_t *signed_call(const struct po_channel_account *a, const char *metho
     return n;
 }
 
+/* ---- Alipay's error answers (docs/channels.md, "Error answers: Alipay") ----
+ *
+ * An answer whose code is not 10000 decides only what Alipay documents it
+ * to mean for the method (its sub_code, below); every other one — the
+ * gateway's and the business system's failures (20000 isp.unknow-error,
+ * aop.unknow-error, aop.ACQ.SYSTEM_ERROR; 40004 ACQ.SYSTEM_ERROR), the
+ * configuration's (40001 / 40002 isv.*: the key, the app id, the
+ * certificates; 40006 permissions), a sub_code not documented for the
+ * method — decides nothing: the order stays, the refund stays pending,
+ * and the call is made again later (the code recorded for operators).
+ * Alipay's rate limit (40005 isv.app-call-limited /
+ * isv.method-call-limited) decides nothing and says so (throttled): the
+ * rounds stop asking for the account until their next turn. */
+
+struct ali_rule {
+    const char *method;
+    const char *sub; /* the documented sub_code */
+    int state;       /* the method's answer state it decides */
+};
+
+static const struct ali_rule ali_rules[] = {
+    /* alipay.trade.refund (opendocs 02ekfs): refused for good — closed,
+     * its reservation released, an alert raised */
+    {"alipay.trade.refund", "ACQ.TRADE_NOT_EXIST", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.TRADE_STATUS_ERROR", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.TRADE_HAS_CLOSE", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.TRADE_HAS_FINISHED", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.TRADE_NOT_ALLOW_REFUND", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.NOT_ALLOW_PARTIAL_REFUND", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.REASON_TRADE_REFUND_FEE_ERR", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.DISCORDANT_REPEAT_REQUEST", PO_REFUND_REJECTED},
+    {"alipay.trade.refund", "ACQ.INVALID_PARAMETER", PO_REFUND_REJECTED},
+    /* … and pending, submitted again later: the seller's balance topped
+     * up, the trade unfrozen (ACQ.SELLER_BALANCE_NOT_ENOUGH,
+     * ACQ.REASON_TRADE_BEEN_FREEZEN, ACQ.SYSTEM_ERROR: the default) */
+    /* alipay.trade.query (02ekfq): the buyer never opened the cashier */
+    {"alipay.trade.query", "ACQ.TRADE_NOT_EXIST", PO_QUERY_NOT_PAID},
+    /* alipay.trade.close (02o6e8): never created there, nothing to pay;
+     * paid or no longer open: refused, the query decides */
+    {"alipay.trade.close", "ACQ.TRADE_NOT_EXIST", PO_CLOSE_CLOSED},
+    {"alipay.trade.close", "ACQ.TRADE_STATUS_ERROR", PO_CLOSE_REFUSED},
+    {"alipay.trade.close", "ACQ.REASON_TRADE_STATUS_INVALID", PO_CLOSE_REFUSED},
+    {"alipay.trade.close", "ACQ.REASON_ILLEGAL_STATUS", PO_CLOSE_REFUSED},
+    /* alipay.trade.precreate (02ekfg): refused, 409 channel_refused (a paid
+     * order's payment is the query's to find) */
+    {"alipay.trade.precreate", "ACQ.TRADE_HAS_SUCCESS", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.TRADE_HAS_CLOSE", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.CONTEXT_INCONSISTENT", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.TOTAL_FEE_EXCEED", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.EXIST_FORBIDDEN_WORD", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.BUYER_SELLER_EQUAL", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.TRADE_BUYER_NOT_MATCH", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.INVALID_PARAMETER", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.ACCESS_FORBIDDEN", PO_PAY_REFUSED},
+    {"alipay.trade.precreate", "ACQ.PARTNER_ERROR", PO_PAY_REFUSED},
+    /* alipay.trade.fastpay.refund.query (02ekft): no such trade, so no
+     * such refund (the refund table prints both spellings) */
+    {"alipay.trade.fastpay.refund.query", "ACQ.TRADE_NOT_EXIST", PO_RQ_NOT_FOUND},
+    {"alipay.trade.fastpay.refund.query", "TRADE_NOT_EXIST", PO_RQ_NOT_FOUND},
+    /* alipay.data.dataservice.bill.downloadurl.query (02ekfu): no bill, no
+     * trades that day */
+    {"alipay.data.dataservice.bill.downloadurl.query", "isp.bill_not_exist", PO_BILL_NONE},
+};
+
+/* The state Alipay's (code, sub) answer to method decides (ali_rules), or
+ * undecided; *throttled when it is Alipay's rate limit. */
+static int decide(const char *method, const char *code, const char *sub, int undecided,
+                  bool *throttled)
+{
+    *throttled = code && strcmp(code, "40005") == 0;
+    for (size_t i = 0; !*throttled && sub && i < sizeof ali_rules / sizeof ali_rules[0]; i++)
+        if (strcmp(ali_rules[i].method, method) == 0 && strcmp(ali_rules[i].sub, sub) == 0)
+            return ali_rules[i].state;
+    return undecided;
+}
+
 /* ---- refund submission: alipay.trade.refund ---- */
 
 #define ALIPAY_REFUND "alipay.trade.refund"
 
-/* out_request_no = out_refund_no (Alipay is idempotent on it per trade).
- * Only an answer signed with the Alipay key decides, on its code:
- *   10000                  submitted (the refund notification completes it)
- *   40002 / 40004 / 40006  rejected, except sub_code ACQ.SYSTEM_ERROR
- *   anything else, unsigned, no answer: stays pending, retried. */
+/* out_request_no = out_refund_no (Alipay is idempotent on it per trade:
+ * the same request again is the same refund, fund_change N). Only an
+ * answer signed with the Alipay key decides: 10000 submitted (the
+ * refund's notification or the refund query completes it); a sub_code of
+ * ali_rules rejected; anything else, unsigned, no answer: pending,
+ * submitted again later. */
 po_err po_alipay_refund_submit(const struct po_channel_account *a,
                                const struct po_refund_request *r, struct po_refund_answer *out)
 {
@@ -311,11 +498,7 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
     } else if (c && strcmp(c, "10000") == 0) {
         out->decision = PO_REFUND_SUBMITTED;
     } else {
-        bool final =
-            c && (strcmp(c, "40002") == 0 || strcmp(c, "40004") == 0 || strcmp(c, "40006") == 0) &&
-            !(sub && strstr(sub, "SYSTEM_ERROR"));
-        if (final)
-            out->decision = PO_REFUND_REJECTED;
+        out->decision = decide(ALIPAY_REFUND, c, sub, PO_REFUND_PENDING, &out->throttled);
         po_channel_clean_code(sub ? sub : c, out->http_status, out->code, sizeof out->code);
     }
     json_decref(n);
@@ -335,12 +518,6 @@ static json_t *trade_call(const struct po_channel_account *a, const char *method
     return n;
 }
 
-/* 40004 ACQ.TRADE_NOT_EXIST: the buyer never opened the cashier. */
-static bool trade_not_exist(const char *code, const char *sub)
-{
-    return code && strcmp(code, "40004") == 0 && sub && strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0;
-}
-
 /* ---- active query: alipay.trade.query ---- */
 
 #define ALIPAY_QUERY "alipay.trade.query"
@@ -348,7 +525,8 @@ static bool trade_not_exist(const char *code, const char *sub)
 /* TRADE_SUCCESS / TRADE_FINISHED: paid, the event the notification would
  * have made (same type and trade_no: the same key); WAIT_BUYER_PAY,
  * TRADE_CLOSED and 40004 ACQ.TRADE_NOT_EXIST (the buyer never opened the
- * cashier): not paid; anything else decides nothing. */
+ * cashier): not paid; anything else decides nothing (throttled: Alipay's
+ * rate limit). */
 po_err po_alipay_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_query_answer *out)
 {
@@ -363,9 +541,10 @@ po_err po_alipay_order_query(const struct po_channel_account *a, const struct po
     const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
                *status = po_json_str(n, "trade_status");
     bool ok = code && strcmp(code, "10000") == 0;
-    if (!ok && trade_not_exist(code, sub)) {
-        out->state = PO_QUERY_NOT_PAID;
-    } else if (!ok || !status) {
+    if (!ok) {
+        out->state = decide(ALIPAY_QUERY, code, sub, PO_QUERY_FAILED, &out->throttled);
+        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+    } else if (!status) {
         po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
     } else if (strcmp(status, "TRADE_SUCCESS") != 0 && strcmp(status, "TRADE_FINISHED") != 0) {
         out->state = PO_QUERY_NOT_PAID;
@@ -385,9 +564,9 @@ po_err po_alipay_order_query(const struct po_channel_account *a, const struct po
 #define ALIPAY_CLOSE "alipay.trade.close"
 
 /* 10000 closed it; 40004 ACQ.TRADE_NOT_EXIST: the buyer never opened the
- * cashier, nothing can be paid. Another 40004 (ACQ.TRADE_STATUS_ERROR: paid
- * or closed already) is a refusal the query settles; the rest decides
- * nothing. */
+ * cashier, nothing can be paid. ACQ.TRADE_STATUS_ERROR (paid, or no
+ * longer open) is a refusal the query settles; the rest decides nothing
+ * (ali_rules). */
 po_err po_alipay_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                              struct po_close_answer *out)
 {
@@ -400,13 +579,11 @@ po_err po_alipay_order_close(const struct po_channel_account *a, const struct po
     if (!n)
         return rc;
     const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code");
+    bool throttled = false;
     if (code && strcmp(code, "10000") == 0) {
         out->state = PO_CLOSE_CLOSED;
-    } else if (trade_not_exist(code, sub)) {
-        out->state = PO_CLOSE_CLOSED;
     } else {
-        if (code && strcmp(code, "40004") == 0 && !(sub && strstr(sub, "SYSTEM_ERROR")))
-            out->state = PO_CLOSE_REFUSED;
+        out->state = decide(ALIPAY_CLOSE, code, sub, PO_CLOSE_FAILED, &throttled);
         po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
     }
     json_decref(n);
@@ -439,13 +616,14 @@ static json_t *pay_biz(const struct po_pay_request *r, const char *product_code)
     return j;
 }
 
-/* precreate: 10000 with qr_code creates; 40002 / 40004 (not a
- * SYSTEM_ERROR: a reused out_trade_no with other parameters is
- * ACQ.CONTEXT_INCONSISTENT, a paid one ACQ.TRADE_HAS_SUCCESS) refuses; the
- * rest decides nothing. page / wap pay are not server calls: the signed
- * request is handed to the buyer's browser (a form that submits itself,
- * or the same as one GET URL), and Alipay creates the trade when the
- * buyer opens it. Alipay takes CNY only. */
+/* precreate: 10000 with qr_code creates; a sub_code of ali_rules refuses
+ * (a reused out_trade_no with other parameters is
+ * ACQ.CONTEXT_INCONSISTENT, a paid one ACQ.TRADE_HAS_SUCCESS); the rest
+ * decides nothing — the same request again is safe: Alipay answers the
+ * same out_trade_no with the same parameters with the same QR code. page / wap pay are not server
+ * calls: the signed request is handed to the buyer's browser (a form that submits itself, or the
+ * same as one GET URL), and Alipay creates the trade when the buyer opens it. Alipay takes CNY
+ * only. */
 po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
                             struct po_pay_answer *out)
 {
@@ -469,7 +647,9 @@ po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_
     if (!precreate) {
         char ts[24], *form = NULL, *url = NULL, *text = po_json_dumps(biz, JSON_COMPACT);
         beijing_time((int64_t)time(NULL), ts, sizeof ts);
-        rc = text ? po_alipay_browser_pay(a->merchant_key, a->api_base_url, po_alipay_of(a)->app_id,
+        struct po_alipay_app app;
+        po_alipay_app_of(a, &app);
+        rc = text ? po_alipay_browser_pay(&app, a->api_base_url,
                                           page ? "alipay.trade.page.pay" : "alipay.trade.wap.pay",
                                           a->notify_url, r->return_url, text, ts, &form, &url)
                   : PO_ERR_NOMEM;
@@ -500,9 +680,8 @@ po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_
         else
             rc = PO_ERR_NOMEM;
     } else {
-        if (code && (strcmp(code, "40002") == 0 || strcmp(code, "40004") == 0) &&
-            !(sub && strstr(sub, "SYSTEM_ERROR")))
-            out->state = PO_PAY_REFUSED;
+        bool throttled = false;
+        out->state = decide(ALIPAY_PRECREATE, code, sub, PO_PAY_FAILED, &throttled);
         po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
     }
     json_decref(n);
@@ -541,6 +720,7 @@ po_err po_alipay_refund_query(const struct po_channel_account *a, const struct p
                *req = po_json_str(n, "out_request_no");
     int64_t amount = 0;
     if (!code || strcmp(code, "10000") != 0) {
+        out->state = decide(ALIPAY_REFUND_QUERY, code, sub, PO_RQ_FAILED, &out->throttled);
         po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
     } else if (!st || !*st) {
         out->state = PO_RQ_PENDING;
@@ -585,9 +765,9 @@ po_err po_alipay_bill_fetch(const struct po_channel_account *a, const char *date
     const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
                *url = po_json_str(n, "bill_download_url");
     po_err rc = PO_OK;
-    if (code && strcmp(code, "40004") == 0 && sub && strcmp(sub, "isp.bill_not_exist") == 0) {
-        out->state = PO_BILL_NONE;
-    } else if (!code || strcmp(code, "10000") != 0) {
+    bool throttled = false;
+    if (!code || strcmp(code, "10000") != 0) {
+        out->state = decide(ALIPAY_BILL_URL, code, sub, PO_BILL_FAILED, &throttled);
         po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
     } else if (!url || strlen(url) > 2048 ||
                (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)) {

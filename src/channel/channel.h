@@ -226,7 +226,11 @@ bool po_wechatpay_resp_signed(const struct po_channel_account *a, const struct p
 
 /* Calls the Alipay gateway (a->api_base_url) with one method and its
  * biz_content JSON, signed RSA2 with the app's private key (a->merchant_key;
- * PO_ERR_INVALID without one). out->status 0 when there was no answer. */
+ * PO_ERR_INVALID without one), as alipay-sdk's exec() sends it: the common
+ * parameters (and the certificate SNs in certificate mode) in the URL's
+ * query string, biz_content in the form body; notify_url with the methods
+ * Alipay notifies (precreate, refund). out->status 0 when there was no
+ * answer. */
 po_err po_alipay_call(const struct po_channel_account *a, const char *method,
                       const char *biz_content, struct po_api_resp *out) PO_MUST_CHECK;
 /* The "<method>_response" (or "error_response") object of an answer whose
@@ -270,6 +274,8 @@ struct po_refund_answer {
     enum po_refund_decision decision;
     long http_status; /* 0: no answer */
     char code[48];    /* the channel's error code, bounded to [A-Za-z0-9_.-] */
+    bool throttled;   /* PENDING by the channel's rate limit (Alipay 40005): the
+                         round backs off from the account until its next turn */
 };
 
 enum po_query_state {
@@ -283,6 +289,8 @@ struct po_query_answer {
     long http_status;
     char why[PO_REASON_SIZE]; /* FAILED: what was wrong */
     struct po_event ev;       /* PAID; validated */
+    bool throttled;           /* FAILED by the channel's rate limit (Alipay 40005): the
+                                 round stops asking for the account */
 };
 
 enum po_close_state {
@@ -313,6 +321,8 @@ struct po_refund_query_answer {
     long http_status;
     char why[PO_REASON_SIZE];
     struct po_event ev;
+    bool throttled; /* FAILED by the channel's rate limit (Alipay 40005): the round
+                       skips the account's other refunds */
 };
 
 /* A payment to create at the channel for an order (POST /v1/orders with a
@@ -563,6 +573,12 @@ struct po_channel_ops {
      * ("out_trade_no: 6-32 characters of [A-Za-z0-9_-|*] (WeChat Pay)"),
      * and *param the member it is about. */
     const char *(*order_rule)(const struct po_pay_request *r, const char **param);
+    /* Optional: why the stored documents of two tenants' accounts of this
+     * channel cannot both be (NULL when they can): notifications one's
+     * credentials verify that the other's would take too (an Alipay app
+     * shared without a seller id on each). Checked when an account is
+     * saved, against every other tenant's. */
+    const char *(*account_clash)(json_t *mine, json_t *other);
     /* Optional: the channel's verification keys, fetched (a rotation's
      * successor before it signs anything). Non-OK only for out-of-memory. */
     po_err (*keys_fetch)(const struct po_channel_account *a, struct po_key_fetch *out);
@@ -608,6 +624,11 @@ void po_channel_names(unsigned need, char *out, size_t cap);
  * NULL also for an unknown channel or one without rules. */
 const char *po_channel_order_rule(const char *channel, const struct po_pay_request *r,
                                   const char **param);
+
+/* The channel's account_clash of two stored documents (JSON text), or
+ * NULL (no rule, unreadable documents included: they are refused where
+ * they are loaded). */
+const char *po_channel_account_clash(const char *channel, const char *mine, const char *other);
 
 /* The channel's ack for an outcome (through the registry). */
 void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
@@ -677,12 +698,22 @@ po_err po_alipay_sign_form(const struct po_privkey *key, struct po_form *f,
 po_err po_wechatpay_bridge_sign(const struct po_privkey *key, const char *appid, const char *ts,
                                 const char *nonce, const char *prepay_id,
                                 char **out_sig) PO_MUST_CHECK;
+/* Who signs an Alipay gateway request: the app's private key and id, and
+ * in certificate mode (公钥证书模式) the SNs every request then carries —
+ * the app certificate's (app_cert_sn) and Alipay's root chain's
+ * (alipay_root_cert_sn); NULL or "" in public-key mode. */
+struct po_alipay_app {
+    const struct po_privkey *key;
+    const char *app_id;
+    const char *app_cert_sn;
+    const char *root_cert_sn;
+};
 /* Alipay page / wap pay: the request signed with the app key (timestamp
  * ts, Beijing time) as the buyer's browser submits it — an HTML form that
  * submits itself (biz_content a hidden input, the rest in the action's
  * query string, as alipay-sdk writes it) and the same as one GET URL.
  * Both heap. */
-po_err po_alipay_browser_pay(const struct po_privkey *key, const char *gateway, const char *app_id,
+po_err po_alipay_browser_pay(const struct po_alipay_app *app, const char *gateway,
                              const char *method, const char *notify_url, const char *return_url,
                              const char *biz_content, const char *ts, char **form_html,
                              char **url) PO_MUST_CHECK;

@@ -144,11 +144,18 @@ static inline const struct po_wechatpay_account *po_wechatpay_of(const struct po
 struct po_alipay_account {
     char app_id[PO_ID_MAX + 1];
     char seller_id[PO_ID_MAX + 1];
+    /* certificate mode (公钥证书模式): the app certificate's SN and the
+     * root chain's, sent with every request ("" in public-key mode);
+     * Alipay's certificates are a->keys, each under its SN (serial) */
+    char app_cert_sn[PO_SERIAL_MAX + 1];
+    char root_cert_sn[PO_ALIPAY_ROOT_SN_MAX + 1];
 };
 static inline const struct po_alipay_account *po_alipay_of(const struct po_channel_account *a)
 {
     return a->priv;
 }
+/* The signer of a's gateway requests (its strings are a's). */
+void po_alipay_app_of(const struct po_channel_account *a, struct po_alipay_app *out);
 
 /* Stripe (stripe.c, stripe_api.c): its webhook secrets, and the account
  * and mode its events must name, when set (a secret shared by two tenants

@@ -92,6 +92,21 @@ const char *po_channel_order_rule(const char *channel, const struct po_pay_reque
     return ops && ops->order_rule ? ops->order_rule(r, param) : NULL;
 }
 
+const char *po_channel_account_clash(const char *channel, const char *mine, const char *other)
+{
+    const struct po_channel_ops *ops = po_channel_find(channel);
+    if (!ops || !ops->account_clash)
+        return NULL;
+    json_t *a = NULL, *b = NULL;
+    const char *why = NULL;
+    if (po_json_parse(mine, strlen(mine), &a, NULL, 0) == PO_OK &&
+        po_json_parse(other, strlen(other), &b, NULL, 0) == PO_OK)
+        why = ops->account_clash(a, b);
+    json_decref(a);
+    json_decref(b);
+    return why;
+}
+
 void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
                     struct po_ack *out)
 {

@@ -433,9 +433,39 @@ static po_err build_keys(const struct po_account_input *in, json_t *keys, char *
     return rc;
 }
 
+/* WeChat Pay's notify_url (通知地址, the prepay and refund models): an
+ * https URL reachable from outside, without a query string, at most 255
+ * characters (the prepay's bound; the refund's is 256). http:// is taken
+ * for a loopback host only (127.0.0.0/8, localhost, [::1]): the simulator
+ * and the tests listen there; WeChat Pay itself would never reach it.
+ * NULL when u keeps the rule, else the rule, for people. */
+static const char *notify_url_rule(const char *u)
+{
+    static const char rule[] =
+        "must be an https:// URL of at most 255 characters without a query"
+        " string (WeChat Pay's notify_url; http:// only for a loopback host)";
+    const char *host = strncmp(u, "https://", 8) == 0  ? u + 8
+                       : strncmp(u, "http://", 7) == 0 ? u + 7
+                                                       : NULL;
+    if (!host || strlen(u) > 255 || strcspn(host, ":/") == 0 || strpbrk(u, "?# \t\r\n\"\\"))
+        return rule;
+    if (host == u + 8)
+        return NULL;
+    size_t n = host[0] == '[' ? strcspn(host, "]") + 1 : strcspn(host, ":/");
+    bool loopback = (n == 9 && strncmp(host, "localhost", 9) == 0) ||
+                    (n == 5 && strncmp(host, "[::1]", 5) == 0 && strchr(":/", host[5])) ||
+                    (strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == n);
+    return loopback ? NULL : rule;
+}
+
 static po_err account_build(const struct po_account_input *in, json_t *cfg, char *err,
                             size_t errcap)
 {
+    const char *nurl = in->opt(in->ctx, "notify-url"), *why = nurl ? notify_url_rule(nurl) : NULL;
+    if (why) {
+        po_errf(err, errcap, "--notify-url %s", why);
+        return PO_ERR_INVALID;
+    }
     const char *mchid = in->opt(in->ctx, "mchid"), *appid = in->opt(in->ctx, "appid");
     const char *sub = in->opt(in->ctx, "sub-mchid"), *sub_appid = in->opt(in->ctx, "sub-appid");
     const char *keyfile = in->opt(in->ctx, "apiv3-key-file");

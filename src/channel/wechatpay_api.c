@@ -1,8 +1,12 @@
 /*
- * wechatpay_api.c — outbound calls to WeChat Pay API v3 (order query, refund
- * submission): the merchant's WECHATPAY2-SHA256-RSA2048 Authorization over
+ * wechatpay_api.c — outbound calls to WeChat Pay API v3 (prepay Native /
+ * JSAPI / H5, order query, close, refund, refund query, the trade bill and
+ * its download, the platform certificates): the merchant's
+ * WECHATPAY2-SHA256-RSA2048 Authorization over
  * "METHOD\nPATH\nTIMESTAMP\nNONCE\nBODY\n", a bounded response, and the
  * platform's response signature checked the same way as a callback's.
+ * What each documented error answer decides is docs/channels.md, "Error
+ * answers: WeChat Pay" (test_api's wechatpay_errors plays every row).
  */
 #include "channel_int.h"
 
@@ -132,10 +136,15 @@ static void undecided(const struct signed_answer *sa, char *out, size_t cap)
         po_channel_clean_code(po_json_str(sa->j, "code"), sa->status, out, cap);
 }
 
-/* A signed 4xx other than 429: the channel refused for good. */
+/* A signed 4xx the channel refused with for good (docs/channels.md,
+ * "Error answers: WeChat Pay"): not 429 (FREQUENCY_LIMITED,
+ * RATELIMIT_EXCEEDED) nor 403 RULE_LIMIT (业务规则限制, a frequency rule
+ * of the business), which only say "not now". */
 static bool refused(const struct signed_answer *sa)
 {
-    return sa->is_signed && sa->status >= 400 && sa->status < 500 && sa->status != 429;
+    const char *code = po_json_str(sa->j, "code");
+    return sa->is_signed && sa->status >= 400 && sa->status < 500 && sa->status != 429 &&
+           !(code && strcmp(code, "RULE_LIMIT") == 0);
 }
 
 /* ---- refund submission: POST /v3/refund/domestic/refunds ---- */
@@ -191,7 +200,11 @@ po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
 
 /* ---- active query: GET /v3/pay/transactions/out-trade-no/{no} ---- */
 
-/* Only a response the channel signed counts; 404 is "no such payment". */
+/* Only a response the channel signed counts; 404 ORDER_NOT_EXIST is "no
+ * such payment". trade_state (查询订单): SUCCESS, and REFUND (转入退款: it
+ * was paid, then refunded), are the payment; NOTPAY, CLOSED, REVOKED,
+ * PAYERROR are none; USERPAYING and ACCEPT (the payer paying now, the
+ * debit accepted) decide nothing yet. */
 po_err po_wechatpay_order_query(const struct po_channel_account *a, const struct po_order_ref *o,
                                 struct po_query_answer *out)
 {
@@ -226,8 +239,13 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const struct
     }
     const char *state = po_json_str(j, "trade_state"), *mchid = po_json_str(j, "mchid");
     json_t *amt = json_object_get(j, "amount");
-    bool paid = state && strcmp(state, "SUCCESS") == 0 && mchid &&
+    bool paid = state && (strcmp(state, "SUCCESS") == 0 || strcmp(state, "REFUND") == 0) && mchid &&
                 strcmp(mchid, po_wechatpay_of(a)->mchid) == 0;
+    if (state && (strcmp(state, "USERPAYING") == 0 || strcmp(state, "ACCEPT") == 0)) {
+        (void)snprintf(out->why, sizeof out->why, "trade_state_%s", state);
+        json_decref(j);
+        return PO_OK;
+    }
     out->state = PO_QUERY_NOT_PAID;
     if (paid) {
         const char *cur = po_json_str(amt, "currency");
@@ -241,9 +259,11 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const struct
 /* ---- close: POST /v3/pay/transactions/out-trade-no/{no}/close ---- */
 
 /* 204 (an empty body, signed) closed it; 404 ORDER_NOT_EXIST: the channel
- * never had it, nothing can be paid there. Any other signed 4xx (not 429)
- * is a refusal — ORDERPAID and the like — that the order query settles;
- * the rest decides nothing. */
+ * never had it, nothing can be paid there. A refusal that names the
+ * order's state there — ORDERPAID (paid), ORDER_CLOSED (closed already) —
+ * is settled by the order query; any other (NO_AUTH, TRADE_ERROR,
+ * PARAM_ERROR, SIGN_ERROR, …) leaves the order open at the channel, and
+ * decides nothing here, like the rest (202 USER_PAYING, 429, 5xx). */
 po_err po_wechatpay_order_close(const struct po_channel_account *a, const struct po_order_ref *o,
                                 struct po_close_answer *out)
 {
@@ -270,7 +290,8 @@ po_err po_wechatpay_order_close(const struct po_channel_account *a, const struct
                          (sa.status == 404 && code && strcmp(code, "ORDER_NOT_EXIST") == 0))) {
         out->state = PO_CLOSE_CLOSED;
     } else {
-        if (refused(&sa))
+        if (refused(&sa) && code &&
+            (strcmp(code, "ORDERPAID") == 0 || strcmp(code, "ORDER_CLOSED") == 0))
             out->state = PO_CLOSE_REFUSED;
         undecided(&sa, out->why, sizeof out->why);
     }
@@ -398,9 +419,10 @@ static json_t *bridge_params(const struct po_channel_account *a, const char *pre
     return j;
 }
 
-/* A signed 200 with the method's field creates; a signed 4xx (not 429) is
- * a refusal (PARAM_ERROR, a reused out_trade_no with other parameters,
- * ORDERPAID, ORDER_CLOSED, NOAUTH); the rest decides nothing. */
+/* A signed 200 with the method's field creates; a signed refusal
+ * (refused(): PARAM_ERROR, INVALID_REQUEST — a reused out_trade_no with
+ * other parameters —, ORDERPAID, ORDER_CLOSED, NO_AUTH, …) is for good;
+ * the rest decides nothing. */
 po_err po_wechatpay_pay_create(const struct po_channel_account *a, const struct po_pay_request *r,
                                struct po_pay_answer *out)
 {

@@ -25,6 +25,7 @@
 #define PO_REASON_SIZE 64          /* outcome reason code */
 #define PO_ERRBUF_SIZE 256         /* caller-supplied error detail buffers */
 #define PO_SERIAL_MAX 64           /* certificate serial (hex) or PUB_KEY_ID_… */
+#define PO_ALIPAY_ROOT_SN_MAX 160  /* alipay_root_cert_sn: RSA roots' SNs, "_" between */
 #define PO_ACCOUNT_SIZE 96         /* ledger account name */
 #define PO_DETAIL_SIZE 256         /* alert detail text */
 #define PO_JSON_DEPTH_MAX 64       /* nesting of JSON from outside (objects and arrays) */

@@ -13,6 +13,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -932,4 +933,196 @@ po_err po_password_policy(const char *password, size_t len, const char *user, ch
     if (!bad && cap)
         why[0] = '\0';
     return bad ? PO_ERR_INVALID : PO_OK;
+}
+
+/* ---- Alipay's certificate mode (公钥证书模式) ---- */
+
+/* alipay-sdk's short name of an attribute (@fidm/x509's table; others
+ * have none), so that the issuer's name reads exactly as the SDK writes
+ * it. */
+static const char *alipay_short_name(int nid)
+{
+    switch (nid) {
+    case NID_commonName:
+        return "CN";
+    case NID_countryName:
+        return "C";
+    case NID_localityName:
+        return "L";
+    case NID_stateOrProvinceName:
+        return "ST";
+    case NID_organizationName:
+        return "O";
+    case NID_organizationalUnitName:
+        return "OU";
+    case NID_pkcs9_emailAddress:
+        return "E";
+    default:
+        return "";
+    }
+}
+
+/* One certificate's SN (32 lowercase hex digits and a NUL into out). */
+static po_err alipay_sn_of(X509 *x, char out[33])
+{
+    X509_NAME *name = X509_get_issuer_name(x);
+    char text[2048];
+    size_t len = 0;
+    po_err rc = PO_OK;
+    /* the issuer's attributes last to first, "SN=value," each */
+    for (int i = X509_NAME_entry_count(name) - 1; i >= 0 && !rc; i--) {
+        X509_NAME_ENTRY *e = X509_NAME_get_entry(name, i);
+        unsigned char *v = NULL;
+        int vlen = ASN1_STRING_to_UTF8(&v, X509_NAME_ENTRY_get_data(e));
+        const char *sn = alipay_short_name(OBJ_obj2nid(X509_NAME_ENTRY_get_object(e)));
+        if (vlen < 0)
+            rc = PO_ERR_INVALID;
+        else if (len + strlen(sn) + (size_t)vlen + 2 >= sizeof text)
+            rc = PO_ERR_LIMIT;
+        else
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s=%.*s,", sn, vlen, v);
+        OPENSSL_free(v);
+    }
+    if (len)
+        len--; /* the last comma */
+    BIGNUM *bn = rc ? NULL : ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+    char *dec = bn ? BN_bn2dec(bn) : NULL;
+    if (!rc && (!dec || len + strlen(dec) >= sizeof text))
+        rc = dec ? PO_ERR_LIMIT : PO_ERR_NOMEM;
+    if (!rc) {
+        memcpy(text + len, dec, strlen(dec));
+        len += strlen(dec);
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    if (!rc && (EVP_Digest(text, len, md, &mdlen, EVP_md5(), NULL) != 1 || mdlen != 16))
+        rc = PO_ERR_INTERNAL;
+    for (unsigned i = 0; !rc && i < 16; i++)
+        (void)snprintf(out + 2 * i, 3, "%02x", md[i]);
+    OPENSSL_free(dec);
+    BN_free(bn);
+    return rc;
+}
+
+/* Whether x is signed sha*WithRSAEncryption (OID 1.2.840.113549.1.1.*). */
+static bool signed_rsa(X509 *x)
+{
+    const X509_ALGOR *alg = NULL;
+    const ASN1_OBJECT *oid = NULL;
+    char txt[80];
+    X509_get0_signature(NULL, &alg, x);
+    if (alg)
+        X509_ALGOR_get0(&oid, NULL, NULL, alg);
+    return oid && OBJ_obj2txt(txt, sizeof txt, oid, 1) > 0 &&
+           strncmp(txt, "1.2.840.113549.1.1.", 19) == 0;
+}
+
+po_err po_cert_alipay_sn(const char *pem, size_t len, bool chain, char *out, size_t cap, char *err,
+                         size_t errcap)
+{
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    if (!bio)
+        return PO_ERR_NOMEM;
+    char sn[33], buf[PO_ALIPAY_ROOT_SN_MAX + 1] = "";
+    size_t used = 0;
+    int certs = 0;
+    po_err rc = PO_OK;
+    X509 *x;
+    while (!rc && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+        certs++;
+        if ((chain && !signed_rsa(x)) || (!chain && certs > 1)) {
+            X509_free(x);
+            continue;
+        }
+        rc = alipay_sn_of(x, sn);
+        X509_free(x);
+        if (!rc && used + (used ? 1 : 0) + 32 > PO_ALIPAY_ROOT_SN_MAX)
+            rc = PO_ERR_LIMIT;
+        if (!rc)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", used ? "_" : "", sn);
+    }
+    ERR_clear_error();
+    BIO_free(bio);
+    if (!rc && !certs)
+        rc = PO_ERR_INVALID;
+    if (!rc && !used)
+        rc = PO_ERR_NOT_FOUND;
+    if (!rc && po_strcpy(out, cap, buf))
+        rc = PO_ERR_LIMIT;
+    if (rc)
+        po_errf(err, errcap, "%s",
+                rc == PO_ERR_INVALID     ? "not a PEM certificate"
+                : rc == PO_ERR_NOT_FOUND ? "no certificate signed sha*WithRSA in the chain"
+                : rc == PO_ERR_LIMIT     ? "too many certificates or names too long"
+                                         : "the SN could not be computed");
+    return rc;
+}
+
+po_err po_privkey_generate_ec(struct po_privkey **out)
+{
+    EVP_PKEY *pkey = EVP_EC_gen("P-256");
+    if (!pkey)
+        return PO_ERR_INTERNAL;
+    return wrap_priv(pkey, out);
+}
+
+/* dn "/C=CN/O=…/CN=…" into name (values without '/'). */
+static bool dn_into(X509_NAME *name, const char *dn)
+{
+    char buf[512];
+    if (po_strcpy(buf, sizeof buf, dn) || buf[0] != '/')
+        return false;
+    char *save = NULL;
+    for (char *part = strtok_r(buf + 1, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+        char *eq = strchr(part, '=');
+        if (!eq)
+            return false;
+        *eq = '\0';
+        if (X509_NAME_add_entry_by_txt(name, part, MBSTRING_UTF8, (unsigned char *)eq + 1, -1, -1,
+                                       0) != 1)
+            return false;
+    }
+    return true;
+}
+
+po_err po_cert_issue(const struct po_privkey *key, const char *dn, const char *serial_hex,
+                     const struct po_privkey *issuer_key, const char *issuer_pem, bool ca,
+                     char **out_pem)
+{
+    po_err rc = PO_ERR_INTERNAL;
+    X509 *x = X509_new(), *issuer = NULL;
+    BIGNUM *bn = NULL;
+    BIO *bio = NULL;
+    X509_EXTENSION *ext = NULL;
+    time_t now = time(NULL);
+    if (issuer_pem) {
+        BIO *ib = BIO_new_mem_buf(issuer_pem, -1);
+        issuer = ib ? PEM_read_bio_X509(ib, NULL, NULL, NULL) : NULL;
+        BIO_free(ib);
+        if (!issuer)
+            goto out;
+    }
+    if (!x || !BN_hex2bn(&bn, serial_hex) || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) ||
+        X509_set_version(x, 2) != 1 || !X509_time_adj_ex(X509_getm_notBefore(x), 0, -3600, &now) ||
+        !X509_time_adj_ex(X509_getm_notAfter(x), 5 * 365, 0, &now) ||
+        X509_set_pubkey(x, key->pkey) != 1 || !dn_into(X509_get_subject_name(x), dn) ||
+        X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer)
+                                       : X509_get_subject_name(x)) != 1)
+        goto out;
+    if (ca &&
+        (!(ext = X509V3_EXT_conf_nid(NULL, NULL, NID_basic_constraints, "critical,CA:TRUE")) ||
+         X509_add_ext(x, ext, -1) != 1))
+        goto out;
+    if (X509_sign(x, issuer_key->pkey, sha256()) <= 0)
+        goto out;
+    bio = BIO_new(BIO_s_mem());
+    if (bio && PEM_write_bio_X509(bio, x) == 1)
+        rc = bio_to_string(bio, out_pem);
+out:
+    X509_EXTENSION_free(ext);
+    BIO_free(bio);
+    BN_free(bn);
+    X509_free(x);
+    X509_free(issuer);
+    return rc;
 }

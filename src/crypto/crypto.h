@@ -53,6 +53,29 @@ po_err po_cert_self_signed_valid(const struct po_privkey *k, const char *serial_
 po_err po_cert_self_signed(const struct po_privkey *k, const char *serial_hex, const char *cn,
                            char **out_pem) PO_MUST_CHECK;
 
+/* Alipay's certificate mode (公钥证书模式): a certificate's SN as Alipay
+ * and its SDKs compute it — the MD5 (lowercase hex) of the issuer's name
+ * (its attributes last to first, "SHORT=value" joined by ",", with
+ * alipay-sdk's short names CN C L ST O OU E) followed by the serial number
+ * in decimal: the first certificate of pem's (app_cert_sn, alipay_cert_sn),
+ * or with chain the SNs of every certificate in pem signed sha*WithRSA
+ * (OID 1.2.840.113549.1.1.*; Alipay's root file also holds ECC and SM2
+ * roots, left out) joined by "_" (alipay_root_cert_sn). PO_ERR_INVALID: no
+ * certificate; PO_ERR_NOT_FOUND: none signed with RSA; err says which. */
+po_err po_cert_alipay_sn(const char *pem, size_t len, bool chain, char *out, size_t cap, char *err,
+                         size_t errcap) PO_MUST_CHECK;
+/* A P-256 key (the simulator's ECC root, which alipay_root_cert_sn leaves
+ * out). */
+po_err po_privkey_generate_ec(struct po_privkey **out) PO_MUST_CHECK;
+/* A certificate (v3, valid from an hour ago for 5 years) of key's public
+ * half, subject dn ("/C=CN/O=…/CN=…", values without '/'), serial (hex),
+ * signed with issuer_key (SHA-256 with RSA or ECDSA as that key is) under
+ * issuer_pem's subject — or self-signed (issuer_pem NULL, issuer_key the
+ * key itself); a CA (basicConstraints) when ca. For the simulator. */
+po_err po_cert_issue(const struct po_privkey *key, const char *dn, const char *serial_hex,
+                     const struct po_privkey *issuer_key, const char *issuer_pem, bool ca,
+                     char **out_pem) PO_MUST_CHECK;
+
 /* SHA256withRSA over msg. PO_OK only for a valid signature. */
 /* PO_ERR_INVALID: the signature is wrong; PO_ERR_NOMEM / PO_ERR_INTERNAL:
  * it could not be checked (answer retry, not "bad signature"). */

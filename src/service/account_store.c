@@ -135,6 +135,22 @@ po_err po_account_save(struct po_store *s, const char *tenant, const char *chann
         }
         po_rows_free(&r);
     }
+    /* another tenant's account this one's notifications could be taken for */
+    struct po_rows others = {0};
+    if (!rc)
+        rc =
+            po_store_exec(s,
+                          "SELECT tenant_id, config FROM channel_account WHERE channel = ? AND"
+                          " tenant_id <> ? ORDER BY tenant_id",
+                          PO_PARAMS(PO_TEXT(channel), PO_TEXT(tenant)), &others, NULL, err, errcap);
+    for (int i = 0; !rc && i < others.nrows; i++) {
+        const char *why = po_channel_account_clash(channel, doc, po_rows_get(&others, i, 1));
+        if (why) {
+            po_errf(err, errcap, "%s (tenant %s)", why, po_rows_get(&others, i, 0));
+            rc = PO_ERR_CONFLICT;
+        }
+    }
+    po_rows_free(&others);
     if (!rc)
         rc = po_store_exec(s,
                            "INSERT INTO channel_account (tenant_id, channel, config, version,"

@@ -10,6 +10,7 @@
 #include "order_query.h"
 
 #include "account.h"
+#include "refund_submit.h"
 
 #include "../engine/objects.h"
 
@@ -112,6 +113,15 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
             else
                 (void)snprintf(why, sizeof why, "no answer (%s)", a->why);
             query_failed(&q, acct->tenant, no, why);
+            /* the channel's rate limit: the round backs off; the orders
+             * left stay PAYING for the next one */
+            if ((q.throttled = po_rate_limited(a->throttled, a->http_status))) {
+                po_log(PO_LOG_WARN,
+                       "tenant %s: %s answered with its rate limit: this round queries it nothing"
+                       " more (%d orders wait for the next)",
+                       acct->tenant, acct->channel, rows.nrows - i - 1);
+                break;
+            }
             continue;
         }
         q.paid++;
@@ -342,9 +352,14 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
         return rc;
     struct po_channel_account *acct = calloc(1, sizeof *acct);
     struct po_refund_query_answer *a = malloc(sizeof *a);
-    for (int i = 0; acct && a && i < rows.nrows; i++) {
+    struct po_backoff *b = calloc(1, sizeof *b); /* a 429 stops asking that tenant's channel */
+    for (int i = 0; acct && a && b && i < rows.nrows; i++) {
         const char *tenant = po_rows_get(&rows, i, 0);
         const struct po_channel_ops *ch = po_channel_find(po_rows_get(&rows, i, 6));
+        if (ch && po_backoff_holds(b, tenant, ch->name)) {
+            x.throttled++;
+            continue;
+        }
         struct po_refund_request req = {po_rows_get(&rows, i, 2), po_rows_get(&rows, i, 1), 0, 0,
                                         po_rows_get(&rows, i, 5), po_rows_get(&rows, i, 7)};
         char aerr[PO_ERRBUF_SIZE] = "";
@@ -365,6 +380,8 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
             }
         } else if (a->state == PO_RQ_FAILED || a->state == PO_RQ_NOT_FOUND) {
             x.failed++;
+            (void)po_backoff_note(b, tenant, ch->name,
+                                  po_rate_limited(a->throttled, a->http_status), a->why);
             po_log(PO_LOG_WARN, "tenant %s: refund query for %s: HTTP %ld %s", tenant,
                    req.out_refund_no, a->http_status,
                    a->state == PO_RQ_NOT_FOUND ? "the channel has no such refund" : a->why);
@@ -374,9 +391,10 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
         po_channel_account_free(acct);
         memset(acct, 0, sizeof *acct);
     }
-    rc = acct && a ? PO_OK : PO_ERR_NOMEM;
+    rc = acct && a && b ? PO_OK : PO_ERR_NOMEM;
     free(acct);
     free(a);
+    free(b);
     po_rows_free(&rows);
     *out = x;
     return rc;

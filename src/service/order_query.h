@@ -19,6 +19,7 @@
 struct po_query_report {
     int64_t queried, paid, replayed, matched, not_paid, failed;
     char first_failure[PO_ERRBUF_SIZE]; /* "ORDER: why" of the first failed one */
+    bool throttled; /* the channel's rate limit stopped the round (the rest next round) */
 };
 
 /*
@@ -108,6 +109,7 @@ po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
 
 struct po_refund_query_report {
     int64_t queried, applied, matched, pending, failed;
+    int64_t throttled; /* refunds not asked about: their channel's rate limit this round */
 };
 /*
  * Refunds submitted to their channel and still PROCESSING min_age_s after

@@ -8,11 +8,13 @@
  *                alert recorded, in one transaction (guarded: only a refund
  *                still PROCESSING and pending closes)
  *   pending   -> attempts counted; serve's jobs submit it again (the
- *                channels are idempotent on out_refund_no)
+ *                channels are idempotent on out_refund_no); a channel's
+ *                429 stops the round submitting that tenant's refunds to it
  * A channel without a refund API never gets here: its refunds are
  * 'manual' (made in the channel; payonce applies the notification).
  */
 #include "account.h"
+#include "order_query.h"
 #include "refund_submit.h"
 
 #include "../engine/objects.h"
@@ -227,6 +229,60 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
     return rc;
 }
 
+bool po_backoff_holds(const struct po_backoff *b, const char *tenant, const char *channel)
+{
+    for (int i = 0; i < b->n; i++)
+        if (strcmp(b->e[i].tenant, tenant) == 0 && strcmp(b->e[i].channel, channel) == 0)
+            return true;
+    return false;
+}
+
+bool po_rate_limited(bool throttled, long http_status)
+{
+    return throttled || http_status == 429;
+}
+
+bool po_backoff_note(struct po_backoff *b, const char *tenant, const char *channel, bool limited,
+                     const char *why)
+{
+    if (!limited || po_backoff_holds(b, tenant, channel))
+        return false;
+    po_log(PO_LOG_WARN,
+           "tenant %s: %s answered with its rate limit (%s): this round asks it nothing more;"
+           " what is left waits for the next round",
+           tenant, channel, why);
+    if (b->n < PO_BACKOFF_MAX &&
+        po_strcpy(b->e[b->n].tenant, sizeof b->e[0].tenant, tenant) == PO_OK &&
+        po_strcpy(b->e[b->n].channel, sizeof b->e[0].channel, channel) == PO_OK)
+        b->n++;
+    return true;
+}
+
+/* One pending refund submitted unless its tenant's channel is backed off
+ * this round; *state as po_refund_submit's ("" when not submitted). */
+static po_err submit_one(struct po_store *s, const unsigned char *master, const char *tenant,
+                         const char *out_refund_no, struct po_backoff *b, char *state, size_t cap)
+{
+    struct po_refund_job *job = calloc(1, sizeof *job);
+    bool found = false;
+    state[0] = '\0';
+    if (!job)
+        return PO_ERR_NOMEM;
+    po_err rc = po_refund_prepare(s, master, tenant, out_refund_no, job, &found);
+    if (!rc && found && !po_backoff_holds(b, tenant, job->p.channel)) {
+        rc = po_refund_call(job);
+        if (!rc)
+            rc = po_refund_record(s, job, state, cap);
+        if (!rc)
+            (void)po_backoff_note(b, tenant, job->p.channel,
+                                  po_rate_limited(job->ans.throttled, job->ans.http_status),
+                                  job->ans.code);
+    }
+    po_refund_job_free(job);
+    free(job);
+    return rc;
+}
+
 po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
                                 int limit, int *out_submitted)
 {
@@ -243,14 +299,18 @@ po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
     if (rc)
         return rc;
     int n = 0;
-    for (int i = 0; i < r.nrows; i++) {
+    struct po_backoff *b = calloc(1, sizeof *b);
+    for (int i = 0; b && i < r.nrows; i++) {
         char state[16];
-        if (po_refund_submit(s, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), state,
-                             sizeof state) == PO_OK &&
+        if (submit_one(s, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), b, state,
+                       sizeof state) == PO_OK &&
             strcmp(state, "submitted") == 0)
             n++;
     }
     po_rows_free(&r);
+    if (!b)
+        return PO_ERR_NOMEM;
+    free(b);
     if (out_submitted)
         *out_submitted = n;
     return PO_OK;

@@ -53,8 +53,33 @@ void po_refund_job_free(struct po_refund_job *job);
  * made outside any transaction. */
 po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
                         const char *out_refund_no, char *state, size_t cap) PO_MUST_CHECK;
+/* A round's memory of the tenants' channels that answered with their rate
+ * limit (po_rate_limited): the rest of the round asks them
+ * nothing, and what it would have asked stays as it is for the next round
+ * (the order PAYING, the refund pending or PROCESSING). Bounded: past
+ * PO_BACKOFF_MAX pairs a round forgets none it holds and adds no more. */
+#define PO_BACKOFF_MAX 64
+struct po_backoff {
+    int n;
+    struct {
+        char tenant[PO_ID_MAX + 1];
+        char channel[PO_CHANNEL_SIZE];
+    } e[PO_BACKOFF_MAX];
+};
+/* Whether the round stopped asking tenant's channel. */
+bool po_backoff_holds(const struct po_backoff *b, const char *tenant, const char *channel);
+/* An answer that is the channel's rate limit: the adapter said so
+ * (throttled: Alipay's 40005 isv.app-call-limited, …) or HTTP 429 (WeChat
+ * Pay FREQUENCY_LIMITED / RATELIMIT_EXCEEDED, Stripe rate_limit). */
+bool po_rate_limited(bool throttled, long http_status);
+/* Notes an answer of tenant's channel: its rate limit (limited) stops the
+ * round asking it (said in the log once); true when it did. */
+bool po_backoff_note(struct po_backoff *b, const char *tenant, const char *channel, bool limited,
+                     const char *why);
+
 /* Submits (again) API refunds still pending whose last attempt is older
- * than min_age_s, at most limit. */
+ * than min_age_s, at most limit; a tenant's channel that answers 429 is
+ * asked nothing more this round (po_backoff). */
 po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
                                 int limit, int *out_submitted) PO_MUST_CHECK;
 

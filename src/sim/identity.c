@@ -107,6 +107,8 @@ po_err po_sim_identity_generate(const char *dir, const char *mode, char *err, si
         (rc = write_file(dir, "merchant_private_key.pem", mer_priv, strlen(mer_priv), true)) ||
         (rc = write_file(dir, "merchant_public_key.pem", mer_pub, strlen(mer_pub), false)))
         po_errf(err, errcap, "cannot write into %s", dir);
+    if (!rc)
+        rc = po_sim_alipay_certs_generate(dir, err, errcap);
 out:
     if (rc && !err[0])
         po_errf(err, errcap, "key generation failed (%s)", po_err_name(rc));

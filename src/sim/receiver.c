@@ -185,7 +185,7 @@ po_err po_sim_receiver_start(const struct po_sim_receiver_cfg *cfg, struct po_si
         struct timespec t = {cfg->down_ms / 1000, (long)(cfg->down_ms % 1000) * 1000000L};
         nanosleep(&t, NULL);
     }
-    r->daemon = po_sim_listen(cfg->listen, on_request, on_completed, r, err, errcap);
+    r->daemon = po_sim_listen(cfg->listen, on_request, on_completed, NULL, r, err, errcap);
     if (!r->daemon) {
         po_sim_receiver_stop(r);
         return PO_ERR_IO;

@@ -18,7 +18,23 @@
 
 struct req {
     struct po_body body;
+    char *uri;  /* the request target as sent (path and query, undecoded) */
+    bool begun; /* its headers seen (the first call) */
 };
+
+/* The raw request target, kept for the handlers (WeChat Pay signs it as
+ * sent); the first *req_cls of the request. Bounded like a request line. */
+static void *uri_of(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    struct req *q = calloc(1, sizeof *q);
+    if (q && !(q->uri = strndup(uri, 8192))) {
+        free(q);
+        q = NULL;
+    }
+    return q;
+}
 
 /* ---- libmicrohttpd ---- */
 
@@ -124,9 +140,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     struct po_sim_server *s = cls;
     struct req *q = *req_cls;
-    if (!q) {
-        *req_cls = calloc(1, sizeof *q);
-        return *req_cls ? MHD_YES : MHD_NO;
+    if (!q) /* out of memory when the request began */
+        return MHD_NO;
+    if (!q->begun) {
+        q->begun = true;
+        return MHD_YES;
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
@@ -139,17 +157,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             .arg = arg_of,
                             .args = args_of,
                             .ctx = c,
+                            .uri = q->uri,
                             .body = q->body.data ? q->body.data : ""};
     /* the channel failing, as the tests asked (DIR/faults) */
     int fault = q->body.too_large ? -1 : sim_fault_take(s, &call, NULL);
     call.tamper = fault == PO_SIM_FAULT_TAMPER;
+    bool lost = fault == PO_SIM_FAULT_LOST; /* served, its answer held */
     if (q->body.too_large)
         sim_error(&call, 413, "PARAM_ERROR", "body too large");
-    else if (fault >= 0 && !call.tamper)
+    else if (fault >= 0 && !call.tamper && !lost)
         sim_fault_answer(&call, fault);
     else if (po_sim_wx_route(s, &call) < 0 && po_sim_alipay_route(s, &call) < 0 &&
              po_sim_stripe_route(s, &call) < 0)
         sim_error(&call, 404, "NOT_FOUND", "no such API in the simulator");
+    if (lost) {
+        struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     enum MHD_Result r = send_answer(s, c, &call);
     free(call.body_out);
     return r;
@@ -162,15 +186,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)c;
     (void)toe;
     struct req *q = *req_cls;
-    if (q)
+    if (q) {
         po_body_free(&q->body);
+        free(q->uri);
+    }
     free(q);
     *req_cls = NULL;
 }
 
 struct MHD_Daemon *po_sim_listen(const char *listen, MHD_AccessHandlerCallback handler,
-                                 MHD_RequestCompletedCallback completed, void *cls, char *err,
-                                 size_t errcap)
+                                 MHD_RequestCompletedCallback completed,
+                                 void *(*uri_log)(void *cls, const char *uri,
+                                                  struct MHD_Connection *c),
+                                 void *cls, char *err, size_t errcap)
 {
     const char *colon = strrchr(listen ? listen : "", ':');
     int64_t port = 0;
@@ -186,7 +214,8 @@ struct MHD_Daemon *po_sim_listen(const char *listen, MHD_AccessHandlerCallback h
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
         NULL, handler, cls, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
         MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, cls, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, completed, cls, MHD_OPTION_URI_LOG_CALLBACK, uri_log, cls,
+        MHD_OPTION_END);
     if (!d)
         po_errf(err, errcap, "cannot listen on %s", listen);
     return d;
@@ -207,7 +236,7 @@ po_err po_sim_server_start(const struct po_sim_server_cfg *cfg, struct po_sim_se
     s->time_factor = cfg->time_factor >= 1 ? cfg->time_factor : 1;
     s->refund_delay_ms = cfg->refund_delay_ms;
     pthread_mutex_init(&s->mu, NULL);
-    s->daemon = po_sim_listen(cfg->listen, on_request, on_completed, s, err, errcap);
+    s->daemon = po_sim_listen(cfg->listen, on_request, on_completed, uri_of, s, err, errcap);
     if (!s->daemon) {
         po_sim_identity_free(&s->id);
         free(s);

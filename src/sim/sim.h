@@ -100,6 +100,10 @@ struct po_sim_identity {
 /* Generates a fresh identity into dir; mode "cert" or "pubkey". */
 po_err po_sim_identity_generate(const char *dir, const char *mode, char *err,
                                 size_t errcap) PO_MUST_CHECK;
+/* Alipay's certificates for its certificate mode (sim_alipay_certs.c),
+ * made from the Alipay and merchant keys already in dir (in every mode:
+ * the app chooses its mode, not the simulator). */
+po_err po_sim_alipay_certs_generate(const char *dir, char *err, size_t errcap) PO_MUST_CHECK;
 po_err po_sim_identity_load(const char *dir, struct po_sim_identity *out, char *err,
                             size_t errcap) PO_MUST_CHECK;
 void po_sim_identity_free(struct po_sim_identity *id);
@@ -153,8 +157,15 @@ po_err po_sim_refund_request(const struct po_sim_identity *id, const struct po_s
  */
 /* The ways DIR/faults makes the simulated channels fail, besides an HTTP
  * status (docs/simulator.md): no answer in time, an answer that is not
- * the API's and nobody signed, the API's answer changed after signing. */
-enum { PO_SIM_FAULT_HANG = 0, PO_SIM_FAULT_GARBLED = 1, PO_SIM_FAULT_TAMPER = 2 };
+ * the API's and nobody signed, the API's answer changed after signing,
+ * and a lost answer: the request served (what it creates is created) and
+ * its answer held past the client's patience. */
+enum {
+    PO_SIM_FAULT_HANG = 0,
+    PO_SIM_FAULT_GARBLED = 1,
+    PO_SIM_FAULT_TAMPER = 2,
+    PO_SIM_FAULT_LOST = 3
+};
 
 struct po_sim_server_cfg {
     const char *dir;

@@ -29,6 +29,7 @@ struct po_sim_channel {
 const struct po_sim_channel *po_sim_channel_find(const char *name);
 
 /* ---- the simulated channel server (server.c) ---- */
+#define PO_SIM_WX_RATES 8 /* lines of DIR/wechatpay_rate_limit read */
 struct po_sim_server {
     struct MHD_Daemon *daemon;
     struct po_sim_identity id;
@@ -38,6 +39,10 @@ struct po_sim_server {
     pthread_mutex_t mu; /* serialises refund bookkeeping */
     atomic_int jobs;    /* refund notifications still being delivered */
     atomic_bool stopping;
+    /* WeChat Pay's rate limits (DIR/wechatpay_rate_limit, sim_wechatpay.c):
+     * the second each line's count is of, and its count; under mu */
+    int64_t wx_rate_second[PO_SIM_WX_RATES];
+    int wx_rate_used[PO_SIM_WX_RATES];
 };
 
 /* One request and its answer, as the API handlers see them. */
@@ -49,7 +54,10 @@ struct sim_call {
     void (*args)(void *ctx, void (*each)(void *each_ctx, const char *k, const char *v),
                  void *each_ctx);
     void *ctx;
+    const char *uri;  /* the request target as sent: path and query, undecoded */
     const char *body; /* "" when none */
+    /* the error code a DIR/faults line names for a WeChat Pay API ("" none) */
+    char fault_code[64];
     /* the answer */
     unsigned status;
     const char *type;
@@ -69,6 +77,9 @@ int sim_reply_bytes(struct sim_call *c, unsigned status, const char *type, const
 int sim_reply_json(struct sim_call *c, unsigned status, json_t *j);
 /* A WeChat Pay error answer {"code","message"} (signed). */
 int sim_error(struct sim_call *c, unsigned status, const char *code, const char *message);
+
+/* WeChat Pay's message for one of its error codes (sim_wechatpay.c). */
+const char *sim_wx_message(const char *code);
 
 /* The API families; each returns -1 when the path is not its own. */
 int po_sim_wx_route(struct po_sim_server *s, struct sim_call *c);
@@ -118,8 +129,10 @@ bool sim_bill_not_ready(const struct po_sim_server *s, const char *date);
 bool sim_listed(const struct po_sim_server *s, const char *file, const char *value);
 /* The channel failing on purpose: DIR/faults holds lines "METHOD PATH
  * STATUS COUNT [API]" (PATH a prefix of the request's path; API, for
- * Alipay's gateway, the method parameter it must name); the next COUNT
- * requests that match are answered STATUS in the channel's own shape —
+ * Alipay's gateway, the method parameter it must name; on a WeChat Pay
+ * line, /v3/…, an error code instead — ORDERPAID, NOT_ENOUGH, … — which
+ * the answer carries with WeChat Pay's message, c->fault_code); the next
+ * COUNT requests that match are answered STATUS in the channel's own shape —
  * 429 its rate limit (WeChat Pay FREQUENCY_LIMITED, Stripe rate_limit,
  * Alipay's gateway HTTP 429), 5xx its server error (SYSTEM_ERROR,
  * api_error, HTTP 5xx; a line naming an Alipay API: the gateway's signed
@@ -128,12 +141,19 @@ bool sim_listed(const struct po_sim_server *s, const char *file, const char *val
  * channel that does not answer in time), PO_SIM_FAULT_GARBLED answers 200
  * with a body nobody signed that is not the API's answer (a proxy's page,
  * a truncated reply), PO_SIM_FAULT_TAMPER the API's own answer with one
- * character changed after it was signed. */
+ * character changed after it was signed, PO_SIM_FAULT_LOST the API's own
+ * answer held PO_SIM_HANG_MS (the request served: a lost answer). */
 #define PO_SIM_HANG_MS 3000
 /* The fault set for c (its line's count taken down), or -1: none. api:
  * the Alipay method c names (only lines naming it match), or NULL (only
  * lines naming none match). */
-int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api);
+int sim_fault_take(struct po_sim_server *s, struct sim_call *c, const char *api);
+/* The same, for a line that may name an Alipay sub_code after its API
+ * ("POST /gateway.do 200 1 alipay.trade.refund ACQ.SELLER_BALANCE_NOT_ENOUGH":
+ * the gateway's signed answer with that sub_code and its code): the
+ * sub_code into sub (cap bytes; "" when the line names none). */
+int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *api, char *sub,
+                       size_t cap);
 /* Answers c as fault st (not PO_SIM_FAULT_TAMPER, which the caller applies
  * to the API's answer: c->tamper) in the channel's shape; returns 0. */
 int sim_fault_answer(struct sim_call *c, int st);
@@ -144,6 +164,16 @@ void sim_new_id(const char *prefix, char *out, size_t cap);
 /* "YYYY-MM-DD hh:mm:ss" in Beijing time, as the bills and Alipay write it. */
 void sim_beijing_now(char *out, size_t cap);
 void sim_yuan(int64_t minor, char *out, size_t cap);
+/* The simulated Alipay's certificate mode (sim_alipay_certs.c): the SNs
+ * of the certificates `sim keys` wrote in the directory, and the key of
+ * Alipay's next certificate (a rotation). */
+struct sim_alipay_certs {
+    char app_sn[33], root_sn[PO_ALIPAY_ROOT_SN_MAX + 1];
+    char alipay_sn[2][33]; /* the current certificate's, the next one's */
+    struct po_privkey *next_key;
+};
+po_err sim_alipay_certs_load(const char *dir, struct sim_alipay_certs *out);
+void sim_alipay_certs_free(struct sim_alipay_certs *c);
 /* ---- calls.c ---- */
 /* Notifies a refund's result to url on the channel's schedule, from a
  * detached thread (po_sim_server_stop waits for it). */

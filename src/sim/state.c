@@ -202,8 +202,27 @@ bool sim_bill_not_ready(const struct po_sim_server *s, const char *date)
     return sim_listed(s, "bill_not_ready", date);
 }
 
-int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char *api)
+/* A WeChat Pay error code on a /v3/ line: upper-case letters and '_'. */
+static bool wx_code(const char *path, const char *named)
 {
+    if (strncmp(path, "/v3/", 4) != 0 || !named[0])
+        return false;
+    for (const char *p = named; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || *p == '_'))
+            return false;
+    return true;
+}
+
+int sim_fault_take(struct po_sim_server *s, struct sim_call *c, const char *api)
+{
+    return sim_fault_take_sub(s, c, api, NULL, 0);
+}
+
+int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *api, char *sub,
+                       size_t cap)
+{
+    if (cap)
+        sub[0] = '\0';
     char path[1024];
     (void)snprintf(path, sizeof path, "%s/faults", s->dir);
     pthread_mutex_lock(&s->mu);
@@ -212,21 +231,25 @@ int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
-    char lines[16][512];
+    char lines[16][640];
     int n = 0, hit = -1;
     unsigned status = 0;
     while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
-        char m[16], p[400], named[64] = "";
+        char m[16], p[400], named[64] = "", code[64] = "";
         unsigned st = 0;
         int count = 0;
-        int k = sscanf(lines[n], "%15s %399s %u %d %63s", m, p, &st, &count, named);
-        bool same_api = api ? k == 5 && strcmp(named, api) == 0 : k == 4;
+        int k = sscanf(lines[n], "%15s %399s %u %d %63s %63s", m, p, &st, &count, named, code);
+        bool coded = !api && k == 5 && wx_code(p, named);
+        bool same_api = api ? k >= 5 && strcmp(named, api) == 0 : k == 4 || coded;
         if (k >= 4 && same_api && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
             strncmp(c->path, p, strlen(p)) == 0) {
             hit = n;
             status = st;
-            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s\n", m, p, st, count - 1,
-                           named);
+            if (cap && po_strcpy(sub, cap, code))
+                sub[0] = '\0';
+            (void)snprintf(c->fault_code, sizeof c->fault_code, "%s", coded ? named : "");
+            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s%s%s\n", m, p, st, count - 1,
+                           named, *code ? " " : "", code);
         }
         n++;
     }
@@ -242,7 +265,10 @@ int sim_fault_take(struct po_sim_server *s, const struct sim_call *c, const char
 
 int sim_fault_answer(struct sim_call *c, int st)
 {
-    if (st == PO_SIM_FAULT_HANG) { /* no answer in time: hold the request, then close it */
+    /* no answer in time: hold the request, then close it (a lost answer
+     * where the caller cannot serve the request first; the WeChat Pay and
+     * Alipay gateways serve it, then hold their own answer) */
+    if (st == PO_SIM_FAULT_HANG || st == PO_SIM_FAULT_LOST) {
         struct timespec ts = {PO_SIM_HANG_MS / 1000, (PO_SIM_HANG_MS % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         return sim_reply(c, 504, "text/plain", "Gateway Timeout", false);
@@ -251,6 +277,8 @@ int sim_fault_answer(struct sim_call *c, int st)
         return sim_reply(c, 200, "application/json", "{\"unexpected\":\"answer\"}", false);
     unsigned status = (unsigned)st;
     bool limited = status == 429;
+    if (strncmp(c->path, "/v3/", 4) == 0 && c->fault_code[0])
+        return sim_error(c, status, c->fault_code, sim_wx_message(c->fault_code));
     if (strncmp(c->path, "/v3/", 4) == 0)
         return sim_error(c, status, limited ? "FREQUENCY_LIMITED" : "SYSTEM_ERROR",
                          limited ? "频率超限" : "系统错误，请稍后重试");

@@ -46,6 +46,13 @@ run_suite() { # run_suite DB_URL TAMPER_CMD...
   check alipay 0 "$BIN" "${A[@]}" --merchant-private-key-file "$tmp/sim/merchant_private_key.pem" \
     --notify-url http://127.0.0.1:1/notify/alipay/t1 --api-base-url https://openapi.alipay.com/gateway.do
   if grep -q "PRIVATE KEY" "$tmp/out" "$tmp/err"; then echo "FAIL alipay: the key was printed"; fails=$((fails+1)); else passes=$((passes+1)); fi
+  # WeChat Pay's notify_url: https, no query string, <= 255 (http:// on a loopback host only)
+  local W=(channel set --db "$db" --tenant t1 --channel wechatpay --master-key-file "$tmp/master.key"
+           --mchid 1900000109 --apiv3-key-file "$tmp/sim/apiv3.key" --platform-cert-file "$tmp/sim/wechatpay_platform_cert.pem")
+  for u in http://pay.example/notify "https://pay.example/notify?t=1" http://localhost.example/n "https://pay.example/$(printf '%0250d' 0)"; do
+    check "wechatpay-notify-${u:0:40}" 2 "$BIN" "${W[@]}" --notify-url "$u"
+    has "wechatpay-notify-${u:0:40}" "$tmp/err" "WeChat Pay's notify_url"
+  done
   for a in -1 0 1.5 abc 1e3 100000000000000000000; do
     check "amount-$a" 2 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no X --amount "$a"
   done

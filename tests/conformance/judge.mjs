@@ -72,7 +72,11 @@ const server = http.createServer((req, res) => {
       user_agent: req.headers['user-agent'] || null,
       at: Date.now(),
     }) + '\n');
-    const headers = { ...req.headers, host: upstream.host };
+    // Host as payonce sent it (the judge's), and X-Forwarded-Host too: the
+    // simulator builds the URLs it hands out (a bill's download URL) from
+    // them, as a channel does from its own origin, so payonce's download
+    // comes back through the judge as well
+    const headers = { ...req.headers, 'x-forwarded-host': req.headers.host };
     const fwd = http.request({
       host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers,
     }, (up) => {

@@ -272,7 +272,7 @@ rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); 
 N3=${PAYONCE_CLUSTER_WEBHOOK_ORDERS:-90}; NL=8
 make_orders W 1 "$N3" 2000 || exit 1
 expected=$((expected + 2000 * N3 + N3 * (N3 + 1) / 2))
-make_orders L 1 "$NL" 3000 || exit 1
+make_orders LOST 1 "$NL" 3000 || exit 1
 expected=$((expected + 3000 * NL + NL * (NL + 1) / 2))
 lease_holder() { # lease_holder JOB: the pid of the node holding the job's lease
   psql -X -At -d "$PAYONCE_DB" -c "SELECT holder FROM job_lease WHERE name = '$1'" 2>/dev/null | cut -d: -f2
@@ -317,12 +317,12 @@ t0=$(date +%s%N)
 o_from=$(outage_from)
 "$C" kill-node "$victim"
 outage_to "$o_from"
-for i in $(seq 1 "$NL"); do "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --order "L-$i:$((3000 + i))" --lose >/dev/null; done
+for i in $(seq 1 "$NL"); do "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --order "LOST-$i:$((3000 + i))" --lose >/dev/null; done
 took=$(taken_over active-query "$held_by" "$t0")
 check "another node took the active query's lease over" "$([ -n "$took" ] && echo yes)" yes
-for _ in $(seq 1 300); do [ "$(paid_count L-)" = "$NL" ] && break; sleep 0.2; done
+for _ in $(seq 1 300); do [ "$(paid_count LOST-)" = "$NL" ] && break; sleep 0.2; done
 found=$((($(date +%s%N) - t0) / 1000000))
-check "payments without callbacks credited by the new holder's query" "$(paid_count L-)" "$NL"
+check "payments without callbacks credited by the new holder's query" "$(paid_count LOST-)" "$NL"
 for p in "${sims[@]}"; do wait "$p"; done
 "$C" start-node "$victim" >/dev/null
 check "node kill: every delivery finally acked" "$(sum_of acked "${outs[@]}")/$(sum_of unacked "${outs[@]}")" "$((3 * N3))/0"
@@ -336,7 +336,7 @@ import json
 ids = {}
 for l in open('events.jsonl'):
     e = json.loads(l); no = e['data']['object']['out_trade_no']
-    if no[:2] in ('W-', 'L-'): ids[no] = ids.get(no, 0) + 1
+    if no.startswith(('W-', 'LOST-')): ids[no] = ids.get(no, 0) + 1
 print(len(ids), max(ids.values()) if ids else 0)")
 check "node kill: the receiver acted on each payment's event once" "$got" "$((N3 + NL)) 1"
 again=$(grep -c 'seen before' receiver.out || true)
@@ -397,7 +397,7 @@ fig "# cluster: 3 nodes, $N1 payments x 3 copies at 3 nodes at once -> each cred
 # (the lost ones credited by the active query included), the refunds, and
 # the receiver's events for the payments made while it listened.
 history_check "cluster" --tenant t1 --payments sim/payments.jsonl --payments sim2/payments.jsonl \
-  --history history.jsonl --events events.jsonl --events-scope W- --events-scope L- \
+  --history history.jsonl --events events.jsonl --events-scope W- --events-scope LOST- \
   --outages outages.txt > history.out
 check "history checker: the whole run clean" "$?" 0
 sed -n 1p history.out

@@ -69,6 +69,24 @@ sim_with_api() {
   } > "$dir.api"
   BIN=$BIN bash "$dir.api" > /dev/null || { echo "FAIL: channel set with the API"; return 1; }
 }
+# wx_get DIR TARGET: GET TARGET (path and query, or an absolute URL on the
+# simulator) from the simulated WeChat Pay API (sim_port) as the merchant of
+# DIR (its sim.json and merchant_private_key.pem), the way the strict
+# simulator — like WeChat Pay — requires: User-Agent, Accept, and the
+# WECHATPAY2-SHA256-RSA2048 Authorization over "GET\nTARGET\nTS\nNONCE\n\n";
+# the answer's body on stdout
+wx_get() {
+  local dir=$1 target=${2#http://127.0.0.1:*/} ts nonce sig mchid serial
+  [ "$target" = "$2" ] || target=/$target
+  ts=$(date +%s)
+  nonce=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  sig=$(printf 'GET\n%s\n%s\n%s\n\n' "$target" "$ts" "$nonce" |
+    openssl dgst -sha256 -sign "$dir/merchant_private_key.pem" | base64 -w0)
+  read -r mchid serial < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["mchid"], d["merchant_serial"])' "$dir/sim.json")
+  curl -s -A 'payonce-tests (wx_get)' -H 'Accept: application/json' \
+    -H "Authorization: WECHATPAY2-SHA256-RSA2048 mchid=\"$mchid\",nonce_str=\"$nonce\",signature=\"$sig\",timestamp=\"$ts\",serial_no=\"$serial\"" \
+    "http://127.0.0.1:$sim_port$target"
+}
 # port_of FILE [LINE]: the port a server started in the background prints
 # in FILE as "LINE N" (default "listening on port": `payonce serve`; the
 # simulator's is "simulator listening on port", the operations listener's

@@ -133,73 +133,73 @@ $P serve --listen 127.0.0.1:0 --query-interval 0 > gw.out 2>gw.log & gw_pid=$!; 
 gport=$(port_of gw.out)
 URL=http://127.0.0.1:$gport/notify/wechatpay/t2
 orders() { for o in "$@"; do echo "m1,${o%%:*},${o##*:}"; done | $P order import --tenant t2 --file - >/dev/null; }
-orders Q-1:100 Q-2:200
+orders Q-0001:100 Q-0002:200
 status() { $P order show --tenant t2 --out-trade-no "$1" --json | jq_ 'd["status"]'; }
-# Q-1 lost; Q-2 delivered: active query finds Q-1 and leaves Q-2 alone.
-$P sim pay --dir sim --order Q-1:100 --lose >/dev/null
-$P sim pay --dir sim --order Q-2:200 --notify-url "$URL" >/dev/null
+# Q-0001 lost; Q-0002 delivered: active query finds Q-0001 and leaves Q-0002 alone.
+$P sim pay --dir sim --order Q-0001:100 --lose >/dev/null
+$P sim pay --dir sim --order Q-0002:200 --notify-url "$URL" >/dev/null
 $P recon query --tenant t2 --min-age 0 --json > q1.json
 check "active query: found the lost payment" "$(jq_ '(d["queried"], d["paid"], d["replayed"])' < q1.json)" "(1, 1, 1)"
-check "active query: Q-1 paid" "$(status Q-1)" PAID
+check "active query: Q-0001 paid" "$(status Q-0001)" PAID
 $P recon query --tenant t2 --min-age 0 --json > q2.json
 check "active query again: nothing left" "$(jq_ 'd["queried"]' < q2.json)" 0
 # A failing query says why without --log-level (issue 26): the channel
 # answers 500 once; the exit is 1, the first failure named; then it credits.
-orders F-1:150
-$P sim pay --dir sim --order F-1:150 --lose >/dev/null
+orders F-0001:150
+$P sim pay --dir sim --order F-0001:150 --lose >/dev/null
 echo "GET /v3/pay/transactions/out-trade-no 500 1" > sim/faults
 $P recon query --tenant t2 --min-age 0 --json > qf.json 2> qf.err; qrc=$?
 check "failed query: exit 1" "$qrc" 1
-check "failed query: counted, the first named" "$(jq_ '(d["failed"], d["first_failure"])' < qf.json)" "(1, 'F-1: HTTP 500 SYSTEM_ERROR')"
-check "failed query: said on stderr" "$(cat qf.err)" "payonce: 1 order queries failed; the first: F-1: HTTP 500 SYSTEM_ERROR"
+check "failed query: counted, the first named" "$(jq_ '(d["failed"], d["first_failure"])' < qf.json)" "(1, 'F-0001: HTTP 500 SYSTEM_ERROR')"
+check "failed query: said on stderr" "$(cat qf.err)" "payonce: 1 order queries failed; the first: F-0001: HTTP 500 SYSTEM_ERROR"
 $P recon query --tenant t2 --min-age 0 --json > qf2.json
 check "failed query, again: credited" "$(jq_ '(d["failed"], d["replayed"])' < qf2.json)" "(0, 1)"
-# B-1 lost, found by the bill.
-orders B-1:300 R-1:400 R-2:500 R-3:600
-$P sim pay --dir sim --order B-1:300 --lose >/dev/null
+# B-0001 lost, found by the bill.
+orders B-0001:300 R-0001:400 R-0002:500 R-0003:600
+$P sim pay --dir sim --order B-0001:300 --lose >/dev/null
 today=$(date -u -d '+8 hours' +%F)   # bills are dated in Beijing time
-curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today&bill_type=ALL" > bill.json
-curl -s "$(jq_ 'd["download_url"]' < bill.json)" > sim-bill-1.csv
+wx_get sim "/v3/bill/tradebill?bill_date=$today&bill_type=ALL" > bill.json
+wx_get sim "$(jq_ 'd["download_url"]' < bill.json)" > sim-bill-1.csv
 check "bill: SHA1 as announced" "$(sha1sum sim-bill-1.csv | cut -c1-40)" "$(jq_ 'd["hash_value"]' < bill.json)"
 $P recon import --tenant t2 --channel wechatpay sim-bill-1.csv --json > b1.json
-check "bill import: B-1 replayed, Q-1/Q-2/F-1 already there" "$(jq_ '(d["replayed"]["count"], d["matched"])' < b1.json)" "(1, 3)"
-check "bill import: B-1 paid" "$(status B-1)" PAID
+check "bill import: B-0001 replayed, Q-0001/Q-0002/F-0001 already there" "$(jq_ '(d["replayed"]["count"], d["matched"])' < b1.json)" "(1, 3)"
+check "bill import: B-0001 paid" "$(status B-0001)" PAID
 # Races: the replay and the late live callback carry the same key.
-$P sim pay --dir sim --order R-1:400 --txn 4200000000000000000000000R01 --lose >/dev/null
-$P sim pay --dir sim --order R-2:500 --txn 4200000000000000000000000R02 --lose >/dev/null
-$P sim pay --dir sim --order R-3:600 --txn 4200000000000000000000000R03 --lose >/dev/null
-curl -s "$(curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-2.csv
-# R-1: the late callback first, then the replay.
-$P sim pay --dir sim --order R-1:400 --txn 4200000000000000000000000R01 --notify-url "$URL" --copies 2 > late1.out
-# R-2: the replay first (below), then the late callback. R-3: both at once.
-$P sim pay --dir sim --order R-3:600 --txn 4200000000000000000000000R03 --notify-url "$URL" --copies 4 --concurrent > late3.out &
+$P sim pay --dir sim --order R-0001:400 --txn 4200000000000000000000000R01 --lose >/dev/null
+$P sim pay --dir sim --order R-0002:500 --txn 4200000000000000000000000R02 --lose >/dev/null
+$P sim pay --dir sim --order R-0003:600 --txn 4200000000000000000000000R03 --lose >/dev/null
+wx_get sim "$(wx_get sim "/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-2.csv
+# R-0001: the late callback first, then the replay.
+$P sim pay --dir sim --order R-0001:400 --txn 4200000000000000000000000R01 --notify-url "$URL" --copies 2 > late1.out
+# R-0002: the replay first (below), then the late callback. R-0003: both at once.
+$P sim pay --dir sim --order R-0003:600 --txn 4200000000000000000000000R03 --notify-url "$URL" --copies 4 --concurrent > late3.out &
 lp=$!
 $P recon import --tenant t2 --channel wechatpay sim-bill-2.csv --json > b2.json
 wait $lp
-$P sim pay --dir sim --order R-2:500 --txn 4200000000000000000000000R02 --notify-url "$URL" --copies 2 > late2.out
-for o in R-1 R-2 R-3; do check "race: $o paid" "$(status $o)" PAID; done
+$P sim pay --dir sim --order R-0002:500 --txn 4200000000000000000000000R02 --notify-url "$URL" --copies 2 > late2.out
+for o in R-0001 R-0002 R-0003; do check "race: $o paid" "$(status $o)" PAID; done
 check "race: every live delivery acked" "$(cat late1.out late2.out late3.out | grep -c '^sim: .*"ok":true')" 3
 check "race: one credit per order (verify: one payment journal per PAID order)" "$($P verify >/dev/null 2>&1; echo $?)" 0
 bal=$($P ledger balances --tenant t2 --json | jq_ "{b['account']:b['balance'] for b in d['balances']}.get('channel_clearing:wechatpay')")
 check "race: clearing = 100+200+150+300+400+500+600" "$bal" 2250
 # Differences: the channel's amount differs; a transaction we have no order
 # for; our PAID order the channel's bill does not have.
-orders A-1:700 M-1:800
-$P sim pay --dir sim --order A-1:701 --lose >/dev/null
-$P sim pay --dir sim --order X-1:900 --lose >/dev/null
-printf '%s' '{"tenant":"t2","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"4200000000000000000000000M01","out_trade_no":"M-1","amount":800,"currency":"CNY"}' > m1.json
+orders A-0001:700 M-0001:800
+$P sim pay --dir sim --order A-0001:701 --lose >/dev/null
+$P sim pay --dir sim --order X-0001:900 --lose >/dev/null
+printf '%s' '{"tenant":"t2","channel":"wechatpay","type":"PAY_SUCCESS","channel_txn_id":"4200000000000000000000000M01","out_trade_no":"M-0001","amount":800,"currency":"CNY"}' > m1.json
 $P apply --event m1.json >/dev/null
-curl -s "$(curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-3.csv
+wx_get sim "$(wx_get sim "/v3/bill/tradebill?bill_date=$today" | jq_ 'd["download_url"]')" > sim-bill-3.csv
 $P recon import --tenant t2 --channel wechatpay sim-bill-3.csv --json > b3.json
 check "differences: 2 mismatched rows, 1 order missing from the bill" "$(jq_ '(d["mismatched"], d["missing_from_bill"])' < b3.json)" "(2, 1)"
 alerts_of() { $P alerts --tenant t2 --json | jq_ "sorted(a['reason'] for a in d['alerts'] if a['out_trade_no'] == '$1')"; }
-check "differences: amount alert, no credit" "$(alerts_of A-1) $(status A-1)" "['amount_mismatch'] PAYING"
-check "differences: unknown transaction alert" "$(alerts_of X-1)" "['unknown_order']"
-check "differences: missing-from-bill alert" "$(alerts_of M-1)" "['missing_from_bill']"
+check "differences: amount alert, no credit" "$(alerts_of A-0001) $(status A-0001)" "['amount_mismatch'] PAYING"
+check "differences: unknown transaction alert" "$(alerts_of X-0001)" "['unknown_order']"
+check "differences: missing-from-bill alert" "$(alerts_of M-0001)" "['missing_from_bill']"
 check "runs recorded" "$($P recon runs --tenant t2 --json | jq_ 'len(d["runs"])')" 3
 # The other bill types of the day parse and reconcile alike (all already applied).
 for type in SUCCESS REFUND; do
-  curl -s "$(curl -s "http://127.0.0.1:$sim_port/v3/bill/tradebill?bill_date=$today&bill_type=$type" | jq_ 'd["download_url"]')" > "bill-$type.csv"
+  wx_get sim "$(wx_get sim "/v3/bill/tradebill?bill_date=$today&bill_type=$type" | jq_ 'd["download_url"]')" > "bill-$type.csv"
   $P recon import --tenant t2 --channel wechatpay "bill-$type.csv" --json > "b-$type.json" 2> "b-$type.err"
   check "bill type $type imports" "$?" 0
 done
@@ -208,14 +208,14 @@ fig "# recon-e2e[$BACKEND] differences: amount mismatch, unknown transaction, ou
 
 # The periodic active query inside payonce serve.
 kill $gw_pid; wait $gw_pid 2>/dev/null
-orders P-1:1000
-$P sim pay --dir sim --order P-1:1000 --lose >/dev/null
+orders P-0001:1000
+$P sim pay --dir sim --order P-0001:1000 --lose >/dev/null
 $P serve --listen 127.0.0.1:0 --query-interval 1 --query-min-age 0 > gw2.out 2>gw2.log & gw_pid=$!; bg_pids+=($gw_pid)
-for _ in $(seq 1 100); do [ "$(status P-1)" = PAID ] && break; sleep 0.1; done
-check "serve's periodic query credited P-1" "$(status P-1)" PAID
+for _ in $(seq 1 100); do [ "$(status P-0001)" = PAID ] && break; sleep 0.1; done
+check "serve's periodic query credited P-0001" "$(status P-0001)" PAID
 check "serve logged the round" "$(grep -c 'active query: .* credited now' gw2.log | awk '{print ($1 > 0)}')" 1
 fig "# recon-e2e[$BACKEND] periodic active query inside payonce serve credited a lost payment"
 
-fig "# recon-e2e[$BACKEND] lost payments: found by active query (Q-1) and by the simulator's bill (B-1); replay vs late callback before/after/concurrent (R-1..R-3): each credited once, clearing $bal"
+fig "# recon-e2e[$BACKEND] lost payments: found by active query (Q-0001) and by the simulator's bill (B-0001); replay vs late callback before/after/concurrent (R-0001..R-0003): each credited once, clearing $bal"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -9,6 +9,13 @@
  *     the refund-result callback moves payonce's refund to SUCCESS once; the
  *     same out_refund_no again is the same refund; a bad signature and an
  *     over-refund are refused
+ *   the simulator as strict as WeChat Pay (issue 43): a request without
+ *     User-Agent or Accept is refused 400 INVALID_REQUEST "Http头缺少Accept或
+ *     User-Agent" — also one payonce would send otherwise; an unsigned one
+ *     401 SIGN_ERROR; each request model's rule broken is 400 PARAM_ERROR
+ *     naming the field; the answers carry every member of the answer
+ *     models; the query by transaction id; a configured rate limit is 429
+ *     FREQUENCY_LIMITED; a DIR/faults line's error code is answered
  */
 #include "../../src/http/http.h"
 #include "../../src/sim/sim.h"
@@ -68,18 +75,35 @@ static size_t on_header(char *d, size_t sz, size_t n, void *ctx)
     return len;
 }
 
-static void http(const char *method, const char *u, const char *body, const char *auth,
-                 struct resp *r)
+/* What a client of WeChat Pay's API sends besides its Authorization
+ * (payonce's User-Agent, as api_http.c writes it; Accept), unless told to
+ * leave one out. */
+enum { NO_UA = 1, NO_ACCEPT = 2 };
+
+static void http_with(const char *method, const char *u, const char *body, const char *auth,
+                      unsigned leave_out, struct resp *r)
 {
     memset(r, 0, sizeof *r);
-    const char *lines[] = {"Content-Type: application/json", auth, NULL};
-    struct t_http_req q = {.url = u,
+    /* libcurl sends no User-Agent of its own; "Accept:" removes its */
+    const char *lines[5] = {"Content-Type: application/json",
+                            leave_out & NO_ACCEPT ? "Accept:" : "Accept: application/json",
+                            leave_out & NO_UA ? NULL : "User-Agent: payonce/test curl (Linux)",
+                            NULL, NULL};
+    lines[leave_out & NO_UA ? 2 : 3] = auth;
+    struct t_http_req q = {.method = method,
+                           .url = u,
                            .headers = lines,
                            .body = strcmp(method, "POST") == 0 ? body : NULL,
                            .timeout_s = 20,
                            .on_header = on_header,
                            .header_ctx = r};
     r->status = t_http(&q, r->body, sizeof r->body, &r->len);
+}
+
+static void http(const char *method, const char *u, const char *body, const char *auth,
+                 struct resp *r)
+{
+    http_with(method, u, body, auth, 0, r);
 }
 
 /* The response's Wechatpay-Signature verifies with the platform certificate. */
@@ -105,9 +129,11 @@ static bool signed_by_platform(const struct resp *r)
     return ok;
 }
 
-/* WECHATPAY2-SHA256-RSA2048 Authorization for a merchant API request. */
-static void merchant_auth(const struct po_sim_identity *id, const char *body, bool forge, char *out,
-                          size_t cap)
+/* WECHATPAY2-SHA256-RSA2048 Authorization for a merchant API request:
+ * method, target (path and query, as sent) and body. */
+static void merchant_auth_of(const struct po_sim_identity *id, const char *method,
+                             const char *target, const char *body, bool forge, char *out,
+                             size_t cap)
 {
     char path[512], *pem = NULL, *sig = NULL;
     size_t len = 0;
@@ -119,7 +145,8 @@ static void merchant_auth(const struct po_sim_identity *id, const char *body, bo
     free(pem);
     char ts[24], msg[8192];
     snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
-    snprintf(msg, sizeof msg, "POST\n/v3/refund/domestic/refunds\n%s\nn0nce%s\n%s\n", ts, ts, body);
+    snprintf(msg, sizeof msg, "%s\n%s\n%s\nn0nce%s\n%s\n", method, target, ts, ts,
+             body ? body : "");
     if (po_rsa_sha256_sign_b64(k, msg, strlen(msg), &sig))
         die("sign");
     snprintf(out, cap,
@@ -128,6 +155,46 @@ static void merchant_auth(const struct po_sim_identity *id, const char *body, bo
              id->mchid, ts, sig, ts, id->merchant_serial);
     free(sig);
     po_privkey_free(k);
+}
+
+static void merchant_auth(const struct po_sim_identity *id, const char *body, bool forge, char *out,
+                          size_t cap)
+{
+    merchant_auth_of(id, "POST", "/v3/refund/domestic/refunds", body, forge, out, cap);
+}
+
+/* A signed request to the simulator: target is the path and query. */
+static void wx(const struct po_sim_identity *id, const char *method, const char *target,
+               const char *body, unsigned leave_out, struct resp *r)
+{
+    char u[1024], auth[1200];
+    snprintf(u, sizeof u, "http://127.0.0.1:%u%s", sim_port, target);
+    merchant_auth_of(id, method, target, body, false, auth, sizeof auth);
+    http_with(method, u, body, auth, leave_out, r);
+}
+
+/* Whether the JSON body has every member named (a/b for a nested one). */
+static bool has_members(const char *body, const char *const *names, char *missing, size_t cap)
+{
+    json_t *j = json_loads(body, 0, NULL);
+    bool all = j != NULL;
+    missing[0] = '\0';
+    for (size_t i = 0; all && names[i]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s", names[i]);
+        char *slash = strchr(name, '/');
+        if (slash)
+            *slash = '\0';
+        json_t *v = json_object_get(j, name);
+        if (slash)
+            v = json_object_get(v, slash + 1);
+        if (!v) {
+            all = false;
+            snprintf(missing, cap, "%s", names[i]);
+        }
+    }
+    json_decref(j);
+    return all;
 }
 
 static int64_t count(const char *sql)
@@ -142,9 +209,8 @@ static void test_query(const struct po_sim_identity *id)
 {
     char u[512];
     struct resp r;
-    snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/pay/transactions/out-trade-no/Q-1?mchid=%s",
-             sim_port, id->mchid);
-    http("GET", u, NULL, NULL, &r);
+    snprintf(u, sizeof u, "/v3/pay/transactions/out-trade-no/QRY-0001?mchid=%s", id->mchid);
+    wx(id, "GET", u, NULL, 0, &r);
     json_t *j = json_loads(r.body, 0, NULL);
     T_CHECK(r.status == 200, "query lost payment: %ld %s", r.status, r.body);
     T_CHECK(strcmp(json_string_value(json_object_get(j, "trade_state")) ?: "", "SUCCESS") == 0,
@@ -154,19 +220,50 @@ static void test_query(const struct po_sim_identity *id)
     T_CHECK(strncmp(json_string_value(json_object_get(j, "transaction_id")) ?: "", "4200", 4) == 0,
             "query: transaction_id %s", r.body);
     T_CHECK(signed_by_platform(&r), "query: response not signed by the platform key");
+    /* the answer model's members (查询订单, 应答参数) */
+    static const char *const paid[] = {"appid",
+                                       "mchid",
+                                       "out_trade_no",
+                                       "transaction_id",
+                                       "trade_type",
+                                       "trade_state",
+                                       "trade_state_desc",
+                                       "bank_type",
+                                       "success_time",
+                                       "payer/openid",
+                                       "amount/total",
+                                       "amount/payer_total",
+                                       "amount/currency",
+                                       "amount/payer_currency",
+                                       NULL};
+    char missing[64];
+    T_CHECK(has_members(r.body, paid, missing, sizeof missing), "query: no %s in %s", missing,
+            r.body);
+    /* the same payment by its transaction id */
+    char txn[64];
+    static char first[sizeof r.body];
+    snprintf(txn, sizeof txn, "%s", json_string_value(json_object_get(j, "transaction_id")) ?: "");
+    snprintf(first, sizeof first, "%s", r.body);
     json_decref(j);
-    snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/pay/transactions/out-trade-no/NOPE?mchid=%s",
-             sim_port, id->mchid);
-    http("GET", u, NULL, NULL, &r);
+    snprintf(u, sizeof u, "/v3/pay/transactions/id/%s?mchid=%s", txn, id->mchid);
+    wx(id, "GET", u, NULL, 0, &r);
+    T_CHECK(r.status == 200 && strcmp(r.body, first) == 0 && signed_by_platform(&r),
+            "query by transaction id: %ld %s", r.status, r.body);
+    snprintf(u, sizeof u, "/v3/pay/transactions/id/4200000000000000000000000000?mchid=%s",
+             id->mchid);
+    wx(id, "GET", u, NULL, 0, &r);
+    T_CHECK(r.status == 404 && strstr(r.body, "ORDER_NOT_EXIST"), "query unknown id: %ld %s",
+            r.status, r.body);
+    snprintf(u, sizeof u, "/v3/pay/transactions/out-trade-no/NOPE-0001?mchid=%s", id->mchid);
+    wx(id, "GET", u, NULL, 0, &r);
     T_CHECK(r.status == 404 && strstr(r.body, "ORDER_NOT_EXIST"), "query unknown: %ld %s", r.status,
             r.body);
-    snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/pay/transactions/out-trade-no/Q-1?mchid=1",
-             sim_port);
-    http("GET", u, NULL, NULL, &r);
-    T_CHECK(r.status == 400, "query other mchid: %ld", r.status);
+    wx(id, "GET", "/v3/pay/transactions/out-trade-no/QRY-0001?mchid=1", NULL, 0, &r);
+    T_CHECK(r.status == 400 && strstr(r.body, "MCH_NOT_EXISTS"), "query other mchid: %ld %s",
+            r.status, r.body);
 }
 
-static void test_bill(void)
+static void test_bill(const struct po_sim_identity *id)
 {
     char u[512], date[16];
     time_t t = time(NULL) + 8 * 3600; /* bills are dated in Beijing time */
@@ -174,19 +271,20 @@ static void test_bill(void)
     gmtime_r(&t, &tm);
     strftime(date, sizeof date, "%Y-%m-%d", &tm);
     struct resp r;
-    snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/bill/tradebill?bill_date=%s&bill_type=ALL",
-             sim_port, date);
-    http("GET", u, NULL, NULL, &r);
+    snprintf(u, sizeof u, "/v3/bill/tradebill?bill_date=%s&bill_type=ALL", date);
+    wx(id, "GET", u, NULL, 0, &r);
     json_t *j = json_loads(r.body, 0, NULL);
     const char *dl = json_string_value(json_object_get(j, "download_url"));
     const char *hash = json_string_value(json_object_get(j, "hash_value"));
-    T_CHECK(r.status == 200 && dl && hash, "tradebill: %ld %s", r.status, r.body);
-    char want[41] = "";
+    T_CHECK(r.status == 200 && dl && hash && json_object_get(j, "hash_type"), "tradebill: %ld %s",
+            r.status, r.body);
+    char want[41] = "", target[512] = "";
     if (hash)
         snprintf(want, sizeof want, "%s", hash);
+    if (dl && strstr(dl, "/v3/"))
+        snprintf(target, sizeof target, "%s", strstr(dl, "/v3/"));
     struct resp *f = malloc(sizeof *f);
-    if (dl)
-        http("GET", dl, NULL, NULL, f);
+    wx(id, "GET", target, NULL, 0, f);
     json_decref(j);
     char got[41] = "";
     T_CHECK(po_sha1_hex(f->body, f->len, got) == PO_OK, "bill download: sha1");
@@ -211,11 +309,18 @@ static void test_bill(void)
     T_CHECK(rows == 2 && bad == 0, "bill: %d payment rows, %d malformed lines", rows, bad);
     free(f);
     /* The summary agrees: 2 orders, 12.80 + 5.00. */
+    snprintf(u, sizeof u, "/v3/billdownload/file?token=%s_ALL", date);
+    f = malloc(sizeof *f);
+    wx(id, "GET", u, NULL, 0, f);
+    T_CHECK(strstr(f->body, "\r\n`2,`17.80,`0.00,`0.00,`0.11,`17.80,`0.00\r\n") != NULL,
+            "bill summary: %s", strrchr(f->body, '\n') ? f->body + f->len - 60 : f->body);
+    free(f);
+    /* the download is the merchant's too: unsigned, refused */
     snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/billdownload/file?token=%s_ALL", sim_port, date);
     f = malloc(sizeof *f);
     http("GET", u, NULL, NULL, f);
-    T_CHECK(strstr(f->body, "\r\n`2,`17.80,`0.00,`0.00,`0.11,`17.80,`0.00\r\n") != NULL,
-            "bill summary: %s", strrchr(f->body, '\n') ? f->body + f->len - 60 : f->body);
+    T_CHECK(f->status == 401 && strstr(f->body, "SIGN_ERROR"), "unsigned bill download: %ld %s",
+            f->status, f->body);
     free(f);
 }
 
@@ -223,10 +328,10 @@ static void test_refund(const struct po_sim_identity *id)
 {
     char u[512], body[1024], auth[1200];
     struct resp r;
-    run("refund create --tenant t1 --out-trade-no Q-2 --out-refund-no R-2 --amount 200");
+    run("refund create --tenant t1 --out-trade-no QRY-0002 --out-refund-no R-2 --amount 200");
     snprintf(u, sizeof u, "http://127.0.0.1:%u/v3/refund/domestic/refunds", sim_port);
     snprintf(body, sizeof body,
-             "{\"out_trade_no\":\"Q-2\",\"out_refund_no\":\"R-2\",\"reason\":\"test\","
+             "{\"out_trade_no\":\"QRY-0002\",\"out_refund_no\":\"R-2\",\"reason\":\"test\","
              "\"notify_url\":\"http://127.0.0.1:%u/notify/wechatpay/t1\","
              "\"amount\":{\"refund\":200,\"total\":500,\"currency\":\"CNY\"}}",
              gw_port);
@@ -243,6 +348,29 @@ static void test_refund(const struct po_sim_identity *id)
     T_CHECK(r.status == 200 && strstr(r.body, "\"status\":\"PROCESSING\"") && refund_id[0],
             "refund request: %ld %s", r.status, r.body);
     json_decref(j);
+    /* the answer model's members (申请退款, 应答参数) */
+    static const char *const model[] = {"refund_id",
+                                        "out_refund_no",
+                                        "transaction_id",
+                                        "out_trade_no",
+                                        "channel",
+                                        "user_received_account",
+                                        "create_time",
+                                        "status",
+                                        "funds_account",
+                                        "amount/total",
+                                        "amount/refund",
+                                        "amount/payer_total",
+                                        "amount/payer_refund",
+                                        "amount/settlement_refund",
+                                        "amount/settlement_total",
+                                        "amount/discount_refund",
+                                        "amount/currency",
+                                        "promotion_detail",
+                                        NULL};
+    char missing[64];
+    T_CHECK(has_members(r.body, model, missing, sizeof missing), "refund: no %s in %s", missing,
+            r.body);
     /* The same request again: the same refund, no second one. */
     http("POST", u, body, auth, &r);
     T_CHECK(r.status == 200 && strstr(r.body, refund_id), "repeated refund request: %s", r.body);
@@ -257,13 +385,19 @@ static void test_refund(const struct po_sim_identity *id)
     T_CHECK(count("SELECT COUNT(*) FROM journal WHERE kind = 'REFUND'") == 1, "refund journals");
     /* More than what is left of the payment. */
     snprintf(body, sizeof body,
-             "{\"out_trade_no\":\"Q-2\",\"out_refund_no\":\"R-3\",\"notify_url\":\"http://"
+             "{\"out_trade_no\":\"QRY-0002\",\"out_refund_no\":\"R-3\",\"notify_url\":\"http://"
              "127.0.0.1:1/x\","
              "\"amount\":{\"refund\":400,\"total\":500,\"currency\":\"CNY\"}}");
     merchant_auth(id, body, false, auth, sizeof auth);
     http("POST", u, body, auth, &r);
-    T_CHECK(r.status == 403 && strstr(r.body, "NOT_ENOUGH"), "over-refund: %ld %s", r.status,
-            r.body);
+    T_CHECK(r.status == 400 && strstr(r.body, "INVALID_REQUEST") && strstr(r.body, "可退金额"),
+            "over-refund: %ld %s", r.status, r.body);
+    /* the refund as the query has it: SUCCESS, with success_time */
+    wx(id, "GET", "/v3/refund/domestic/refunds/R-2", NULL, 0, &r);
+    T_CHECK(r.status == 200 && has_members(r.body, model, missing, sizeof missing) &&
+                strstr(r.body, "\"success_time\"") && strstr(r.body, "\"status\":\"SUCCESS\"") &&
+                signed_by_platform(&r),
+            "refund query: %ld %s (no %s)", r.status, r.body, missing);
     char path[512], *lines = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/sim/refunds.jsonl", dir);
@@ -274,6 +408,212 @@ static void test_refund(const struct po_sim_identity *id)
         n++;
     T_CHECK(n == 1, "the simulator recorded %d refunds, expected 1", n);
     free(lines);
+}
+
+/* ---- the simulator as strict as WeChat Pay (issue 43) ---- */
+
+static void sim_file(const char *name, const char *content)
+{
+    t_sim_file(dir, name, content);
+}
+
+static int sim_lines(const char *name)
+{
+    char path[512], *all = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sim/%s", dir, name);
+    if (po_file_read(path, 1 << 22, &all, &len))
+        return 0;
+    int n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += all[i] == '\n';
+    free(all);
+    return n;
+}
+
+/* The answer is WeChat Pay's error: status, code, and (when given) the
+ * field its detail names; signed by the platform like every answer. */
+static bool wx_refused(const struct resp *r, long status, const char *code, const char *field)
+{
+    json_t *j = json_loads(r->body, 0, NULL);
+    const char *c = json_string_value(json_object_get(j, "code"));
+    const char *f = json_string_value(json_object_get(json_object_get(j, "detail"), "field"));
+    const char *m = json_string_value(json_object_get(j, "message"));
+    bool ok = r->status == status && c && strcmp(c, code) == 0 && m && *m &&
+              (!field || (f && strcmp(f, field) == 0 && strstr(m, field))) && signed_by_platform(r);
+    json_decref(j);
+    return ok;
+}
+
+static void test_strict(const struct po_sim_identity *id)
+{
+    struct resp r;
+    char q[256];
+    snprintf(q, sizeof q, "/v3/pay/transactions/out-trade-no/QRY-0001?mchid=%s", id->mchid);
+    /* 接口规则: without User-Agent or Accept, WeChat Pay's own answer —
+     * the request otherwise exactly as payonce sends it (signed) */
+    static const struct {
+        unsigned leave_out;
+        const char *what;
+    } heads[] = {{NO_UA, "User-Agent"}, {NO_ACCEPT, "Accept"}, {NO_UA | NO_ACCEPT, "both"}};
+    for (size_t i = 0; i < PO_NELEM(heads); i++) {
+        wx(id, "GET", q, NULL, heads[i].leave_out, &r);
+        json_t *j = json_loads(r.body, 0, NULL);
+        T_CHECK(r.status == 400 && json_object_size(j) == 2 &&
+                    strcmp(json_string_value(json_object_get(j, "code")) ?: "",
+                           "INVALID_REQUEST") == 0 &&
+                    strcmp(json_string_value(json_object_get(j, "message")) ?: "",
+                           "Http头缺少Accept或User-Agent") == 0 &&
+                    signed_by_platform(&r),
+                "a query without %s: %ld %s", heads[i].what, r.status, r.body);
+        json_decref(j);
+    }
+    wx(id, "GET", q, NULL, 0, &r);
+    T_CHECK(r.status == 200, "the same query with both: %ld %s", r.status, r.body);
+    char body[1024], auth[1200], u[512];
+    snprintf(body, sizeof body,
+             "{\"out_trade_no\":\"QRY-0002\",\"out_refund_no\":\"R-UA\",\"amount\":{\"refund\":1,"
+             "\"total\":500,\"currency\":\"CNY\"}}");
+    wx(id, "POST", "/v3/refund/domestic/refunds", body, NO_UA, &r);
+    T_CHECK(wx_refused(&r, 400, "INVALID_REQUEST", NULL) && sim_lines("refunds.jsonl") == 1,
+            "a refund without User-Agent: %ld %s", r.status, r.body);
+    /* the Authorization: none, or over the path without its query */
+    snprintf(u, sizeof u, "http://127.0.0.1:%u%s", sim_port, q);
+    http("GET", u, NULL, NULL, &r);
+    T_CHECK(wx_refused(&r, 401, "SIGN_ERROR", NULL), "an unsigned query: %ld %s", r.status, r.body);
+    merchant_auth_of(id, "GET", "/v3/pay/transactions/out-trade-no/QRY-0001", NULL, false, auth,
+                     sizeof auth);
+    http("GET", u, NULL, auth, &r);
+    T_CHECK(wx_refused(&r, 401, "SIGN_ERROR", NULL), "a query signed without its query: %ld %s",
+            r.status, r.body);
+    /* the prepay's request model: each rule broken is PARAM_ERROR naming
+     * the member, nothing created */
+    static const char native[] =
+        "{\"appid\":\"%s\",\"mchid\":\"%s\",\"description\":\"%s\",\"out_trade_no\":\"%s\","
+        "\"notify_url\":\"%s\",\"amount\":{\"total\":%s,\"currency\":\"%s\"}%s}";
+    char d128[129], a129[160];
+    memset(d128, 'd', 128);
+    d128[128] = '\0';
+    snprintf(a129, sizeof a129, ",\"attach\":\"%0129d\"", 0);
+    static const char *ok_url = "https://shop.example/notify";
+    struct {
+        const char *kind, *desc, *no, *url, *total, *cur, *extra;
+        long status;
+        const char *code, *field;
+    } cases[] = {
+        {"native", "x", "SHORT", ok_url, "1", "CNY", "", 400, "PARAM_ERROR", "/out_trade_no"},
+        {"native", "x", "PRE#0001", ok_url, "1", "CNY", "", 400, "PARAM_ERROR", "/out_trade_no"},
+        {"native", "x", "P0123456789012345678901234567890123", ok_url, "1", "CNY", "", 400,
+         "PARAM_ERROR", "/out_trade_no"},
+        {"native", d128, "PRE-0001", ok_url, "1", "CNY", "", 400, "PARAM_ERROR", "/description"},
+        {"native", "", "PRE-0001", ok_url, "1", "CNY", "", 400, "PARAM_ERROR", "/description"},
+        {"native", "x", "PRE-0001", "http://shop.example/notify", "1", "CNY", "", 400,
+         "PARAM_ERROR", "/notify_url"},
+        {"native", "x", "PRE-0001", "https://shop.example/notify?order=1", "1", "CNY", "", 400,
+         "PARAM_ERROR", "/notify_url"},
+        {"native", "x", "PRE-0001", ok_url, "0", "CNY", "", 400, "PARAM_ERROR", "/amount/total"},
+        {"native", "x", "PRE-0001", ok_url, "\"100\"", "CNY", "", 400, "PARAM_ERROR",
+         "/amount/total"},
+        {"native", "x", "PRE-0001", ok_url, "1.5", "CNY", "", 400, "PARAM_ERROR", "/amount/total"},
+        {"native", "x", "PRE-0001", ok_url, "1", "USD", "", 400, "PARAM_ERROR", "/amount/currency"},
+        {"native", "x", "PRE-0001", ok_url, "1", "CNY", ",\"time_expire\":\"tomorrow\"", 400,
+         "PARAM_ERROR", "/time_expire"},
+        {"native", "x", "PRE-0001", ok_url, "1", "CNY", a129, 400, "PARAM_ERROR", "/attach"},
+        {"jsapi", "x", "PRE-0001", ok_url, "1", "CNY", "", 400, "PARAM_ERROR", "/payer"},
+        {"jsapi", "x", "PRE-0001", ok_url, "1", "CNY", ",\"payer\":{}", 400, "PARAM_ERROR",
+         "/payer/openid"},
+        {"h5", "x", "PRE-0001", ok_url, "1", "CNY", "", 400, "PARAM_ERROR", "/scene_info"},
+        {"h5", "x", "PRE-0001", ok_url, "1", "CNY",
+         ",\"scene_info\":{\"payer_client_ip\":\"203.0.113.7\"}", 400, "PARAM_ERROR",
+         "/scene_info/h5_info"},
+        {"h5", "x", "PRE-0001", ok_url, "1", "CNY",
+         ",\"scene_info\":{\"payer_client_ip\":\"203.0.113.7\",\"h5_info\":{\"type\":\"Web\"}}",
+         400, "PARAM_ERROR", "/scene_info/h5_info/type"},
+        /* a loopback http:// notify_url is taken (the tests' and the demo's) */
+        {"native", "x", "PRE-0001", "http://127.0.0.1:9/notify/wechatpay/t1", "1", "CNY", "", 200,
+         NULL, NULL},
+        {"h5", "x", "PRE-0002", ok_url, "1", "CNY",
+         ",\"scene_info\":{\"payer_client_ip\":\"203.0.113.7\",\"h5_info\":{\"type\":\"Wap\"}}",
+         200, NULL, NULL},
+    };
+    for (size_t i = 0; i < PO_NELEM(cases); i++) {
+        char b[2048], path[64];
+        snprintf(b, sizeof b, native, id->appid, id->mchid, cases[i].desc, cases[i].no,
+                 cases[i].url, cases[i].total, cases[i].cur, cases[i].extra);
+        snprintf(path, sizeof path, "/v3/pay/transactions/%s", cases[i].kind);
+        int made = sim_lines("created.jsonl");
+        wx(id, "POST", path, b, 0, &r);
+        bool good = cases[i].code
+                        ? wx_refused(&r, cases[i].status, cases[i].code, cases[i].field) &&
+                              sim_lines("created.jsonl") == made
+                        : r.status == 200 && sim_lines("created.jsonl") == made + 1;
+        T_CHECK(good, "prepay case %zu (%s %s): %ld %s", i, cases[i].kind,
+                cases[i].field ? cases[i].field : "valid", r.status, r.body);
+    }
+    snprintf(body, sizeof body, native, "wxother0000000000", id->mchid, "x", "PRE-0003", ok_url,
+             "1", "CNY", "");
+    wx(id, "POST", "/v3/pay/transactions/native", body, 0, &r);
+    T_CHECK(wx_refused(&r, 400, "APPID_MCHID_NOT_MATCH", NULL), "another appid: %ld %s", r.status,
+            r.body);
+    /* out_trade_no in the query's and the close's path; close's body */
+    snprintf(u, sizeof u, "/v3/pay/transactions/out-trade-no/AB-1?mchid=%s", id->mchid);
+    wx(id, "GET", u, NULL, 0, &r);
+    T_CHECK(wx_refused(&r, 400, "PARAM_ERROR", "/out_trade_no") && strstr(r.body, "\"path\""),
+            "query of a 4-character order number: %ld %s", r.status, r.body);
+    wx(id, "POST", "/v3/pay/transactions/out-trade-no/AB$12345/close", "{\"mchid\":\"1\"}", 0, &r);
+    T_CHECK(wx_refused(&r, 400, "PARAM_ERROR", "/out_trade_no"),
+            "close of an order number with '$': %ld %s", r.status, r.body);
+    wx(id, "POST", "/v3/pay/transactions/out-trade-no/PRE-0001/close", "{}", 0, &r);
+    T_CHECK(wx_refused(&r, 400, "PARAM_ERROR", "/mchid"), "close without mchid: %ld %s", r.status,
+            r.body);
+    /* the refund's request model */
+    static const char *const refunds[][2] = {
+        {"{\"out_refund_no\":\"R-P1\",\"amount\":{\"refund\":1,\"total\":500,\"currency\":"
+         "\"CNY\"}}",
+         "/out_trade_no"},
+        {"{\"out_trade_no\":\"QRY-0002\",\"out_refund_no\":\"R P2\",\"amount\":{\"refund\":1,"
+         "\"total\":500,\"currency\":\"CNY\"}}",
+         "/out_refund_no"},
+        {"{\"out_trade_no\":\"QRY-0002\",\"out_refund_no\":\"R-P3\",\"amount\":{\"refund\":1,"
+         "\"total\":500}}",
+         "/amount/currency"},
+        {"{\"out_trade_no\":\"QRY-0002\",\"out_refund_no\":\"R-P4\",\"notify_url\":\"https://"
+         "shop.example/r?x=1\",\"amount\":{\"refund\":1,\"total\":500,\"currency\":\"CNY\"}}",
+         "/notify_url"},
+        {"{\"out_trade_no\":\"QRY-0002\",\"out_refund_no\":\"R-P5\",\"amount\":{\"refund\":0,"
+         "\"total\":500,\"currency\":\"CNY\"}}",
+         "/amount/refund"},
+    };
+    for (size_t i = 0; i < PO_NELEM(refunds); i++) {
+        wx(id, "POST", "/v3/refund/domestic/refunds", refunds[i][0], 0, &r);
+        T_CHECK(wx_refused(&r, 400, "PARAM_ERROR", refunds[i][1]) &&
+                    sim_lines("refunds.jsonl") == 1,
+                "refund case %zu (%s): %ld %s", i, refunds[i][1], r.status, r.body);
+    }
+    /* a rate limit: at most one query a second, then 429 (three at once
+     * span at most two seconds: one of them is over) */
+    sim_file("wechatpay_rate_limit", "/v3/pay/transactions/out-trade-no/ 1\n");
+    int limited = 0;
+    for (int i = 0; i < 3; i++) {
+        wx(id, "GET", q, NULL, 0, &r);
+        limited += wx_refused(&r, 429, "FREQUENCY_LIMITED", NULL);
+    }
+    T_CHECK(limited >= 1 && limited <= 2, "rate limit 1/s: %d of 3 queries limited", limited);
+    sim_file("wechatpay_rate_limit", "/v3/pay/transactions/out-trade-no/ 0 RATELIMIT_EXCEEDED\n");
+    wx(id, "GET", q, NULL, 0, &r);
+    T_CHECK(wx_refused(&r, 429, "RATELIMIT_EXCEEDED", NULL), "rate limit 0/s: %ld %s", r.status,
+            r.body);
+    sim_file("wechatpay_rate_limit", "");
+    wx(id, "GET", q, NULL, 0, &r);
+    T_CHECK(r.status == 200, "no rate limit: %ld %s", r.status, r.body);
+    /* an error code a DIR/faults line names, once */
+    sim_file("faults", "GET /v3/pay/transactions/out-trade-no/ 403 1 TRADE_ERROR\n");
+    wx(id, "GET", q, NULL, 0, &r);
+    T_CHECK(wx_refused(&r, 403, "TRADE_ERROR", NULL) && strstr(r.body, "交易错误"),
+            "a fault's code: %ld %s", r.status, r.body);
+    wx(id, "GET", q, NULL, 0, &r);
+    T_CHECK(r.status == 200, "the fault used: %ld %s", r.status, r.body);
+    sim_file("faults", "");
 }
 
 int main(int argc, char **argv)
@@ -293,8 +633,8 @@ int main(int argc, char **argv)
     run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file "
         "sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
         id.mchid, id.appid);
-    run("order create --tenant t1 --merchant m1 --out-trade-no Q-1 --amount 1280");
-    run("order create --tenant t1 --merchant m1 --out-trade-no Q-2 --amount 500");
+    run("order create --tenant t1 --merchant m1 --out-trade-no QRY-0001 --amount 1280");
+    run("order create --tenant t1 --merchant m1 --out-trade-no QRY-0002 --amount 500");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct po_gateway_cfg gc;
     t_gateway_cfg(&gc, url, master);
@@ -305,18 +645,20 @@ int main(int argc, char **argv)
         die(err);
     gw_port = gw->port;
     sim_port = po_sim_server_port(sim);
-    /* Q-1's payment is lost; Q-2's is delivered. */
-    run("sim pay --dir sim --order Q-1:1280 --lose");
+    /* QRY-0001's payment is lost; QRY-0002's is delivered. */
+    run("sim pay --dir sim --order QRY-0001:1280 --lose");
     char cmd[600];
     snprintf(cmd, sizeof cmd,
-             "sim pay --dir sim --order Q-2:500 --notify-url "
+             "sim pay --dir sim --order QRY-0002:500 --notify-url "
              "http://127.0.0.1:%u/notify/wechatpay/t1",
              gw_port);
     run("%s", cmd);
-    T_CHECK(count("SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'") == 1, "Q-2 not paid");
+    T_CHECK(count("SELECT COUNT(*) FROM pay_order WHERE status = 'PAID'") == 1,
+            "QRY-0002 not paid");
     test_query(&id);
-    test_bill();
+    test_bill(&id);
     test_refund(&id);
+    test_strict(&id);
     po_sim_server_stop(sim);
     t_gateway_stop(gw);
     struct po_store *s = t_open(url);
@@ -328,7 +670,8 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) { /* lint-ok */
     }
-    printf("# sim-api[%s] order query, trade bill and refund API: %d checks\n", backend, t_passes);
+    printf("# sim-api[%s] order query, trade bill, refund API and WeChat Pay's rules: %d checks\n",
+           backend, t_passes);
     printf("%d passed, %d failed\n", t_passes, t_failures);
     return t_failures ? 1 : 0;
 }

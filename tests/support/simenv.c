@@ -297,6 +297,15 @@ unsigned t_sim_post(unsigned port, const char *path, const struct po_sim_request
     return st;
 }
 
+void t_sim_file(const char *dir, const char *name, const char *content)
+{
+    char path[512];
+    (void)snprintf(path, sizeof path, "%s/sim/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(content, f) < 0 || fclose(f))
+        die("simulator", "cannot write a simulator switch");
+}
+
 unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *tenant,
                    const char *no, const char *txn, int64_t amount)
 {

@@ -93,6 +93,10 @@ char *t_sim_http(const char *path, const struct po_sim_request *r, size_t *len);
  * or 0 when there was none. */
 unsigned t_sim_post(unsigned port, const char *path, const struct po_sim_request *r);
 
+/* Writes DIR/sim/name (a simulator switch: faults, bill_not_ready, …)
+ * whole; aborts the test when it cannot. */
+void t_sim_file(const char *dir, const char *name, const char *content);
+
 /* A WeChat Pay payment callback (order no, transaction txn, amount CNY)
  * signed now with identity id, posted to /notify/wechatpay/TENANT. */
 unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *tenant,

@@ -5,7 +5,8 @@
  *   every route of the route table under /v1 is an operation of the
  *     description (its path template and method exactly), and every
  *     operation of the description is a route of the table;
- *   the document built into the binary is docs/openapi.json byte for byte;
+ *   the document built into the binary is docs/openapi.json byte for byte,
+ *     and its info.version is payonce's;
  *   GET /v1/openapi.json on a running gateway answers it, byte for byte,
  *     as application/json, without an API key; not on the operations
  *     listener; another method is the API's (a key is asked for first).
@@ -37,8 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef PO_OPENAPI_DOC
-#error "PO_OPENAPI_DOC names docs/openapi.json"
+#if !defined(PO_OPENAPI_DOC) || !defined(PO_VERSION)
+#error "PO_OPENAPI_DOC names docs/openapi.json, PO_VERSION payonce's version"
 #endif
 
 static const char *const METHODS[] = {"get",     "put",  "post",  "delete",
@@ -336,6 +337,11 @@ int main(int argc, char **argv)
     json_t *doc = json_loadb(file, len, JSON_REJECT_DUPLICATES, &je);
     T_CHECK(doc && strcmp(json_string_value(json_object_get(doc, "openapi")) ?: "", "3.1.0") == 0,
             "docs/openapi.json is OpenAPI 3.1.0 JSON: %s", doc ? "" : je.text);
+    const char *version =
+        json_string_value(json_object_get(json_object_get(doc, "info"), "version"));
+    T_CHECK(version && strcmp(version, PO_VERSION) == 0,
+            "info.version %s is payonce's version %s (CMakeLists.txt project())", version ?: "",
+            PO_VERSION);
     routes_and_paths(doc);
     T_CHECK(po_openapi_json_len == len && memcmp(po_openapi_json, file, len) == 0 &&
                 po_openapi_json[len] == '\0',

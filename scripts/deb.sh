@@ -24,7 +24,7 @@ install -D -m 0644 contrib/payonce.service "$stage/lib/systemd/system/payonce.se
 install -D -m 0640 contrib/payonce.conf "$stage/etc/payonce/payonce.conf"
 doc="$stage/usr/share/doc/payonce"
 install -D -m 0644 README.md "$doc/README.md"
-for f in docs/*.md; do install -D -m 0644 "$f" "$doc/$(basename "$f")"; done
+for f in docs/*.md docs/openapi.json; do install -D -m 0644 "$f" "$doc/$(basename "$f")"; done
 printf 'payonce\n\nCopyright: the payonce authors.\n' > "$doc/copyright"
 # Depends: the packages of the libraries the binary links, and cracklib-runtime
 # (the dictionary the operators' password policy reads)

@@ -130,6 +130,7 @@ enum po_route_kind {
     PO_RK_METRICS,  /* Prometheus text */
     PO_RK_ADMIN,    /* the operator's dashboard (admin.c) */
     PO_RK_API,      /* the tenant API (bearer key) */
+    PO_RK_OPENAPI,  /* the tenant API's description (no key) */
 };
 
 struct po_api_call;
@@ -154,6 +155,11 @@ struct po_route {
     enum po_route_kind kind;
     const struct po_api_route *api; /* PO_RK_API */
 };
+
+/* docs/openapi.json as built into the binary (cmake/embed_file.cmake),
+ * NUL-terminated: what GET /v1/openapi.json answers, byte for byte. */
+extern const char po_openapi_json[];
+extern const size_t po_openapi_json_len;
 
 /* The routes, in a fixed order (metrics index); po_routes_count of them. */
 extern const struct po_route po_routes[];

@@ -36,6 +36,7 @@ const struct po_route po_routes[] = {
     {"POST /v1/webhook_endpoints", PO_RK_API, &po_api_endpoint_create},
     {"POST /v1/webhook_endpoints/{endpoint_id}/remove", PO_RK_API, &po_api_endpoint_remove},
     {"POST /v1/webhook_endpoints/{endpoint_id}/rotate_secret", PO_RK_API, &po_api_endpoint_rotate},
+    {"GET /v1/openapi.json", PO_RK_OPENAPI, NULL},
 };
 const int po_routes_count = (int)(sizeof po_routes / sizeof po_routes[0]);
 

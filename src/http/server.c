@@ -419,7 +419,8 @@ static bool route(struct po_server *srv, struct po_hcall *h)
                      "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}");
         return false;
     }
-    if (strncmp(req->path, "/v1/", 4) == 0) {
+    /* The tenant API (the bearer key's pipeline), except its description. */
+    if (strncmp(req->path, "/v1/", 4) == 0 && !(m == PO_ROUTE_FOUND && rt->kind == PO_RK_OPENAPI)) {
         h->route = m == PO_ROUTE_FOUND ? rt : NULL;
         h->allow = m == PO_ROUTE_NO_METHOD ? h->allow_buf : NULL;
         PO_ASSERT(po_strcpy(h->allow_buf, sizeof h->allow_buf, allow) == PO_OK ||
@@ -462,6 +463,12 @@ static bool route(struct po_server *srv, struct po_hcall *h)
     }
     case PO_RK_ADMIN:
         return po_admin_start(h, to_workers_fn, srv);
+    case PO_RK_OPENAPI:
+        /* Public, like the docs it is: it names no tenant and no secret. */
+        po_hresp_set(&h->resp, 200, "application/json", po_openapi_json);
+        if (!h->resp.body) /* out of memory: no half answer */
+            po_hresp_set(&h->resp, 500, NULL, NULL);
+        return false;
     case PO_RK_API:
         PO_ASSERT(!"API routes start with /v1/");
         break;

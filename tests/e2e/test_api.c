@@ -33,6 +33,7 @@
 #include "../../src/http/http.h"
 #include "../../src/service/service.h"
 #include "../../src/sim/sim.h"
+#include "../support/prism.h"
 #include "../support/simenv.h"
 #include "../support/testutil.h"
 
@@ -118,7 +119,9 @@ static void api(const char *method, unsigned port, const char *path, const char 
                            .body = body,
                            .on_header = on_header,
                            .header_ctx = r};
-    r->status = t_http(&q, r->body, sizeof r->body, &r->len);
+    /* through the description's validating proxies when they run (prism.h) */
+    r->status = t_prism_on() ? t_prism_http(&q, port, path, r->body, sizeof r->body, &r->len)
+                             : t_http(&q, r->body, sizeof r->body, &r->len);
 }
 
 static const char *jcode(const struct resp *r, char *buf, size_t cap)
@@ -5477,6 +5480,9 @@ enum { API_NCASES = sizeof api_cases / sizeof api_cases[0] };
 /* The database every case starts from: tenants t1 and t2, merchant m1 of
  * each, three API keys. */
 static char tmpl[T_URL_MAX];
+/* With prism (prism.h): where gw, gw2 and the serve child listen, the same
+ * in every case. */
+static char listen_at[3][32];
 
 struct case_env {
     struct t_gateway *gw, *gw2;
@@ -5503,6 +5509,10 @@ static void case_begin(struct case_env *e)
     t_gateway_cfg(&gc2, url, mkey);
     gc2.idem_wait_ms = 0;
     struct po_server_cfg sc2 = {.api_hook = hook};
+    if (t_prism_on()) {
+        gc.listen = listen_at[0];
+        gc2.listen = listen_at[1];
+    }
     e->gw = t_gateway_start(&gc, NULL);
     e->gw2 = t_gateway_start(&gc2, &sc2);
     gw_port = e->gw->port;
@@ -5513,7 +5523,8 @@ static void case_begin(struct case_env *e)
         " sim/merchant_private_key.pem --merchant-serial %s"
         " --notify-url http://127.0.0.1:%u/notify/wechatpay/t1",
         id.mchid, id.appid, sim_port, id.merchant_serial, gw_port);
-    static const char *const wait[] = {"--idempotency-wait-ms", "10000", NULL};
+    const char *const wait[] = {"--idempotency-wait-ms", "10000", t_prism_on() ? "--listen" : NULL,
+                                listen_at[2], NULL};
     e->child = t_serve(dir, bin, url, wait, &child_port);
 }
 
@@ -5618,14 +5629,20 @@ int main(int argc, char **argv)
     if (po_sim_server_start(&sc, &sim, err, sizeof err))
         die(err);
     sim_port = po_sim_server_port(sim);
+    char name[64];
+    unsigned fixed[3];
+    if (t_prism_start(dir, 3, fixed))
+        for (int i = 0; i < 3; i++)
+            snprintf(listen_at[i], sizeof listen_at[i], "127.0.0.1:%u", fixed[i]);
     int failed = run_cases(argc, argv);
+    snprintf(name, sizeof name, "api[%s] openapi", backend);
+    t_prism_stop(name);
     po_sim_server_stop(sim);
     po_sim_identity_free(&id);
     po_sim_identity_free(&stranger);
     curl_global_cleanup();
     if (failed < 0)
         return 2;
-    char name[64];
     snprintf(name, sizeof name, "api[%s] tenant API, %d failed case(s)", backend, failed);
     snprintf(url, sizeof url, "%s", tmpl);
     return t_env_finish(dir, url, name);

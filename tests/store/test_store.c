@@ -421,6 +421,7 @@ static const char *const reference_tables[] = {
     "job_lease",        /* which serve node runs each background job: one row per job */
     "operator",         /* the console's people: the deployment's, not a tenant's */
     "operator_session", /* their signed-in browsers */
+    "backup_manifest",  /* what a backup copy holds: written into the copy, one row per backup */
     NULL,
 };
 

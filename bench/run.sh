@@ -4,7 +4,9 @@
 #   PAYONCE_BENCH_PG   an EMPTY PostgreSQL database to use instead of the
 #                      throwaway server this script starts (initdb + pg_ctl
 #                      in a temporary directory, fsync=on,
-#                      synchronous_commit=on, shared_buffers=1GB, as a
+#                      synchronous_commit=on, shared_buffers=1GB,
+#                      pg_stat_statements preloaded (the statements per
+#                      credit of the work table), as a
 #                      non-root user, on a free loopback port; stopped and
 #                      removed at the end)
 #   BENCH_ORDERS       payments per scenario (default 10000)
@@ -48,7 +50,8 @@ for _ in 1 2 3 4 5; do
   # Production durability: every commit is flushed to disk before it returns.
   if as_pg "$bindir/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w -t 60 start \
       -o "-c listen_addresses=127.0.0.1 -p $port -k $pgdir -c max_connections=300 \
-          -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=1GB" \
+          -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=1GB \
+          -c shared_preload_libraries=pg_stat_statements" \
       >/dev/null; then started=1; break; fi
 done
 [ -n "$started" ] || { tail -n 20 "$pgdir/server.log"; exit 1; }

@@ -218,6 +218,8 @@ struct run {
     struct row rows[ROWS_MAX];
     int nrows;
     struct idle_mem idle;
+    struct po_bench_work work[3]; /* payonce and the designs, measured alone */
+    int nwork;
     json_t *store;
     char err[PO_ERRBUF_SIZE];
 };
@@ -600,9 +602,32 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
                      *loff2 = find_row(R, "unique merchants, ledger check off, again"),
                      *c64 = find_row(R, "unique merchants, 64 conns"),
                      *c256 = find_row(R, "unique merchants, 256 conns");
-    struct target t[20];
+    struct target t[28];
     int n = 0;
     double cu = credited_per_s(u);
+    /* issue 47: against the article's design, in credits and in WAL */
+    const struct row *art = find_row(R, R->pg ? "article design" : "article design, batched"),
+                     *art64 = find_row(R, "article design, 64 conns");
+    if (art && R->pg)
+        t[n++] = (struct target){"unique merchants vs article design (x)", cu / credited_per_s(art),
+                                 1, false};
+    if (art64 && c64)
+        t[n++] = (struct target){"unique merchants vs article design, 64 conns (x)",
+                                 credited_per_s(c64) / credited_per_s(art64), 3, false};
+    if (art && !R->pg)
+        t[n++] = (struct target){"unique merchants vs article design, batched (x)",
+                                 cu / credited_per_s(art), 0.5, false};
+    const struct po_bench_work *wp = NULL, *wa = NULL;
+    for (int i = 0; i < R->nwork; i++) {
+        if (strcmp(R->work[i].name, "payonce") == 0)
+            wp = &R->work[i];
+        else if (strncmp(R->work[i].name, "article design", 14) == 0)
+            wa = &R->work[i];
+    }
+    if (R->pg && wp && wa && wa->wal_bytes > 0 && wp->credits > 0 && wa->credits > 0)
+        t[n++] = (struct target){"WAL bytes per credit vs article design (x)",
+                                 (wp->wal_bytes / wp->credits) / (wa->wal_bytes / wa->credits), 1.5,
+                                 true};
     if (plain)
         t[n++] = (struct target){"unique merchants vs plain design (x)", cu / credited_per_s(plain),
                                  2, false};
@@ -681,6 +706,13 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
     if (engine)
         printf("%-56s %10.2f\n", "unique merchants vs engine alone (x, information)",
                cu / credited_per_s(engine));
+    const struct row *pb = find_row(R, "plain design, batched");
+    if (pb && credited_per_s(pb) > 0)
+        printf("%-56s %10.2f\n", "unique merchants vs plain design, batched (x, information)",
+               cu / credited_per_s(pb));
+    if (wp && wa && wp->credits > 0 && wa->credits > 0 && wa->round_trips > 0)
+        printf("%-56s %10.2f\n", "round trips per credit vs article design (x, information)",
+               (wp->round_trips / wp->credits) / (wa->round_trips / wa->credits));
     if (va && vf && va->p99 > 0)
         printf("%-56s %10.2f\n", "that p99 vs tenant A alone (x, information)", vf->p99 / va->p99);
     for (size_t k = 0; k < PO_NELEM(more_conns); k++) {
@@ -697,6 +729,14 @@ static json_t *report_targets(const struct run *R, double batch_wait_ms)
             (void)snprintf(label, sizeof label, "unique vs plain design, %d conns (x, information)",
                            more_conns[k]);
             printf("%-56s %10.2f\n", label, credited_per_s(um) / credited_per_s(pm));
+        }
+        char an[64];
+        conns_name(an, sizeof an, "article design", more_conns[k]);
+        const struct row *am = find_row(R, an);
+        if (am && um && credited_per_s(am) > 0 && more_conns[k] != 64) {
+            (void)snprintf(label, sizeof label,
+                           "unique vs article design, %d conns (x, information)", more_conns[k]);
+            printf("%-56s %10.2f\n", label, credited_per_s(um) / credited_per_s(am));
         }
     }
     if (im->conns > 0 && im->rss_kb[0] > 0)
@@ -772,9 +812,10 @@ static po_err write_json(const struct po_bench_cfg *cfg, json_t *doc, const char
 
 /* ---- the run ---- */
 
-const char *const po_bench_runs[] = {
-    "unique", "conns",    "redelivery", "hot",    "dup3",  "api",     "half",   "idle", "tenants",
-    "batch1", "norecord", "noledger",   "engine", "plain", "idlemem", "signin", NULL};
+const char *const po_bench_runs[] = {"unique",   "conns",    "redelivery", "hot",     "dup3",
+                                     "api",      "half",     "idle",       "tenants", "batch1",
+                                     "norecord", "noledger", "engine",     "plain",   "article",
+                                     "work",     "idlemem",  "signin",     NULL};
 
 /* Is key in the comma-separated list (NULL: everything is)? */
 static bool listed(const char *list, const char *key)
@@ -1079,25 +1120,121 @@ static po_err ledger_trigger(struct run *R, bool on)
     return rc ? rc : po_store_migrate(R->fx.s, NULL, R->err, sizeof R->err);
 }
 
-/* One row of the plain design (PostgreSQL): n payments, its orders prefix-i. */
-static po_err plain_row(struct run *R, const char *name, const char *prefix, bool hot, int conns,
-                        int n)
+/* The server's committer work counters from its /metrics. */
+static void committer_work(const struct po_bench_server *srv, struct po_bench_work_snap *w)
+{
+    static const char *const names[] = {"payonce_committer_round_trips_total",
+                                        "payonce_committer_pages_written_total",
+                                        "payonce_committer_batches_total"};
+    double v[3];
+    metrics_of(srv, names, v, 3);
+    w->round_trips = v[0];
+    w->pages_written = v[1];
+    w->batches = v[2];
+}
+
+/* A measured run's work, from its snapshots and its row. */
+static void add_work(struct run *R, const char *name, const struct row *r,
+                     const struct po_bench_work_snap *a, const struct po_bench_work_snap *b)
+{
+    PO_ASSERT(R->nwork < (int)PO_NELEM(R->work));
+    struct po_bench_work *w = &R->work[R->nwork++];
+    memset(w, 0, sizeof *w);
+    (void)snprintf(w->name, sizeof w->name, "%s", name);
+    po_bench_work_diff(a, b, w);
+    w->credits = (double)r->credited;
+    w->cpu_db_s = r->cpu_db;
+    w->cpu_client_s = r->cpu_server;
+}
+
+/* One row of a design a reader writes: n payments, its orders prefix-i;
+ * on SQLite from one connection, 100 callbacks a transaction. measure:
+ * its work per credit too (its connections are closed before the second
+ * snapshot). */
+static po_err design_row(struct run *R, enum po_bench_design which, const char *name,
+                         const char *prefix, bool hot, int conns, int n, bool measure)
 {
     struct po_bench_base b;
+    struct po_bench_work_snap w0 = {0}, w1 = {0};
+    po_err rc = po_bench_design_orders(&R->fx, which, prefix, n, hot, R->err, sizeof R->err);
     settle(R);
-    po_err rc = po_bench_plain(&R->fx, prefix, n, hot, conns, &b, R->err, sizeof R->err);
-    if (rc)
-        return rc;
-    struct row *r = add_row(R, "baseline", name);
-    r->deliveries = b.done;
-    r->wall_s = b.wall_s;
-    r->cpu_server = b.cpu_self_s;
-    r->cpu_db = b.cpu_db_s;
-    r->credited = n;
-    r->exact = true; /* po_bench_plain checked it */
-    latencies(r, b.lat_ms, b.done);
-    free(b.lat_ms);
-    return PO_OK;
+    if (!rc && measure)
+        rc = po_bench_work_snap(R->fx.s, R->pg, &w0, R->err, sizeof R->err);
+    w0.bytes_written = po_bench_write_bytes(getpid());
+    if (!rc)
+        rc = po_bench_design(&R->fx, which, prefix, n, hot, R->pg ? conns : 1, R->pg ? 1 : 100, &b,
+                             R->err, sizeof R->err);
+    double written = po_bench_write_bytes(getpid());
+    if (!rc && measure)
+        rc = po_bench_work_snap(R->fx.s, R->pg, &w1, R->err, sizeof R->err);
+    if (!rc) {
+        struct row *r = add_row(R, "baseline", name);
+        r->deliveries = b.done;
+        r->wall_s = b.wall_s;
+        r->cpu_server = b.cpu_self_s;
+        r->cpu_db = R->pg ? b.cpu_db_s : 0;
+        r->credited = n;
+        r->exact = true; /* po_bench_design checked it */
+        r->batch_avg = b.batches ? (double)n / (double)b.batches : 0;
+        latencies(r, b.lat_ms, b.done);
+        free(b.lat_ms);
+        w1.bytes_written = written;
+        w1.round_trips = (double)b.round_trips;
+        w1.pages_written = (double)b.pages_written;
+        w1.batches = (double)b.batches;
+        if (measure)
+            add_work(R, name, r, &w0, &w1);
+    }
+    po_bench_work_snap_free(&w0);
+    po_bench_work_snap_free(&w1);
+    return rc;
+}
+
+/* payonce's work per credit: unique merchants on a server of its own,
+ * started after the first snapshot and stopped before the second (its
+ * start and stop count with the run: they are payonce's work too). */
+static po_err payonce_work(struct run *R, int n)
+{
+    const struct po_bench_cfg *cfg = R->cfg;
+    const char *prefix = "WK";
+    struct po_lg_req *reqs = NULL;
+    struct po_bench_work_snap w0 = {0}, w1 = {0}, end = {0};
+    struct po_bench_server srv = {0};
+    po_err rc = po_bench_orders(&R->fx, prefix, n, false, R->err, sizeof R->err);
+    if (!rc && (rc = po_bench_callbacks(&R->fx, prefix, n, 1, &reqs)) != PO_OK)
+        po_errf(R->err, sizeof R->err, "signing %d callbacks failed", n);
+    settle(R);
+    if (!rc)
+        rc = po_bench_work_snap(R->fx.s, R->pg, &w0, R->err, sizeof R->err);
+    if (!rc)
+        rc = po_bench_server_start(cfg, &R->fx, "work", cfg->batch_max, cfg->batch_wait_us, NULL,
+                                   &srv, R->err, sizeof R->err);
+    struct row *r = NULL;
+    if (!rc) {
+        w0.bytes_written = 0; /* a new process */
+        r = add_row(R, "payonce", "unique merchants, measured alone");
+        rc = http_run(R, &srv, r, reqs, (size_t)n, R->conns, 0, 0);
+        committer_work(&srv, &end);
+        end.bytes_written = po_bench_write_bytes(srv.pid);
+        po_bench_server_stop(&srv);
+    }
+    if (!rc) {
+        r->credited = n;
+        rc = check_exact(R, r, prefix, n);
+    }
+    if (!rc)
+        rc = po_bench_work_snap(R->fx.s, R->pg, &w1, R->err, sizeof R->err);
+    if (!rc) {
+        w1.bytes_written = end.bytes_written;
+        w1.round_trips = end.round_trips;
+        w1.pages_written = end.pages_written;
+        w1.batches = end.batches;
+        add_work(R, "payonce", r, &w0, &w1);
+    }
+    po_bench_reqs_free(reqs, reqs ? (size_t)n : 0);
+    po_bench_work_snap_free(&w0);
+    po_bench_work_snap_free(&w1);
+    return rc;
 }
 
 static po_err baselines(struct run *R, int n)
@@ -1180,17 +1317,31 @@ static po_err baselines(struct run *R, int n)
             rc = check_exact(R, r, "E", n);
         }
     }
-    /* The plain design at the run's connections (a merchant each, then one
-     * merchant), and at more_conns beside payonce's ("conns"). */
+    /* The designs a reader writes at the run's connections (a merchant
+     * each, the plain one with one merchant too), and at more_conns beside
+     * payonce's ("conns"); on SQLite from one connection, 100 callbacks a
+     * transaction. payonce's own work run first, so that the database has
+     * grown the same for the three measured runs' plans. */
+    if (!rc && RUN("work"))
+        rc = payonce_work(R, n);
+    if (!rc && RUN("article"))
+        rc = design_row(R, PO_BENCH_ARTICLE, R->pg ? "article design" : "article design, batched",
+                        "AU", false, R->conns, n, RUN("work"));
+    if (!rc && RUN("plain"))
+        rc = design_row(R, PO_BENCH_PLAIN, R->pg ? "plain design" : "plain design, batched", "PU",
+                        false, R->conns, n, RUN("work"));
     if (!rc && R->pg && RUN("plain"))
-        rc = plain_row(R, "plain design", "PU", false, R->conns, n);
-    if (!rc && R->pg && RUN("plain"))
-        rc = plain_row(R, "plain design, hot merchant", "PH", true, R->conns, n);
+        rc = design_row(R, PO_BENCH_PLAIN, "plain design, hot merchant", "PH", true, R->conns, n,
+                        false);
     for (size_t k = 0; !rc && R->pg && RUN("conns") && k < PO_NELEM(more_conns); k++) {
         char name[64], prefix[8];
         conns_name(name, sizeof name, "plain design", more_conns[k]);
         (void)snprintf(prefix, sizeof prefix, "P%d", more_conns[k]);
-        rc = plain_row(R, name, prefix, false, more_conns[k], n);
+        rc = design_row(R, PO_BENCH_PLAIN, name, prefix, false, more_conns[k], n, false);
+        conns_name(name, sizeof name, "article design", more_conns[k]);
+        (void)snprintf(prefix, sizeof prefix, "A%d", more_conns[k]);
+        if (!rc)
+            rc = design_row(R, PO_BENCH_ARTICLE, name, prefix, false, more_conns[k], n, false);
     }
     return rc;
 }
@@ -1429,6 +1580,8 @@ int po_bench_run(const struct po_bench_cfg *cfg)
         printf("\n");
         print_rows(&R);
     }
+    if (!rc)
+        po_bench_work_print(R.work, R.nwork);
     bool exact = R.nrows > 0;
     for (int i = 0; i < R.nrows; i++)
         exact &= R.rows[i].credited < 0 || R.rows[i].exact;
@@ -1462,6 +1615,13 @@ int po_bench_run(const struct po_bench_cfg *cfg)
             "rows", rows_json(&R), "targets", targets, "cpu_per_callback", budget, "scans",
             scans ? json_incref(scans) : json_null(), "exactly_once", exact, "ledger_violations",
             violations, "callback_record", records ? json_incref(records) : json_null());
+        json_t *work = json_array();
+        for (int i = 0; i < R.nwork && work; i++)
+            json_array_append_new(work, po_bench_work_json(&R.work[i]));
+        if (doc && work)
+            json_object_set_new(doc, "work_per_credit", work);
+        else
+            json_decref(work);
         if (doc && R.idle.conns > 0)
             json_object_set_new(doc, "idle_connections",
                                 json_pack("{s:i, s:I, s:I, s:i, s:i}", "connections", R.idle.conns,
@@ -1486,6 +1646,8 @@ int po_bench_run(const struct po_bench_cfg *cfg)
     json_decref(scans);
     json_decref(scans_before);
     json_decref(records);
+    for (int i = 0; i < R.nwork; i++)
+        po_bench_work_free(&R.work[i]);
     po_bench_fx_close(&R.fx);
     if (!rc)
         remove_scratch(dir);

@@ -124,17 +124,69 @@ struct po_bench_base {
     size_t done;
     double wall_s, cpu_self_s, cpu_db_s;
     double *lat_ms;
+    /* the connections' round trips and pages written (po_store_*), the
+     * transactions: work per credit */
+    uint64_t round_trips, pages_written, batches;
 };
 /* The engine alone: the committer fed with the orders' events by `conns`
  * threads (no HTTP, no crypto). */
 po_err po_bench_engine_alone(struct po_bench_fx *fx, const char *prefix, int n, int committers,
                              int batch_max, int batch_wait_us, int conns, struct po_bench_base *out,
                              char *err, size_t errcap) PO_MUST_CHECK;
-/* The plain design (PostgreSQL): the article's transaction statement by
- * statement, one transaction a callback, from `conns` threads; hot: every
- * payment to one merchant; its orders prefix-0 .. prefix-(n-1) (a prefix a
- * run of its own: the orders are made for it). */
-po_err po_bench_plain(struct po_bench_fx *fx, const char *prefix, int n, bool hot, int conns,
-                      struct po_bench_base *out, char *err, size_t errcap) PO_MUST_CHECK;
+/* A design a reader of the article writes (baseline.c's head says what
+ * each writes), statement by statement, `batch` callbacks a transaction
+ * (1 on PostgreSQL; 100 on SQLite, from one connection), from `conns`
+ * threads; hot: every payment to one merchant; its orders prefix-0 ..
+ * prefix-(n-1), made first by po_bench_design_orders (a prefix a run of
+ * its own). Checks that each was credited exactly once. */
+enum po_bench_design { PO_BENCH_PLAIN, PO_BENCH_ARTICLE };
+po_err po_bench_design_orders(struct po_bench_fx *fx, enum po_bench_design which,
+                              const char *prefix, int n, bool hot, char *err,
+                              size_t errcap) PO_MUST_CHECK;
+po_err po_bench_design(struct po_bench_fx *fx, enum po_bench_design which, const char *prefix,
+                       int n, bool hot, int conns, int batch, struct po_bench_base *out, char *err,
+                       size_t errcap) PO_MUST_CHECK;
+
+/* ---- work per credit (work.c) ---- */
+
+struct po_bench_work_snap {
+    bool pg;
+    /* PostgreSQL, database-wide */
+    double wal_bytes, wal_records, wal_fpi, wal_syncs, commits;
+    double statements; /* pg_stat_statements calls (-1: not loaded) */
+    json_t *tables;    /* {relname: [inserted, updated, hot updated]} */
+    /* set by the caller: the writing process's disk writes
+     * (po_bench_write_bytes), the run's connections' round trips and pages
+     * written (po_store_* counters, or the server's committer metrics) and
+     * its transactions */
+    double bytes_written, round_trips, pages_written, batches;
+};
+/* A snapshot of the database's counters (none on SQLite); on PostgreSQL it
+ * first waits (up to 30 s) until no other client backend of the database
+ * is connected, so that every finished connection's statistics are in the
+ * views. */
+po_err po_bench_work_snap(struct po_store *s, bool pg, struct po_bench_work_snap *out, char *err,
+                          size_t errcap) PO_MUST_CHECK;
+/* write_bytes of /proc/PID/io: what the process sent to the disk (-1:
+ * unreadable). */
+double po_bench_write_bytes(pid_t pid);
+void po_bench_work_snap_free(struct po_bench_work_snap *s);
+
+/* A run's work: the difference of two snapshots, and its credits and CPU. */
+struct po_bench_work {
+    char name[64];
+    bool pg;
+    double credits, cpu_db_s, cpu_client_s;
+    double wal_bytes, wal_records, wal_fpi, wal_syncs, commits, statements;
+    double inserted, updated, hot; /* rows, every table */
+    double round_trips, pages_written, batches, bytes_written;
+    json_t *tables; /* {relname: {inserted, updated, hot_updated}} that changed */
+};
+void po_bench_work_diff(const struct po_bench_work_snap *before,
+                        const struct po_bench_work_snap *after, struct po_bench_work *out);
+void po_bench_work_free(struct po_bench_work *w);
+json_t *po_bench_work_json(const struct po_bench_work *w);
+/* The table of n runs' work per credit, and each run's rows per table. */
+void po_bench_work_print(const struct po_bench_work *w, int n);
 
 #endif

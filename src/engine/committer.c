@@ -31,6 +31,8 @@ struct worker {
     struct po_store *s;
     uint64_t last_end_us; /* when the previous batch ended */
     uint64_t session;     /* po_store_sessions after the previous batch */
+    /* the store's counters when last added to the committer's */
+    uint64_t trips_seen, pages_seen;
     int last_size;
     /* the batch being applied */
     struct po_commit_item *items[PO_BATCH_MAX];
@@ -63,7 +65,8 @@ struct po_committer {
     int nworkers;
     struct worker w[PO_COMMITTER_WORKERS_MAX];
     atomic_ulong batches, items, failures, expired;
-    struct po_known *known; /* NULL: no table */
+    atomic_ulong round_trips, pages_written; /* of the workers' connections */
+    struct po_known *known;                  /* NULL: no table */
     atomic_ulong known_hits, known_clears;
     atomic_ulong hist[9];
     /* the watchdog: answers items past their deadline every tick */
@@ -182,8 +185,20 @@ static int take(struct worker *w, int have, int room)
     return have;
 }
 
-static void count_batch(struct po_committer *c, int n, bool failed)
+/* A counter's growth since it was last seen (a connection opened anew
+ * starts again from 0). */
+static uint64_t grown(uint64_t now, uint64_t *seen)
 {
+    uint64_t d = now >= *seen ? now - *seen : now;
+    *seen = now;
+    return d;
+}
+
+static void count_batch(struct worker *w, int n, bool failed)
+{
+    struct po_committer *c = w->c;
+    atomic_fetch_add(&c->round_trips, grown(po_store_round_trips(w->s), &w->trips_seen));
+    atomic_fetch_add(&c->pages_written, grown(po_store_pages_written(w->s), &w->pages_seen));
     int b = 0;
     while (b < 8 && (1 << (b + 1)) <= n)
         b++;
@@ -322,7 +337,7 @@ static void run(struct worker *w, int n)
     if (c->known && ne + nw > 0)
         remember(w, ne, lost);
     if (ne + nw > 0)
-        count_batch(c, ne + nw, failed);
+        count_batch(w, ne + nw, failed);
     /* Answer only now: the batch has committed (or is all retry). */
     for (int k = 0; k < nans; k++)
         answer[k]->done(answer[k]);
@@ -533,6 +548,8 @@ void po_committer_stats(struct po_committer *c, struct po_committer_stats *out)
     out->deadline_exceeded = atomic_load(&c->expired);
     out->known_hits = atomic_load(&c->known_hits);
     out->known_clears = atomic_load(&c->known_clears);
+    out->round_trips = atomic_load(&c->round_trips);
+    out->pages_written = atomic_load(&c->pages_written);
     for (int i = 0; i < 9; i++)
         out->size_hist[i] = atomic_load(&c->hist[i]);
     for (int i = 0; i < c->nworkers; i++) {

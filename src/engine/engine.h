@@ -299,6 +299,9 @@ struct po_committer_stats {
     int queued;                 /* now */
     uint64_t known_hits;        /* po_committer_known answers true */
     uint64_t known_clears;      /* the table emptied */
+    /* the workers' connections (po_store_round_trips, po_store_pages_written):
+     * the bench's work per credit */
+    uint64_t round_trips, pages_written;
 };
 void po_committer_stats(struct po_committer *c, struct po_committer_stats *out);
 /* True when ev — this very event, every field the engine's answer depends

@@ -10,6 +10,7 @@
  *   payonce_committer_batches_total, payonce_committer_items_total,
  *   payonce_committer_batch_size (histogram), payonce_committer_commit_failures_total,
  *   payonce_committer_deadline_exceeded_total,
+ *   payonce_committer_round_trips_total, payonce_committer_pages_written_total,
  *   payonce_committer_queued,
  *   payonce_committer_known_hits_total, payonce_committer_known_clears_total
  *   payonce_console_deliveries_dropped_total
@@ -241,6 +242,18 @@ static void render_committer(struct out *o, const struct po_committer_stats *st)
         " payonce_committer_deadline_exceeded_total counter\n"
         "payonce_committer_deadline_exceeded_total %llu\n",
         (unsigned long long)st->deadline_exceeded);
+    put(o,
+        "# HELP payonce_committer_round_trips_total Round trips of the committer's"
+        " connections to the database (SQLite: statements).\n# TYPE"
+        " payonce_committer_round_trips_total counter\npayonce_committer_round_trips_total"
+        " %llu\n",
+        (unsigned long long)st->round_trips);
+    put(o,
+        "# HELP payonce_committer_pages_written_total Database pages the committer's"
+        " connections wrote at commit (SQLite: WAL frames; 0 on PostgreSQL).\n# TYPE"
+        " payonce_committer_pages_written_total counter\n"
+        "payonce_committer_pages_written_total %llu\n",
+        (unsigned long long)st->pages_written);
     put(o, "# HELP payonce_committer_batch_size Items per batch.\n"
            "# TYPE payonce_committer_batch_size histogram\n");
     unsigned long long cum = 0;

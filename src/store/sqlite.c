@@ -300,6 +300,15 @@ out_release:
     return rc;
 }
 
+static uint64_t sq_pages_written(struct po_store *s)
+{
+    int cur = 0, high = 0;
+    sqlite3 *db = as_sqlite(s)->db;
+    if (!db || sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &high, 0) != SQLITE_OK)
+        return 0;
+    return (uint64_t)cur;
+}
+
 const struct po_store_ops po_store_sqlite = {
     .name = "sqlite",
     .open = sq_open,
@@ -311,6 +320,7 @@ const struct po_store_ops po_store_sqlite = {
     .begin_read_sql = "BEGIN",
     .migration_lock_sql = NULL,
     .backend_pid = NULL,
+    .pages_written = sq_pages_written,
 };
 
 /* ---- backup and restore (po_store_sqlite_copy, store.h) ---- */

@@ -172,6 +172,11 @@ uint64_t po_store_round_trips(const struct po_store *s)
     return s->round_trips;
 }
 
+uint64_t po_store_pages_written(struct po_store *s)
+{
+    return s->ops->pages_written ? s->ops->pages_written(s) : 0;
+}
+
 uint64_t po_store_sessions(const struct po_store *s)
 {
     return s->sessions;

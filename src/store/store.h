@@ -113,6 +113,11 @@ po_err po_store_sync(struct po_store *s, char *err, size_t errcap) PO_MUST_CHECK
  * syncs that waited for an answer; BEGIN and COMMIT included): the
  * engine's tests and the bench count them. */
 uint64_t po_store_round_trips(const struct po_store *s);
+/* Database pages this connection has written since it was opened: on
+ * SQLite, its dirty pages written at commit — in WAL mode one WAL frame
+ * each (sqlite3_db_status CACHE_WRITE); 0 on PostgreSQL, whose WAL the
+ * bench reads from the server. Call it from the connection's own thread. */
+uint64_t po_store_pages_written(struct po_store *s);
 /* How many times the connection was opened again (a reconnect after a lost
  * connection or a failover: a new session, perhaps on another server). 0
  * for SQLite, whose file is the same whatever the connection. */

@@ -38,6 +38,8 @@ struct po_store_ops {
      * (po_store_keyed_only); NULL when the backend needs none. */
     const char *keyed_sql;
     long (*backend_pid)(struct po_store *s);
+    /* Pages this connection wrote (po_store_pages_written); NULL: 0. */
+    uint64_t (*pages_written)(struct po_store *s);
 };
 
 /* Every backend's connection struct begins with this. */

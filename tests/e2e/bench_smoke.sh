@@ -27,9 +27,11 @@ want = ["unique merchants", "redelivery of credited callbacks", "one hot merchan
         "engine alone", "unique merchants, 64 conns", "unique merchants, 256 conns",
         "callbacks, sign-in row alone", "callbacks, sign-in flood",
         "tenant API, sign-in row alone", "tenant API, sign-in flood",
-        "sign-in flood, 96 conns"] + (
+        "sign-in flood, 96 conns", "unique merchants, measured alone"] + (
         ["plain design", "plain design, hot merchant", "plain design, 64 conns",
-         "plain design, 256 conns"] if pg else [])
+         "plain design, 256 conns", "article design", "article design, 64 conns",
+         "article design, 256 conns"] if pg else
+        ["article design, batched", "plain design, batched"])
 missing = [n for n in want if n not in names]
 assert not missing, "missing rows: %s" % missing
 assert d["exactly_once"] is True, "not exactly once"
@@ -41,6 +43,27 @@ assert len(d["targets"]) >= 4
 idle = d["idle_connections"]  # serve's memory with idle keep-alive connections
 assert idle["connections"] >= 1000 and idle["rss_kb_with_them"] > idle["rss_kb_started"] > 0, idle
 assert any(t["target"].startswith("RSS of serve") for t in d["targets"])
+# Work per credit (issue 47): payonce and both designs, measured alone.
+work = {w["design"].split(",")[0]: w for w in d["work_per_credit"]}
+assert sorted(work) == ["article design", "payonce", "plain design"], sorted(work)
+for w in work.values():
+    assert w["credits"] == 300 and w["round_trips_per_credit"] > 0, w
+if pg:
+    # what each design writes, row by row: the views must see exactly that
+    a, p, o = work["article design"], work["plain design"], work["payonce"]
+    assert (a["rows_inserted_per_credit"], a["rows_updated_per_credit"]) == (3.0, 1.0), a
+    assert (p["rows_inserted_per_credit"], p["rows_updated_per_credit"]) == (5.0, 1.0), p
+    assert a["tables"]["article_ledger"]["inserted"] == 300, a["tables"]
+    assert o["tables"]["journal"]["inserted"] == 300 and o["tables"]["posting"]["inserted"] == 600
+    assert o["tables"]["pay_order"]["updated"] >= 300, o["tables"]["pay_order"]
+    assert all(w["wal_bytes_per_credit"] > 0 and w["commits_per_credit"] > 0 for w in work.values())
+    assert a["round_trips_per_credit"] >= 6, a  # BEGIN, 5 statements, COMMIT
+    assert any(t["target"].startswith("WAL bytes per credit vs article") for t in d["targets"])
+else:
+    assert all(w["wal_frames_per_credit"] > 0 for w in work.values()), work
+    assert work["article design"]["transactions_per_credit"] == 0.01  # 100 a transaction
+    assert any(t["target"].startswith("unique merchants vs article design, batched")
+               for t in d["targets"])
 if pg:
     assert d["comparable"] is False, "fsync=off must not be comparable"
 print("ok")

@@ -102,7 +102,9 @@ int cfg_load(const char *path, bool required, struct opts *o, char **buf)
     if (rc == PO_ERR_NOT_FOUND && !required)
         return 0;
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s\n", path, po_file_error(rc));
+        char why[600];
+        po_file_why(path, rc, why, sizeof why);
+        fprintf(stderr, "payonce: cannot read %s: %s\n", path, why);
         return EXIT_FAIL;
     }
     if (memchr(*buf, '\0', len) || !po_utf8_valid(*buf, len)) {
@@ -141,8 +143,10 @@ int cfg_load(const char *path, bool required, struct opts *o, char **buf)
                 fprintf(stderr, "payonce: %s:%d: %s is set twice\n", path, line, name);
                 return EXIT_FAIL;
             }
-        if (o->n >= PO_OPTS_MAX)
+        if (o->n >= PO_OPTS_MAX) {
+            fprintf(stderr, "payonce: %s:%d: more than %d options\n", path, line, PO_OPTS_MAX);
             return EXIT_FAIL;
+        }
         if (c->type == PO_OPT_FLAG) {
             if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
                 fprintf(stderr, "payonce: %s:%d: %s = true or false\n", path, line, name);

@@ -420,11 +420,13 @@ void cli_help_overview(FILE *f)
         fprintf(f, "  %-26s %s\n", name, c->summary);
     }
     fputs("\n'payonce help COMMAND' (or 'payonce COMMAND --help') lists a command's options.\n"
-          "Every command that reads the database takes --db URL: sqlite:PATH (default\n"
-          "sqlite:./payonce.db; must exist, except for migrate) or postgresql://...;\n"
-          "PAYONCE_DB is used when --db is not given. Secrets are sealed with the master key:\n"
-          "--master-key-file FILE or PAYONCE_MASTER_KEY_FILE (32 bytes or 64 hex digits).\n"
-          "Docs: README.md and docs/ (operations.md, api.md, webhooks.md, simulator.md).\n",
+          "Every command that reads the database takes --db URL: sqlite:PATH (must exist,\n"
+          "except for migrate) or postgresql://...; without it PAYONCE_DB, then the config\n"
+          "file's db (--config FILE, else PAYONCE_CONFIG, else " PO_CONFIG_DEFAULT "\n"
+          "when it can be read), then sqlite:./payonce.db. Secrets are sealed with the\n"
+          "master key: --master-key-file FILE, PAYONCE_MASTER_KEY_FILE or the config file's\n"
+          "(32 bytes or 64 hex digits). --verbose says which file, database and key.\n"
+          "Docs: README.md and docs/ in the sources, /usr/share/doc/payonce installed.\n",
           f);
 }
 

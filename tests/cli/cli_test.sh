@@ -506,6 +506,25 @@ cd "$pub" || exit 1
   check cfg-default-unreadable-serve 1 as_other env PAYONCE_TEST_DEFAULT_CONFIG="$pub/closed.conf" "$BIN" serve --insecure-dev
   has cfg-default-unreadable-serve "$tmp/err" "cannot read $pub/closed.conf: permission denied (the file is 0000 "
 cd - >/dev/null || exit 1
+# the docs as the binary has it (issue 45 item 5): operations.md's backup
+# example is a real backup's line with this build's schema version (from
+# its migrations); no bare `payonce migrate` (it made ./payonce.db wherever
+# it ran); the man page points at the installed docs, not the sources'
+opsdoc="$(dirname "$0")/../../docs/operations.md"
+check doc-backup 0 "$BIN" backup --db "sqlite:$tmp/cfg.db" --to "$tmp/cfg.bak"
+ver=$(sed -n 's/.*(\([0-9]*\) bytes, schema version \([0-9]*\)); verify: ok$/\2/p' "$tmp/out")
+"$BIN" migrate --db "sqlite:$tmp/fresh.db" > "$tmp/fresh.out"
+[ -n "$ver" ] && grep -q "^schema version $ver (" "$tmp/fresh.out" && passes=$((passes+1)) || { echo "FAIL doc-backup: backup says schema version '$ver', migrate: $(cat "$tmp/fresh.out")"; fails=$((fails+1)); }
+docver=$(grep -o 'schema version [0-9][0-9]*' "$opsdoc" | sort -u)
+[ "$docver" = "schema version $ver" ] && passes=$((passes+1)) || { echo "FAIL doc-backup: operations.md says '$docver', this build 'schema version $ver'"; fails=$((fails+1)); }
+grep -q "^# backup: /var/lib/payonce/payonce.db -> /backup/payonce-2026-12-04.db ([0-9]* bytes, schema version $ver); verify: ok$" "$opsdoc" &&
+  passes=$((passes+1)) || { echo "FAIL doc-backup: operations.md's backup line is not a backup's"; fails=$((fails+1)); }
+if grep -n '^\(sudo -u payonce \)\?payonce migrate *\(#.*\)\?$' "$(dirname "$0")/../../README.md" "$opsdoc" "$(dirname "$0")"/../../docs/*.md; then
+  echo "FAIL doc-migrate: a bare 'payonce migrate'"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check doc-man 0 "$(dirname "$0")/../../scripts/manpage.sh" "$BIN" "$tmp/payonce.1"
+if grep -n 'docs/\|README' "$tmp/payonce.1" | grep -v '/usr/share/doc/payonce/'; then echo "FAIL doc-man: the sources' docs named"; fails=$((fails+1)); else passes=$((passes+1)); fi
+has doc-man "$tmp/payonce.1" "^/usr/share/doc/payonce/README.md"
+has doc-man "$tmp/payonce.1" "PAYONCE_CONFIG"
 # channel set takes --config, --log-level and its master key from the file
 # (it was refused: "it is for  only")
 printf 'whsec_from_the_config_file\n' > "$tmp/whsec-cfg"

@@ -116,10 +116,12 @@ struct cli_where {
 };
 extern struct cli_where cli_where;
 /* Finds the config file (--config, PAYONCE_CONFIG, the default when it
- * exists and can be read; strict: a default that exists must be readable)
+ * exists and can be read; strict: a default that exists must be readable;
+ * !wanted: the command takes nothing from it, the default is not read)
  * and reads it into file (values in *filebuf, the caller frees it). 0, or
  * an exit code after saying what is wrong. */
-int cli_config_find(const struct opts *flags, bool strict, struct opts *file, char **filebuf);
+int cli_config_find(const struct opts *flags, bool strict, bool wanted, struct opts *file,
+                    char **filebuf);
 /* Whether command c (its value options allowed) takes the config file's
  * option name: serve and config check all of them; a command that uses
  * the service's database its db (not restore: its --db is the new one) and

@@ -231,7 +231,9 @@ static int run_command(const struct cli_command *c, int argc, char **argv)
     struct opts file = {0};
     char *filebuf = NULL;
     bool serving = c->run == cmd_serve || c->run == cmd_config_check;
-    int r = cli_config_find(&flags, serving, &file, &filebuf);
+    char takes[600];
+    cli_file_takes(c, allowed, takes, sizeof takes);
+    int r = cli_config_find(&flags, serving, strcmp(takes, "nothing") != 0, &file, &filebuf);
     if (r) {
         free(filebuf);
         return r;

@@ -37,7 +37,8 @@ static const char *default_path(void)
     return t && *t ? t : PO_CONFIG_DEFAULT;
 }
 
-int cli_config_find(const struct opts *flags, bool strict, struct opts *file, char **filebuf)
+int cli_config_find(const struct opts *flags, bool strict, bool wanted, struct opts *file,
+                    char **filebuf)
 {
     const char *env = getenv("PAYONCE_CONFIG");
     file->n = 0;
@@ -51,6 +52,14 @@ int cli_config_find(const struct opts *flags, bool strict, struct opts *file, ch
     } else if (env && *env) {
         cli_where.config = env;
         cli_where.config_from = "PAYONCE_CONFIG";
+    } else if (!wanted) {
+        /* nothing in it applies: a default file is not even read (one named
+         * on purpose is, and must be right) */
+        (void)snprintf(cli_where.note, sizeof cli_where.note,
+                       "the default %s is not read: nothing in it applies to this command",
+                       default_path());
+        cli_where.config = NULL;
+        cli_where.config_from = "the default";
     } else {
         cli_where.config = default_path();
         cli_where.config_from = "the default";

@@ -541,6 +541,14 @@ has cfg-help-webhook-add "$tmp/out" "takes from it: db, master-key-file, insecur
 check cfg-help-restore 0 "$BIN" restore --help; has cfg-help-restore "$tmp/out" "restore takes from it: master-key-file;"
 check cfg-sim-pay 2 "$BIN" sim pay --config "$tmp/cfg.conf" --dir "$tmp/simnone" --order X-1:100
 has cfg-sim-pay "$tmp/err" "notify-url is required"   # the file's listen is not the simulator's: nothing taken
+# a default file is not read by a command that takes nothing from it (a
+# broken one stops only what uses it); one named on purpose is checked
+printf 'nope = 1\n' > "$tmp/broken.conf"
+check cfg-default-unused 0 env PAYONCE_TEST_DEFAULT_CONFIG="$tmp/broken.conf" "$BIN" sim keys --dir "$tmp/simbroken" --verbose
+has cfg-default-unused "$tmp/err" "the default $tmp/broken.conf is not read: nothing in it applies to this command"
+check cfg-default-used 1 env PAYONCE_TEST_DEFAULT_CONFIG="$tmp/broken.conf" "$BIN" tenant list
+has cfg-default-used "$tmp/err" "broken.conf:1: unknown option 'nope'"
+check cfg-named-unused 1 "$BIN" sim keys --dir "$tmp/simbroken" --config "$tmp/broken.conf"
 # open errors name the path, the cause and where the path came from
 mkdir -p "$pub/shut"; "$BIN" migrate --db "sqlite:$pub/shut/x.db" >/dev/null; chmod 000 "$pub/shut"
 check open-dir-denied 1 as_other "$BIN" tenant list --db "sqlite:$pub/shut/x.db"

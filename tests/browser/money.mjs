@@ -7,7 +7,9 @@ import { readFileSync } from 'node:fs';
 const src = readFileSync(process.argv[2], 'utf8');
 const m = src.match(/^function money\(amount, cur, fine = 0\) \{[\s\S]*?^\}$/m);
 if (!m) { console.log('FAIL money: no function money(amount, cur, fine = 0) in console.js'); process.exit(1); }
-const money = new Function(`${m[0]}; return money;`)();
+const e = src.match(/^const exponent = .*$/m);
+if (!e) { console.log('FAIL money: no const exponent = … in console.js'); process.exit(1); }
+const money = new Function(`${e[0]}\n${m[0]}; return money;`)();
 const cases = [
   // po_money_format (fine 0)
   [1, 0, 'CNY', '0.01 CNY'], [1280, 0, 'CNY', '12.80 CNY'], [-1, 0, 'CNY', '-0.01 CNY'],

@@ -15,9 +15,10 @@ const SVG = 'http://www.w3.org/2000/svg';
 // tests/browser/money.mjs holds both to the same cases): `fine` more digits
 // than the minor unit (fees are thousandths of it: 3), shown only as far
 // as they are not zero. Integer arithmetic (BigInt): no float near money.
+const exponent = (cur) => (['JPY', 'KRW', 'VND'].includes(cur) ? 0 : 2); // po_currency_exponent
 function money(amount, cur, fine = 0) {
   if (!Number.isInteger(amount)) return '-';
-  const e = ['JPY', 'KRW', 'VND'].includes(cur) ? 0 : 2;
+  const e = exponent(cur);
   let digits = e + fine;
   const neg = amount < 0, a = BigInt(Math.abs(amount)), div = 10n ** BigInt(digits);
   let frac = a % div;
@@ -189,7 +190,7 @@ loaders.overview = async () => {
     { name: 'p50', values: d.series.map((p) => (p.ack_p50_ms === null || p.ack_p50_ms < 0 ? null : p.ack_p50_ms)) },
     { name: 'p99', values: d.series.map((p) => (p.ack_p99_ms === null || p.ack_p99_ms < 0 ? null : p.ack_p99_ms)) }]);
   const curs = [...new Set(d.series.flatMap((p) => Object.keys(p.volume)))];
-  chart($('chart-volume'), labels, curs.map((c) => ({ name: c + ' (major units)', values: d.series.map((p) => (p.volume[c] || 0) / 100) })));
+  chart($('chart-volume'), labels, curs.map((c) => ({ name: c + ' (major units)', values: d.series.map((p) => (p.volume[c] || 0) / 10 ** exponent(c)) })));
   fill('pairs', d.by_tenant_channel, (r) => [r.tenant, r.channel, r.applied, r.duplicate, r.rejected, r.failed, rate(r),
     r.ack_p50_ms === null ? '-' : r.ack_p50_ms, r.ack_p99_ms === null ? '-' : r.ack_p99_ms, volumeText(r.volume)],
   { empty: 'no callbacks in this window' });

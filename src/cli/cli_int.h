@@ -113,15 +113,17 @@ struct cli_where {
     const char *config_from;         /* "--config", "PAYONCE_CONFIG" or "the default" */
     char note[600];                  /* without one: why not the default ("… does not exist") */
     const struct opts *flags, *file; /* the command line's and the file's options */
+    const struct cli_command *cmd;   /* the command, and its value options */
+    const char *allowed;
 };
 extern struct cli_where cli_where;
-/* Finds the config file (--config, PAYONCE_CONFIG, the default when it
- * exists and can be read; strict: a default that exists must be readable;
- * !wanted: the command takes nothing from it, the default is not read)
- * and reads it into file (values in *filebuf, the caller frees it). 0, or
- * an exit code after saying what is wrong. */
-int cli_config_find(const struct opts *flags, bool strict, bool wanted, struct opts *file,
-                    char **filebuf);
+/* Finds command c's config file (--config, PAYONCE_CONFIG, the default
+ * when it exists and can be read — serve and config check refuse a default
+ * they cannot read; a command that takes nothing from it does not read the
+ * default) and reads it into file (values in *filebuf, the caller frees
+ * it). 0, or an exit code after saying what is wrong. */
+int cli_config_find(const struct cli_command *c, const char *allowed, const struct opts *flags,
+                    struct opts *file, char **filebuf);
 /* Whether command c (its value options allowed) takes the config file's
  * option name: serve and config check all of them; a command that uses
  * the service's database its db (not restore: its --db is the new one) and

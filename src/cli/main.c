@@ -230,10 +230,7 @@ static int run_command(const struct cli_command *c, int argc, char **argv)
      * file each command takes what applies to it (cli_file_applies). */
     struct opts file = {0};
     char *filebuf = NULL;
-    bool serving = c->run == cmd_serve || c->run == cmd_config_check;
-    char takes[600];
-    cli_file_takes(c, allowed, takes, sizeof takes);
-    int r = cli_config_find(&flags, serving, strcmp(takes, "nothing") != 0, &file, &filebuf);
+    int r = cli_config_find(c, allowed, &flags, &file, &filebuf);
     if (r) {
         free(filebuf);
         return r;

@@ -37,14 +37,20 @@ static const char *default_path(void)
     return t && *t ? t : PO_CONFIG_DEFAULT;
 }
 
-int cli_config_find(const struct opts *flags, bool strict, bool wanted, struct opts *file,
-                    char **filebuf)
+int cli_config_find(const struct cli_command *c, const char *allowed, const struct opts *flags,
+                    struct opts *file, char **filebuf)
 {
     const char *env = getenv("PAYONCE_CONFIG");
+    char takes[600];
+    cli_file_takes(c, allowed, takes, sizeof takes);
+    bool strict = c->run == cmd_serve || c->run == cmd_config_check,
+         wanted = strcmp(takes, "nothing") != 0;
     file->n = 0;
     *filebuf = NULL;
     cli_where.flags = flags;
     cli_where.file = file;
+    cli_where.cmd = c;
+    cli_where.allowed = allowed;
     cli_where.note[0] = '\0';
     if (cli_opt(flags, "config")) {
         cli_where.config = cli_opt(flags, "config");
@@ -67,13 +73,14 @@ int cli_config_find(const struct opts *flags, bool strict, bool wanted, struct o
          * check are the service's: a default file they cannot read is an
          * error (cfg_load says why), not a reason to run on defaults */
         char why[512];
-        if (access(cli_where.config, R_OK) != 0 && (errno == ENOENT || !strict)) {
-            if (errno == ENOENT)
+        int e = access(cli_where.config, R_OK) == 0 ? 0 : errno;
+        if (e && (e == ENOENT || !strict)) {
+            if (e == ENOENT)
                 (void)snprintf(cli_where.note, sizeof cli_where.note, "%s does not exist",
                                cli_where.config);
             else {
                 if (!po_path_why(cli_where.config, false, why, sizeof why))
-                    (void)snprintf(why, sizeof why, "%s", strerror(errno));
+                    (void)snprintf(why, sizeof why, "%s", strerror(e));
                 (void)snprintf(cli_where.note, sizeof cli_where.note, "%s is not readable: %s",
                                cli_where.config, why);
             }
@@ -151,12 +158,18 @@ void cli_origin(const char *name, const char *env, char *buf, size_t cap)
         (void)snprintf(buf, cap, "from %s", env);
         return;
     }
-    for (int i = 0; cli_where.config && cli_where.file && i < cli_where.file->n; i++)
+    /* the file's value only when the command took it (restore never takes
+     * its db) */
+    bool taken = cli_where.cmd && cli_file_applies(cli_where.cmd, cli_where.allowed, name);
+    for (int i = 0; taken && cli_where.config && cli_where.file && i < cli_where.file->n; i++)
         if (strcmp(cli_where.file->name[i], name) == 0) {
             (void)snprintf(buf, cap, "from %s, line %d", cfg, cli_where.file->line[i]);
             return;
         }
-    if (cli_where.config)
+    if (cli_where.config && !taken)
+        (void)snprintf(buf, cap, "not given: no --%s%s%s (this command takes no %s from %s)", name,
+                       env ? ", no " : "", env ? env : "", name, cfg);
+    else if (cli_where.config)
         (void)snprintf(buf, cap, "not given: no --%s%s%s, and no %s in %s", name,
                        env ? ", no " : "", env ? env : "", name, cfg);
     else

@@ -511,7 +511,7 @@ cd - >/dev/null || exit 1
 # its migrations); no bare `payonce migrate` (it made ./payonce.db wherever
 # it ran); the man page points at the installed docs, not the sources'
 opsdoc="$(dirname "$0")/../../docs/operations.md"
-check doc-backup 0 "$BIN" backup --db "sqlite:$tmp/cfg.db" --to "$tmp/cfg.bak"
+check doc-backup 0 "$BIN" backup --config "$tmp/cfg.conf" --to "$tmp/cfg.bak"   # its db and key from the file
 ver=$(sed -n 's/.*(\([0-9]*\) bytes, schema version \([0-9]*\)); verify: ok$/\2/p' "$tmp/out")
 "$BIN" migrate --db "sqlite:$tmp/fresh.db" > "$tmp/fresh.out"
 [ -n "$ver" ] && grep -q "^schema version $ver (" "$tmp/fresh.out" && passes=$((passes+1)) || { echo "FAIL doc-backup: backup says schema version '$ver', migrate: $(cat "$tmp/fresh.out")"; fails=$((fails+1)); }
@@ -519,6 +519,11 @@ docver=$(grep -o 'schema version [0-9][0-9]*' "$opsdoc" | sort -u)
 [ "$docver" = "schema version $ver" ] && passes=$((passes+1)) || { echo "FAIL doc-backup: operations.md says '$docver', this build 'schema version $ver'"; fails=$((fails+1)); }
 grep -q "^# backup: /var/lib/payonce/payonce.db -> /backup/payonce-2026-12-04.db ([0-9]* bytes, schema version $ver); verify: ok$" "$opsdoc" &&
   passes=$((passes+1)) || { echo "FAIL doc-backup: operations.md's backup line is not a backup's"; fails=$((fails+1)); }
+# restore never takes the file's db (the live one): its own --db, PAYONCE_DB or ./payonce.db
+check cfg-restore-db 0 sh -c 'cd "$1" && exec "$2" restore --config "$3" --from "$4" --verbose' _ "$pub" "$BIN" "$tmp/cfg.conf" "$tmp/cfg.bak"
+has cfg-restore-db "$tmp/err" "^payonce: database: sqlite:./payonce.db (the default; not given: no --db, no PAYONCE_DB (this command takes no db from the config file $tmp/cfg.conf (--config)))$"
+has cfg-restore-db "$tmp/out" "^restore: $tmp/cfg.bak -> ./payonce.db "
+rm -f "$pub"/payonce.db*
 if grep -n '^\(sudo -u payonce \)\?payonce migrate *\(#.*\)\?$' "$(dirname "$0")/../../README.md" "$opsdoc" "$(dirname "$0")"/../../docs/*.md; then
   echo "FAIL doc-migrate: a bare 'payonce migrate'"; fails=$((fails+1)); else passes=$((passes+1)); fi
 check doc-man 0 "$(dirname "$0")/../../scripts/manpage.sh" "$BIN" "$tmp/payonce.1"

@@ -594,6 +594,19 @@ static void denied(const char *what, const char *name, const struct stat *st, ch
                    *name ? " " : "", name, (unsigned)(st->st_mode & 07777), owner, group, me);
 }
 
+/* true, with why in buf, when no file can be made in directory dir */
+static bool dir_unwritable(const char *dir, char *buf, size_t cap)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || access(dir, W_OK) == 0)
+        return false;
+    if (errno == EROFS)
+        (void)snprintf(buf, cap, "%s is on a read-only file system", dir);
+    else
+        denied("directory", dir, &st, buf, cap);
+    return true;
+}
+
 bool po_path_why(const char *path, bool write, char *buf, size_t cap)
 {
     char p[4096];
@@ -636,15 +649,8 @@ bool po_path_why(const char *path, bool write, char *buf, size_t cap)
             (void)snprintf(buf, cap, "%s", strerror(errno));
             return true;
         }
-        struct stat dst;
-        if (write && stat(dir, &dst) == 0 && access(dir, W_OK) != 0) {
-            if (errno == EROFS)
-                (void)snprintf(buf, cap, "%s is on a read-only file system", dir);
-            else
-                denied("directory", dir, &dst, buf, cap);
-            return true;
-        }
-        (void)snprintf(buf, cap, "no such file");
+        if (!(write && dir_unwritable(dir, buf, cap)))
+            (void)snprintf(buf, cap, "no such file");
         return true;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -658,15 +664,7 @@ bool po_path_why(const char *path, bool write, char *buf, size_t cap)
             denied("file", "", &st, buf, cap);
         return true;
     }
-    struct stat dst;
-    if (write && stat(dir, &dst) == 0 && access(dir, W_OK) != 0) {
-        if (errno == EROFS)
-            (void)snprintf(buf, cap, "%s is on a read-only file system", dir);
-        else
-            denied("directory", dir, &dst, buf, cap);
-        return true;
-    }
-    return false;
+    return write && dir_unwritable(dir, buf, cap);
 }
 
 const char *po_tmp_dir(void)

@@ -230,6 +230,17 @@ static int path_denied(const char *dir)
     return bad;
 }
 
+/* An empty file dir/name of that mode. */
+static void touch(const char *dir, const char *name, mode_t mode)
+{
+    char path[512];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
 /* Why a path cannot be opened, from the path itself (issue 45): a missing
  * directory, one that is not a directory, a directory where a file should
  * be, no search or write permission on the way, an unreadable file. */
@@ -245,9 +256,7 @@ static void path_causes(void **state)
     (void)snprintf(path, sizeof path, "%s/x.db", dir);
     assert_true(po_path_why(path, false, why, sizeof why));
     assert_string_equal(why, "no such file");
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fclose(f);
+    touch(dir, "x.db", 0600);
     assert_false(po_path_why(path, true, why, sizeof why)); /* nothing wrong with it */
     assert_string_equal(why, "");
     (void)snprintf(path, sizeof path, "%s/x.db/y", dir);
@@ -266,24 +275,12 @@ static void path_causes(void **state)
     /* permissions: as a user other than root (root passes every check) */
     (void)snprintf(path, sizeof path, "%s/closed", dir);
     assert_int_equal(mkdir(path, 0700), 0);
-    (void)snprintf(path, sizeof path, "%s/closed/db", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fclose(f);
+    touch(dir, "closed/db", 0600);
     (void)snprintf(path, sizeof path, "%s/ro", dir);
     assert_int_equal(mkdir(path, 0755), 0);
-    (void)snprintf(path, sizeof path, "%s/ro/old.db", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fclose(f);
-    assert_int_equal(chmod(path, 0666), 0);
-    (void)snprintf(path, sizeof path, "%s/ro", dir);
+    touch(dir, "ro/old.db", 0666);
     assert_int_equal(chmod(path, 0555), 0);
-    (void)snprintf(path, sizeof path, "%s/secret", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fclose(f);
-    assert_int_equal(chmod(path, 0600), 0);
+    touch(dir, "secret", 0600);
     assert_int_equal(chmod(dir, 0755), 0);
     if (geteuid() == 0) {
         pid_t pid = fork();

@@ -31,12 +31,14 @@ lint:
 	@scripts/lint.sh
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man page
-# (made from its own help), the systemd unit and an example configuration.
+# (made from its own help; it points at the docs installed beside), the
+# README and docs, the systemd unit and an example configuration.
 PREFIX ?= /usr/local
 install: build
 	install -D -m 0755 build/payonce $(DESTDIR)$(PREFIX)/bin/payonce
-	scripts/manpage.sh build/payonce build/payonce.1
+	scripts/manpage.sh build/payonce build/payonce.1 $(PREFIX)/share/doc/payonce
 	install -D -m 0644 build/payonce.1 $(DESTDIR)$(PREFIX)/share/man/man1/payonce.1
+	install -D -m 0644 -t $(DESTDIR)$(PREFIX)/share/doc/payonce README.md docs/*.md
 	install -D -m 0644 contrib/payonce.conf $(DESTDIR)$(PREFIX)/share/doc/payonce/payonce.conf.example
 	install -D -m 0644 contrib/payonce.service $(DESTDIR)$(PREFIX)/share/doc/payonce/payonce.service
 

@@ -20,7 +20,9 @@
 #                                       standby and a third member streaming, no lag
 #   scripts/cluster.sh kill-node N      SIGKILL payonce node N (1..3)
 #   scripts/cluster.sh start-node N     start payonce node N again
-#   scripts/cluster.sh switchover       a planned switchover to a healthy replica
+#   scripts/cluster.sh switchover [S]   a planned switchover to a healthy replica; waits
+#                                       (default 60 s) for the new primary to take writes
+#                                       and prints "OLD -> NEW in SECONDS s"
 #   scripts/cluster.sh lag MS           replication lag: the WAL stream to every replica
 #                                       held MS milliseconds (0: none) by scripts/lagproxy.py,
 #                                       dropped when its primary dies (measures what
@@ -336,10 +338,18 @@ start-node)
   alive "$D/node$i.pid" && die "node $i is running"
   start_node "$i" ;;
 switchover)
+  # "OLD -> NEW in S s": from the command to the new primary taking writes
   load
   p=$(primary_name) || die "no primary"
+  t0=$(date +%s%3N)
   patronictl -c "$D/pg1.yml" switchover --leader "$p" --force >/dev/null
-  echo "$p" ;;
+  end=$((SECONDS + ${2:-60}))
+  until n=$(primary_name) && [ "$n" != "$p" ] && writable; do
+    [ $SECONDS -lt $end ] || die "switchover from $p: no other writable primary after ${2:-60} s"
+    sleep 0.1
+  done
+  ms=$(($(date +%s%3N) - t0))
+  printf '%s -> %s in %d.%03d s\n' "$p" "$n" $((ms / 1000)) $((ms % 1000)) ;;
 env)
   load; cat "$D/ports.env" ;;
 *) die "usage: cluster.sh up|down|status|primary|kill-primary|wait-primary|wait-healthy|rejoin|kill-node N|start-node N|switchover|lag MS|answers|env" ;;

@@ -2,8 +2,10 @@
 # deb.sh — `make deb`: a Debian 12 package of the release build, made with
 # dpkg-deb from a staged tree (no debhelper): /usr/bin/payonce, the man
 # page (scripts/manpage.sh), the systemd unit (contrib/payonce.service),
-# the default configuration as a conffile, the docs. Depends: the shared
-# libraries the binary links, mapped to their packages with dpkg -S.
+# the default configuration as a conffile, the docs. Depends: what
+# dpkg-shlibdeps says the binary's own libraries (its DT_NEEDED, not theirs)
+# need, and adduser and cracklib-runtime (the password policy's dictionary,
+# read at run time, linked by nobody). The archive's root is 0755.
 # The maintainer scripts create the system user `payonce` and, once, the
 # master key /etc/payonce/master.key (0640 root:payonce). Prints the path.
 set -euo pipefail
@@ -12,8 +14,13 @@ bin=build/payonce
 [ -x "$bin" ] || { echo "deb: $bin not built (make build)" >&2; exit 1; }
 ver=$("$bin" --version | awk '{print $2}')
 arch=$(dpkg --print-architecture)
-stage=$(mktemp -d "${TMPDIR:-/tmp}/payonce-deb.XXXXXX")
-trap 'rm -rf "$stage"' EXIT
+# debian/control (empty) and debian/payonce/: where dpkg-shlibdeps expects a
+# package's staged tree
+work=$(mktemp -d "${TMPDIR:-/tmp}/payonce-deb.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+stage=$work/debian/payonce
+mkdir -p "$stage" && : > "$work/debian/control"
+chmod 0755 "$stage"  # the archive's root: mktemp's 0700 would become the package's /
 install -D -m 0755 "$bin" "$stage/usr/bin/payonce"
 strip --strip-unneeded "$stage/usr/bin/payonce"
 scripts/manpage.sh "$bin" "$stage/payonce.1"
@@ -26,20 +33,17 @@ doc="$stage/usr/share/doc/payonce"
 install -D -m 0644 README.md "$doc/README.md"
 for f in docs/*.md docs/openapi.json; do install -D -m 0644 "$f" "$doc/$(basename "$f")"; done
 printf 'payonce\n\nCopyright: the payonce authors.\n' > "$doc/copyright"
-# Depends: the packages of the libraries the binary links, and cracklib-runtime
-# (the dictionary the operators' password policy reads)
-deps=$(ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do
-  dpkg -S "$(realpath "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null || true
-done | cut -d: -f1 | sort -u | grep -v '^libc6$' | while read -r p; do
-  printf '%s (>= %s)\n' "$p" "$(dpkg-query -W -f='${Version}' "$p" | sed 's/-[^-]*$//')"
-done | paste -sd, | sed 's/,/, /g')
+# Depends: the binary's direct libraries' packages with the versions their
+# symbols need (dpkg-shlibdeps), and the two it needs without linking them
+deps=$(cd "$work" && dpkg-shlibdeps -O -e debian/payonce/usr/bin/payonce 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+[ -n "$deps" ] || { echo "deb: dpkg-shlibdeps found no libraries" >&2; exit 1; }
 mkdir -p "$stage/DEBIAN"
 cat > "$stage/DEBIAN/control" <<CTRL
 Package: payonce
 Version: $ver
 Architecture: $arch
 Maintainer: payonce <payonce@localhost>
-Depends: libc6, adduser, cracklib-runtime, $deps
+Depends: $deps, adduser, cracklib-runtime
 Section: net
 Priority: optional
 Installed-Size: $(du -sk "$stage/usr" | cut -f1)
@@ -80,7 +84,7 @@ if [ "$1" = purge ]; then
   [ -d /run/systemd/system ] && systemctl daemon-reload >/dev/null || true
 fi
 SH
-chmod 0755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/postrm"
+chmod 0755 "$stage/DEBIAN" "$stage/DEBIAN/postinst" "$stage/DEBIAN/postrm"
 out=build/payonce_${ver}_${arch}.deb
 dpkg-deb --root-owner-group --build "$stage" "$out" >/dev/null
 echo "$out"

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# manpage.sh PAYONCE OUT — payonce(1), made from the binary's own help (the
+# manpage.sh PAYONCE OUT [DOCDIR] — payonce(1), made from the binary's own help (the
 # command table and its option descriptions, src/cli/help.c) and serve's
 # configuration (`payonce config doc`), so the manual cannot drift from
-# what the binary accepts. `make install` and `make deb` install it.
+# what the binary accepts. `make install` and `make deb` install it. The
+# help's references to the sources' docs/*.md and README.md name the
+# installed copies in DOCDIR (default /usr/share/doc/payonce, the package's).
 set -euo pipefail
-bin=${1:?payonce binary}; out=${2:?output file}
+bin=${1:?payonce binary}; out=${2:?output file}; docdir=${3:-/usr/share/doc/payonce}
 ver=$("$bin" --version | awk '{print $2}')
-esc() { iconv -f utf-8 -t ascii//TRANSLIT | sed -e 's/\\/\\e/g' -e 's/^\./\\\&./' -e "s/^'/\\\\\\&'/"; }
+esc() {
+  sed -e "s#\\bdocs/\\([a-z]*\\.md\\)#$docdir/\\1#g" -e "s#\\bREADME\\.md#$docdir/README.md#g" |
+    iconv -f utf-8 -t ascii//TRANSLIT | sed -e 's/\\/\\e/g' -e 's/^\./\\\&./' -e "s/^'/\\\\\\&'/"
+}
 {
   printf '.TH PAYONCE 1 "" "payonce %s" "User Commands"\n' "$ver"
   printf '.SH NAME\npayonce \\- payment-callback gateway and ledger: each callback credited once\n'
@@ -24,10 +29,10 @@ esc() { iconv -f utf-8 -t ascii//TRANSLIT | sed -e 's/\\/\\e/g' -e 's/^\./\\\&./
   printf '.SH CONFIGURATION\n.nf\n'
   "$bin" config doc | sed '1,/^| option/d' | sed '/^|---/d' | esc
   printf '.fi\n'
-  printf '.SH FILES\n.TP\n.I /etc/payonce/payonce.conf\nserve'"'"'s configuration (see CONFIGURATION).\n'
-  printf '.TP\n.I /etc/payonce/master.key\nthe master key that seals channel secrets (the package creates it once).\n'
+  printf '.SH FILES\n.TP\n.I /etc/payonce/payonce.conf\nthe service'"'"'s configuration (see CONFIGURATION), read when it exists and can be read and neither --config nor PAYONCE_CONFIG names another: serve reads all of it, every other command what applies to it (its --help says what); --verbose says which file, database and master key a command uses.\n'
+  printf '.TP\n.I /etc/payonce/master.key\nthe master key that seals channel secrets (the package creates it once, 0640 root:payonce).\n'
   printf '.TP\n.I /var/lib/payonce/payonce.db\nthe packaged default database (SQLite).\n'
-  printf '.SH ENVIRONMENT\n.TP\n.B PAYONCE_DB\nthe database when --db is not given.\n.TP\n.B PAYONCE_MASTER_KEY_FILE\nthe master key when --master-key-file is not given.\n'
+  printf '.SH ENVIRONMENT\n.TP\n.B PAYONCE_CONFIG\nthe config file when --config is not given.\n.TP\n.B PAYONCE_DB\nthe database when --db is not given (over the config file'"'"'s).\n.TP\n.B PAYONCE_MASTER_KEY_FILE\nthe master key when --master-key-file is not given (over the config file'"'"'s).\n'
   printf '.SH EXIT STATUS\n0 success; 1 failure; 2 usage; 3 verify found a broken invariant; 75 apply: transient failure, run it again.\n'
-  printf '.SH SEE ALSO\nThe README and docs/ of the payonce sources (operations.md, api.md, webhooks.md, configuration.md); installed under /usr/share/doc/payonce.\n'
+  printf '.SH SEE ALSO\n%s/README.md, and beside it operations.md, configuration.md, api.md, webhooks.md, simulator.md, reconciliation.md.\n' "$docdir"
 } > "$out"

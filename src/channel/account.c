@@ -115,7 +115,9 @@ char *po_account_read_file(const char *path, bool strip, size_t *len, char *err,
     char *buf = NULL;
     po_err rc = po_file_read(path, PO_KEY_FILE_MAX, &buf, len);
     if (rc) {
-        po_errf(err, errcap, "cannot read %s: %s", path, po_file_error(rc));
+        char why[600];
+        po_file_why(path, rc, why, sizeof why);
+        po_errf(err, errcap, "cannot read %s: %s", path, why);
         return NULL;
     }
     while (strip && *len && (buf[*len - 1] == '\n' || buf[*len - 1] == '\r'))

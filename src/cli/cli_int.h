@@ -5,6 +5,7 @@
 #define PO_CLI_INT_H
 
 #include "../core/core.h"
+#include "../service/options.h"
 #include "../store/store.h"
 
 #include <stdio.h>
@@ -104,6 +105,47 @@ int cfg_bounds(const struct opts *file, const struct opts *merged, const char *p
 void cfg_doc(FILE *f);
 /* The config file serve was started with (NULL: none), for SIGHUP. */
 extern const char *cli_config_path;
+
+/* ---- sources.c: where the configuration, database and key came from ---- */
+struct cli_command;
+struct cli_where {
+    const char *config;              /* the config file read, NULL: none */
+    const char *config_from;         /* "--config", "PAYONCE_CONFIG" or "the default" */
+    char note[600];                  /* without one: why not the default ("… does not exist") */
+    const struct opts *flags, *file; /* the command line's and the file's options */
+    const struct cli_command *cmd;   /* the command, and its value options */
+    const char *allowed;
+};
+extern struct cli_where cli_where;
+/* Finds command c's config file (--config, PAYONCE_CONFIG, the default
+ * when it exists and can be read — serve and config check refuse a default
+ * they cannot read; a command that takes nothing from it does not read the
+ * default) and reads it into file (values in *filebuf, the caller frees
+ * it). 0, or an exit code after saying what is wrong. */
+int cli_config_find(const struct cli_command *c, const char *allowed, const struct opts *flags,
+                    struct opts *file, char **filebuf);
+/* Whether command c (its value options allowed) takes the config file's
+ * option name: serve and config check all of them; a command that uses
+ * the service's database its db (not restore: its --db is the new one) and
+ * the options it accepts (master-key-file, insecure-dev,
+ * webhook-allow-net); log-level is serve's; the simulator, bench,
+ * migrate-store and config doc nothing. */
+bool cli_file_applies(const struct cli_command *c, const char *allowed, const char *name);
+/* The options c takes from the file, for people ("db, master-key-file",
+ * "all of it", "nothing"). */
+void cli_file_takes(const struct cli_command *c, const char *allowed, char *buf, size_t cap);
+/* Where option name's value came from, for people: "given with --db",
+ * "from PAYONCE_DB" (env, NULL: none), "from the default config file
+ * /etc/payonce/payonce.conf, line 11", or "not given: …" saying what was
+ * looked at (and why there was no config file). */
+void cli_origin(const char *name, const char *env, char *buf, size_t cap);
+/* --verbose: the config file, the database and the master key, each with
+ * where it came from, on stderr. */
+void cli_verbose(const struct cli_command *c, const char *allowed, const struct opts *o);
+/* "payonce: cannot open database PATH: CAUSE; the database was ORIGIN":
+ * the cause found on the path (po_path_why), else store_err. create: it
+ * was to be made (migrate). */
+void cli_db_fail(const char *url, const char *store_err, bool create);
 /* A database URL with its password shown as ***:
  * postgresql://user:secret@host/db -> postgresql://user:***@host/db */
 void cli_redact_url(const char *url, char *out, size_t cap);
@@ -128,6 +170,10 @@ extern const size_t cli_ncommands;
  * help of one command or of all. */
 int cli_help(int argc, char **argv);
 void cli_help_command(FILE *f, const struct cli_command *c);
+/* The command nearest to what was typed (edit distance of the first word;
+ * with the second word when the nearest group has it), for "did you
+ * mean": "tenant", "tenant list". */
+void cli_nearest_command(const char *word1, const char *word2, char *buf, size_t cap);
 void cli_help_overview(FILE *f);
 
 /* One object by its id through a service view; prints what is wrong and

@@ -11,9 +11,11 @@
 #include "../store/store.h"
 
 #include <jansson.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_int.h"
 
@@ -64,14 +66,39 @@ int cmd_alerts(struct po_store *s, const struct opts *o)
     return 0;
 }
 
-/* alerts ack|resolve: the operator is --by, else $USER. */
+/* A login name (the service checks an actor's length: 1-64 printable). */
+#define ACTOR_BUF 256
+
+/* Who acts on an alert, for its audit: --by, else the login name of the
+ * user running the command (the password database's, not $USER, which
+ * anyone sets); NULL after saying so when neither is known — never a
+ * made-up name (a role's name once stood in for nobody). */
+static const char *actor(const struct opts *o, char *buf, size_t cap)
+{
+    const char *by = cli_opt(o, "by");
+    if (by && *by)
+        return by;
+    struct passwd pw, *found = NULL;
+    char scratch[1024];
+    if (getpwuid_r(geteuid(), &pw, scratch, sizeof scratch, &found) == 0 && found &&
+        found->pw_name[0] && po_strcpy(buf, cap, found->pw_name) == PO_OK)
+        return buf;
+    fprintf(stderr, "payonce: who acts? this user (uid %u) has no name: give --by NAME\n",
+            (unsigned)geteuid());
+    return NULL;
+}
+
+/* alerts ack|resolve */
 static int alert_act(struct po_store *s, const struct opts *o, enum po_alert_action action)
 {
-    const char *by = cli_opt(o, "by") ? cli_opt(o, "by") : getenv("USER");
+    char name[ACTOR_BUF];
+    const char *by = actor(o, name, sizeof name);
+    if (!by)
+        return EXIT_USAGE;
     char err[PO_ERRBUF_SIZE] = "";
     bool changed = false;
-    po_err rc = po_alert_act(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), action,
-                             by ? by : "operator", cli_opt(o, "note"), &changed, err, sizeof err);
+    po_err rc = po_alert_act(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), action, by,
+                             cli_opt(o, "note"), &changed, err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
     printf("alert %s %s\n", cli_opt(o, "alert"),
@@ -100,12 +127,15 @@ typedef po_err (*alert_engine_fn)(struct po_store *s, const char *tenant, const 
 static int alert_engine(struct po_store *s, const struct opts *o, alert_engine_fn act,
                         const char *verb, const char *yes, const char *no)
 {
-    const char *by = cli_opt(o, "by") ? cli_opt(o, "by") : getenv("USER");
+    char name[ACTOR_BUF];
+    const char *by = actor(o, name, sizeof name);
+    if (!by)
+        return EXIT_USAGE;
     char err[PO_ERRBUF_SIZE] = "", js[256];
     struct po_outcome out;
     bool resolved = false;
-    po_err rc = act(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), by ? by : "operator",
-                    cli_opt(o, "note"), &out, &resolved, err, sizeof err);
+    po_err rc = act(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), by, cli_opt(o, "note"), &out,
+                    &resolved, err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
     if (po_outcome_to_json(&out, js, sizeof js))
@@ -135,10 +165,13 @@ int cmd_alerts_accept(struct po_store *s, const struct opts *o)
  * resolved saying so. */
 int cmd_alerts_redrive(struct po_store *s, const struct opts *o)
 {
-    const char *by = cli_opt(o, "by") ? cli_opt(o, "by") : getenv("USER");
+    char name[ACTOR_BUF];
+    const char *by = actor(o, name, sizeof name);
+    if (!by)
+        return EXIT_USAGE;
     char err[PO_ERRBUF_SIZE] = "";
     int64_t n = 0;
-    po_err rc = po_alert_redrive(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), by ? by : "operator",
+    po_err rc = po_alert_redrive(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), by,
                                  cli_opt(o, "note"), &n, err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
@@ -153,7 +186,10 @@ int cmd_alerts_redrive(struct po_store *s, const struct opts *o)
  * when the channel's success is applied. */
 int cmd_alerts_refund(struct po_store *s, const struct opts *o)
 {
-    const char *by = cli_opt(o, "by") ? cli_opt(o, "by") : getenv("USER");
+    char name[ACTOR_BUF];
+    const char *by = actor(o, name, sizeof name);
+    if (!by)
+        return EXIT_USAGE;
     unsigned char master[32];
     bool have = false;
     int ret = cli_load_master_key(o, master, &have);
@@ -161,9 +197,9 @@ int cmd_alerts_refund(struct po_store *s, const struct opts *o)
         return ret;
     char err[PO_ERRBUF_SIZE] = "", money[PO_MONEY_MAX];
     struct po_suspense_refund r;
-    po_err rc = po_alert_refund(s, have ? master : NULL, cli_opt(o, "tenant"), cli_opt(o, "alert"),
-                                cli_opt(o, "out-refund-no"), by ? by : "operator",
-                                cli_opt(o, "note"), &r, err, sizeof err);
+    po_err rc =
+        po_alert_refund(s, have ? master : NULL, cli_opt(o, "tenant"), cli_opt(o, "alert"),
+                        cli_opt(o, "out-refund-no"), by, cli_opt(o, "note"), &r, err, sizeof err);
     po_secure_zero(master, sizeof master);
     if (rc)
         return cli_fail(rc, err);

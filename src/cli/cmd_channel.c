@@ -60,25 +60,26 @@ static void input_note(void *ctx, const char *line)
     printf("  %s\n", line);
 }
 
-/* The channel's own options: those of another channel are refused, so a
- * typo or a mix-up is not silently ignored. */
+/* The channel's own options: one that only other channels have is
+ * refused, so a typo or a mix-up is not silently ignored. The parser has
+ * taken only known options, so any other (tenant, --config, --log-level,
+ * --verbose, what the config file gave) is every command's or every
+ * channel's. */
 static int check_channel_options(const struct po_channel_ops *ch, const struct opts *o)
 {
     for (int i = 0; i < o->n; i++) {
         const char *n = o->name[i];
-        bool ok = strcmp(n, "tenant") == 0 || strcmp(n, "channel") == 0 ||
-                  strcmp(n, "master-key-file") == 0 || strcmp(n, "insecure-dev") == 0 ||
-                  strcmp(n, "db") == 0;
-        for (const struct po_channel_option *op = ch->options; !ok && op->name; op++)
-            ok = strcmp(op->name, n) == 0;
-        if (!ok) {
-            char owners[128] = "";
-            size_t used = 0;
-            for (int c = 0; po_channels[c]; c++)
-                for (const struct po_channel_option *op = po_channels[c]->options; op->name; op++)
-                    if (strcmp(op->name, n) == 0 && used + PO_CHANNEL_SIZE + 2 < sizeof owners)
-                        used += (size_t)snprintf(owners + used, sizeof owners - used, "%s%s",
-                                                 used ? ", " : "", po_channels[c]->name);
+        bool ours = false;
+        for (const struct po_channel_option *op = ch->options; !ours && op->name; op++)
+            ours = strcmp(op->name, n) == 0;
+        char owners[128] = "";
+        size_t used = 0;
+        for (int c = 0; !ours && po_channels[c]; c++)
+            for (const struct po_channel_option *op = po_channels[c]->options; op->name; op++)
+                if (strcmp(op->name, n) == 0 && used + PO_CHANNEL_SIZE + 2 < sizeof owners)
+                    used += (size_t)snprintf(owners + used, sizeof owners - used, "%s%s",
+                                             used ? ", " : "", po_channels[c]->name);
+        if (used) {
             fprintf(stderr, "payonce: --%s is not an option of channel %s (it is for %s only)\n", n,
                     ch->name, owners);
             return EXIT_USAGE;

@@ -470,15 +470,6 @@ int cmd_order_close(struct po_store *s, const struct opts *o)
 
 /* ---- report: money per day, merchant and channel, reconciled ---- */
 
-/* Minor units as the currency writes them, without its code. */
-static void amount_text(int64_t minor, const char *currency, char *buf, size_t cap)
-{
-    po_money_format(minor, currency, buf, cap);
-    char *space = strchr(buf, ' ');
-    if (space)
-        *space = '\0';
-}
-
 int cmd_report(struct po_store *s, const struct opts *o)
 {
     const char *t = cli_need(o, "tenant"), *from = cli_opt(o, "from"), *to = cli_opt(o, "to");
@@ -505,24 +496,27 @@ int cmd_report(struct po_store *s, const struct opts *o)
             ret = cli_fail(PO_ERR_NOMEM, "the CSV");
         free(csv);
     } else {
-        printf("%-10s  %-16s %-10s %-3s %8s %14s %12s %10s %14s %11s %11s %12s\n", "day",
-               "merchant", "channel", "cur", "journals", "gross", "refunds", "shares", "net",
-               "susp in", "susp out", "fees");
+        /* every amount in major units with its currency (po_money_format),
+         * the fees too: the bills give them in thousandths of the minor
+         * unit, shown to the digit they have */
+        printf("%-10s  %-16s %-10s %8s %18s %16s %14s %18s %15s %15s %16s\n", "day", "merchant",
+               "channel", "journals", "gross", "refunds", "shares", "net", "susp in", "susp out",
+               "fees");
         for (int i = 0; i < r.n; i++) {
             const struct po_report_row *x = &r.rows[i];
-            char g[32], rf[32], sh[32], n[32], si[32], so[32];
-            amount_text(x->gross, x->currency, g, sizeof g);
-            amount_text(x->refunds, x->currency, rf, sizeof rf);
-            amount_text(x->shares, x->currency, sh, sizeof sh);
-            amount_text(x->net, x->currency, n, sizeof n);
-            amount_text(x->suspense_in, x->currency, si, sizeof si);
-            amount_text(x->suspense_out, x->currency, so, sizeof so);
-            printf("%-10s  %-16.16s %-10s %-3s %8lld %14s %12s %10s %14s %11s %11s %8lld.%03lld\n",
-                   x->day, x->merchant, x->channel, x->currency, (long long)x->journals, g, rf, sh,
-                   n, si, so, (long long)(x->fees_milli / 1000), (long long)(x->fees_milli % 1000));
+            char g[PO_MONEY_MAX], rf[PO_MONEY_MAX], sh[PO_MONEY_MAX], n[PO_MONEY_MAX],
+                si[PO_MONEY_MAX], so[PO_MONEY_MAX], fee[PO_MONEY_MAX];
+            po_money_format(x->gross, x->currency, g, sizeof g);
+            po_money_format(x->refunds, x->currency, rf, sizeof rf);
+            po_money_format(x->shares, x->currency, sh, sizeof sh);
+            po_money_format(x->net, x->currency, n, sizeof n);
+            po_money_format(x->suspense_in, x->currency, si, sizeof si);
+            po_money_format(x->suspense_out, x->currency, so, sizeof so);
+            po_money_format_fine(x->fees_milli, 3, x->currency, fee, sizeof fee);
+            printf("%-10s  %-16.16s %-10s %8lld %18s %16s %14s %18s %15s %15s %16s\n", x->day,
+                   x->merchant, x->channel, (long long)x->journals, g, rf, sh, n, si, so, fee);
         }
-        printf("%d row%s (days in UTC; fees in minor units, by the bill's trade date)\n", r.n,
-               r.n == 1 ? "" : "s");
+        printf("%d row%s (days in UTC; fees by the bill's trade date)\n", r.n, r.n == 1 ? "" : "s");
         if (r.mismatches)
             fprintf(stderr,
                     "payonce: report: does NOT reconcile to the ledger: %d of %d accounts differ;"

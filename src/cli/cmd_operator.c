@@ -24,8 +24,10 @@ static int read_password(const struct opts *o, char **pw, size_t *len)
     po_err rc = strcmp(path, "-") == 0 ? po_stream_read(stdin, PO_PASSWORD_MAX + 2, &text, &n)
                                        : po_file_read(path, PO_PASSWORD_MAX + 2, &text, &n);
     if (rc) {
-        fprintf(stderr, "payonce: --password-file %s: %s (one line, at most %d bytes)\n", path,
-                po_file_error(rc), PO_PASSWORD_MAX);
+        char why[600];
+        po_file_why(path, rc, why, sizeof why);
+        fprintf(stderr, "payonce: --password-file %s: %s (one line, at most %d bytes)\n", path, why,
+                PO_PASSWORD_MAX);
         return EXIT_USAGE;
     }
     size_t line = strcspn(text, "\r\n");

@@ -22,10 +22,18 @@ static void progress(void *ctx, int64_t done, int64_t total)
         fprintf(stderr, "  %lld / %lld rows\n", (long long)done, (long long)total);
 }
 
-/* The bills payonce reads (WeChat Pay's, Alipay's) are in CNY. */
-static void money(int64_t minor, char *out, size_t cap)
+/* An amount of the report (fine_digits 3: the fees' thousandths of the
+ * minor unit) in the bill's currency; without one (several, or a run
+ * recorded before payonce kept it) in minor units, said so. */
+static void money(const struct po_recon_report *r, int64_t amount, int fine_digits, char *out,
+                  size_t cap)
 {
-    po_money_format(minor, "CNY", out, cap);
+    if (r->currency[0] && !r->several_currencies)
+        po_money_format_fine(amount, fine_digits, r->currency, out, cap);
+    else
+        (void)snprintf(out, cap,
+                       fine_digits ? "%lld thousandths of a minor unit" : "%lld minor units",
+                       (long long)amount);
 }
 
 /* The report of one import, as JSON (--json) or for people; what names
@@ -41,13 +49,17 @@ static int print_report(const struct opts *o, const char *what, const struct po_
         json_decref(j);
         return 0;
     }
-    char a[PO_MONEY_MAX], b[PO_MONEY_MAX], c[PO_MONEY_MAX];
+    char a[PO_MONEY_MAX + 40], b[PO_MONEY_MAX + 40], c[PO_MONEY_MAX + 40], f[PO_MONEY_MAX + 40];
     if (r.already_imported)
         printf("%s was already imported (sha256 %.16s…); nothing changed. Its report:\n", what,
                r.file_sha256);
-    money(r.payments_amount, a, sizeof a);
-    money(r.refunds_amount, b, sizeof b);
-    money(r.replayed_amount, c, sizeof c);
+    money(&r, r.payments_amount, 0, a, sizeof a);
+    money(&r, r.refunds_amount, 0, b, sizeof b);
+    money(&r, r.replayed_amount, 0, c, sizeof c);
+    money(&r, r.fees_milli, 3, f, sizeof f);
+    if (r.several_currencies)
+        printf("the bill's rows are in several currencies: amounts in minor units, summed (--json"
+               " has them)\n");
     printf("reconciled %s .. %s, %lld rows\n", r.period_start, r.period_end, (long long)r.rows);
     printf("  %-44s %6lld  %16s\n", "payments in the bill", (long long)r.payments, a);
     printf("  %-44s %6lld  %16s\n", "refunds in the bill", (long long)r.refunds, b);
@@ -58,8 +70,7 @@ static int print_report(const struct opts *o, const char *what, const struct po_
     printf("  %-44s %6lld\n", "zero-amount rows (nothing to credit)", (long long)r.zero_amount);
     printf("  %-44s %6lld\n", "our PAID orders missing from the bill (alerts)",
            (long long)r.missing_from_bill);
-    printf("  %-44s %6s  %8lld.%05lld\n", "channel fees", "", (long long)(r.fees_milli / 100000),
-           (long long)llabs(r.fees_milli % 100000));
+    printf("  %-44s %6s  %16s\n", "channel fees", "", f);
     return 0;
 }
 
@@ -82,7 +93,9 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
     size_t len = 0;
     po_err rc = po_file_read(file, PO_BILL_MAX, &data, &len);
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s\n", file, po_file_error(rc));
+        char why[600];
+        po_file_why(file, rc, why, sizeof why);
+        fprintf(stderr, "payonce: cannot read %s: %s\n", file, why);
         return EXIT_FAIL;
     }
     struct po_channel_account acct;

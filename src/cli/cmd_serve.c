@@ -49,7 +49,9 @@ static int admin_token(const char *path, char *out, size_t cap)
     size_t len = 0;
     po_err rc = po_file_read(path, 4096, &buf, &len);
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s\n", path, po_file_error(rc));
+        char why[600];
+        po_file_why(path, rc, why, sizeof why);
+        fprintf(stderr, "payonce: cannot read %s: %s\n", path, why);
         return EXIT_FAIL;
     }
     buf[strcspn(buf, "\r\n")] = '\0';

@@ -158,71 +158,164 @@ static void *deliver_thread(void *arg)
     return NULL;
 }
 
-static int parse_orders(const struct opts *o, const char *channel, struct sim_order *orders, int *n)
+/* The orders of --orders-file: NO:AMOUNT a line, # comments, blank lines
+ * skipped; their values point into *buf (the caller frees it), line[i]
+ * each one's line. 0, or EXIT_USAGE after naming the file's line and the
+ * limit it passes. */
+static int orders_file(const char *path, char **buf, const char **vals, int *line, int *k)
 {
-    const char *vals[PO_SIM_ORDERS_MAX + 1];
-    int k = cli_opt_all(o, "order", vals, PO_SIM_ORDERS_MAX + 1);
-    if (k == 0 || k > PO_SIM_ORDERS_MAX) {
-        fprintf(stderr, "payonce: give 1-%d --order OUT_TRADE_NO:AMOUNT\n", PO_SIM_ORDERS_MAX);
+    size_t len = 0;
+    if (cli_read_input(
+            path, (size_t)PO_SIM_ORDERS_MAX * PO_SIM_ORDERS_LINE_MAX,
+            PO_STR(PO_SIM_ORDERS_MAX) " lines of " PO_STR(PO_SIM_ORDERS_LINE_MAX) " bytes", buf,
+            &len))
         return EXIT_USAGE;
+    if (memchr(*buf, '\0', len)) {
+        fprintf(stderr, "payonce: --orders-file %s: not a text file\n", path);
+        return EXIT_USAGE;
+    }
+    int n = 0;
+    char *next = NULL;
+    for (char *l = *buf; l && *l; l = next) {
+        next = strchr(l, '\n');
+        if (next)
+            *next++ = '\0';
+        n++;
+        size_t ll = strlen(l);
+        if (ll > PO_SIM_ORDERS_LINE_MAX) {
+            fprintf(stderr, "payonce: --orders-file %s:%d: longer than %d bytes\n", path, n,
+                    PO_SIM_ORDERS_LINE_MAX);
+            return EXIT_USAGE;
+        }
+        while (ll && (l[ll - 1] == '\r' || l[ll - 1] == ' ' || l[ll - 1] == '\t'))
+            l[--ll] = '\0';
+        while (*l == ' ' || *l == '\t')
+            l++;
+        if (!*l || *l == '#')
+            continue;
+        if (*k >= PO_SIM_ORDERS_MAX) {
+            fprintf(stderr, "payonce: --orders-file %s:%d: more than %d orders\n", path, n,
+                    PO_SIM_ORDERS_MAX);
+            return EXIT_USAGE;
+        }
+        line[*k] = n;
+        vals[(*k)++] = l;
+    }
+    return 0;
+}
+
+/* The orders to pay, from --order (at most PO_SIM_ORDERS_ARGV_MAX) and
+ * --orders-file, into *out (heap, the caller frees it). */
+static int parse_orders(const struct opts *o, const char *channel, struct sim_order **out, int *n)
+{
+    const char *path = cli_opt(o, "orders-file");
+    const char **vals = calloc(PO_SIM_ORDERS_MAX, sizeof *vals);
+    int *line = calloc(PO_SIM_ORDERS_MAX, sizeof *line);
+    struct sim_order *orders = NULL;
+    char *buf = NULL, where[600];
+    int k = cli_opt_all(o, "order", vals, PO_SIM_ORDERS_ARGV_MAX + 1), ret = 0;
+    if (!vals || !line) {
+        ret = cli_fail(PO_ERR_NOMEM, "the orders");
+        goto out;
+    }
+    if (k > PO_SIM_ORDERS_ARGV_MAX) {
+        fprintf(stderr,
+                "payonce: at most %d --order on the command line; more (up to %d) with"
+                " --orders-file FILE, NO:AMOUNT a line\n",
+                PO_SIM_ORDERS_ARGV_MAX, PO_SIM_ORDERS_MAX);
+        ret = EXIT_USAGE;
+        goto out;
+    }
+    if (path && (ret = orders_file(path, &buf, vals, line, &k)))
+        goto out;
+    if (k == 0) {
+        fprintf(stderr,
+                "payonce: no orders: give --order NO:AMOUNT (up to %d) or --orders-file"
+                " FILE\n",
+                PO_SIM_ORDERS_ARGV_MAX);
+        ret = EXIT_USAGE;
+        goto out;
+    }
+    if (!(orders = calloc((size_t)k, sizeof *orders))) {
+        ret = cli_fail(PO_ERR_NOMEM, "the orders");
+        goto out;
     }
     if (cli_opt(o, "txn") && k != 1) {
         fprintf(stderr, "payonce: --txn goes with a single --order\n");
-        return EXIT_USAGE;
+        ret = EXIT_USAGE;
+        goto out;
     }
     if (cli_flag(o, "again") && (cli_opt(o, "txn") || cli_flag(o, "lose") ||
                                  cli_flag(o, "created") || cli_flag(o, "forge"))) {
         fprintf(stderr, "payonce: --again delivers earlier payments: not with --txn, --lose,"
                         " --created or --forge\n");
-        return EXIT_USAGE;
+        ret = EXIT_USAGE;
+        goto out;
     }
     bool created = cli_flag(o, "created");
     for (int i = 0; i < k; i++) {
         const char *colon = strrchr(vals[i], ':');
         struct sim_order *so = &orders[i];
-        memset(so, 0, sizeof *so);
+        if (line[i])
+            (void)snprintf(where, sizeof where, "--orders-file %s:%d: %s", path, line[i], vals[i]);
+        else
+            (void)snprintf(where, sizeof where, "--order %s", vals[i]);
         if (created && !colon)
             colon = vals[i] + strlen(vals[i]);
         if (!colon || (size_t)(colon - vals[i]) > PO_ID_MAX ||
             ((!created || *colon) && po_parse_i64(colon + 1, 1, PO_AMOUNT_MAX, &so->amount))) {
-            fprintf(stderr, "payonce: --order %s: expected OUT_TRADE_NO:AMOUNT_MINOR\n", vals[i]);
-            return EXIT_USAGE;
+            fprintf(stderr, "payonce: %s: expected OUT_TRADE_NO:AMOUNT_MINOR\n", where);
+            ret = EXIT_USAGE;
+            goto out;
         }
         memcpy(so->out_trade_no, vals[i], (size_t)(colon - vals[i]));
         so->out_trade_no[colon - vals[i]] = '\0';
         if (!po_id_valid(so->out_trade_no, PO_ID_MAX)) {
-            fprintf(stderr, "payonce: --order %s: bad out_trade_no\n", vals[i]);
-            return EXIT_USAGE;
+            fprintf(stderr, "payonce: %s: bad out_trade_no\n", where);
+            ret = EXIT_USAGE;
+            goto out;
         }
         if (cli_flag(o, "again")) { /* the channel's redelivery: the same transaction */
             if (!po_sim_payment_txn(sim_dir(o), channel, so->out_trade_no, so->txn,
                                     sizeof so->txn)) {
                 fprintf(stderr, "payonce: --again: no earlier payment of %s in %s\n",
                         so->out_trade_no, sim_dir(o));
-                return EXIT_USAGE;
+                ret = EXIT_USAGE;
+                goto out;
             }
         } else if (cli_opt(o, "txn")) {
             if (!po_id_valid(cli_opt(o, "txn"), PO_TXN_ID_MAX) ||
                 po_strcpy(so->txn, sizeof so->txn, cli_opt(o, "txn"))) {
                 fprintf(stderr, "payonce: --txn: 1-64 characters of [A-Za-z0-9_-]\n");
-                return EXIT_USAGE;
+                ret = EXIT_USAGE;
+                goto out;
             }
         } else {
             po_sim_new_txn(channel, so->txn, sizeof so->txn);
         }
         int r = created ? created_order(o, channel, so, *colon != '\0') : 0;
-        if (r)
-            return r;
+        if (r) {
+            ret = r;
+            goto out;
+        }
         if (created && !so->url[0] && !cli_opt(o, "notify-url") && !cli_flag(o, "lose")) {
             fprintf(stderr,
                     "payonce: --created: %s notifies the endpoint set in its dashboard:"
                     " give --notify-url\n",
                     channel);
-            return EXIT_USAGE;
+            ret = EXIT_USAGE;
+            goto out;
         }
     }
     *n = k;
-    return 0;
+    *out = orders;
+    orders = NULL;
+out:
+    free(orders);
+    free(buf);
+    free(vals);
+    free(line);
+    return ret;
 }
 
 static void record(const char *dir, const char *channel, const struct sim_order *so,
@@ -333,16 +426,26 @@ static int pay_args(const struct opts *o, struct sim_pay_args *a)
     return 0;
 }
 
+static int pay(const struct opts *o, struct sim_pay_args a, struct sim_order *orders, int n);
+
 int cmd_sim_pay(struct po_store *s, const struct opts *o)
 {
     (void)s;
     struct sim_pay_args a;
-    struct sim_order orders[PO_SIM_ORDERS_MAX];
+    struct sim_order *orders = NULL;
     int n = 0, ret = pay_args(o, &a);
     if (!ret)
-        ret = parse_orders(o, a.channel, orders, &n);
-    if (ret)
-        return ret;
+        ret = parse_orders(o, a.channel, &orders, &n);
+    if (!ret)
+        ret = pay(o, a, orders, n);
+    free(orders);
+    return ret;
+}
+
+/* Pays the n orders as a says (the body of sim pay). */
+static int pay(const struct opts *o, struct sim_pay_args a, struct sim_order *orders, int n)
+{
+    int ret = 0;
     int64_t tamper = 0;
     if (cli_opt(o, "tamper-amount") &&
         po_parse_i64(cli_opt(o, "tamper-amount"), 1, PO_AMOUNT_MAX, &tamper)) {
@@ -534,8 +637,9 @@ int cmd_sim_receiver(struct po_store *s, const struct opts *o)
     size_t len = 0;
     po_err rc = po_file_read(cli_opt(o, "secret-file"), PO_KEY_FILE_MAX, &secret, &len);
     if (rc) {
-        fprintf(stderr, "payonce: cannot read %s: %s\n", cli_opt(o, "secret-file"),
-                po_file_error(rc));
+        char why[600];
+        po_file_why(cli_opt(o, "secret-file"), rc, why, sizeof why);
+        fprintf(stderr, "payonce: cannot read %s: %s\n", cli_opt(o, "secret-file"), why);
         return EXIT_USAGE;
     }
     while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))

@@ -121,9 +121,9 @@ const struct cli_command cli_commands[] = {
     {"sim", "keys", "dir mode tenant api-url gateway-url", "", "", cmd_sim_keys, true,
      "make the channel simulator's keys"},
     {"sim", "pay",
-     "dir notify-url order channel currency txn copies tamper-amount time-factor max-attempts"
-     " deadline-ms pace-ms paid-on history",
-     "order", "concurrent reorder lose forge created again", cmd_sim_pay, true,
+     "dir notify-url order orders-file channel currency txn copies tamper-amount time-factor"
+     " max-attempts deadline-ms pace-ms paid-on history",
+     "", "concurrent reorder lose forge created again", cmd_sim_pay, true,
      "pay orders through the simulated channel (callbacks to payonce)"},
     {"sim", "serve", "dir listen time-factor refund-delay-ms search-lag-s", "", "", cmd_sim_serve,
      true, "the simulated channel's query, bill and refund APIs"},
@@ -172,19 +172,25 @@ const struct cli_command cli_commands[] = {
 const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];
 
 /* A missing SQLite file is refused (a typo in --db must not create an
- * empty database somewhere); only migrate creates one. */
+ * empty database somewhere); only migrate creates one. The error names
+ * the path, the cause found on it, and where the URL came from. */
 static int sqlite_file_exists(const char *url)
 {
     if (strncmp(url, "sqlite:", 7) != 0)
         return 0;
     const char *path = url + 7;
-    struct stat st;
-    if (!*path || stat(path, &st) == 0)
-        return 0; /* no path: the store says so */
-    fprintf(stderr,
-            "payonce: no database at %s (%s); create it with 'payonce migrate --db %s',"
-            " or name the right one with --db\n",
-            path, strerror(errno), url);
+    char why[600], from[1200];
+    if (!*path || !po_path_why(path, false, why, sizeof why))
+        return 0; /* there and readable (no path: the store says so) */
+    cli_origin("db", "PAYONCE_DB", from, sizeof from);
+    if (strcmp(why, "no such file") == 0)
+        fprintf(stderr,
+                "payonce: no database at %s (no such file); the database was %s; create it with"
+                " 'payonce migrate --db %s', or name the right one with --db or --config\n",
+                path, from, url);
+    else
+        fprintf(stderr, "payonce: cannot open database %s: %s; the database was %s\n", path, why,
+                from);
     return EXIT_FAIL;
 }
 
@@ -219,42 +225,37 @@ static int run_command(const struct cli_command *c, int argc, char **argv)
                 c->word2 ? " " : "", c->word2 ? c->word2 : "");
         return EXIT_USAGE;
     }
-    /* The config file first, the environment and the flags over it: serve
-     * and config check read all of it (the default file when it exists);
-     * the other commands take db and master-key-file from a file named
-     * with --config. */
+    /* The config file first (cli_config_find: --config, PAYONCE_CONFIG,
+     * the default), the environment over it, the flags over both; from the
+     * file each command takes what applies to it (cli_file_applies). */
     struct opts file = {0};
     char *filebuf = NULL;
-    o = flags;
-    bool serving = c->allowed && strcmp(c->allowed, "@serve") == 0;
-    if (serving || cli_opt(&flags, "config")) {
-        const char *path = cli_opt(&flags, "config");
-        int r = cfg_load(path ? path : PO_CONFIG_DEFAULT, path != NULL, &file, &filebuf);
-        if (r) {
-            free(filebuf);
-            return r;
-        }
-        cli_config_path = path ? path : filebuf ? PO_CONFIG_DEFAULT : NULL;
-        if (file.n + flags.n > PO_OPTS_MAX) {
-            free(filebuf);
-            fprintf(stderr, "payonce: too many options\n");
-            return EXIT_USAGE;
-        }
-        o.n = 0;
-        for (int i = 0; i < file.n; i++) {
-            const char *n = file.name[i];
-            if ((strcmp(n, "db") == 0 && getenv("PAYONCE_DB")) ||
-                (strcmp(n, "master-key-file") == 0 && getenv("PAYONCE_MASTER_KEY_FILE")) ||
-                (!serving && strcmp(n, "db") != 0 && strcmp(n, "master-key-file") != 0))
-                continue; /* the environment wins; other commands take only these two */
-            o.name[o.n] = n;
-            o.value[o.n++] = file.value[i];
-        }
-        for (int i = 0; i < flags.n; i++, o.n++) {
-            o.name[o.n] = flags.name[i];
-            o.value[o.n] = flags.value[i];
-        }
+    int r = cli_config_find(c, allowed, &flags, &file, &filebuf);
+    if (r) {
+        free(filebuf);
+        return r;
     }
+    o.n = 0;
+    for (int i = 0; i < file.n; i++) {
+        const char *n = file.name[i];
+        if ((strcmp(n, "db") == 0 && getenv("PAYONCE_DB")) ||
+            (strcmp(n, "master-key-file") == 0 && getenv("PAYONCE_MASTER_KEY_FILE")) ||
+            !cli_file_applies(c, allowed, n))
+            continue; /* the environment wins */
+        o.name[o.n] = n;
+        o.value[o.n++] = file.value[i];
+    }
+    if (o.n + flags.n > PO_OPTS_MAX) {
+        free(filebuf);
+        fprintf(stderr, "payonce: more than %d options with the config file's\n", PO_OPTS_MAX);
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < flags.n; i++, o.n++) {
+        o.name[o.n] = flags.name[i];
+        o.value[o.n] = flags.value[i];
+    }
+    if (cli_flag(&flags, "verbose"))
+        cli_verbose(c, allowed, &o);
     int ret = run_parsed(c, &file, &o);
     free(filebuf);
     return ret;
@@ -293,7 +294,13 @@ static int run_parsed(const struct cli_command *c, const struct opts *file, cons
     /* Every command but migrate needs the schema. */
     int version = 0;
     if (c->run != cmd_migrate && (po_store_schema_version(s, &version) || version == 0)) {
-        fprintf(stderr, "payonce: the database has no schema; run 'payonce migrate' first\n");
+        char shown[600], from[1200];
+        cli_redact_url(cli_db_url(&o), shown, sizeof shown);
+        cli_origin("db", "PAYONCE_DB", from, sizeof from);
+        fprintf(stderr,
+                "payonce: the database %s has no schema; run 'payonce migrate' first (the"
+                " database was %s)\n",
+                shown, from);
         po_store_close(s);
         return EXIT_FAIL;
     }
@@ -309,7 +316,8 @@ static int run_parsed(const struct cli_command *c, const struct opts *file, cons
 }
 
 /* `payonce --db=URL tenant list`: the options every command takes (db,
- * config, log-level, master-key-file) before the command move after it.
+ * config, log-level, master-key-file, and the flag verbose) before the
+ * command move after it.
  * Returns the reordered vector (argv itself when nothing moved), NULL
  * after saying why when a leading option is another one. */
 static char **cli_argv_moved;
@@ -324,15 +332,16 @@ static char **global_options_last(int argc, char **argv)
         bool known = false;
         for (size_t g = 0; g < sizeof globals / sizeof globals[0]; g++)
             known |= strlen(globals[g]) == len && strncmp(globals[g], name, len) == 0;
-        if (!known || (!eq && i + 1 >= argc)) {
+        bool flag = strcmp(argv[i], "--verbose") == 0;
+        if (!flag && (!known || (!eq && i + 1 >= argc))) {
             fprintf(stderr,
                     "payonce: '%s' before the command: only --db, --config, --log-level and"
-                    " --master-key-file (with their values) may come first; 'payonce help' lists"
-                    " the commands\n",
+                    " --master-key-file (with their values) and --verbose may come first;"
+                    " 'payonce help' lists the commands\n",
                     argv[i]);
             return NULL;
         }
-        i += eq ? 1 : 2;
+        i += eq || flag ? 1 : 2;
     }
     if (i == 1)
         return argv;
@@ -389,7 +398,11 @@ int main(int argc, char **argv)
         int rc = cli_help(1, w);
         return asked ? rc : EXIT_USAGE;
     }
-    fprintf(stderr, "payonce: unknown command '%s'\n", argv[1]);
-    cli_help_overview(stderr);
+    char near[64];
+    cli_nearest_command(argv[1], argc >= 3 ? argv[2] : NULL, near, sizeof near);
+    fprintf(stderr,
+            "payonce: unknown command '%.64s'; the nearest is 'payonce %s' ('payonce help'"
+            " lists them all)\n",
+            argv[1], near);
     return EXIT_USAGE;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_int.h"
 
@@ -47,14 +48,17 @@ int cli_parse_opts(int argc, char **argv, const char *allowed, const char *flags
             return -1;
         }
         char all[1600], fl[128];
-        (void)snprintf(all, sizeof all, " db log-level config %s %s ", allowed, flags);
-        (void)snprintf(fl, sizeof fl, " %s ", flags);
+        (void)snprintf(all, sizeof all, " db log-level config verbose %s %s ", allowed, flags);
+        (void)snprintf(fl, sizeof fl, " verbose %s ", flags);
         if (!strstr(all, pat)) {
             fprintf(stderr, "payonce: unknown option '%s'\n", a);
             return -1;
         }
         if (o->n >= PO_OPTS_MAX) {
-            fprintf(stderr, "payonce: too many options\n");
+            fprintf(stderr,
+                    "payonce: more than %d options on the command line (a long list goes in a"
+                    " file: sim pay --orders-file, order import --file)\n",
+                    PO_OPTS_MAX);
             return -1;
         }
         if (namelen >= sizeof o->namebuf[0]) {
@@ -156,7 +160,8 @@ int cli_open_store(const struct opts *o, struct po_store **out)
     char err[PO_ERRBUF_SIZE] = "";
     po_err rc = po_store_open(cli_db_url(o), out, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "payonce: cannot open database: %s\n", err);
+        const char *url = cli_db_url(o);
+        cli_db_fail(url, err, strncmp(url, "sqlite:", 7) == 0 && access(url + 7, F_OK) != 0);
         return EXIT_FAIL;
     }
     return 0;
@@ -188,7 +193,12 @@ int cli_read_input(const char *path, size_t max, const char *what, char **out, s
                                        : po_file_read(path, max, out, out_len);
     if (!rc)
         return 0;
-    fprintf(stderr, "payonce: cannot read %s: %s%s%s%s\n", path, po_file_error(rc),
+    char why[600];
+    if (strcmp(path, "-") == 0)
+        (void)snprintf(why, sizeof why, "%s", po_file_error(rc));
+    else
+        po_file_why(path, rc, why, sizeof why);
+    fprintf(stderr, "payonce: cannot read %s: %s%s%s%s\n", path, why,
             rc == PO_ERR_LIMIT ? " (larger than " : "", rc == PO_ERR_LIMIT ? what : "",
             rc == PO_ERR_LIMIT ? ")" : "");
     return EXIT_FAIL;
@@ -214,7 +224,9 @@ int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
         return 0;
     char err[PO_ERRBUF_SIZE] = "";
     if (po_master_key_load(path, key, err, sizeof err)) {
-        fprintf(stderr, "payonce: %s\n", err);
+        char from[1200];
+        cli_origin("master-key-file", "PAYONCE_MASTER_KEY_FILE", from, sizeof from);
+        fprintf(stderr, "payonce: %s; the master key's file was %s\n", err, from);
         return EXIT_FAIL;
     }
     *have = true;

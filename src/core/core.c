@@ -5,13 +5,16 @@
 #include "core.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *po_err_name(po_err rc)
 {
@@ -163,14 +166,55 @@ int po_currency_exponent(const char *currency)
 
 void po_money_format(int64_t minor, const char *currency, char *buf, size_t cap)
 {
-    int e = po_currency_exponent(currency);
-    uint64_t mag = minor < 0 ? (uint64_t)0 - (uint64_t)minor : (uint64_t)minor;
-    const char *sign = minor < 0 ? "-" : "";
+    po_money_format_fine(minor, 0, currency, buf, cap);
+}
+
+void po_money_format_fine(int64_t amount, int fine_digits, const char *currency, char *buf,
+                          size_t cap)
+{
+    PO_ASSERT(fine_digits >= 0 && fine_digits <= PO_MONEY_FINE_MAX);
+    int e = po_currency_exponent(currency), digits = e + fine_digits;
+    uint64_t div = 1;
+    for (int i = 0; i < digits; i++)
+        div *= 10;
+    uint64_t mag = amount < 0 ? (uint64_t)0 - (uint64_t)amount : (uint64_t)amount;
+    uint64_t whole = mag / div, frac = mag % div;
+    /* the finer digits only as far as they are not zero */
+    while (digits > e && frac % 10 == 0) {
+        frac /= 10;
+        digits--;
+    }
+    const char *sign = amount < 0 ? "-" : "";
     const char *cur = currency && *currency ? currency : "?";
-    if (e == 0)
-        (void)snprintf(buf, cap, "%s%" PRIu64 " %s", sign, mag, cur);
+    if (digits == 0)
+        (void)snprintf(buf, cap, "%s%" PRIu64 " %s", sign, whole, cur);
     else
-        (void)snprintf(buf, cap, "%s%" PRIu64 ".%02" PRIu64 " %s", sign, mag / 100, mag % 100, cur);
+        (void)snprintf(buf, cap, "%s%" PRIu64 ".%0*" PRIu64 " %s", sign, whole, digits, frac, cur);
+}
+
+void po_money_expand(const char *text, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (!cap)
+        return;
+    for (const char *p = text; *p && n + 1 < cap;) {
+        const char *close = *p == '{' ? strchr(p, '}') : NULL;
+        char amount[32], cur[8], money[PO_MONEY_MAX];
+        int64_t minor = 0;
+        /* "{" digits " " three letters "}" */
+        if (close && close - p < 32 && sscanf(p, "{%31[-0-9] %7[A-Z?]}", amount, cur) == 2 &&
+            strlen(cur) == 3 && (size_t)(close - p) == strlen(amount) + strlen(cur) + 2 &&
+            po_parse_i64(amount, INT64_MIN, INT64_MAX, &minor) == PO_OK) {
+            po_money_format(minor, cur, money, sizeof money);
+            n += (size_t)snprintf(out + n, cap - n, "%s", money);
+            if (n >= cap)
+                n = cap - 1;
+            p = close + 1;
+            continue;
+        }
+        out[n++] = *p++;
+    }
+    out[n] = '\0';
 }
 
 int po_hexval(char c)
@@ -514,6 +558,113 @@ const char *po_file_error(po_err rc)
     default:
         return po_err_name(rc);
     }
+}
+
+void po_file_why(const char *path, po_err rc, char *buf, size_t cap)
+{
+    if ((rc == PO_ERR_NOT_FOUND || rc == PO_ERR_IO) && po_path_why(path, false, buf, cap))
+        return;
+    (void)snprintf(buf, cap, "%s", po_file_error(rc));
+}
+
+/* The name of user uid (its number when the system has none). */
+static void user_name(uid_t uid, char *buf, size_t cap)
+{
+    struct passwd pw, *found = NULL;
+    char scratch[1024];
+    if (getpwuid_r(uid, &pw, scratch, sizeof scratch, &found) == 0 && found)
+        (void)snprintf(buf, cap, "%s", found->pw_name);
+    else
+        (void)snprintf(buf, cap, "uid %u", (unsigned)uid);
+}
+
+/* "permission denied (the WHAT NAME is 0750 root:payonce; you are alice)" */
+static void denied(const char *what, const char *name, const struct stat *st, char *buf, size_t cap)
+{
+    char owner[64], group[64], me[64];
+    struct group gr, *found = NULL;
+    char scratch[1024];
+    user_name(st->st_uid, owner, sizeof owner);
+    if (getgrgid_r(st->st_gid, &gr, scratch, sizeof scratch, &found) == 0 && found)
+        (void)snprintf(group, sizeof group, "%s", found->gr_name);
+    else
+        (void)snprintf(group, sizeof group, "gid %u", (unsigned)st->st_gid);
+    user_name(geteuid(), me, sizeof me);
+    (void)snprintf(buf, cap, "permission denied (the %s%s%s is %04o %s:%s; you are %s)", what,
+                   *name ? " " : "", name, (unsigned)(st->st_mode & 07777), owner, group, me);
+}
+
+/* true, with why in buf, when no file can be made in directory dir */
+static bool dir_unwritable(const char *dir, char *buf, size_t cap)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || access(dir, W_OK) == 0)
+        return false;
+    if (errno == EROFS)
+        (void)snprintf(buf, cap, "%s is on a read-only file system", dir);
+    else
+        denied("directory", dir, &st, buf, cap);
+    return true;
+}
+
+bool po_path_why(const char *path, bool write, char *buf, size_t cap)
+{
+    char p[4096];
+    struct stat st;
+    buf[0] = '\0';
+    if (!path || !*path || po_strcpy(p, sizeof p, path))
+        return false;
+    /* each directory on the way, from the root (or the current one) down */
+    for (char *slash = strchr(p + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        bool ok = true;
+        if (stat(p, &st) != 0) {
+            if (errno == ENOENT)
+                (void)snprintf(buf, cap, "no such directory %s", p);
+            else if (errno == ENOTDIR)
+                (void)snprintf(buf, cap, "%s is not a directory", p);
+            else
+                (void)snprintf(buf, cap, "%s: %s", p, strerror(errno));
+            ok = false;
+        } else if (!S_ISDIR(st.st_mode)) {
+            (void)snprintf(buf, cap, "%s is not a directory", p);
+            ok = false;
+        } else if (access(p, X_OK) != 0) {
+            denied("directory", p, &st, buf, cap);
+            ok = false;
+        }
+        *slash = '/';
+        if (!ok)
+            return true;
+    }
+    /* the file's own directory, for a file to create */
+    char dir[4096];
+    const char *last = strrchr(p, '/');
+    if (last)
+        (void)snprintf(dir, sizeof dir, "%.*s", last == p ? 1 : (int)(last - p), p);
+    else
+        (void)snprintf(dir, sizeof dir, ".");
+    if (stat(p, &st) != 0) {
+        if (errno != ENOENT) {
+            (void)snprintf(buf, cap, "%s", strerror(errno));
+            return true;
+        }
+        if (!(write && dir_unwritable(dir, buf, cap)))
+            (void)snprintf(buf, cap, "no such file");
+        return true;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        (void)snprintf(buf, cap, "a directory, not a file");
+        return true;
+    }
+    if (access(p, write ? R_OK | W_OK : R_OK) != 0) {
+        if (errno == EROFS)
+            (void)snprintf(buf, cap, "%s is on a read-only file system", dir);
+        else
+            denied("file", "", &st, buf, cap);
+        return true;
+    }
+    return write && dir_unwritable(dir, buf, cap);
 }
 
 const char *po_tmp_dir(void)

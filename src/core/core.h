@@ -78,8 +78,23 @@ bool po_currency_valid(const char *s);
  * and VND, 2 for the others payonce knows. */
 int po_currency_exponent(const char *currency);
 /* An amount in minor units as a person reads it: "12.80 CNY", "-0.01 CNY",
- * "1000 JPY". For people only: JSON keeps integer minor units. */
+ * "1000 JPY". For people only: JSON keeps integer minor units. Every
+ * amount a command or the console shows a person goes through here (or
+ * po_money_format_fine), so money is never printed in two units. */
 void po_money_format(int64_t minor, const char *currency, char *buf, size_t cap);
+/* The same for an amount in 10^-fine_digits of the minor unit (fees are in
+ * thousandths: fine_digits 3), in major units with its currency: the
+ * currency's own digits always, the finer ones only as far as they are not
+ * zero — 11000 thousandths of a fen is "0.11 CNY", 11500 "0.115 CNY", 11
+ * "0.00011 CNY". fine_digits is 0..PO_MONEY_FINE_MAX. */
+void po_money_format_fine(int64_t amount, int fine_digits, const char *currency, char *buf,
+                          size_t cap);
+#define PO_MONEY_FINE_MAX 6
+/* text with each "{MINOR CUR}" (an integer amount in minor units and its
+ * currency, as a query writes it) said as po_money_format does: "postings
+ * {-100 CNY} cached {-95 CNY}" -> "postings -1.00 CNY cached -0.95 CNY".
+ * Anything else is copied as it is; cut to cap. */
+void po_money_expand(const char *text, char *out, size_t cap);
 #define PO_MONEY_MAX 40
 /* The value of a hexadecimal digit, or -1. */
 int po_hexval(char c);
@@ -171,6 +186,20 @@ po_err po_file_read(const char *path, size_t max, char **out, size_t *out_len) P
 const char *po_tmp_dir(void);
 /* Why po_file_read failed, for "cannot read PATH: REASON" messages. */
 const char *po_file_error(po_err rc);
+/* Why path cannot be opened, as the cause in "cannot open PATH: CAUSE",
+ * found by looking at the path itself, each directory from the root down:
+ * "no such file", "no such directory /var/lib/payonce", "permission
+ * denied (the directory /var/lib/payonce is 0750 payonce:payonce; you are
+ * alice)", "permission denied (the file is 0600 root:root; you are
+ * alice)", "/etc/payonce is not a directory", "a directory, not a file".
+ * write: the file is to be written (or created when absent) and files
+ * made beside it (SQLite's -wal and -shm, a file renamed into place): its
+ * directory must be writable too. false, with buf "", when nothing in the
+ * path explains a failure (the caller keeps its own reason). */
+bool po_path_why(const char *path, bool write, char *buf, size_t cap);
+/* Why po_file_read(path) failed with rc: po_path_why's cause for a file
+ * that is missing or cannot be read, else po_file_error's. */
+void po_file_why(const char *path, po_err rc, char *buf, size_t cap);
 /* The same for a stream read to its end (standard input). */
 po_err po_stream_read(FILE *f, size_t max, char **out, size_t *out_len) PO_MUST_CHECK;
 

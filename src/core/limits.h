@@ -145,8 +145,10 @@
 #define PO_PAGE_MAX 100
 
 /* ---- the command line and the simulator ---- */
-#define PO_OPTS_MAX 96 /* options of one command (sim pay takes 64 --order) */
-#define PO_SIM_ORDERS_MAX 64
+#define PO_OPTS_MAX 96             /* options of one command (sim pay takes 64 --order) */
+#define PO_SIM_ORDERS_ARGV_MAX 64  /* sim pay --order, on the command line */
+#define PO_SIM_ORDERS_MAX 10000    /* sim pay's orders, --orders-file included */
+#define PO_SIM_ORDERS_LINE_MAX 128 /* one NO:AMOUNT line of --orders-file */
 #define PO_SIM_COPIES_MAX 16
 #define PO_SIM_HEADERS_MAX 8
 #define PO_SIM_BILL_MAX (8 * 1024 * 1024)

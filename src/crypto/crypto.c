@@ -784,7 +784,9 @@ po_err po_master_key_load(const char *path, unsigned char out[PO_MASTER_KEY_LEN]
     }
     po_err rc = po_file_read(path, 128, &buf, &len);
     if (rc) {
-        po_errf(err, errcap, "cannot read %s (the master key): %s", path, po_file_error(rc));
+        char why[600];
+        po_file_why(path, rc, why, sizeof why);
+        po_errf(err, errcap, "cannot read %s (the master key): %s", path, why);
         return rc;
     }
     if (len == PO_MASTER_KEY_LEN) {

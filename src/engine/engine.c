@@ -102,7 +102,7 @@ static po_err layer1_seen(struct ev_ctx *c, bool *out_seen, bool *out_same)
     struct po_rows r;
     struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->key)};
     po_err rc = query(c,
-                      "SELECT COALESCE(out_trade_no, ''), amount FROM notify_log"
+                      "SELECT COALESCE(out_trade_no, ''), amount, currency FROM notify_log"
                       " WHERE tenant_id = ? AND idem_key = ?",
                       p, PO_NELEM(p), &r);
     if (rc)
@@ -114,12 +114,15 @@ static po_err layer1_seen(struct ev_ctx *c, bool *out_seen, bool *out_same)
         rc = po_rows_i64(&r, 0, 1, &amount);
         *out_same = strcmp(po_rows_get(&r, 0, 0), c->ev->out_trade_no) == 0 &&
                     amount == c->ev->amount_minor;
-        if (!*out_same)
+        if (!*out_same) {
+            char was[PO_MONEY_MAX], now[PO_MONEY_MAX];
+            po_money_format(amount, po_rows_get(&r, 0, 2), was, sizeof was);
+            po_money_format(c->ev->amount_minor, c->ev->currency, now, sizeof now);
             detailf(c,
-                    "%s was recorded for order %s amount %lld; this event names order %s"
-                    " amount %lld",
-                    c->key, po_rows_get(&r, 0, 0), (long long)amount, c->ev->out_trade_no,
-                    (long long)c->ev->amount_minor);
+                    "%s was recorded for order %s amount %s; this event names order %s"
+                    " amount %s",
+                    c->key, po_rows_get(&r, 0, 0), was, c->ev->out_trade_no, now);
+        }
     }
     po_rows_free(&r);
     return rc;

@@ -173,10 +173,11 @@ static po_err same_order(struct po_store *s, const struct po_order_spec *o, char
     if (strcmp(po_rows_get(&r, 0, 0), o->merchant) != 0)
         po_errf(err, errcap, "order %s exists with merchant %s", o->out_trade_no,
                 po_rows_get(&r, 0, 0));
-    else if (amount != o->amount_minor)
-        po_errf(err, errcap, "order %s exists with amount %lld", o->out_trade_no,
-                (long long)amount);
-    else if (strcmp(po_rows_get(&r, 0, 2), o->currency) != 0)
+    else if (amount != o->amount_minor) {
+        char money[PO_MONEY_MAX];
+        po_money_format(amount, po_rows_get(&r, 0, 2), money, sizeof money);
+        po_errf(err, errcap, "order %s exists with amount %s", o->out_trade_no, money);
+    } else if (strcmp(po_rows_get(&r, 0, 2), o->currency) != 0)
         po_errf(err, errcap, "order %s exists with currency %s", o->out_trade_no,
                 po_rows_get(&r, 0, 2));
     else if (strcmp(po_rows_get(&r, 0, 3), o->channel ? o->channel : "") != 0)
@@ -394,10 +395,11 @@ static po_err same_refund(struct po_store *s, const struct po_refund_spec *f, bo
     else if (strcmp(po_rows_get(&r, 0, 0), f->out_trade_no) != 0)
         po_errf(err, errcap, "refund %s exists for order %s", f->out_refund_no,
                 po_rows_get(&r, 0, 0));
-    else if (amount != f->amount_minor)
-        po_errf(err, errcap, "refund %s exists with amount %lld", f->out_refund_no,
-                (long long)amount);
-    else if (f->currency && strcmp(po_rows_get(&r, 0, 2), f->currency) != 0)
+    else if (amount != f->amount_minor) {
+        char money[PO_MONEY_MAX];
+        po_money_format(amount, po_rows_get(&r, 0, 2), money, sizeof money);
+        po_errf(err, errcap, "refund %s exists with amount %s", f->out_refund_no, money);
+    } else if (f->currency && strcmp(po_rows_get(&r, 0, 2), f->currency) != 0)
         po_errf(err, errcap, "refund %s exists with currency %s", f->out_refund_no,
                 po_rows_get(&r, 0, 2));
     else
@@ -435,11 +437,22 @@ static po_err why_not_reserved(struct po_store *s, const struct po_refund_spec *
         set_code(code, codecap, "order_not_paid");
         rc = PO_ERR_CONFLICT;
     } else {
-        po_errf(err, errcap, "refund of %lld exceeds what remains refundable on order %s (%s)",
-                (long long)f->amount_minor, f->out_trade_no, po_rows_get(&r, 0, 2));
+        char want[PO_MONEY_MAX], left[PO_MONEY_MAX];
+        int64_t remains = 0;
+        if (po_rows_i64(&r, 0, 2, &remains)) {
+            po_errf(err, errcap, "order %s: what remains refundable cannot be read",
+                    f->out_trade_no);
+            rc = PO_ERR_STORE;
+            goto out;
+        }
+        po_money_format(f->amount_minor, po_rows_get(&r, 0, 1), want, sizeof want);
+        po_money_format(remains, po_rows_get(&r, 0, 1), left, sizeof left);
+        po_errf(err, errcap, "refund of %s exceeds what remains refundable on order %s (%s)", want,
+                f->out_trade_no, left);
         set_code(code, codecap, "refund_exceeds_paid");
         rc = PO_ERR_CONFLICT;
     }
+out:
     po_rows_free(&r);
     return rc;
 }

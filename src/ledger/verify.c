@@ -2,8 +2,10 @@
  * verify.c — the invariants of README.md, "payonce verify", as one table of queries.
  *
  * Each query returns the rows that break its invariant as three text
- * columns (tenant, object, what was found). All run inside one read-only
- * snapshot, so a verify during live traffic sees a consistent state.
+ * columns (tenant, object, what was found; each amount in it written
+ * {MINOR CURRENCY}, said in major units by report_row). All run inside
+ * one read-only snapshot, so a verify during live traffic sees a
+ * consistent state.
  */
 #include "ledger.h"
 
@@ -26,20 +28,22 @@ struct check {
 
 static const struct check checks[] = {
     {"journal_unbalanced", "every journal's postings sum to zero per currency",
-     "SELECT tenant_id, idem_key, 'sum ' || SUM(amount) || ' ' || currency FROM posting"
+     "SELECT tenant_id, idem_key, 'sum {' || SUM(amount) || ' ' || currency || '}' FROM posting"
      " GROUP BY tenant_id, idem_key, currency HAVING SUM(amount) <> 0"
      " UNION ALL SELECT j.tenant_id, j.idem_key, 'no postings' FROM journal j WHERE NOT EXISTS"
      " (SELECT 1 FROM posting p WHERE p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key)",
      false},
     {"balance_mismatch", "each cached balance equals the sum of its postings",
      "SELECT p.tenant_id, p.account || ' ' || p.currency,"
-     " 'postings ' || p.s || ' cached ' || COALESCE(b.balance, 0) FROM"
+     " 'postings {' || p.s || ' ' || p.currency || '} cached {' || COALESCE(b.balance, 0) || ' '"
+     " || p.currency || '}' FROM"
      " (SELECT tenant_id, account, currency, SUM(amount) AS s FROM posting"
      "  GROUP BY tenant_id, account, currency) p LEFT JOIN account_balance b"
      " ON b.tenant_id = p.tenant_id AND b.account = p.account AND b.currency = p.currency"
      " WHERE COALESCE(b.balance, 0) <> p.s"
      " UNION ALL SELECT b.tenant_id, b.account || ' ' || b.currency,"
-     " 'postings 0 cached ' || b.balance FROM account_balance b LEFT JOIN"
+     " 'postings {0 ' || b.currency || '} cached {' || b.balance || ' ' || b.currency || '}'"
+     " FROM account_balance b LEFT JOIN"
      " (SELECT tenant_id, account, currency FROM posting GROUP BY tenant_id, account, currency) p"
      " ON p.tenant_id = b.tenant_id AND p.account = b.account AND p.currency = b.currency"
      " WHERE b.balance <> 0 AND p.tenant_id IS NULL",
@@ -54,8 +58,8 @@ static const struct check checks[] = {
      * then joined by key: SQLite would otherwise search every posting of
      * the tenant for each order (quadratic on a large ledger). */
     {"payment_amount", "a PAID order's payment journal moves the order's amount in its currency",
-     "SELECT o.tenant_id, o.out_trade_no, 'order ' || o.amount || ' ' || o.currency ||"
-     " ', payment journal ' || p.s || ' ' || p.cmin FROM pay_order o JOIN journal j"
+     "SELECT o.tenant_id, o.out_trade_no, 'order {' || o.amount || ' ' || o.currency ||"
+     " '}, payment journal {' || p.s || ' ' || p.cmin || '}' FROM pay_order o JOIN journal j"
      " ON j.tenant_id = o.tenant_id AND j.out_trade_no = o.out_trade_no AND j.kind = 'PAY'"
      " JOIN " POSITIVE_LINES " p ON p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key"
      " WHERE o.status = 'PAID' AND (p.s <> o.amount OR p.cmin <> o.currency"
@@ -84,17 +88,19 @@ static const struct check checks[] = {
      " GROUP BY tenant_id, idem_key HAVING COUNT(*) > 1",
      false},
     {"refund_totals", "an order's refunded amount is the sum of its successful refunds",
-     "SELECT o.tenant_id, o.out_trade_no, 'refunded ' || o.refunded_amount || ' refunds ' ||"
-     " COALESCE(SUM(r.amount), 0) FROM pay_order o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
+     "SELECT o.tenant_id, o.out_trade_no, 'refunded {' || o.refunded_amount || ' ' || o.currency"
+     " || '} refunds {' || COALESCE(SUM(r.amount), 0) || ' ' || o.currency || '}' FROM pay_order"
+     " o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
      " AND r.out_trade_no = o.out_trade_no AND r.status = 'SUCCESS' AND r.suspense_key IS NULL"
-     " GROUP BY o.tenant_id, o.out_trade_no, o.refunded_amount"
+     " GROUP BY o.tenant_id, o.out_trade_no, o.refunded_amount, o.currency"
      " HAVING o.refunded_amount <> COALESCE(SUM(r.amount), 0)",
      true},
     {"refund_reserved", "an order's reserved refund amount is the sum of its refunds not closed",
-     "SELECT o.tenant_id, o.out_trade_no, 'reserved ' || o.refund_reserved || ' refunds ' ||"
-     " COALESCE(SUM(r.amount), 0) FROM pay_order o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
+     "SELECT o.tenant_id, o.out_trade_no, 'reserved {' || o.refund_reserved || ' ' || o.currency"
+     " || '} refunds {' || COALESCE(SUM(r.amount), 0) || ' ' || o.currency || '}' FROM pay_order"
+     " o LEFT JOIN refund r ON r.tenant_id = o.tenant_id"
      " AND r.out_trade_no = o.out_trade_no AND r.status <> 'CLOSED' AND r.suspense_key IS NULL"
-     " GROUP BY o.tenant_id, o.out_trade_no, o.refund_reserved"
+     " GROUP BY o.tenant_id, o.out_trade_no, o.refund_reserved, o.currency"
      " HAVING o.refund_reserved <> COALESCE(SUM(r.amount), 0)",
      true},
     {"refund_journals", "every successful refund has exactly one refund journal",
@@ -104,8 +110,8 @@ static const struct check checks[] = {
      " HAVING COUNT(j.idem_key) <> 1",
      false},
     {"refund_amount", "a successful refund's journal moves the refund's amount in its currency",
-     "SELECT r.tenant_id, r.out_refund_no, 'refund ' || r.amount || ' ' || r.currency ||"
-     " ', refund journal ' || p.s || ' ' || p.cmin FROM refund r JOIN journal j"
+     "SELECT r.tenant_id, r.out_refund_no, 'refund {' || r.amount || ' ' || r.currency ||"
+     " '}, refund journal {' || p.s || ' ' || p.cmin || '}' FROM refund r JOIN journal j"
      " ON j.tenant_id = r.tenant_id AND j.out_refund_no = r.out_refund_no AND j.kind = 'REFUND'"
      " JOIN " POSITIVE_LINES " p ON p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key"
      " WHERE r.status = 'SUCCESS' AND (p.s <> r.amount OR p.cmin <> r.currency"
@@ -115,9 +121,10 @@ static const struct check checks[] = {
      * a payment parked there): what it parked. */
     {"suspense_refunds",
      "a refund of a suspense payment returns exactly what that payment parked, at most once",
-     "SELECT r.tenant_id, r.out_refund_no, 'returns ' || r.amount || ' ' || r.currency ||"
-     " ' of ' || r.suspense_key || ', which parked ' || COALESCE(p.amount || ' ' || p.currency,"
-     " 'nothing') FROM refund r LEFT JOIN journal j ON j.tenant_id = r.tenant_id AND"
+     "SELECT r.tenant_id, r.out_refund_no, 'returns {' || r.amount || ' ' || r.currency ||"
+     " '} of ' || r.suspense_key || ', which parked ' || COALESCE('{' || p.amount || ' ' ||"
+     " p.currency || '}', 'nothing') FROM refund r LEFT JOIN journal j ON j.tenant_id ="
+     " r.tenant_id AND"
      " j.idem_key = r.suspense_key AND j.kind = 'SUSPENSE' LEFT JOIN posting p ON"
      " p.tenant_id = j.tenant_id AND p.idem_key = j.idem_key AND p.amount > 0"
      " WHERE r.suspense_key IS NOT NULL AND (p.amount IS NULL OR p.amount <> r.amount"
@@ -148,8 +155,13 @@ static void report_row(const struct check *c, const struct po_rows *r, int row, 
     v.of_order = c->of_order;
     (void)snprintf(v.tenant, sizeof v.tenant, "%s", t ? t : "");
     (void)snprintf(v.object, sizeof v.object, "%s", o ? o : "");
-    (void)snprintf(v.detail, sizeof v.detail, "tenant %s: %.160s: %s (%s)", v.tenant, v.object,
-                   found ? found : "?", c->what);
+    /* the query writes each amount as {MINOR CURRENCY}: for a person, in
+     * major units with its currency (po_money_expand) */
+    char said[sizeof v.detail];
+    po_money_expand(found ? found : "?", said, sizeof said);
+    int len = snprintf(v.detail, sizeof v.detail, "tenant %s: %.160s: %s (%s)", v.tenant, v.object,
+                       said, c->what);
+    PO_ASSERT(len >= 0); /* longer than detail: cut, it is for people */
     if (report)
         report(ctx, &v);
 }
@@ -223,14 +235,15 @@ enum shape { SH_JOURNAL, SH_ORDER, SH_REFUND, SH_RECORD, SH_TENANT };
  * refunds are not the order's). */
 #define ORDER_FACTS                                                                                \
     ", c AS MATERIALIZED (SELECT o.tenant_id, o.out_trade_no, o.status, o.refunded_amount,"        \
-    " o.refund_reserved, (SELECT COUNT(*) FROM journal j WHERE j.tenant_id = o.tenant_id AND"      \
+    " o.refund_reserved, o.currency, (SELECT COUNT(*) FROM journal j WHERE"                        \
+    " j.tenant_id = o.tenant_id AND"                                                               \
     " j.out_trade_no = o.out_trade_no AND j.kind = 'PAY') AS pays,"                                \
     " COALESCE(SUM(CASE WHEN r.status = 'SUCCESS' AND r.suspense_key IS NULL THEN r.amount END),"  \
     " 0) AS refunded, COALESCE(SUM(CASE WHEN r.status <> 'CLOSED' AND r.suspense_key IS NULL"      \
     " THEN r.amount END), 0) AS reserved FROM w JOIN pay_order o ON o.tenant_id = w.tenant_id"     \
     " AND o.out_trade_no = w.k LEFT JOIN refund r ON r.tenant_id = o.tenant_id AND"                \
     " r.out_trade_no = o.out_trade_no GROUP BY o.tenant_id, o.out_trade_no, o.status,"             \
-    " o.refunded_amount, o.refund_reserved) "
+    " o.refunded_amount, o.refund_reserved, o.currency) "
 
 #define MONEY_RECORD                                                                               \
     "(n.outcome = 'suspense' OR n.event_type IN ('PAY_SUCCESS', 'REFUND_SUCCESS',"                 \
@@ -246,8 +259,8 @@ struct slice_check {
  * refund's amount check (verify sums each currency apart). */
 static const struct slice_check slice_checks[] = {
     {"journal_unbalanced", SH_JOURNAL,
-     "SELECT tenant_id, idem_key, CASE WHEN lines = 0 THEN 'no postings' ELSE 'sum ' || net ||"
-     " ' ' || cmin END FROM b WHERE lines = 0 OR (cmin = cmax AND net <> 0)"},
+     "SELECT tenant_id, idem_key, CASE WHEN lines = 0 THEN 'no postings' ELSE 'sum {' || net ||"
+     " ' ' || cmin || '}' END FROM b WHERE lines = 0 OR (cmin = cmax AND net <> 0)"},
     {"journal_without_record", SH_JOURNAL,
      "SELECT tenant_id, idem_key, kind || ' journal without processed record' FROM b"
      " WHERE records = 0"},
@@ -255,12 +268,12 @@ static const struct slice_check slice_checks[] = {
      "SELECT tenant_id, out_trade_no, 'status ' || ostatus || ' with a payment journal' FROM b"
      " WHERE kind = 'PAY' AND ostatus <> 'PAID'"},
     {"payment_amount", SH_JOURNAL,
-     "SELECT tenant_id, out_trade_no, 'order ' || oamount || ' ' || ocurrency ||"
-     " ', payment journal ' || moved || ' ' || cmin FROM b WHERE kind = 'PAY' AND"
+     "SELECT tenant_id, out_trade_no, 'order {' || oamount || ' ' || ocurrency ||"
+     " '}, payment journal {' || moved || ' ' || cmin || '}' FROM b WHERE kind = 'PAY' AND"
      " ostatus = 'PAID' AND (moved <> oamount OR cmin <> ocurrency OR cmax <> ocurrency)"},
     {"refund_amount", SH_JOURNAL,
-     "SELECT tenant_id, out_refund_no, 'refund ' || ramount || ' ' || rcurrency ||"
-     " ', refund journal ' || moved || ' ' || cmin FROM b WHERE kind = 'REFUND' AND"
+     "SELECT tenant_id, out_refund_no, 'refund {' || ramount || ' ' || rcurrency ||"
+     " '}, refund journal {' || moved || ' ' || cmin || '}' FROM b WHERE kind = 'REFUND' AND"
      " rstatus = 'SUCCESS' AND (moved <> ramount OR cmin <> rcurrency OR cmax <> rcurrency)"},
     {"refund_source", SH_JOURNAL,
      "SELECT tenant_id, out_refund_no, 'debits ' || CASE WHEN rsuspense IS NULL THEN 'suspense'"
@@ -271,11 +284,13 @@ static const struct slice_check slice_checks[] = {
      "SELECT tenant_id, out_trade_no, pays || ' payment journals' FROM c WHERE status = 'PAID'"
      " AND pays <> 1"},
     {"refund_totals", SH_ORDER,
-     "SELECT tenant_id, out_trade_no, 'refunded ' || refunded_amount || ' refunds ' || refunded"
-     " FROM c WHERE refunded_amount <> refunded"},
+     "SELECT tenant_id, out_trade_no, 'refunded {' || refunded_amount || ' ' || currency ||"
+     " '} refunds {' || refunded || ' ' || currency || '}' FROM c WHERE refunded_amount <>"
+     " refunded"},
     {"refund_reserved", SH_ORDER,
-     "SELECT tenant_id, out_trade_no, 'reserved ' || refund_reserved || ' refunds ' || reserved"
-     " FROM c WHERE refund_reserved <> reserved"},
+     "SELECT tenant_id, out_trade_no, 'reserved {' || refund_reserved || ' ' || currency ||"
+     " '} refunds {' || reserved || ' ' || currency || '}' FROM c WHERE refund_reserved <>"
+     " reserved"},
     {"applied_without_journal", SH_RECORD,
      "SELECT n.tenant_id, n.idem_key, n.outcome || ' ' || n.event_type || ' without journal'"
      " FROM w JOIN notify_log n ON n.tenant_id = w.tenant_id AND n.idem_key = w.k "
@@ -289,20 +304,23 @@ static const struct slice_check slice_checks[] = {
      " AND j.out_refund_no = r.out_refund_no AND j.kind = 'REFUND' WHERE r.status = 'SUCCESS'"
      " GROUP BY r.tenant_id, r.out_refund_no HAVING COUNT(j.idem_key) <> 1"},
     {"suspense_refunds", SH_REFUND,
-     "SELECT r.tenant_id, r.out_refund_no, 'returns ' || r.amount || ' ' || r.currency ||"
-     " ' of ' || r.suspense_key || ', which parked ' || COALESCE(p.amount || ' ' || p.currency,"
-     " 'nothing') FROM w JOIN refund r ON r.tenant_id = w.tenant_id AND r.out_refund_no = w.k"
+     "SELECT r.tenant_id, r.out_refund_no, 'returns {' || r.amount || ' ' || r.currency ||"
+     " '} of ' || r.suspense_key || ', which parked ' || COALESCE('{' || p.amount || ' ' ||"
+     " p.currency || '}', 'nothing') FROM w JOIN refund r ON r.tenant_id = w.tenant_id AND"
+     " r.out_refund_no = w.k"
      " LEFT JOIN journal j ON j.tenant_id = r.tenant_id AND j.idem_key = r.suspense_key AND"
      " j.kind = 'SUSPENSE' LEFT JOIN posting p ON p.tenant_id = j.tenant_id AND"
      " p.idem_key = j.idem_key AND p.amount > 0 WHERE r.suspense_key IS NOT NULL AND"
      " (p.amount IS NULL OR p.amount <> r.amount OR p.currency <> r.currency)"},
     {"balance_mismatch", SH_TENANT,
      "SELECT p.tenant_id, p.account || ' ' || p.currency,"
-     " 'postings ' || p.s || ' cached ' || COALESCE(b.balance, 0) FROM p"
+     " 'postings {' || p.s || ' ' || p.currency || '} cached {' || COALESCE(b.balance, 0) || ' '"
+     " || p.currency || '}' FROM p"
      " LEFT JOIN account_balance b ON b.tenant_id = p.tenant_id AND b.account = p.account AND"
      " b.currency = p.currency WHERE COALESCE(b.balance, 0) <> p.s"
-     " UNION ALL SELECT b.tenant_id, b.account || ' ' || b.currency, 'postings 0 cached ' ||"
-     " b.balance FROM w JOIN account_balance b ON b.tenant_id = w.tenant_id LEFT JOIN p ON"
+     " UNION ALL SELECT b.tenant_id, b.account || ' ' || b.currency, 'postings {0 ' || b.currency"
+     " || '} cached {' || b.balance || ' ' || b.currency || '}'"
+     " FROM w JOIN account_balance b ON b.tenant_id = w.tenant_id LEFT JOIN p ON"
      " p.tenant_id = b.tenant_id AND p.account = b.account AND p.currency = b.currency"
      " WHERE b.balance <> 0 AND p.tenant_id IS NULL"},
 };

@@ -191,9 +191,10 @@ static po_err record_fees(struct po_store *s, const struct po_channel_account *a
 
 json_t *po_recon_report_json(const struct po_recon_report *r)
 {
+    bool one = r->currency[0] && !r->several_currencies;
     return json_pack(
         "{s:s, s:b, s:s, s:s, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:I, s:I,"
-        " s:I, s:I, s:I, s:I}",
+        " s:I, s:I, s:I, s:I, s:s?, s:b}",
         "file_sha256", r->file_sha256, "already_imported", r->already_imported, "period_start",
         r->period_start, "period_end", r->period_end, "rows", (json_int_t)r->rows, "payments",
         "count", (json_int_t)r->payments, "amount", (json_int_t)r->payments_amount, "refunds",
@@ -201,7 +202,8 @@ json_t *po_recon_report_json(const struct po_recon_report *r)
         "count", (json_int_t)r->replayed, "amount", (json_int_t)r->replayed_amount, "matched",
         (json_int_t)r->matched, "mismatched", (json_int_t)r->mismatched, "suspense",
         (json_int_t)r->suspense, "zero_amount", (json_int_t)r->zero_amount, "missing_from_bill",
-        (json_int_t)r->missing_from_bill, "fees_milli", (json_int_t)r->fees_milli);
+        (json_int_t)r->missing_from_bill, "fees_milli", (json_int_t)r->fees_milli, "currency",
+        one ? r->currency : NULL, "several_currencies", r->several_currencies);
 }
 
 static void report_from_json(json_t *j, struct po_recon_report *r)
@@ -226,6 +228,10 @@ static void report_from_json(json_t *j, struct po_recon_report *r)
     GET(missing_from_bill, json_object_get(j, "missing_from_bill"));
     GET(fees_milli, json_object_get(j, "fees_milli"));
 #undef GET
+    const char *cur = json_string_value(json_object_get(j, "currency"));
+    if (cur && po_currency_valid(cur))
+        memcpy(r->currency, cur, sizeof r->currency);
+    r->several_currencies = json_is_true(json_object_get(j, "several_currencies"));
 }
 
 static po_err find_run(struct po_store *s, const char *tenant, struct po_recon_report *out,
@@ -316,6 +322,10 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
     for (int i = 0; i <= b.nrows; i++) {
         if (i < b.nrows) {
             const struct po_bill_row *row = &b.rows[i];
+            if (i == 0)
+                memcpy(r.currency, row->currency, sizeof r.currency);
+            else if (strcmp(r.currency, row->currency) != 0)
+                r.several_currencies = true;
             r.fees_milli += row->fee_milli;
             if (row->kind == PO_BILL_PAY)
                 r.payments++, r.payments_amount += row->amount;

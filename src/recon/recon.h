@@ -27,8 +27,13 @@ struct po_recon_report {
     int64_t suspense;
     int64_t zero_amount;       /* 0.00 rows: nothing to credit */
     int64_t missing_from_bill; /* our PAID orders the bill lacks */
-    int64_t fees_milli;
+    int64_t fees_milli;        /* thousandths of the minor unit */
     char period_start[11], period_end[11];
+    /* the bill's currency, the one of every amount above; "" when the bill
+     * has no rows, rows in several currencies (several_currencies), or the
+     * run was recorded before payonce kept it */
+    char currency[4];
+    bool several_currencies;
 };
 
 /* Progress callback for large files: rows done of rows total. */

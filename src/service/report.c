@@ -203,11 +203,15 @@ po_err po_report_reconcile(struct po_store *s, struct po_report *r, char *err, s
     r->mismatches = 0;
     for (int i = 0; i < q.nrows; i++) {
         int64_t sum = 0, bal = 0;
-        if (po_rows_i64(&q, i, 2, &sum) || po_rows_i64(&q, i, 3, &bal) || sum != bal) {
-            if (r->mismatches++ == 0)
-                (void)snprintf(r->first_mismatch, sizeof r->first_mismatch,
-                               "%s %s: the postings say %s, the balance %s", po_rows_get(&q, i, 0),
-                               po_rows_get(&q, i, 1), po_rows_get(&q, i, 2), po_rows_get(&q, i, 3));
+        bool read = !po_rows_i64(&q, i, 2, &sum) && !po_rows_i64(&q, i, 3, &bal);
+        if ((!read || sum != bal) && r->mismatches++ == 0) {
+            char said[PO_MONEY_MAX], is[PO_MONEY_MAX];
+            po_money_format(sum, po_rows_get(&q, i, 1), said, sizeof said);
+            po_money_format(bal, po_rows_get(&q, i, 1), is, sizeof is);
+            (void)snprintf(r->first_mismatch, sizeof r->first_mismatch,
+                           "%s %s: the postings say %s, the balance %s", po_rows_get(&q, i, 0),
+                           po_rows_get(&q, i, 1), read ? said : po_rows_get(&q, i, 2),
+                           read ? is : po_rows_get(&q, i, 3));
         }
     }
     po_rows_free(&q);

@@ -8,8 +8,10 @@
  * the jobs thread takes the table's counts and adds them, one row per
  * kind, to traffic (bucket, tenant, channel, node, kind) with an upsert, so
  * nodes and flushes add up and a restart loses at most the counts of one
- * interval. A tenant that does not fit (the table is full: callbacks for
- * many made-up tenants) is counted as PO_TRAFFIC_OTHER.
+ * interval. A callback refused as for no tenant (a made-up name, or a
+ * tenant without an account for the channel) is counted as
+ * PO_TRAFFIC_OTHER, and so is a tenant that does not fit (the table is
+ * full).
  */
 #include "traffic.h"
 
@@ -351,8 +353,12 @@ void po_traffic_answered(const struct po_delivery *d, int64_t credited_minor, co
 {
     bool keep = verified && delivery_ok(d);
     int64_t at = keep ? po_clock_now_ms() : 0;
+    /* a name that is no tenant's (or has no account for the channel) is
+     * counted under PO_TRAFFIC_OTHER: made-up names add no rows (the
+     * access log names them) */
+    const char *tenant = d->reason == PO_R_UNKNOWN_TENANT ? PO_TRAFFIC_OTHER : d->tenant;
     pthread_mutex_lock(&mu);
-    count_locked(d->tenant, d->channel, d->outcome, d->layer, d->micros, credited_minor, currency);
+    count_locked(tenant, d->channel, d->outcome, d->layer, d->micros, credited_minor, currency);
     if (keep)
         record_locked(d, at);
     pthread_mutex_unlock(&mu);

@@ -3,16 +3,24 @@
 # on SQLite and (when PAYONCE_TEST_PG is set) PostgreSQL: exit codes,
 # outputs, --json documents, and verify failing on a tampered ledger.
 set -uo pipefail
-BIN=${1:?path to payonce}
+BIN=$(realpath "${1:?path to payonce}")
 fails=0; passes=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 check() { # check NAME EXPECTED_STATUS CMD... ; stdout+stderr in $tmp/out
   local name=$1 want=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
+  keep_human "$name" "$@"
   if [ "$got" -ne "$want" ]; then
     echo "FAIL $name: exit $got, expected $want"; sed 's/^/  | /' "$tmp/out" "$tmp/err"; fails=$((fails+1))
   else passes=$((passes+1)); fi
+}
+# keep_human NAME CMD...: the text (not --json, --csv) output of each command
+# the suite runs, for the money check at the end (issue 45 item 4)
+keep_human() {
+  local name=$1; shift
+  case " $* " in *" --json "* | *" --json'"* | *" --csv "*) return 0 ;; esac
+  { echo "## $name: $*"; cat "$tmp/out" "$tmp/err"; } >> "$tmp/human.txt"
 }
 has() { # has NAME FILE PATTERN
   if grep -q -- "$3" "$2"; then passes=$((passes+1)); else
@@ -62,7 +70,7 @@ run_suite() { # run_suite DB_URL TAMPER_CMD...
   check order-same 0 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no ORD-1 --amount 100
   has order-same "$tmp/out" "already exists with the same fields"
   check order-diff 1 "$BIN" order create --db "$db" --tenant t1 --merchant m1 --out-trade-no ORD-1 --amount 101
-  has order-diff "$tmp/err" "exists with amount 100"
+  has order-diff "$tmp/err" "exists with amount 1.00 CNY"
 
   cat >"$tmp/ev.json" <<'EOF'
 {"tenant":"t1","channel":"wechatpay","type":"PAY_SUCCESS",
@@ -239,6 +247,10 @@ EOF
   check apply-unknown 0 "$BIN" apply --db "$db" --event "$tmp/ev9.json"; json apply-unknown 'd=={"outcome":"rejected","reason":"unknown_order"}'
   check alerts-unknown 0 "$BIN" alerts --db "$db" --tenant t1 --state open --json
   local rid; rid=$(python3 -c "import json; print([a['id'] for a in json.load(open('$tmp/out'))['alerts'] if a['reason']=='unknown_order'][0])")
+  # without --by (and without $USER, which anyone sets): the login name, not a role's (issue 45)
+  check alert-ack-login 0 env -u USER "$BIN" alerts ack --db "$db" --tenant t1 "$rid"
+  check alert-ack-login-json 0 "$BIN" alerts --db "$db" --tenant t1 --state acknowledged --json
+  json alert-ack-login-json 'any(a["id"]=="'"$rid"'" and a["state_by"]=="'"$(id -un)"'" for a in d["alerts"])'
   check replay-no-note 2 "$BIN" alerts replay --db "$db" --tenant t1 "$rid"
   check replay-too-early 1 "$BIN" alerts replay --db "$db" --tenant t1 "$rid" --note "before the order exists" --by carol
   has replay-too-early "$tmp/out" "not credited, the alert stays"
@@ -338,7 +350,7 @@ EOF
   check import-bad-line-nothing 1 "$BIN" order show --db "$db" --tenant ti --out-trade-no IMP-3
   printf 'm1,IMP-3,300\nm1,IMP-1,101\n' > "$tmp/conflict.csv"
   check import-conflict 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/conflict.csv"
-  has import-conflict "$tmp/err" "line 2: order IMP-1 exists with amount 100"
+  has import-conflict "$tmp/err" "line 2: order IMP-1 exists with amount 1.00 CNY"
   check import-conflict-nothing 1 "$BIN" order show --db "$db" --tenant ti --out-trade-no IMP-3
   printf 'm1,IMP-3,300,CNY,,extra\n' > "$tmp/fields.csv"
   check import-fields 1 "$BIN" order import --db "$db" --tenant ti --file "$tmp/fields.csv"
@@ -358,6 +370,12 @@ EOF
 
 check usage-none 2 "$BIN"
 check usage-unknown 2 "$BIN" frobnicate
+# an unknown command: one line naming the nearest (issue 45 item 5), not the whole list
+check usage-nearest 2 "$BIN" tenat list
+has usage-nearest "$tmp/err" "^payonce: unknown command 'tenat'; the nearest is 'payonce tenant list' ('payonce help' lists them all)$"
+[ "$(wc -l < "$tmp/err")" = 1 ] && [ ! -s "$tmp/out" ] && passes=$((passes+1)) || { echo "FAIL usage-nearest: more than one line"; fails=$((fails+1)); }
+check usage-nearest-word 2 "$BIN" reprot --tenant t1; has usage-nearest-word "$tmp/err" "the nearest is 'payonce report'"
+check help-nearest 2 "$BIN" help alert; has help-nearest "$tmp/err" "no command 'alert'; the nearest is 'alerts'"
 check usage-option 2 "$BIN" verify --bogus 1
 check usage-missing 2 "$BIN" tenant add --db "sqlite:$tmp/u.db"
 check help 0 "$BIN" --help; has help "$tmp/out" "order create"
@@ -372,10 +390,19 @@ while read -r w1 w2; do
   has "help-$w1-$w2" "$tmp/out" "^usage: payonce $w1${w2:+ $w2}"
   has "help-$w1-$w2-h" "$tmp/out" "^  -h, --help"
   if grep -q "(undocumented)" "$tmp/out"; then echo "FAIL help $w1 $w2: an undocumented option"; grep "(undocumented)" "$tmp/out"; fails=$((fails+1)); fi
+  # each command's own words (issue 45 item 5): no option explained as another command's
+  # ("report --from: restore: the backup file; ...")
+  leak=$(grep '^  --' "$tmp/out" | grep -oE "\b(restore|backup|report|migrate-store|apply|webhook|order list|order import|recon import|recon query|tenant add|operator|sim keys|sim serve|sim receiver|audit verify)( [a-z-]+)?: " | grep -v "^$w1\b" | head -1)
+  [ -z "$leak" ] && passes=$((passes+1)) || { echo "FAIL help $w1 $w2: explains another command's option ($leak)"; fails=$((fails+1)); }
   check "help-h-$w1-$w2" 0 "$BIN" $w1 $w2 -h
   ncmd=$((ncmd+1))
 done < <(grep '^  [a-z]' "$tmp/commands" | cut -c3-28)
 [ "$ncmd" -ge 30 ] && passes=$((passes+1)) || { echo "FAIL help listed $ncmd commands"; fails=$((fails+1)); }
+check help-report 0 "$BIN" report --help; has help-report "$tmp/out" "^  --from DATE  *the first day, YYYY-MM-DD (UTC"
+check help-backup 0 "$BIN" backup --help; has help-backup "$tmp/out" "^  --to FILE  *the file to write the backup to (must not exist) (required)$"
+check help-tenant-add 0 "$BIN" tenant add --help; has help-tenant-add "$tmp/out" "^  --name NAME  *the tenant's display name$"
+check help-operator-add 0 "$BIN" operator add --help; has help-operator-add "$tmp/out" "^  --name NAME  *the operator's sign-in name (required)$"
+check help-sim-serve 0 "$BIN" sim serve --help; has help-sim-serve "$tmp/out" "^  --refund-delay-ms MS  *the simulated channel settles refunds after (default 1000)$"
 check help-order-create 0 "$BIN" help order create
 has help-order-create "$tmp/out" "--out-trade-no NO .*(required)"
 has help-order-create "$tmp/out" "--currency CODE"
@@ -432,6 +459,131 @@ TAMPER_SQL="UPDATE account_balance SET balance = balance + 1 WHERE account = 'me
 head -c 32 /dev/urandom > "$tmp/master.key"
 head -c 32 /dev/urandom > "$tmp/other.key"
 chmod 600 "$tmp/master.key" "$tmp/other.key"
+
+# One way to find the configuration (issue 45 item 1): --config FILE, else
+# PAYONCE_CONFIG, else the default file when it exists and can be read (here
+# PAYONCE_TEST_DEFAULT_CONFIG stands in for /etc/payonce/payonce.conf: for
+# tests only); PAYONCE_DB over the file, --db over both; --verbose says
+# which; each command takes from the file what applies to it.
+pub="$tmp/pub"; mkdir -p "$pub"; chmod 711 "$tmp"; chmod 755 "$pub"
+if [ "$(id -u)" = 0 ]; then  # permissions are checked as another user (root passes them all)
+  as_other() { setpriv --reuid nobody --regid nogroup --clear-groups -- "$@"; }; other=nobody
+else as_other() { "$@"; }; other=$(id -un); fi
+"$BIN" migrate --db "sqlite:$tmp/cfg.db" >/dev/null && "$BIN" tenant add --db "sqlite:$tmp/cfg.db" --tenant from-file >/dev/null
+"$BIN" migrate --db "sqlite:$tmp/env.db" >/dev/null && "$BIN" tenant add --db "sqlite:$tmp/env.db" --tenant from-env >/dev/null
+printf '%s\n' "# serve's and every command's" "db = sqlite:$tmp/cfg.db" "master-key-file = $tmp/master.key" \
+  "log-level = debug" "listen = 127.0.0.1:9" > "$tmp/cfg.conf"
+tenants='[t["tenant"] for t in d]'
+cd "$pub" || exit 1
+  check cfg-flag 0 "$BIN" tenant list --config "$tmp/cfg.conf" --json; json cfg-flag "$tenants == ['from-file']"
+  check cfg-env 0 env PAYONCE_CONFIG="$tmp/cfg.conf" "$BIN" tenant list --json; json cfg-env "$tenants == ['from-file']"
+  check cfg-default 0 env PAYONCE_TEST_DEFAULT_CONFIG="$tmp/cfg.conf" "$BIN" tenant list --json
+  json cfg-default "$tenants == ['from-file']"
+  check cfg-flag-over-env 0 env PAYONCE_CONFIG="$tmp/none.conf" "$BIN" tenant list --config "$tmp/cfg.conf" --json
+  json cfg-flag-over-env "$tenants == ['from-file']"
+  check cfg-env-db-wins 0 env PAYONCE_DB="sqlite:$tmp/env.db" "$BIN" tenant list --config "$tmp/cfg.conf" --json
+  json cfg-env-db-wins "$tenants == ['from-env']"
+  check cfg-db-flag-wins 0 env PAYONCE_DB="sqlite:$tmp/cfg.db" "$BIN" tenant list --config "$tmp/cfg.conf" --db "sqlite:$tmp/env.db" --json
+  json cfg-db-flag-wins "$tenants == ['from-env']"
+  # --verbose says which file, database and key, and where each came from
+  check cfg-verbose-flag 0 "$BIN" audit seal --config "$tmp/cfg.conf" --verbose
+  has cfg-verbose-flag "$tmp/err" "^payonce: config: the config file $tmp/cfg.conf (--config); this command takes from it: db, master-key-file$"
+  has cfg-verbose-flag "$tmp/err" "^payonce: database: sqlite:$tmp/cfg.db (from the config file $tmp/cfg.conf (--config), line 2)$"
+  has cfg-verbose-flag "$tmp/err" "^payonce: master key: $tmp/master.key (from the config file $tmp/cfg.conf (--config), line 3)$"
+  check cfg-verbose-env 0 env PAYONCE_CONFIG="$tmp/cfg.conf" PAYONCE_DB="sqlite:$tmp/env.db" "$BIN" tenant list --verbose
+  has cfg-verbose-env "$tmp/err" "^payonce: config: the config file $tmp/cfg.conf (PAYONCE_CONFIG); this command takes from it: db$"
+  has cfg-verbose-env "$tmp/err" "^payonce: database: sqlite:$tmp/env.db (from PAYONCE_DB)$"
+  check cfg-verbose-default 0 env PAYONCE_TEST_DEFAULT_CONFIG="$tmp/cfg.conf" "$BIN" tenant list --db "sqlite:$tmp/env.db" --verbose
+  has cfg-verbose-default "$tmp/err" "^payonce: config: the default config file $tmp/cfg.conf; this command takes from it: db$"
+  has cfg-verbose-default "$tmp/err" "^payonce: database: sqlite:$tmp/env.db (given with --db)$"
+  check cfg-verbose-none 1 env PAYONCE_TEST_DEFAULT_CONFIG="$tmp/absent.conf" "$BIN" --verbose tenant list
+  has cfg-verbose-none "$tmp/err" "^payonce: config: no config file (no --config, PAYONCE_CONFIG not set, $tmp/absent.conf does not exist)$"
+  has cfg-verbose-none "$tmp/err" "^payonce: no database at ./payonce.db (no such file); the database was not given: no --db, no PAYONCE_DB, and no config file"
+  [ ! -e payonce.db ] && passes=$((passes+1)) || { echo "FAIL cfg-verbose-none: ./payonce.db made"; fails=$((fails+1)); }
+  # the file's log-level is serve's: a command speaks at error unless asked
+  check cfg-log-level 0 "$BIN" tenant list --config "$tmp/cfg.conf"
+  [ ! -s "$tmp/err" ] && passes=$((passes+1)) || { echo "FAIL cfg-log-level: $(cat "$tmp/err")"; fails=$((fails+1)); }
+  # an explicit file must be there; a default one that cannot be read is
+  # passed over by the commands (and named), refused by serve
+  check cfg-env-missing 1 env PAYONCE_CONFIG="$tmp/none.conf" "$BIN" tenant list
+  has cfg-env-missing "$tmp/err" "cannot read $tmp/none.conf: no such file"; has cfg-env-missing "$tmp/err" "named by PAYONCE_CONFIG"
+  cp "$tmp/cfg.conf" "$pub/closed.conf"; chmod 000 "$pub/closed.conf"
+  check cfg-default-unreadable 1 as_other env PAYONCE_TEST_DEFAULT_CONFIG="$pub/closed.conf" "$BIN" tenant list
+  has cfg-default-unreadable "$tmp/err" "no config file (no --config, PAYONCE_CONFIG not set, $pub/closed.conf is not readable: permission denied (the file is 0000 [^;]*; you are $other))"
+  check cfg-default-unreadable-serve 1 as_other env PAYONCE_TEST_DEFAULT_CONFIG="$pub/closed.conf" "$BIN" serve --insecure-dev
+  has cfg-default-unreadable-serve "$tmp/err" "cannot read $pub/closed.conf: permission denied (the file is 0000 "
+cd - >/dev/null || exit 1
+# the docs as the binary has it (issue 45 item 5): operations.md's backup
+# example is a real backup's line with this build's schema version (from
+# its migrations); no bare `payonce migrate` (it made ./payonce.db wherever
+# it ran); the man page points at the installed docs, not the sources'
+opsdoc="$(dirname "$0")/../../docs/operations.md"
+check doc-backup 0 "$BIN" backup --config "$tmp/cfg.conf" --to "$tmp/cfg.bak"   # its db and key from the file
+ver=$(sed -n 's/.*(\([0-9]*\) bytes, schema version \([0-9]*\)); verify: ok$/\2/p' "$tmp/out")
+"$BIN" migrate --db "sqlite:$tmp/fresh.db" > "$tmp/fresh.out"
+[ -n "$ver" ] && grep -q "^schema version $ver (" "$tmp/fresh.out" && passes=$((passes+1)) || { echo "FAIL doc-backup: backup says schema version '$ver', migrate: $(cat "$tmp/fresh.out")"; fails=$((fails+1)); }
+docver=$(grep -o 'schema version [0-9][0-9]*' "$opsdoc" | sort -u)
+[ "$docver" = "schema version $ver" ] && passes=$((passes+1)) || { echo "FAIL doc-backup: operations.md says '$docver', this build 'schema version $ver'"; fails=$((fails+1)); }
+grep -q "^# backup: /var/lib/payonce/payonce.db -> /backup/payonce-2026-12-04.db ([0-9]* bytes, schema version $ver); verify: ok$" "$opsdoc" &&
+  passes=$((passes+1)) || { echo "FAIL doc-backup: operations.md's backup line is not a backup's"; fails=$((fails+1)); }
+# restore never takes the file's db (the live one): its own --db, PAYONCE_DB or ./payonce.db
+check cfg-restore-db 0 sh -c 'cd "$1" && exec "$2" restore --config "$3" --from "$4" --verbose' _ "$pub" "$BIN" "$tmp/cfg.conf" "$tmp/cfg.bak"
+has cfg-restore-db "$tmp/err" "^payonce: database: sqlite:./payonce.db (the default; not given: no --db, no PAYONCE_DB (this command takes no db from the config file $tmp/cfg.conf (--config)))$"
+has cfg-restore-db "$tmp/out" "^restore: $tmp/cfg.bak -> ./payonce.db "
+rm -f "$pub"/payonce.db*
+if grep -n '^\(sudo -u payonce \)\?payonce migrate *\(#.*\)\?$' "$(dirname "$0")/../../README.md" "$opsdoc" "$(dirname "$0")"/../../docs/*.md; then
+  echo "FAIL doc-migrate: a bare 'payonce migrate'"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check doc-man 0 "$(dirname "$0")/../../scripts/manpage.sh" "$BIN" "$tmp/payonce.1"
+if grep -n 'docs/\|README' "$tmp/payonce.1" | grep -v '/usr/share/doc/payonce/'; then echo "FAIL doc-man: the sources' docs named"; fails=$((fails+1)); else passes=$((passes+1)); fi
+has doc-man "$tmp/payonce.1" "^/usr/share/doc/payonce/README.md"
+has doc-man "$tmp/payonce.1" "PAYONCE_CONFIG"
+# channel set takes --config, --log-level and its master key from the file
+# (it was refused: "it is for  only")
+printf 'whsec_from_the_config_file\n' > "$tmp/whsec-cfg"
+check cfg-channel-set 0 "$BIN" channel set --config "$tmp/cfg.conf" --log-level warn --tenant from-file --channel stripe --webhook-secret-file "$tmp/whsec-cfg"
+has cfg-channel-set "$tmp/out" "saved (secrets sealed with the master key)"
+check cfg-channel-other 2 "$BIN" channel set --config "$tmp/cfg.conf" --tenant from-file --channel stripe --mchid 1 --webhook-secret-file "$tmp/whsec-cfg"
+has cfg-channel-other "$tmp/err" "^payonce: --mchid is not an option of channel stripe (it is for wechatpay only)$"
+# every command takes --config and says in its help what it takes from it
+for c in "backup" "restore" "sim pay" "report" "serve" "webhook add"; do
+  # shellcheck disable=SC2086
+  check "cfg-help-${c// /-}" 0 "$BIN" $c --help; has "cfg-help-${c// /-}" "$tmp/out" "^  --config FILE  *.* takes"
+done
+has cfg-help-webhook-add "$tmp/out" "takes from it: db, master-key-file, insecure-dev, webhook-allow-net;"
+check cfg-help-restore 0 "$BIN" restore --help; has cfg-help-restore "$tmp/out" "restore takes from it: master-key-file;"
+check cfg-sim-pay 2 "$BIN" sim pay --config "$tmp/cfg.conf" --dir "$tmp/simnone" --order X-1:100
+has cfg-sim-pay "$tmp/err" "notify-url is required"   # the file's listen is not the simulator's: nothing taken
+# a default file is not read by a command that takes nothing from it (a
+# broken one stops only what uses it); one named on purpose is checked
+printf 'nope = 1\n' > "$tmp/broken.conf"
+check cfg-default-unused 0 env PAYONCE_TEST_DEFAULT_CONFIG="$tmp/broken.conf" "$BIN" sim keys --dir "$tmp/simbroken" --verbose
+has cfg-default-unused "$tmp/err" "the default $tmp/broken.conf is not read: nothing in it applies to this command"
+check cfg-default-used 1 env PAYONCE_TEST_DEFAULT_CONFIG="$tmp/broken.conf" "$BIN" tenant list
+has cfg-default-used "$tmp/err" "broken.conf:1: unknown option 'nope'"
+check cfg-named-unused 1 "$BIN" sim keys --dir "$tmp/simbroken" --config "$tmp/broken.conf"
+# open errors name the path, the cause and where the path came from
+mkdir -p "$pub/shut"; "$BIN" migrate --db "sqlite:$pub/shut/x.db" >/dev/null; chmod 000 "$pub/shut"
+check open-dir-denied 1 as_other "$BIN" tenant list --db "sqlite:$pub/shut/x.db"
+has open-dir-denied "$tmp/err" "^payonce: cannot open database $pub/shut/x.db: permission denied (the directory $pub/shut is 0000 [^;]*; you are $other); the database was given with --db$"
+chmod 755 "$pub/shut"; chmod 600 "$pub/shut/x.db"
+check open-file-denied 1 as_other "$BIN" tenant list --db "sqlite:$pub/shut/x.db"
+has open-file-denied "$tmp/err" "cannot open database $pub/shut/x.db: permission denied (the file is 0600 [^;]*; you are $other)"
+[ "$(id -u)" = 0 ] && { chmod 666 "$pub/shut/x.db"; chmod 555 "$pub/shut"; }
+if [ "$(id -u)" = 0 ]; then  # as nobody: the file is writable, its directory not (SQLite's -wal)
+  check open-dir-readonly 1 as_other "$BIN" tenant list --db "sqlite:$pub/shut/x.db"
+  has open-dir-readonly "$tmp/err" "permission denied (the directory $pub/shut is 0555 [^;]*; you are nobody): SQLite writes its -wal and -shm files beside the database"
+fi
+chmod 755 "$pub/shut"
+check open-no-dir 1 "$BIN" migrate --db "sqlite:$pub/nodir/x.db"
+has open-no-dir "$tmp/err" "^payonce: cannot create the database $pub/nodir/x.db: no such directory $pub/nodir; the database was given with --db$"
+check open-no-dir-other 1 "$BIN" tenant list --config "$tmp/cfg.conf" --db "sqlite:$pub/nodir/x.db"
+has open-no-dir-other "$tmp/err" "cannot open database $pub/nodir/x.db: no such directory $pub/nodir"
+mkdir -p "$pub/rw"; chmod 777 "$pub/rw"; cp "$tmp/master.key" "$pub/closed.key"; chmod 000 "$pub/closed.key"
+"$BIN" migrate --db "sqlite:$pub/rw/k.db" >/dev/null && "$BIN" tenant add --db "sqlite:$pub/rw/k.db" --tenant tk >/dev/null
+chmod 666 "$pub/rw/k.db"
+printf '%s\n' "db = sqlite:$pub/rw/k.db" "master-key-file = $pub/closed.key" > "$pub/key.conf"
+check open-key-denied 1 as_other "$BIN" audit seal --config "$pub/key.conf"
+has open-key-denied "$tmp/err" "cannot read $pub/closed.key (the master key): permission denied (the file is 0000 [^;]*; you are $other); the master key's file was from the config file $pub/key.conf (--config), line 2"
 
 # serve says at start what would fail later: a listen address in use, a
 # schema older than this build's
@@ -530,6 +682,34 @@ grep -q "amount_mismatch" <(grep -- '--tamper-amount' "$simdoc") && passes=$((pa
 if grep -n -- '--tenant [a-z]' "$simdoc" | grep -v -- '--tenant acme'; then echo "FAIL simulator.md: a tenant other than acme"; fails=$((fails+1)); else passes=$((passes+1)); fi
 check sim-pay-no-url 2 "$BIN" sim pay --dir "$tmp/simnote" --order X-1:100
 has sim-pay-no-url "$tmp/err" "--notify-url is required (unless --lose or --created)"
+# sim pay --orders-file (issue 45 item 5): NO:AMOUNT a line, bounded; the
+# command line's --order limit named, not "too many options"
+check sim-keys-orders 0 "$BIN" sim keys --dir "$tmp/simorders" --tenant ta
+{ echo "# seventy orders"; for i in $(seq 1 70); do echo "OF-$i:$((100 + i))"; done; echo; } > "$tmp/orders.txt"
+check sim-orders-file 0 "$BIN" sim pay --dir "$tmp/simorders" --orders-file "$tmp/orders.txt" --order OF-0:100 --lose
+[ "$(grep -c 'lost: never sent' "$tmp/out")" = 71 ] && passes=$((passes+1)) || { echo "FAIL sim-orders-file: $(grep -c 'lost: never sent' "$tmp/out") of 71 paid"; fails=$((fails+1)); }
+[ "$(grep -c '"out_trade_no":"OF-70","txn":"[0-9]*","amount":170,' "$tmp/simorders/payments.jsonl")" = 1 ] && passes=$((passes+1)) || { echo "FAIL sim-orders-file: OF-70 not paid 170"; fails=$((fails+1)); }
+check sim-orders-stdin 0 sh -c "printf 'OS-1:5\n' | '$BIN' sim pay --dir '$tmp/simorders' --orders-file - --lose"
+has sim-orders-stdin "$tmp/out" "OS-1 .*lost"
+mapfile -t many < <(for i in $(seq 1 65); do echo --order; echo "OM-$i:1"; done)
+check sim-orders-argv 2 "$BIN" sim pay --dir "$tmp/simorders" --lose "${many[@]}"
+has sim-orders-argv "$tmp/err" "^payonce: at most 64 --order on the command line; more (up to 10000) with --orders-file FILE, NO:AMOUNT a line$"
+mapfile -t many < <(for i in $(seq 1 100); do echo --order; echo "OM-$i:1"; done)
+check sim-orders-options 2 "$BIN" sim pay --dir "$tmp/simorders" --lose "${many[@]}"
+has sim-orders-options "$tmp/err" "more than 96 options on the command line (a long list goes in a file: sim pay --orders-file"
+printf 'OB-1:1\n\nOB-3:abc\n' > "$tmp/orders-bad.txt"
+check sim-orders-bad 2 "$BIN" sim pay --dir "$tmp/simorders" --orders-file "$tmp/orders-bad.txt" --lose
+has sim-orders-bad "$tmp/err" "^payonce: --orders-file $tmp/orders-bad.txt:3: OB-3:abc: expected OUT_TRADE_NO:AMOUNT_MINOR$"
+seq 1 10001 | sed 's/^/ON-/; s/$/:1/' > "$tmp/orders-many.txt"
+check sim-orders-too-many 2 "$BIN" sim pay --dir "$tmp/simorders" --orders-file "$tmp/orders-many.txt" --lose
+has sim-orders-too-many "$tmp/err" "orders-many.txt:10001: more than 10000 orders"
+printf 'OL-%0200d:1\n' 1 > "$tmp/orders-long.txt"
+check sim-orders-long 2 "$BIN" sim pay --dir "$tmp/simorders" --orders-file "$tmp/orders-long.txt" --lose
+has sim-orders-long "$tmp/err" "orders-long.txt:1: longer than 128 bytes"
+check sim-orders-none 2 "$BIN" sim pay --dir "$tmp/simorders" --lose
+has sim-orders-none "$tmp/err" "no orders: give --order NO:AMOUNT (up to 64) or --orders-file FILE"
+check sim-orders-missing 2 "$BIN" sim pay --dir "$tmp/simorders" --orders-file "$tmp/nope.txt" --lose
+has sim-orders-missing "$tmp/err" "cannot read $tmp/nope.txt: no such file"
 # sim keys with --api-url and --gateway-url (issue 26): the printed lines,
 # run as they are, make every channel's order query work against the
 # simulator (its API base, the merchant's key); without them, a note says how
@@ -568,5 +748,11 @@ if [ -n "${PAYONCE_TEST_PG:-}" ]; then
 elif [ -n "${PAYONCE_REQUIRE_PG:-}" ]; then
   echo "FAIL: PAYONCE_REQUIRE_PG set but no PAYONCE_TEST_PG"; fails=$((fails+1))
 fi
+# money a person reads carries its currency (issue 45 item 4): every text
+# output above (keep_human) checked; --json and --csv keep minor units
+# (the check itself first: it must catch the outputs of before, fees 11.000)
+for a in --self-test "$tmp/human.txt"; do
+  if python3 "$(dirname "$0")/../support/money_check.py" "$a"; then passes=$((passes+1)); else fails=$((fails+1)); fi
+done
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

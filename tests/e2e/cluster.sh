@@ -244,8 +244,11 @@ for s in 0 1 2; do
 done
 sleep 3 # of about 12 s of load
 t_sw0=$(date +%s%3N)
-old=$("$C" switchover) || { echo "FAIL: switchover"; fails=$((fails + 1)); }
+sw=$("$C" switchover) || { echo "FAIL: switchover"; fails=$((fails + 1)); }
+old=${sw%% *}
 new=$("$C" wait-primary 60)
+# it says the old and the new primary and how long (issue 45)
+check "switchover: says OLD -> NEW in S s" "$([[ "$sw" =~ ^pg[1-3]\ -\>\ $new\ in\ [0-9]+\.[0-9]{3}\ s$ ]] && [ "$old" != "$new" ] && echo yes)" yes
 t_sw1=$(date +%s%3N)
 switch=$((t_sw1 - t_sw0))
 outage_to "$t_sw0"

@@ -25,6 +25,21 @@ cleanup() {
 trap cleanup EXIT
 deb=$(scripts/deb.sh) || { echo "FAIL deb: the package did not build"; exit 1; }
 check "package built" "$(dpkg-deb -f "$deb" Package)" payonce
+# issue 45: the archive's root is 0755 (mktemp's 0700 was the package's /);
+# Depends names the packages of the binary's own libraries (dpkg-shlibdeps),
+# no library of a library (librtmp1, libldap-2.5-0, ...), and adduser and
+# cracklib-runtime, which it needs without linking them
+check "archive root 0755" "$(dpkg-deb -c "$deb" 2>/dev/null | awk '$6 == "./" {print $1}')" drwxr-xr-x
+deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/^ *//; s/ .*//')
+check "Depends: adduser, cracklib-runtime" "$(printf '%s\n' "$deps" | grep -cx 'adduser\|cracklib-runtime')" 2
+needed=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/payonce > "$work/payonce.bin" && objdump -p "$work/payonce.bin" | awk '/NEEDED/ {print $2}')
+indirect=
+for p in $deps; do
+  [ "$p" = adduser ] || [ "$p" = cracklib-runtime ] && continue
+  dpkg -L "$p" 2>/dev/null | sed 's#.*/##' | grep -qxF -f <(printf '%s\n' $needed) || indirect="$indirect $p"
+done
+check "Depends: only the binary's own libraries (not:$indirect)" "$indirect" ""
+check "Depends: every library the binary links" "$(printf '%s\n' $needed | while read -r l; do dpkg -S "*/$l" 2>/dev/null | cut -d: -f1 | head -1; done | sort -u | grep -cvxF -f <(printf '%s\n' $deps))" 0
 dpkg -i "$deb" > "$work/install.log" 2>&1; rc=$?
 check "dpkg -i" "$rc" 0; [ "$rc" -eq 0 ] || cat "$work/install.log"
 check "binary" "$(/usr/bin/payonce --version | cut -d' ' -f1)" payonce

@@ -80,7 +80,7 @@ expect_alert() {
 k1=$(key_of LC-1); k2=$(key_of LC-2)
 # 701 + ... + 706 owed to m1; its cached balance made 7 less
 sql "UPDATE account_balance SET balance = balance - 7 WHERE tenant_id = 't1' AND account = 'merchant_payable:m1'"
-expect_alert "a cached balance edited in SQL" "balance_mismatch: tenant t1: merchant_payable:m1 CNY: postings -4221 cached -4228" "naming the account and both sums"
+expect_alert "a cached balance edited in SQL" "balance_mismatch: tenant t1: merchant_payable:m1 CNY: postings -42.21 CNY cached -42.28 CNY" "naming the account and both sums"
 sql "UPDATE posting SET amount = amount + 5 WHERE tenant_id = 't1' AND idem_key = '$k1' AND amount > 0"
 expect_alert "a posting edited in SQL" "posting row $k1 line" "naming it"
 sql "DELETE FROM notify_log WHERE tenant_id = 't1' AND idem_key = '$k2'"
@@ -89,7 +89,7 @@ sql "INSERT INTO journal (tenant_id, idem_key, kind, out_trade_no, currency, cre
 sql "INSERT INTO posting (tenant_id, idem_key, line_no, account, currency, amount) VALUES ('t1', 'manual:LC-3', 1, 'channel_clearing:wechatpay', 'CNY', 703), ('t1', 'manual:LC-3', 2, 'merchant_payable:m1', 'CNY', -703)"
 expect_alert "a double credit inserted by hand" "order LC-3 has a second PAY journal, manual:LC-3" "naming the order"
 sql "UPDATE pay_order SET amount = amount - 1 WHERE tenant_id = 't1' AND out_trade_no = 'LC-4'"
-expect_alert "an order's amount edited in SQL" "payment_amount: tenant t1: LC-4: order 703 CNY, payment journal 704 CNY" "naming the order and both amounts"
+expect_alert "an order's amount edited in SQL" "payment_amount: tenant t1: LC-4: order 7.03 CNY, payment journal 7.04 CNY" "naming the order and both amounts"
 nalerts=$("$BIN" alerts --tenant t1 --json | python3 -c "import json,sys; print(sum(a['reason'] == 'ledger_invariant' for a in json.load(sys.stdin)['alerts']))")
 check "at least one alert per fault" "$(( nalerts >= 5 ))" 1
 check "payonce_ledger_violations_total counts every alert" "$(metric payonce_ledger_violations_total)" "$nalerts"

@@ -76,7 +76,16 @@ check "report: reconciled" "$(jq_ '(d["reconciled"], d["accounts_checked"])' < r
 before=$(fingerprint)
 $P recon import --tenant vec --channel wechatpay "$VECTORS/wechatpay_tradebill_all.csv" --json > import2.json
 check "vector: second import changes nothing" "$(jq_ 'd["already_imported"]' < import2.json) $(fingerprint)" "True $before"
-fig "# recon-e2e[$BACKEND] vector bill: $(jq_ '"%d rows, %d replayed, %d conflicts alerted, fees %d.%05d"%(d["rows"], d["replayed"]["count"], d["mismatched"], d["fees_milli"]//100000, d["fees_milli"]%100000)' < import1.json); re-import unchanged"
+# what a person reads (issue 45 item 4): the fees in yuan with the currency,
+# as every amount, in the import's report and the money report
+$P recon import --tenant vec --channel wechatpay "$VECTORS/wechatpay_tradebill_all.csv" > import3.txt
+$P report --tenant vec > report.txt
+fees=$(sed -n 's/^  channel fees  *//p' import3.txt)
+check "vector: the text report's fees" "$fees" "0.08 CNY"
+check "report: the text's fees" "$(grep -c '^2019-02-19 .* 0.0[0-9]* CNY$' report.txt)" "$(jq_ 'sum(1 for r in d["rows"] if r["day"] == "2019-02-19")' < report.json)"
+{ echo "## recon import (text)"; cat import3.txt; echo "## report --tenant vec"; cat report.txt; } > human.txt
+python3 "$E2E_DIR/../support/money_check.py" human.txt && passes=$((passes+1)) || fails=$((fails+1))
+fig "# recon-e2e[$BACKEND] vector bill: $(jq_ '"%d rows, %d replayed, %d conflicts alerted"%(d["rows"], d["replayed"]["count"], d["mismatched"])' < import1.json), fees $fees; re-import unchanged"
 
 # A large bill (3,000 rows, generated with its summary): progress is shown.
 python3 - "$VECTORS/wechatpay_tradebill_all.csv" > large.csv <<'PYEOF'

@@ -43,6 +43,10 @@ check "csv: header and rows" "$(head -1 r.csv),$(($(wc -l < r.csv) - 1))" "day,t
 check "csv: m1 wechatpay" "$(grep "^$day,t1,m1,wechatpay," r.csv)" "$day,t1,m1,wechatpay,CNY,2,1000,300,0,700,0,0,0"
 $P report --tenant t1 > r.txt; check "text: exit 0" "$?" 0
 grep -q "^reconciles to the ledger: 4 accounts" r.txt && passes=$((passes+1)) || { echo "FAIL text: $(cat r.txt)"; fails=$((fails+1)); }
+# every amount in major units with its currency (issue 45 item 4)
+grep -q "^$day  m1  *wechatpay  *2  *10.00 CNY  *3.00 CNY  *0.00 CNY  *7.00 CNY  *0.00 CNY  *0.00 CNY  *0.00 CNY$" r.txt &&
+  passes=$((passes+1)) || { echo "FAIL text: m1 wechatpay's row"; cat r.txt; fails=$((fails+1)); }
+{ echo "## report: report --tenant t1"; cat r.txt; } > human.txt
 tomorrow=$(date -u -d tomorrow +%F)
 $P report --tenant t1 --from "$tomorrow" --json > later.json
 check "a range after the journals: no rows, still reconciled" "$(jq_ '(len(d["rows"]), d["reconciled"])' < later.json)" "(0, True)"
@@ -54,7 +58,9 @@ $P report --tenant t1 --from "$tomorrow" --to "$day" 2>/dev/null; check "from af
 if [ "$BACKEND" = postgres ]; then psql -qX "$PAYONCE_DB" -c "UPDATE account_balance SET balance = balance - 1 WHERE account = 'merchant_payable:m1'"
 else python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE account_balance SET balance = balance - 1 WHERE account = 'merchant_payable:m1'\"); c.commit()" "${PAYONCE_DB#sqlite:}"; fi
 $P report --tenant t1 > bad.txt 2> bad.err; check "tampered: exit 3" "$?" 3
-grep -q "does NOT reconcile to the ledger: 1 of 4 accounts differ; the first: merchant_payable:m1 CNY: the postings say -2700, the balance -2701" bad.err && passes=$((passes+1)) || { echo "FAIL tampered: $(cat bad.err)"; fails=$((fails+1)); }
+{ echo "## tampered: report --tenant t1"; cat bad.txt bad.err; } >> human.txt
+python3 "$E2E_DIR/../support/money_check.py" human.txt && passes=$((passes+1)) || fails=$((fails+1))
+grep -q "does NOT reconcile to the ledger: 1 of 4 accounts differ; the first: merchant_payable:m1 CNY: the postings say -27.00 CNY, the balance -27.01 CNY" bad.err && passes=$((passes+1)) || { echo "FAIL tampered: $(cat bad.err)"; fails=$((fails+1)); }
 fig "# report[$BACKEND]: 4 rows (2 merchants, 2 channels, a refund, a suspense payment) to the minor unit; nets = the payables, clearing and suspense = the ledger's; CSV and JSON agree; a hand-changed balance: exit 3 naming merchant_payable:m1"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -357,6 +357,40 @@ static void made_up_tenants_do_not_grow_it(void **state)
     assert_true(traffic(S, PO_TRAFFIC_OTHER, "invalid") >= 200);
 }
 
+/* Callbacks refused as for no tenant count under "-", whatever name they
+ * gave (issue 45: each made-up name was a row of its own). */
+static void unknown_tenants_count_as_one(void **state)
+{
+    char err[PO_ERRBUF_SIZE] = "", t[32];
+    po_traffic_reset();
+    for (int i = 0; i < 300; i++) {
+        snprintf(t, sizeof t, "nobody-%d", i);
+        po_traffic_answered(&(struct po_delivery){.tenant = t,
+                                                  .channel = "wechatpay",
+                                                  .request_id = "r",
+                                                  .outcome = PO_OUT_INVALID,
+                                                  .reason = PO_R_UNKNOWN_TENANT,
+                                                  .status = 404,
+                                                  .micros = 100},
+                            0, NULL, false);
+    }
+    po_traffic_answered(&(struct po_delivery){.tenant = "t1",
+                                              .channel = "wechatpay",
+                                              .request_id = "r",
+                                              .outcome = PO_OUT_INVALID,
+                                              .reason = PO_R_BAD_SIGNATURE,
+                                              .status = 401,
+                                              .micros = 100},
+                        0, NULL, false);
+    assert_int_equal(po_traffic_flush(S, NULL, "node-a", (int64_t)time(NULL), 30, err, sizeof err),
+                     PO_OK);
+    assert_int_equal(traffic(S, PO_TRAFFIC_OTHER, "invalid"), 300);
+    assert_int_equal(traffic(S, "t1", "invalid"), 1); /* a tenant's own refusals stay its own */
+    assert_int_equal(
+        t_count(S, "SELECT COUNT(DISTINCT tenant_id) FROM traffic WHERE kind = 'invalid'", NULL, 0),
+        2);
+}
+
 static void an_order_found_and_traced(void **state)
 {
     t_seed_order(S, "O-1", 500);
@@ -560,6 +594,7 @@ int main(int argc, char **argv)
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(history_is_stored_and_summed, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(made_up_tenants_do_not_grow_it, t_fx_setup, t_fx_teardown),
+        cmocka_unit_test_setup_teardown(unknown_tenants_count_as_one, t_fx_setup, t_fx_teardown),
         cmocka_unit_test_setup_teardown(an_order_found_and_traced, t_fx_setup_seeded,
                                         t_fx_teardown),
         cmocka_unit_test_setup_teardown(deliveries_are_kept_per_order, t_fx_setup_seeded,

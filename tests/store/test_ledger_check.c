@@ -353,7 +353,7 @@ static void sweep_order_amount_edited(void **state)
     assert_int_equal(x.raised, 1);
     const char *d = alert_detail(S);
     assert_non_null(
-        strstr(d, "payment_amount: tenant t1: A: order 90 CNY, payment journal 100 CNY"));
+        strstr(d, "payment_amount: tenant t1: A: order 0.90 CNY, payment journal 1.00 CNY"));
     assert_non_null(strstr(d, "(journals)"));
     assert_int_equal(
         q1(S,
@@ -380,7 +380,8 @@ static void sweep_refunded_amount_edited(void **state)
     /* the next round: the orders' slice reached its end and starts over */
     struct po_ledger_check_report x = sweep(sw, 0);
     assert_int_equal(x.raised, 1);
-    assert_non_null(strstr(alert_detail(S), "refund_totals: tenant t1: A: refunded 0 refunds 30"));
+    assert_non_null(
+        strstr(alert_detail(S), "refund_totals: tenant t1: A: refunded 0.00 CNY refunds 0.30 CNY"));
     assert_int_not_equal(t_verify(S), 0);
     po_ledger_check_free(sw);
 }
@@ -397,7 +398,7 @@ static void sweep_balance_edited(void **state)
     struct po_ledger_check_report x = sweep(sw, 301 * 1000);
     assert_int_equal(x.raised, 1);
     assert_non_null(strstr(alert_detail(S), "balance_mismatch: tenant t1: merchant_payable:m1 CNY:"
-                                            " postings -100 cached -95"));
+                                            " postings -1.00 CNY cached -0.95 CNY"));
     assert_int_not_equal(t_verify(S), 0);
     po_ledger_check_free(sw);
 }
@@ -413,7 +414,7 @@ static void sweep_goes_on_past_a_failure(void **state)
     assert_int_not_equal(po_ledger_check_run(S, sw, po_clock_now_ms(), &x, err, sizeof err), PO_OK);
     assert_non_null(strstr(err, "tenant t1: "));
     assert_int_equal(x.raised, 1);
-    assert_non_null(strstr(alert_detail(S), "payment_amount: tenant t1: A: order 90 CNY"));
+    assert_non_null(strstr(alert_detail(S), "payment_amount: tenant t1: A: order 0.90 CNY"));
     exec_ok(S, "ALTER TABLE account_balance_away RENAME TO account_balance");
     po_ledger_check_free(sw);
 }

@@ -6,7 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void parse_i64_is_strict(void **state)
 {
@@ -101,6 +106,33 @@ static void money_for_people(void **state)
         po_money_format(cases[i].minor, cases[i].cur, buf, sizeof buf);
         assert_string_equal(buf, cases[i].want);
     }
+    /* fees: thousandths of the minor unit, in major units, the finer
+     * digits only when not zero */
+    static const struct {
+        int64_t amount;
+        int fine;
+        const char *cur, *want;
+    } fine[] = {
+        {11000, 3, "CNY", "0.11 CNY"},      {11500, 3, "CNY", "0.115 CNY"},
+        {11, 3, "CNY", "0.00011 CNY"},      {0, 3, "CNY", "0.00 CNY"},
+        {-8000, 3, "CNY", "-0.08 CNY"},     {1000, 3, "JPY", "1 JPY"},
+        {1500, 3, "JPY", "1.5 JPY"},        {69629000, 3, "USD", "696.29 USD"},
+        {1280, 0, "CNY", "12.80 CNY"},      {INT64_MIN, 3, "CNY", "-92233720368547.75808 CNY"},
+        {123456, 6, "KRW", "0.123456 KRW"},
+    };
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        char buf[PO_MONEY_MAX];
+        po_money_format_fine(fine[i].amount, fine[i].fine, fine[i].cur, buf, sizeof buf);
+        assert_string_equal(buf, fine[i].want);
+    }
+    /* amounts a query wrote {MINOR CUR}, said for a person */
+    char said[128];
+    po_money_expand("postings {-100 CNY} cached {-95 CNY}", said, sizeof said);
+    assert_string_equal(said, "postings -1.00 CNY cached -0.95 CNY");
+    po_money_expand("order {1000 JPY}, {x CNY} {5 CN} {6 EUR } {7 USD", said, sizeof said);
+    assert_string_equal(said, "order 1000 JPY, {x CNY} {5 CN} {6 EUR } {7 USD");
+    po_money_expand("sum {12 EUR}", said, 8); /* cut, still a string */
+    assert_string_equal(said, "sum 0.1");
     assert_int_equal(po_currency_exponent("JPY"), 0);
     assert_int_equal(po_currency_exponent("CNY"), 2);
     assert_true(po_since_valid("2026-12-01"));
@@ -161,12 +193,122 @@ static void json_escape_any_bytes(void **state)
     assert_true(po_utf8_valid("\xf0\x9f\x98\x80", 4));
 }
 
+/* The checks of path_causes that need a user without root's rights: plain
+ * checks, not cmocka's (they run in a forked child too); how many failed. */
+static int path_denied(const char *dir)
+{
+    char path[512], why[512];
+    int bad = 0;
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "path_denied: %s: got '%s'\n", #cond, why);                            \
+            bad++;                                                                                 \
+        }                                                                                          \
+    } while (0)
+    (void)snprintf(path, sizeof path, "%s/closed/db", dir);
+    EXPECT(po_path_why(path, false, why, sizeof why));
+    EXPECT(strstr(why, "permission denied (the directory ") && strstr(why, "/closed is 0700 ") &&
+           strstr(why, "; you are "));
+    (void)snprintf(path, sizeof path, "%s/ro/new.db", dir);
+    EXPECT(po_path_why(path, true, why, sizeof why) && strstr(why, "/ro is 0555 "));
+    EXPECT(po_path_why(path, false, why, sizeof why) && strcmp(why, "no such file") == 0);
+    (void)snprintf(path, sizeof path, "%s/ro/old.db", dir); /* there, but nothing beside it */
+    EXPECT(!po_path_why(path, false, why, sizeof why));
+    EXPECT(po_path_why(path, true, why, sizeof why) && strstr(why, "the directory ") &&
+           strstr(why, "/ro is 0555 "));
+    (void)snprintf(path, sizeof path, "%s/secret", dir);
+    EXPECT(po_path_why(path, false, why, sizeof why) &&
+           strstr(why, "permission denied (the file is 0600 "));
+    char *buf = NULL;
+    size_t len = 0;
+    po_err rc = po_file_read(path, 100, &buf, &len);
+    EXPECT(rc != PO_OK);
+    po_file_why(path, rc, why, sizeof why);
+    EXPECT(strstr(why, "permission denied (the file is 0600 "));
+#undef EXPECT
+    return bad;
+}
+
+/* An empty file dir/name of that mode. */
+static void touch(const char *dir, const char *name, mode_t mode)
+{
+    char path[512];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+/* Why a path cannot be opened, from the path itself (issue 45): a missing
+ * directory, one that is not a directory, a directory where a file should
+ * be, no search or write permission on the way, an unreadable file. */
+static void path_causes(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/po_core_XXXXXX", path[512], why[512];
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(path, sizeof path, "%s/nodir/x.db", dir);
+    assert_true(po_path_why(path, true, why, sizeof why));
+    assert_non_null(strstr(why, "no such directory "));
+    assert_non_null(strstr(why, "/nodir"));
+    (void)snprintf(path, sizeof path, "%s/x.db", dir);
+    assert_true(po_path_why(path, false, why, sizeof why));
+    assert_string_equal(why, "no such file");
+    touch(dir, "x.db", 0600);
+    assert_false(po_path_why(path, true, why, sizeof why)); /* nothing wrong with it */
+    assert_string_equal(why, "");
+    (void)snprintf(path, sizeof path, "%s/x.db/y", dir);
+    assert_true(po_path_why(path, false, why, sizeof why));
+    assert_non_null(strstr(why, "/x.db is not a directory"));
+    assert_true(po_path_why(dir, false, why, sizeof why));
+    assert_string_equal(why, "a directory, not a file");
+    char *buf = NULL;
+    size_t len = 0;
+    (void)snprintf(path, sizeof path, "%s/none", dir);
+    po_err rc = po_file_read(path, 100, &buf, &len);
+    po_file_why(path, rc, why, sizeof why);
+    assert_string_equal(why, "no such file");
+    po_file_why(path, PO_ERR_LIMIT, why, sizeof why);
+    assert_string_equal(why, "too large");
+    /* permissions: as a user other than root (root passes every check) */
+    (void)snprintf(path, sizeof path, "%s/closed", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    touch(dir, "closed/db", 0600);
+    (void)snprintf(path, sizeof path, "%s/ro", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    touch(dir, "ro/old.db", 0666);
+    assert_int_equal(chmod(path, 0555), 0);
+    touch(dir, "secret", 0600);
+    assert_int_equal(chmod(dir, 0755), 0);
+    if (geteuid() == 0) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            /* nobody: a failed assertion in here exits non-zero */
+            if (setgid(65534) != 0 || setuid(65534) != 0)
+                _exit(2);
+            _exit(path_denied(dir) ? 1 : 0);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    } else {
+        assert_int_equal(path_denied(dir), 0);
+    }
+    char cmd[600];
+    (void)snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_i64_is_strict), cmocka_unit_test(json_escape_any_bytes),
         cmocka_unit_test(bounded_copies),      cmocka_unit_test(validation),
         cmocka_unit_test(money_for_people),    cmocka_unit_test(times_with_offsets),
+        cmocka_unit_test(path_causes),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

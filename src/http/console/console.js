@@ -10,11 +10,21 @@ let me = null;          // {name, role, csrf}
 let tab = 'overview';
 const SVG = 'http://www.w3.org/2000/svg';
 
-function money(minor, cur) {
-  const e = ['JPY', 'KRW', 'VND', 'CLP', 'ISK'].includes(cur) ? 0 : 2;
-  const neg = minor < 0, a = Math.abs(minor);
-  const whole = e ? Math.trunc(a / 100) + '.' + String(a % 100).padStart(2, '0') : String(a);
-  return (neg ? '-' : '') + whole + ' ' + cur;
+// An amount as a person reads it, in major units with its currency, the
+// way the command line prints it (po_money_format_fine in src/core/core.c;
+// tests/browser/money.mjs holds both to the same cases): `fine` more digits
+// than the minor unit (fees are thousandths of it: 3), shown only as far
+// as they are not zero. Integer arithmetic (BigInt): no float near money.
+const exponent = (cur) => (['JPY', 'KRW', 'VND'].includes(cur) ? 0 : 2); // po_currency_exponent
+function money(amount, cur, fine = 0) {
+  if (!Number.isInteger(amount)) return '-';
+  const e = exponent(cur);
+  let digits = e + fine;
+  const neg = amount < 0, a = BigInt(Math.abs(amount)), div = 10n ** BigInt(digits);
+  let frac = a % div;
+  while (digits > e && frac % 10n === 0n) { frac /= 10n; digits--; }
+  const whole = String(a / div) + (digits ? '.' + String(frac).padStart(digits, '0') : '');
+  return (neg ? '-' : '') + whole + ' ' + (cur || '?');
 }
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -180,7 +190,7 @@ loaders.overview = async () => {
     { name: 'p50', values: d.series.map((p) => (p.ack_p50_ms === null || p.ack_p50_ms < 0 ? null : p.ack_p50_ms)) },
     { name: 'p99', values: d.series.map((p) => (p.ack_p99_ms === null || p.ack_p99_ms < 0 ? null : p.ack_p99_ms)) }]);
   const curs = [...new Set(d.series.flatMap((p) => Object.keys(p.volume)))];
-  chart($('chart-volume'), labels, curs.map((c) => ({ name: c + ' (major units)', values: d.series.map((p) => (p.volume[c] || 0) / 100) })));
+  chart($('chart-volume'), labels, curs.map((c) => ({ name: c + ' (major units)', values: d.series.map((p) => (p.volume[c] || 0) / 10 ** exponent(c)) })));
   fill('pairs', d.by_tenant_channel, (r) => [r.tenant, r.channel, r.applied, r.duplicate, r.rejected, r.failed, rate(r),
     r.ack_p50_ms === null ? '-' : r.ack_p50_ms, r.ack_p99_ms === null ? '-' : r.ack_p99_ms, volumeText(r.volume)],
   { empty: 'no callbacks in this window' });
@@ -316,7 +326,7 @@ loaders.report = async () => {
     : 'Does NOT reconcile to the ledger: ' + r.first_mismatch;
   fill('report-rows', r.rows, (x) => [x.day, x.merchant, x.channel, x.journals, money(x.gross, x.currency),
     money(x.refunds, x.currency), money(x.profit_shares, x.currency), money(x.net, x.currency),
-    money(x.suspense_in, x.currency), money(x.suspense_out, x.currency), (x.fees_milli / 1000).toFixed(3)],
+    money(x.suspense_in, x.currency), money(x.suspense_out, x.currency), money(x.fees_milli, x.currency, 3)],
   { empty: 'no journals in these days' });
 };
 $('report-form').onsubmit = (e) => { e.preventDefault(); show('report'); };

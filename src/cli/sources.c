@@ -1,0 +1,223 @@
+/*
+ * sources.c — where a command finds the service's configuration, its
+ * database and its master key, and what it says when one of them cannot be
+ * opened (issue 45 item 1).
+ *
+ * The config file is, in this order: --config FILE, else $PAYONCE_CONFIG
+ * (both must name a file that can be read), else /etc/payonce/payonce.conf
+ * when it exists and can be read — serve and config check refuse one that
+ * exists and cannot be read, the other commands go on without it and say
+ * why in --verbose and in their errors (an operator may run them with
+ * --db). From the file each command takes what applies to it
+ * (cli_file_applies); PAYONCE_DB and PAYONCE_MASTER_KEY_FILE win over the
+ * file, the command line over both. --verbose says, for each, which one it
+ * was; an error opening one names the path, the cause found on the path
+ * (po_path_why: a missing directory, a permission and whose it is) and
+ * where the path came from.
+ */
+#include "../core/core.h"
+#include "../store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_int.h"
+
+struct cli_where cli_where;
+
+/* The default file's path: /etc/payonce/payonce.conf, or for the test
+ * suite only PAYONCE_TEST_DEFAULT_CONFIG (docs/testing.md: it lets a test
+ * stand a file in for /etc without touching /etc). */
+static const char *default_path(void)
+{
+    const char *t = getenv("PAYONCE_TEST_DEFAULT_CONFIG");
+    return t && *t ? t : PO_CONFIG_DEFAULT;
+}
+
+int cli_config_find(const struct cli_command *c, const char *allowed, const struct opts *flags,
+                    struct opts *file, char **filebuf)
+{
+    const char *env = getenv("PAYONCE_CONFIG");
+    char takes[600];
+    cli_file_takes(c, allowed, takes, sizeof takes);
+    bool strict = c->run == cmd_serve || c->run == cmd_config_check,
+         wanted = strcmp(takes, "nothing") != 0;
+    file->n = 0;
+    *filebuf = NULL;
+    cli_where.flags = flags;
+    cli_where.file = file;
+    cli_where.cmd = c;
+    cli_where.allowed = allowed;
+    cli_where.note[0] = '\0';
+    if (cli_opt(flags, "config")) {
+        cli_where.config = cli_opt(flags, "config");
+        cli_where.config_from = "--config";
+    } else if (env && *env) {
+        cli_where.config = env;
+        cli_where.config_from = "PAYONCE_CONFIG";
+    } else if (!wanted) {
+        /* nothing in it applies: a default file is not even read (one named
+         * on purpose is, and must be right) */
+        (void)snprintf(cli_where.note, sizeof cli_where.note,
+                       "the default %s is not read: nothing in it applies to this command",
+                       default_path());
+        cli_where.config = NULL;
+        cli_where.config_from = "the default";
+    } else {
+        cli_where.config = default_path();
+        cli_where.config_from = "the default";
+        /* the default only when it exists and can be read; serve and config
+         * check are the service's: a default file they cannot read is an
+         * error (cfg_load says why), not a reason to run on defaults */
+        char why[512];
+        int e = access(cli_where.config, R_OK) == 0 ? 0 : errno;
+        if (e && (e == ENOENT || !strict)) {
+            if (e == ENOENT)
+                (void)snprintf(cli_where.note, sizeof cli_where.note, "%s does not exist",
+                               cli_where.config);
+            else {
+                if (!po_path_why(cli_where.config, false, why, sizeof why))
+                    (void)snprintf(why, sizeof why, "%s", strerror(e));
+                (void)snprintf(cli_where.note, sizeof cli_where.note, "%s is not readable: %s",
+                               cli_where.config, why);
+            }
+            cli_where.config = NULL;
+        }
+    }
+    cli_config_path = cli_where.config;
+    if (!cli_where.config)
+        return 0;
+    int ret = cfg_load(cli_where.config, true, file, filebuf);
+    if (ret && strcmp(cli_where.config_from, "PAYONCE_CONFIG") == 0)
+        fprintf(stderr, "payonce: (the config file named by PAYONCE_CONFIG)\n");
+    return ret;
+}
+
+bool cli_file_applies(const struct cli_command *c, const char *allowed, const char *name)
+{
+    if (c->run == cmd_serve || c->run == cmd_config_check)
+        return true;
+    /* the file's log-level is serve's (JSON lines at info); a command
+     * speaks to a person, errors only unless its own --log-level asks */
+    if (strcmp(name, "log-level") == 0)
+        return false;
+    /* the simulator, bench, migrate-store and config doc have options of
+     * their own (sim serve's --listen is not the gateway's) */
+    bool service = !c->no_store || c->run == cmd_backup || c->run == cmd_restore;
+    if (!service)
+        return false;
+    if (strcmp(name, "db") == 0)
+        return c->run != cmd_restore; /* restore's --db names the new database */
+    char pat[64], all[1600];
+    (void)snprintf(pat, sizeof pat, " %s ", name);
+    (void)snprintf(all, sizeof all, " %s %s ", allowed ? allowed : "", c->flags);
+    return strstr(all, pat) != NULL;
+}
+
+void cli_file_takes(const struct cli_command *c, const char *allowed, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    if (c->run == cmd_serve || c->run == cmd_config_check) {
+        (void)snprintf(buf, cap, "all of it");
+        return;
+    }
+    for (int i = 0; i < po_options_count; i++)
+        if (cli_file_applies(c, allowed, po_options[i].name) && n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", po_options[i].name);
+    if (!n)
+        (void)snprintf(buf, cap, "nothing");
+}
+
+/* "the default config file /etc/payonce/payonce.conf" and the like */
+static void config_said(char *buf, size_t cap)
+{
+    if (!cli_where.config)
+        (void)snprintf(buf, cap, "no config file (no --config, PAYONCE_CONFIG not set, %s)",
+                       cli_where.note);
+    else if (strcmp(cli_where.config_from, "the default") == 0)
+        (void)snprintf(buf, cap, "the default config file %s", cli_where.config);
+    else
+        (void)snprintf(buf, cap, "the config file %s (%s)", cli_where.config,
+                       cli_where.config_from);
+}
+
+void cli_origin(const char *name, const char *env, char *buf, size_t cap)
+{
+    char cfg[700];
+    config_said(cfg, sizeof cfg);
+    for (int i = 0; cli_where.flags && i < cli_where.flags->n; i++)
+        if (strcmp(cli_where.flags->name[i], name) == 0) {
+            (void)snprintf(buf, cap, "given with --%s", name);
+            return;
+        }
+    if (env && getenv(env) && *getenv(env)) {
+        (void)snprintf(buf, cap, "from %s", env);
+        return;
+    }
+    /* the file's value only when the command took it (restore never takes
+     * its db) */
+    bool taken = cli_where.cmd && cli_file_applies(cli_where.cmd, cli_where.allowed, name);
+    for (int i = 0; taken && cli_where.config && cli_where.file && i < cli_where.file->n; i++)
+        if (strcmp(cli_where.file->name[i], name) == 0) {
+            (void)snprintf(buf, cap, "from %s, line %d", cfg, cli_where.file->line[i]);
+            return;
+        }
+    if (cli_where.config && !taken)
+        (void)snprintf(buf, cap, "not given: no --%s%s%s (this command takes no %s from %s)", name,
+                       env ? ", no " : "", env ? env : "", name, cfg);
+    else if (cli_where.config)
+        (void)snprintf(buf, cap, "not given: no --%s%s%s, and no %s in %s", name,
+                       env ? ", no " : "", env ? env : "", name, cfg);
+    else
+        (void)snprintf(buf, cap, "not given: no --%s%s%s, and %s", name, env ? ", no " : "",
+                       env ? env : "", cfg);
+}
+
+void cli_verbose(const struct cli_command *c, const char *allowed, const struct opts *o)
+{
+    char cfg[700], from[1200], takes[700];
+    config_said(cfg, sizeof cfg);
+    cli_file_takes(c, allowed, takes, sizeof takes);
+    if (cli_where.config)
+        fprintf(stderr, "payonce: config: %s; this command takes from it: %s\n", cfg, takes);
+    else
+        fprintf(stderr, "payonce: config: %s\n", cfg);
+    bool db = !c->no_store || c->run == cmd_backup || c->run == cmd_restore;
+    if (db) {
+        char shown[600];
+        cli_redact_url(cli_db_url(o), shown, sizeof shown);
+        cli_origin("db", "PAYONCE_DB", from, sizeof from);
+        if (strncmp(from, "not given", 9) == 0)
+            fprintf(stderr, "payonce: database: %s (the default; %s)\n", shown, from);
+        else
+            fprintf(stderr, "payonce: database: %s (%s)\n", shown, from);
+    }
+    if (cli_file_applies(c, allowed, "master-key-file") || c->run == cmd_serve) {
+        const char *k = cli_opt(o, "master-key-file");
+        if (!k || !*k)
+            k = getenv("PAYONCE_MASTER_KEY_FILE");
+        cli_origin("master-key-file", "PAYONCE_MASTER_KEY_FILE", from, sizeof from);
+        fprintf(stderr, "payonce: master key: %s (%s)\n", k && *k ? k : "none", from);
+    }
+}
+
+void cli_db_fail(const char *url, const char *store_err, bool create)
+{
+    char shown[600], cause[600] = "", from[1200];
+    cli_redact_url(url, shown, sizeof shown);
+    cli_origin("db", "PAYONCE_DB", from, sizeof from);
+    const char *path = strncmp(url, "sqlite:", 7) == 0 ? url + 7 : NULL;
+    /* the cause on the path (SQLite's own is "unable to open database
+     * file"), else the store's */
+    if (!(path && *path && po_path_why(path, true, cause, sizeof cause)))
+        (void)snprintf(cause, sizeof cause, "%s", store_err && *store_err ? store_err : "failed");
+    else if (strstr(cause, "the directory") && access(path, F_OK) == 0)
+        (void)snprintf(cause + strlen(cause), sizeof cause - strlen(cause),
+                       ": SQLite writes its -wal and -shm files beside the database");
+    fprintf(stderr, "payonce: cannot %s database %s: %s; the database was %s\n",
+            create ? "create the" : "open", path && *path ? path : shown, cause, from);
+}

@@ -306,7 +306,7 @@ static void history_is_stored_and_summed(void **state)
     assert_int_equal(traffic(S, "t1", "volume:CNY"), 460);
     /* the view: one tenant's series and pairs add up to the table */
     json_t *v = NULL;
-    assert_int_equal(po_view_traffic(S, "t1", 1, now, &v), PO_OK);
+    assert_int_equal(po_view_traffic(S, "t1", 1, false, now, &v), PO_OK);
     assert_int_equal(json_integer_value(json_object_get(v, "step_s")), PO_TRAFFIC_BUCKET_S);
     json_t *series = json_object_get(v, "series");
     assert_int_equal(json_array_size(series), 12);
@@ -321,12 +321,13 @@ static void history_is_stored_and_summed(void **state)
     assert_true(json_real_value(json_object_get(last, "ack_p99_ms")) == 5.0);
     assert_int_equal(json_array_size(json_object_get(v, "by_tenant_channel")), 2);
     json_decref(v);
-    assert_int_equal(po_view_traffic(S, NULL, 168, now, &v), PO_OK); /* hourly, every tenant */
+    assert_int_equal(po_view_traffic(S, NULL, 168, false, now, &v),
+                     PO_OK); /* hourly, every tenant */
     assert_int_equal(json_integer_value(json_object_get(v, "step_s")), 3600);
     assert_int_equal(json_array_size(json_object_get(v, "series")), 168);
     assert_int_equal(json_array_size(json_object_get(v, "by_tenant_channel")), 4);
     json_decref(v);
-    assert_int_equal(po_view_traffic(S, NULL, 0, now, &v), PO_ERR_INVALID);
+    assert_int_equal(po_view_traffic(S, NULL, 0, false, now, &v), PO_ERR_INVALID);
     /* older than the days kept: deleted by the next flush */
     assert_int_equal(po_store_exec_tx(S,
                                       "INSERT INTO traffic (tenant_id, bucket, channel, node, kind,"

@@ -144,6 +144,14 @@
 #define PO_PAGE_DEFAULT 20 /* list pages */
 #define PO_PAGE_MAX 100
 
+/* ---- the operator's console (service/console.h) ---- */
+#define PO_CONSOLE_PAGE_MAX 100 /* items of one list or search page */
+/* tenants one request looks through (the lists kept per tenant) */
+#define PO_CONSOLE_TENANTS_WALK 200
+#define PO_CONSOLE_SCAN_MAX 2000   /* rows one substring search reads a request */
+#define PO_CONSOLE_COUNT_MAX 10000 /* a list's count stops here (shown as "10000+") */
+#define PO_CONSOLE_CURSOR_SIZE 320 /* a page's cursor: at most 4 parts, each an id or a time */
+
 /* ---- the command line and the simulator ---- */
 #define PO_OPTS_MAX 96             /* options of one command (sim pay takes 64 --order) */
 #define PO_SIM_ORDERS_ARGV_MAX 64  /* sim pay --order, on the command line */

@@ -10,10 +10,10 @@
  *                               (Content-Security-Policy says so)
  *   POST /admin/login           {"name","password"} → a session cookie
  *   POST /admin/logout
- *   GET  /admin/api/VIEW        me, summary, tenants, overview, accounts,
- *                               journal, search, order, alerts, report,
- *                               operators
- *   POST /admin/api/alerts/ACTION  ack, resolve, replay, accept, refund, redrive
+ *   GET  /admin/api/VIEW        the views (admin_api.c)
+ *   POST /admin/api/AREA/ACTION the actions: alerts/ack, resolve, replay,
+ *                               accept, refund, redrive; webhooks/redrive;
+ *                               recon/fetch (admin_api.c)
  *
  * Whom it answers: a request whose Host is one of the console's own
  * addresses (--console-origin, by default the listener's; 421 otherwise:
@@ -32,7 +32,7 @@
  * answer is JSON (the report also CSV); the page puts every value in as
  * text, never as markup.
  */
-#include "http_int.h"
+#include "admin_int.h"
 
 #include "../crypto/crypto.h"
 
@@ -48,15 +48,8 @@ extern const struct po_asset po_console_assets[];
 extern const int po_console_assets_count;
 
 #define COOKIE "po_session"
-#define NOTE_MAX 500
 
-/* Who is asking. */
-struct who {
-    bool token; /* the admin token as a bearer: a script, "dashboard" */
-    struct po_session ses;
-};
-
-static void error(struct po_hcall *h, unsigned status, const char *code, const char *message)
+void po_admin_error(struct po_hcall *h, unsigned status, const char *code, const char *message)
 {
     char body[384];
     (void)snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code,
@@ -64,21 +57,21 @@ static void error(struct po_hcall *h, unsigned status, const char *code, const c
     po_hresp_set(&h->resp, status, "application/json", body);
 }
 
-static void answer_json(struct po_hcall *h, json_t *doc)
+void po_admin_json(struct po_hcall *h, json_t *doc)
 {
     char *text = doc ? po_json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!text) {
-        error(h, 500, "internal", "out of memory");
+        po_admin_error(h, 500, "internal", "out of memory");
         return;
     }
     po_hresp_set(&h->resp, 200, "application/json", text);
     free(text);
 }
 
-static void unavailable(struct po_hcall *h)
+void po_admin_unavailable(struct po_hcall *h)
 {
-    error(h, 503, "store_unavailable", "the database did not answer; retry");
+    po_admin_error(h, 503, "store_unavailable", "the database did not answer; retry");
 }
 
 static bool bearer_ok(const struct po_hcall *h)
@@ -212,265 +205,6 @@ static unsigned not_allowed(const struct po_hcall *h)
     return !host_ok ? 421 : !origin_ok ? 403 : 0;
 }
 
-/* ---- the requests ---- */
-
-static const char *arg(const struct po_hcall *h, const char *name)
-{
-    const char *v = h->req.arg(h->req.ctx, name);
-    return v && *v ? v : NULL;
-}
-
-/* The tenant filter: none (every tenant), or one that exists; false after
- * answering 400/404. */
-static bool tenant_arg(struct po_hcall *h, struct po_store *s, bool required, const char **out)
-{
-    const char *t = arg(h, "tenant");
-    *out = t;
-    if (!t && !required)
-        return true;
-    if (!t || !po_id_valid(t, PO_ID_MAX)) {
-        error(h, 400, "invalid_request", "tenant: a tenant id");
-        return false;
-    }
-    char err[PO_ERRBUF_SIZE];
-    po_err rc = po_tenant_check(s, t, err, sizeof err);
-    if (rc == PO_ERR_NOT_FOUND)
-        error(h, 404, "tenant_not_found", "no such tenant");
-    else if (rc)
-        unavailable(h);
-    return rc == PO_OK;
-}
-
-static void me(struct po_hcall *h, const struct who *w)
-{
-    if (w->token)
-        answer_json(
-            h, json_pack("{s:s, s:s, s:b}", "name", "dashboard", "role", "admin", "token", true));
-    else
-        answer_json(h, json_pack("{s:s, s:s, s:s, s:s}", "name", w->ses.name, "role",
-                                 po_role_name(w->ses.role), "csrf", w->ses.csrf, "expires_at",
-                                 w->ses.expires_at));
-}
-
-static void summary(struct po_hcall *h, struct po_store *s)
-{
-    json_t *d = NULL;
-    if (po_view_dashboard(s, &d)) {
-        unavailable(h);
-        return;
-    }
-    char now[PO_TIME_SIZE];
-    po_clock_now_iso(now, sizeof now);
-    json_object_set_new(d, "now", json_string(now));
-    json_object_set_new(d, "last_hour", po_metrics_last_hour());
-    answer_json(h, d);
-}
-
-/* Answers a view's result: 503 when the store failed, 404 when the object
- * is not there. */
-static void view_answer(struct po_hcall *h, po_err rc, json_t **docp, const char *what)
-{
-    json_t *doc = *docp; /* read after the view ran (arguments have no order) */
-    if (rc == PO_ERR_INVALID)
-        error(h, 400, "invalid_request", what);
-    else if (rc)
-        unavailable(h);
-    else if (!doc)
-        error(h, 404, "not_found", what);
-    else
-        answer_json(h, doc);
-}
-
-static void report(struct po_hcall *h, struct po_store *s, const char *tenant)
-{
-    const char *from = arg(h, "from"), *to = arg(h, "to"), *format = arg(h, "format");
-    if (!po_report_dates_ok(from, to)) {
-        error(h, 400, "invalid_request", "from, to: days YYYY-MM-DD (UTC), from <= to");
-        return;
-    }
-    struct po_report r;
-    char err[PO_ERRBUF_SIZE] = "";
-    if (po_report_make(s, tenant, from, to, &r, err, sizeof err)) {
-        unavailable(h);
-        return;
-    }
-    if (format && strcmp(format, "csv") == 0) {
-        char *csv = po_report_csv(&r);
-        if (csv) {
-            char disp[160];
-            (void)snprintf(disp, sizeof disp, "attachment; filename=\"payonce-%s-report.csv\"",
-                           tenant);
-            po_hresp_set(&h->resp, 200, "text/csv; charset=utf-8", csv);
-            po_hresp_header(&h->resp, "Content-Disposition", disp);
-        } else {
-            error(h, 500, "internal", "out of memory");
-        }
-        free(csv);
-    } else {
-        answer_json(h, po_report_json(&r, from, to));
-    }
-    po_report_free(&r);
-}
-
-static int int_arg(const struct po_hcall *h, const char *name, int min, int max, int dflt)
-{
-    int64_t v = 0;
-    const char *t = arg(h, name);
-    return t && po_parse_i64(t, min, max, &v) == PO_OK ? (int)v : dflt;
-}
-
-static void view(struct po_hcall *h, struct po_store *s, const struct who *w)
-{
-    const char *v = h->req.params[0], *tenant = NULL;
-    json_t *doc = NULL;
-    if (strcmp(v, "me") == 0) {
-        me(h, w);
-    } else if (strcmp(v, "summary") == 0) {
-        summary(h, s);
-    } else if (strcmp(v, "tenants") == 0) {
-        view_answer(h, po_view_tenants(s, &doc), &doc, "tenants");
-    } else if (strcmp(v, "operators") == 0) {
-        if (!w->token && w->ses.role != PO_ROLE_ADMIN)
-            error(h, 403, "forbidden", "the operators are shown to admins");
-        else
-            view_answer(h, po_view_operators(s, &doc), &doc, "operators");
-    } else if (strcmp(v, "overview") == 0) {
-        if (tenant_arg(h, s, false, &tenant))
-            view_answer(
-                h,
-                po_view_traffic(s, tenant, int_arg(h, "hours", 1, 720, 24), h->req.now_unix, &doc),
-                &doc, "hours: 1..720");
-    } else if (strcmp(v, "accounts") == 0) {
-        if (tenant_arg(h, s, false, &tenant))
-            view_answer(h, po_view_accounts(s, tenant, &doc), &doc, "accounts");
-    } else if (strcmp(v, "journal") == 0) {
-        const char *account = arg(h, "account"), *cur = arg(h, "currency");
-        if (!tenant_arg(h, s, true, &tenant))
-            return;
-        if (!account || strlen(account) >= PO_ACCOUNT_SIZE || !cur || !po_currency_valid(cur))
-            error(h, 400, "invalid_request", "account and currency");
-        else
-            view_answer(h,
-                        po_view_account_journal(s, tenant, account, cur,
-                                                int_arg(h, "limit", 1, 1000, 100), &doc),
-                        &doc, "account");
-    } else if (strcmp(v, "search") == 0) {
-        const char *q = arg(h, "q");
-        if (!tenant_arg(h, s, false, &tenant))
-            return;
-        if (!q || !po_id_valid(q, PO_TXN_ID_MAX))
-            error(h, 400, "invalid_request", "q: an out_trade_no or a channel transaction id");
-        else
-            view_answer(h, po_view_find_orders(s, tenant, q, &doc), &doc, "orders");
-    } else if (strcmp(v, "order") == 0) {
-        const char *no = arg(h, "out_trade_no");
-        if (!tenant_arg(h, s, true, &tenant))
-            return;
-        if (!no || !po_id_valid(no, PO_ID_MAX))
-            error(h, 400, "invalid_request", "out_trade_no");
-        else
-            view_answer(h, po_view_order_trail(s, tenant, no, &doc), &doc, "no such order");
-    } else if (strcmp(v, "alerts") == 0) {
-        const char *state = arg(h, "state");
-        if (!tenant_arg(h, s, false, &tenant))
-            return;
-        if (state && !po_alert_state_valid(state))
-            error(h, 400, "invalid_request", "state: open, acknowledged or resolved");
-        else
-            view_answer(h, po_view_alerts_console(s, tenant, state, &doc), &doc, "alerts");
-    } else if (strcmp(v, "report") == 0) {
-        if (tenant_arg(h, s, true, &tenant))
-            report(h, s, tenant);
-    } else {
-        error(h, 404, "not_found", "no such view");
-    }
-}
-
-/* POST /admin/api/alerts/ACTION {tenant, id, note, out_refund_no?} */
-static void alert_action(struct po_hcall *h, struct po_store *s, const struct who *w)
-{
-    const char *action = h->req.params[0];
-    if (!w->token && w->ses.role == PO_ROLE_VIEWER) {
-        error(h, 403, "forbidden", "a viewer cannot work alerts (role operator or admin)");
-        return;
-    }
-    json_t *in = NULL;
-    if (po_json_parse(h->req.body, h->req.body_len, &in, NULL, 0) || !json_is_object(in)) {
-        json_decref(in);
-        error(h, 400, "invalid_request", "a JSON object {tenant, id, note, out_refund_no?}");
-        return;
-    }
-    const char *tenant = json_string_value(json_object_get(in, "tenant"));
-    const char *id = json_string_value(json_object_get(in, "id"));
-    const char *note = json_string_value(json_object_get(in, "note"));
-    const char *refund_no = json_string_value(json_object_get(in, "out_refund_no"));
-    const char *actor = w->token ? "dashboard" : w->ses.name;
-    char err[PO_ERRBUF_SIZE] = "";
-    bool changed = false, resolved = false;
-    int64_t redriven = 0;
-    struct po_outcome out = {0};
-    struct po_suspense_refund sr;
-    po_err rc = PO_ERR_INVALID;
-    bool known = true;
-    if (!tenant || !id || !po_id_valid(tenant, PO_ID_MAX) || strlen(id) >= PO_KEY_SIZE) {
-        rc = PO_ERR_INVALID;
-    } else if ((note && strlen(note) > NOTE_MAX) ||
-               ((!note || !*note) && !(w->token && strcmp(action, "ack") == 0))) {
-        /* (a script's acknowledgement may come without one, as it could) */
-        json_decref(in);
-        error(h, 400, "note_required", "every action on the console takes a note (1-500 bytes)");
-        return;
-    } else if (strcmp(action, "ack") == 0) {
-        rc = po_alert_act(s, tenant, id, PO_ALERT_ACK, actor, note, &changed, err, sizeof err);
-    } else if (strcmp(action, "resolve") == 0) {
-        rc = po_alert_act(s, tenant, id, PO_ALERT_RESOLVE, actor, note, &changed, err, sizeof err);
-    } else if (strcmp(action, "replay") == 0) {
-        rc = po_alert_replay(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
-    } else if (strcmp(action, "accept") == 0) {
-        rc = po_alert_accept(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
-    } else if (strcmp(action, "redrive") == 0) {
-        rc = po_alert_redrive(s, tenant, id, actor, note, &redriven, err, sizeof err);
-    } else if (strcmp(action, "refund") == 0) {
-        rc = refund_no && po_id_valid(refund_no, PO_ID_MAX)
-                 ? po_alert_refund(s, h->ctx->gw->cfg->master_key, tenant, id, refund_no, actor,
-                                   note, &sr, err, sizeof err)
-                 : PO_ERR_INVALID;
-    } else {
-        known = false;
-    }
-    json_decref(in);
-    if (!known) {
-        error(h, 404, "not_found", "actions: ack, resolve, replay, accept, refund, redrive");
-    } else if (rc == PO_ERR_NOT_FOUND) {
-        error(h, 404, "alert_not_found", "no such alert");
-    } else if (rc == PO_ERR_CONFLICT) {
-        char msg[300];
-        (void)snprintf(msg, sizeof msg, "not done: %s", err[0] ? err : "the alert is resolved");
-        for (char *p = msg; *p; p++) /* the message goes into JSON as it is */
-            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
-                *p = '\'';
-        error(h, 409, "conflict", msg);
-    } else if (rc == PO_ERR_INVALID) {
-        error(h, 400, "invalid_request",
-              "tenant, id (the alert's), a note; refund: out_refund_no, a new refund number");
-    } else if (rc) {
-        unavailable(h);
-    } else if (strcmp(action, "refund") == 0) {
-        answer_json(h, json_pack("{s:s, s:s, s:s, s:b}", "action", action, "out_refund_no",
-                                 sr.out_refund_no, "status", sr.status, "created", sr.created));
-    } else if (strcmp(action, "redrive") == 0) {
-        answer_json(h, json_pack("{s:s, s:I, s:s}", "action", action, "deliveries",
-                                 (json_int_t)redriven, "state", "resolved"));
-    } else if (strcmp(action, "replay") == 0 || strcmp(action, "accept") == 0) {
-        answer_json(h, json_pack("{s:s, s:s, s:b}", "action", action, "outcome",
-                                 po_outcome_name(out.kind), "resolved", resolved));
-    } else {
-        answer_json(h, json_pack("{s:s, s:s, s:b}", "action", action, "state",
-                                 strcmp(action, "ack") == 0 ? "acknowledged" : "resolved",
-                                 "changed", changed));
-    }
-}
-
 /* POST /admin/login {"name","password"}: checked here (cheap), then the
  * password on the sign-in pool (service/signin.h), never on a worker nor
  * with one of the gateway's connections. */
@@ -487,20 +221,20 @@ static void login_answer(struct po_hcall *h, enum po_signin_result res, int retr
     switch (res) {
     case PO_SIGNIN_OK:
         set_cookie(h, ses->token, PO_SESSION_TTL_S);
-        answer_json(h, json_pack("{s:s, s:s, s:s, s:s}", "name", ses->name, "role",
-                                 po_role_name(ses->role), "csrf", ses->csrf, "expires_at",
-                                 ses->expires_at));
+        po_admin_json(h, json_pack("{s:s, s:s, s:s, s:s}", "name", ses->name, "role",
+                                   po_role_name(ses->role), "csrf", ses->csrf, "expires_at",
+                                   ses->expires_at));
         break;
     case PO_SIGNIN_REFUSED: /* unknown, locked or wrong: one answer */
-        error(h, 401, "unauthorized", "unknown operator or wrong password");
+        po_admin_error(h, 401, "unauthorized", "unknown operator or wrong password");
         break;
     case PO_SIGNIN_LIMITED:
-        error(h, 429, "rate_limited", "too many sign-in attempts: try again later");
+        po_admin_error(h, 429, "rate_limited", "too many sign-in attempts: try again later");
         (void)snprintf(ra, sizeof ra, "%d", retry_after_s > 0 ? retry_after_s : 1);
         po_hresp_header(&h->resp, "Retry-After", ra);
         break;
     case PO_SIGNIN_UNAVAILABLE:
-        unavailable(h);
+        po_admin_unavailable(h);
         break;
     }
     po_secure_zero(ses, sizeof *ses);
@@ -532,13 +266,13 @@ static bool login(struct po_hcall *h)
 {
     const char *type = h->req.header(h->req.ctx, "Content-Type");
     if (!type || strncmp(type, "application/json", 16) != 0) {
-        error(h, 403, "forbidden", "sign in from the console's page (JSON, same origin)");
+        po_admin_error(h, 403, "forbidden", "sign in from the console's page (JSON, same origin)");
         return false;
     }
     json_t *in = NULL;
     if (po_json_parse(h->req.body, h->req.body_len, &in, NULL, 0) || !json_is_object(in)) {
         json_decref(in);
-        error(h, 400, "invalid_request", "a JSON object {name, password}");
+        po_admin_error(h, 400, "invalid_request", "a JSON object {name, password}");
         return false;
     }
     const char *name = json_string_value(json_object_get(in, "name"));
@@ -546,7 +280,7 @@ static bool login(struct po_hcall *h)
     struct login_call *lc = calloc(1, sizeof *lc);
     if (!lc) {
         json_decref(in);
-        unavailable(h);
+        po_admin_unavailable(h);
         return false;
     }
     lc->h = h;
@@ -569,7 +303,7 @@ static bool login(struct po_hcall *h)
 }
 
 /* The session or bearer of the request; false after answering 401/403. */
-static bool authenticate(struct po_hcall *h, struct po_store *s, struct who *w)
+static bool authenticate(struct po_hcall *h, struct po_store *s, struct po_admin_who *w)
 {
     memset(w, 0, sizeof *w);
     char token[PO_SESSION_TOKEN_SIZE + 1];
@@ -581,7 +315,7 @@ static bool authenticate(struct po_hcall *h, struct po_store *s, struct who *w)
     } else if (cookie(h, COOKIE, token, sizeof token)) {
         po_err rc = po_operator_session(s, token, &w->ses);
         if (rc && rc != PO_ERR_NOT_FOUND) {
-            unavailable(h);
+            po_admin_unavailable(h);
             return false;
         }
         if (!rc) {
@@ -591,12 +325,13 @@ static bool authenticate(struct po_hcall *h, struct po_store *s, struct who *w)
             if (csrf && strlen(csrf) == strlen(w->ses.csrf) &&
                 po_ct_equal(csrf, w->ses.csrf, strlen(csrf)))
                 return true; /* (Host and Origin were checked first of all) */
-            error(h, 403, "csrf", "a change needs the session's X-CSRF-Token, from this origin");
+            po_admin_error(h, 403, "csrf",
+                           "a change needs the session's X-CSRF-Token, from this origin");
             return false;
         }
     }
-    error(h, 401, "unauthorized",
-          "sign in (POST /admin/login) or send the admin token as a bearer");
+    po_admin_error(h, 401, "unauthorized",
+                   "sign in (POST /admin/login) or send the admin token as a bearer");
     return false;
 }
 
@@ -607,9 +342,9 @@ static void admin_job(void *arg)
     char err[PO_ERRBUF_SIZE] = "";
     const char *path = h->req.path;
     bool post = strcmp(h->req.method, "POST") == 0;
-    struct who w;
+    struct po_admin_who w;
     if (po_store_pool_acquire(h->ctx->gw->pool, 2000, &s, err, sizeof err)) {
-        error(h, 503, "store_unavailable", "no database connection free; retry");
+        po_admin_error(h, 503, "store_unavailable", "no database connection free; retry");
         h->complete(h);
         return;
     }
@@ -618,15 +353,15 @@ static void admin_job(void *arg)
             char token[PO_SESSION_TOKEN_SIZE + 1];
             if (!w.token && cookie(h, COOKIE, token, sizeof token) &&
                 po_operator_logout(s, token)) {
-                unavailable(h);
+                po_admin_unavailable(h);
             } else {
                 set_cookie(h, "", 0);
-                answer_json(h, json_pack("{s:b}", "signed_out", true));
+                po_admin_json(h, json_pack("{s:b}", "signed_out", true));
             }
         } else if (post) {
-            alert_action(h, s, &w);
+            po_admin_act(h, s, &w);
         } else {
-            view(h, s, &w);
+            po_admin_view(h, s, &w);
         }
     }
     po_store_pool_release(h->ctx->gw->pool, s);
@@ -648,14 +383,15 @@ bool po_admin_start(struct po_hcall *h,
                     bool (*submit)(void *ctx, struct po_hcall *h, void (*job)(void *)), void *ctx)
 {
     if (!h->ctx->console) {
-        error(h, 404, "not_found", "no console: serve runs without --console");
+        po_admin_error(h, 404, "not_found", "no console: serve runs without --console");
         return false;
     }
     unsigned refuse = not_allowed(h);
     if (refuse) {
-        error(h, refuse, refuse == 421 ? "misdirected_request" : "forbidden",
-              refuse == 421 ? "the console answers only under its own address (--console-origin)"
-                            : "a page of another origin (--console-origin)");
+        po_admin_error(h, refuse, refuse == 421 ? "misdirected_request" : "forbidden",
+                       refuse == 421
+                           ? "the console answers only under its own address (--console-origin)"
+                           : "a page of another origin (--console-origin)");
         return false;
     }
     const char *path = h->req.path;
@@ -669,7 +405,7 @@ bool po_admin_start(struct po_hcall *h,
                 security_headers(h);
                 return false;
             }
-        error(h, 404, "not_found", "no such page");
+        po_admin_error(h, 404, "not_found", "no such page");
         return false;
     }
     return submit(ctx, h, admin_job);

@@ -74,18 +74,25 @@ static void answer(struct po_hcall *h)
         po_metrics_verify_failure(cb->ch->name, d->outcome.reason);
     po_metrics_callback(cb->ch->name, d->outcome.kind, d->outcome.layer, micros);
     bool paid = d->outcome.kind == PO_OUT_APPLIED && cb->item.ev.type == PO_EV_PAY_SUCCESS;
+    /* the event it carried, when verification read one */
+    const struct po_event *ev =
+        cb->verified && (cb->res.status == PO_NOTIFY_EVENT || cb->res.status == PO_NOTIFY_MISMATCH)
+            ? &cb->res.ev
+            : NULL;
     /* counted always; forgeries are never stored one by one */
-    po_traffic_answered(&(struct po_delivery){.tenant = cb->tenant,
-                                              .channel = cb->ch->name,
-                                              .request_id = h->req.request_id,
-                                              .out_trade_no = d->out_trade_no,
-                                              .outcome = d->outcome.kind,
-                                              .layer = d->outcome.layer,
-                                              .reason = d->outcome.reason,
-                                              .status = ack.status,
-                                              .micros = micros},
-                        paid ? cb->item.ev.amount_minor : 0, paid ? cb->item.ev.currency : NULL,
-                        cb->verified);
+    po_traffic_answered(
+        &(struct po_delivery){.tenant = cb->tenant,
+                              .channel = cb->ch->name,
+                              .request_id = h->req.request_id,
+                              .out_trade_no = d->out_trade_no,
+                              .event_type = ev ? po_event_type_name(ev->type) : NULL,
+                              .out_refund_no = ev ? ev->out_refund_no : NULL,
+                              .outcome = d->outcome.kind,
+                              .layer = d->outcome.layer,
+                              .reason = d->outcome.reason,
+                              .status = ack.status,
+                              .micros = micros},
+        paid ? cb->item.ev.amount_minor : 0, paid ? cb->item.ev.currency : NULL, cb->verified);
     log_line(&h->req, cb->ch->name, po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : "-", cb,
              ack.status, micros);
     h->logged = true;

@@ -22,6 +22,8 @@ const struct po_route po_routes[] = {
     {"POST /admin/logout", PO_RK_ADMIN, NULL},
     {"GET /admin/api/{view}", PO_RK_ADMIN, NULL},
     {"POST /admin/api/alerts/{action}", PO_RK_ADMIN, NULL},
+    {"POST /admin/api/webhooks/{action}", PO_RK_ADMIN, NULL},
+    {"POST /admin/api/recon/{action}", PO_RK_ADMIN, NULL},
     {"POST /v1/orders", PO_RK_API, &po_api_order_create},
     {"GET /v1/orders", PO_RK_API, &po_api_orders},
     {"GET /v1/orders/{out_trade_no}", PO_RK_API, &po_api_order_get},

@@ -106,8 +106,9 @@ po_err po_view_order_trail(struct po_store *s, const char *tenant, const char *o
     static const char *const fp[] = {"key",    "channel", "event_type", "source",       "outcome",
                                      "reason", "#amount", "currency",   "first_seen_at"};
     static const char *const fj[] = {"key", "kind", "out_refund_no", "currency", "created_at"};
-    static const char *const fd[] = {"at",     "channel", "request_id", "node",   "outcome",
-                                     "#layer", "reason",  "#status",    "#micros"};
+    static const char *const fd[] = {"at",      "channel",    "request_id",   "node",
+                                     "outcome", "#layer",     "reason",       "#status",
+                                     "#micros", "event_type", "out_refund_no"};
     static const char *const fr[] = {"out_refund_no", "#amount",    "currency",  "status",
                                      "submit_state",  "created_at", "updated_at"};
     static const char *const fa[] = {"key",        "reason", "#amount",  "currency",  "detail",
@@ -129,8 +130,9 @@ po_err po_view_order_trail(struct po_store *s, const char *tenant, const char *o
         tenant, out_trade_no, fp, NF(fp));
     if (!rc)
         rc = part(s, t, "deliveries",
-                  "SELECT at, channel, request_id, node, outcome, layer, reason, status, micros"
-                  " FROM callback_delivery WHERE tenant_id = ? AND out_trade_no = ? ORDER BY at,"
+                  "SELECT at, channel, request_id, node, outcome, layer, reason, status, micros,"
+                  " event_type, out_refund_no FROM callback_delivery WHERE tenant_id = ? AND"
+                  " out_trade_no = ? ORDER BY at,"
                   " request_id LIMIT " PO_STR(TRAIL_ROWS_MAX),
                   tenant, out_trade_no, fd, NF(fd));
     if (!rc)

@@ -48,10 +48,11 @@ static void day_name(int64_t local_day_start, char *out, size_t cap)
 /* Records the day's state (one statement, its own transaction). sticky: a
  * fetch that decided nothing (pending) leaves a day already reconciled (or
  * found empty) as it was — that import still stands; not sticky (a day
- * still open, or reopened), the state is written as it is. */
+ * still open, or reopened), the state is written as it is. fetched: what
+ * this fetch came to (imported, none, not_ready, failed), always written. */
 static po_err record_day(struct po_store *s, const struct po_channel_account *a, const char *date,
-                         const char *state, bool sticky, const char *error, const char *sha,
-                         int64_t next_try, int64_t now, char *err, size_t errcap)
+                         const char *state, bool sticky, const char *fetched, const char *error,
+                         const char *sha, int64_t next_try, int64_t now, char *err, size_t errcap)
 {
     char when[PO_TIME_SIZE], next[PO_TIME_SIZE] = "";
     po_clock_iso_at(now, when, sizeof when);
@@ -64,13 +65,15 @@ static po_err record_day(struct po_store *s, const struct po_channel_account *a,
                            error && *error ? PO_TEXT(error) : PO_NULLP,
                            next_try ? PO_TEXT(next) : PO_NULLP,
                            sha && *sha ? PO_TEXT(sha) : PO_NULLP,
-                           PO_TEXT(when)};
+                           PO_TEXT(when),
+                           PO_TEXT(fetched)};
 #define UPSERT(KEEP)                                                                               \
     "INSERT INTO recon_day (tenant_id, channel, bill_date, state, attempts,"                       \
-    " last_error, next_try_at, file_sha256, updated_at) VALUES (?, ?, ?, ?,"                       \
-    " 1, ?, ?, ?, ?) ON CONFLICT (tenant_id, channel, bill_date) DO UPDATE"                        \
+    " last_error, next_try_at, file_sha256, updated_at, last_fetch) VALUES (?, ?, ?, ?,"           \
+    " 1, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, channel, bill_date) DO UPDATE"                     \
     " SET state = CASE WHEN " KEEP " THEN recon_day.state ELSE"                                    \
     " excluded.state END, attempts = recon_day.attempts + 1,"                                      \
+    " last_fetch = excluded.last_fetch,"                                                           \
     " last_error = excluded.last_error, next_try_at = CASE WHEN " KEEP                             \
     " THEN recon_day.next_try_at ELSE excluded.next_try_at END,"                                   \
     " file_sha256 = COALESCE(excluded.file_sha256, recon_day.file_sha256),"                        \
@@ -204,7 +207,11 @@ po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *a
                (long long)out->report.rows);
     }
     bool done = strcmp(state, "pending") != 0;
-    return record_day(s, acct, date, state, !out->open && !out->reopened, out->why,
+    const char *fetched = out->imported                     ? "imported"
+                          : out->state == PO_BILL_NONE      ? "none"
+                          : out->state == PO_BILL_NOT_READY ? "not_ready"
+                                                            : "failed";
+    return record_day(s, acct, date, state, !out->open && !out->reopened, fetched, out->why,
                       out->imported ? out->report.file_sha256 : "", done ? 0 : now + retry_s, now,
                       err, errcap);
 }

@@ -12,6 +12,8 @@
  *   account_cache.c  channel accounts in memory, with their version guard
  *   views.c          typed reads as JSON: orders, refunds, balances, alerts,
  *                    journal pages, API keys
+ *   console_*.c      the operator's console: its views, searches, lists by
+ *                    state, pages and audited actions (console.h)
  *   apikey.c         tenant API keys (only hashes stored)
  *   idem.c           Idempotency-Key records of the tenant API
  *   refund_submit.c  API refunds handed to the channel's refund API
@@ -43,6 +45,7 @@
 #include "report.h"
 #include "operators.h"
 #include "traffic.h"
+#include "console.h"
 #include "jobs.h"
 #include "ledger_check.h"
 #include "webhook.h"

@@ -293,6 +293,8 @@ struct rec {
     enum po_reason reason;
     char tenant[PO_ID_MAX + 1], out_trade_no[PO_ID_MAX + 1], request_id[32];
     char channel[PO_CHANNEL_SIZE];
+    char event_type[24];               /* "": none */
+    char out_refund_no[PO_ID_MAX + 1]; /* "": none */
 };
 
 static struct rec *buffer; /* PO_DELIVERY_BUFFER, allocated at the first record */
@@ -336,6 +338,12 @@ static void record_locked(const struct po_delivery *d, int64_t at)
     bool named = d->out_trade_no && po_id_valid(d->out_trade_no, PO_ID_MAX);
     PO_ASSERT(po_strcpy(r->out_trade_no, sizeof r->out_trade_no, named ? d->out_trade_no : "") ==
               PO_OK);
+    /* (an event type is one of payonce's own names; anything else is none) */
+    if (!d->event_type || po_strcpy(r->event_type, sizeof r->event_type, d->event_type))
+        r->event_type[0] = '\0';
+    named = d->out_refund_no && po_id_valid(d->out_refund_no, PO_ID_MAX);
+    PO_ASSERT(po_strcpy(r->out_refund_no, sizeof r->out_refund_no, named ? d->out_refund_no : "") ==
+              PO_OK);
 }
 
 void po_deliveries_record(const struct po_delivery *d)
@@ -373,7 +381,7 @@ uint64_t po_deliveries_dropped(void)
 }
 
 #define DELIVERY_ROWS_PER_STATEMENT 200 /* within PO_ROWSET_ROWS_MAX */
-#define DELIVERY_COLUMNS 10
+#define DELIVERY_COLUMNS 12
 
 /* recs[0..n) in one set-based INSERT (the statement is prepared once). */
 static po_err insert_deliveries(struct po_store *s, const char *node, const struct rec *recs, int n,
@@ -396,16 +404,18 @@ static po_err insert_deliveries(struct po_store *s, const char *node, const stru
         q[7] = r->reason == PO_R_NONE ? PO_NULLP : PO_TEXT(po_reason_name(r->reason));
         q[8] = PO_I64((int64_t)r->status);
         q[9] = PO_I64((int64_t)r->micros);
+        q[10] = r->event_type[0] ? PO_TEXT(r->event_type) : PO_NULLP;
+        q[11] = r->out_refund_no[0] ? PO_TEXT(r->out_refund_no) : PO_NULLP;
     }
     if (!rc) {
         struct po_rowset rs = {DELIVERY_COLUMNS, n, cells};
         rc =
             po_store_exec(s,
                           "INSERT INTO callback_delivery (tenant_id, request_id, at, node, channel,"
-                          " out_trade_no, outcome, layer, reason, status, micros) SELECT v.t,"
-                          " v.r, v.a, ?, v.c, v.o, v.oc, v.l, v.re, v.st, v.us FROM ?{v: t text,"
-                          " r text, a text, c text, o text, oc text, l int, re text, st int, us"
-                          " int}"
+                          " out_trade_no, outcome, layer, reason, status, micros, event_type,"
+                          " out_refund_no) SELECT v.t, v.r, v.a, ?, v.c, v.o, v.oc, v.l, v.re,"
+                          " v.st, v.us, v.et, v.rf FROM ?{v: t text, r text, a text, c text, o"
+                          " text, oc text, l int, re text, st int, us int, et text, rf text}"
                           /* WHERE true: SQLite reads ON after a FROM as a join without it */
                           " WHERE true ON CONFLICT (tenant_id, request_id) DO NOTHING",
                           PO_PARAMS(PO_TEXT(node), PO_ROWS(&rs)), NULL, NULL, err, errcap);
@@ -539,17 +549,57 @@ static json_t *point_json(const struct point *p)
     return o;
 }
 
-po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_t now_unix,
-                       json_t **out)
+/* A bucket's time ('YYYY-MM-DDTHH:MM', UTC) in Unix seconds. */
+static bool bucket_time(const char *b, int64_t *out)
+{
+    char full[PO_TIME_SIZE];
+    return b && strlen(b) == 16 && po_fmt(full, sizeof full, "%s:00Z", b) == PO_OK &&
+           po_time_parse(full, out) == PO_OK;
+}
+
+/* The oldest bucket the table holds for tenant (NULL: every tenant), in
+ * Unix seconds; *found false when it holds none. One index probe: the
+ * primary key's for a tenant, traffic_bucket's for all. */
+static po_err oldest_bucket(struct po_store *s, const char *tenant, int64_t *out, bool *found)
+{
+    struct po_rows r;
+    po_err rc = tenant ? po_store_exec(s, "SELECT MIN(bucket) FROM traffic WHERE tenant_id = ?",
+                                       PO_PARAMS(PO_TEXT(tenant)), &r, NULL, NULL, 0)
+                       : po_store_exec(s, "SELECT MIN(bucket) FROM traffic", PO_NO_PARAMS, &r, NULL,
+                                       NULL, 0);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1 && bucket_time(po_rows_get(&r, 0, 0), out);
+    po_rows_free(&r);
+    return PO_OK;
+}
+
+/* Shortest fitted window: a few points even when the data is minutes old
+ * (the points before the oldest bucket are the console's to mark). */
+#define FIT_MIN_S 900
+
+po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, bool fit,
+                       int64_t now_unix, json_t **out)
 {
     if (hours < 1 || hours > 720)
         return PO_ERR_INVALID;
+    int64_t oldest = 0;
+    bool have = false;
+    po_err rc = oldest_bucket(s, tenant, &oldest, &have);
+    if (rc)
+        return rc;
+    /* The window: the last `hours`, or (fit) the data's own span within them. */
+    int64_t span = (int64_t)hours * 3600;
+    if (fit && have && now_unix - oldest < span)
+        span = now_unix - oldest < FIT_MIN_S ? FIT_MIN_S : now_unix - oldest;
     /* points: 5 minutes (16 characters of the bucket, minutes rounded down
      * in C) up to 12 hours, hours (13 characters) beyond */
-    bool fine = hours <= 12;
+    bool fine = span <= 12 * 3600;
     int64_t step = fine ? PO_TRAFFIC_BUCKET_S : 3600;
     int64_t last = now_unix - now_unix % step,
-            first = last - ((int64_t)hours * 3600 / step - 1) * step;
+            first = span == (int64_t)hours * 3600 /* the last `hours`, as many points as ever */
+                        ? last - (span / step - 1) * step
+                        : (now_unix - span) - (now_unix - span) % step; /* from the oldest on */
     int npoints = (int)((last - first) / step) + 1;
     char from[PO_TIME_SIZE];
     bucket_of(first, from);
@@ -559,7 +609,7 @@ po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_
     for (int i = 0; i < npoints; i++)
         pts[i].volume = json_object();
     struct po_rows r = {0};
-    po_err rc = po_store_exec(
+    rc = po_store_exec(
         s,
         "SELECT bucket, tenant_id, channel, kind, SUM(n) FROM traffic WHERE"
         " bucket >= ? AND (? = '' OR tenant_id = ?) GROUP BY bucket,"
@@ -572,11 +622,9 @@ po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_
     if (!rc && !pairs)
         rc = PO_ERR_NOMEM;
     for (int i = 0; !rc && i < r.nrows; i++) {
-        const char *b = po_rows_get(&r, i, 0), *kind = po_rows_get(&r, i, 3);
+        const char *kind = po_rows_get(&r, i, 3);
         int64_t n = 0, t = 0;
-        char full[PO_TIME_SIZE];
-        if (po_rows_i64(&r, i, 4, &n) || !b || strlen(b) != 16 ||
-            po_fmt(full, sizeof full, "%s:00Z", b) || po_time_parse(full, &t))
+        if (po_rows_i64(&r, i, 4, &n) || !bucket_time(po_rows_get(&r, i, 0), &t))
             continue;
         int64_t at = t - ((t % step) + step) % step;
         if (at >= first && at <= last)
@@ -621,8 +669,12 @@ po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_
         json_decref(rows);
         return rc;
     }
-    *out = json_pack("{s:i, s:I, s:o, s:o}", "hours", hours, "step_s", (json_int_t)step, "series",
-                     series, "by_tenant_channel", rows);
+    char oldest_at[PO_TIME_SIZE];
+    po_clock_iso_ms(oldest * 1000, oldest_at, sizeof oldest_at); /* as the points' times */
+    *out = json_pack("{s:i, s:b, s:I, s:o, s:o, s:o}", "hours", (int)((span + 3599) / 3600), "fit",
+                     fit, "step_s", (json_int_t)step, "first_at",
+                     have ? json_string(oldest_at) : json_null(), "series", series,
+                     "by_tenant_channel", rows);
     return *out ? PO_OK : PO_ERR_NOMEM;
 }
 

@@ -45,6 +45,10 @@ void po_traffic_reset(void);
 #define PO_DELIVERY_FLUSH_S 2
 struct po_delivery {
     const char *tenant, *channel, *request_id, *out_trade_no; /* out_trade_no may be NULL */
+    /* The event it carried (event_type NULL: none payonce could read) and,
+     * for a refund's, its number (NULL or "": none) — the order's page
+     * names what each delivery was. */
+    const char *event_type, *out_refund_no;
     enum po_outcome_kind outcome;
     int layer;
     enum po_reason reason;
@@ -82,8 +86,13 @@ po_err po_records_seal(struct po_store *s, struct po_committer *committer,
  * tenant or all (NULL): a series (5-minute points up to 12 hours, hourly
  * beyond) of applied, duplicate, rejected (with suspense), failed (retry,
  * invalid), acks with p50/p99 bounds and credited volume per currency;
- * and the same totals per tenant and channel. */
-po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, int64_t now_unix,
-                       json_t **out) PO_MUST_CHECK;
+ * and the same totals per tenant and channel. first_at: the oldest bucket
+ * the table holds for the filter (null: none), so that a chart can mark
+ * the part of its window before the history began.
+ * fit: the window is the data's own span instead — from the oldest bucket
+ * (within the last `hours`) to now, at least half an hour — so that fresh
+ * data fills the chart rather than standing at its right edge. */
+po_err po_view_traffic(struct po_store *s, const char *tenant, int hours, bool fit,
+                       int64_t now_unix, json_t **out) PO_MUST_CHECK;
 
 #endif

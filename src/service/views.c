@@ -41,6 +41,11 @@ static json_t *row_object(const struct po_rows *r, int row, const char *object,
 
 #define NFIELDS(f) ((int)(sizeof(f) / sizeof((f)[0])))
 
+json_t *po_view_row(const struct po_rows *r, int row, const char *const *fields, int n)
+{
+    return row_object(r, row, NULL, fields, n);
+}
+
 static void page_mark(struct po_page *pg, const char *ts, const char *key);
 
 /* One page of objects from a keyset query that asked for limit + 1 rows

@@ -23,6 +23,8 @@ po_err po_view_order(struct po_store *s, const char *tenant, const char *out_tra
  * column, "name" text, "#name" an integer (null when NULL). */
 po_err po_view_rows(struct po_store *s, const char *sql, const struct po_param *params, int np,
                     const char *const *fields, int n, json_t **out) PO_MUST_CHECK;
+/* Row `row` of r as one such object (its first n columns). */
+json_t *po_view_row(const struct po_rows *r, int row, const char *const *fields, int n);
 po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_refund_no,
                       json_t **out) PO_MUST_CHECK;
 /* [{account, currency, balance, updated_at}] in account order. */

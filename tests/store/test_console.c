@@ -306,7 +306,7 @@ static void history_is_stored_and_summed(void **state)
     assert_int_equal(traffic(S, "t1", "volume:CNY"), 460);
     /* the view: one tenant's series and pairs add up to the table */
     json_t *v = NULL;
-    assert_int_equal(po_view_traffic(S, "t1", 1, now, &v), PO_OK);
+    assert_int_equal(po_view_traffic(S, "t1", 1, false, now, &v), PO_OK);
     assert_int_equal(json_integer_value(json_object_get(v, "step_s")), PO_TRAFFIC_BUCKET_S);
     json_t *series = json_object_get(v, "series");
     assert_int_equal(json_array_size(series), 12);
@@ -321,12 +321,13 @@ static void history_is_stored_and_summed(void **state)
     assert_true(json_real_value(json_object_get(last, "ack_p99_ms")) == 5.0);
     assert_int_equal(json_array_size(json_object_get(v, "by_tenant_channel")), 2);
     json_decref(v);
-    assert_int_equal(po_view_traffic(S, NULL, 168, now, &v), PO_OK); /* hourly, every tenant */
+    assert_int_equal(po_view_traffic(S, NULL, 168, false, now, &v),
+                     PO_OK); /* hourly, every tenant */
     assert_int_equal(json_integer_value(json_object_get(v, "step_s")), 3600);
     assert_int_equal(json_array_size(json_object_get(v, "series")), 168);
     assert_int_equal(json_array_size(json_object_get(v, "by_tenant_channel")), 4);
     json_decref(v);
-    assert_int_equal(po_view_traffic(S, NULL, 0, now, &v), PO_ERR_INVALID);
+    assert_int_equal(po_view_traffic(S, NULL, 0, false, now, &v), PO_ERR_INVALID);
     /* older than the days kept: deleted by the next flush */
     assert_int_equal(po_store_exec_tx(S,
                                       "INSERT INTO traffic (tenant_id, bucket, channel, node, kind,"
@@ -466,16 +467,21 @@ static void deliveries_are_kept_per_order(void **state)
                             .channel = "wechatpay",
                             .request_id = "req-1",
                             .out_trade_no = "O-1",
+                            .event_type = "PAY_SUCCESS",
                             .outcome = PO_OUT_APPLIED,
                             .status = 200,
                             .micros = 1500};
     po_deliveries_record(&d);
     d.request_id = "req-2";
+    d.event_type = "REFUND_SUCCESS"; /* (the event each carried: named on the order's page) */
+    d.out_refund_no = "R-1";
     d.outcome = PO_OUT_DUPLICATE;
     d.layer = 1;
     po_deliveries_record(&d);
     d.request_id = "req-3";
     d.layer = 3;
+    d.event_type = NULL;     /* none read: kept without one */
+    d.out_refund_no = "<b>"; /* not a refund number: none */
     po_deliveries_record(&d);
     d.request_id = "req-4";
     d.out_trade_no = "<b>"; /* not an order number: kept without one */
@@ -512,12 +518,16 @@ static void deliveries_are_kept_per_order(void **state)
     assert_int_equal(po_view_order_trail(S, "t1", "O-1", &t), PO_OK);
     json_t *ds = json_object_get(t, "deliveries");
     assert_int_equal(json_array_size(ds), 3);
-    const char *want[] = {"applied/0", "duplicate/1", "duplicate/3"};
+    const char *want[] = {"applied/0 PAY_SUCCESS -", "duplicate/1 REFUND_SUCCESS R-1",
+                          "duplicate/3 - -"};
     for (size_t i = 0; i < 3; i++) {
         json_t *x = json_array_get(ds, i);
-        char got[64];
-        snprintf(got, sizeof got, "%s/%lld", json_string_value(json_object_get(x, "outcome")),
-                 (long long)json_integer_value(json_object_get(x, "layer")));
+        char got[128];
+        const char *ev = json_string_value(json_object_get(x, "event_type")),
+                   *rf = json_string_value(json_object_get(x, "out_refund_no"));
+        snprintf(got, sizeof got, "%s/%lld %s %s", json_string_value(json_object_get(x, "outcome")),
+                 (long long)json_integer_value(json_object_get(x, "layer")), ev ? ev : "-",
+                 rf ? rf : "-");
         assert_string_equal(got, want[i]);
         assert_string_equal(json_string_value(json_object_get(x, "node")), "node-a");
     }

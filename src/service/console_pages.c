@@ -21,6 +21,7 @@
 
 #include "../crypto/crypto.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,14 +394,19 @@ static po_err audit(struct po_store *s, const char *tenant, const char *action, 
                     const struct po_console_actor *who, const char *result, char *err,
                     size_t errcap)
 {
-    unsigned char rnd[8];
-    char id[3 + 2 * sizeof rnd + 1] = "ca_", now[PO_TIME_SIZE];
+    /* action ids sort as the actions were taken: the wall clock's
+     * milliseconds, then this process's count (two actions in one
+     * millisecond), then random bits (another node in that millisecond) */
+    static atomic_uint seq;
+    unsigned char rnd[4];
+    char id[40], now[PO_TIME_SIZE];
     po_err rc = po_random(rnd, sizeof rnd);
     if (rc)
         return rc;
-    for (size_t i = 0; i < sizeof rnd; i++)
-        (void)snprintf(id + 3 + 2 * i, 3, "%02x", rnd[i]);
-    po_clock_now_iso(now, sizeof now);
+    int64_t ms = po_clock_now_ms();
+    po_clock_iso_ms(ms, now, sizeof now);
+    (void)snprintf(id, sizeof id, "ca_%012llx%04x%02x%02x%02x%02x", (unsigned long long)ms,
+                   atomic_fetch_add(&seq, 1) & 0xffffu, rnd[0], rnd[1], rnd[2], rnd[3]);
     return po_store_exec(s,
                          "INSERT INTO console_action (tenant_id, action_id, at, actor, action,"
                          " target, note, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

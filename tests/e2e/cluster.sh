@@ -273,7 +273,9 @@ rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); 
 "$BIN" sim receiver --listen "127.0.0.1:$rport" --secret-file hook.secret --record events.jsonl --duration-s 600 \
   > receiver.out 2>&1 & bg_pids+=($!)
 N3=${PAYONCE_CLUSTER_WEBHOOK_ORDERS:-90}; NL=8
-make_orders W 1 "$N3" 2000 || exit 1
+# W-1001 …: order numbers WeChat Pay accepts (string[6,32]) — the refunds
+# of 3b send them to its refund API
+make_orders W 1001 $((1000 + N3)) 1000 || exit 1
 expected=$((expected + 2000 * N3 + N3 * (N3 + 1) / 2))
 make_orders LOST 1 "$NL" 3000 || exit 1
 expected=$((expected + 3000 * NL + NL * (NL + 1) / 2))
@@ -310,7 +312,7 @@ check "the active query runs on one node of three" "$holders" 1
 sims=(); outs=()
 for s in 0 1 2; do
   args=()
-  for i in $(seq $((s + 1)) 3 "$N3"); do args+=(--order "W-$i:$((2000 + i))"); done
+  for i in $(seq $((s + 1)) 3 "$N3"); do args+=(--order "W-$((1000 + i)):$((2000 + i))"); done
   "$BIN" sim pay --history "$work/history.jsonl" --dir sim2 --channel wechatpay "${args[@]}" --copies 3 --concurrent --time-factor 1000 \
     --max-attempts 40 --pace-ms 60 --notify-url "$LB/notify/wechatpay/t1" > "w-$s.out" 2>&1 &
   sims+=($!); outs+=("w-$s.out")
@@ -364,7 +366,7 @@ echo "POST /v3/refund/domestic/refunds 500 100000" > sim2/faults
 for i in $(seq 1 "$NR"); do
   curl -s -o "rf-$i.b" -w '%{http_code} ' -X POST "$LB/v1/refunds" -H "Authorization: Bearer $KEY" \
     -H "Idempotency-Key: rf-$i" -H 'Content-Type: application/json' \
-    -d "{\"out_trade_no\":\"W-$i\",\"out_refund_no\":\"RF-$i\",\"amount\":$((100 + i))}"
+    -d "{\"out_trade_no\":\"W-$((1000 + i))\",\"out_refund_no\":\"RF-$i\",\"amount\":$((100 + i))}"
 done > rf-status.txt
 check "refunds while the channel fails: taken" "$(cat rf-status.txt)" "$(for _ in $(seq 1 "$NR"); do printf '201 '; done)"
 rf() { psql -X -At -d "$PAYONCE_DB" -c "SELECT COUNT(*) FROM refund WHERE tenant_id = 't1' AND out_refund_no LIKE 'RF-%' AND $1"; }

@@ -275,13 +275,13 @@ static bool find_doc(const struct cli_command *c, const char *name, struct optdo
                            "the service's config file: %s takes nothing from it (its options are"
                            " its own)",
                            cmd);
-        else
-            (void)snprintf(buf, cap,
-                           "the service's config file (docs/configuration.md; default"
-                           " PAYONCE_CONFIG, then " PO_CONFIG_DEFAULT " when it exists and can be"
-                           " read); %s takes from it: %s; the environment and the flags override"
-                           " it",
-                           cmd, takes);
+        else /* a long list is cut at cap (po_errf truncates; the help stays readable) */
+            po_errf(buf, cap,
+                    "the service's config file (docs/configuration.md; default"
+                    " PAYONCE_CONFIG, then " PO_CONFIG_DEFAULT " when it exists and can be"
+                    " read); %s takes from it: %s; the environment and the flags override"
+                    " it",
+                    cmd, takes);
         *out = (struct optdoc){"config", "FILE", buf, NULL};
         return true;
     }

@@ -569,6 +569,12 @@ struct po_channel_ops {
     const char *const *pay_methods;
     po_err (*pay_create)(const struct po_channel_account *a, const struct po_pay_request *r,
                          struct po_pay_answer *out);
+    /* With order_query: the prefix of the channel's own id of a payment
+     * when its calls ask by that id, not by out_trade_no alone (Stripe's
+     * "pi_", a PaymentIntent: its search only discovers); NULL when the
+     * order number is enough. `channel check` probes with such an id that
+     * nobody has. */
+    const char *order_id_prefix;
     /* The channel is told where to notify with each payment (the
      * account's notify_url, required to create one); false: the endpoint
      * is configured at the channel (Stripe's dashboard). */

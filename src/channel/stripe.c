@@ -431,6 +431,7 @@ const struct po_channel_ops po_channel_stripe = {
     .refund_submit = po_stripe_refund_submit,
     .manual_refunds_without_key = true,
     .order_query = po_stripe_order_query,
+    .order_id_prefix = "pi_",
     .pay_methods = stripe_pay_methods,
     .pay_create = po_stripe_pay_create,
     .pay_notify_url = false,

@@ -177,12 +177,12 @@ int cmd_channel_check(struct po_store *s, const struct opts *o)
         po_channel_account_free(&acct);
         return cli_fail(PO_ERR_NOMEM, "out of memory");
     }
-    /* Stripe asks by PaymentIntent (its search finds nothing decisive):
-     * one nobody has */
-    char pi[40] = "pi_";
-    memcpy(pi + 3, no + 14, 12);
-    bool stripe = strcmp(ch->name, "stripe") == 0;
-    struct po_order_ref ref = {no, stripe ? pi : "", ""};
+    /* a channel that asks by its own id of a payment (ops
+     * order_id_prefix: Stripe's PaymentIntent) is asked by one nobody has */
+    char pid[40] = "";
+    if (ch->order_id_prefix)
+        (void)snprintf(pid, sizeof pid, "%.8s%s", ch->order_id_prefix, no + 14);
+    struct po_order_ref ref = {no, pid, ""};
     if (ch->order_query) {
         bool ok = ch->order_query(&acct, &ref, qa) == PO_OK && qa->state == PO_QUERY_NOT_PAID;
         bad += !ok;
@@ -199,7 +199,7 @@ int cmd_channel_check(struct po_store *s, const struct opts *o)
     if (ch->refund_query) {
         char rno[48];
         (void)snprintf(rno, sizeof rno, "%s-r", no);
-        struct po_refund_request rq = {no, rno, 1, 1, "CNY", stripe ? pi : ""};
+        struct po_refund_request rq = {no, rno, 1, 1, "CNY", pid};
         struct po_refund_query_answer *ra = malloc(sizeof *ra);
         /* a signed answer: no such refund (Alipay: nothing refunded yet) */
         bool ok = ra && ch->refund_query(&acct, &rq, ra) == PO_OK &&

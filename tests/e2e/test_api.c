@@ -429,7 +429,7 @@ static void test_concurrent(void)
     struct resp d;
     api("POST", gw_port, "/v1/orders", key1, NULL,
         "{\"merchant\":\"m1\",\"out_trade_no\":\"C-2\",\"amount\":701}", &d);
-    T_CHECK(has_code(&d, 409, "order_exists") && strstr(d.body, "amount 700"),
+    T_CHECK(has_code(&d, 409, "order_exists") && strstr(d.body, "amount 7.00 CNY"),
             "no key, other amount: %ld %s", d.status, d.body);
 }
 

@@ -70,6 +70,12 @@ struct po_channel_account;
 int cli_account(struct po_store *s, const struct opts *o, const char *tenant, const char *channel,
                 struct po_channel_account *out);
 
+/* Seals every callback record of s not sealed yet into its tenant's chain
+ * (po_audit_seal, a transaction per 1000), key NULL: plain links; counts
+ * them into *out_sealed (cmd_audit.c: audit seal, and backup's copy). */
+po_err cli_seal_all(struct po_store *s, const unsigned char *key, int64_t *out_sealed, char *err,
+                    size_t errcap) PO_MUST_CHECK;
+
 /* ---- serve's options, declared once (cmd_config.c) ---- */
 /* The committer's options shared by serve and bench: --committers (2),
  * --batch-max (128), --batch-wait-us (200), --known-events (65536); 0 or

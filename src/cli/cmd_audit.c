@@ -228,26 +228,37 @@ int cmd_audit_head(struct po_store *s, const struct opts *o)
     return ret;
 }
 
+po_err cli_seal_all(struct po_store *s, const unsigned char *key, int64_t *out_sealed, char *err,
+                    size_t errcap)
+{
+    int64_t n = 0;
+    po_err rc = PO_OK;
+    *out_sealed = 0;
+    /* a round seals up to 1000; the records are finite and none is sealed
+     * twice, so a round with fewer is the last */
+    do {
+        rc = po_store_begin(s, err, errcap);
+        if (!rc)
+            rc = po_audit_seal(s, key, 1000, &n, err, errcap);
+        if (!rc)
+            rc = po_store_commit(s, err, errcap);
+        else
+            po_store_rollback(s);
+        *out_sealed += rc ? 0 : n;
+    } while (!rc && n == 1000);
+    return rc;
+}
+
 int cmd_audit_seal(struct po_store *s, const struct opts *o)
 {
     char err[PO_ERRBUF_SIZE] = "";
-    int64_t total = 0, n = 0;
+    int64_t total = 0;
     unsigned char key[PO_AUDIT_KEY_LEN];
     bool keyed = false;
     int ret = chain_key(o, key, &keyed);
     if (ret)
         return ret;
-    po_err rc = PO_OK;
-    do {
-        rc = po_store_begin(s, err, sizeof err);
-        if (!rc)
-            rc = po_audit_seal(s, keyed ? key : NULL, 1000, &n, err, sizeof err);
-        if (!rc)
-            rc = po_store_commit(s, err, sizeof err);
-        else
-            po_store_rollback(s);
-        total += rc ? 0 : n;
-    } while (!rc && n == 1000);
+    po_err rc = cli_seal_all(s, keyed ? key : NULL, &total, err, sizeof err);
     po_secure_zero(key, sizeof key);
     if (rc)
         return cli_fail(rc, err);

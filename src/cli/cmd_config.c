@@ -222,6 +222,66 @@ void cli_redact_url(const char *url, char *out, size_t cap)
         (void)snprintf(out, cap, "%s", url);
 }
 
+/* config check: an endpoint serve with this configuration would refuse to
+ * deliver to, said on stderr (at most ENDPOINT_LINES_MAX lines). */
+#define ENDPOINT_LINES_MAX 50
+static void endpoint_refused(void *ctx, const char *tenant, const char *endpoint, const char *why)
+{
+    (void)ctx;
+    fprintf(stderr,
+            "payonce: tenant %s, webhook endpoint %s: serve with this configuration refuses every"
+            " delivery to it: %s\n",
+            tenant, endpoint, why);
+}
+
+/* The live webhook endpoints of the configured database judged by the
+ * configured egress policy (insecure-dev, webhook-allow-net), as serve
+ * judges them at start: returns the number of problems (a policy that
+ * does not parse, each endpoint refused). A database that cannot be read
+ * is said on stdout and is not a problem: the configuration may be checked
+ * where the database is not. Reads only. */
+static int endpoints_check(const struct opts *merged)
+{
+    struct po_egress_policy egress;
+    char err[PO_ERRBUF_SIZE] = "";
+    if (po_egress_policy_parse(cli_opt(merged, "webhook-allow-net"),
+                               cli_flag(merged, "insecure-dev"), &egress, err, sizeof err)) {
+        fprintf(stderr, "payonce: webhook-allow-net: %s\n", err);
+        return 1;
+    }
+    const char *url = cli_db_url(merged);
+    char shown[600], why[600];
+    cli_redact_url(url, shown, sizeof shown);
+    /* a SQLite file that is not there is not made here */
+    if (strncmp(url, "sqlite:", 7) == 0 && po_path_why(url + 7, false, why, sizeof why)) {
+        printf("# webhook endpoints: not checked (database %s: %s)\n", url + 7, why);
+        return 0;
+    }
+    struct po_store *s = NULL;
+    if (po_store_open(url, &s, err, sizeof err)) {
+        printf("# webhook endpoints: not checked (cannot open database %s: %s)\n", shown, err);
+        return 0;
+    }
+    int checked = 0, refused = 0;
+    po_err rc = po_webhook_check_urls(s, &egress, ENDPOINT_LINES_MAX, endpoint_refused, NULL,
+                                      &checked, &refused, err, sizeof err);
+    po_store_close(s);
+    if (rc) {
+        printf("# webhook endpoints: not checked (cannot read them in %s: %s)\n", shown, err);
+        return 0;
+    }
+    if (refused > ENDPOINT_LINES_MAX)
+        fprintf(stderr, "payonce: and %d more webhook endpoints refused\n",
+                refused - ENDPOINT_LINES_MAX);
+    printf("# webhook endpoints: %d live in %s, %d refused by this configuration's egress policy"
+           "%s\n",
+           checked, shown, refused,
+           refused ? " (insecure-dev allows http:// to loopback; webhook-allow-net private"
+                     " networks)"
+                   : "");
+    return refused;
+}
+
 int cfg_check(const struct opts *file, const struct opts *merged, const char *path)
 {
     int bad = 0;
@@ -289,6 +349,8 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
         }
         po_secure_zero(key, sizeof key);
     }
+    /* what serve would warn about at start: endpoints it cannot deliver to */
+    bad += endpoints_check(merged);
     if (bad)
         fprintf(stderr, "payonce: config check: %d problem%s\n", bad, bad == 1 ? "" : "s");
     return bad ? EXIT_USAGE : 0;
@@ -331,7 +393,10 @@ void cfg_doc(FILE *f)
           "`payonce config check [--config FILE]` validates a file and prints the\n"
           "effective value of every option and where it came from (default, the file's\n"
           "line, command line, environment), a value out of bounds as given with what is\n"
-          "wrong with it, the database password redacted.\n\n"
+          "wrong with it, the database password redacted; then it reads the webhook\n"
+          "endpoints of that database and counts as a problem each one whose URL this\n"
+          "configuration's `insecure-dev` and `webhook-allow-net` would refuse (serve\n"
+          "warns about them at start; a database it cannot open is said, not counted).\n\n"
           "On SIGHUP, `serve` re-reads the file and applies `log-level`; every other\n"
           "option needs a restart. On SIGTERM (or SIGINT) it stops accepting connections,\n"
           "answers every request in flight (callbacks after their batch commits), stops\n"

@@ -77,10 +77,27 @@ static void broken_account(void *ctx, const char *tenant, const char *channel, c
             channel, why);
 }
 
+/* An endpoint whose URL this gateway's egress policy refuses: one warn
+ * line each, at most REFUSED_LINES_MAX, then their number (a tenant may
+ * have 16 endpoints, and there may be many tenants). */
+#define REFUSED_LINES_MAX 20
+static void refused_endpoint(void *ctx, const char *tenant, const char *endpoint, const char *why)
+{
+    (void)ctx;
+    po_log(PO_LOG_WARN,
+           "tenant %s: webhook endpoint %s: this gateway refuses every delivery to it: %s (added"
+           " under other settings: start serve with them -- insecure-dev, webhook-allow-net --"
+           " or remove the endpoint)",
+           tenant, endpoint, why);
+}
+
 /* What would otherwise fail every request later is said at start-up
  * (issue 13 item 3): a schema this build does not know, and channel
- * accounts the master key does not open. */
-static int startup_checks(struct po_store *s, const unsigned char *master)
+ * accounts the master key does not open; and what would fail every
+ * delivery to an endpoint, its URL refused by this gateway's egress
+ * policy (issue 45 item 2), is warned about, one line each. */
+static int startup_checks(struct po_store *s, const unsigned char *master,
+                          const struct po_egress_policy *egress)
 {
     int version = 0, latest = po_store_schema_latest();
     if (po_store_schema_version(s, &version))
@@ -112,6 +129,16 @@ static int startup_checks(struct po_store *s, const unsigned char *master)
                 err, broken, checked);
         return EXIT_FAIL;
     }
+    int refused = 0;
+    rc = po_webhook_check_urls(s, egress, REFUSED_LINES_MAX, refused_endpoint, NULL, &checked,
+                               &refused, err, sizeof err);
+    if (rc)
+        return cli_fail(rc, "cannot read the webhook endpoints");
+    if (refused > REFUSED_LINES_MAX)
+        po_log(PO_LOG_WARN,
+               "%d more webhook endpoints this gateway will refuse to deliver to (%d of %d in"
+               " all; payonce config check lists them)",
+               refused - REFUSED_LINES_MAX, refused, checked);
     checked = broken = 0;
     rc = po_account_check_all(s, master, broken_account, NULL, &checked, &broken);
     if (rc)
@@ -152,7 +179,7 @@ int cmd_serve(struct po_store *s, const struct opts *o)
     if (!have)
         po_log(PO_LOG_WARN, "INSECURE DEVELOPMENT MODE: no master key; channel secrets are read"
                             " unsealed. Never run this in production.");
-    ret = startup_checks(s, have ? master : NULL);
+    ret = startup_checks(s, have ? master : NULL, &g.egress);
     char token[160] = "";
     if (!ret && cli_opt(o, "admin-token-file"))
         ret = admin_token(cli_opt(o, "admin-token-file"), token, sizeof token);

@@ -1,10 +1,11 @@
 /*
  * cmd_sim.c — `payonce sim`: a channel simulator for integrators and the demo.
  *
- *   payonce sim keys --dir DIR [--mode cert|pubkey] [--tenant T]
+ *   payonce sim keys --dir DIR [--mode cert|pubkey] [--tenant T] [--script]
  *       fresh platform key pair (certificate or PUB_KEY_ID mode), APIv3 key,
  *       Alipay key pair, webhook secret; prints the `payonce channel set`
- *       commands that configure a tenant to trust them
+ *       commands that configure a tenant to trust them (--script: only
+ *       them, a shell script on stdout; what was written on stderr)
  *   payonce sim pay --dir DIR --notify-url URL --order NO:AMOUNT [...]
  *       the channel "pays" the orders and notifies at least once, on its
  *       real retry schedule (compressed by --time-factor), until acked;
@@ -67,8 +68,12 @@ int cmd_sim_keys(struct po_store *s, const struct opts *o)
     struct po_sim_identity id;
     if ((rc = po_sim_identity_load(dir, &id, err, sizeof err)))
         return cli_fail(rc, err);
-    printf("simulator keys written to %s (%s mode, serial %s)\n\n", dir, mode, id.serial);
-    printf("Configure a tenant to trust this simulator:\n\n");
+    /* --script: stdout is the commands alone (`| sh` runs them) */
+    bool script = cli_flag(o, "script");
+    fprintf(script ? stderr : stdout, "simulator keys written to %s (%s mode, serial %s)\n%s", dir,
+            mode, id.serial, script ? "" : "\n");
+    if (!script)
+        printf("Configure a tenant to trust this simulator:\n\n");
     if (strcmp(mode, "pubkey") == 0)
         printf("payonce channel set --tenant %s --channel wechatpay --mchid %s --appid %s \\\n"
                "  --apiv3-key-file %s/apiv3.key \\\n"

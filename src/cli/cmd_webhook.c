@@ -39,6 +39,64 @@ static void print_secret(char *secret, size_t cap, const char *what, const char 
             tenant, what);
 }
 
+/* insecure-dev and webhook-allow-net decide where serve delivers, and
+ * webhook add judges a URL with the same options (its flags, else the
+ * config file's). When they differ between the two commands, deliveries
+ * fail later with nothing said at the time (issue 45 item 2); so: */
+
+/* A URL refused here that --insecure-dev would have let in: serve needs
+ * the flag too, which the refusal says. */
+static void refused_hint(const struct opts *o, const char *url)
+{
+    struct po_egress_policy loose;
+    char why[PO_ERRBUF_SIZE] = "";
+    if (cli_flag(o, "insecure-dev") ||
+        po_egress_policy_parse(cli_opt(o, "webhook-allow-net"), true, &loose, why, sizeof why) ||
+        !po_egress_url_ok(&loose, url, why, sizeof why))
+        return;
+    fprintf(stderr, "payonce: (http:// to loopback is for development: give --insecure-dev here"
+                    " and to serve too, or `insecure-dev = true` in the config file both read;"
+                    " a serve without it refuses every delivery there)\n");
+}
+
+/* A URL accepted here only because of this command line's --insecure-dev
+ * or --webhook-allow-net, which the config file (what a serve started from
+ * it uses) does not hold: serve refuses every delivery to it unless it is
+ * given the same. The endpoint is added; this says so, once, on stderr. */
+static void mismatch_warning(const struct opts *o, const char *url)
+{
+    const struct opts *file = cli_where.file;
+    struct po_egress_policy served;
+    char why[PO_ERRBUF_SIZE] = "", cfg[700];
+    bool file_loop = file && cli_flag(file, "insecure-dev");
+    if (po_egress_policy_parse(file ? cli_opt(file, "webhook-allow-net") : NULL, file_loop, &served,
+                               why, sizeof why) ||
+        po_egress_url_ok(&served, url, why, sizeof why))
+        return; /* a file whose list does not parse: serve says so itself */
+    /* which of the two let it in: loopback (insecure-dev), or a network */
+    struct po_egress_policy with_loop;
+    char ignored[PO_ERRBUF_SIZE];
+    bool loop = !file_loop &&
+                !po_egress_policy_parse(file ? cli_opt(file, "webhook-allow-net") : NULL, true,
+                                        &with_loop, ignored, sizeof ignored) &&
+                po_egress_url_ok(&with_loop, url, ignored, sizeof ignored);
+    const char *given = loop ? "--insecure-dev" : "--webhook-allow-net";
+    if (cli_where.config)
+        (void)snprintf(cfg, sizeof cfg, "the config file %s does not set %s", cli_where.config,
+                       given + 2);
+    else
+        (void)snprintf(cfg, sizeof cfg, "no config file sets %s (%s)", given + 2,
+                       cli_where.note[0] ? cli_where.note : "none was named");
+    fprintf(stderr,
+            "payonce: WARNING: this endpoint's URL is accepted only because of %s on this command"
+            " line, and %s: a serve without it refuses every delivery to the endpoint (%s). Start"
+            " serve with %s too, or put `%s = %s` in the config file it reads.\n",
+            given, cfg, why, given, given + 2,
+            loop                              ? "true"
+            : cli_opt(o, "webhook-allow-net") ? cli_opt(o, "webhook-allow-net")
+                                              : "…");
+}
+
 int cmd_webhook_add(struct po_store *s, const struct opts *o)
 {
     unsigned char key[32];
@@ -59,10 +117,15 @@ int cmd_webhook_add(struct po_store *s, const struct opts *o)
     rc = po_webhook_add(s, master, cli_opt(o, "tenant"), cli_opt(o, "url"), cli_opt(o, "events"),
                         &egress, &n, err, sizeof err);
     po_secure_zero(key, sizeof key);
-    if (rc)
-        return cli_fail(rc, err);
+    if (rc) {
+        int ret = cli_fail(rc, err);
+        if (rc == PO_ERR_INVALID)
+            refused_hint(o, cli_opt(o, "url"));
+        return ret;
+    }
     print_secret(n.secret, sizeof n.secret, "added; its signing secret", n.id,
                  cli_opt(o, "tenant"));
+    mismatch_warning(o, cli_opt(o, "url"));
     return 0;
 }
 

@@ -187,6 +187,10 @@ static const struct optdoc optdocs[] = {
      "where payonce serve is reached (http://127.0.0.1:8080): the channel set lines"
      " also carry --notify-url (refund results)",
      NULL},
+    {"script", NULL,
+     "print only the channel set commands, a shell script (`| sh` runs them); what was written"
+     " goes to stderr",
+     NULL},
     {"notify-url", "URL",
      "where the channel posts callbacks (payonce's /notify/CHANNEL/TENANT), required unless"
      " --lose or --created; repeated, copy k goes to the k-th URL (one per gateway node)",

@@ -118,7 +118,7 @@ const struct cli_command cli_commands[] = {
      "db orders connections committers batch-max batch-wait-us known-events plan-rows out only"
      " nodes balance",
      "", "", cmd_bench, true, "throughput with its baselines (docs/performance.md)"},
-    {"sim", "keys", "dir mode tenant api-url gateway-url", "", "", cmd_sim_keys, true,
+    {"sim", "keys", "dir mode tenant api-url gateway-url", "", "script", cmd_sim_keys, true,
      "make the channel simulator's keys"},
     {"sim", "pay",
      "dir notify-url order orders-file channel currency txn copies tamper-amount time-factor"

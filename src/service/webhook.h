@@ -48,6 +48,19 @@ po_err po_webhook_remove(struct po_store *s, const char *tenant, const char *id,
  * *out_checked cannot be opened, the first named in err. */
 po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master, int *out_checked,
                                 int *out_broken, char *err, size_t errcap) PO_MUST_CHECK;
+/* Judges every live endpoint's URL by egress as a delivery would before it
+ * resolves the host (po_egress_url_ok): report() for the first report_max
+ * refused, with the policy's reason (never the URL: `webhook list` shows
+ * it, and a URL may carry a tenant's token), in (tenant, endpoint) order.
+ * Counts every one into *checked and *refused; changes nothing; non-OK
+ * only when the store cannot be read (err says why). serve runs it at
+ * start, config check with the configuration it checks: a URL registered
+ * under another policy (webhook add --insecure-dev, a serve without it) is
+ * said before any delivery fails. */
+po_err po_webhook_check_urls(
+    struct po_store *s, const struct po_egress_policy *egress, int report_max,
+    void (*report)(void *ctx, const char *tenant, const char *endpoint, const char *why), void *ctx,
+    int *checked, int *refused, char *err, size_t errcap) PO_MUST_CHECK;
 /* A new secret for the endpoint (the old one stops at once). */
 po_err po_webhook_rotate(struct po_store *s, const unsigned char *master, const char *tenant,
                          const char *id, char secret[PO_WEBHOOK_SECRET_SIZE], char *err,

@@ -372,15 +372,22 @@ po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *e
     return PO_OK;
 }
 
+/* Every live endpoint of every tenant: tenant, id, secret, URL, in
+ * (tenant, id) order (the start-up checks). */
+static po_err live_endpoints(struct po_store *s, struct po_rows *out, char *err, size_t errcap)
+{
+    return po_store_exec(s,
+                         "SELECT tenant_id, endpoint_id, secret, url FROM webhook_endpoint WHERE"
+                         " removed_at IS NULL ORDER BY tenant_id, endpoint_id",
+                         PO_NO_PARAMS, out, NULL, err, errcap);
+}
+
 po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master, int *out_checked,
                                 int *out_broken, char *err, size_t errcap)
 {
     struct po_rows r;
     *out_checked = *out_broken = 0;
-    po_err rc = po_store_exec(s,
-                              "SELECT tenant_id, endpoint_id, secret FROM webhook_endpoint WHERE"
-                              " removed_at IS NULL ORDER BY tenant_id, endpoint_id",
-                              PO_NO_PARAMS, &r, NULL, err, errcap);
+    po_err rc = live_endpoints(s, &r, err, errcap);
     if (rc)
         return rc;
     for (int i = 0; i < r.nrows; i++) {
@@ -403,6 +410,29 @@ po_err po_webhook_check_secrets(struct po_store *s, const unsigned char *master,
     }
     po_rows_free(&r);
     return rc;
+}
+
+po_err po_webhook_check_urls(struct po_store *s, const struct po_egress_policy *egress,
+                             int report_max,
+                             void (*report)(void *ctx, const char *tenant, const char *endpoint,
+                                            const char *why),
+                             void *ctx, int *checked, int *refused, char *err, size_t errcap)
+{
+    struct po_rows r;
+    *checked = *refused = 0;
+    po_err rc = live_endpoints(s, &r, err, errcap);
+    if (rc)
+        return rc;
+    for (int i = 0; i < r.nrows; i++) {
+        char why[PO_ERRBUF_SIZE] = "";
+        ++*checked;
+        if (po_egress_url_ok(egress, po_rows_get(&r, i, 3), why, sizeof why))
+            continue;
+        if (++*refused <= report_max)
+            report(ctx, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), why);
+    }
+    po_rows_free(&r);
+    return PO_OK;
 }
 
 /* ---- the event as the tenant receives it ---- */

@@ -29,7 +29,8 @@ DECIMAL = re.compile(r"(?<![\w.:/@#-])(-?\d+\.\d+)(?![\w.:/@-]|\.\d)")
 # units that say a decimal is not money
 NOT_MONEY = re.compile(r"\s*(?:s|ms|us|µs|x|%|KiB|MiB|GiB|kB|MB|GB|bytes?|seconds?|days?|"
                        r"hours?|minutes?|/s|rows?/s|per second)\b|\s*%|\s*x\b")
-MONEY_WORD = re.compile(r"\b(amount|gross|refunds?|fees?|net|balance|suspense|paid|refunded|"
+# (not the end of an option's name: webhook-allow-net = 10.2.0.0/16)
+MONEY_WORD = re.compile(r"(?<![\w-])(amount|gross|refunds?|fees?|net|balance|suspense|paid|refunded|"
                         r"postings|cached|reserved|sum)"
                         r"(?:\s+of)?(?:\s*[:=]\s*|\s+)(-?\d[\d.]*)(?![\w.])")
 
@@ -68,6 +69,7 @@ SELF_TEST_GOOD = [
     "payonce 0.1.0; serving on 127.0.0.1:8080 at 2026-12-04T10:00:00.123Z, 0.5 s, 1.5x, 12.3%",
     '{"outcome":"applied","amount":100}',
     "reconciled 2026-12-01 .. 2026-12-01, 12 rows; 3 orders, 1 refund",
+    "webhook-allow-net        = 10.2.0.0/16                              # command line",
 ]
 
 

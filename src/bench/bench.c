@@ -192,7 +192,7 @@ struct row {
     double ledger_s;                   /* the server's ledger check's time during the run */
 };
 
-#define ROWS_MAX 32
+#define ROWS_MAX 48
 
 /* The connection counts of the "conns" run, beside the run's own. */
 static const int more_conns[] = {64, 256};

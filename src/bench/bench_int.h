@@ -162,9 +162,9 @@ struct po_bench_work_snap {
     double bytes_written, round_trips, pages_written, batches;
 };
 /* A snapshot of the database's counters (none on SQLite); on PostgreSQL it
- * first waits (up to 30 s) until no other client backend of the database
- * is connected, so that every finished connection's statistics are in the
- * views. */
+ * first waits (up to 30 s, then says so on stderr and goes on) until no
+ * other client backend of the database is connected, so that every
+ * finished connection's statistics are in the views. */
 po_err po_bench_work_snap(struct po_store *s, bool pg, struct po_bench_work_snap *out, char *err,
                           size_t errcap) PO_MUST_CHECK;
 /* write_bytes of /proc/PID/io: what the process sent to the disk (-1:

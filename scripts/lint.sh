@@ -85,6 +85,20 @@ if [ -n "$sql" ]; then
   fail=1
 fi
 
+# The engine's one door (engine.h, "the engine's one door"): outside the
+# engine's own batch.c and engine.c, only the committer (serve) and door.c
+# (serve through the committer; the offline CLI on its own connection) call
+# the engine's apply and alert entries. Anything else inside serve would be
+# a second writer beside the committer.
+door=$(grep -rnE 'po_engine_(apply|apply_batch|apply_mixed|apply_recorded|alert)\(' src \
+         --include='*.c' --include='*.h' |
+       grep -vE '^src/engine/(engine\.h|engine\.c|batch\.c|committer\.c|door\.c):' || true)
+if [ -n "$door" ]; then
+  echo "lint: the engine called past its door (use po_door_apply / po_door_alert / po_door_work):" >&2
+  echo "$door" >&2
+  fail=1
+fi
+
 # A po_ function is declared in its module's header, never by hand in a .c
 # file: a hand-written prototype hides a dependency (often an upward one)
 # from the headers and from this script's module check.
@@ -112,4 +126,4 @@ else
 fi
 
 [ "$fail" -eq 0 ] || exit 1
-echo "lint: ok (banned functions, module dependencies, third-party headers, SQL placement, prototypes, format)"
+echo "lint: ok (banned functions, module dependencies, third-party headers, SQL placement, the engine's door, prototypes, format)"

@@ -118,7 +118,7 @@ int cmd_alerts_resolve(struct po_store *s, const struct opts *o)
     return alert_act(s, o, PO_ALERT_RESOLVE);
 }
 
-typedef po_err (*alert_engine_fn)(struct po_store *s, const char *tenant, const char *alert_id,
+typedef po_err (*alert_engine_fn)(const struct po_door *d, const char *tenant, const char *alert_id,
                                   const char *actor, const char *note, struct po_outcome *out,
                                   bool *resolved, char *err, size_t errcap);
 
@@ -134,7 +134,8 @@ static int alert_engine(struct po_store *s, const struct opts *o, alert_engine_f
     char err[PO_ERRBUF_SIZE] = "", js[256];
     struct po_outcome out;
     bool resolved = false;
-    po_err rc = act(s, cli_opt(o, "tenant"), cli_opt(o, "alert"), by, cli_opt(o, "note"), &out,
+    struct po_door d = {s, NULL}; /* the offline CLI: no committer */
+    po_err rc = act(&d, cli_opt(o, "tenant"), cli_opt(o, "alert"), by, cli_opt(o, "note"), &out,
                     &resolved, err, sizeof err);
     if (rc)
         return cli_fail(rc, err);
@@ -197,8 +198,9 @@ int cmd_alerts_refund(struct po_store *s, const struct opts *o)
         return ret;
     char err[PO_ERRBUF_SIZE] = "", money[PO_MONEY_MAX];
     struct po_suspense_refund r;
+    struct po_door d = {s, NULL}; /* the offline CLI: no committer */
     po_err rc =
-        po_alert_refund(s, have ? master : NULL, cli_opt(o, "tenant"), cli_opt(o, "alert"),
+        po_alert_refund(&d, have ? master : NULL, cli_opt(o, "tenant"), cli_opt(o, "alert"),
                         cli_opt(o, "out-refund-no"), by, cli_opt(o, "note"), &r, err, sizeof err);
     po_secure_zero(master, sizeof master);
     if (rc)

@@ -379,7 +379,8 @@ int cmd_apply(struct po_store *s, const struct opts *o)
     if ((rc = po_tenant_check(s, ev.tenant, err, sizeof err)) != PO_OK)
         return cli_fail(rc, err);
     struct po_outcome out;
-    po_engine_apply(s, NULL, &ev, &out);
+    struct po_door d = {s, NULL}; /* the offline CLI: no committer */
+    po_door_apply(&d, &ev, 1, &out);
     char js[256];
     rc = po_outcome_to_json(&out, js, sizeof js);
     PO_ASSERT(rc == PO_OK);

@@ -106,7 +106,8 @@ int cmd_recon_import(struct po_store *s, const struct opts *o)
     }
     struct po_recon_report r;
     char err[PO_ERRBUF_SIZE] = "";
-    rc = po_recon_import(s, &acct, data, len, cli_flag(o, "force"), progress, NULL, &r, err,
+    struct po_door d = {s, NULL}; /* the offline CLI: no committer */
+    rc = po_recon_import(&d, &acct, data, len, cli_flag(o, "force"), progress, NULL, &r, err,
                          sizeof err);
     po_channel_account_free(&acct);
     free(data);
@@ -219,7 +220,8 @@ int cmd_recon_fetch(struct po_store *s, const struct opts *o)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct po_recon_day_result r;
     char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_recon_fetch_day(s, &acct, date, cli_flag(o, "force"), po_clock_now_ms() / 1000,
+    struct po_door d = {s, NULL}; /* the offline CLI: no committer */
+    po_err rc = po_recon_fetch_day(&d, &acct, date, cli_flag(o, "force"), po_clock_now_ms() / 1000,
                                    1800, &r, err, sizeof err);
     po_channel_account_free(&acct);
     curl_global_cleanup();

@@ -212,7 +212,8 @@ static void count_batch(struct worker *w, int n, bool failed)
 static po_err alert_work(struct po_store *s, void *ctx)
 {
     const struct alert_copy *a = ctx;
-    return po_engine_alert_in(s, &a->ev, a->a.reason, a->a.detail, a->a.outcome);
+    return po_engine_alert_in(s, &a->ev, a->a.reason, a->a.detail,
+                              a->a.outcome[0] ? a->a.outcome : NULL);
 }
 
 /*
@@ -506,37 +507,45 @@ void po_committer_expect(struct po_committer *c, int delta)
     }
 }
 
-struct waiter {
+/* The items of one po_committer_apply_many, answered by the workers. */
+struct waiting {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool done;
+    size_t left;
 };
 
-static void wake(struct po_commit_item *it)
+static void answered(struct po_commit_item *it)
 {
-    struct waiter *wt = it->user;
-    pthread_mutex_lock(&wt->mu);
-    wt->done = true;
-    pthread_cond_signal(&wt->cv);
-    pthread_mutex_unlock(&wt->mu);
+    struct waiting *w = it->user;
+    pthread_mutex_lock(&w->mu);
+    if (--w->left == 0)
+        pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void po_committer_apply_many(struct po_committer *c, struct po_commit_item *items, size_t n)
+{
+    struct waiting w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, n};
+    for (size_t i = 0; i < n; i++) {
+        items[i].done = answered;
+        items[i].user = &w;
+        if (po_committer_submit(c, &items[i]) != PO_OK) {
+            items[i].out = (struct po_outcome){PO_OUT_RETRY, 0, PO_R_POOL_EXHAUSTED};
+            items[i].work.rc = PO_ERR_TRANSIENT;
+            answered(&items[i]);
+        }
+    }
+    pthread_mutex_lock(&w.mu);
+    while (w.left > 0)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
 }
 
 void po_committer_apply(struct po_committer *c, struct po_commit_item *it)
 {
-    struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
-    it->done = wake;
-    it->user = &wt;
-    if (po_committer_submit(c, it)) {
-        it->out = (struct po_outcome){PO_OUT_RETRY, 0, PO_R_POOL_EXHAUSTED};
-        it->work.rc = PO_ERR_TRANSIENT;
-        return;
-    }
-    pthread_mutex_lock(&wt.mu);
-    while (!wt.done)
-        pthread_cond_wait(&wt.cv, &wt.mu);
-    pthread_mutex_unlock(&wt.mu);
-    pthread_mutex_destroy(&wt.mu);
-    pthread_cond_destroy(&wt.cv);
+    po_committer_apply_many(c, it, 1);
 }
 
 void po_committer_stats(struct po_committer *c, struct po_committer_stats *out)

@@ -291,6 +291,9 @@ void po_committer_expect(struct po_committer *c, int delta);
 /* Submits and waits for the answer (for callers that may block). A full
  * queue answers retry. */
 void po_committer_apply(struct po_committer *c, struct po_commit_item *it);
+/* The same for n items submitted together (their done and user are set
+ * here); returns once every one is answered. */
+void po_committer_apply_many(struct po_committer *c, struct po_commit_item *items, size_t n);
 /* What the committer has done, for the metrics. */
 struct po_committer_stats {
     uint64_t batches, items, commit_failures;
@@ -311,6 +314,33 @@ void po_committer_stats(struct po_committer *c, struct po_committer_stats *out);
 bool po_committer_known(struct po_committer *c, const struct po_event *ev);
 /* Stops taking items, answers every queued one, joins the workers. */
 void po_committer_stop(struct po_committer *c);
+
+/* ---- the engine's one door (door.c) ----
+ *
+ * Every event applied and every alert written from inside serve goes
+ * through serve's committer (c): SQLite's one writer stays one, no batch of
+ * callbacks waits on another connection's lock, and the table of committed
+ * events sees every commit. The offline CLI has no committer (c NULL): the
+ * door applies on its own connection s. Outside engine/ nothing calls
+ * po_engine_apply* or po_engine_alert (scripts/lint.sh): this is the way in.
+ */
+struct po_door {
+    struct po_store *s;     /* reads, and the writes of the offline CLI */
+    struct po_committer *c; /* serve's committer; NULL: the offline CLI */
+};
+/* n (1..PO_BATCH_MAX) validated events, one outcome each in out (retry:
+ * not applied, try again). Through the committer each event is an item of
+ * its own (routed by tenant and order, so a batch may commit in parts); on
+ * s, one transaction. */
+void po_door_apply(const struct po_door *d, const struct po_event *ev, size_t n,
+                   struct po_outcome *out);
+/* po_engine_alert through the door (an event that is not a callback's). */
+po_err po_door_alert(const struct po_door *d, const struct po_event *ev, enum po_reason reason,
+                     const char *detail) PO_MUST_CHECK;
+/* fn(s, ctx) in a transaction: a work of the committer's next batch (route:
+ * its routing key, < PO_ID_MAX * 2 bytes), else on d->s. Its result. */
+po_err po_door_work(const struct po_door *d, const char *route,
+                    po_err (*fn)(struct po_store *s, void *ctx), void *ctx) PO_MUST_CHECK;
 
 /* ---- the transactional outbox (outbox.c, docs/webhooks.md) ----
  * Every effect a tenant cares about writes one outbox_event row in the

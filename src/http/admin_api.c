@@ -480,6 +480,7 @@ static void alert_action(struct po_hcall *h, struct po_store *s, const struct po
     bool changed = false, resolved = false;
     int64_t redriven = 0;
     struct po_outcome out = {0};
+    struct po_door d = {s, h->ctx->gw->cb.committer}; /* replay, accept, refund */
     struct po_suspense_refund sr;
     po_err rc = PO_ERR_INVALID;
     bool known = true;
@@ -496,14 +497,14 @@ static void alert_action(struct po_hcall *h, struct po_store *s, const struct po
     } else if (strcmp(action, "resolve") == 0) {
         rc = po_alert_act(s, tenant, id, PO_ALERT_RESOLVE, actor, note, &changed, err, sizeof err);
     } else if (strcmp(action, "replay") == 0) {
-        rc = po_alert_replay(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
+        rc = po_alert_replay(&d, tenant, id, actor, note, &out, &resolved, err, sizeof err);
     } else if (strcmp(action, "accept") == 0) {
-        rc = po_alert_accept(s, tenant, id, actor, note, &out, &resolved, err, sizeof err);
+        rc = po_alert_accept(&d, tenant, id, actor, note, &out, &resolved, err, sizeof err);
     } else if (strcmp(action, "redrive") == 0) {
         rc = po_alert_redrive(s, tenant, id, actor, note, &redriven, err, sizeof err);
     } else if (strcmp(action, "refund") == 0) {
         rc = refund_no && po_id_valid(refund_no, PO_ID_MAX)
-                 ? po_alert_refund(s, h->ctx->gw->cfg->master_key, tenant, id, refund_no, actor,
+                 ? po_alert_refund(&d, h->ctx->gw->cfg->master_key, tenant, id, refund_no, actor,
                                    note, &sr, err, sizeof err)
                  : PO_ERR_INVALID;
     } else {
@@ -615,7 +616,8 @@ static void recon_action(struct po_hcall *h, struct po_store *s, const struct po
         return;
     struct po_console_actor who = {w->token ? "dashboard" : w->ses.name, note};
     const struct po_gateway_cfg *cfg = h->ctx->gw->cfg;
-    po_err rc = po_console_refetch(s, cfg->master_key, tenant, channel, date, h->req.now_unix,
+    struct po_door d = {s, h->ctx->gw->cb.committer};
+    po_err rc = po_console_refetch(&d, cfg->master_key, tenant, channel, date, h->req.now_unix,
                                    cfg->recon_retry_s, &who, &doc, err, sizeof err);
     if (rc == PO_ERR_NOT_FOUND)
         fail_with(h, 404, "account_not_found", "", err);

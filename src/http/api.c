@@ -281,14 +281,12 @@ static po_err run_effect(struct po_api_call *c, const struct po_idem_req *q, con
 {
     po_api_release(c);
     struct post_work pw = {c, q, token};
-    struct po_commit_item it;
-    memset(&it, 0, sizeof it);
-    it.work = (struct po_engine_work){post_work, &pw, PO_OK};
+    struct po_door d = {NULL, c->ctx->gw->cb.committer}; /* its connection is back in the pool */
     /* Spread over the committer's threads (twins of this process never
      * meet there: they wait in po_idem_local). */
-    PO_ASSERT(po_fmt(it.route, sizeof it.route, "%s|%s", c->tenant, c->req->request_id) == PO_OK);
-    po_committer_apply(c->ctx->gw->cb.committer, &it);
-    return it.work.rc;
+    char route[PO_ID_MAX * 2 + 2];
+    PO_ASSERT(po_fmt(route, sizeof route, "%s|%s", c->tenant, c->req->request_id) == PO_OK);
+    return po_door_work(&d, route, post_work, &pw);
 }
 
 /* A record claimed from an abandoned one goes back to abandoned when

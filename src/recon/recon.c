@@ -27,17 +27,40 @@ static void now_iso(char *buf, size_t cap)
     po_clock_now_iso(buf, cap);
 }
 
-/* Applies a batch, retrying transient failures; PO_ERR_TRANSIENT if they persist. */
-static po_err apply(struct po_store *s, struct po_event *ev, size_t n, struct po_outcome *out)
+/* Applies a batch through the door, retrying those answered retry (through
+ * the committer a batch's events are items of their own and may commit in
+ * parts; on the offline CLI's connection it commits or retries as a whole);
+ * PO_ERR_TRANSIENT if they persist. */
+static po_err apply(const struct po_door *d, const struct po_event *ev, size_t n,
+                    struct po_outcome *out)
 {
-    for (int t = 0; t < RECON_TRIES; t++) {
-        po_engine_apply_batch(s, NULL, ev, n, out);
-        if (out[0].kind != PO_OUT_RETRY) /* a batch commits or retries as a whole */
-            return PO_OK;
+    size_t idx[RECON_BATCH], left = n;
+    struct po_event *again = calloc(n, sizeof *again);
+    struct po_outcome *got = calloc(n, sizeof *got);
+    po_err rc = again && got ? PO_ERR_TRANSIENT : PO_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    for (int t = 0; again && got && t < RECON_TRIES; t++) {
+        for (size_t k = 0; k < left; k++)
+            again[k] = ev[idx[k]];
+        po_door_apply(d, again, left, got);
+        size_t m = 0;
+        for (size_t k = 0; k < left; k++) {
+            if (got[k].kind == PO_OUT_RETRY)
+                idx[m++] = idx[k];
+            else
+                out[idx[k]] = got[k];
+        }
+        if ((left = m) == 0) {
+            rc = PO_OK;
+            break;
+        }
         struct timespec ts = {0, 100000000L * (t + 1)};
         nanosleep(&ts, NULL);
     }
-    return PO_ERR_TRANSIENT;
+    free(again);
+    free(got);
+    return rc;
 }
 
 static void tally(struct po_recon_report *r, const struct po_event *ev, const struct po_outcome *o)
@@ -93,7 +116,7 @@ static int txn_cmp(const void *a, const void *b)
 /* Our PAID orders whose payment the bill's days do not contain: alerts.
  * The bill's days are the channel's (WeChat Pay, Alipay: Beijing time,
  * +08:00; Stripe: UTC); paid_at is UTC. */
-static po_err missing_from_bill(struct po_store *s, const struct po_channel_account *acct,
+static po_err missing_from_bill(const struct po_door *d, const struct po_channel_account *acct,
                                 const struct po_bill *b, struct po_recon_report *r, char *err,
                                 size_t errcap)
 {
@@ -122,7 +145,7 @@ static po_err missing_from_bill(struct po_store *s, const struct po_channel_acco
     strftime(to, sizeof to, "%Y-%m-%dT%H:%M:%S", gmtime_r(&end, &tm));
     struct po_rows rows;
     po_err rc = po_store_exec(
-        s,
+        d->s,
         "SELECT out_trade_no, channel_txn_id, amount, currency FROM pay_order"
         " WHERE tenant_id = ? AND channel = ? AND status = 'PAID'"
         " AND paid_at >= ? AND paid_at < ? ORDER BY out_trade_no",
@@ -152,7 +175,7 @@ static po_err missing_from_bill(struct po_store *s, const struct po_channel_acco
                        "order %s is PAID (%s) but the bill for %s..%s lacks it", ev.out_trade_no,
                        txn, b->period_start, b->period_end);
         if (!rc)
-            rc = po_engine_alert(s, &ev, PO_R_MISSING_FROM_BILL, detail, NULL);
+            rc = po_door_alert(d, &ev, PO_R_MISSING_FROM_BILL, detail);
         r->missing_from_bill++;
     }
     po_rows_free(&rows);
@@ -160,12 +183,20 @@ static po_err missing_from_bill(struct po_store *s, const struct po_channel_acco
     return rc;
 }
 
-static po_err record_fees(struct po_store *s, const struct po_channel_account *acct,
-                          const struct po_bill *b, char *err, size_t errcap)
+struct fees {
+    const struct po_channel_account *acct;
+    const struct po_bill *b;
+    char err[PO_ERRBUF_SIZE];
+};
+
+/* Every row's fee (a work: inside the caller's transaction). */
+static po_err record_fees(struct po_store *s, void *ctx)
 {
-    po_err rc = po_store_begin(s, err, errcap);
-    for (int i = 0; !rc && i < b->nrows; i++) {
-        const struct po_bill_row *row = &b->rows[i];
+    struct fees *f = ctx;
+    const struct po_channel_account *acct = f->acct;
+    po_err rc = PO_OK;
+    for (int i = 0; !rc && i < f->b->nrows; i++) {
+        const struct po_bill_row *row = &f->b->rows[i];
         char key[PO_TXN_ID_MAX * 2 + 4], day[11];
         PO_ASSERT(po_fmt(key, sizeof key, "%s%s%s", row->txn,
                          row->kind == PO_BILL_REFUND ? "/" : "",
@@ -180,13 +211,39 @@ static po_err record_fees(struct po_store *s, const struct po_channel_account *a
                            PO_PARAMS(PO_TEXT(acct->tenant), PO_TEXT(acct->channel), PO_TEXT(key),
                                      PO_TEXT(row->out_trade_no), PO_TEXT(day),
                                      PO_I64(row->fee_milli)),
-                           NULL, NULL, err, errcap);
+                           NULL, NULL, f->err, sizeof f->err);
     }
-    if (rc) {
-        po_store_rollback(s);
-        return rc;
-    }
-    return po_store_commit(s, err, errcap);
+    return rc;
+}
+
+struct run_row {
+    const char *tenant, *channel, *doc, *now;
+    const struct po_recon_report *r;
+    char err[PO_ERRBUF_SIZE];
+};
+
+/* The run's record (a work). */
+static po_err record_run(struct po_store *s, void *ctx)
+{
+    struct run_row *x = ctx;
+    const struct po_recon_report *r = x->r;
+    return po_store_exec(s,
+                         "INSERT INTO recon_run (tenant_id, file_sha256, channel, period_start,"
+                         " period_end, rows_total, report, imported_at) VALUES"
+                         " (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, file_sha256) DO"
+                         " UPDATE SET report = excluded.report, imported_at = excluded.imported_at",
+                         PO_PARAMS(PO_TEXT(x->tenant), PO_TEXT(r->file_sha256), PO_TEXT(x->channel),
+                                   PO_TEXT(r->period_start), PO_TEXT(r->period_end),
+                                   PO_I64(r->rows), PO_TEXT(x->doc), PO_TEXT(x->now)),
+                         NULL, NULL, x->err, sizeof x->err);
+}
+
+/* A work's failure said in err: its own words, or the database's state. */
+static po_err said(po_err rc, const char *why, char *err, size_t errcap)
+{
+    if (rc)
+        po_errf(err, errcap, "%s", why[0] ? why : "the database is unavailable; import again");
+    return rc;
 }
 
 json_t *po_recon_report_json(const struct po_recon_report *r)
@@ -258,9 +315,9 @@ static po_err find_run(struct po_store *s, const char *tenant, struct po_recon_r
     return PO_OK;
 }
 
-po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct, const char *data,
-                       size_t len, bool force, po_recon_progress_fn progress, void *pctx,
-                       struct po_recon_report *out, char *err, size_t errcap)
+po_err po_recon_import(const struct po_door *d, const struct po_channel_account *acct,
+                       const char *data, size_t len, bool force, po_recon_progress_fn progress,
+                       void *pctx, struct po_recon_report *out, char *err, size_t errcap)
 {
     struct po_recon_report r = {0};
     struct po_bill b = {0};
@@ -280,7 +337,7 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
         return rc;
     bool found = false;
     if (!force) {
-        if ((rc = find_run(s, tenant, &r, &found, err, errcap)))
+        if ((rc = find_run(d->s, tenant, &r, &found, err, errcap)))
             return rc;
         if (found) {
             r.already_imported = true;
@@ -340,7 +397,7 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
             n++;
         }
         if (n == RECON_BATCH || (i == b.nrows && n > 0)) {
-            if ((rc = apply(s, ev, n, oc))) {
+            if ((rc = apply(d, ev, n, oc))) {
                 po_errf(err, errcap, "the database is unavailable; import again to resume");
                 goto out;
             }
@@ -352,8 +409,9 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
             progress(pctx, i < b.nrows ? i + 1 : b.nrows, b.nrows);
     }
     /* An empty bill (a day without trades) names no day to compare with. */
-    if ((b.nrows && (rc = missing_from_bill(s, acct, &b, &r, err, errcap))) ||
-        (rc = record_fees(s, acct, &b, err, errcap)))
+    struct fees f = {acct, &b, ""};
+    if ((b.nrows && (rc = missing_from_bill(d, acct, &b, &r, err, errcap))) ||
+        (rc = said(po_door_work(d, tenant, record_fees, &f), f.err, err, errcap)))
         goto out;
     json_t *rj = po_recon_report_json(&r);
     json_object_del(rj, "already_imported"); /* a property of an import, not of the run */
@@ -361,23 +419,8 @@ po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct
     json_decref(rj);
     char now[PO_TIME_SIZE];
     now_iso(now, sizeof now);
-    rc = po_store_begin(s, err, errcap);
-    if (!rc) {
-        rc = po_store_exec(
-            s,
-            "INSERT INTO recon_run (tenant_id, file_sha256, channel, period_start,"
-            " period_end, rows_total, report, imported_at) VALUES"
-            " (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, file_sha256) DO"
-            " UPDATE SET report = excluded.report, imported_at = excluded.imported_at",
-            PO_PARAMS(PO_TEXT(tenant), PO_TEXT(r.file_sha256), PO_TEXT(channel),
-                      PO_TEXT(r.period_start), PO_TEXT(r.period_end), PO_I64(r.rows),
-                      PO_TEXT(doc ? doc : "{}"), PO_TEXT(now)),
-            NULL, NULL, err, errcap);
-        if (rc)
-            po_store_rollback(s);
-        else
-            rc = po_store_commit(s, err, errcap);
-    }
+    struct run_row x = {tenant, channel, doc ? doc : "{}", now, &r, ""};
+    rc = said(po_door_work(d, tenant, record_run, &x), x.err, err, errcap);
     free(doc);
     if (!rc)
         *out = r;

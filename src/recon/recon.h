@@ -46,11 +46,13 @@ typedef void (*po_recon_progress_fn)(void *ctx, int64_t done, int64_t total);
  * from the bill's days, records fees, and records the run. A file already
  * imported changes nothing (force: run again; replays are idempotent).
  * PO_ERR_INVALID (nothing applied) for a channel without a bill format or
- * a bill that does not parse or is not the tenant's.
+ * a bill that does not parse or is not the tenant's. Every write goes
+ * through the door d (inside serve, its committer); d->s reads.
  */
-po_err po_recon_import(struct po_store *s, const struct po_channel_account *acct, const char *data,
-                       size_t len, bool force, po_recon_progress_fn progress, void *pctx,
-                       struct po_recon_report *out, char *err, size_t errcap) PO_MUST_CHECK;
+po_err po_recon_import(const struct po_door *d, const struct po_channel_account *acct,
+                       const char *data, size_t len, bool force, po_recon_progress_fn progress,
+                       void *pctx, struct po_recon_report *out, char *err,
+                       size_t errcap) PO_MUST_CHECK;
 
 /* The report as the JSON `recon import --json` prints and recon_run stores. */
 json_t *po_recon_report_json(const struct po_recon_report *r);

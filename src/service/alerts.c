@@ -282,12 +282,12 @@ static po_err alert_payment(struct po_store *s, const char *tenant, const char *
     return rc;
 }
 
-/* po_engine_apply, with a retry answered as PO_ERR_TRANSIENT (nothing
- * changed) and said in err. */
-static po_err engine_apply(struct po_store *s, const struct po_event *ev, struct po_outcome *out,
-                           char *err, size_t errcap)
+/* The event through the engine's door, with a retry answered as
+ * PO_ERR_TRANSIENT (nothing changed) and said in err. */
+static po_err engine_apply(const struct po_door *d, const struct po_event *ev,
+                           struct po_outcome *out, char *err, size_t errcap)
 {
-    po_engine_apply(s, NULL, ev, out);
+    po_door_apply(d, ev, 1, out);
     if (out->kind == PO_OUT_RETRY) {
         po_errf(err, errcap, "the engine answered retry (%s); nothing changed, try again",
                 po_reason_name(out->reason));
@@ -296,16 +296,17 @@ static po_err engine_apply(struct po_store *s, const struct po_event *ev, struct
     return PO_OK;
 }
 
-/* An alert's event through the engine's own entry (po_engine_apply, with
- * the event's own key), the move and its outcome appended to the audit
- * trail as action; applied (now, or by an earlier call: a duplicate)
+/* An alert's event through the engine's door (inside serve its committer,
+ * with the event's own key), the move and its outcome appended to the
+ * audit trail as action; applied (now, or by an earlier call: a duplicate)
  * resolves the alert, "<done>: <outcome>; <note>". */
-static po_err apply_audited(struct po_store *s, const char *tenant, const char *alert_id,
+static po_err apply_audited(const struct po_door *d, const char *tenant, const char *alert_id,
                             const char *action, const char *done, const char *actor,
                             const char *note, const struct po_event *ev, struct po_outcome *out,
                             bool *resolved, char *err, size_t errcap)
 {
-    po_err rc = engine_apply(s, ev, out, err, errcap);
+    struct po_store *s = d->s;
+    po_err rc = engine_apply(d, ev, out, err, errcap);
     if (rc)
         return rc;
     char said[NOTE_MAX + 96], now[PO_TIME_SIZE];
@@ -332,10 +333,11 @@ static po_err apply_audited(struct po_store *s, const char *tenant, const char *
     return rc;
 }
 
-po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert_id,
+po_err po_alert_replay(const struct po_door *d, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,
                        char *err, size_t errcap)
 {
+    struct po_store *s = d->s;
     *resolved = false;
     memset(out, 0, sizeof *out);
     if (!money_action_ok("replay", actor, note, err, errcap))
@@ -358,7 +360,7 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
     }
     /* The engine's own entry, with the payment's own key: applied once at
      * most, whoever replays it and however often. */
-    return apply_audited(s, tenant, alert_id, "replay", "replayed", actor, note, &a.ev, out,
+    return apply_audited(d, tenant, alert_id, "replay", "replayed", actor, note, &a.ev, out,
                          resolved, err, errcap);
 }
 
@@ -473,11 +475,11 @@ static po_err live_refund(struct po_store *s, const char *tenant, const char *ke
  * engine records it with its own key and parks its money in suspense
  * (park_in_suspense). One the checks now pass is credited instead, and
  * there is nothing to refund here. Other alerts are left to refund_once. */
-static po_err park_refused(struct po_store *s, const char *tenant, const char *alert_id, char *err,
-                           size_t errcap)
+static po_err park_refused(const struct po_door *d, const char *tenant, const char *alert_id,
+                           char *err, size_t errcap)
 {
     struct alert_payment a;
-    po_err rc = alert_payment(s, tenant, alert_id, &a, err, errcap);
+    po_err rc = alert_payment(d->s, tenant, alert_id, &a, err, errcap);
     if (rc == PO_ERR_NOT_FOUND)
         return PO_OK; /* refund_once says so */
     /* refused by the order's checks: replayable, but for an unknown order */
@@ -487,7 +489,7 @@ static po_err park_refused(struct po_store *s, const char *tenant, const char *a
     a.ev.park_in_suspense = true;
     a.ev.source = a.source;
     struct po_outcome o;
-    rc = engine_apply(s, &a.ev, &o, err, errcap);
+    rc = engine_apply(d, &a.ev, &o, err, errcap);
     if (!rc && o.kind == PO_OUT_APPLIED) {
         po_errf(err, errcap,
                 "the payment passes order %s's checks now and was credited to it: refund it as"
@@ -570,10 +572,11 @@ static po_err refund_once(struct po_store *s, const char *tenant, const char *al
     return rc;
 }
 
-po_err po_alert_refund(struct po_store *s, const unsigned char *master, const char *tenant,
+po_err po_alert_refund(const struct po_door *d, const unsigned char *master, const char *tenant,
                        const char *alert_id, const char *out_refund_no, const char *actor,
                        const char *note, struct po_suspense_refund *out, char *err, size_t errcap)
 {
+    struct po_store *s = d->s;
     memset(out, 0, sizeof *out);
     if (!money_action_ok("refund", actor, note, err, errcap))
         return PO_ERR_INVALID;
@@ -583,7 +586,7 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
         return PO_ERR_INVALID;
     }
     (void)snprintf(out->out_refund_no, sizeof out->out_refund_no, "%s", out_refund_no);
-    po_err rc = park_refused(s, tenant, alert_id, err, errcap);
+    po_err rc = park_refused(d, tenant, alert_id, err, errcap);
     if (rc)
         return rc;
     /* A twin request committing between our checks and our INSERT makes the
@@ -608,10 +611,11 @@ po_err po_alert_refund(struct po_store *s, const unsigned char *master, const ch
 
 /* ---- accept: a refund the channel made after payonce closed it ---- */
 
-po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert_id,
+po_err po_alert_accept(const struct po_door *d, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,
                        char *err, size_t errcap)
 {
+    struct po_store *s = d->s;
     *resolved = false;
     memset(out, 0, sizeof *out);
     if (!money_action_ok("acceptance", actor, note, err, errcap))
@@ -671,7 +675,7 @@ po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert
     po_clock_now_iso(ev.occurred_at, sizeof ev.occurred_at);
     /* The engine's own entry, with the acceptance's own key (the
      * success's + "|accepted"): once, whoever accepts it and however often. */
-    return apply_audited(s, tenant, alert_id, "accept", "accepted", actor, note, &ev, out, resolved,
+    return apply_audited(d, tenant, alert_id, "accept", "accepted", actor, note, &ev, out, resolved,
                          err, errcap);
 }
 

@@ -27,12 +27,13 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
                     char *err, size_t errcap) PO_MUST_CHECK;
 /* The audited operator action of a refused payment's alert (reasons
  * unknown_order, amount_mismatch, currency_mismatch, channel_mismatch):
- * the payment rebuilt from the alert goes through the engine's own entry
- * with its own idempotency key (po_engine_apply), so it is credited at
+ * the payment rebuilt from the alert goes through the engine's door d
+ * (inside serve, its committer; d->s for the rest) with its own
+ * idempotency key, so it is credited at
  * most once whoever replays it; the replay and its outcome are appended to
  * the audit trail, and an applied (or already credited) payment resolves
  * the alert. out: the engine's outcome. Never edits money directly. */
-po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert_id,
+po_err po_alert_replay(const struct po_door *d, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,
                        char *err, size_t errcap) PO_MUST_CHECK;
 /* The audited operator action of a refund_after_close alert: the channel
@@ -51,7 +52,7 @@ po_err po_alert_replay(struct po_store *s, const char *tenant, const char *alert
 po_err po_alert_redrive(struct po_store *s, const char *tenant, const char *alert_id,
                         const char *actor, const char *note, int64_t *count, char *err,
                         size_t errcap) PO_MUST_CHECK;
-po_err po_alert_accept(struct po_store *s, const char *tenant, const char *alert_id,
+po_err po_alert_accept(const struct po_door *d, const char *tenant, const char *alert_id,
                        const char *actor, const char *note, struct po_outcome *out, bool *resolved,
                        char *err, size_t errcap) PO_MUST_CHECK;
 /* The refund an operator asked for to return a payment parked in suspense
@@ -83,7 +84,7 @@ struct po_suspense_refund {
  * another number); the same number again is the same refund (*created
  * false). A refused alert, a resolved one, or a number used by another
  * refund is PO_ERR_INVALID / PO_ERR_CONFLICT with why in err. */
-po_err po_alert_refund(struct po_store *s, const unsigned char *master, const char *tenant,
+po_err po_alert_refund(const struct po_door *d, const unsigned char *master, const char *tenant,
                        const char *alert_id, const char *out_refund_no, const char *actor,
                        const char *note, struct po_suspense_refund *out, char *err,
                        size_t errcap) PO_MUST_CHECK;

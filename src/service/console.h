@@ -24,6 +24,7 @@
 
 #include "../channel/channel.h"
 #include "../core/core.h"
+#include "../engine/engine.h"
 #include "../store/store.h"
 
 #include <jansson.h>
@@ -188,9 +189,10 @@ po_err po_console_redrive(struct po_store *s, const char *tenant, const char *en
  * (PO_ERR_INVALID: the day has not begun, the channel has no bills, the
  * account cannot call it) or failed is audited too, err saying why; an
  * argument that is not one (no note, not a day) and an account that does
- * not exist (PO_ERR_NOT_FOUND) are refused before anything is done.
+ * not exist (PO_ERR_NOT_FOUND) are refused before anything is done. The
+ * import goes through the door d (serve's committer); d->s does the rest.
  */
-po_err po_console_refetch(struct po_store *s, const unsigned char *master, const char *tenant,
+po_err po_console_refetch(const struct po_door *d, const unsigned char *master, const char *tenant,
                           const char *channel, const char *date, int64_t now, int64_t retry_s,
                           const struct po_console_actor *who, json_t **out, char *err,
                           size_t errcap) PO_MUST_CHECK;

@@ -477,11 +477,12 @@ static json_t *fetch_json(const struct po_recon_day_result *r)
                      "missing", (json_int_t)r->report.missing_from_bill);
 }
 
-po_err po_console_refetch(struct po_store *s, const unsigned char *master, const char *tenant,
+po_err po_console_refetch(const struct po_door *d, const unsigned char *master, const char *tenant,
                           const char *channel, const char *date, int64_t now, int64_t retry_s,
                           const struct po_console_actor *who, json_t **out, char *err,
                           size_t errcap)
 {
+    struct po_store *s = d->s;
     struct po_channel_account acct;
     struct po_recon_day_result r;
     char target[PO_CHANNEL_SIZE + 16], result[PO_ERRBUF_SIZE + 64], aerr[PO_ERRBUF_SIZE] = "";
@@ -496,7 +497,7 @@ po_err po_console_refetch(struct po_store *s, const unsigned char *master, const
     po_err rc = po_account_fetch(s, master, tenant, channel, &acct, err, errcap);
     if (rc)
         return rc; /* no account to fetch for: nothing was done */
-    rc = po_recon_fetch_day(s, &acct, date, false, now, retry_s, &r, err, errcap);
+    rc = po_recon_fetch_day(d, &acct, date, false, now, retry_s, &r, err, errcap);
     po_channel_account_free(&acct);
     json_t *doc = rc ? NULL : fetch_json(&r);
     if (!rc && !doc)

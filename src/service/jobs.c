@@ -233,7 +233,8 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t next[L_COUNT])
     }
     if (due(j, s, L_RECON, now, next)) {
         struct po_recon_daily_report x;
-        if (po_recon_daily_round(s, j->cfg.master, &j->cfg.recon, now, &x, err, sizeof err))
+        struct po_door d = {s, j->cfg.committer};
+        if (po_recon_daily_round(&d, j->cfg.master, &j->cfg.recon, now, &x, err, sizeof err))
             po_log(PO_LOG_WARN, "daily reconciliation: %s", err);
         else if (x.due)
             po_log(PO_LOG_INFO,

@@ -21,23 +21,15 @@
 
 #define QUERY_TRIES 5
 
-/* Applies one event — through the committer inside serve, its one front
- * door to the engine (SQLite's one writer stays one), else on s (the
- * offline CLI) — retrying transient failures; PO_ERR_TRANSIENT if they
+/* Applies one event through the engine's door (serve's committer; the
+ * offline CLI: s), retrying transient failures; PO_ERR_TRANSIENT if they
  * persist. */
 static po_err apply(struct po_store *s, struct po_committer *committer, const struct po_event *ev,
                     struct po_outcome *out)
 {
+    struct po_door d = {s, committer};
     for (int t = 0; t < QUERY_TRIES; t++) {
-        if (committer) {
-            struct po_commit_item it;
-            memset(&it, 0, sizeof it);
-            it.ev = *ev;
-            po_committer_apply(committer, &it);
-            *out = it.out;
-        } else {
-            po_engine_apply(s, NULL, ev, out);
-        }
+        po_door_apply(&d, ev, 1, out);
         if (out->kind != PO_OUT_RETRY)
             return PO_OK;
         struct timespec ts = {0, 100000000L * (t + 1)};
@@ -253,28 +245,16 @@ static po_err close_here(struct po_store *s, void *ctx)
     return rc == PO_ERR_CONFLICT ? PO_OK : rc;
 }
 
-/* close_here through serve's committer, or in a transaction of its own on
- * s (the offline CLI). */
+/* close_here through the door: serve's committer, or a transaction of its
+ * own on s (the offline CLI). */
 static po_err close_locally(struct po_store *s, struct po_committer *committer, const char *tenant,
                             const char *out_trade_no)
 {
     struct close_here x = {tenant, out_trade_no};
-    if (committer) {
-        struct po_commit_item it;
-        memset(&it, 0, sizeof it);
-        it.work = (struct po_engine_work){close_here, &x, PO_OK};
-        PO_ASSERT(po_fmt(it.route, sizeof it.route, "%s|%s", tenant, out_trade_no) == PO_OK);
-        po_committer_apply(committer, &it);
-        return it.work.rc;
-    }
-    char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_store_begin(s, err, sizeof err);
-    if (!rc)
-        rc = close_here(s, &x);
-    if (!rc)
-        return po_store_commit(s, err, sizeof err);
-    po_store_rollback(s);
-    return rc;
+    struct po_door d = {s, committer};
+    char route[PO_ID_MAX * 2 + 2];
+    PO_ASSERT(po_fmt(route, sizeof route, "%s|%s", tenant, out_trade_no) == PO_OK);
+    return po_door_work(&d, route, close_here, &x);
 }
 
 po_err po_order_close_everywhere(struct po_store *s, struct po_committer *committer,

@@ -113,10 +113,11 @@ static po_err day_file(struct po_store *s, const struct po_channel_account *a, c
     return PO_OK;
 }
 
-po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *acct,
+po_err po_recon_fetch_day(const struct po_door *d, const struct po_channel_account *acct,
                           const char *date, bool force, int64_t now, int64_t retry_s,
                           struct po_recon_day_result *out, char *err, size_t errcap)
 {
+    struct po_store *s = d->s;
     memset(out, 0, sizeof *out);
     const struct po_channel_ops *ch = po_channel_find(acct->channel);
     if (!ch || !ch->bill_fetch || !ch->bill_parse) {
@@ -172,7 +173,7 @@ po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *a
         state = "none";
     } else if (f.state == PO_BILL_FETCHED) {
         char ierr[PO_ERRBUF_SIZE] = "";
-        rc = po_recon_import(s, acct, f.data, f.len, force, NULL, NULL, &out->report, ierr,
+        rc = po_recon_import(d, acct, f.data, f.len, force, NULL, NULL, &out->report, ierr,
                              sizeof ierr);
         if (!rc) {
             out->imported = true;
@@ -289,11 +290,12 @@ static po_err raise_overdue(struct po_store *s, const struct po_channel_account 
 }
 
 /* The round for one account. */
-static po_err account_round(struct po_store *s, const struct po_channel_ops *ch,
+static po_err account_round(const struct po_door *d, const struct po_channel_ops *ch,
                             const struct po_channel_account *a,
                             const struct po_recon_daily_cfg *cfg, int64_t now,
                             struct po_recon_daily_report *x, char *err, size_t errcap)
 {
+    struct po_store *s = d->s;
     int64_t local = now + ch->bill_tz_s, today = local - local % DAY;
     int64_t at = cfg->at_s >= 0 ? cfg->at_s : ch->bill_publish_s;
     char first[16];
@@ -315,7 +317,7 @@ static po_err account_round(struct po_store *s, const struct po_channel_ops *ch,
         if (!done && (!found || next_try <= now)) {
             struct po_recon_day_result r;
             x->due++;
-            if ((rc = po_recon_fetch_day(s, a, date, false, now, cfg->retry_s, &r, err, errcap)))
+            if ((rc = po_recon_fetch_day(d, a, date, false, now, cfg->retry_s, &r, err, errcap)))
                 break;
             done = r.imported || r.state == PO_BILL_NONE;
             x->imported += r.imported;
@@ -345,10 +347,11 @@ static po_err account_round(struct po_store *s, const struct po_channel_ops *ch,
     return rc;
 }
 
-po_err po_recon_daily_round(struct po_store *s, const unsigned char *master,
+po_err po_recon_daily_round(const struct po_door *d, const unsigned char *master,
                             const struct po_recon_daily_cfg *cfg, int64_t now,
                             struct po_recon_daily_report *out, char *err, size_t errcap)
 {
+    struct po_store *s = d->s;
     memset(out, 0, sizeof *out);
     po_err rc = PO_OK;
     for (int c = 0; !rc && po_channels[c]; c++) {
@@ -365,7 +368,7 @@ po_err po_recon_daily_round(struct po_store *s, const unsigned char *master,
             if (po_account_fetch(s, master, tenants[i], ch->name, &acct, aerr, sizeof aerr))
                 continue; /* an account that does not load is reported where it is used */
             if (acct.api_ready)
-                rc = account_round(s, ch, &acct, cfg, now, out, err, errcap);
+                rc = account_round(d, ch, &acct, cfg, now, out, err, errcap);
             po_channel_account_free(&acct);
         }
         po_strings_free(tenants, n);

@@ -48,8 +48,9 @@ struct po_recon_day_result {
  * bill has gained rows is reopened (pending). PO_ERR_INVALID, nothing
  * recorded, when the date is not a calendar day or has not begun in the
  * channel's zone, the channel cannot download bills or the account cannot
- * call it (err says which). */
-po_err po_recon_fetch_day(struct po_store *s, const struct po_channel_account *acct,
+ * call it (err says which). The bill's events, fees and run go through the
+ * door d (inside serve, its committer); d->s reads and records the day. */
+po_err po_recon_fetch_day(const struct po_door *d, const struct po_channel_account *acct,
                           const char *date, bool force, int64_t now, int64_t retry_s,
                           struct po_recon_day_result *out, char *err, size_t errcap) PO_MUST_CHECK;
 
@@ -65,7 +66,7 @@ struct po_recon_daily_report {
  * (po_recon_fetch_day), each at most every retry_s; a day still not done
  * past its deadline raises one alert (recon_overdue) for the tenant.
  */
-po_err po_recon_daily_round(struct po_store *s, const unsigned char *master,
+po_err po_recon_daily_round(const struct po_door *d, const unsigned char *master,
                             const struct po_recon_daily_cfg *cfg, int64_t now,
                             struct po_recon_daily_report *out, char *err,
                             size_t errcap) PO_MUST_CHECK;

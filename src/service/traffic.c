@@ -195,30 +195,15 @@ static void bucket_of(int64_t unix_s, char out[PO_TIME_SIZE])
     (void)snprintf(out, PO_TIME_SIZE, "%.16s", iso); /* YYYY-MM-DDTHH:MM */
 }
 
-/* Runs fn(s, ctx) in a transaction: as a work of the committer's next
- * batch when there is a committer (serve: a store with one writer, SQLite,
- * is then never written by two, and the callbacks' batches are not kept
- * waiting on this one's lock), else on s. */
+/* Runs fn(s, ctx) in a transaction through the door: a work of the
+ * committer's next batch when there is a committer (serve: a store with one
+ * writer, SQLite, is then never written by two, and the callbacks' batches
+ * are not kept waiting on this one's lock), else on s. */
 static po_err in_tx(struct po_store *s, struct po_committer *c,
                     po_err (*fn)(struct po_store *s, void *ctx), void *ctx)
 {
-    if (c) {
-        struct po_commit_item it;
-        memset(&it, 0, sizeof it);
-        it.work = (struct po_engine_work){fn, ctx, PO_OK};
-        PO_ASSERT(po_fmt(it.route, sizeof it.route, "console|history") == PO_OK);
-        po_committer_apply(c, &it);
-        return it.work.rc;
-    }
-    char err[PO_ERRBUF_SIZE];
-    po_err rc = po_store_begin(s, err, sizeof err);
-    if (!rc)
-        rc = fn(s, ctx);
-    if (!rc)
-        rc = po_store_commit(s, err, sizeof err);
-    else
-        po_store_rollback(s);
-    return rc;
+    struct po_door d = {s, c};
+    return po_door_work(&d, "console|history", fn, ctx);
 }
 
 struct traffic_work {

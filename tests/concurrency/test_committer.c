@@ -20,7 +20,12 @@
  *     in a batch like an event: once, with work.rc OK; with a deadline
  *     that passes while the database stalls, it is answered retry at once
  *     and its caller's item may be gone (freed in done(): ASan would see a
- *     touch), while the batch still writes it from its own copy.
+ *     touch), while the batch still writes it from its own copy;
+ *   - the engine's door (po_door_*): with a committer, events, alerts and
+ *     works are applied on the committer's connections — the caller's
+ *     connection makes no round trip — answered once committed, retry when
+ *     COMMIT fails (nothing applied); without one (the offline CLI), on the
+ *     caller's connection.
  */
 #include "../support/testutil.h"
 
@@ -508,13 +513,95 @@ static void alerts_in_batches(void **state)
     t_db_drop(url);
 }
 
+/* A work of the door: notes the connection it ran on, writes one row. */
+struct door_work {
+    struct po_store *ran_on;
+};
+
+static po_err door_work_fn(struct po_store *s, void *ctx)
+{
+    struct door_work *w = ctx;
+    w->ran_on = s;
+    char err[PO_ERRBUF_SIZE];
+    return po_store_exec(s,
+                         "UPDATE pay_order SET pay_method = 'by the door' WHERE tenant_id = 't1'"
+                         " AND out_trade_no = 'D-0'",
+                         NULL, 0, NULL, NULL, err, sizeof err);
+}
+
+static void the_door(void **state)
+{
+    (void)state;
+    t_db_create(backend, url, sizeof url);
+    struct po_store *s = t_open(url);
+    t_seed_tenant(s);
+    struct po_event ev[4];
+    for (int i = 0; i < 4; i++) {
+        char no[16], txn[32];
+        snprintf(no, sizeof no, "D-%d", i);
+        snprintf(txn, sizeof txn, "4200DOOR%04d", i);
+        t_seed_order(s, no, 100 + i);
+        ev[i] = t_pay_event(no, txn, 100 + i);
+    }
+    char err[PO_ERRBUF_SIZE] = "";
+    struct po_committer_cfg cc = {
+        .db_url = url, .workers = 2, .batch_max = 8, .queue_max = 64, .fault = hook};
+    if (strcmp(backend, "sqlite") == 0)
+        cc.workers = 1;
+    struct po_committer *c = NULL;
+    assert_int_equal(po_committer_start(&cc, &c, err, sizeof err), PO_OK);
+    const struct po_door in_serve = {s, c}, offline = {s, NULL};
+    struct po_outcome out[4];
+    struct po_committer_stats st0, st1;
+    /* COMMIT fails: every event answered retry, none applied. */
+    atomic_store(&fail_commits, true);
+    po_door_apply(&in_serve, ev, 3, out);
+    atomic_store(&fail_commits, false);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(out[i].kind, PO_OUT_RETRY);
+    assert_int_equal(t_count(s, "SELECT COUNT(*) FROM journal", NULL, 0), 0);
+    /* Through the committer: applied there, not on the caller's connection. */
+    uint64_t trips = po_store_round_trips(s);
+    po_committer_stats(c, &st0);
+    po_door_apply(&in_serve, ev, 3, out);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(out[i].kind, PO_OUT_APPLIED);
+    struct po_event odd = t_pay_event("D-NONE", "4200DOORNONE", 5);
+    assert_int_equal(po_door_alert(&in_serve, &odd, PO_R_MISSING_FROM_BILL, "door"), PO_OK);
+    struct door_work w = {NULL};
+    assert_int_equal(po_door_work(&in_serve, "t1|D-0", door_work_fn, &w), PO_OK);
+    assert_int_equal(po_store_round_trips(s), trips);
+    po_committer_stats(c, &st1);
+    assert_int_equal(st1.items - st0.items, 5);
+    assert_non_null(w.ran_on);
+    assert_ptr_not_equal(w.ran_on, s);
+    /* Again: duplicates, through the committer too. */
+    po_door_apply(&in_serve, ev, 3, out);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(out[i].kind, PO_OUT_DUPLICATE);
+    po_committer_stop(c);
+    /* The offline CLI's door: on the caller's connection. */
+    po_door_apply(&offline, &ev[3], 1, out);
+    assert_int_equal(out[0].kind, PO_OUT_APPLIED);
+    assert_true(po_store_round_trips(s) > trips);
+    assert_int_equal(po_door_work(&offline, "t1|D-0", door_work_fn, &w), PO_OK);
+    assert_ptr_equal(w.ran_on, s);
+    assert_int_equal(t_count(s, "SELECT COUNT(*) FROM journal WHERE kind = 'PAY'", NULL, 0), 4);
+    assert_int_equal(
+        t_count(s, "SELECT COUNT(*) FROM alert WHERE reason = 'missing_from_bill'", NULL, 0), 1);
+    assert_int_equal(
+        t_count(s, "SELECT COUNT(*) FROM pay_order WHERE pay_method = 'by the door'", NULL, 0), 1);
+    po_store_close(s);
+    t_db_drop(url);
+}
+
 int main(int argc, char **argv)
 {
     backend = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(no_ack_before_commit),
-                                       cmocka_unit_test(known_after_commit),
-                                       cmocka_unit_test(alerts_in_batches)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(no_ack_before_commit), cmocka_unit_test(known_after_commit),
+        cmocka_unit_test(alerts_in_batches), cmocka_unit_test(the_door)};
     char name[64];
     snprintf(name, sizeof name, "committer[%s]", backend);
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);

@@ -1662,8 +1662,8 @@ static void *srefund_one(void *arg)
     struct po_suspense_refund r;
     char err[PO_ERRBUF_SIZE] = "";
     pthread_barrier_wait(a->go);
-    a->rc = po_alert_refund(s, mkey, "t1", a->alert, a->no, "ops", "the payer paid twice", &r, err,
-                            sizeof err);
+    a->rc = po_alert_refund(&(struct po_door){s, NULL}, mkey, "t1", a->alert, a->no, "ops",
+                            "the payer paid twice", &r, err, sizeof err);
     a->created = a->rc == PO_OK && r.created;
     po_store_close(s);
     return NULL;
@@ -1805,8 +1805,8 @@ static void test_suspense_refunds(void)
     struct po_store *s = t_open(url);
     struct po_suspense_refund sr;
     char err[PO_ERRBUF_SIZE] = "";
-    T_CHECK(po_alert_refund(s, mkey, "t1", alert, "SRA-1", "ops", "paid a closed order", &sr, err,
-                            sizeof err) == PO_OK &&
+    T_CHECK(po_alert_refund(&(struct po_door){s, NULL}, mkey, "t1", alert, "SRA-1", "ops",
+                            "paid a closed order", &sr, err, sizeof err) == PO_OK &&
                 sr.created && strcmp(sr.submit_state, "submitted") == 0,
             "alipay suspense refund: %s (%s)", err, sr.submit_state);
     po_store_close(s);
@@ -2871,7 +2871,8 @@ static void recon_round(int64_t now, struct po_recon_daily_report *x)
     struct po_store *s = t_open(url);
     struct po_recon_daily_cfg cfg = {-1, 18 * 3600, 1800, 3};
     char err[PO_ERRBUF_SIZE] = "";
-    if (po_recon_daily_round(s, mkey, &cfg, now, x, err, sizeof err) != PO_OK)
+    if (po_recon_daily_round(&(struct po_door){s, NULL}, mkey, &cfg, now, x, err, sizeof err) !=
+        PO_OK)
         die(err);
     po_store_close(s);
 }
@@ -2979,7 +2980,8 @@ static void fetch_day(const char *date, int64_t now, po_err want_rc, struct po_r
     struct po_store *s = t_open(url);
     struct po_channel_account *a = account_of_t1("wechatpay");
     char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_recon_fetch_day(s, a, date, false, now, 60, x, err, sizeof err);
+    po_err rc =
+        po_recon_fetch_day(&(struct po_door){s, NULL}, a, date, false, now, 60, x, err, sizeof err);
     T_CHECK(rc == want_rc, "recon fetch %s: rc %d, expected %d: %s", date, (int)rc, (int)want_rc,
             err);
     account_drop(a);
@@ -3568,7 +3570,8 @@ static bool matrix_act(struct matrix_world *w, enum cell_op op, bool ok, char *w
     }
     case OP_BILL: {
         struct po_recon_day_result x;
-        po_err rc = po_recon_fetch_day(s, a, w->day, true, now, 60, &x, err, sizeof err);
+        po_err rc = po_recon_fetch_day(&(struct po_door){s, NULL}, a, w->day, true, now, 60, &x,
+                                       err, sizeof err);
         good = rc == PO_OK && (ok ? x.imported : x.state == PO_BILL_FAILED && !x.imported);
         snprintf(why, cap, "%s: state %d (%s), imported %d", err, (int)x.state, x.why,
                  (int)x.imported);
@@ -4451,7 +4454,8 @@ static bool wxe_act(const struct wxe_row *row, enum wxe_op op, int i, char *why,
         struct tm tm;
         gmtime_r(&t, &tm);
         strftime(day, sizeof day, "%Y-%m-%d", &tm);
-        po_err rc = po_recon_fetch_day(s, a, day, true, now, 60, &x, err, sizeof err);
+        po_err rc = po_recon_fetch_day(&(struct po_door){s, NULL}, a, day, true, now, 60, &x, err,
+                                       sizeof err);
         good = rc == PO_OK && (!row                    ? x.imported
                                : want == WXE_NO_BILL   ? x.state == PO_BILL_NONE && !x.imported
                                : want == WXE_NOT_READY ? x.state == PO_BILL_NOT_READY && !x.imported

@@ -843,6 +843,38 @@ static void check_admin(void)
     T_CHECK(r.status == 401, "ack without the token: %ld", r.status);
 }
 
+/* The console's replay inside serve (issue 46 item 2): the refused payment
+ * of the "unknown order" case, its order created since, goes through the
+ * engine's door — serve's committer — once: credited, the alert resolved; a
+ * second replay is refused (resolved), nothing credited twice. */
+static void check_replay(void)
+{
+    const char *no = "W-NOSUCH";
+    json_t *order = json_pack("{s:s, s:I}", "out_trade_no", no, "amount", (json_int_t)100);
+    seed(order, "wechatpay");
+    json_decref(order);
+    const char *body =
+        "{\"tenant\":\"t1\",\"id\":\"wechatpay:4200000013:PAY_SUCCESS|unknown_order\","
+        "\"note\":\"the order was created late\"}";
+    int64_t items0 = metric("payonce_committer_items_total");
+    struct reply r;
+    admin_call("POST", "/admin/api/alerts/replay", ADMIN_TOKEN, body, &r);
+    T_CHECK(r.status == 200 && strstr(r.body, "\"outcome\":\"applied\"") &&
+                strstr(r.body, "\"resolved\":true"),
+            "replay: %ld %s", r.status, r.body);
+    int64_t items = metric("payonce_committer_items_total") - items0;
+    T_CHECK(items >= 1, "replay: the committer applied %lld items", (long long)items);
+    T_CHECK(count_for("SELECT COUNT(*) FROM journal WHERE out_trade_no = ?", no) == 1,
+            "replay: not credited once");
+    T_CHECK(count_for("SELECT COUNT(*) FROM pay_order WHERE out_trade_no = ? AND status = 'PAID'",
+                      no) == 1,
+            "replay: the order is not PAID");
+    admin_call("POST", "/admin/api/alerts/replay", ADMIN_TOKEN, body, &r);
+    T_CHECK(r.status == 409, "replay again: %ld %s", r.status, r.body);
+    T_CHECK(count_for("SELECT COUNT(*) FROM journal WHERE out_trade_no = ?", no) == 1,
+            "replay again: credited twice");
+}
+
 static void check_endpoints(void)
 {
     struct {
@@ -941,6 +973,7 @@ int main(int argc, char **argv)
     known_duplicates();
     check_endpoints();
     check_admin();
+    check_replay();
     t_gateway_stop(srv);
     fflush(stderr);
     dup2(saved_stderr, 2);

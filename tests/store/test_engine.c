@@ -411,8 +411,8 @@ static po_err srefund_in(struct po_store *s, const char *alert, const char *no,
                          struct po_suspense_refund *r, char *err)
 {
     err[0] = '\0';
-    return po_alert_refund(s, NULL, "t1", alert, no, "ops", "the payer paid twice", r, err,
-                           PO_ERRBUF_SIZE);
+    return po_alert_refund(&(struct po_door){s, NULL}, NULL, "t1", alert, no, "ops",
+                           "the payer paid twice", r, err, PO_ERRBUF_SIZE);
 }
 
 static void assert_audit_in(struct po_store *s, const char *alert, const char *actions)
@@ -544,16 +544,16 @@ static void suspense_refund_refusals(void **state)
     assert_int_equal(srefund("wechatpay:nope:PAY_SUCCESS|duplicate_payment", "SR-1", &r, err),
                      PO_ERR_NOT_FOUND);
     assert_int_equal(srefund(DUP_ALERT, "bad number!", &r, err), PO_ERR_INVALID);
-    assert_int_equal(
-        po_alert_refund(S, NULL, "t1", DUP_ALERT, "SR-1", "ops", "", &r, err, sizeof err),
-        PO_ERR_INVALID); /* a note is required */
+    assert_int_equal(po_alert_refund(&(struct po_door){S, NULL}, NULL, "t1", DUP_ALERT, "SR-1",
+                                     "ops", "", &r, err, sizeof err),
+                     PO_ERR_INVALID); /* a note is required */
     /* The order's refund's number. */
     assert_int_equal(srefund(DUP_ALERT, "R-1", &r, err), PO_ERR_CONFLICT);
     assert_non_null(strstr(err, "exists for order ORD-1"));
     /* Another tenant cannot see the alert. */
-    assert_int_equal(
-        po_alert_refund(S, NULL, "t2", DUP_ALERT, "SR-1", "ops", "x", &r, err, sizeof err),
-        PO_ERR_NOT_FOUND);
+    assert_int_equal(po_alert_refund(&(struct po_door){S, NULL}, NULL, "t2", DUP_ALERT, "SR-1",
+                                     "ops", "x", &r, err, sizeof err),
+                     PO_ERR_NOT_FOUND);
     /* A resolved alert is not refunded. */
     bool changed = false;
     assert_int_equal(po_alert_act(S, "t1", DUP_ALERT, PO_ALERT_RESOLVE, "ops",
@@ -680,8 +680,8 @@ static void refund_after_close_accepted_once(void **state)
     struct po_outcome o;
     bool resolved = false;
     char err[PO_ERRBUF_SIZE] = "";
-    assert_int_equal(po_alert_accept(S, "t1", LATE_ALERT, "ops", "the channel confirms it", &o,
-                                     &resolved, err, sizeof err),
+    assert_int_equal(po_alert_accept(&(struct po_door){S, NULL}, "t1", LATE_ALERT, "ops",
+                                     "the channel confirms it", &o, &resolved, err, sizeof err),
                      PO_OK);
     assert_outcome(o, PO_OUT_APPLIED, 0);
     assert_true(resolved);
@@ -700,9 +700,9 @@ static void refund_after_close_accepted_once(void **state)
         count_all(S, "SELECT COUNT(*) FROM outbox_event WHERE type = 'refund.succeeded'"), 1);
     assert_int_equal(t_verify(S), 0);
     /* Once: the alert is resolved, and the acceptance itself is a duplicate. */
-    assert_int_equal(
-        po_alert_accept(S, "t1", LATE_ALERT, "ops", "again", &o, &resolved, err, sizeof err),
-        PO_ERR_CONFLICT);
+    assert_int_equal(po_alert_accept(&(struct po_door){S, NULL}, "t1", LATE_ALERT, "ops", "again",
+                                     &o, &resolved, err, sizeof err),
+                     PO_ERR_CONFLICT);
     struct po_event again = late;
     again.accept_after_close = true;
     assert_outcome(t_apply(S, NULL, &again), PO_OUT_DUPLICATE, 1);
@@ -719,8 +719,8 @@ static void refund_after_close_accept_never_refunds_more_than_paid(void **state)
     struct po_outcome o;
     bool resolved = true;
     char err[PO_ERRBUF_SIZE] = "";
-    assert_int_equal(po_alert_accept(S, "t1", LATE_ALERT, "ops", "the channel confirms it", &o,
-                                     &resolved, err, sizeof err),
+    assert_int_equal(po_alert_accept(&(struct po_door){S, NULL}, "t1", LATE_ALERT, "ops",
+                                     "the channel confirms it", &o, &resolved, err, sizeof err),
                      PO_OK);
     assert_int_equal(o.kind, PO_OUT_REJECTED);
     assert_string_equal(po_reason_name(o.reason), "refund_exceeds_reserved");
@@ -736,8 +736,9 @@ static void refund_after_close_accept_never_refunds_more_than_paid(void **state)
     /* Only a refund_after_close alert is accepted. */
     struct po_event unknown = t_pay_event("ORD-9", "4200000009", 100);
     assert_outcome(t_apply(S, NULL, &unknown), PO_OUT_REJECTED, 0);
-    assert_int_equal(po_alert_accept(S, "t1", "wechatpay:4200000009:PAY_SUCCESS|unknown_order",
-                                     "ops", "x", &o, &resolved, err, sizeof err),
+    assert_int_equal(po_alert_accept(&(struct po_door){S, NULL}, "t1",
+                                     "wechatpay:4200000009:PAY_SUCCESS|unknown_order", "ops", "x",
+                                     &o, &resolved, err, sizeof err),
                      PO_ERR_INVALID);
     assert_int_equal(t_verify(S), 0);
 }

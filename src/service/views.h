@@ -30,17 +30,6 @@ po_err po_view_refund(struct po_store *s, const char *tenant, const char *out_re
 /* [{account, currency, balance, updated_at}] in account order. */
 po_err po_view_balances(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
 
-/* A page of a keyset-paged list: items after (after_ts, after_key), at most
- * limit of them; *out_more when there are more, with the last item's
- * position in last_ts/last_key. */
-struct po_page {
-    const char *after_ts; /* "" from the start */
-    const char *after_key;
-    int64_t limit;
-    bool more;                                       /* out */
-    char last_ts[PO_TIME_SIZE];                      /* out */
-    char last_key[PO_KEY_SIZE + PO_REASON_SIZE + 2]; /* out */
-};
 /* A tenant's alerts, oldest first; state NULL or "" for every state,
  * else open, acknowledged or resolved. Each has its id (the alert key),
  * its kind (reason) and its state with who set it, when and why. */
@@ -49,6 +38,10 @@ po_err po_view_alerts(struct po_store *s, const char *tenant, const char *state,
 /* Journals with their postings; order_filter NULL or "" for all. */
 po_err po_view_journal(struct po_store *s, const char *tenant, const char *order_filter,
                        struct po_page *page, json_t **out) PO_MUST_CHECK;
+/* The tenant's events, oldest first (keyset page on created_at, event_id),
+ * optionally of one type and/or one order. */
+po_err po_view_events(struct po_store *s, const char *tenant, const char *type,
+                      const char *out_trade_no, struct po_page *page, json_t **out) PO_MUST_CHECK;
 /* [{key_id, created_at, revoked_at}] */
 po_err po_view_apikeys(struct po_store *s, const char *tenant, json_t **out) PO_MUST_CHECK;
 /* A tenant's orders, oldest first, keyset-paged on (created_at,

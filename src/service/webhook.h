@@ -10,7 +10,6 @@
 #include "../engine/engine.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
-#include "views.h"
 
 #include <jansson.h>
 
@@ -78,10 +77,6 @@ po_err po_webhook_attempts(struct po_store *s, const char *tenant, const char *e
  * {"object": payload}} (heap text). */
 po_err po_event_envelope(const char *event_id, const char *type, const char *created_at,
                          const char *tenant, const char *payload, char **out) PO_MUST_CHECK;
-/* The tenant's events, oldest first (keyset page on created_at, event_id),
- * optionally of one type and/or one order. */
-po_err po_view_events(struct po_store *s, const char *tenant, const char *type,
-                      const char *out_trade_no, struct po_page *page, json_t **out) PO_MUST_CHECK;
 /* Payonce-Signature: "t=<t>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>". */
 po_err po_webhook_sign(const char *secret, int64_t t, const char *body, char *header,
                        size_t cap) PO_MUST_CHECK;

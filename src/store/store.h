@@ -72,6 +72,18 @@ const char *po_rows_get(const struct po_rows *r, int row, int col);
 po_err po_rows_i64(const struct po_rows *r, int row, int col, int64_t *out) PO_MUST_CHECK;
 void po_rows_free(struct po_rows *r);
 
+/* A page of a keyset-paged list: items after (after_ts, after_key), at most
+ * limit of them; *out_more when there are more, with the last item's
+ * position in last_ts/last_key. */
+struct po_page {
+    const char *after_ts; /* "" from the start */
+    const char *after_key;
+    int64_t limit;
+    bool more;                                       /* out */
+    char last_ts[PO_TIME_SIZE];                      /* out */
+    char last_key[PO_KEY_SIZE + PO_REASON_SIZE + 2]; /* out */
+};
+
 /* Opens "sqlite:PATH" or "postgresql://…" / "postgres://…". */
 po_err po_store_open(const char *url, struct po_store **out, char *err,
                      size_t errcap) PO_MUST_CHECK;

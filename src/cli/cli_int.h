@@ -5,7 +5,7 @@
 #define PO_CLI_INT_H
 
 #include "../core/core.h"
-#include "../service/options.h"
+#include "../service/gateway/options.h"
 #include "../store/store.h"
 
 #include <stdio.h>

@@ -16,7 +16,7 @@
 
 #include "cli_int.h"
 
-#include "../service/options.h"
+#include "../service/gateway/options.h"
 
 /* What an option means. cmd NULL: for every command that takes it; else
  * for that command only ("report", "sim pay"), found before the general

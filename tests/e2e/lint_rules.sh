@@ -31,7 +31,7 @@ C
 copy
 expect ok "the tree as committed"
 # every planting in one copy (lint reads the whole tree each run), each named
-planted=(src/service/jobs.c src/http/admin_api.c src/cli/cmd_ledger.c src/recon/recon.c)
+planted=(src/service/jobs/jobs.c src/http/admin_api.c src/cli/cmd_ledger.c src/recon/recon.c)
 for f in "${planted[@]}"; do plant "$f"; done
 sed -i 's/po_door_alert(d, &ev, PO_R_MISSING_FROM_BILL, detail)/po_engine_alert(d->s, \&ev, PO_R_MISSING_FROM_BILL, detail, NULL)/' "$work/tree/src/recon/recon.c"
 grep -q 'po_engine_alert(d->s' "$work/tree/src/recon/recon.c" || { echo "FAIL: the recon alert to plant was not found"; exit 1; }

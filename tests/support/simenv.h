@@ -8,7 +8,7 @@
 #define PO_SIMENV_H
 
 #include "../../src/http/http.h"
-#include "../../src/service/gateway.h"
+#include "../../src/service/gateway/gateway.h"
 #include "../../src/sim/sim.h"
 
 #include <sys/types.h>

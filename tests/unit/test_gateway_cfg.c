@@ -1,6 +1,6 @@
 /*
  * test_gateway_cfg.c — the gateway takes every value from the one option
- * table (src/service/options.c, gateway.c):
+ * table (src/service/gateway/options.c, gateway.c):
  *   - po_gateway_cfg_init sets every field an option names to the table's
  *     default (and the listeners to their shown defaults);
  *   - each option's field is its own: setting one changes that field and
@@ -11,8 +11,8 @@
  *   - a configuration within the bounds opens and closes (SQLite in a
  *     temporary file), with the committer forced to one thread on SQLite.
  */
-#include "../../src/service/gateway.h"
-#include "../../src/service/options.h"
+#include "../../src/service/gateway/gateway.h"
+#include "../../src/service/gateway/options.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

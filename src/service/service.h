@@ -4,24 +4,25 @@
  * an operator or a tenant can run lives here once (or in engine/, ledger/,
  * recon/), so the CLI and the API can never disagree about a balance.
  *
- * Each concern has its own header (below); this one includes them all.
+ * The services live in rooms, one folder each, that call one another in
+ * one direction only; from the bottom up (a room may include the rooms
+ * under it and the modules below service/, never a room above it nor this
+ * header; scripts/lint.sh checks it):
  *
- *   callback.c       one channel callback: account, adapter, engine -> decision
- *   account_store.c  channel accounts in the store: the one row reader
- *                    (fetch, unsealed, with its version), save
- *   account_cache.c  channel accounts in memory, with their version guard
- *   views.c          typed reads as JSON: orders, refunds, balances, alerts,
- *                    journal pages, API keys
- *   console_*.c      the operator's console: its views, searches, lists by
- *                    state, pages and audited actions (console.h)
- *   apikey.c         tenant API keys (only hashes stored)
- *   idem.c           Idempotency-Key records of the tenant API
- *   refund_submit.c  API refunds handed to the channel's refund API
- *   order_query.c    active order query at the channel (missed callbacks)
- *   jobs.c           serve's background jobs on their intervals
- *   options.c        serve's option table: every default and bound
- *   gateway.c        serve's runtime assembled in one place (pool, cache,
- *                    bulkheads, workers, committer, webhooks, jobs)
+ *   accounts/  who may act: channel accounts in the store and in memory,
+ *              API keys, operators and their sign-in, the backup manifest
+ *   payments/  money at the channels: the callback path, order payment,
+ *              active query, refund submission, Idempotency-Key records,
+ *              the callback traffic records (accounts/)
+ *   webhooks/  tenant webhook endpoints and deliveries (accounts/)
+ *   alerts/    the alerts workflow and the notifier (payments/, webhooks/)
+ *   jobs/      serve's background rounds: the jobs thread, daily
+ *              reconciliation, the ledger check (everything below)
+ *   console/   the reads an operator or a tenant runs: views, console
+ *              lists and pages, money reports (everything below)
+ *   gateway/   serve's runtime assembled, and its option table (all)
+ *
+ * Each room's main header says what it owns; this one includes them all.
  *
  * Contracts follow the house style: po_err return, out-params written only
  * on success, detail in a caller-supplied buffer, nothing changed on error.
@@ -30,25 +31,25 @@
 #define PO_SERVICE_H
 
 #include "accounts/account.h"
-#include "payments/callback.h"
-#include "console/views.h"
-#include "alerts/alerts.h"
-#include "alerts/alert_notify.h"
 #include "accounts/apikey.h"
-#include "payments/idem.h"
-#include "payments/refund_submit.h"
-#include "payments/order_query.h"
-#include "payments/order_pay.h"
-#include "jobs/recon_daily.h"
+#include "accounts/operators.h"
 #include "accounts/signin.h"
 #include "accounts/manifest.h"
-#include "console/report.h"
-#include "accounts/operators.h"
+#include "payments/callback.h"
+#include "payments/order_pay.h"
+#include "payments/order_query.h"
+#include "payments/refund_submit.h"
+#include "payments/idem.h"
 #include "payments/traffic.h"
-#include "console/console.h"
-#include "jobs/jobs.h"
-#include "jobs/ledger_check.h"
 #include "webhooks/webhook.h"
+#include "alerts/alerts.h"
+#include "alerts/alert_notify.h"
+#include "jobs/jobs.h"
+#include "jobs/recon_daily.h"
+#include "jobs/ledger_check.h"
+#include "console/views.h"
+#include "console/console.h"
+#include "console/report.h"
 #include "gateway/gateway.h"
 #include "gateway/options.h"
 

@@ -1,6 +1,12 @@
 /*
  * account.h — channel accounts: the stored rows (account_store.c) and their cache in memory with
  * its version guard (account_cache.c). Part of service.h (which includes every service header).
+ *
+ * accounts/ is the bottom room of service/: who may act. It owns the
+ * channel accounts (account_store.c, account_cache.c), the tenants' API
+ * keys (apikey.h), the console's operators and their sign-in (operators.h,
+ * signin.h) and the backup manifest over those rows (manifest.h). It calls
+ * no other service room, only the modules below service/.
  */
 #ifndef PO_SERVICE_ACCOUNT_H
 #define PO_SERVICE_ACCOUNT_H

@@ -1,6 +1,10 @@
 /*
  * alerts.h — the alerts workflow (alerts.c).
  * Part of service.h (which includes every service header).
+ *
+ * alerts/ owns the alerts workflow (alerts.c) and what reaches people of
+ * it (alert_notify.h). It calls payments/ (a refund submitted again) and
+ * webhooks/ (a delivery redriven), and accounts/ through them.
  */
 #ifndef PO_SERVICE_ALERTS_H
 #define PO_SERVICE_ALERTS_H

@@ -18,6 +18,11 @@
  * there is more and where to go on (its cursor). None adds an index the
  * callback path writes. Money is integer minor units with its currency;
  * times are the store's RFC 3339 text. Part of service.h.
+ *
+ * console/ owns the reads an operator or a tenant runs: views.h (shared by
+ * the CLI and /v1), this header's console lists and pages, report.h's
+ * money reports. It may call every room below it (accounts/, payments/,
+ * webhooks/, alerts/, jobs/); only gateway/ is above it.
  */
 #ifndef PO_SERVICE_CONSOLE_H
 #define PO_SERVICE_CONSOLE_H

@@ -11,6 +11,10 @@
  * given, and po_gateway_open checks every field against the table's bounds
  * (the error names the option). No other file holds a default of its own.
  * Part of service.h (which includes every service header).
+ *
+ * gateway/ is the top room of service/: serve's runtime (gateway.c) and
+ * its option table (options.h). It may call every other room; none calls
+ * it.
  */
 #ifndef PO_SERVICE_GATEWAY_H
 #define PO_SERVICE_GATEWAY_H

@@ -1,6 +1,11 @@
 /*
  * jobs.h — serve's background jobs on their intervals (jobs.c).
  * Part of service.h (which includes every service header).
+ *
+ * jobs/ owns serve's background rounds: the jobs thread (jobs.c), daily
+ * reconciliation (recon_daily.h) and the ledger check (ledger_check.h). It
+ * calls accounts/, payments/ and alerts/; console/ reads what it wrote and
+ * gateway/ starts it.
  */
 #ifndef PO_SERVICE_JOBS_H
 #define PO_SERVICE_JOBS_H

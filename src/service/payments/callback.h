@@ -1,6 +1,12 @@
 /*
  * callback.h — one channel callback: account, adapter, engine -> decision (callback.c).
  * Part of service.h (which includes every service header).
+ *
+ * payments/ is the room of money at the channels: the callback path
+ * (callback.c), an order's payment (order_pay.h), the active query and
+ * missed-event recovery (order_query.h), refund submission
+ * (refund_submit.h), the tenant API's Idempotency-Key records (idem.h) and
+ * the callback traffic records (traffic.h). It calls accounts/ only.
  */
 #ifndef PO_SERVICE_CALLBACK_H
 #define PO_SERVICE_CALLBACK_H

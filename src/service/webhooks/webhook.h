@@ -1,6 +1,10 @@
 /*
  * webhook.h — tenant webhooks: endpoints (webhook_endpoints.c) and deliveries (webhook_delivery.c).
  * Part of service.h (which includes every service header).
+ *
+ * webhooks/ owns the tenants' webhook endpoints and the outbox's delivery
+ * to them (webhook_int.h is the two files' own). It calls no other service
+ * room; alerts/, console/ and gateway/ call it.
  */
 #ifndef PO_SERVICE_WEBHOOK_H
 #define PO_SERVICE_WEBHOOK_H

@@ -62,7 +62,7 @@ json_t *po_machine_describe(void);
 /* Median and p99 of fdatasync after a 4 KiB write in dir (microseconds). */
 po_err po_fsync_latency(const char *dir, double *p50_us, double *p99_us) PO_MUST_CHECK;
 
-/* ---- the server under test (bench.c) ---- */
+/* ---- the server under test (server.c) ---- */
 
 struct po_bench_fx;
 struct po_bench_server {
@@ -82,6 +82,9 @@ void po_bench_committer_counts(const struct po_bench_server *srv, double *batche
 /* GET path on the loopback port, the whole answer (head and body) into buf
  * (cap bytes, NUL-terminated); its status, 0 without an answer. */
 int po_bench_http_get(unsigned port, const char *path, char *buf, size_t cap);
+/* Counters from the server's /metrics, by name (0 where missing). */
+void po_bench_metrics(const struct po_bench_server *srv, const char *const *names, double *out,
+                      int n);
 
 /* `payonce bench --nodes N` (nodes.c). */
 int po_bench_nodes_run(const struct po_bench_cfg *cfg);

@@ -3,6 +3,7 @@
  * doors (the Host/Origin allow-list, sign-in, sessions, the embedded page)
  * and hands an authenticated request to admin_api.c, which holds its views
  * (GET /admin/api/VIEW) and its actions (POST /admin/api/AREA/ACTION).
+ * The JSON answers both give are in admin_reply.c, below both.
  */
 #ifndef PO_HTTP_ADMIN_INT_H
 #define PO_HTTP_ADMIN_INT_H
@@ -15,6 +16,8 @@ struct po_admin_who {
     bool token;
     struct po_session ses;
 };
+
+/* ---- the answers both files give (admin_reply.c) ---- */
 
 /* An error answer {"error":{"code","message"}}; code and message are
  * payonce's own words (put in as they are). */

@@ -181,7 +181,8 @@ int sim_fault_take_sub(struct po_sim_server *s, struct sim_call *c, const char *
  * code; -1: none. */
 int sim_fault_take_code(struct po_sim_server *s, struct sim_call *c, char *code, size_t cap);
 /* Answers c as fault st (not PO_SIM_FAULT_TAMPER, which the caller applies
- * to the API's answer: c->tamper) in the channel's shape; returns 0. */
+ * to the API's answer: c->tamper) in the channel's shape; returns 0
+ * (fault_answer.c). */
 int sim_fault_answer(struct sim_call *c, int st);
 /* Records that channel closed out_trade_no (closed.jsonl); under s->mu. */
 void sim_record_close(struct po_sim_server *s, const char *channel, const char *out_trade_no);
@@ -200,7 +201,7 @@ struct sim_alipay_certs {
 };
 po_err sim_alipay_certs_load(const char *dir, struct sim_alipay_certs *out);
 void sim_alipay_certs_free(struct sim_alipay_certs *c);
-/* ---- calls.c ---- */
+/* ---- refund_notify.c ---- */
 /* Notifies a refund's result to url on the channel's schedule, from a
  * detached thread (po_sim_server_stop waits for it). */
 void sim_start_refund_job(struct po_sim_server *s, const char *url, const char *channel,

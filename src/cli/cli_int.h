@@ -57,15 +57,17 @@ int cli_read_input(const char *path, size_t max, const char *what, char **out, s
  * each element. Takes list (json_decref'd here). */
 struct json_t;
 void cli_print_list(const struct opts *o, struct json_t *list, void (*line)(struct json_t *item));
+/* The store of cli_db_url, or EXIT_FAIL after saying why (sources.c). */
 int cli_open_store(const struct opts *o, struct po_store **out);
 /* --db, else PAYONCE_DB, else sqlite:./payonce.db */
 const char *cli_db_url(const struct opts *o);
 
 /* The master key from --master-key-file or PAYONCE_MASTER_KEY_FILE.
- * Returns 0 and sets *have (false when neither is given), or an exit code. */
+ * Returns 0 and sets *have (false when neither is given), or an exit code
+ * (sources.c). */
 int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have);
 /* The tenant's stored account for channel, its secrets unsealed with that
- * master key; 0, or an exit code after saying why. */
+ * master key; 0, or an exit code after saying why (sources.c). */
 struct po_channel_account;
 int cli_account(struct po_store *s, const struct opts *o, const char *tenant, const char *channel,
                 struct po_channel_account *out);
@@ -99,7 +101,7 @@ int cfg_int(const struct opts *o, const char *name, int64_t *out);
 void cfg_describe(const struct po_option *c, char *buf, size_t cap);
 /* Reads a config file into o (values point into *buf, which the caller
  * frees). A missing file is fine unless required. 0 or an exit code, after
- * saying what is wrong with which line. */
+ * saying what is wrong with which line (sources.c). */
 int cfg_load(const char *path, bool required, struct opts *o, char **buf);
 /* config check: prints the effective values; 0, or EXIT_USAGE. */
 int cfg_check(const struct opts *file, const struct opts *merged, const char *path);
@@ -109,7 +111,8 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
 int cfg_bounds(const struct opts *file, const struct opts *merged, const char *path);
 /* config doc: the Markdown of docs/configuration.md. */
 void cfg_doc(FILE *f);
-/* The config file serve was started with (NULL: none), for SIGHUP. */
+/* The config file serve was started with (NULL: none), for SIGHUP
+ * (sources.c). */
 extern const char *cli_config_path;
 
 /* ---- sources.c: where the configuration, database and key came from ---- */
@@ -153,7 +156,8 @@ void cli_verbose(const struct cli_command *c, const char *allowed, const struct 
  * was to be made (migrate). */
 void cli_db_fail(const char *url, const char *store_err, bool create);
 /* A database URL with its password shown as ***:
- * postgresql://user:secret@host/db -> postgresql://user:***@host/db */
+ * postgresql://user:secret@host/db -> postgresql://user:***@host/db
+ * (sources.c). */
 void cli_redact_url(const char *url, char *out, size_t cap);
 struct cli_command;
 /* The value options of a command whose table entry says "@serve". */

@@ -1,11 +1,12 @@
 /*
  * cmd_config.c — `payonce serve`'s options on the command line and in files.
  *
- * The one option table (service/options.c) says, for every option, its
+ * The one option table (service/gateway/options.c) says, for every option, its
  * type, default, bounds, what it means and which gateway field it fills.
- * From it come here: the command line's checks (cfg_int), the config
- * file's parser (/etc/payonce/payonce.conf or --config FILE: "name = value"
- * lines, the same names as the flags), `payonce config check` (validates
+ * From it come here: the command line's checks (cfg_int), the checks of
+ * the config file's values (its parser, for /etc/payonce/payonce.conf or
+ * --config FILE: "name = value" lines, the same names as the flags, is
+ * sources.c's cfg_load), `payonce config check` (validates
  * and prints the effective values and where each came from, secrets
  * redacted), `payonce config doc` (docs/configuration.md is its output;
  * test_cli fails when they differ) and the options' lines in `serve --help`.
@@ -20,8 +21,6 @@
 #include <string.h>
 
 #include "cli_int.h"
-
-const char *cli_config_path;
 
 void cli_allowed(const struct cli_command *c, char *buf, size_t cap)
 {
@@ -81,91 +80,6 @@ void cfg_describe(const struct po_option *c, char *buf, size_t cap)
         (void)snprintf(buf, cap, "%s", c->doc);
 }
 
-/* ---- the file ---- */
-
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-        s[--n] = '\0';
-    return s;
-}
-
-int cfg_load(const char *path, bool required, struct opts *o, char **buf)
-{
-    size_t len = 0;
-    o->n = 0;
-    *buf = NULL;
-    po_err rc = po_file_read(path, 64 * 1024, buf, &len);
-    if (rc == PO_ERR_NOT_FOUND && !required)
-        return 0;
-    if (rc) {
-        char why[600];
-        po_file_why(path, rc, why, sizeof why);
-        fprintf(stderr, "payonce: cannot read %s: %s\n", path, why);
-        return EXIT_FAIL;
-    }
-    if (memchr(*buf, '\0', len) || !po_utf8_valid(*buf, len)) {
-        fprintf(stderr, "payonce: %s: not a text file\n", path);
-        return EXIT_FAIL;
-    }
-    int line = 0;
-    /* line by line, blank ones counted (strtok would skip them) */
-    for (char *l = *buf, *next = NULL; l; l = next) {
-        next = strchr(l, '\n');
-        if (next)
-            *next++ = '\0';
-        line++;
-        char *hash = strchr(l, '#');
-        if (hash)
-            *hash = '\0';
-        char *s = trim(l);
-        if (!*s)
-            continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            fprintf(stderr, "payonce: %s:%d: expected NAME = VALUE\n", path, line);
-            return EXIT_FAIL;
-        }
-        *eq = '\0';
-        char *name = trim(s), *value = trim(eq + 1);
-        const struct po_option *c = po_option_find(name);
-        if (!c) {
-            fprintf(stderr,
-                    "payonce: %s:%d: unknown option '%.60s' ('payonce config doc' lists them)\n",
-                    path, line, name);
-            return EXIT_FAIL;
-        }
-        for (int i = 0; i < o->n; i++)
-            if (strcmp(o->name[i], name) == 0) {
-                fprintf(stderr, "payonce: %s:%d: %s is set twice\n", path, line, name);
-                return EXIT_FAIL;
-            }
-        if (o->n >= PO_OPTS_MAX) {
-            fprintf(stderr, "payonce: %s:%d: more than %d options\n", path, line, PO_OPTS_MAX);
-            return EXIT_FAIL;
-        }
-        if (c->type == PO_OPT_FLAG) {
-            if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
-                fprintf(stderr, "payonce: %s:%d: %s = true or false\n", path, line, name);
-                return EXIT_FAIL;
-            }
-            if (strcmp(value, "false") == 0)
-                continue;
-            value = NULL;
-        } else if (!*value) {
-            fprintf(stderr, "payonce: %s:%d: %s has no value\n", path, line, name);
-            return EXIT_FAIL;
-        }
-        o->name[o->n] = c->name;
-        o->line[o->n] = line;
-        o->value[o->n++] = value;
-    }
-    return 0;
-}
-
 /* The config file's line of option name when merged's value is the file's
  * (a flag may override it), else 0. */
 static int file_line(const struct opts *file, const struct opts *merged, const char *name)
@@ -211,16 +125,6 @@ int cfg_bounds(const struct opts *file, const struct opts *merged, const char *p
 }
 
 /* ---- config check / config doc ---- */
-
-void cli_redact_url(const char *url, char *out, size_t cap)
-{
-    const char *scheme = strstr(url, "://"), *at = strrchr(url, '@');
-    const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
-    if (scheme && at && colon && colon < at)
-        (void)snprintf(out, cap, "%.*s:***%s", (int)(colon - url), url, at);
-    else
-        (void)snprintf(out, cap, "%s", url);
-}
 
 /* config check: an endpoint serve with this configuration would refuse to
  * deliver to, said on stderr (at most ENDPOINT_LINES_MAX lines). */
@@ -354,13 +258,6 @@ int cfg_check(const struct opts *file, const struct opts *merged, const char *pa
     if (bad)
         fprintf(stderr, "payonce: config check: %d problem%s\n", bad, bad == 1 ? "" : "s");
     return bad ? EXIT_USAGE : 0;
-}
-
-int cmd_config_check(struct po_store *s, const struct opts *o)
-{
-    (void)s;
-    (void)o;
-    return EXIT_FAIL; /* run by main through cfg_check, with the file's options */
 }
 
 int cmd_config_doc(struct po_store *s, const struct opts *o)

@@ -1,7 +1,8 @@
 /*
  * opts.c — the command line's helpers shared by every command: parsing
- * "--name value" options, reading them, opening the store, printing a
- * listing or a JSON document, and reporting a failure.
+ * "--name value" options, reading them, printing a listing or a JSON
+ * document, and reporting a failure. Opening the store and the master key
+ * is sources.c's, which says where each came from when one fails.
  */
 #include "../channel/channel.h"
 #include "../core/core.h"
@@ -155,18 +156,6 @@ const char *cli_db_url(const struct opts *o)
     return url;
 }
 
-int cli_open_store(const struct opts *o, struct po_store **out)
-{
-    char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_store_open(cli_db_url(o), out, err, sizeof err);
-    if (rc) {
-        const char *url = cli_db_url(o);
-        cli_db_fail(url, err, strncmp(url, "sqlite:", 7) == 0 && access(url + 7, F_OK) != 0);
-        return EXIT_FAIL;
-    }
-    return 0;
-}
-
 void cli_print_list(const struct opts *o, json_t *list, void (*line)(json_t *item))
 {
     if (cli_flag(o, "json")) {
@@ -212,37 +201,4 @@ int cli_print_json(json_t *doc)
     fputc('\n', stdout);
     json_decref(doc);
     return rc;
-}
-
-int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
-{
-    const char *path = cli_opt(o, "master-key-file");
-    if (!path || !*path)
-        path = getenv("PAYONCE_MASTER_KEY_FILE");
-    *have = false;
-    if (!path || !*path)
-        return 0;
-    char err[PO_ERRBUF_SIZE] = "";
-    if (po_master_key_load(path, key, err, sizeof err)) {
-        char from[1200];
-        cli_origin("master-key-file", "PAYONCE_MASTER_KEY_FILE", from, sizeof from);
-        fprintf(stderr, "payonce: %s; the master key's file was %s\n", err, from);
-        return EXIT_FAIL;
-    }
-    *have = true;
-    return 0;
-}
-
-int cli_account(struct po_store *s, const struct opts *o, const char *tenant, const char *channel,
-                struct po_channel_account *out)
-{
-    unsigned char master[32];
-    bool have = false;
-    int ret = cli_load_master_key(o, master, &have);
-    if (ret)
-        return ret;
-    char err[PO_ERRBUF_SIZE] = "";
-    po_err rc = po_account_fetch(s, have ? master : NULL, tenant, channel, out, err, sizeof err);
-    po_secure_zero(master, sizeof master);
-    return rc ? cli_fail(rc, err) : 0;
 }

@@ -14,8 +14,15 @@
  * was; an error opening one names the path, the cause found on the path
  * (po_path_why: a missing directory, a permission and whose it is) and
  * where the path came from.
+ *
+ * Here too: the config file's parser (cfg_load), the store and the master
+ * key opened for a command (cli_open_store, cli_load_master_key,
+ * cli_account), and config check's table entry, whose identity decides
+ * which commands take the whole file. cmd_config.c and opts.c are below
+ * this file: it calls them, they do not call it.
  */
 #include "../core/core.h"
+#include "../crypto/crypto.h"
 #include "../store/store.h"
 
 #include <errno.h>
@@ -220,4 +227,155 @@ void cli_db_fail(const char *url, const char *store_err, bool create)
                        ": SQLite writes its -wal and -shm files beside the database");
     fprintf(stderr, "payonce: cannot %s database %s: %s; the database was %s\n",
             create ? "create the" : "open", path && *path ? path : shown, cause, from);
+}
+
+/* ---- the config file ---- */
+
+const char *cli_config_path;
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+int cfg_load(const char *path, bool required, struct opts *o, char **buf)
+{
+    size_t len = 0;
+    o->n = 0;
+    *buf = NULL;
+    po_err rc = po_file_read(path, 64 * 1024, buf, &len);
+    if (rc == PO_ERR_NOT_FOUND && !required)
+        return 0;
+    if (rc) {
+        char why[600];
+        po_file_why(path, rc, why, sizeof why);
+        fprintf(stderr, "payonce: cannot read %s: %s\n", path, why);
+        return EXIT_FAIL;
+    }
+    if (memchr(*buf, '\0', len) || !po_utf8_valid(*buf, len)) {
+        fprintf(stderr, "payonce: %s: not a text file\n", path);
+        return EXIT_FAIL;
+    }
+    int line = 0;
+    /* line by line, blank ones counted (strtok would skip them) */
+    for (char *l = *buf, *next = NULL; l; l = next) {
+        next = strchr(l, '\n');
+        if (next)
+            *next++ = '\0';
+        line++;
+        char *hash = strchr(l, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(l);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            fprintf(stderr, "payonce: %s:%d: expected NAME = VALUE\n", path, line);
+            return EXIT_FAIL;
+        }
+        *eq = '\0';
+        char *name = trim(s), *value = trim(eq + 1);
+        const struct po_option *c = po_option_find(name);
+        if (!c) {
+            fprintf(stderr,
+                    "payonce: %s:%d: unknown option '%.60s' ('payonce config doc' lists them)\n",
+                    path, line, name);
+            return EXIT_FAIL;
+        }
+        for (int i = 0; i < o->n; i++)
+            if (strcmp(o->name[i], name) == 0) {
+                fprintf(stderr, "payonce: %s:%d: %s is set twice\n", path, line, name);
+                return EXIT_FAIL;
+            }
+        if (o->n >= PO_OPTS_MAX) {
+            fprintf(stderr, "payonce: %s:%d: more than %d options\n", path, line, PO_OPTS_MAX);
+            return EXIT_FAIL;
+        }
+        if (c->type == PO_OPT_FLAG) {
+            if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
+                fprintf(stderr, "payonce: %s:%d: %s = true or false\n", path, line, name);
+                return EXIT_FAIL;
+            }
+            if (strcmp(value, "false") == 0)
+                continue;
+            value = NULL;
+        } else if (!*value) {
+            fprintf(stderr, "payonce: %s:%d: %s has no value\n", path, line, name);
+            return EXIT_FAIL;
+        }
+        o->name[o->n] = c->name;
+        o->line[o->n] = line;
+        o->value[o->n++] = value;
+    }
+    return 0;
+}
+
+void cli_redact_url(const char *url, char *out, size_t cap)
+{
+    const char *scheme = strstr(url, "://"), *at = strrchr(url, '@');
+    const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+    if (scheme && at && colon && colon < at)
+        (void)snprintf(out, cap, "%.*s:***%s", (int)(colon - url), url, at);
+    else
+        (void)snprintf(out, cap, "%s", url);
+}
+
+int cmd_config_check(struct po_store *s, const struct opts *o)
+{
+    (void)s;
+    (void)o;
+    return EXIT_FAIL; /* run by main through cfg_check, with the file's options */
+}
+
+/* ---- the database and the master key, opened ---- */
+
+int cli_open_store(const struct opts *o, struct po_store **out)
+{
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_store_open(cli_db_url(o), out, err, sizeof err);
+    if (rc) {
+        const char *url = cli_db_url(o);
+        cli_db_fail(url, err, strncmp(url, "sqlite:", 7) == 0 && access(url + 7, F_OK) != 0);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
+int cli_load_master_key(const struct opts *o, unsigned char key[32], bool *have)
+{
+    const char *path = cli_opt(o, "master-key-file");
+    if (!path || !*path)
+        path = getenv("PAYONCE_MASTER_KEY_FILE");
+    *have = false;
+    if (!path || !*path)
+        return 0;
+    char err[PO_ERRBUF_SIZE] = "";
+    if (po_master_key_load(path, key, err, sizeof err)) {
+        char from[1200];
+        cli_origin("master-key-file", "PAYONCE_MASTER_KEY_FILE", from, sizeof from);
+        fprintf(stderr, "payonce: %s; the master key's file was %s\n", err, from);
+        return EXIT_FAIL;
+    }
+    *have = true;
+    return 0;
+}
+
+int cli_account(struct po_store *s, const struct opts *o, const char *tenant, const char *channel,
+                struct po_channel_account *out)
+{
+    unsigned char master[32];
+    bool have = false;
+    int ret = cli_load_master_key(o, master, &have);
+    if (ret)
+        return ret;
+    char err[PO_ERRBUF_SIZE] = "";
+    po_err rc = po_account_fetch(s, have ? master : NULL, tenant, channel, out, err, sizeof err);
+    po_secure_zero(master, sizeof master);
+    return rc ? cli_fail(rc, err) : 0;
 }

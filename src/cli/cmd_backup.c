@@ -10,7 +10,7 @@
  * a payonce database and checked — its schema version, `payonce verify` and
  * its callback chains (`audit verify`) — so a backup that cannot be
  * restored is found when it is made, not when it is needed. The copy gets a
- * manifest (service/manifest.h) MAC'd with the master key; restore
+ * manifest (service/accounts/manifest.h) MAC'd with the master key; restore
  * recomputes it from the backup and refuses one whose operators, sessions,
  * API keys, webhook endpoints, channel accounts or chain heads differ from
  * what was backed up, whose MAC does not match (or was made under another

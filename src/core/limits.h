@@ -144,7 +144,7 @@
 #define PO_PAGE_DEFAULT 20 /* list pages */
 #define PO_PAGE_MAX 100
 
-/* ---- the operator's console (service/console.h) ---- */
+/* ---- the operator's console (service/console/console.h) ---- */
 #define PO_CONSOLE_PAGE_MAX 100 /* items of one list or search page */
 /* tenants one request looks through (the lists kept per tenant) */
 #define PO_CONSOLE_TENANTS_WALK 200

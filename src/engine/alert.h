@@ -4,7 +4,7 @@
  * its audit trail (alert_action), and settling the alerts of a suspense
  * payment when a refund returned its money. The engine, webhook delivery
  * and refund submission raise through po_alert_raise; the operator's moves
- * (acknowledge, resolve, replay, accept, refund) are service/alerts.c,
+ * (acknowledge, resolve, replay, accept, refund) are service/alerts/alerts.c,
  * which audits through here.
  */
 #ifndef PO_ALERT_H
@@ -46,7 +46,7 @@ po_err po_alert_raise_unless(struct po_store *s, const struct po_alert_new *a, c
                              bool *out_raised, char *err, size_t errcap) PO_MUST_CHECK;
 
 /* ---- the alerts' audit trail (alert_action), inside the caller's
- * transaction: the operator's moves (service/alerts.c) and the engine's own
+ * transaction: the operator's moves (service/alerts/alerts.c) and the engine's own
  * (a suspense payment refunded). ---- */
 
 /* Appends one move to an alert's trail (the alert must exist). action:

@@ -20,7 +20,7 @@
  * a DNS-rebinding page speaks to us under its own name) and whose Origin,
  * when a browser sends one, is one of its origins (403 otherwise). A
  * sign-in runs on its own pool, rate-limited per address and per name
- * before any password is hashed (service/signin.h).
+ * before any password is hashed (service/accounts/signin.h).
  *
  * Who asks: an operator signed in (the cookie po_session: HttpOnly,
  * SameSite=Strict, Path=/admin, Secure when the request came over TLS,
@@ -181,7 +181,7 @@ static unsigned not_allowed(const struct po_hcall *h)
 }
 
 /* POST /admin/login {"name","password"}: checked here (cheap), then the
- * password on the sign-in pool (service/signin.h), never on a worker nor
+ * password on the sign-in pool (service/accounts/signin.h), never on a worker nor
  * with one of the gateway's connections. */
 struct login_call {
     struct po_signin_req r;

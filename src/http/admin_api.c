@@ -5,7 +5,7 @@
  *   GET  /admin/api/VIEW   me, summary, tenants, overview, accounts, journal,
  *                          search (exact, for scripts), order, alerts,
  *                          report, operators (admins); and for triage
- *                          (service/console.h): find (prefix or substring,
+ *                          (service/console/console.h): find (prefix or substring,
  *                          paged), counts and list (lists by state), alert,
  *                          event, entry (a journal entry), webhooks,
  *                          endpoint (with its dead letters), recon (the

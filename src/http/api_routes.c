@@ -283,7 +283,7 @@ static unsigned refusal_status(const char *code)
 
 /* With a pay_method, before the transaction and holding no connection:
  * the order is recorded, then its payment created at the channel
- * (service/order_pay.c); the effect records the channel's answer. No
+ * (service/payments/order_pay.c); the effect records the channel's answer. No
  * decisive answer: 503 channel_unavailable (the order stays PAYING, the
  * same request again creates it); the channel refused: 409
  * channel_refused with its code. */

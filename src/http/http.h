@@ -16,7 +16,7 @@
 
 #include "../core/core.h"
 
-/* What the HTTP server takes beside its gateway (service/gateway.h),
+/* What the HTTP server takes beside its gateway (service/gateway/gateway.h),
  * whose configuration holds the listeners and their limits. */
 struct po_server_cfg {
     /* The operator's dashboard (/admin) answers its data only to this

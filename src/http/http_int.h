@@ -69,7 +69,7 @@ struct po_http_ctx {
     int norigins;
     char console_host[PO_CONSOLE_ORIGINS_MAX][128];
     char console_origin[PO_CONSOLE_ORIGINS_MAX][140];
-    struct po_signin *signin; /* the console's sign-in pool (service/signin.h) */
+    struct po_signin *signin; /* the console's sign-in pool (service/accounts/signin.h) */
     /* Holds a final answer back PO_HELD_MS before it goes (the server's
      * keeper sends it; h returns pending); false: answer it now. */
     bool (*hold)(void *ctx, struct po_hcall *h);

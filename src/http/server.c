@@ -4,7 +4,7 @@
  * health/ready/metrics endpoints, and turning answers into responses.
  * The parts it hands requests to (the store pool, the channel-account
  * cache, the worker pool, the committer) are the gateway's
- * (service/gateway.c).
+ * (service/gateway/gateway.c).
  *
  * Threads: a few event threads (libmicrohttpd's epoll thread pool, one a
  * core by default) serve every connection; none of them ever waits for

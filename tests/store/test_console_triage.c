@@ -1,5 +1,5 @@
 /*
- * test_console_triage.c — the console for triage (service/console.h,
+ * test_console_triage.c — the console for triage (service/console/console.h,
  * issue 45 item 3) on each backend (argv[1]): prefix search as a range of
  * the tenant's index, paged across tenants; substring search reading at
  * most PO_CONSOLE_SCAN_MAX rows a request and going on where it stopped;

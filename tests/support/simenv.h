@@ -102,7 +102,7 @@ void t_sim_file(const char *dir, const char *name, const char *content);
 unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *tenant,
                    const char *no, const char *txn, int64_t amount);
 
-/* An in-process gateway (service/gateway.h) and its HTTP server. */
+/* An in-process gateway (service/gateway/gateway.h) and its HTTP server. */
 struct t_gateway {
     struct po_gateway *gw;
     struct po_server *srv;

@@ -7,6 +7,7 @@
  * top-level "sign" member.
  */
 #include "channel_int.h"
+#include <stdarg.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -464,6 +465,44 @@ static int decide(const char *method, const char *code, const char *sub, int und
     return undecided;
 }
 
+/* decide() for an answer n whose code is not 10000, its code (the sub_code
+ * when there is one) said in why. */
+static int refused_state(const char *method, json_t *n, int undecided, bool *throttled, long status,
+                         char *why, size_t cap)
+{
+    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code");
+    int state = decide(method, code, sub, undecided, throttled);
+    po_channel_clean_code(sub ? sub : code, status, why, cap);
+    return state;
+}
+
+/* signed_call with a biz_content of string fields: name, value pairs,
+ * ended by NULL (a NULL value, or one that is not UTF-8, fails as
+ * out-of-memory did for json_pack). *out_n: the verified response (the
+ * caller json_decrefs), or NULL, why saying why. Non-OK only for
+ * out-of-memory. */
+static po_err biz_call(const struct po_channel_account *a, const char *method, long *status,
+                       char *why, size_t cap, json_t **out_n, ...) __attribute__((sentinel));
+static po_err biz_call(const struct po_channel_account *a, const char *method, long *status,
+                       char *why, size_t cap, json_t **out_n, ...)
+{
+    json_t *biz = json_object();
+    va_list ap;
+    va_start(ap, out_n);
+    for (const char *k = va_arg(ap, const char *); biz && k; k = va_arg(ap, const char *)) {
+        const char *v = va_arg(ap, const char *);
+        if (!v || json_object_set_new(biz, k, json_string(v))) {
+            json_decref(biz);
+            biz = NULL;
+        }
+    }
+    va_end(ap);
+    bool nomem = false;
+    *out_n = signed_call(a, method, biz, status, why, cap, &nomem);
+    json_decref(biz);
+    return nomem ? PO_ERR_NOMEM : PO_OK;
+}
+
 /* ---- refund submission: alipay.trade.refund ---- */
 
 #define ALIPAY_REFUND "alipay.trade.refund"
@@ -483,39 +522,23 @@ po_err po_alipay_refund_submit(const struct po_channel_account *a,
     (void)snprintf(yuan, sizeof yuan, "%lld.%02lld", (long long)(r->amount / 100),
                    (long long)(r->amount % 100));
     /* trade_no names a suspense payment (not the order's) exactly. */
-    bool by_txn = r->txn_id && r->txn_id[0], nomem = false;
-    json_t *biz = json_pack("{s:s, s:s, s:s}", by_txn ? "trade_no" : "out_trade_no",
-                            by_txn ? r->txn_id : r->out_trade_no, "refund_amount", yuan,
-                            "out_request_no", r->out_refund_no);
-    json_t *n =
-        signed_call(a, ALIPAY_REFUND, biz, &out->http_status, out->code, sizeof out->code, &nomem);
-    json_decref(biz);
-    if (nomem)
+    bool by_txn = r->txn_id && r->txn_id[0];
+    json_t *n = NULL;
+    if (biz_call(a, ALIPAY_REFUND, &out->http_status, out->code, sizeof out->code, &n,
+                 by_txn ? "trade_no" : "out_trade_no", by_txn ? r->txn_id : r->out_trade_no,
+                 "refund_amount", yuan, "out_request_no", r->out_refund_no, (char *)NULL))
         return PO_ERR_NOMEM;
-    const char *c = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code");
+    const char *c = po_json_str(n, "code");
     if (!n) {
         /* no decisive answer: out->code says why */
     } else if (c && strcmp(c, "10000") == 0) {
         out->decision = PO_REFUND_SUBMITTED;
     } else {
-        out->decision = decide(ALIPAY_REFUND, c, sub, PO_REFUND_PENDING, &out->throttled);
-        po_channel_clean_code(sub ? sub : c, out->http_status, out->code, sizeof out->code);
+        out->decision = refused_state(ALIPAY_REFUND, n, PO_REFUND_PENDING, &out->throttled,
+                                      out->http_status, out->code, sizeof out->code);
     }
     json_decref(n);
     return PO_OK;
-}
-
-/* signed_call for a method whose biz_content names one trade by
- * out_trade_no; *rc PO_ERR_NOMEM on out-of-memory. */
-static json_t *trade_call(const struct po_channel_account *a, const char *method,
-                          const char *out_trade_no, long *status, char *why, size_t cap, po_err *rc)
-{
-    json_t *biz = json_pack("{s:s}", "out_trade_no", out_trade_no);
-    bool nomem = false;
-    json_t *n = signed_call(a, method, biz, status, why, cap, &nomem);
-    json_decref(biz);
-    *rc = nomem ? PO_ERR_NOMEM : PO_OK;
-    return n;
 }
 
 /* ---- active query: alipay.trade.query ---- */
@@ -533,17 +556,17 @@ po_err po_alipay_order_query(const struct po_channel_account *a, const struct po
     const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_QUERY_FAILED;
-    po_err rc = PO_OK;
-    json_t *n = trade_call(a, ALIPAY_QUERY, out_trade_no, &out->http_status, out->why,
-                           sizeof out->why, &rc);
+    json_t *n = NULL;
+    po_err rc = biz_call(a, ALIPAY_QUERY, &out->http_status, out->why, sizeof out->why, &n,
+                         "out_trade_no", out_trade_no, (char *)NULL);
     if (!n)
         return rc;
     const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
                *status = po_json_str(n, "trade_status");
     bool ok = code && strcmp(code, "10000") == 0;
     if (!ok) {
-        out->state = decide(ALIPAY_QUERY, code, sub, PO_QUERY_FAILED, &out->throttled);
-        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+        out->state = refused_state(ALIPAY_QUERY, n, PO_QUERY_FAILED, &out->throttled,
+                                   out->http_status, out->why, sizeof out->why);
     } else if (!status) {
         po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
     } else if (strcmp(status, "TRADE_SUCCESS") != 0 && strcmp(status, "TRADE_FINISHED") != 0) {
@@ -573,19 +596,18 @@ po_err po_alipay_order_close(const struct po_channel_account *a, const struct po
     const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_CLOSE_FAILED;
-    po_err rc = PO_OK;
-    json_t *n = trade_call(a, ALIPAY_CLOSE, out_trade_no, &out->http_status, out->why,
-                           sizeof out->why, &rc);
+    json_t *n = NULL;
+    po_err rc = biz_call(a, ALIPAY_CLOSE, &out->http_status, out->why, sizeof out->why, &n,
+                         "out_trade_no", out_trade_no, (char *)NULL);
     if (!n)
         return rc;
-    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code");
+    const char *code = po_json_str(n, "code");
     bool throttled = false;
-    if (code && strcmp(code, "10000") == 0) {
+    if (code && strcmp(code, "10000") == 0)
         out->state = PO_CLOSE_CLOSED;
-    } else {
-        out->state = decide(ALIPAY_CLOSE, code, sub, PO_CLOSE_FAILED, &throttled);
-        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
-    }
+    else
+        out->state = refused_state(ALIPAY_CLOSE, n, PO_CLOSE_FAILED, &throttled, out->http_status,
+                                   out->why, sizeof out->why);
     json_decref(n);
     return PO_OK;
 }
@@ -671,8 +693,8 @@ po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_
         return PO_ERR_NOMEM;
     if (!n)
         return PO_OK;
-    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
-               *qr = po_json_str(n, "qr_code"), *no = po_json_str(n, "out_trade_no");
+    const char *code = po_json_str(n, "code"), *qr = po_json_str(n, "qr_code"),
+               *no = po_json_str(n, "out_trade_no");
     if (code && strcmp(code, "10000") == 0 && qr && *qr && strlen(qr) < 1024 &&
         (!no || strcmp(no, r->out_trade_no) == 0)) {
         if ((out->payment = json_pack("{s:s}", "qr_code", qr)))
@@ -681,8 +703,8 @@ po_err po_alipay_pay_create(const struct po_channel_account *a, const struct po_
             rc = PO_ERR_NOMEM;
     } else {
         bool throttled = false;
-        out->state = decide(ALIPAY_PRECREATE, code, sub, PO_PAY_FAILED, &throttled);
-        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+        out->state = refused_state(ALIPAY_PRECREATE, n, PO_PAY_FAILED, &throttled, out->http_status,
+                                   out->why, sizeof out->why);
     }
     json_decref(n);
     return rc;
@@ -703,25 +725,19 @@ po_err po_alipay_refund_query(const struct po_channel_account *a, const struct p
 {
     memset(out, 0, sizeof *out);
     out->state = PO_RQ_FAILED;
-    bool by_txn = r->txn_id && r->txn_id[0], nomem = false;
-    json_t *biz =
-        json_pack("{s:s, s:s}", by_txn ? "trade_no" : "out_trade_no",
-                  by_txn ? r->txn_id : r->out_trade_no, "out_request_no", r->out_refund_no);
-    json_t *n = biz ? signed_call(a, ALIPAY_REFUND_QUERY, biz, &out->http_status, out->why,
-                                  sizeof out->why, &nomem)
-                    : NULL;
-    json_decref(biz);
-    if (!biz || nomem)
-        return PO_ERR_NOMEM;
+    bool by_txn = r->txn_id && r->txn_id[0];
+    json_t *n = NULL;
+    po_err rc = biz_call(a, ALIPAY_REFUND_QUERY, &out->http_status, out->why, sizeof out->why, &n,
+                         by_txn ? "trade_no" : "out_trade_no", by_txn ? r->txn_id : r->out_trade_no,
+                         "out_request_no", r->out_refund_no, (char *)NULL);
     if (!n)
-        return PO_OK;
-    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
-               *st = po_json_str(n, "refund_status"), *trade = po_json_str(n, "trade_no"),
-               *req = po_json_str(n, "out_request_no");
+        return rc;
+    const char *code = po_json_str(n, "code"), *st = po_json_str(n, "refund_status"),
+               *trade = po_json_str(n, "trade_no"), *req = po_json_str(n, "out_request_no");
     int64_t amount = 0;
     if (!code || strcmp(code, "10000") != 0) {
-        out->state = decide(ALIPAY_REFUND_QUERY, code, sub, PO_RQ_FAILED, &out->throttled);
-        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+        out->state = refused_state(ALIPAY_REFUND_QUERY, n, PO_RQ_FAILED, &out->throttled,
+                                   out->http_status, out->why, sizeof out->why);
     } else if (!st || !*st) {
         out->state = PO_RQ_PENDING;
     } else if (strcmp(st, "REFUND_SUCCESS") != 0) {
@@ -752,23 +768,16 @@ po_err po_alipay_bill_fetch(const struct po_channel_account *a, const char *date
 {
     memset(out, 0, sizeof *out);
     out->state = PO_BILL_FAILED;
-    bool nomem = false;
-    json_t *biz = json_pack("{s:s, s:s}", "bill_type", "trade", "bill_date", date);
-    json_t *n = biz ? signed_call(a, ALIPAY_BILL_URL, biz, &out->http_status, out->why,
-                                  sizeof out->why, &nomem)
-                    : NULL;
-    json_decref(biz);
-    if (!biz || nomem)
-        return PO_ERR_NOMEM;
+    json_t *n = NULL;
+    po_err rc = biz_call(a, ALIPAY_BILL_URL, &out->http_status, out->why, sizeof out->why, &n,
+                         "bill_type", "trade", "bill_date", date, (char *)NULL);
     if (!n)
-        return PO_OK;
-    const char *code = po_json_str(n, "code"), *sub = po_json_str(n, "sub_code"),
-               *url = po_json_str(n, "bill_download_url");
-    po_err rc = PO_OK;
+        return rc;
+    const char *code = po_json_str(n, "code"), *url = po_json_str(n, "bill_download_url");
     bool throttled = false;
     if (!code || strcmp(code, "10000") != 0) {
-        out->state = decide(ALIPAY_BILL_URL, code, sub, PO_BILL_FAILED, &throttled);
-        po_channel_clean_code(sub ? sub : code, out->http_status, out->why, sizeof out->why);
+        out->state = refused_state(ALIPAY_BILL_URL, n, PO_BILL_FAILED, &throttled, out->http_status,
+                                   out->why, sizeof out->why);
     } else if (!url || strlen(url) > 2048 ||
                (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)) {
         (void)snprintf(out->why, sizeof out->why, "malformed_answer");

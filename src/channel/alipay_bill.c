@@ -26,8 +26,6 @@
 #include <string.h>
 #include <zip.h>
 
-#define LINE_MAX_BYTES 8192
-
 /* GBK bytes -> UTF-8 (heap, NUL-terminated); NULL with why. */
 static char *gbk_to_utf8(const char *in, size_t len, size_t *out_len, const char **why)
 {
@@ -117,29 +115,6 @@ static char *unzip_detail(const char *data, size_t len, size_t *out_len, const c
     return found;
 }
 
-/* Splits at commas, each field trimmed of the spaces and tabs Alipay pads
- * ids with. Returns the count or -1. */
-static int split(char *line, char **f)
-{
-    int n = 0;
-    for (char *p = line;; n++) {
-        if (n >= PO_BILL_FIELDS_MAX)
-            return -1;
-        char *comma = strchr(p, ',');
-        if (comma)
-            *comma = '\0';
-        while (*p == ' ' || *p == '\t')
-            p++;
-        size_t l = strlen(p);
-        while (l && (p[l - 1] == ' ' || p[l - 1] == '\t'))
-            p[--l] = '\0';
-        f[n] = p;
-        if (!comma)
-            return n + 1;
-        p = comma + 1;
-    }
-}
-
 /* "#交易合计：6笔，商家实收共0.06元…": its count and amount (fen). */
 static bool totals(const char *line, const char *label, int64_t *count, int64_t *amount)
 {
@@ -165,20 +140,10 @@ static bool totals(const char *line, const char *label, int64_t *count, int64_t 
            po_bill_fixed(num, 2, amount);
 }
 
-static bool copy(char *dst, size_t cap, const char *src)
-{
-    return po_strcpy(dst, cap, src) == PO_OK;
-}
-
 po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
                             size_t errcap)
 {
-#define BAD(...)                                                                                   \
-    do {                                                                                           \
-        po_errf(err, errcap, __VA_ARGS__);                                                         \
-        rc = PO_ERR_INVALID;                                                                       \
-        goto out;                                                                                  \
-    } while (0)
+#define BAD PO_BILL_BAD
     po_err rc = PO_OK;
     struct po_bill b = {0};
     char *text = NULL, account[PO_ID_MAX + 1] = "";
@@ -195,15 +160,8 @@ po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, c
             return PO_ERR_INVALID;
         }
     } else {
-        if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0)
-            data += 3, len -= 3;
-        if (memchr(data, '\0', len))
-            return po_errf(err, errcap, "bill contains NUL bytes"), PO_ERR_INVALID;
-        text = malloc(len + 1);
-        if (!text)
-            return PO_ERR_NOMEM;
-        memcpy(text, data, len);
-        text[len] = '\0';
+        if ((rc = po_bill_text(&data, &len, &text, err, errcap)))
+            return rc;
         if (!is_detail(text)) { /* the file as Alipay writes it: GBK */
             char *utf = gbk_to_utf8(data, len, &tlen, &why);
             free(text);
@@ -220,16 +178,9 @@ po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, c
     int64_t pays = 0, refunds = 0, sum_pay = 0, sum_refund = 0;
     bool have_pay_total = false, have_refund_total = false, ended = false;
     int64_t t_pays = 0, t_pay = 0, t_refunds = 0, t_refund = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        lineno++;
-        size_t ll = strlen(line);
-        if (ll && line[ll - 1] == '\r')
-            line[--ll] = '\0';
-        if (ll == 0)
-            continue;
-        if (ll > LINE_MAX_BYTES)
-            BAD("line %d: longer than %d bytes", lineno, LINE_MAX_BYTES);
+    char *save = NULL, *line = NULL;
+    for (char *t = text; !(rc = po_bill_line(t, &save, &lineno, &line, err, errcap)) && line;
+         t = NULL) {
         if (line[0] == '#') {
             const char *acc = strstr(line, "#账号：[");
             if (acc) {
@@ -255,7 +206,7 @@ po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, c
         if (ended)
             BAD("line %d: a row after the end of the list", lineno);
         if (nh == 0) {
-            nh = split(line, h);
+            nh = po_bill_split(line, h, false, true);
             const char *names[] = {"支付宝交易号",      "商户订单号",     "业务类型",
                                    "完成时间",          "订单金额（元）", "商家实收（元）",
                                    "退款批次号/请求号", "服务费（元）"};
@@ -264,25 +215,21 @@ po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, c
                     BAD("line %d: not an Alipay bill detail header (%s missing)", lineno, names[i]);
             continue;
         }
-        int n = split(line, f);
+        int n = po_bill_split(line, f, false, true);
         if (n != nh)
             BAD("line %d: %d columns, the header has %d", lineno, n < 0 ? 0 : n, nh);
-        if (b.nrows >= PO_BILL_ROWS_MAX)
-            BAD("more than %d rows", PO_BILL_ROWS_MAX);
-        struct po_bill_row *r = po_bill_row_add(&b, &cap);
-        if (!r) {
-            rc = PO_ERR_NOMEM;
+        struct po_bill_row *r = NULL;
+        if ((rc = po_bill_row_next(&b, &cap, &r, err, errcap)))
             goto out;
-        }
         bool refund = strcmp(f[ix[2]], "退款") == 0;
         if (!refund && strcmp(f[ix[2]], "交易") != 0)
             BAD("line %d: unknown 业务类型 '%.24s'", lineno, f[ix[2]]);
         int64_t order = 0, settle = 0;
         char day[11] = "";
-        if (!copy(r->time, sizeof r->time, f[ix[3]]) || strlen(r->time) < 10 ||
+        if (!po_bill_copy(r->time, sizeof r->time, f[ix[3]]) || strlen(r->time) < 10 ||
             (memcpy(day, r->time, 10), !po_time_valid(day)) ||
-            !copy(r->txn, sizeof r->txn, f[ix[0]]) ||
-            !copy(r->out_trade_no, sizeof r->out_trade_no, f[ix[1]]) || !r->txn[0] ||
+            !po_bill_copy(r->txn, sizeof r->txn, f[ix[0]]) ||
+            !po_bill_copy(r->out_trade_no, sizeof r->out_trade_no, f[ix[1]]) || !r->txn[0] ||
             !r->out_trade_no[0])
             BAD("line %d: a field is missing or too long", lineno);
         if (!po_bill_fixed(f[ix[4]], 2, &order) || !po_bill_fixed(f[ix[5]], 2, &settle) ||
@@ -301,20 +248,19 @@ po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, c
             /* Alipay's request number; the trade's own number when the
              * refund was sent without one */
             const char *no = *f[ix[6]] ? f[ix[6]] : r->out_trade_no;
-            if (!copy(r->out_refund_no, sizeof r->out_refund_no, no) ||
+            if (!po_bill_copy(r->out_refund_no, sizeof r->out_refund_no, no) ||
                 po_fmt(r->refund_id, sizeof r->refund_id, "%s_%s", r->txn, no) ||
-                !copy(r->refund_status, sizeof r->refund_status, "SUCCESS"))
+                !po_bill_copy(r->refund_status, sizeof r->refund_status, "SUCCESS"))
                 BAD("line %d: the refund's request number is too long", lineno);
         }
         if (!po_amount_valid(r->amount) || !po_bill_add(refund ? &sum_refund : &sum_pay, settle))
             BAD("line %d: an amount out of bounds", lineno);
         refund ? refunds++ : pays++;
-        if (!b.period_start[0] || strcmp(day, b.period_start) < 0)
-            memcpy(b.period_start, day, 11);
-        if (strcmp(day, b.period_end) > 0)
-            memcpy(b.period_end, day, 11);
+        po_bill_period(&b, day);
         b.nrows++;
     }
+    if (rc)
+        goto out; /* a line too long */
     if (!account[0])
         BAD("no account line (#账号：[…]): not a whole Alipay bill");
     if (nh == 0)
@@ -328,8 +274,7 @@ po_err po_alipay_bill_parse(const char *data, size_t len, struct po_bill *out, c
             (long long)t_refunds, (long long)refunds, (long long)t_refund, (long long)sum_refund);
     for (int i = 0; i < b.nrows; i++)
         PO_ASSERT(po_strcpy(b.rows[i].mchid, sizeof b.rows[i].mchid, account) == PO_OK);
-    *out = b;
-    memset(&b, 0, sizeof b);
+    po_bill_hand(&b, out);
 out:
     po_bill_free(&b);
     free(text);

@@ -118,11 +118,49 @@ po_err po_api_download(const char *url, const char *const *headers, int nheaders
 bool po_bill_fixed(const char *s, int scale, int64_t *out);
 /* *sum += v within the same bound; false (nothing changed) beyond it. */
 bool po_bill_add(int64_t *sum, int64_t v);
+/* Splits line in place at commas into f (PO_BILL_FIELDS_MAX at most):
+ * with backticks, each field must start with one (WeChat Pay's detail rows)
+ * and loses it; with trim, the spaces and tabs around each field go
+ * (Alipay pads ids with them). Returns the field count or -1. */
+int po_bill_split(char *line, char **f, bool backticks, bool trim);
 /* The index of the column named name among h[0..n), or -1. */
 int po_bill_col(char **h, int n, const char *name);
 /* A new zeroed row at the end of b (grown by doubling *cap); NULL when out
  * of memory. The caller counts it (b->nrows++) once it is whole. */
 struct po_bill_row *po_bill_row_add(struct po_bill *b, int *cap);
+/* The bill parsers' one way out with a reason: the message into the
+ * parser's err (errcap bytes), rc = PO_ERR_INVALID, then its label out —
+ * every parser names them so. */
+#define PO_BILL_BAD(...)                                                                           \
+    do {                                                                                           \
+        po_errf(err, errcap, __VA_ARGS__);                                                         \
+        rc = PO_ERR_INVALID;                                                                       \
+        goto out;                                                                                  \
+    } while (0)
+/* The bill's text as one NUL-terminated copy in *out_text (the caller frees
+ * it): a UTF-8 BOM dropped from data and len (so the caller reads on without
+ * it), NUL bytes refused (PO_ERR_INVALID, said in err), PO_ERR_NOMEM.
+ * *out_text is set only on success. */
+po_err po_bill_text(const char **data, size_t *len, char **out_text, char *err,
+                    size_t errcap) PO_MUST_CHECK;
+/* The next line of a bill's text, strtok_r-like: text on the first call,
+ * NULL after it, *save the caller's. Every line counts in *lineno; empty
+ * ones (and a lone CR) are skipped; a trailing CR is dropped (CRLF bills).
+ * *out_line NULL at the end. A line longer than PO_BILL_LINE_MAX:
+ * PO_ERR_INVALID, said in err with its number. */
+po_err po_bill_line(char *text, char **save, int *lineno, char **out_line, char *err,
+                    size_t errcap) PO_MUST_CHECK;
+/* Bounded copy of a field; false when it does not fit (dst then unspecified). */
+bool po_bill_copy(char *dst, size_t cap, const char *src);
+/* A new row at the end of b as po_bill_row_add, refused past
+ * PO_BILL_ROWS_MAX (PO_ERR_INVALID, said in err); PO_ERR_NOMEM. */
+po_err po_bill_row_next(struct po_bill *b, int *cap, struct po_bill_row **out_row, char *err,
+                        size_t errcap) PO_MUST_CHECK;
+/* Hands the finished bill *b to *out (the caller's now) and leaves *b
+ * empty, so that the parser's cleanup (po_bill_free) frees nothing of it. */
+void po_bill_hand(struct po_bill *b, struct po_bill *out);
+/* Widens b's period (period_start..period_end, YYYY-MM-DD) to day. */
+void po_bill_period(struct po_bill *b, const char *day);
 
 /* ---- the channels' own parts of an account (a->priv) ---- */
 /* WeChat Pay (wechatpay.c, wechatpay_api.c). */

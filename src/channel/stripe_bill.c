@@ -34,12 +34,7 @@ static const char *str(json_t *o, const char *k)
 po_err po_stripe_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
                             size_t errcap)
 {
-#define BAD(...)                                                                                   \
-    do {                                                                                           \
-        po_errf(err, errcap, __VA_ARGS__);                                                         \
-        rc = PO_ERR_INVALID;                                                                       \
-        goto out;                                                                                  \
-    } while (0)
+#define BAD PO_BILL_BAD
     po_err rc = PO_OK;
     struct po_bill b = {0};
     json_t *root = NULL, *list = NULL;
@@ -94,13 +89,9 @@ po_err po_stripe_bill_parse(const char *data, size_t len, struct po_bill *out, c
         json_t *meta = json_object_get(src, "metadata");
         if (!json_is_object(src))
             BAD("balance transaction %d: its source is not expanded (expand[]=data.source)", line);
-        if (b.nrows >= PO_BILL_ROWS_MAX)
-            BAD("more than %d rows", PO_BILL_ROWS_MAX);
-        struct po_bill_row *r = po_bill_row_add(&b, &cap);
-        if (!r) {
-            rc = PO_ERR_NOMEM;
+        struct po_bill_row *r = NULL;
+        if ((rc = po_bill_row_next(&b, &cap, &r, err, errcap)))
             goto out;
-        }
         r->kind = pay ? PO_BILL_PAY : PO_BILL_REFUND;
         r->amount = pay ? a : -a;
         r->fee_milli = f * 1000;
@@ -129,10 +120,7 @@ po_err po_stripe_bill_parse(const char *data, size_t len, struct po_bill *out, c
         char day[11];
         memcpy(day, r->time, 10);
         day[10] = '\0';
-        if (!b.period_start[0] || strcmp(day, b.period_start) < 0)
-            memcpy(b.period_start, day, 11);
-        if (strcmp(day, b.period_end) > 0)
-            memcpy(b.period_end, day, 11);
+        po_bill_period(&b, day);
         b.nrows++;
     }
     if (sum_amount - sum_fee != sum_net)
@@ -142,8 +130,7 @@ po_err po_stripe_bill_parse(const char *data, size_t len, struct po_bill *out, c
         memcpy(b.period_start, date, 11);
         memcpy(b.period_end, date, 11);
     }
-    *out = b;
-    memset(&b, 0, sizeof b);
+    po_bill_hand(&b, out);
 out:
     json_decref(root);
     po_bill_free(&b);

@@ -11,6 +11,7 @@
 #include "channel_int.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,13 +102,42 @@ struct signed_answer {
     long status;
     bool is_signed;
     json_t *j;
-    char why[PO_REASON_SIZE]; /* status 0: po_api_why_none's */
+    char why[PO_REASON_SIZE]; /* status 0: po_api_why_none's, or no_merchant_key */
 };
 
-static po_err signed_json(const struct po_channel_account *a, const char *method, const char *path,
-                          const char *body, struct signed_answer *out)
+/* No merchant key: nothing is sent (never an unsigned request), and why
+ * says no_merchant_key. */
+static bool no_merchant_key(const struct po_channel_account *a, char *why, size_t cap)
+{
+    if (a->merchant_key)
+        return false;
+    (void)snprintf(why, cap, "no_merchant_key");
+    return true;
+}
+
+/* The call every API function here makes: its path from fmt (asserted to
+ * fit), body (NULL for a GET; a POST's NULL body is the caller's
+ * out-of-memory), the answer in *out as above. Without a merchant key
+ * nothing is sent and out->why says no_merchant_key (status 0, unsigned:
+ * undecided() repeats it), before the body is looked at — an account
+ * without one answers so even when building the body failed. Non-OK only
+ * for out-of-memory. */
+static po_err wx_call(const struct po_channel_account *a, const char *method, const char *body,
+                      struct signed_answer *out, const char *fmt, ...) PO_PRINTF(5, 6);
+static po_err wx_call(const struct po_channel_account *a, const char *method, const char *body,
+                      struct signed_answer *out, const char *fmt, ...)
 {
     memset(out, 0, sizeof *out);
+    if (no_merchant_key(a, out->why, sizeof out->why))
+        return PO_OK;
+    if (!body && strcmp(method, "GET") != 0)
+        return PO_ERR_NOMEM;
+    char path[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(path, sizeof path, fmt, ap);
+    va_end(ap);
+    PO_ASSERT(n >= 0 && (size_t)n < sizeof path);
     struct po_api_resp r;
     po_err rc = po_wechatpay_call(a, method, path, body, &r);
     if (rc == PO_ERR_INVALID) { /* no merchant key: nothing was sent */
@@ -175,14 +205,10 @@ po_err po_wechatpay_refund_submit(const struct po_channel_account *a,
                                   const struct po_refund_request *r, struct po_refund_answer *out)
 {
     memset(out, 0, sizeof *out);
-    out->decision = PO_REFUND_PENDING;
-    if (!a->merchant_key) { /* stays pending, said; nothing is sent */
-        (void)snprintf(out->code, sizeof out->code, "no_merchant_key");
-        return PO_OK;
-    }
+    out->decision = PO_REFUND_PENDING; /* without a merchant key too, said */
     char *body = refund_body(a, r);
     struct signed_answer sa;
-    po_err rc = body ? signed_json(a, "POST", REFUND_PATH, body, &sa) : PO_ERR_NOMEM;
+    po_err rc = wx_call(a, "POST", body, &sa, "%s", REFUND_PATH);
     free(body);
     if (rc)
         return rc;
@@ -211,15 +237,9 @@ po_err po_wechatpay_order_query(const struct po_channel_account *a, const struct
     const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_QUERY_FAILED;
-    char path[256];
-    PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s?mchid=%s",
-                     out_trade_no, po_wechatpay_of(a)->mchid) == PO_OK);
-    if (!a->merchant_key) {
-        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
-        return PO_OK;
-    }
     struct signed_answer sa;
-    po_err rc = signed_json(a, "GET", path, NULL, &sa);
+    po_err rc = wx_call(a, "GET", NULL, &sa, "/v3/pay/transactions/out-trade-no/%s?mchid=%s",
+                        out_trade_no, po_wechatpay_of(a)->mchid);
     if (rc)
         return rc;
     out->http_status = sa.status;
@@ -270,17 +290,12 @@ po_err po_wechatpay_order_close(const struct po_channel_account *a, const struct
     const char *out_trade_no = o->out_trade_no;
     memset(out, 0, sizeof *out);
     out->state = PO_CLOSE_FAILED;
-    if (!a->merchant_key) { /* never an unsigned request; nothing is sent */
-        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
-        return PO_OK;
-    }
     json_t *in = json_pack("{s:s}", "mchid", po_wechatpay_of(a)->mchid);
-    char *body = in ? po_json_dumps(in, JSON_COMPACT) : NULL, path[256];
+    char *body = in ? po_json_dumps(in, JSON_COMPACT) : NULL;
     json_decref(in);
-    PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/transactions/out-trade-no/%s/close",
-                     out_trade_no) == PO_OK);
     struct signed_answer sa;
-    po_err rc = body ? signed_json(a, "POST", path, body, &sa) : PO_ERR_NOMEM;
+    po_err rc =
+        wx_call(a, "POST", body, &sa, "/v3/pay/transactions/out-trade-no/%s/close", out_trade_no);
     free(body);
     if (rc)
         return rc;
@@ -311,15 +326,9 @@ po_err po_wechatpay_refund_query(const struct po_channel_account *a,
     memset(out, 0, sizeof *out);
     out->state = PO_RQ_FAILED;
     const struct po_wechatpay_account *wx = po_wechatpay_of(a);
-    char path[256];
-    PO_ASSERT(po_fmt(path, sizeof path, "/v3/refund/domestic/refunds/%s%s%s", r->out_refund_no,
-                     wx->sub_mchid[0] ? "?sub_mchid=" : "", wx->sub_mchid) == PO_OK);
-    if (!a->merchant_key) {
-        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
-        return PO_OK;
-    }
     struct signed_answer sa;
-    po_err rc = signed_json(a, "GET", path, NULL, &sa);
+    po_err rc = wx_call(a, "GET", NULL, &sa, "/v3/refund/domestic/refunds/%s%s%s", r->out_refund_no,
+                        wx->sub_mchid[0] ? "?sub_mchid=" : "", wx->sub_mchid);
     if (rc)
         return rc;
     out->http_status = sa.status;
@@ -428,20 +437,14 @@ po_err po_wechatpay_pay_create(const struct po_channel_account *a, const struct 
 {
     memset(out, 0, sizeof *out);
     out->state = PO_PAY_FAILED;
-    if (!a->merchant_key) {
-        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
-        return PO_OK;
-    }
     bool sp = po_wechatpay_of(a)->sub_mchid[0] != '\0';
     const char *want = strcmp(r->pay_method, "native") == 0  ? "code_url"
                        : strcmp(r->pay_method, "jsapi") == 0 ? "prepay_id"
                                                              : "h5_url";
-    char path[64];
-    PO_ASSERT(po_fmt(path, sizeof path, "/v3/pay/%stransactions/%s", sp ? "partner/" : "",
-                     r->pay_method) == PO_OK);
     char *body = prepay_body(a, r);
     struct signed_answer sa;
-    po_err rc = body ? signed_json(a, "POST", path, body, &sa) : PO_ERR_NOMEM;
+    po_err rc = wx_call(a, "POST", body, &sa, "/v3/pay/%stransactions/%s", sp ? "partner/" : "",
+                        r->pay_method);
     free(body);
     if (rc)
         return rc;
@@ -564,17 +567,11 @@ po_err po_wechatpay_bill_fetch(const struct po_channel_account *a, const char *d
 {
     memset(out, 0, sizeof *out);
     out->state = PO_BILL_FAILED;
-    if (!a->merchant_key) {
-        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
-        return PO_OK;
-    }
     const struct po_wechatpay_account *wx = po_wechatpay_of(a);
-    char path[256];
-    PO_ASSERT(po_fmt(path, sizeof path,
-                     "/v3/bill/tradebill?bill_date=%s&bill_type=ALL&tar_type=GZIP%s%s", date,
-                     wx->sub_mchid[0] ? "&sub_mchid=" : "", wx->sub_mchid) == PO_OK);
     struct signed_answer sa;
-    po_err rc = signed_json(a, "GET", path, NULL, &sa);
+    po_err rc = wx_call(a, "GET", NULL, &sa,
+                        "/v3/bill/tradebill?bill_date=%s&bill_type=ALL&tar_type=GZIP%s%s", date,
+                        wx->sub_mchid[0] ? "&sub_mchid=" : "", wx->sub_mchid);
     if (rc)
         return rc;
     out->http_status = sa.status;
@@ -687,10 +684,8 @@ static bool one_cert(const struct po_channel_account *a, json_t *item, int64_t n
 po_err po_wechatpay_keys_fetch(const struct po_channel_account *a, struct po_key_fetch *out)
 {
     memset(out, 0, sizeof *out);
-    if (!a->merchant_key) {
-        (void)snprintf(out->why, sizeof out->why, "no_merchant_key");
+    if (no_merchant_key(a, out->why, sizeof out->why))
         return PO_OK;
-    }
     struct po_api_resp rr, *r = &rr;
     po_err rc = po_wechatpay_call(a, "GET", "/v3/certificates", NULL, r);
     if (rc)

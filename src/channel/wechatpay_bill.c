@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LINE_MAX_BYTES 8192
 /* The largest fixed-point value (and total) a bill may hold: 10^17, i.e.
  * 10^12 yuan in fees at 1e-5, far above any day (PO_AMOUNT_MAX is 10^14
  * minor units for one amount). */
@@ -67,9 +66,7 @@ bool po_bill_add(int64_t *sum, int64_t v)
     return true;
 }
 
-/* Splits a line at commas; strips one leading backtick per field when
- * backticks is set (and requires it). Returns the field count or -1. */
-static int split(char *line, char **f, bool backticks)
+int po_bill_split(char *line, char **f, bool backticks, bool trim)
 {
     int n = 0;
     for (char *p = line;; n++) {
@@ -82,6 +79,13 @@ static int split(char *line, char **f, bool backticks)
             if (*p != '`')
                 return -1;
             p++;
+        }
+        if (trim) {
+            while (*p == ' ' || *p == '\t')
+                p++;
+            size_t l = strlen(p);
+            while (l && (p[l - 1] == ' ' || p[l - 1] == '\t'))
+                p[--l] = '\0';
         }
         f[n] = p;
         if (!comma)
@@ -103,7 +107,7 @@ int po_bill_col(char **h, int n, const char *name)
     return -1;
 }
 
-static bool copy(char *dst, size_t cap, const char *src)
+bool po_bill_copy(char *dst, size_t cap, const char *src)
 {
     return po_strcpy(dst, cap, src) == PO_OK;
 }
@@ -123,21 +127,90 @@ struct po_bill_row *po_bill_row_add(struct po_bill *b, int *cap)
     return r;
 }
 
+po_err po_bill_row_next(struct po_bill *b, int *cap, struct po_bill_row **out_row, char *err,
+                        size_t errcap)
+{
+    if (b->nrows >= PO_BILL_ROWS_MAX) {
+        po_errf(err, errcap, "more than %d rows", PO_BILL_ROWS_MAX);
+        return PO_ERR_INVALID;
+    }
+    struct po_bill_row *r = po_bill_row_add(b, cap);
+    if (!r)
+        return PO_ERR_NOMEM;
+    *out_row = r;
+    return PO_OK;
+}
+
+void po_bill_period(struct po_bill *b, const char *day)
+{
+    if (!b->period_start[0] || strcmp(day, b->period_start) < 0)
+        memcpy(b->period_start, day, 11);
+    if (strcmp(day, b->period_end) > 0)
+        memcpy(b->period_end, day, 11);
+}
+
+po_err po_bill_text(const char **data, size_t *len, char **out_text, char *err, size_t errcap)
+{
+    if (*len >= 3 && memcmp(*data, "\xef\xbb\xbf", 3) == 0)
+        *data += 3, *len -= 3;
+    if (memchr(*data, '\0', *len))
+        return po_errf(err, errcap, "bill contains NUL bytes"), PO_ERR_INVALID;
+    char *text = malloc(*len + 1);
+    if (!text)
+        return PO_ERR_NOMEM;
+    memcpy(text, *data, *len);
+    text[*len] = '\0';
+    *out_text = text;
+    return PO_OK;
+}
+
+/* The length of line with one trailing CR dropped. */
+static size_t chomp(char *line)
+{
+    size_t ll = strlen(line);
+    if (ll && line[ll - 1] == '\r')
+        line[--ll] = '\0';
+    return ll;
+}
+
+po_err po_bill_line(char *text, char **save, int *lineno, char **out_line, char *err, size_t errcap)
+{
+    char *line = NULL;
+    size_t ll = 0;
+    do {
+        line = strtok_r(text, "\n", save);
+        text = NULL;
+        if (!line) {
+            *out_line = NULL;
+            return PO_OK;
+        }
+        ++*lineno;
+        ll = chomp(line);
+    } while (ll == 0);
+    if (ll > PO_BILL_LINE_MAX) {
+        po_errf(err, errcap, "line %d: longer than %d bytes", *lineno, PO_BILL_LINE_MAX);
+        return PO_ERR_INVALID;
+    }
+    *out_line = line;
+    return PO_OK;
+}
+
 void po_bill_free(struct po_bill *b)
 {
     free(b->rows);
     memset(b, 0, sizeof *b);
 }
 
+void po_bill_hand(struct po_bill *b, struct po_bill *out)
+{
+    *out = *b;
+    memset(b, 0, sizeof *b);
+}
+
 po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out, char *err,
                                size_t errcap)
 {
-#define BAD(...)                                                                                   \
-    do {                                                                                           \
-        po_errf(err, errcap, __VA_ARGS__);                                                         \
-        rc = PO_ERR_INVALID;                                                                       \
-        goto out;                                                                                  \
-    } while (0)
+#define BAD PO_BILL_BAD
     po_err rc = PO_OK;
     struct po_bill b = {0};
     char *text = NULL;
@@ -151,27 +224,13 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
         po_errf(err, errcap, "bill larger than %d MiB", PO_BILL_MAX >> 20);
         return PO_ERR_LIMIT;
     }
-    if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0)
-        data += 3, len -= 3;
-    if (memchr(data, '\0', len))
-        return po_errf(err, errcap, "bill contains NUL bytes"), PO_ERR_INVALID;
-    text = malloc(len + 1);
-    if (!text)
-        return PO_ERR_NOMEM;
-    memcpy(text, data, len);
-    text[len] = '\0';
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        lineno++;
-        size_t ll = strlen(line);
-        if (ll && line[ll - 1] == '\r')
-            line[--ll] = '\0';
-        if (ll == 0)
-            continue;
-        if (ll > LINE_MAX_BYTES)
-            BAD("line %d: longer than %d bytes", lineno, LINE_MAX_BYTES);
+    if ((rc = po_bill_text(&data, &len, &text, err, errcap)))
+        return rc;
+    char *save = NULL, *line = NULL;
+    for (char *t = text; !(rc = po_bill_line(t, &save, &lineno, &line, err, errcap)) && line;
+         t = NULL) {
         if (nh == 0) { /* the header */
-            nh = split(line, h, false);
+            nh = po_bill_split(line, h, false, false);
             c = (struct cols){
                 po_bill_col(h, nh, "交易时间"),     po_bill_col(h, nh, "商户号"),
                 po_bill_col(h, nh, "特约商户号"),   po_bill_col(h, nh, "微信订单号"),
@@ -190,15 +249,13 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
         if (strncmp(line, "总交易单数", strlen("总交易单数")) == 0) {
             summary = true;
             char *sh[PO_BILL_FIELDS_MAX];
-            int nsh = split(line, sh, false); /* the summary header's own columns */
+            int nsh = po_bill_split(line, sh, false, false); /* the summary header's own columns */
             char *next = strtok_r(NULL, "\n", &save);
             lineno++;
             if (!next)
                 BAD("line %d: the summary header has no summary row (truncated?)", lineno);
-            size_t nl = strlen(next);
-            if (nl && next[nl - 1] == '\r')
-                next[--nl] = '\0';
-            int ns = split(next, f, true);
+            (void)chomp(next);
+            int ns = po_bill_split(next, f, true, false);
             int64_t count = 0, settle = 0, refund = 0, fee = 0, total = 0, requested = 0;
             /* Every column the summary header names is there and a number:
              * a bill cut inside its last line is refused too. */
@@ -224,28 +281,24 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
                 BAD("line %d: data after the summary row", lineno + 1);
             break;
         }
-        int n = split(line, f, true);
+        int n = po_bill_split(line, f, true, false);
         if (n != nh)
             BAD("line %d: %d columns, the header has %d (or a field lacks its backtick)", lineno,
                 n < 0 ? 0 : n, nh);
-        if (b.nrows >= PO_BILL_ROWS_MAX)
-            BAD("more than %d rows", PO_BILL_ROWS_MAX);
-        struct po_bill_row *r = po_bill_row_add(&b, &cap);
-        if (!r) {
-            rc = PO_ERR_NOMEM;
+        struct po_bill_row *r = NULL;
+        if ((rc = po_bill_row_next(&b, &cap, &r, err, errcap)))
             goto out;
-        }
         int64_t settle = 0, refund = 0, total = 0, requested = 0;
         bool is_refund = strcmp(f[c.status], "REFUND") == 0;
         r->kind = is_refund ? PO_BILL_REFUND : PO_BILL_PAY;
         char day[11] = "";
-        if (!copy(r->time, sizeof r->time, f[c.time]) || strlen(r->time) < 10 ||
+        if (!po_bill_copy(r->time, sizeof r->time, f[c.time]) || strlen(r->time) < 10 ||
             (memcpy(day, r->time, 10), !po_time_valid(day)) ||
-            !copy(r->mchid, sizeof r->mchid, f[c.mchid]) ||
-            !copy(r->sub_mchid, sizeof r->sub_mchid, c.sub >= 0 ? f[c.sub] : "0") ||
-            !copy(r->txn, sizeof r->txn, f[c.txn]) ||
-            !copy(r->out_trade_no, sizeof r->out_trade_no, f[c.out_trade_no]) ||
-            !copy(r->currency, sizeof r->currency, c.currency >= 0 ? f[c.currency] : "CNY"))
+            !po_bill_copy(r->mchid, sizeof r->mchid, f[c.mchid]) ||
+            !po_bill_copy(r->sub_mchid, sizeof r->sub_mchid, c.sub >= 0 ? f[c.sub] : "0") ||
+            !po_bill_copy(r->txn, sizeof r->txn, f[c.txn]) ||
+            !po_bill_copy(r->out_trade_no, sizeof r->out_trade_no, f[c.out_trade_no]) ||
+            !po_bill_copy(r->currency, sizeof r->currency, c.currency >= 0 ? f[c.currency] : "CNY"))
             BAD("line %d: a field is missing or too long", lineno);
         if (!po_bill_fixed(f[c.settle], 2, &settle) || !po_bill_fixed(f[c.fee], 5, &r->fee_milli) ||
             (c.refund >= 0 && !po_bill_fixed(f[c.refund], 2, &refund)) ||
@@ -258,10 +311,10 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             BAD("line %d: unknown 交易状态 '%.16s'", lineno, f[c.status]);
         if (is_refund) {
             if (c.refund_id < 0 || c.out_refund_no < 0 || c.refund < 0 ||
-                !copy(r->refund_id, sizeof r->refund_id, f[c.refund_id]) ||
-                !copy(r->out_refund_no, sizeof r->out_refund_no, f[c.out_refund_no]) ||
-                !copy(r->refund_status, sizeof r->refund_status,
-                      c.refund_status >= 0 ? f[c.refund_status] : "SUCCESS"))
+                !po_bill_copy(r->refund_id, sizeof r->refund_id, f[c.refund_id]) ||
+                !po_bill_copy(r->out_refund_no, sizeof r->out_refund_no, f[c.out_refund_no]) ||
+                !po_bill_copy(r->refund_status, sizeof r->refund_status,
+                              c.refund_status >= 0 ? f[c.refund_status] : "SUCCESS"))
                 BAD("line %d: refund row without its refund fields", lineno);
             r->amount = refund;
         } else {
@@ -277,18 +330,16 @@ po_err po_wechatpay_bill_parse(const char *data, size_t len, struct po_bill *out
             !po_bill_add(&sum_fee, r->fee_milli) || !po_bill_add(&sum_total, total) ||
             !po_bill_add(&sum_requested, requested))
             BAD("line %d: the bill's totals leave the bound of an amount", lineno);
-        if (!b.period_start[0] || strcmp(day, b.period_start) < 0)
-            memcpy(b.period_start, day, 11);
-        if (strcmp(day, b.period_end) > 0)
-            memcpy(b.period_end, day, 11);
+        po_bill_period(&b, day);
         b.nrows++;
     }
+    if (rc)
+        goto out; /* a line too long */
     if (nh == 0)
         BAD("empty bill");
     if (!summary)
         BAD("no summary row: the file is truncated");
-    *out = b;
-    memset(&b, 0, sizeof b);
+    po_bill_hand(&b, out);
 out:
     po_bill_free(&b);
     free(text);

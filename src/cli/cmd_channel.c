@@ -209,17 +209,16 @@ int cmd_channel_check(struct po_store *s, const struct opts *o)
                ra ? ra->http_status : 0, ra && ra->why[0] ? ": " : "", ra ? ra->why : "");
         free(ra);
     }
-    bool certs = false; /* verifies with certificates: a public-key account has none to fetch */
-    for (int i = 0; i < acct.nkeys; i++)
-        certs = certs || acct.keys[i].not_after != 0;
-    if (ch->keys_fetch && certs) {
-        struct po_key_fetch kf;
-        bool ok = ch->keys_fetch(&acct, &kf) == PO_OK && kf.ok;
+    struct po_key_fetch kf; /* as the keys' refresh round fetches them */
+    bool tried = false;
+    po_err krc = po_keys_fetch_for(ch, &acct, &tried, &kf);
+    if (tried) {
+        bool ok = krc == PO_OK && kf.ok;
         bad += !ok;
         printf("  certificates   %s (HTTP %ld%s%s, %d handed out)\n", ok ? "works" : "FAILS",
                kf.http_status, kf.why[0] ? ": " : "", kf.why, kf.n);
-        po_key_fetch_free(&kf);
     }
+    po_key_fetch_free(&kf);
     if (ch->events_since) { /* the last hour's events, one page */
         struct po_event_walk w;
         po_err rc = ch->events_since(&acct, (int64_t)time(NULL) - 3600, 10, 10, &w);

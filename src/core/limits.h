@@ -51,6 +51,7 @@
 #define PO_ORDER_IMPORT_LINE_MAX 512           /* bytes of one of its lines */
 #define PO_BILL_ROWS_MAX 1000000               /* rows in one bill */
 #define PO_BILL_FIELDS_MAX 40                  /* columns in one bill row */
+#define PO_BILL_LINE_MAX 8192                  /* bytes in one line of a bill's text */
 
 /* ---- the engine and the store ---- */
 #define PO_BATCH_MAX 256          /* events in one engine transaction */

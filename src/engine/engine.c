@@ -345,6 +345,37 @@ static bool order_mismatch(struct ev_ctx *c, struct po_outcome *o, const char *m
     return true;
 }
 
+/* Where load_row puts one column of its row: a text field and its size
+ * (dst NULL: the amount's column, 1). */
+struct text_field {
+    char *dst;
+    size_t cap;
+};
+
+/* The one row of the event's tenant and key read by sql: its column 1 (an
+ * integer) into *amount, every other column i into f[i] (nf of them, one a
+ * column). *found false when there is none; a column that is NULL, not an
+ * integer where it must be, or too long for its field: PO_ERR_STORE. */
+static po_err load_row(struct ev_ctx *c, const char *sql, const char *key, int64_t *amount,
+                       const struct text_field *f, int nf, bool *found)
+{
+    struct po_rows r;
+    struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(key)};
+    po_err rc = query(c, sql, p, PO_NELEM(p), &r);
+    if (rc)
+        return rc;
+    *found = r.nrows == 1;
+    if (*found) {
+        PO_ASSERT(r.ncols == nf && !f[1].dst);
+        rc = po_rows_i64(&r, 0, 1, amount);
+        for (int i = 0; !rc && i < nf; i++)
+            if (f[i].dst && po_strcpy(f[i].dst, f[i].cap, po_rows_get(&r, 0, i)))
+                rc = PO_ERR_STORE;
+    }
+    po_rows_free(&r);
+    return rc;
+}
+
 struct order_row {
     char merchant[PO_ID_MAX + 1];
     int64_t amount;
@@ -356,27 +387,15 @@ struct order_row {
 
 static po_err load_order(struct ev_ctx *c, struct order_row *out, bool *found)
 {
-    struct po_rows r;
-    struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->ev->out_trade_no)};
-    po_err rc = query(c,
-                      "SELECT merchant_id, amount, currency, status, COALESCE(channel_txn_id, ''),"
-                      " COALESCE(channel, '') FROM pay_order WHERE tenant_id = ? AND"
-                      " out_trade_no = ?",
-                      p, PO_NELEM(p), &r);
-    if (rc)
-        return rc;
-    *found = r.nrows == 1;
-    if (*found) {
-        rc = po_rows_i64(&r, 0, 1, &out->amount);
-        if (!rc && (po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 0)) ||
-                    po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 2)) ||
-                    po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 3)) ||
-                    po_strcpy(out->txn, sizeof out->txn, po_rows_get(&r, 0, 4)) ||
-                    po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 5))))
-            rc = PO_ERR_STORE;
-    }
-    po_rows_free(&r);
-    return rc;
+    const struct text_field f[] = {
+        {out->merchant, sizeof out->merchant}, {NULL, 0},
+        {out->currency, sizeof out->currency}, {out->status, sizeof out->status},
+        {out->txn, sizeof out->txn},           {out->channel, sizeof out->channel}};
+    return load_row(c,
+                    "SELECT merchant_id, amount, currency, status, COALESCE(channel_txn_id, ''),"
+                    " COALESCE(channel, '') FROM pay_order WHERE tenant_id = ? AND"
+                    " out_trade_no = ?",
+                    c->ev->out_trade_no, &out->amount, f, PO_NELEM(f), found);
 }
 
 /* Loads the event's order and runs the business checks against it; *decided
@@ -514,31 +533,19 @@ struct refund_row {
 
 static po_err load_refund(struct ev_ctx *c, struct refund_row *out, bool *found)
 {
-    struct po_rows r;
-    struct po_param p[] = {PO_TEXT(c->ev->tenant), PO_TEXT(c->ev->out_refund_no)};
-    po_err rc = query(c,
-                      "SELECT r.out_trade_no, r.amount, r.currency, r.status,"
-                      " COALESCE(r.channel, o.channel, ''), o.merchant_id,"
-                      " COALESCE(r.suspense_key, '') FROM refund r"
-                      " JOIN pay_order o ON o.tenant_id = r.tenant_id AND"
-                      " o.out_trade_no = r.out_trade_no WHERE r.tenant_id = ? AND"
-                      " r.out_refund_no = ?",
-                      p, PO_NELEM(p), &r);
-    if (rc)
-        return rc;
-    *found = r.nrows == 1;
-    if (*found) {
-        rc = po_rows_i64(&r, 0, 1, &out->amount);
-        if (!rc && (po_strcpy(out->out_trade_no, sizeof out->out_trade_no, po_rows_get(&r, 0, 0)) ||
-                    po_strcpy(out->currency, sizeof out->currency, po_rows_get(&r, 0, 2)) ||
-                    po_strcpy(out->status, sizeof out->status, po_rows_get(&r, 0, 3)) ||
-                    po_strcpy(out->channel, sizeof out->channel, po_rows_get(&r, 0, 4)) ||
-                    po_strcpy(out->merchant, sizeof out->merchant, po_rows_get(&r, 0, 5)) ||
-                    po_strcpy(out->suspense_key, sizeof out->suspense_key, po_rows_get(&r, 0, 6))))
-            rc = PO_ERR_STORE;
-    }
-    po_rows_free(&r);
-    return rc;
+    const struct text_field f[] = {
+        {out->out_trade_no, sizeof out->out_trade_no}, {NULL, 0},
+        {out->currency, sizeof out->currency},         {out->status, sizeof out->status},
+        {out->channel, sizeof out->channel},           {out->merchant, sizeof out->merchant},
+        {out->suspense_key, sizeof out->suspense_key}};
+    return load_row(c,
+                    "SELECT r.out_trade_no, r.amount, r.currency, r.status,"
+                    " COALESCE(r.channel, o.channel, ''), o.merchant_id,"
+                    " COALESCE(r.suspense_key, '') FROM refund r"
+                    " JOIN pay_order o ON o.tenant_id = r.tenant_id AND"
+                    " o.out_trade_no = r.out_trade_no WHERE r.tenant_id = ? AND"
+                    " r.out_refund_no = ?",
+                    c->ev->out_refund_no, &out->amount, f, PO_NELEM(f), found);
 }
 
 /* The order-side effect of a refund reaching its final state: a success

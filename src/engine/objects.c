@@ -196,6 +196,46 @@ static void set_code(char *code, size_t cap, const char *v)
         code[0] = '\0';
 }
 
+/* The order (tenant, out_trade_no) read by sql — its parameters those
+ * two — into *out_row, for the caller to say why a guarded statement
+ * changed nothing (the caller po_rows_frees it). No such order:
+ * PO_ERR_NOT_FOUND, said in err, code order_not_found, *out_row empty. */
+static po_err order_row(struct po_store *s, const char *sql, const char *tenant,
+                        const char *out_trade_no, struct po_rows *out_row, char *code,
+                        size_t codecap, char *err, size_t errcap)
+{
+    po_err rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), out_row,
+                              NULL, err, errcap);
+    if (rc)
+        return rc;
+    if (out_row->nrows == 0) {
+        po_rows_free(out_row);
+        po_errf(err, errcap, "no order %s", out_trade_no);
+        set_code(code, codecap, "order_not_found");
+        return PO_ERR_NOT_FOUND;
+    }
+    return PO_OK;
+}
+
+/* An order's guarded UPDATE (sql with p) — update or say why: *out_changed
+ * when it changed the row; otherwise the order read by why_sql as
+ * order_row reads it, its row in *out_row for the caller to say why (the
+ * caller po_rows_frees it). */
+static po_err update_or_why(struct po_store *s, const char *sql, const struct po_param *p, int np,
+                            const char *why_sql, const char *tenant, const char *out_trade_no,
+                            bool *out_changed, struct po_rows *out_row, char *code, size_t codecap,
+                            char *err, size_t errcap)
+{
+    int64_t changes = 0;
+    po_err rc = po_store_exec(s, sql, p, np, NULL, &changes, err, errcap);
+    if (rc)
+        return rc;
+    *out_changed = changes == 1;
+    if (*out_changed)
+        return PO_OK;
+    return order_row(s, why_sql, tenant, out_trade_no, out_row, code, codecap, err, errcap);
+}
+
 po_err po_order_insert(struct po_store *s, const struct po_order_spec *o, bool *out_created,
                        char *code, size_t codecap, char *err, size_t errcap)
 {
@@ -284,30 +324,23 @@ po_err po_order_set_payment(struct po_store *s, const char *tenant, const char *
 {
     set_code(code, codecap, "");
     char now[PO_TIME_SIZE];
-    int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(pay_method), *channel_id ? PO_TEXT(channel_id) : PO_NULLP,
                            PO_TEXT(payment),    PO_TEXT(now),
                            PO_TEXT(tenant),     PO_TEXT(out_trade_no)};
-    po_err rc = po_store_exec(s,
+    struct po_rows r;
+    bool changed = false;
+    po_err rc = update_or_why(s,
                               "UPDATE pay_order SET pay_method = ?, channel_order_id = ?,"
                               " payment = ?, updated_at = ? WHERE tenant_id = ? AND"
                               " out_trade_no = ? AND pay_method IS NULL",
-                              p, PO_NELEM(p), NULL, &changes, err, errcap);
-    if (rc || changes == 1)
+                              p, PO_NELEM(p),
+                              "SELECT COALESCE(pay_method, '') FROM pay_order WHERE tenant_id = ?"
+                              " AND out_trade_no = ?",
+                              tenant, out_trade_no, &changed, &r, code, codecap, err, errcap);
+    if (rc || changed)
         return rc;
-    struct po_rows r;
-    rc = po_store_exec(s,
-                       "SELECT COALESCE(pay_method, '') FROM pay_order WHERE tenant_id = ? AND"
-                       " out_trade_no = ?",
-                       PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &r, NULL, err, errcap);
-    if (rc)
-        return rc;
-    if (r.nrows == 0) {
-        po_errf(err, errcap, "no order %s", out_trade_no);
-        set_code(code, codecap, "order_not_found");
-        rc = PO_ERR_NOT_FOUND;
-    } else if (strcmp(po_rows_get(&r, 0, 0), pay_method) != 0) {
+    if (strcmp(po_rows_get(&r, 0, 0), pay_method) != 0) {
         po_errf(err, errcap, "order %s's payment was created with pay_method %s", out_trade_no,
                 po_rows_get(&r, 0, 0));
         set_code(code, codecap, "order_exists");
@@ -322,17 +355,20 @@ po_err po_order_close(struct po_store *s, const char *tenant, const char *out_tr
 {
     set_code(code, codecap, "");
     char now[PO_TIME_SIZE];
-    int64_t changes = 0;
     po_clock_now_iso(now, sizeof now);
     struct po_param p[] = {PO_TEXT(now), PO_TEXT(tenant), PO_TEXT(out_trade_no)};
+    struct po_rows r;
+    bool changed = false;
     /* The guard is the state machine: only PAYING closes. */
-    po_err rc = po_store_exec(s,
-                              "UPDATE pay_order SET status = 'CLOSED', updated_at = ? WHERE"
-                              " tenant_id = ? AND out_trade_no = ? AND status = 'PAYING'",
-                              p, PO_NELEM(p), NULL, &changes, err, errcap);
+    po_err rc = update_or_why(
+        s,
+        "UPDATE pay_order SET status = 'CLOSED', updated_at = ? WHERE"
+        " tenant_id = ? AND out_trade_no = ? AND status = 'PAYING'",
+        p, PO_NELEM(p), "SELECT status FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
+        tenant, out_trade_no, &changed, &r, code, codecap, err, errcap);
     if (rc)
         return rc;
-    if (changes == 1) {
+    if (changed) {
         *out_closed_now = true;
         char key[PO_ID_MAX + 16];
         struct po_outbox_json j;
@@ -345,16 +381,7 @@ po_err po_order_close(struct po_store *s, const char *tenant, const char *out_tr
         return po_outbox_put(s, tenant, key, "order.closed", out_trade_no, po_outbox_json_end(&j),
                              now, err, errcap);
     }
-    struct po_rows r;
-    rc = po_store_exec(s, "SELECT status FROM pay_order WHERE tenant_id = ? AND out_trade_no = ?",
-                       PO_PARAMS(PO_TEXT(tenant), PO_TEXT(out_trade_no)), &r, NULL, err, errcap);
-    if (rc)
-        return rc;
-    if (r.nrows == 0) {
-        po_errf(err, errcap, "no order %s", out_trade_no);
-        set_code(code, codecap, "order_not_found");
-        rc = PO_ERR_NOT_FOUND;
-    } else if (strcmp(po_rows_get(&r, 0, 0), "CLOSED") == 0) {
+    if (strcmp(po_rows_get(&r, 0, 0), "CLOSED") == 0) {
         *out_closed_now = false; /* closing twice is the same close */
     } else {
         po_errf(err, errcap, "order %s is %s; only a PAYING order can be closed", out_trade_no,
@@ -416,18 +443,13 @@ static po_err why_not_reserved(struct po_store *s, const struct po_refund_spec *
                                size_t codecap, char *err, size_t errcap)
 {
     struct po_rows r;
-    struct po_param p[] = {PO_TEXT(f->tenant), PO_TEXT(f->out_trade_no)};
-    po_err rc = po_store_exec(s,
-                              "SELECT status, currency, amount - refund_reserved FROM pay_order"
-                              " WHERE tenant_id = ? AND out_trade_no = ?",
-                              p, PO_NELEM(p), &r, NULL, err, errcap);
+    po_err rc = order_row(s,
+                          "SELECT status, currency, amount - refund_reserved FROM pay_order"
+                          " WHERE tenant_id = ? AND out_trade_no = ?",
+                          f->tenant, f->out_trade_no, &r, code, codecap, err, errcap);
     if (rc)
         return rc;
-    if (r.nrows == 0) {
-        po_errf(err, errcap, "no order %s", f->out_trade_no);
-        set_code(code, codecap, "order_not_found");
-        rc = PO_ERR_NOT_FOUND;
-    } else if (f->currency && strcmp(po_rows_get(&r, 0, 1), f->currency) != 0) {
+    if (f->currency && strcmp(po_rows_get(&r, 0, 1), f->currency) != 0) {
         po_errf(err, errcap, "order %s is in %s", f->out_trade_no, po_rows_get(&r, 0, 1));
         set_code(code, codecap, "currency_mismatch");
         rc = PO_ERR_CONFLICT;

@@ -73,6 +73,14 @@ struct po_keys_refresh_report {
 po_err po_keys_refresh_round(struct po_store *s, const unsigned char *master, int64_t now,
                              struct po_keys_refresh_report *out, char *err,
                              size_t errcap) PO_MUST_CHECK;
+/* The keys the channel hands out for account a, fetched (ops keys_fetch)
+ * when there is something to refresh — a verifies with certificates (a
+ * public-key account has none to rotate) and may call the channel — as the
+ * round does it and `channel check` tries it: *out_tried says whether it
+ * was; *out as keys_fetch fills it (zeroed when not tried; free it with
+ * po_key_fetch_free either way). */
+po_err po_keys_fetch_for(const struct po_channel_ops *ch, const struct po_channel_account *a,
+                         bool *out_tried, struct po_key_fetch *out) PO_MUST_CHECK;
 
 /* Tenants having an account for channel, in order (heap array of heap
  * strings; free with po_strings_free). */

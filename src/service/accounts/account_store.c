@@ -268,6 +268,17 @@ static po_err save_if_version(struct po_store *s, const char *tenant, const char
     return rc;
 }
 
+po_err po_keys_fetch_for(const struct po_channel_ops *ch, const struct po_channel_account *a,
+                         bool *out_tried, struct po_key_fetch *out)
+{
+    memset(out, 0, sizeof *out);
+    bool certs = false;
+    for (int i = 0; i < a->nkeys; i++)
+        certs = certs || a->keys[i].not_after != 0;
+    *out_tried = ch->keys_fetch && a->api_ready && certs;
+    return *out_tried ? ch->keys_fetch(a, out) : PO_OK;
+}
+
 static po_err refresh_one(struct po_store *s, const unsigned char *master,
                           const struct po_channel_ops *ch, const char *tenant, int64_t now,
                           struct po_keys_refresh_report *x, char *err, size_t errcap)
@@ -277,17 +288,10 @@ static po_err refresh_one(struct po_store *s, const unsigned char *master,
     char aerr[PO_ERRBUF_SIZE] = "";
     if (po_account_fetch_versioned(s, master, tenant, ch->name, &acct, &version, aerr, sizeof aerr))
         return PO_OK; /* an account that does not load is reported where it is used */
-    bool certs = false;
-    for (int i = 0; i < acct.nkeys; i++)
-        certs = certs || acct.keys[i].not_after != 0;
-    bool tried = acct.api_ready && certs;
-    po_err rc = PO_OK;
+    bool tried = false;
     struct po_key_fetch f;
-    memset(&f, 0, sizeof f);
-    if (tried) {
-        x->accounts++;
-        rc = ch->keys_fetch(&acct, &f);
-    }
+    po_err rc = po_keys_fetch_for(ch, &acct, &tried, &f);
+    x->accounts += tried;
     po_channel_account_free(&acct);
     if (!rc && tried && !f.ok) {
         x->failed++;

@@ -84,6 +84,24 @@ po_err po_alert_key_of(struct po_store *s, const char *tenant, const char *id, c
         alert_id = alert_key_;                                                                     \
     } while (0)
 
+/* The alert (tenant, alert_id: its key) read by sql — its parameters
+ * those two — into *out_row (the caller po_rows_frees it). No such alert:
+ * PO_ERR_NOT_FOUND, said in err, *out_row empty. */
+static po_err alert_row(struct po_store *s, const char *sql, const char *tenant,
+                        const char *alert_id, struct po_rows *out_row, char *err, size_t errcap)
+{
+    po_err rc = po_store_exec(s, sql, PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), out_row, NULL,
+                              err, errcap);
+    if (rc)
+        return rc;
+    if (out_row->nrows == 0) {
+        po_rows_free(out_row);
+        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
+        return PO_ERR_NOT_FOUND;
+    }
+    return PO_OK;
+}
+
 bool po_alert_state_valid(const char *state)
 {
     return state && (strcmp(state, "open") == 0 || strcmp(state, "acknowledged") == 0 ||
@@ -143,16 +161,12 @@ po_err po_alert_act(struct po_store *s, const char *tenant, const char *alert_id
         rc = po_alert_audit(s, tenant, alert_id, verb, actor, note, now, err, errcap);
     if (!rc && moved == 0) { /* why not: no such alert, or its state */
         struct po_rows r;
-        rc = po_store_exec(s,
-                           "SELECT state, COALESCE(state_by, ''), COALESCE(state_at, '') FROM"
-                           " alert WHERE tenant_id = ? AND alert_key = ?",
-                           PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+        rc = alert_row(s,
+                       "SELECT state, COALESCE(state_by, ''), COALESCE(state_at, '') FROM"
+                       " alert WHERE tenant_id = ? AND alert_key = ?",
+                       tenant, alert_id, &r, err, errcap);
         if (!rc) {
-            if (r.nrows == 0) {
-                po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
-                rc = PO_ERR_NOT_FOUND;
-            } else if (action == PO_ALERT_ACK &&
-                       strcmp(po_rows_get(&r, 0, 0), "acknowledged") == 0) {
+            if (action == PO_ALERT_ACK && strcmp(po_rows_get(&r, 0, 0), "acknowledged") == 0) {
                 rc = PO_OK; /* acknowledged already: nothing to do */
             } else {
                 po_errf(err, errcap, "the alert is %s already (by %s at %s); cannot %s it",
@@ -261,25 +275,20 @@ static po_err alert_payment(struct po_store *s, const char *tenant, const char *
 {
     struct po_rows r;
     memset(a, 0, sizeof *a);
-    po_err rc = po_store_exec(s,
-                              "SELECT reason, idem_key, event_type, out_trade_no, amount,"
-                              " currency, state, source FROM alert WHERE tenant_id = ? AND"
-                              " alert_key = ?",
-                              PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+    po_err rc = alert_row(s,
+                          "SELECT reason, idem_key, event_type, out_trade_no, amount,"
+                          " currency, state, source FROM alert WHERE tenant_id = ? AND"
+                          " alert_key = ?",
+                          tenant, alert_id, &r, err, errcap);
     if (rc)
         return rc;
-    if (r.nrows == 0) {
-        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
-        rc = PO_ERR_NOT_FOUND;
-    } else {
-        (void)snprintf(a->reason, sizeof a->reason, "%s", po_rows_get(&r, 0, 0));
-        a->resolved = strcmp(po_rows_get(&r, 0, 6), "resolved") == 0;
-        a->payment = strcmp(po_rows_get(&r, 0, 2), "PAY_SUCCESS") == 0 &&
-                     event_of(&r, tenant, &a->ev) == PO_OK &&
-                     source_of(po_rows_get(&r, 0, 7), &a->source) == PO_OK;
-    }
+    (void)snprintf(a->reason, sizeof a->reason, "%s", po_rows_get(&r, 0, 0));
+    a->resolved = strcmp(po_rows_get(&r, 0, 6), "resolved") == 0;
+    a->payment = strcmp(po_rows_get(&r, 0, 2), "PAY_SUCCESS") == 0 &&
+                 event_of(&r, tenant, &a->ev) == PO_OK &&
+                 source_of(po_rows_get(&r, 0, 7), &a->source) == PO_OK;
     po_rows_free(&r);
-    return rc;
+    return PO_OK;
 }
 
 /* The event through the engine's door, with a retry answered as
@@ -333,16 +342,44 @@ static po_err apply_audited(const struct po_door *d, const char *tenant, const c
     return rc;
 }
 
-po_err po_alert_replay(const struct po_door *d, const char *tenant, const char *alert_id,
-                       const char *actor, const char *note, struct po_outcome *out, bool *resolved,
-                       char *err, size_t errcap)
+/* A move of an alert's money through the engine (replay, accept). */
+struct engine_move {
+    const char *what;   /* its name in "a <what> needs who…" */
+    const char *action; /* its action in the audit trail */
+    const char *done;   /* the resolution's "<done>: <outcome>; <note>" */
+    /* The event the move applies, built from the alert (alert_id its key),
+     * into *ev; or why the alert allows no such move, said in err. */
+    po_err (*event)(struct po_store *s, const char *tenant, const char *alert_id,
+                    struct po_event *ev, char *err, size_t errcap);
+};
+
+/* The move m on an alert: who and why checked, the id resolved to the
+ * alert's key, m's event built from the alert, then applied and audited
+ * through the door d (apply_audited). *resolved and out cleared first. */
+static po_err engine_move(const struct po_door *d, const struct engine_move *m, const char *tenant,
+                          const char *alert_id, const char *actor, const char *note,
+                          struct po_outcome *out, bool *resolved, char *err, size_t errcap)
 {
     struct po_store *s = d->s;
     *resolved = false;
     memset(out, 0, sizeof *out);
-    if (!money_action_ok("replay", actor, note, err, errcap))
+    if (!money_action_ok(m->what, actor, note, err, errcap))
         return PO_ERR_INVALID;
     ALERT_KEY(s, tenant, alert_id);
+    struct po_event ev;
+    po_err rc = m->event(s, tenant, alert_id, &ev, err, errcap);
+    if (rc)
+        return rc;
+    return apply_audited(d, tenant, alert_id, m->action, m->done, actor, note, &ev, out, resolved,
+                         err, errcap);
+}
+
+/* The replay's event: the alert's payment, rebuilt. The engine's own
+ * entry, with the payment's own key: applied once at most, whoever
+ * replays it and however often. */
+static po_err replay_event(struct po_store *s, const char *tenant, const char *alert_id,
+                           struct po_event *ev, char *err, size_t errcap)
+{
     struct alert_payment a;
     po_err rc = alert_payment(s, tenant, alert_id, &a, err, errcap);
     if (rc)
@@ -358,10 +395,8 @@ po_err po_alert_replay(const struct po_door *d, const char *tenant, const char *
                 a.reason);
         return PO_ERR_INVALID;
     }
-    /* The engine's own entry, with the payment's own key: applied once at
-     * most, whoever replays it and however often. */
-    return apply_audited(d, tenant, alert_id, "replay", "replayed", actor, note, &a.ev, out,
-                         resolved, err, errcap);
+    *ev = a.ev;
+    return PO_OK;
 }
 
 /* ---- refund: a payment parked in suspense, back to the payer ---- */
@@ -406,19 +441,16 @@ static po_err suspense_payment(struct po_store *s, const char *tenant, const cha
 {
     *resolved = false;
     struct po_rows r;
-    po_err rc = po_store_exec(
+    po_err rc = alert_row(
         s,
         "SELECT a.reason, a.idem_key, a.state, COALESCE(a.state_by, ''), COALESCE(n.outcome, ''),"
         " n.amount, n.currency, COALESCE(n.out_trade_no, '') FROM alert a LEFT JOIN notify_log n"
         " ON n.tenant_id = a.tenant_id AND n.idem_key = a.idem_key WHERE a.tenant_id = ? AND"
         " a.alert_key = ?",
-        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+        tenant, alert_id, &r, err, errcap);
     if (rc)
         return rc;
-    if (r.nrows == 0) {
-        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
-        rc = PO_ERR_NOT_FOUND;
-    } else if (!po_alert_reason_refundable(po_rows_get(&r, 0, 0))) {
+    if (!po_alert_reason_refundable(po_rows_get(&r, 0, 0))) {
         po_errf(err, errcap,
                 "a %s alert holds no money in suspense to refund; only paid_after_close,"
                 " duplicate_payment and amount, currency or channel mismatches are refunded"
@@ -611,18 +643,15 @@ po_err po_alert_refund(const struct po_door *d, const unsigned char *master, con
 
 /* ---- accept: a refund the channel made after payonce closed it ---- */
 
-po_err po_alert_accept(const struct po_door *d, const char *tenant, const char *alert_id,
-                       const char *actor, const char *note, struct po_outcome *out, bool *resolved,
-                       char *err, size_t errcap)
+/* The acceptance's event: the refund the alert holds in suspense, as a
+ * success accepted after close. The engine's own entry, with the
+ * acceptance's own key (the success's + "|accepted"): once, whoever
+ * accepts it and however often. */
+static po_err accept_event(struct po_store *s, const char *tenant, const char *alert_id,
+                           struct po_event *out_ev, char *err, size_t errcap)
 {
-    struct po_store *s = d->s;
-    *resolved = false;
-    memset(out, 0, sizeof *out);
-    if (!money_action_ok("acceptance", actor, note, err, errcap))
-        return PO_ERR_INVALID;
-    ALERT_KEY(s, tenant, alert_id);
     struct po_rows r;
-    po_err rc = po_store_exec(
+    po_err rc = alert_row(
         s,
         "SELECT a.reason, a.idem_key, a.state, COALESCE(n.outcome, ''), n.source, a.amount,"
         " a.currency, a.out_trade_no, COALESCE(j.out_refund_no, ''),"
@@ -631,16 +660,13 @@ po_err po_alert_accept(const struct po_door *d, const char *tenant, const char *
         " j.tenant_id = a.tenant_id AND j.idem_key = a.idem_key AND j.kind = 'SUSPENSE'"
         " LEFT JOIN refund rf ON rf.tenant_id = j.tenant_id AND rf.out_refund_no ="
         " j.out_refund_no WHERE a.tenant_id = ? AND a.alert_key = ?",
-        PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), &r, NULL, err, errcap);
+        tenant, alert_id, &r, err, errcap);
     if (rc)
         return rc;
     struct po_event ev;
     memset(&ev, 0, sizeof ev);
     int64_t amount = 0;
-    if (r.nrows == 0) {
-        po_errf(err, errcap, "no alert %.200s in tenant %s", alert_id, tenant);
-        rc = PO_ERR_NOT_FOUND;
-    } else if (strcmp(po_rows_get(&r, 0, 0), "refund_after_close") != 0) {
+    if (strcmp(po_rows_get(&r, 0, 0), "refund_after_close") != 0) {
         po_errf(err, errcap,
                 "a %s alert cannot be accepted (only a refund_after_close: a refund the"
                 " channel made after payonce had closed it; docs/operations.md)",
@@ -673,10 +699,27 @@ po_err po_alert_accept(const struct po_door *d, const char *tenant, const char *
     ev.amount_minor = amount;
     ev.accept_after_close = true;
     po_clock_now_iso(ev.occurred_at, sizeof ev.occurred_at);
-    /* The engine's own entry, with the acceptance's own key (the
-     * success's + "|accepted"): once, whoever accepts it and however often. */
-    return apply_audited(d, tenant, alert_id, "accept", "accepted", actor, note, &ev, out, resolved,
-                         err, errcap);
+    *out_ev = ev;
+    return PO_OK;
+}
+
+/* ---- the two moves through the engine ---- */
+
+static const struct engine_move replay_move = {"replay", "replay", "replayed", replay_event},
+                                accept_move = {"acceptance", "accept", "accepted", accept_event};
+
+po_err po_alert_replay(const struct po_door *d, const char *tenant, const char *alert_id,
+                       const char *actor, const char *note, struct po_outcome *out, bool *resolved,
+                       char *err, size_t errcap)
+{
+    return engine_move(d, &replay_move, tenant, alert_id, actor, note, out, resolved, err, errcap);
+}
+
+po_err po_alert_accept(const struct po_door *d, const char *tenant, const char *alert_id,
+                       const char *actor, const char *note, struct po_outcome *out, bool *resolved,
+                       char *err, size_t errcap)
+{
+    return engine_move(d, &accept_move, tenant, alert_id, actor, note, out, resolved, err, errcap);
 }
 
 po_err po_alert_redrive(struct po_store *s, const char *tenant, const char *alert_id,

@@ -481,6 +481,36 @@ static bool start(const struct po_callback_ctx *ctx, struct po_callback *cb)
     return pending;
 }
 
+void po_callback_summarize(const struct po_callback *cb, uint64_t now_us,
+                           struct po_callback_summary *out)
+{
+    const struct po_callback_decision *d = &cb->decision;
+    /* the event it carried, when verification read one */
+    const struct po_event *ev =
+        cb->verified && (cb->res.status == PO_NOTIFY_EVENT || cb->res.status == PO_NOTIFY_MISMATCH)
+            ? &cb->res.ev
+            : NULL;
+    bool paid = d->outcome.kind == PO_OUT_APPLIED && cb->item.ev.type == PO_EV_PAY_SUCCESS;
+    *out = (struct po_callback_summary){
+        .ch = cb->ch,
+        .tenant = po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : NULL,
+        .out_trade_no = po_id_valid(d->out_trade_no, PO_ID_MAX) ? d->out_trade_no : NULL,
+        .request_id = cb->request_id,
+        .micros = now_us - cb->arrived_us,
+        .outcome = d->outcome,
+        .fail_status = d->fail_status,
+        .remembered = d->remembered,
+        .verified = cb->verified,
+        .outcome_name = po_outcome_name(d->outcome.kind),
+        .reason_name = po_reason_name(d->outcome.reason),
+        .event_type = ev ? po_event_type_name(ev->type) : NULL,
+        .out_refund_no = ev ? ev->out_refund_no : NULL,
+        .credited_minor = paid ? cb->item.ev.amount_minor : 0,
+        .currency = paid ? cb->item.ev.currency : NULL};
+    if (!ev || po_event_key(ev, out->key, sizeof out->key) != PO_OK)
+        out->key[0] = '\0';
+}
+
 bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb)
 {
     /* Announced while it is verified here: a committer about to commit a

@@ -211,11 +211,29 @@ static bool known_duplicate(struct po_callback *cb)
     return true;
 }
 
-/* Hands the event to the committer; true when done() will come from it. */
-static bool submit(struct po_callback *cb)
+/* The decision names the order of the event verification read (one that
+ * goes to the committer: applied, or alerted as another merchant's). */
+static void name_order(struct po_callback *cb)
 {
     PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
                         cb->res.ev.out_trade_no) == PO_OK);
+}
+
+/* An event that verification read but that is not well formed is refused
+ * as such; false when it is. */
+static bool malformed(struct po_callback *cb)
+{
+    char verr[PO_ERRBUF_SIZE];
+    if (po_event_validate(&cb->res.ev, verr, sizeof verr) == PO_OK)
+        return false;
+    refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+    return true;
+}
+
+/* Hands the event to the committer; true when done() will come from it. */
+static bool submit(struct po_callback *cb)
+{
+    name_order(cb);
     if (po_committer_known(cb->ctx->committer, &cb->res.ev) && known_duplicate(cb))
         return false; /* decided */
     memset(&cb->item, 0, sizeof cb->item);
@@ -344,18 +362,13 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
          * channel's event id (a resend finds it there), and success, so the
          * channel stops resending. */
         return submit_alert(cb, PO_OUT_IGNORED);
-    case PO_NOTIFY_MISMATCH: {
+    case PO_NOTIFY_MISMATCH:
         /* Verified, but for another merchant or app: an alert, never a
          * credit, and the channel stops resending. */
-        char verr[PO_ERRBUF_SIZE];
-        if (po_event_validate(&res->ev, verr, sizeof verr)) {
-            refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+        if (malformed(cb))
             return false;
-        }
-        PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
-                            res->ev.out_trade_no) == PO_OK);
+        name_order(cb);
         return submit_alert(cb, PO_OUT_REJECTED);
-    }
     case PO_NOTIFY_EVENT:
         break;
     }
@@ -375,11 +388,8 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
             decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
             return false;
         }
-        char verr[PO_ERRBUF_SIZE];
-        if (po_event_validate(ev, verr, sizeof verr)) {
-            refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+        if (malformed(cb))
             return false;
-        }
     }
     return submit(cb);
 }

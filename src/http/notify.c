@@ -133,15 +133,14 @@ bool po_notify_start(struct po_hcall *h)
     /* The tenant's share of callbacks in flight: beyond it, FAIL at once
      * (the channel retries), so one tenant's burst cannot fill the queues
      * every tenant's callbacks wait in. */
-    if (!(h->in_bulkhead = po_bulkhead_enter(h->ctx->gw->callback_bulkhead, cb->tenant))) {
+    bool pending = false;
+    if (!(h->in_bulkhead = po_bulkhead_enter(h->ctx->gw->callback_bulkhead, cb->tenant)))
         cb->decision =
             (struct po_callback_decision){.outcome = {PO_OUT_RETRY, 0, PO_R_POOL_EXHAUSTED},
                                           .fail_status = po_reason_status(PO_R_POOL_EXHAUSTED)};
+    else
+        pending = po_callback_start(&h->ctx->gw->cb, cb);
+    if (!pending)
         answer(h);
-        return false;
-    }
-    if (po_callback_start(&h->ctx->gw->cb, cb))
-        return true;
-    answer(h);
-    return false;
+    return pending;
 }

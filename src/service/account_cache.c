@@ -174,10 +174,10 @@ out:
     return rc;
 }
 
-po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref *r,
-                           struct po_account_ref **out, char *err, size_t errcap)
+po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref **ref,
+                           bool *out_changed, char *err, size_t errcap)
 {
-    *out = NULL;
+    struct po_account_ref *r = *ref, *fresh = NULL;
     struct po_rows rows;
     po_err rc =
         po_store_exec(s,
@@ -189,15 +189,22 @@ po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_
     int64_t v = -1;
     bool same = rows.nrows == 1 && po_rows_i64(&rows, 0, 0, &v) == PO_OK && v == r->version;
     po_rows_free(&rows);
-    if (same)
+    if (same) {
+        *out_changed = false;
         return PO_OK;
-    rc = po_accounts_load(a, s, r->tenant, r->channel, out, err, errcap);
+    }
+    rc = po_accounts_load(a, s, r->tenant, r->channel, &fresh, err, errcap);
     if (rc == PO_ERR_NOT_FOUND) {
         pthread_mutex_lock(&a->mu);
         unlink_locked(a, r->tenant, r->channel);
         pthread_mutex_unlock(&a->mu);
     }
-    return rc;
+    if (rc)
+        return rc;
+    po_accounts_release(r);
+    *ref = fresh;
+    *out_changed = true;
+    return PO_OK;
 }
 
 po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dropped)

@@ -275,9 +275,9 @@ static bool stale_account_could_explain(const struct po_notify_result *r)
 static po_err recheck(struct po_callback *cb, struct po_store *s)
 {
     char err[PO_ERRBUF_SIZE] = "";
-    struct po_account_ref *fresh = NULL;
+    bool changed = false;
     cb->rechecked = true;
-    po_err rc = po_accounts_recheck(cb->ctx->accounts, s, cb->acct, &fresh, err, sizeof err);
+    po_err rc = po_accounts_recheck(cb->ctx->accounts, s, &cb->acct, &changed, err, sizeof err);
     if (rc == PO_ERR_NOT_FOUND) {
         refuse(cb, PO_R_UNKNOWN_TENANT, "channel no longer configured");
         return PO_ERR_NOT_FOUND;
@@ -287,10 +287,8 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
         cb_log(cb, PO_LOG_WARN, "account re-check: %s", err);
         return rc;
     }
-    if (!fresh)
+    if (!changed)
         return PO_OK; /* unchanged: the verdict stands */
-    po_accounts_release(cb->acct);
-    cb->acct = fresh;
     return verify(cb);
 }
 

@@ -230,16 +230,19 @@ static bool malformed(struct po_callback *cb)
     return true;
 }
 
-/* Hands the event to the committer; true when done() will come from it. */
+/* Makes the event's item for the committer (the event, and the token of
+ * the account that verified it) and hands it over — unless the committer's
+ * table holds the event: then it is answered duplicate now. True when
+ * done() will come from the committer. */
 static bool submit(struct po_callback *cb)
 {
     name_order(cb);
-    if (po_committer_known(cb->ctx->committer, &cb->res.ev) && known_duplicate(cb))
-        return false; /* decided */
     memset(&cb->item, 0, sizeof cb->item);
     cb->item.ev = cb->res.ev;
     po_accounts_token(cb->acct, &cb->item.guard);
     cb->item.has_guard = true;
+    if (po_committer_known(cb->ctx->committer, &cb->item.ev) && known_duplicate(cb))
+        return false; /* decided */
     return to_committer(cb, committed);
 }
 

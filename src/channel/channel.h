@@ -646,9 +646,10 @@ const char *po_channel_order_rule(const char *channel, const struct po_pay_reque
  * they are loaded). */
 const char *po_channel_account_clash(const char *channel, const char *mine, const char *other);
 
-/* The channel's ack for an outcome (through the registry). */
-void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
-                    struct po_ack *out);
+/* The ack of channel ops (a registered one) for an outcome, its message
+ * made safe for the channel's body. */
+void po_channel_ack(const struct po_channel_ops *ops, bool success, unsigned fail_status,
+                    const char *message, struct po_ack *out);
 
 /* ---- the normalised event's JSON form (event_json.c) ---- */
 

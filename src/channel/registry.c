@@ -107,8 +107,8 @@ const char *po_channel_account_clash(const char *channel, const char *mine, cons
     return why;
 }
 
-void po_channel_ack(const char *channel, bool success, unsigned fail_status, const char *message,
-                    struct po_ack *out)
+void po_channel_ack(const struct po_channel_ops *ops, bool success, unsigned fail_status,
+                    const char *message, struct po_ack *out)
 {
     memset(out, 0, sizeof *out);
     char msg[120];
@@ -117,7 +117,6 @@ void po_channel_ack(const char *channel, bool success, unsigned fail_status, con
     for (const char *p = message ? message : ""; *p && j + 1 < sizeof msg; p++)
         msg[j++] = (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\') ? *p : ' ';
     msg[j] = '\0';
-    const struct po_channel_ops *ops = po_channel_find(channel);
     PO_ASSERT(ops); /* only registered channels are routed */
     ops->ack(success, fail_status, msg, out);
 }

@@ -204,11 +204,11 @@ void po_api_handle(const struct po_http_ctx *ctx, const struct po_route *route, 
 void po_api_lane(const struct po_http_ctx *ctx, const struct po_hreq *req, char *out, size_t cap);
 
 /* ---- metrics (metrics.c) ---- */
-/* One callback answered. */
-void po_metrics_callback(const char *channel, enum po_outcome_kind outcome, int layer,
+/* One callback answered (ch: its registered channel, or NULL), with its
+ * ack's latency; one refused before the engine (kind INVALID) is also
+ * counted by its reason (a VERIFY reason). */
+void po_metrics_callback(const struct po_channel_ops *ch, struct po_outcome outcome,
                          uint64_t micros);
-/* One callback refused before the engine (reason: a VERIFY reason). */
-void po_metrics_verify_failure(const char *channel, enum po_reason reason);
 /* The last hour's callbacks by channel, outcome and layer, and the ack
  * latency's p50 and p99 (bucket bounds, ms), for the dashboard. */
 json_t *po_metrics_last_hour(void);

@@ -82,11 +82,13 @@ static int nchannels(void)
     return n;
 }
 
-/* A channel's row; the last one counts names not registered. */
-static size_t channel_index(const char *channel)
+/* A channel's row; the last one counts channels not registered. */
+static size_t channel_index(const struct po_channel_ops *ch)
 {
-    int i = po_channel_index(channel);
-    return i < 0 ? (size_t)nchannels() : (size_t)i;
+    int i = 0;
+    while (po_channels[i] && po_channels[i] != ch)
+        i++;
+    return (size_t)i;
 }
 
 static const char *channel_label(size_t i)
@@ -94,12 +96,15 @@ static const char *channel_label(size_t i)
     return (int)i < nchannels() ? po_channels[i]->name : "unknown";
 }
 
-void po_metrics_callback(const char *channel, enum po_outcome_kind outcome, int layer,
+void po_metrics_callback(const struct po_channel_ops *ch, struct po_outcome outcome,
                          uint64_t micros)
 {
-    size_t c = channel_index(channel);
-    PO_ASSERT((unsigned)outcome < PO_OUT_COUNT);
-    atomic_fetch_add(&callbacks[c][outcome][layer >= 0 && layer <= 3 ? layer : 0], 1);
+    size_t c = channel_index(ch);
+    PO_ASSERT((unsigned)outcome.kind < PO_OUT_COUNT && (unsigned)outcome.reason < PO_R_COUNT);
+    if (outcome.kind == PO_OUT_INVALID)
+        atomic_fetch_add(&vfail[c][outcome.reason], 1);
+    size_t l = outcome.layer >= 0 && outcome.layer <= 3 ? (size_t)outcome.layer : 0;
+    atomic_fetch_add(&callbacks[c][outcome.kind][l], 1);
     size_t b = 0;
     while (b < NBUCKET && micros > bucket_us[b])
         b++;
@@ -107,7 +112,7 @@ void po_metrics_callback(const char *channel, enum po_outcome_kind outcome, int 
     atomic_fetch_add(&ack_sum_us[c], micros);
     atomic_fetch_add(&ack_count[c], 1);
     struct minute *w = this_minute();
-    atomic_fetch_add(&w->cb[c][outcome][layer >= 0 && layer <= 3 ? layer : 0], 1);
+    atomic_fetch_add(&w->cb[c][outcome.kind][l], 1);
     atomic_fetch_add(&w->ack[b], 1);
 }
 
@@ -155,12 +160,6 @@ json_t *po_metrics_last_hour(void)
     return json_pack("{s:o, s:I, s:f, s:f}", "callbacks", rows, "acks", (json_int_t)total,
                      "ack_p50_ms", quantile_ms(ack, total, 0.50), "ack_p99_ms",
                      quantile_ms(ack, total, 0.99));
-}
-
-void po_metrics_verify_failure(const char *channel, enum po_reason reason)
-{
-    PO_ASSERT((unsigned)reason < PO_R_COUNT);
-    atomic_fetch_add(&vfail[channel_index(channel)][reason], 1);
 }
 
 static size_t code_index(unsigned status)

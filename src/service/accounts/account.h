@@ -101,11 +101,12 @@ struct po_account_ref *po_accounts_get(struct po_accounts *a, const char *tenant
 po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *tenant,
                         const char *channel, struct po_account_ref **out, char *err,
                         size_t errcap) PO_MUST_CHECK;
-/* Compares the stored version of r; when it changed, reloads and sets
- * *out to the fresh reference (else NULL). PO_ERR_NOT_FOUND when the
- * account is gone. */
-po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref *r,
-                           struct po_account_ref **out, char *err, size_t errcap) PO_MUST_CHECK;
+/* Compares the stored version of *ref; when it changed, reloads and
+ * replaces *ref with the fresh reference (releasing the one it held), and
+ * *out_changed says so. PO_ERR_NOT_FOUND when the account is gone; on any
+ * error *ref is unchanged. */
+po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref **ref,
+                           bool *out_changed, char *err, size_t errcap) PO_MUST_CHECK;
 /* The token of the account reference that verified an event, for the
  * committer's guard. */
 void po_accounts_token(const struct po_account_ref *r, struct po_guard_token *out);

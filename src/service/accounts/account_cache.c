@@ -32,9 +32,9 @@
 
 struct po_account_ref {
     struct po_channel_account acct;
-    char tenant[PO_ID_MAX + 1];
-    char channel[PO_CHANNEL_SIZE];
-    int64_t version;
+    /* its tenant, channel and stored version: the token of the committer's
+     * guard, made once when loaded (stale unused) */
+    struct po_guard_token id;
     atomic_int refs;
     uint64_t swept;              /* the sweep that last found it current */
     struct po_account_ref *next; /* bucket chain (cache's reference) */
@@ -103,7 +103,7 @@ struct po_account_ref *po_accounts_get(struct po_accounts *a, const char *tenant
     unsigned h = bucket(tenant, channel);
     pthread_mutex_lock(&a->mu);
     struct po_account_ref *r = a->b[h];
-    while (r && (strcmp(r->tenant, tenant) != 0 || strcmp(r->channel, channel) != 0))
+    while (r && (strcmp(r->id.tenant, tenant) != 0 || strcmp(r->id.channel, channel) != 0))
         r = r->next;
     if (r)
         atomic_fetch_add(&r->refs, 1);
@@ -117,7 +117,7 @@ static void unlink_locked(struct po_accounts *a, const char *tenant, const char 
     struct po_account_ref **pp = &a->b[bucket(tenant, channel)];
     while (*pp) {
         struct po_account_ref *r = *pp;
-        if (strcmp(r->tenant, tenant) == 0 && strcmp(r->channel, channel) == 0) {
+        if (strcmp(r->id.tenant, tenant) == 0 && strcmp(r->id.channel, channel) == 0) {
             *pp = r->next;
             a->n--;
             po_accounts_release(r);
@@ -149,12 +149,12 @@ po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *t
     if (!r)
         return PO_ERR_NOMEM;
     po_err rc = PO_ERR_INVALID;
-    if (po_strcpy(r->tenant, sizeof r->tenant, tenant) ||
-        po_strcpy(r->channel, sizeof r->channel, channel)) {
+    if (po_strcpy(r->id.tenant, sizeof r->id.tenant, tenant) ||
+        po_strcpy(r->id.channel, sizeof r->id.channel, channel)) {
         po_errf(err, errcap, "tenant or channel name too long");
         goto out;
     }
-    rc = po_account_fetch_versioned(s, a->master, tenant, channel, &r->acct, &r->version, err,
+    rc = po_account_fetch_versioned(s, a->master, tenant, channel, &r->acct, &r->id.version, err,
                                     errcap);
     if (rc)
         goto out;
@@ -174,30 +174,37 @@ out:
     return rc;
 }
 
-po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref *r,
-                           struct po_account_ref **out, char *err, size_t errcap)
+po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref **ref,
+                           bool *out_changed, char *err, size_t errcap)
 {
-    *out = NULL;
+    struct po_account_ref *r = *ref, *fresh = NULL;
     struct po_rows rows;
-    po_err rc =
-        po_store_exec(s,
-                      "SELECT version FROM channel_account WHERE tenant_id = ? AND"
-                      " channel = ?",
-                      PO_PARAMS(PO_TEXT(r->tenant), PO_TEXT(r->channel)), &rows, NULL, err, errcap);
+    po_err rc = po_store_exec(s,
+                              "SELECT version FROM channel_account WHERE tenant_id = ? AND"
+                              " channel = ?",
+                              PO_PARAMS(PO_TEXT(r->id.tenant), PO_TEXT(r->id.channel)), &rows, NULL,
+                              err, errcap);
     if (rc)
         return rc;
     int64_t v = -1;
-    bool same = rows.nrows == 1 && po_rows_i64(&rows, 0, 0, &v) == PO_OK && v == r->version;
+    bool same = rows.nrows == 1 && po_rows_i64(&rows, 0, 0, &v) == PO_OK && v == r->id.version;
     po_rows_free(&rows);
-    if (same)
+    if (same) {
+        *out_changed = false;
         return PO_OK;
-    rc = po_accounts_load(a, s, r->tenant, r->channel, out, err, errcap);
+    }
+    rc = po_accounts_load(a, s, r->id.tenant, r->id.channel, &fresh, err, errcap);
     if (rc == PO_ERR_NOT_FOUND) {
         pthread_mutex_lock(&a->mu);
-        unlink_locked(a, r->tenant, r->channel);
+        unlink_locked(a, r->id.tenant, r->id.channel);
         pthread_mutex_unlock(&a->mu);
     }
-    return rc;
+    if (rc)
+        return rc;
+    po_accounts_release(r);
+    *ref = fresh;
+    *out_changed = true;
+    return PO_OK;
 }
 
 po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dropped)
@@ -217,8 +224,8 @@ po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dro
         if (po_rows_i64(&rows, k, 2, &v))
             continue;
         for (struct po_account_ref *r = a->b[bucket(tenant, channel)]; r; r = r->next)
-            if (r->version == v && strcmp(r->tenant, tenant) == 0 &&
-                strcmp(r->channel, channel) == 0)
+            if (r->id.version == v && strcmp(r->id.tenant, tenant) == 0 &&
+                strcmp(r->id.channel, channel) == 0)
                 r->swept = sweep;
     }
     /* ...and drop the rest. */
@@ -245,10 +252,7 @@ po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dro
 
 void po_accounts_token(const struct po_account_ref *r, struct po_guard_token *out)
 {
-    memset(out, 0, sizeof *out);
-    PO_ASSERT(po_strcpy(out->tenant, sizeof out->tenant, r->tenant) == PO_OK);
-    PO_ASSERT(po_strcpy(out->channel, sizeof out->channel, r->channel) == PO_OK);
-    out->version = r->version;
+    *out = r->id;
 }
 
 po_err po_accounts_guard(struct po_store *s, struct po_guard_token *t, size_t n, void *ctx)

@@ -211,17 +211,38 @@ static bool known_duplicate(struct po_callback *cb)
     return true;
 }
 
-/* Hands the event to the committer; true when done() will come from it. */
-static bool submit(struct po_callback *cb)
+/* The decision names the order of the event verification read (one that
+ * goes to the committer: applied, or alerted as another merchant's). */
+static void name_order(struct po_callback *cb)
 {
     PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
                         cb->res.ev.out_trade_no) == PO_OK);
-    if (po_committer_known(cb->ctx->committer, &cb->res.ev) && known_duplicate(cb))
-        return false; /* decided */
+}
+
+/* An event that verification read but that is not well formed is refused
+ * as such; false when it is. */
+static bool malformed(struct po_callback *cb)
+{
+    char verr[PO_ERRBUF_SIZE];
+    if (po_event_validate(&cb->res.ev, verr, sizeof verr) == PO_OK)
+        return false;
+    refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+    return true;
+}
+
+/* Makes the event's item for the committer (the event, and the token of
+ * the account that verified it) and hands it over — unless the committer's
+ * table holds the event: then it is answered duplicate now. True when
+ * done() will come from the committer. */
+static bool submit(struct po_callback *cb)
+{
+    name_order(cb);
     memset(&cb->item, 0, sizeof cb->item);
     cb->item.ev = cb->res.ev;
     po_accounts_token(cb->acct, &cb->item.guard);
     cb->item.has_guard = true;
+    if (po_committer_known(cb->ctx->committer, &cb->item.ev) && known_duplicate(cb))
+        return false; /* decided */
     return to_committer(cb, committed);
 }
 
@@ -257,9 +278,9 @@ static bool stale_account_could_explain(const struct po_notify_result *r)
 static po_err recheck(struct po_callback *cb, struct po_store *s)
 {
     char err[PO_ERRBUF_SIZE] = "";
-    struct po_account_ref *fresh = NULL;
+    bool changed = false;
     cb->rechecked = true;
-    po_err rc = po_accounts_recheck(cb->ctx->accounts, s, cb->acct, &fresh, err, sizeof err);
+    po_err rc = po_accounts_recheck(cb->ctx->accounts, s, &cb->acct, &changed, err, sizeof err);
     if (rc == PO_ERR_NOT_FOUND) {
         refuse(cb, PO_R_UNKNOWN_TENANT, "channel no longer configured");
         return PO_ERR_NOT_FOUND;
@@ -269,10 +290,8 @@ static po_err recheck(struct po_callback *cb, struct po_store *s)
         cb_log(cb, PO_LOG_WARN, "account re-check: %s", err);
         return rc;
     }
-    if (!fresh)
+    if (!changed)
         return PO_OK; /* unchanged: the verdict stands */
-    po_accounts_release(cb->acct);
-    cb->acct = fresh;
     return verify(cb);
 }
 
@@ -344,18 +363,13 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
          * channel's event id (a resend finds it there), and success, so the
          * channel stops resending. */
         return submit_alert(cb, PO_OUT_IGNORED);
-    case PO_NOTIFY_MISMATCH: {
+    case PO_NOTIFY_MISMATCH:
         /* Verified, but for another merchant or app: an alert, never a
          * credit, and the channel stops resending. */
-        char verr[PO_ERRBUF_SIZE];
-        if (po_event_validate(&res->ev, verr, sizeof verr)) {
-            refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+        if (malformed(cb))
             return false;
-        }
-        PO_ASSERT(po_strcpy(cb->decision.out_trade_no, sizeof cb->decision.out_trade_no,
-                            res->ev.out_trade_no) == PO_OK);
+        name_order(cb);
         return submit_alert(cb, PO_OUT_REJECTED);
-    }
     case PO_NOTIFY_EVENT:
         break;
     }
@@ -375,11 +389,8 @@ static bool after_verify(struct po_callback *cb, struct po_store *s)
             decide(cb, PO_OUT_RETRY, PO_R_STORE_UNAVAILABLE);
             return false;
         }
-        char verr[PO_ERRBUF_SIZE];
-        if (po_event_validate(ev, verr, sizeof verr)) {
-            refuse(cb, PO_R_MALFORMED_RESOURCE, verr);
+        if (malformed(cb))
             return false;
-        }
     }
     return submit(cb);
 }
@@ -479,6 +490,36 @@ static bool start(const struct po_callback_ctx *ctx, struct po_callback *cb)
     if (!pending)
         settle(cb);
     return pending;
+}
+
+void po_callback_summarize(const struct po_callback *cb, uint64_t now_us,
+                           struct po_callback_summary *out)
+{
+    const struct po_callback_decision *d = &cb->decision;
+    /* the event it carried, when verification read one */
+    const struct po_event *ev =
+        cb->verified && (cb->res.status == PO_NOTIFY_EVENT || cb->res.status == PO_NOTIFY_MISMATCH)
+            ? &cb->res.ev
+            : NULL;
+    bool paid = d->outcome.kind == PO_OUT_APPLIED && cb->item.ev.type == PO_EV_PAY_SUCCESS;
+    *out = (struct po_callback_summary){
+        .ch = cb->ch,
+        .tenant = po_id_valid(cb->tenant, PO_ID_MAX) ? cb->tenant : NULL,
+        .out_trade_no = po_id_valid(d->out_trade_no, PO_ID_MAX) ? d->out_trade_no : NULL,
+        .request_id = cb->request_id,
+        .micros = now_us - cb->arrived_us,
+        .outcome = d->outcome,
+        .fail_status = d->fail_status,
+        .remembered = d->remembered,
+        .verified = cb->verified,
+        .outcome_name = po_outcome_name(d->outcome.kind),
+        .reason_name = po_reason_name(d->outcome.reason),
+        .event_type = ev ? po_event_type_name(ev->type) : NULL,
+        .out_refund_no = ev ? ev->out_refund_no : NULL,
+        .credited_minor = paid ? cb->item.ev.amount_minor : 0,
+        .currency = paid ? cb->item.ev.currency : NULL};
+    if (!ev || po_event_key(ev, out->key, sizeof out->key) != PO_OK)
+        out->key[0] = '\0';
 }
 
 bool po_callback_start(const struct po_callback_ctx *ctx, struct po_callback *cb)

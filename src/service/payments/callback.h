@@ -72,6 +72,37 @@ struct po_callback {
 };
 
 /*
+ * One answered callback as every record of it reads it — the ack's
+ * outcome header, the metrics, the console's traffic count and delivery,
+ * and the access-log line — made once from the decision, so that each
+ * value is looked up and checked once (po_callback_summarize). Points into
+ * the callback: valid while it is.
+ */
+struct po_callback_summary {
+    const struct po_channel_ops *ch;
+    const char *tenant;     /* NULL: not a tenant id */
+    const char *request_id; /* as the callback carried it */
+    uint64_t micros;        /* from its arrival to the summary */
+    struct po_outcome outcome;
+    unsigned fail_status; /* 0: ack SUCCESS */
+    bool remembered;      /* as the decision's */
+    bool verified;        /* verification ran: its delivery is recorded */
+    const char *outcome_name, *reason_name;
+    /* The decision's order (NULL: none, or not an id), and the event
+     * verification read (NULL and "": none): its type's name, its refund's
+     * number and its idempotency key. */
+    const char *out_trade_no, *event_type, *out_refund_no;
+    char key[PO_KEY_SIZE + 1];
+    /* A payment applied now: its amount and currency (else 0 and NULL). */
+    int64_t credited_minor;
+    const char *currency;
+};
+
+/* The summary of cb, once its decision is final, at now_us (po_now_us()). */
+void po_callback_summarize(const struct po_callback *cb, uint64_t now_us,
+                           struct po_callback_summary *out);
+
+/*
  * Handles one callback (see callback.c for the steps). Returns false when
  * the decision is final now (done() is not called), true when it will come
  * through done(), called once from another thread — after the batch holding

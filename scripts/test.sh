@@ -56,7 +56,7 @@ export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
 # run's artifact, kept whether the suite passed or not
 export PAYONCE_REPORTS=$root/build-asan/reports; rm -rf "$PAYONCE_REPORTS"
 # two at a time (most tests wait on servers, sockets and sleeps more than they
-# compute); the cluster's test runs alone (RUN_SERIAL: its failover timings)
+# compute), the cluster's test among them (tests/CMakeLists.txt says why)
 ctest --test-dir build-asan --output-on-failure -j"$jobs"
 echo "== figures (races, seed incident, fault injection)"
 cat "$PAYONCE_FIGURES"

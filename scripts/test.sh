@@ -6,7 +6,8 @@
 #   4. the libFuzzer targets, each for a bounded time (PAYONCE_FUZZ_SECONDS)
 #   5. the release build (`make build`, -O2: what `make demo` uses), the
 #      allocation-failure sweeps in it (they replace malloc, which the
-#      sanitizers own), the demo with it (its output compared with the
+#      sanitizers own) and bench_smoke's every scenario (the ASan stage
+#      runs eight of them), the demo with it (its output compared with the
 #      README's sample), then the demo again under ASan
 #   6. the operator's console in a real headless browser (Chromium +
 #      playwright-core): the release build on SQLite, the ASan build on
@@ -89,9 +90,9 @@ make build PO_WERROR=ON | tee build-progress.log
 grep -Eq '^payonce: building build/ on [0-9]+ cores:.* [0-9]+% \([0-9]+ s\)$' build-progress.log \
   || { echo "make build printed no progress line"; exit 1; }
 rm -f build-progress.log
-echo "== allocation failures (the k-th allocation fails, every k; release build)"
+echo "== allocation failures (the k-th allocation fails, every k; release build) and bench_smoke's whole run (every scenario; the ASan stage ran eight)"
 export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
-ctest --test-dir build -L alloc --output-on-failure -j"$jobs"
+ctest --test-dir build -L 'alloc|bench' --output-on-failure -j"$jobs"
 cat "$PAYONCE_FIGURES"
 scripts/demo.sh | tee build/demo.log
 python3 tests/e2e/readme_demo.py README.md build/demo.log

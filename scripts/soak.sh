@@ -13,6 +13,8 @@
 #                           store: `make test` runs 100 of each (300 until
 #                           issue 46) — each round is the same race again, so
 #                           more rounds are more chances
+#   the race through PgBouncer  tests/e2e/pgbouncer.sh, 1,000 rounds
+#                           (PAYONCE_PGBOUNCER_ROUNDS; `make test`: 200)
 #   the cluster, asynchronous   tests/e2e/cluster.sh with PAYONCE_CLUSTER_SYNC=false:
 #                           what a primary's death loses without synchronous
 #                           replication (docs/scaling.md)
@@ -39,6 +41,7 @@ for b in sqlite postgres; do
     build/tests/test_race "$b" --threads 16 --procs 4 --rounds "$rounds" --mode "$m"
   done
 done
+PAYONCE_PGBOUNCER_ROUNDS=${PAYONCE_PGBOUNCER_ROUNDS:-1000} tests/e2e/pgbouncer.sh build/payonce build/tests/test_race
 scripts/fuzz.sh --plateau 60 "${PAYONCE_FUZZ_SECONDS:-900}" | tee -a "$PAYONCE_FIGURES"
 PAYONCE_CLUSTER_SYNC=false PAYONCE_CLUSTER_ONCE_ORDERS=240 tests/e2e/cluster.sh build/payonce
 echo "== soak figures"

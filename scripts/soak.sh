@@ -8,6 +8,13 @@
 #                           under 1% new features (at most PAYONCE_FUZZ_SECONDS,
 #                           default 900), coverage reported, what gained
 #                           coverage merged into tests/fuzz/corpus (commit it)
+#   the races' other modes  test_race --mode nolayers, refund and share,
+#                           PAYONCE_RACE_ROUNDS (default 1000) rounds each per
+#                           store: `make test` runs 100 of each (300 until
+#                           issue 46) — each round is the same race again, so
+#                           more rounds are more chances
+#   the race through PgBouncer  tests/e2e/pgbouncer.sh, 1,000 rounds
+#                           (PAYONCE_PGBOUNCER_ROUNDS; `make test`: 200)
 #   the cluster, asynchronous   tests/e2e/cluster.sh with PAYONCE_CLUSTER_SYNC=false:
 #                           what a primary's death loses without synchronous
 #                           replication (docs/scaling.md)
@@ -28,6 +35,13 @@ export PAYONCE_KILLS=${PAYONCE_KILLS:-100}
 for b in sqlite postgres; do tests/e2e/kill9.sh build/payonce "$b"; done
 PAYONCE_SEEDS=${PAYONCE_SEEDS:-100000} build/tests/test_history sqlite
 PAYONCE_SEEDS=${PAYONCE_PG_SEEDS:-20000} build/tests/test_history postgres
+rounds=${PAYONCE_RACE_ROUNDS:-1000}
+for b in sqlite postgres; do
+  for m in nolayers refund share; do
+    build/tests/test_race "$b" --threads 16 --procs 4 --rounds "$rounds" --mode "$m"
+  done
+done
+PAYONCE_PGBOUNCER_ROUNDS=${PAYONCE_PGBOUNCER_ROUNDS:-1000} tests/e2e/pgbouncer.sh build/payonce build/tests/test_race
 scripts/fuzz.sh --plateau 60 "${PAYONCE_FUZZ_SECONDS:-900}" | tee -a "$PAYONCE_FIGURES"
 PAYONCE_CLUSTER_SYNC=false PAYONCE_CLUSTER_ONCE_ORDERS=240 tests/e2e/cluster.sh build/payonce
 echo "== soak figures"

@@ -6,7 +6,8 @@
 #   4. the libFuzzer targets, each for a bounded time (PAYONCE_FUZZ_SECONDS)
 #   5. the release build (`make build`, -O2: what `make demo` uses), the
 #      allocation-failure sweeps in it (they replace malloc, which the
-#      sanitizers own), the demo with it (its output compared with the
+#      sanitizers own) and bench_smoke's every scenario (the ASan stage
+#      runs eight of them), the demo with it (its output compared with the
 #      README's sample), then the demo again under ASan
 #   6. the operator's console in a real headless browser (Chromium +
 #      playwright-core): the release build on SQLite, the ASan build on
@@ -56,7 +57,7 @@ export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
 # run's artifact, kept whether the suite passed or not
 export PAYONCE_REPORTS=$root/build-asan/reports; rm -rf "$PAYONCE_REPORTS"
 # two at a time (most tests wait on servers, sockets and sleeps more than they
-# compute); the cluster's test runs alone (RUN_SERIAL: its failover timings)
+# compute), the cluster's test among them (tests/CMakeLists.txt says why)
 ctest --test-dir build-asan --output-on-failure -j"$jobs"
 echo "== figures (races, seed incident, fault injection)"
 cat "$PAYONCE_FIGURES"
@@ -89,9 +90,9 @@ make build PO_WERROR=ON | tee build-progress.log
 grep -Eq '^payonce: building build/ on [0-9]+ cores:.* [0-9]+% \([0-9]+ s\)$' build-progress.log \
   || { echo "make build printed no progress line"; exit 1; }
 rm -f build-progress.log
-echo "== allocation failures (the k-th allocation fails, every k; release build)"
+echo "== allocation failures (the k-th allocation fails, every k; release build) and bench_smoke's whole run (every scenario; the ASan stage ran eight)"
 export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
-ctest --test-dir build -L alloc --output-on-failure -j"$jobs"
+ctest --test-dir build -L 'alloc|bench' --output-on-failure -j"$jobs"
 cat "$PAYONCE_FIGURES"
 scripts/demo.sh | tee build/demo.log
 python3 tests/e2e/readme_demo.py README.md build/demo.log

@@ -213,12 +213,56 @@ static bool wx_code(const char *path, const char *named)
     return true;
 }
 
+/* Who calls, as the request says it (a DIR/faults line "@CALLER …" is that
+ * caller's only): WeChat Pay's merchant id (the mchid its Authorization is
+ * signed as, else the query's mchid), Alipay's app_id (query string or form
+ * body), Stripe's account (the Stripe-Account header a Connect platform
+ * sends, else the secret key the request is made with: the account it
+ * names). "" when the request names none. */
+static void caller_of(struct sim_call *c, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *v = NULL, *end = NULL;
+    if (strncmp(c->path, "/v3/", 4) == 0) {
+        const char *auth = c->header(c->ctx, "Authorization");
+        const char *p = auth ? strstr(auth, "mchid=\"") : NULL;
+        if (p && (end = strchr(p + 7, '"')))
+            v = p + 7;
+        else if ((v = c->arg(c->ctx, "mchid")))
+            end = v + strlen(v);
+    } else if (strncmp(c->path, "/v1/", 4) == 0) {
+        const char *auth = c->header(c->ctx, "Authorization");
+        if ((v = c->header(c->ctx, "Stripe-Account")))
+            end = v + strlen(v);
+        else if (auth && strncmp(auth, "Bearer ", 7) == 0) {
+            v = auth + 7;
+            end = v + strlen(v);
+        }
+    } else if ((v = c->arg(c->ctx, "app_id"))) {
+        end = v + strlen(v);
+    } else {
+        /* a form body: app_id=…& (an id needs no decoding) */
+        for (const char *p = c->body; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL)
+            if (strncmp(p, "app_id=", 7) == 0) {
+                v = p + 7;
+                end = strchr(v, '&') ? strchr(v, '&') : v + strlen(v);
+                break;
+            }
+    }
+    if (v && end && (size_t)(end - v) < cap) {
+        memcpy(out, v, (size_t)(end - v));
+        out[end - v] = '\0';
+    }
+}
+
 /* The first line of DIR/faults for c with a count left, its count taken
- * down: "METHOD PATH-PREFIX STATUS COUNT [FIFTH [SIXTH]]". Which lines are
- * c's: with api, the lines naming that Alipay method fifth (the sub_code,
- * sixth, into sub); with code, the lines naming a code fifth (Stripe's, into
- * code); else plain four-field lines, and WeChat Pay /v3/ lines naming one
- * of its codes fifth (into c->fault_code). */
+ * down: "[@CALLER] METHOD PATH-PREFIX STATUS COUNT [FIFTH [SIXTH]]". A line
+ * naming a caller is that caller's only (caller_of: the merchant id, app_id
+ * or Stripe account the request carries), a line without one anybody's.
+ * Which lines are c's besides: with api, the lines naming that Alipay method
+ * fifth (the sub_code, sixth, into sub); with code, the lines naming a code
+ * fifth (Stripe's, into code); else plain four-field lines, and WeChat Pay
+ * /v3/ lines naming one of its codes fifth (into c->fault_code). */
 static int fault_take(struct po_sim_server *s, struct sim_call *c, const char *api, char *sub,
                       size_t subcap, char *code, size_t codecap)
 {
@@ -234,17 +278,22 @@ static int fault_take(struct po_sim_server *s, struct sim_call *c, const char *a
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
-    char lines[16][640];
+    char lines[16][768], caller[128];
+    caller_of(c, caller, sizeof caller);
     int n = 0, hit = -1;
     unsigned status = 0;
     while (n < 16 && fgets(lines[n], sizeof lines[n], f)) {
-        char m[16], p[400], named[64] = "", sixth[64] = "";
+        char m[16], p[400], named[64] = "", sixth[64] = "", who[130] = "";
         unsigned st = 0;
-        int count = 0;
-        int k = sscanf(lines[n], "%15s %399s %u %d %63s %63s", m, p, &st, &count, named, sixth);
+        int count = 0, at = 0;
+        if (lines[n][0] == '@' && sscanf(lines[n], "%129s %n", who, &at) != 1)
+            who[0] = '\0';
+        int k =
+            sscanf(lines[n] + at, "%15s %399s %u %d %63s %63s", m, p, &st, &count, named, sixth);
         bool coded = !api && !code && k == 5 && wx_code(p, named);
         bool mine = api ? k >= 5 && strcmp(named, api) == 0 : code ? k == 5 : k == 4 || coded;
-        if (k >= 4 && mine && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
+        bool theirs = !who[0] || strcmp(who + 1, caller) == 0;
+        if (k >= 4 && mine && theirs && hit < 0 && count > 0 && strcmp(m, c->method) == 0 &&
             strncmp(c->path, p, strlen(p)) == 0) {
             hit = n;
             status = st;
@@ -253,8 +302,8 @@ static int fault_take(struct po_sim_server *s, struct sim_call *c, const char *a
             if (codecap && po_strcpy(code, codecap, named))
                 code[0] = '\0';
             (void)snprintf(c->fault_code, sizeof c->fault_code, "%s", coded ? named : "");
-            (void)snprintf(lines[n], sizeof lines[n], "%s %s %u %d %s%s%s\n", m, p, st, count - 1,
-                           named, *sixth ? " " : "", sixth);
+            (void)snprintf(lines[n], sizeof lines[n], "%s%s%s %s %u %d %s%s%s\n", who,
+                           *who ? " " : "", m, p, st, count - 1, named, *sixth ? " " : "", sixth);
         }
         n++;
     }

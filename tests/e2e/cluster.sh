@@ -362,7 +362,7 @@ check "the restarted node is back in HAProxy's rotation" \
 # resubmits; each refund reaches the channel once (one refund per
 # out_refund_no there), is credited back once, and verify is clean.
 NR=6
-echo "POST /v3/refund/domestic/refunds 500 100000" > sim2/faults
+echo "POST /v3/refund/domestic/refunds 500 100000" | sim_faults sim2 # t1's merchant only
 for i in $(seq 1 "$NR"); do
   curl -s -o "rf-$i.b" -w '%{http_code} ' -X POST "$LB/v1/refunds" -H "Authorization: Bearer $KEY" \
     -H "Idempotency-Key: rf-$i" -H 'Content-Type: application/json' \

@@ -237,7 +237,7 @@ stripe)
   check "the created payment credited" "$(wait_for 'order_status CONF-PI-1' PAID)" PAID
   # Stripe's events API down for a while: the refund and the lost payment below are decided by
   # the refund query and the order query, not by the events' recovery
-  echo "GET /v1/events 500 1000" > sim/faults
+  echo "GET /v1/events 500 1000" | sim_faults sim
   check "refund submitted" "$(api POST /v1/refunds '{"out_trade_no":"CONF-PI-1","out_refund_no":"CONF-RF-1","amount":400}')" 201
   check "refund: SUCCESS from the refund query" "$(wait_for 'refund_status CONF-RF-1' SUCCESS)" SUCCESS
   check "refund query: by the refund's own id" "$(judged refund_retrieve /v1/refunds/re_ | awk '{print ($1 > 0)}')" 1
@@ -287,7 +287,7 @@ stripe)
   # until Retry-After has passed (serve's jobs ask about PAYING orders every second otherwise)
   check "create CONF-RL-1" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-RL-1","amount":900,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}')" 201
   PIR=$(jget 'd["payment"]["payment_intent"]')
-  echo "GET /v1/payment_intents/ 429 1" > sim/faults
+  echo "GET /v1/payment_intents/ 429 1" | sim_faults sim
   check "close, rate-limited: 503" "$(api POST /v1/orders/CONF-RL-1/close)" 503
   check "close, rate-limited: PAYING, the PaymentIntent open" "$(order_status CONF-RL-1) $(intent_status "$PIR")" "PAYING requires_payment_method"
   sent=$(wc -l < verdicts.jsonl); sleep 1
@@ -298,13 +298,13 @@ stripe)
   # a cancel that fails before Stripe runs it (500), then again: the same Idempotency-Key
   check "create CONF-CX-1" "$(api POST /v1/orders '{"merchant":"m1","out_trade_no":"CONF-CX-1","amount":800,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}')" 201
   PIX=$(jget 'd["payment"]["payment_intent"]')
-  echo "POST /v1/payment_intents/ 500 1" > sim/faults
+  echo "POST /v1/payment_intents/ 500 1" | sim_faults sim
   check "close, the cancel answered 500: 503, PAYING" "$(api POST /v1/orders/CONF-CX-1/close) $(order_status CONF-CX-1)" "503 PAYING"
   check "close again: CLOSED, the PaymentIntent canceled" "$(api POST /v1/orders/CONF-CX-1/close) $(order_status CONF-CX-1) $(intent_status "$PIX")" "200 CLOSED canceled"
   check "the cancel sent twice (the judge: with one key)" "$(judged cancel "$PIX")" 2
   # a create whose answer is lost (Stripe made the PaymentIntent; payonce's budget ran out): the
   # same request again gets the same PaymentIntent (the same Idempotency-Key, Stripe's replay)
-  echo "POST /v1/payment_intents 3 1" > sim/faults
+  echo "POST /v1/payment_intents 3 1" | sim_faults sim
   lc='{"merchant":"m1","out_trade_no":"CONF-LC-1","amount":1100,"currency":"USD","channel":"stripe","pay_method":"payment_intent"}'
   check "create, its answer lost: 503 channel_unavailable" "$(api POST /v1/orders "$lc")" 503
   check "create again: the PaymentIntent" "$(api POST /v1/orders "$lc")" 200

@@ -23,6 +23,29 @@ audit_settled() {
   done
   echo "$out"
 }
+# sim_faults DIR: DIR/faults (the simulator's failures, docs/simulator.md)
+# from standard input, each line keyed by the caller its channel's requests
+# carry — DIR's WeChat Pay mchid for a /v3/ line, its Alipay app_id for
+# /gateway.do, its Stripe secret key for /v1/ — so that only this test's
+# merchant takes them (issue 46); other lines as they are
+sim_faults() {
+  python3 -c '
+import json, os, sys
+d = sys.argv[1]
+sim = json.load(open(os.path.join(d, "sim.json")))
+try:
+    stripe = open(os.path.join(d, "stripe_api_key")).read().strip()
+except OSError:
+    stripe = ""
+out = []
+for line in sys.stdin.read().splitlines():
+    path = line.split()[1] if len(line.split()) > 1 else ""
+    who = (sim["mchid"] if path.startswith("/v3/") else stripe if path.startswith("/v1/")
+           else sim["app_id"] if path.startswith("/gateway.do") else "")
+    out.append(("@%s " % who if who else "") + line)
+open(os.path.join(d, "faults"), "w").write("".join(l + "\n" for l in out))
+' "$1"
+}
 # tenant_with_sim: the database migrated, tenant t1 with merchant m1, and the
 # simulator's keys (./sim) configured as t1's channel accounts
 tenant_with_sim() {

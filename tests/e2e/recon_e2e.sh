@@ -156,7 +156,7 @@ check "active query again: nothing left" "$(jq_ 'd["queried"]' < q2.json)" 0
 # answers 500 once; the exit is 1, the first failure named; then it credits.
 orders F-0001:150
 $P sim pay --dir sim --order F-0001:150 --lose >/dev/null
-echo "GET /v3/pay/transactions/out-trade-no 500 1" > sim/faults
+echo "GET /v3/pay/transactions/out-trade-no 500 1" | sim_faults sim
 $P recon query --tenant t2 --min-age 0 --json > qf.json 2> qf.err; qrc=$?
 check "failed query: exit 1" "$qrc" 1
 check "failed query: counted, the first named" "$(jq_ '(d["failed"], d["first_failure"])' < qf.json)" "(1, 'F-0001: HTTP 500 SYSTEM_ERROR')"

@@ -14,7 +14,7 @@ tenant_with_sim || exit 1
 sim_with_api sim keys.out || exit 1
 # yesterday in the channel's zone (Beijing): the bill's day
 day=$(TZ=Asia/Shanghai date -d yesterday +%F)
-echo "GET /v3/bill/tradebill 0 1" > sim/faults
+echo "GET /v3/bill/tradebill 0 1" | sim_faults sim
 pids=()
 for n in 1 2; do
   "$BIN" serve --listen 127.0.0.1:0 --insecure-dev --recon-interval 1 --recon-at 00:00 \
@@ -25,8 +25,8 @@ lease_holder() { # the pid holding the daily-recon lease
   psql -X -At -d "$PAYONCE_DB" -c "SELECT holder FROM job_lease WHERE name = 'daily-recon'" 2>/dev/null | cut -d: -f2
 }
 # the holder's request reached the channel and is held there (the fault used)
-for _ in $(seq 1 200); do grep -q "^GET /v3/bill/tradebill 0 0" sim/faults && break; sleep 0.05; done
-check "the lease holder's bill request is held by the channel" "$(grep -c "^GET /v3/bill/tradebill 0 0" sim/faults)" 1
+for _ in $(seq 1 200); do grep -q "^@[0-9]* GET /v3/bill/tradebill 0 0" sim/faults && break; sleep 0.05; done
+check "the lease holder's bill request is held by the channel (the merchant's own fault)" "$(grep -c "^@[0-9]* GET /v3/bill/tradebill 0 0" sim/faults)" 1
 victim=$(lease_holder)
 check "the daily-recon lease is held by one of the nodes" "$([ "$victim" = "${pids[0]}" ] || [ "$victim" = "${pids[1]}" ] && echo yes)" yes
 t0=$(date +%s%N)

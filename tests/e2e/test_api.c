@@ -24,7 +24,7 @@
  * (two tenants, their merchants and API keys) with its own gateways and
  * serve child, makes the rows it needs, checks them, and ends with every
  * ledger invariant on its database. `test_api BACKEND PAYONCE CASE...` runs
- * some; the order is shuffled by a printed seed (PAYONCE_TEST_SEED). The
+ * some, `-CASE` all but those; the order is shuffled by a printed seed (PAYONCE_TEST_SEED). The
  * simulator is the one channel they all share, as a real one would be: a
  * refund number is the same refund to it in any case, so no two cases use
  * the same one.
@@ -3173,6 +3173,14 @@ static void sim_file(const char *name, const char *content)
     t_sim_file(dir, name, content);
 }
 
+/* DIR/faults for t1's merchants only (each line keyed by the merchant id,
+ * app_id or Stripe account its calls carry): another case's or a
+ * background round's call for another merchant cannot take them. */
+static void sim_faults(const char *lines)
+{
+    t_sim_faults(dir, &id, lines);
+}
+
 static void test_channel_failures(void)
 {
     struct resp r;
@@ -3185,7 +3193,7 @@ static void test_channel_failures(void)
         "\"wechatpay\",\"pay_method\":\"native\"}";
     /* WeChat Pay rate-limits the create (429 FREQUENCY_LIMITED): 503, the
      * same request again creates it, once */
-    sim_file("faults", "POST /v3/pay/transactions/native 429 1\n");
+    sim_faults("POST /v3/pay/transactions/native 429 1\n");
     api("POST", gw_port, "/v1/orders", key1, "pf-1", pf1, &r);
     T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "FREQUENCY_LIMITED") &&
                 no_payment("PF-0001"),
@@ -3194,7 +3202,7 @@ static void test_channel_failures(void)
     T_CHECK(r.status == 200 && strstr(r.body, "code_url") && sim_created("created", "PF-0001") == 1,
             "wechatpay create after the rate limit: %ld %s", r.status, r.body);
     /* its close meets a 500 SYSTEM_ERROR: 503, the order stays PAYING */
-    sim_file("faults", "POST /v3/pay/transactions/out-trade-no/ 500 1\n");
+    sim_faults("POST /v3/pay/transactions/out-trade-no/ 500 1\n");
     close_order("PF-0001", "pf-1c", &r);
     T_CHECK(has_code(&r, 503, "channel_unavailable") && strstr(r.body, "SYSTEM_ERROR") &&
                 status_is("PF-0001", "PAYING"),
@@ -3204,7 +3212,7 @@ static void test_channel_failures(void)
             r.body);
     /* Alipay's gateway down (HTTP 502) for a precreate */
     t1_alipay(gateway, "sim");
-    sim_file("faults", "POST /gateway.do 502 1\n");
+    sim_faults("POST /gateway.do 502 1\n");
     const char *pf2 =
         "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-0002\",\"amount\":200,\"channel\":"
         "\"alipay\",\"pay_method\":\"precreate\"}";
@@ -3217,7 +3225,7 @@ static void test_channel_failures(void)
             r.body);
     /* Stripe's rate limit (429 rate_limit) on the PaymentIntent */
     t1_stripe("sim");
-    sim_file("faults", "POST /v1/payment_intents 429 1\n");
+    sim_faults("POST /v1/payment_intents 429 1\n");
     const char *pf3 =
         "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-0003\",\"amount\":300,\"currency\":"
         "\"USD\",\"channel\":\"stripe\",\"pay_method\":\"payment_intent\"}";
@@ -3242,8 +3250,8 @@ static void test_channel_failures(void)
      * recorded; the same request again creates it. */
     po_api_set_timeout_ms(1000);
     t1_wechatpay(sim_base, "sim");
-    sim_file("faults", "POST /v3/pay/transactions/native 0 1\nPOST /gateway.do 0 1\n"
-                       "POST /v1/payment_intents 0 1\nGET /v3/bill/tradebill 0 1\n");
+    sim_faults("POST /v3/pay/transactions/native 0 1\nPOST /gateway.do 0 1\n"
+               "POST /v1/payment_intents 0 1\nGET /v3/bill/tradebill 0 1\n");
     const char *pf6 =
         "{\"merchant\":\"m1\",\"out_trade_no\":\"PF-0006\",\"amount\":600,\"channel\":"
         "\"wechatpay\",\"pay_method\":\"native\"}";
@@ -3599,10 +3607,9 @@ static void matrix_channel(const char *channel, char tag, const struct matrix_ce
                 (!wx || strstr(out, "certificates   works")) &&
                 (!stripe || strstr(out, "events         works")),
             "channel check, %s: %d\n%s", channel, st, out);
-    sim_file("faults",
-             stripe ? "GET /v1/balance_transactions 500 1\n"
-             : wx   ? "GET /v3/bill/tradebill 1 1\n"
-                    : "POST /gateway.do 2 1 alipay.data.dataservice.bill.downloadurl.query\n");
+    sim_faults(stripe ? "GET /v1/balance_transactions 500 1\n"
+               : wx   ? "GET /v3/bill/tradebill 1 1\n"
+                      : "POST /gateway.do 2 1 alipay.data.dataservice.bill.downloadurl.query\n");
     st = t_cli_all(dir, bin, url, out, sizeof out, "channel check --tenant t1 --channel %s",
                    channel);
     sim_file("faults", "");
@@ -3614,7 +3621,7 @@ static void matrix_channel(const char *channel, char tag, const struct matrix_ce
             char line[256], why[400] = "";
             snprintf(line, sizeof line, "%s %d 99%s%s\n", cells[c].fault, modes[m].status,
                      cells[c].api ? " " : "", cells[c].api ? cells[c].api : "");
-            sim_file("faults", line);
+            sim_faults(line);
             /* no answer: the calls' budget (serve's --channel-timeout-ms) is
              * short of the simulator's hold */
             po_api_set_timeout_ms(modes[m].status == PO_SIM_FAULT_HANG ? 200 : 10000);
@@ -3761,7 +3768,7 @@ static void ae_fault(const struct ae_row *w)
 {
     char line[200];
     snprintf(line, sizeof line, "POST /gateway.do 200 1 %s %s\n", ae_methods[w->op], w->sub);
-    sim_file("faults", line);
+    sim_faults(line);
 }
 
 /* The order no, paid at the simulated gateway (trade txn), its
@@ -4016,7 +4023,7 @@ static void test_alipay_errors(void)
     ae_paid_lost("AE-T1", 301, 9901);
     ae_paid_lost("AE-T2", 302, 9902);
     ae_paid_lost("AE-T3", 303, 9903);
-    sim_file("faults", "POST /gateway.do 200 1 alipay.trade.query isv.app-call-limited\n");
+    sim_faults("POST /gateway.do 200 1 alipay.trade.query isv.app-call-limited\n");
     struct po_query_report qx = ae_query_round();
     T_CHECK(qx.throttled && qx.queried == 1 && qx.failed == 1 && status_is("AE-T1", "PAYING") &&
                 status_is("AE-T2", "PAYING") && status_is("AE-T3", "PAYING"),
@@ -4038,7 +4045,7 @@ static void test_alipay_errors(void)
     api("POST", gw_port, "/v1/refunds", key1, NULL,
         "{\"out_trade_no\":\"AE-T2\",\"out_refund_no\":\"AET-R2\",\"amount\":100}", &r);
     ae_account(false);
-    sim_file("faults", "POST /gateway.do 200 1 alipay.trade.refund isv.app-call-limited\n");
+    sim_faults("POST /gateway.do 200 1 alipay.trade.refund isv.app-call-limited\n");
     int done = ae_submit_round();
     T_CHECK(done == 0 &&
                 q1("SELECT COUNT(*) FROM refund WHERE out_refund_no LIKE ? AND"
@@ -4055,8 +4062,8 @@ static void test_alipay_errors(void)
             done);
     done = ae_submit_round();
     T_CHECK(done == 2, "refund retry, next turn: %d submitted", done);
-    sim_file("faults", "POST /gateway.do 200 1 alipay.trade.fastpay.refund.query"
-                       " isv.app-call-limited\n");
+    sim_faults("POST /gateway.do 200 1 alipay.trade.fastpay.refund.query"
+               " isv.app-call-limited\n");
     struct po_refund_query_report rx = ae_refund_query_round();
     T_CHECK(rx.queried == 1 && rx.failed == 1 && rx.throttled == 1 && rx.applied == 0,
             "refund query, rate-limited: %lld queried, %lld skipped", (long long)rx.queried,
@@ -4086,7 +4093,7 @@ static void test_alipay_lost_create(void)
         "{\"merchant\":\"m1\",\"out_trade_no\":\"LC-1\",\"amount\":700,"
         "\"channel\":\"alipay\",\"pay_method\":\"precreate\",\"description\":\"lost\"}";
     po_api_set_timeout_ms(1000);
-    sim_file("faults", "POST /gateway.do 3 1 alipay.trade.precreate\n");
+    sim_faults("POST /gateway.do 3 1 alipay.trade.precreate\n");
     api("POST", gw_port, "/v1/orders", key1, "lc-1", lc1, &r);
     po_api_set_timeout_ms(10000);
     sim_file("faults", "");
@@ -4530,7 +4537,20 @@ static void faults_now(char *out, size_t cap)
     char path[512], *text = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/sim/faults", dir);
-    snprintf(out, cap, "%s", po_file_read(path, 4096, &text, &len) ? "(unreadable)" : text);
+    if (po_file_read(path, 4096, &text, &len)) {
+        snprintf(out, cap, "(unreadable)");
+        return;
+    }
+    /* each line without its caller key (sim_faults wrote it; test_sim_api
+     * checks that the simulator keeps it) */
+    out[0] = '\0';
+    for (char *p = text; p && *p;) {
+        char *nl = strchr(p, '\n'), *end = nl ? nl + 1 : p + strlen(p), *sp = strchr(p, ' ');
+        char *from = *p == '@' && sp && sp < end ? sp + 1 : p;
+        size_t have = strlen(out);
+        snprintf(out + have, cap - have, "%.*s", (int)(end - from), from);
+        p = end;
+    }
     free(text);
 }
 
@@ -4603,7 +4623,7 @@ static void test_wechatpay_errors(void)
                 continue;
             snprintf(fault, sizeof fault, "%s %u %d %s\n", wxe_fault[op], row->status,
                      wxe_asks(row->op), row->code);
-            sim_file("faults", fault);
+            sim_faults(fault);
             bool effect = wxe_act(row, row->op, i, why, sizeof why);
             bool used = wxe_fault_used(row, left, sizeof left);
             sim_file("faults", "");
@@ -4624,7 +4644,7 @@ static void test_wechatpay_errors(void)
                           " out_refund_no LIKE ?",
                           "WERF-%"),
         n = -1;
-    sim_file("faults", "POST /v3/refund/domestic/refunds 429 9 FREQUENCY_LIMITED\n");
+    sim_faults("POST /v3/refund/domestic/refunds 429 9 FREQUENCY_LIMITED\n");
     bool ran = pending >= 2 && po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK;
     faults_now(left, sizeof left);
     T_CHECK(ran && n == 0 &&
@@ -4665,7 +4685,7 @@ static void test_wechatpay_lost_create(void)
         "\"wechatpay\",\"pay_method\":\"native\",\"description\":\"another description\"}";
     struct resp r;
     po_api_set_timeout_ms(1000); /* the simulator holds the answer 3 s */
-    sim_file("faults", "POST /v3/pay/transactions/native 3 1\n");
+    sim_faults("POST /v3/pay/transactions/native 3 1\n");
     api("POST", gw_port, "/v1/orders", key1, "wlc-1", first, &r);
     po_api_set_timeout_ms(10000);
     sim_file("faults", "");
@@ -5061,7 +5081,7 @@ static void test_stripe_errors(void)
                  : x->op == SX_QUERY || x->op == SX_RETRIEVE || x->op == SX_CANCEL ? pi
                                                                                    : "",
                  x->op == SX_CANCEL ? "/cancel" : "", x->status, x->code);
-        sim_file("faults", fault);
+        sim_faults(fault);
         bool ok = sx_act(x, no, pi, false, why, sizeof why);
         T_CHECK(ok, "stripe %s: %u %s: not %s (%s)", where[x->op], x->status, x->code,
                 x->then == SX_REFUSED ? "refused"
@@ -5550,20 +5570,32 @@ static void case_end(struct case_env *e, const char *name)
     t_db_drop(url);
 }
 
-/* Runs the cases named on the command line (all when none), in an order
- * shuffled by a printed seed (PAYONCE_TEST_SEED replays it): a case that
- * relied on another's rows fails in some order. */
+/* Runs the cases named on the command line (all when none; "-NAME" leaves
+ * that case out of the others: tests/CMakeLists.txt runs the channel's
+ * answer tables on one store so), in an order shuffled by a printed seed
+ * (PAYONCE_TEST_SEED replays it): a case that relied on another's rows
+ * fails in some order. */
 static int run_cases(int argc, char **argv)
 {
-    int order[API_NCASES], n = 0;
+    int order[API_NCASES], n = 0, known = 0;
+    bool named = false;
+    for (int a = 3; a < argc; a++) {
+        named = named || argv[a][0] != '-';
+        for (int c = 0; c < API_NCASES; c++)
+            known += strcmp(argv[a] + (argv[a][0] == '-'), api_cases[c].name) == 0;
+    }
     for (int c = 0; c < API_NCASES; c++) {
-        bool want = argc <= 3;
-        for (int a = 3; a < argc; a++)
-            want = want || strcmp(argv[a], api_cases[c].name) == 0;
+        bool want = !named;
+        for (int a = 3; a < argc; a++) {
+            if (argv[a][0] == '-' && strcmp(argv[a] + 1, api_cases[c].name) == 0)
+                want = false;
+            else if (strcmp(argv[a], api_cases[c].name) == 0)
+                want = true;
+        }
         if (want)
             order[n++] = c;
     }
-    if (n == 0 || n < argc - 3) {
+    if (n == 0 || known < argc - 3) {
         fprintf(stderr, "test_api: unknown case; the cases are:");
         for (int c = 0; c < API_NCASES; c++)
             fprintf(stderr, " %s", api_cases[c].name);
@@ -5602,7 +5634,7 @@ int main(int argc, char **argv)
 {
     backend = t_backend(argc, argv);
     if (argc < 3 || !realpath(argv[2], bin))
-        die("usage: test_api BACKEND PAYONCE [CASE...]");
+        die("usage: test_api BACKEND PAYONCE [CASE... | -CASE...]");
     po_log_set_level(PO_LOG_ERROR);
     unsigned char master[32];
     char sd[300], other[300], err[PO_ERRBUF_SIZE] = "";

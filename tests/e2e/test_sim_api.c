@@ -431,6 +431,19 @@ static int sim_lines(const char *name)
     return n;
 }
 
+/* DIR/name's text (at most cap - 1 bytes; "" when there is none). */
+static void sim_text(const char *name, char *out, size_t cap)
+{
+    char path[512], *all = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/sim/%s", dir, name);
+    out[0] = '\0';
+    if (po_file_read(path, 1 << 22, &all, &len))
+        return;
+    snprintf(out, cap, "%.*s", (int)len, all);
+    free(all);
+}
+
 /* The answer is WeChat Pay's error: status, code, and (when given) the
  * field its detail names; signed by the platform like every answer. */
 static bool wx_refused(const struct resp *r, long status, const char *code, const char *field)
@@ -613,6 +626,36 @@ static void test_strict(const struct po_sim_identity *id)
             "a fault's code: %ld %s", r.status, r.body);
     wx(id, "GET", q, NULL, 0, &r);
     T_CHECK(r.status == 200, "the fault used: %ld %s", r.status, r.body);
+    /* a fault keyed by the caller ("@MCHID …", issue 46): another
+     * merchant's call leaves it (the simulator knows one merchant, so that
+     * call is refused for its own reason, never with the fault), and the
+     * merchant named takes it; a fault keyed for another merchant is not
+     * taken by this merchant's served call */
+    struct po_sim_identity other = *id;
+    snprintf(other.mchid, sizeof other.mchid, "1900000999");
+    char line[200], left[400];
+    snprintf(line, sizeof line, "@%s GET /v3/pay/transactions/out-trade-no/ 403 1 TRADE_ERROR\n",
+             id->mchid);
+    sim_file("faults", line);
+    wx(&other, "GET", q, NULL, 0, &r);
+    sim_text("faults", left, sizeof left);
+    T_CHECK(!wx_refused(&r, 403, "TRADE_ERROR", NULL) && strcmp(left, line) == 0,
+            "merchant A's fault left by merchant B's call: %ld %s; faults now %s", r.status, r.body,
+            left);
+    wx(id, "GET", q, NULL, 0, &r);
+    sim_text("faults", left, sizeof left);
+    T_CHECK(wx_refused(&r, 403, "TRADE_ERROR", NULL) && strstr(left, " 403 0 TRADE_ERROR") &&
+                strncmp(left, line, strlen(id->mchid) + 1) == 0,
+            "merchant A's fault taken by A (its key kept): %ld %s; faults now %s", r.status, r.body,
+            left);
+    snprintf(line, sizeof line, "@%s GET /v3/pay/transactions/out-trade-no/ 403 1 TRADE_ERROR\n",
+             other.mchid);
+    sim_file("faults", line);
+    wx(id, "GET", q, NULL, 0, &r);
+    sim_text("faults", left, sizeof left);
+    T_CHECK(r.status == 200 && strcmp(left, line) == 0,
+            "merchant B's fault not taken by A's call: %ld %s; faults now %s", r.status, r.body,
+            left);
     sim_file("faults", "");
 }
 

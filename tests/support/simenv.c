@@ -306,6 +306,29 @@ void t_sim_file(const char *dir, const char *name, const char *content)
         die("simulator", "cannot write a simulator switch");
 }
 
+void t_sim_faults(const char *dir, const struct po_sim_identity *id, const char *lines)
+{
+    char out[4096];
+    size_t n = 0;
+    out[0] = '\0';
+    for (const char *p = lines; *p;) {
+        const char *nl = strchr(p, '\n'), *end = nl ? nl + 1 : p + strlen(p);
+        const char *path = strchr(p, ' ');
+        path = path ? path + 1 : "";
+        const char *who = strncmp(path, "/v3/", 4) == 0           ? id->mchid
+                          : strncmp(path, "/v1/", 4) == 0         ? id->stripe_api_key
+                          : strncmp(path, "/gateway.do", 11) == 0 ? id->app_id
+                                                                  : NULL;
+        int w = snprintf(out + n, sizeof out - n, "%s%s%s%.*s", who ? "@" : "", who ? who : "",
+                         who ? " " : "", (int)(end - p), p);
+        if (w < 0 || (size_t)w >= sizeof out - n)
+            die("simulator", "faults longer than 4 KiB");
+        n += (size_t)w;
+        p = end;
+    }
+    t_sim_file(dir, "faults", out);
+}
+
 unsigned t_sim_pay(unsigned port, const struct po_sim_identity *id, const char *tenant,
                    const char *no, const char *txn, int64_t amount)
 {

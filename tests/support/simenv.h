@@ -96,6 +96,14 @@ unsigned t_sim_post(unsigned port, const char *path, const struct po_sim_request
 /* Writes DIR/sim/name (a simulator switch: faults, bill_not_ready, …)
  * whole; aborts the test when it cannot. */
 void t_sim_file(const char *dir, const char *name, const char *content);
+/* Writes DIR/sim/faults with every line keyed by its caller (issue 46):
+ * "@CALLER " before it, CALLER the merchant id's identity as the request
+ * carries it — id's mchid for a WeChat Pay line (/v3/…), its app_id for an
+ * Alipay gateway one (/gateway.do), its Stripe secret key for a Stripe one
+ * (/v1/…), so that only that merchant's calls take the fault. Other lines
+ * (Alipay's bill file, fetched by the URL the gateway gave: it names no
+ * merchant) stay anybody's. */
+void t_sim_faults(const char *dir, const struct po_sim_identity *id, const char *lines);
 
 /* A WeChat Pay payment callback (order no, transaction txn, amount CNY)
  * signed now with identity id, posted to /notify/wechatpay/TENANT. */

@@ -326,11 +326,38 @@ void t_figure(const char *fmt, ...)
 
 const char *t_fx_backend;
 
+/* The cases' template on SQLite: one database migrated per process, dropped
+ * at its exit (by that process only: a forked child makes its own). */
+static char fx_tmpl[T_URL_MAX];
+static pid_t fx_tmpl_pid;
+
+static void fx_tmpl_drop(void)
+{
+    if (fx_tmpl_pid == getpid() && fx_tmpl[0])
+        t_db_drop(fx_tmpl);
+}
+
 int t_fx_setup(void **state)
 {
     static struct t_fx f;
     memset(&f, 0, sizeof f);
-    t_db_create(t_fx_backend, f.url, sizeof f.url);
+    /* On SQLite each case's database is a copy of one migrated for the
+     * process (t_db_clone's file copy), the same schema a migration per
+     * case gave, in a fraction of its time (issue 46: the seven cmocka
+     * store programs 21.5 -> 12.2 s under ASan). On PostgreSQL a clone
+     * (CREATE DATABASE … TEMPLATE) was no faster than creating and
+     * migrating (73.8 -> 86.4 s, one after another): created as before. */
+    if (strcmp(t_fx_backend, "sqlite") != 0) {
+        t_db_create(t_fx_backend, f.url, sizeof f.url);
+    } else {
+        if (fx_tmpl_pid != getpid()) {
+            t_db_create(t_fx_backend, fx_tmpl, sizeof fx_tmpl);
+            if (!fx_tmpl_pid && atexit(fx_tmpl_drop))
+                DIE("atexit");
+            fx_tmpl_pid = getpid();
+        }
+        t_db_clone(fx_tmpl, f.url, sizeof f.url);
+    }
     f.s = t_open(f.url);
     *state = &f;
     return 0;

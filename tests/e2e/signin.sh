@@ -75,13 +75,27 @@ check "then the right password: refused (locked)" "$(login bob "$(head -1 bob.pw
 login bob x >/dev/null # bob's tenth attempt this minute
 check "per name: the eleventh attempt in a minute: 429" "$(login bob "$(head -1 bob.pw)")" 429
 check "per name: with Retry-After" "$(grep -ci '^Retry-After: [1-9]' login.h)" 1
-# the address: 30 at once, then 30 a minute; fresh names, so only it binds
+# the address: 30 at once, then 30 a minute; fresh names, so only it binds.
+# Fresh names until the first 429: how many it takes depends on how long
+# the attempts before took (a token back every 2 s; a loaded machine's ASan
+# build once got through 20 without one), but never more than the burst
+# plus what came back meanwhile — 100 is far past that at any pace of a
+# request a second or faster. Every answer before the 429 is a 401.
 limited=0; unauth=0
-for i in $(seq 1 20); do
-  case "$(login "ghost$i" x)" in 429) limited=$((limited + 1)) ;; 401) unauth=$((unauth + 1)) ;; esac
+for i in $(seq 1 100); do
+  case "$(login "ghost$i" x)" in 429) limited=1; break ;; 401) unauth=$((unauth + 1)) ;; *) break ;; esac
 done
-check "per address: past its burst, 429" "$((limited > 0 && limited + unauth == 20))" 1
-check "per address: a known name then: 429, no count taken" "$(login carol wrong) $(failures carol)" "429 0"
+check "per address: past its burst, 429 (after $unauth fresh names answered 401)" "$limited" 1
+# A known name from the limited address: its 429 takes no count. (A token
+# comes back every 2 s and a 429 is sent a second late, so the attempt
+# right after a 429 may find one: such an attempt is a counted 401; the
+# next 429 is the one judged, its count compared with the one before it.)
+judged=""
+for _ in $(seq 1 10); do
+  before=$(failures carol); got=$(login carol wrong); after=$(failures carol)
+  if [ "$got" = 429 ]; then judged="429 $((after - before))"; break; fi
+done
+check "per address: a known name then: 429, no count taken" "$judged" "429 0"
 check "a sign-in that is refused logs no password" "$(grep -c 'Sn4!' server.log)" 0
 
 # --- --console-origin: the console behind a name ---

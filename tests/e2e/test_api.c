@@ -2139,6 +2139,57 @@ static void test_close_at_channel(void)
             "close with an account for notifications only: %ld %s", r.status, r.body);
 }
 
+/* ---- outbound calls take the account from serve's cache (issue 46) ---- */
+
+/* payonce_account_loads_total of the in-process gateway (-1: not shown). */
+static long account_loads(void)
+{
+    static const char name[] = "\npayonce_account_loads_total ";
+    struct resp m;
+    api("GET", gw_port, "/metrics", NULL, NULL, NULL, &m);
+    const char *line = m.status == 200 ? strstr(m.body, name) : NULL;
+    return line ? strtol(line + sizeof name - 1, NULL, 10) : -1;
+}
+
+/* The close at the channel is an outbound call like creating a payment,
+ * a refund or a query: its account comes from the gateway's cache, loaded
+ * once, and a `channel set` is seen by the very next call (the cache
+ * compares the stored version first), not at the next sweep. */
+static void test_account_cache(void)
+{
+    struct resp r;
+    char sim_base[64];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    order_on("ACW-0001", 100, "wechatpay");
+    order_on("ACW-0002", 200, "wechatpay");
+    order_on("ACW-0003", 300, "wechatpay");
+    long before = account_loads();
+    close_order("ACW-0001", NULL, &r);
+    long first = account_loads();
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") &&
+                sim_closed("wechatpay", "ACW-0001") && before >= 0 && first == before + 1,
+            "first close: %ld %s; account loads %ld -> %ld (one expected)", r.status, r.body,
+            before, first);
+    close_order("ACW-0002", NULL, &r);
+    T_CHECK(r.status == 200 && sim_closed("wechatpay", "ACW-0002") && account_loads() == first,
+            "second close, account unchanged: %ld %s; account loads %ld -> %ld (none expected)",
+            r.status, r.body, first, account_loads());
+    /* The account now points at no channel: the next call goes there. */
+    t1_wechatpay("http://127.0.0.1:1", "sim");
+    close_order("ACW-0003", "acw-3", &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("ACW-0003", "PAYING") &&
+                !sim_closed("wechatpay", "ACW-0003") && account_loads() == first + 1,
+            "close after channel set (unreachable base URL): %ld %s; account loads %ld -> %ld",
+            r.status, r.body, first, account_loads());
+    /* And back: the very next call reaches the channel again. */
+    t1_wechatpay(sim_base, "sim");
+    close_order("ACW-0003", "acw-3", &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") &&
+                sim_closed("wechatpay", "ACW-0003") && account_loads() == first + 2,
+            "close after channel set back: %ld %s; account loads %ld -> %ld", r.status, r.body,
+            first + 1, account_loads());
+}
+
 /* ---- expiry: closed at the channel by itself (issue 23, item 2) ---- */
 
 static void test_order_expiry(void)
@@ -5453,6 +5504,7 @@ static const struct api_case {
     {"hostile_table", test_hostile_table},
     {"close", test_close},
     {"close_at_channel", test_close_at_channel},
+    {"account_cache", test_account_cache},
     {"stripe_lifecycle", test_stripe_lifecycle},
     {"create_at_channel", test_create_at_channel},
     {"daily_recon", test_daily_recon},

@@ -200,7 +200,7 @@ int cmd_alerts_refund(struct po_store *s, const struct opts *o)
     struct po_suspense_refund r;
     struct po_door d = {s, NULL}; /* the offline CLI: no committer */
     po_err rc =
-        po_alert_refund(&d, have ? master : NULL, cli_opt(o, "tenant"), cli_opt(o, "alert"),
+        po_alert_refund(&d, NULL, have ? master : NULL, cli_opt(o, "tenant"), cli_opt(o, "alert"),
                         cli_opt(o, "out-refund-no"), by, cli_opt(o, "note"), &r, err, sizeof err);
     po_secure_zero(master, sizeof master);
     if (rc)

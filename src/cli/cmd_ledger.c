@@ -444,7 +444,7 @@ int cmd_order_close(struct po_store *s, const struct opts *o)
         return ret;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct po_close_report rep;
-    po_err rc = po_order_close_everywhere(s, NULL, have ? master : NULL, t, no, &rep);
+    po_err rc = po_order_close_everywhere(s, NULL, NULL, have ? master : NULL, t, no, &rep);
     curl_global_cleanup();
     po_secure_zero(master, sizeof master);
     if (rc == PO_ERR_NOT_FOUND)

@@ -504,8 +504,8 @@ static void alert_action(struct po_hcall *h, struct po_store *s, const struct po
         rc = po_alert_redrive(s, tenant, id, actor, note, &redriven, err, sizeof err);
     } else if (strcmp(action, "refund") == 0) {
         rc = refund_no && po_id_valid(refund_no, PO_ID_MAX)
-                 ? po_alert_refund(&d, h->ctx->gw->cfg->master_key, tenant, id, refund_no, actor,
-                                   note, &sr, err, sizeof err)
+                 ? po_alert_refund(&d, h->ctx->gw->cb.accounts, h->ctx->gw->cfg->master_key, tenant,
+                                   id, refund_no, actor, note, &sr, err, sizeof err)
                  : PO_ERR_INVALID;
     } else {
         known = false;
@@ -617,8 +617,9 @@ static void recon_action(struct po_hcall *h, struct po_store *s, const struct po
     struct po_console_actor who = {w->token ? "dashboard" : w->ses.name, note};
     const struct po_gateway_cfg *cfg = h->ctx->gw->cfg;
     struct po_door d = {s, h->ctx->gw->cb.committer};
-    po_err rc = po_console_refetch(&d, cfg->master_key, tenant, channel, date, h->req.now_unix,
-                                   cfg->recon_retry_s, &who, &doc, err, sizeof err);
+    po_err rc =
+        po_console_refetch(&d, h->ctx->gw->cb.accounts, cfg->master_key, tenant, channel, date,
+                           h->req.now_unix, cfg->recon_retry_s, &who, &doc, err, sizeof err);
     if (rc == PO_ERR_NOT_FOUND)
         fail_with(h, 404, "account_not_found", "", err);
     else if (rc == PO_ERR_INVALID)

@@ -244,8 +244,8 @@ static void submit_refund(struct po_api_call *c)
     struct po_refund_job *job = calloc(1, sizeof *job);
     bool found = false;
     po_err rc = job && po_api_acquire(c)
-                    ? po_refund_prepare(c->s, c->ctx->gw->cfg->master_key, c->tenant,
-                                        c->submit_refund, job, &found)
+                    ? po_refund_prepare(c->s, c->ctx->gw->cb.accounts, c->ctx->gw->cfg->master_key,
+                                        c->tenant, c->submit_refund, job, &found)
                     : PO_ERR_TRANSIENT;
     po_api_release(c);
     if (!rc && found && job->callable) {

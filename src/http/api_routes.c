@@ -309,7 +309,7 @@ static bool create_before(struct po_api_call *c)
         po_api_unavailable(c);
         return false;
     }
-    po_err rc = po_order_pay_prepare(c->s, gw->cfg->master_key, &spec, &ask, job);
+    po_err rc = po_order_pay_prepare(c->s, gw->cb.accounts, gw->cfg->master_key, &spec, &ask, job);
     po_api_release(c);
     if (rc)
         return before_failed(c, rc);
@@ -398,7 +398,8 @@ static bool close_before(struct po_api_call *c)
         po_api_unavailable(c);
         return false;
     }
-    po_err rc = po_order_close_prepare(c->s, gw->cfg->master_key, c->tenant, c->no, job);
+    po_err rc =
+        po_order_close_prepare(c->s, gw->cb.accounts, gw->cfg->master_key, c->tenant, c->no, job);
     po_api_release(c);
     struct po_close_report rep = {.result = PO_CC_LOCAL};
     bool busy = false;

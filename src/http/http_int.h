@@ -222,8 +222,9 @@ void po_metrics_http(unsigned status);
 /* One tenant API answer (route NULL when unknown). */
 void po_metrics_api(const struct po_route *route, unsigned status, bool replayed);
 /* Renders everything in Prometheus text format into a heap string, with
- * the committer's figures when given. */
+ * the committer's figures when given, and the accounts serve's cache
+ * unsealed from the store (po_accounts_loads). */
 char *po_metrics_render(const struct po_committer_stats *committer,
-                        const struct po_webhooks_stats *webhooks);
+                        const struct po_webhooks_stats *webhooks, int64_t account_loads);
 
 #endif

@@ -14,6 +14,7 @@
  *   payonce_committer_queued,
  *   payonce_committer_known_hits_total, payonce_committer_known_clears_total
  *   payonce_console_deliveries_dropped_total
+ *   payonce_account_loads_total
  */
 #include "http_int.h"
 
@@ -302,13 +303,18 @@ static void render_webhooks(struct out *o, const struct po_webhooks_stats *w)
 }
 
 char *po_metrics_render(const struct po_committer_stats *committer,
-                        const struct po_webhooks_stats *webhooks)
+                        const struct po_webhooks_stats *webhooks, int64_t account_loads)
 {
     struct out o = {0};
     if (committer)
         render_committer(&o, committer);
     if (webhooks)
         render_webhooks(&o, webhooks);
+    put(&o,
+        "# HELP payonce_account_loads_total Channel accounts unsealed from the store into the"
+        " account cache (the first use, and after each change).\n# TYPE"
+        " payonce_account_loads_total counter\npayonce_account_loads_total %lld\n",
+        (long long)account_loads);
     put(&o, "# HELP payonce_callbacks_total Callbacks answered, by channel, outcome and the"
             " layer that caught a duplicate.\n# TYPE payonce_callbacks_total counter\n");
     for (size_t c = 0; c < (size_t)nchannels(); c++)

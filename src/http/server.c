@@ -455,7 +455,8 @@ static bool route(struct po_server *srv, struct po_hcall *h)
         struct po_webhooks_stats ws;
         po_committer_stats(srv->http.gw->cb.committer, &st);
         po_webhooks_stats(srv->http.gw->webhooks, &ws);
-        char *m_text = po_metrics_render(&st, srv->http.gw->webhooks ? &ws : NULL);
+        char *m_text = po_metrics_render(&st, srv->http.gw->webhooks ? &ws : NULL,
+                                         po_accounts_loads(srv->http.gw->cb.accounts));
         po_hresp_set(&h->resp, m_text ? 200 : 500, "text/plain; version=0.0.4",
                      m_text ? m_text : "");
         free(m_text);

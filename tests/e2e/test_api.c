@@ -1158,7 +1158,7 @@ static void test_refund_submission(void)
     t2_channel(sim_base, "sim", id.merchant_serial);
     struct po_store *s = t_open(url);
     int n = 0;
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == 1,
+    T_CHECK(po_refund_submit_pending(s, NULL, mkey, 0, 100, &n) == PO_OK && n == 1,
             "resubmission: %d submitted", n);
     po_store_close(s);
     T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
@@ -1197,7 +1197,8 @@ static void test_refund_submission(void)
         " --api-base-url http://127.0.0.1:1",
         id.mchid, id.appid);
     s = t_open(url);
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK, "resubmission without a key");
+    T_CHECK(po_refund_submit_pending(s, NULL, mkey, 0, 100, &n) == PO_OK,
+            "resubmission without a key");
     po_store_close(s);
     api("GET", gw_port, "/v1/refunds/RT-3", key2, NULL, NULL, &r);
     T_CHECK(strstr(r.body, "\"error\":\"no_merchant_key\",\"state\":\"pending\"") != NULL,
@@ -1214,7 +1215,7 @@ static void test_refund_submission(void)
     /* The key configured again: the pending refund is submitted, once. */
     t2_channel(sim_base, "sim", id.merchant_serial);
     s = t_open(url);
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == 1,
+    T_CHECK(po_refund_submit_pending(s, NULL, mkey, 0, 100, &n) == PO_OK && n == 1,
             "resubmission with the key again: %d submitted", n);
     po_store_close(s);
     T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
@@ -1377,7 +1378,7 @@ static void test_silent_channel(void)
     /* The channel is back: the retry job's work submits all ten. */
     struct po_store *s = t_open(url);
     int n = 0;
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == N + 1,
+    T_CHECK(po_refund_submit_pending(s, NULL, mkey, 0, 100, &n) == PO_OK && n == N + 1,
             "silent: %d of %d resubmitted", n, N + 1);
     po_store_close(s);
 }
@@ -1581,7 +1582,7 @@ static void test_alipay_refunds(void)
     t1_alipay(gateway, "sim");
     s = t_open(url);
     int done = 0;
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &done) == PO_OK && done == 1,
+    T_CHECK(po_refund_submit_pending(s, NULL, mkey, 0, 100, &done) == PO_OK && done == 1,
             "alipay resubmission: %d submitted", done);
     po_store_close(s);
     T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
@@ -1605,7 +1606,7 @@ static void test_alipay_refunds(void)
     t1_alipay(gateway, "sim");
     s = t_open(url);
     done = 0;
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &done) == PO_OK && done == 1,
+    T_CHECK(po_refund_submit_pending(s, NULL, mkey, 0, 100, &done) == PO_OK && done == 1,
             "ARF-3 resubmitted with the right key: %d submitted", done);
     po_store_close(s);
     T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'SUCCESS'",
@@ -1662,7 +1663,7 @@ static void *srefund_one(void *arg)
     struct po_suspense_refund r;
     char err[PO_ERRBUF_SIZE] = "";
     pthread_barrier_wait(a->go);
-    a->rc = po_alert_refund(&(struct po_door){s, NULL}, mkey, "t1", a->alert, a->no, "ops",
+    a->rc = po_alert_refund(&(struct po_door){s, NULL}, NULL, mkey, "t1", a->alert, a->no, "ops",
                             "the payer paid twice", &r, err, sizeof err);
     a->created = a->rc == PO_OK && r.created;
     po_store_close(s);
@@ -1805,7 +1806,7 @@ static void test_suspense_refunds(void)
     struct po_store *s = t_open(url);
     struct po_suspense_refund sr;
     char err[PO_ERRBUF_SIZE] = "";
-    T_CHECK(po_alert_refund(&(struct po_door){s, NULL}, mkey, "t1", alert, "SRA-1", "ops",
+    T_CHECK(po_alert_refund(&(struct po_door){s, NULL}, NULL, mkey, "t1", alert, "SRA-1", "ops",
                             "paid a closed order", &sr, err, sizeof err) == PO_OK &&
                 sr.created && strcmp(sr.submit_state, "submitted") == 0,
             "alipay suspense refund: %s (%s)", err, sr.submit_state);
@@ -2138,6 +2139,57 @@ static void test_close_at_channel(void)
             "close with an account for notifications only: %ld %s", r.status, r.body);
 }
 
+/* ---- outbound calls take the account from serve's cache (issue 46) ---- */
+
+/* payonce_account_loads_total of the in-process gateway (-1: not shown). */
+static long account_loads(void)
+{
+    static const char name[] = "\npayonce_account_loads_total ";
+    struct resp m;
+    api("GET", gw_port, "/metrics", NULL, NULL, NULL, &m);
+    const char *line = m.status == 200 ? strstr(m.body, name) : NULL;
+    return line ? strtol(line + sizeof name - 1, NULL, 10) : -1;
+}
+
+/* The close at the channel is an outbound call like creating a payment,
+ * a refund or a query: its account comes from the gateway's cache, loaded
+ * once, and a `channel set` is seen by the very next call (the cache
+ * compares the stored version first), not at the next sweep. */
+static void test_account_cache(void)
+{
+    struct resp r;
+    char sim_base[64];
+    snprintf(sim_base, sizeof sim_base, "http://127.0.0.1:%u", sim_port);
+    order_on("ACW-0001", 100, "wechatpay");
+    order_on("ACW-0002", 200, "wechatpay");
+    order_on("ACW-0003", 300, "wechatpay");
+    long before = account_loads();
+    close_order("ACW-0001", NULL, &r);
+    long first = account_loads();
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") &&
+                sim_closed("wechatpay", "ACW-0001") && before >= 0 && first == before + 1,
+            "first close: %ld %s; account loads %ld -> %ld (one expected)", r.status, r.body,
+            before, first);
+    close_order("ACW-0002", NULL, &r);
+    T_CHECK(r.status == 200 && sim_closed("wechatpay", "ACW-0002") && account_loads() == first,
+            "second close, account unchanged: %ld %s; account loads %ld -> %ld (none expected)",
+            r.status, r.body, first, account_loads());
+    /* The account now points at no channel: the next call goes there. */
+    t1_wechatpay("http://127.0.0.1:1", "sim");
+    close_order("ACW-0003", "acw-3", &r);
+    T_CHECK(has_code(&r, 503, "channel_unavailable") && status_is("ACW-0003", "PAYING") &&
+                !sim_closed("wechatpay", "ACW-0003") && account_loads() == first + 1,
+            "close after channel set (unreachable base URL): %ld %s; account loads %ld -> %ld",
+            r.status, r.body, first, account_loads());
+    /* And back: the very next call reaches the channel again. */
+    t1_wechatpay(sim_base, "sim");
+    close_order("ACW-0003", "acw-3", &r);
+    T_CHECK(r.status == 200 && jstr_is(&r, "status", "CLOSED") &&
+                sim_closed("wechatpay", "ACW-0003") && account_loads() == first + 2,
+            "close after channel set back: %ld %s; account loads %ld -> %ld", r.status, r.body,
+            first + 1, account_loads());
+}
+
 /* ---- expiry: closed at the channel by itself (issue 23, item 2) ---- */
 
 static void test_order_expiry(void)
@@ -2189,7 +2241,7 @@ static void test_order_expiry(void)
     struct po_store *s = t_open(url);
     struct po_expiry_report x;
     char err[PO_ERRBUF_SIZE] = "";
-    T_CHECK(po_order_expire_round(s, NULL, mkey, 100, &x, err, sizeof err) == PO_OK &&
+    T_CHECK(po_order_expire_round(s, NULL, NULL, mkey, 100, &x, err, sizeof err) == PO_OK &&
                 x.expired == 2 && x.closed == 1 && x.paid == 1 && x.undecided == 0,
             "expiry round: %s (%lld expired, %lld closed, %lld paid, %lld undecided)", err,
             (long long)x.expired, (long long)x.closed, (long long)x.paid, (long long)x.undecided);
@@ -2208,7 +2260,7 @@ static void test_order_expiry(void)
              " 'E-0004'");
     t1_wechatpay("http://127.0.0.1:1", "sim");
     s = t_open(url);
-    T_CHECK(po_order_expire_round(s, NULL, mkey, 100, &x, err, sizeof err) == PO_OK &&
+    T_CHECK(po_order_expire_round(s, NULL, NULL, mkey, 100, &x, err, sizeof err) == PO_OK &&
                 x.undecided == 1 && status_is("E-0004", "PAYING"),
             "expiry with the channel unreachable: %lld undecided", (long long)x.undecided);
     po_store_close(s);
@@ -2871,8 +2923,8 @@ static void recon_round(int64_t now, struct po_recon_daily_report *x)
     struct po_store *s = t_open(url);
     struct po_recon_daily_cfg cfg = {-1, 18 * 3600, 1800, 3};
     char err[PO_ERRBUF_SIZE] = "";
-    if (po_recon_daily_round(&(struct po_door){s, NULL}, mkey, &cfg, now, x, err, sizeof err) !=
-        PO_OK)
+    if (po_recon_daily_round(&(struct po_door){s, NULL}, NULL, mkey, &cfg, now, x, err,
+                             sizeof err) != PO_OK)
         die(err);
     po_store_close(s);
 }
@@ -3310,7 +3362,7 @@ static void test_channel_failures(void)
     struct po_store *s = t_open(url);
     struct po_refund_query_report rq;
     char err[PO_ERRBUF_SIZE] = "";
-    T_CHECK(po_refund_query_round(s, NULL, mkey, 0, 100, &rq, err, sizeof err) == PO_OK &&
+    T_CHECK(po_refund_query_round(s, NULL, NULL, mkey, 0, 100, &rq, err, sizeof err) == PO_OK &&
                 rq.applied == 1 &&
                 q1("SELECT COUNT(*) FROM refund WHERE out_refund_no = ? AND status = 'ABNORMAL'",
                    "RPF-5") == 1 &&
@@ -3516,7 +3568,7 @@ static bool matrix_act(struct matrix_world *w, enum cell_op op, bool ok, char *w
         break;
     case OP_KEYS: {
         struct po_keys_refresh_report x;
-        po_err rc = po_keys_refresh_round(s, mkey, now, &x, err, sizeof err);
+        po_err rc = po_keys_refresh_round(s, NULL, mkey, now, &x, err, sizeof err);
         good = rc == PO_OK && x.accounts >= 1 && (ok ? x.failed == 0 : x.failed >= 1 && !x.added);
         snprintf(why, cap, "%s: %lld accounts, %lld added, %lld failed", err, (long long)x.accounts,
                  (long long)x.added, (long long)x.failed);
@@ -3539,7 +3591,7 @@ static bool matrix_act(struct matrix_world *w, enum cell_op op, bool ok, char *w
         break;
     case OP_RQUERY: {
         struct po_refund_query_report x;
-        po_err rc = po_refund_query_round(s, NULL, mkey, 0, 100, &x, err, sizeof err);
+        po_err rc = po_refund_query_round(s, NULL, NULL, mkey, 0, 100, &x, err, sizeof err);
         good = rc == PO_OK &&
                (ok ? x.applied == 1 && refund_status_is(w->r2, "SUCCESS")
                    : x.applied == 0 && x.failed >= 1 && refund_status_is(w->r2, "PROCESSING"));
@@ -3557,7 +3609,7 @@ static bool matrix_act(struct matrix_world *w, enum cell_op op, bool ok, char *w
             api("POST", gw_port, "/v1/refunds", key1, NULL, body, &r);
             w->refund_made = r.status == 201;
         } else {
-            rc = po_refund_submit_pending(s, mkey, 0, 100, &n);
+            rc = po_refund_submit_pending(s, NULL, mkey, 0, 100, &n);
         }
         good = rc == PO_OK && w->refund_made &&
                refund_state_is(w->r1, ok ? "submitted" : "pending") &&
@@ -3652,7 +3704,8 @@ static void matrix_channel(const char *channel, char tag, const struct matrix_ce
             struct po_store *s = t_open(url);
             struct po_refund_query_report x;
             char err[PO_ERRBUF_SIZE] = "";
-            T_CHECK(po_refund_query_round(s, NULL, mkey, 0, 100, &x, err, sizeof err) == PO_OK &&
+            T_CHECK(po_refund_query_round(s, NULL, NULL, mkey, 0, 100, &x, err, sizeof err) ==
+                            PO_OK &&
                         x.applied == 1 && refund_status_is(w.r1, "SUCCESS"),
                     "%s: %s completed by the query: %s", channel, w.r1, err);
             po_store_close(s);
@@ -3799,7 +3852,7 @@ static struct po_refund_query_report ae_refund_query_round(void)
     struct po_store *s = t_open(url);
     struct po_refund_query_report x;
     char err[PO_ERRBUF_SIZE] = "";
-    if (po_refund_query_round(s, NULL, mkey, 0, 100, &x, err, sizeof err))
+    if (po_refund_query_round(s, NULL, NULL, mkey, 0, 100, &x, err, sizeof err))
         die(err);
     po_store_close(s);
     return x;
@@ -3809,7 +3862,7 @@ static int ae_submit_round(void)
 {
     struct po_store *s = t_open(url);
     int n = 0;
-    if (po_refund_submit_pending(s, mkey, 0, 100, &n))
+    if (po_refund_submit_pending(s, NULL, mkey, 0, 100, &n))
         die("po_refund_submit_pending");
     po_store_close(s);
     return n;
@@ -4448,7 +4501,7 @@ static bool wxe_act(const struct wxe_row *row, enum wxe_op op, int i, char *why,
     }
     case WXE_CERTS: {
         struct po_keys_refresh_report x;
-        po_err rc = po_keys_refresh_round(s, mkey, now, &x, err, sizeof err);
+        po_err rc = po_keys_refresh_round(s, NULL, mkey, now, &x, err, sizeof err);
         good = rc == PO_OK && x.accounts == 1 && (row ? x.failed == 1 && !x.added : x.failed == 0);
         snprintf(why, cap, "%s: %lld accounts, %lld added, %lld failed", err, (long long)x.accounts,
                  (long long)x.added, (long long)x.failed);
@@ -4474,7 +4527,7 @@ static bool wxe_act(const struct wxe_row *row, enum wxe_op op, int i, char *why,
     }
     case WXE_RQUERY: {
         struct po_refund_query_report x;
-        po_err rc = po_refund_query_round(s, NULL, mkey, 0, 100, &x, err, sizeof err);
+        po_err rc = po_refund_query_round(s, NULL, NULL, mkey, 0, 100, &x, err, sizeof err);
         good = rc == PO_OK && (!row ? x.applied == 2 && refund_status_is("WERQ-1", "SUCCESS") &&
                                           refund_status_is("WERQ-2", "SUCCESS")
                                     : x.applied == 0 && x.failed == x.queried &&
@@ -4645,7 +4698,7 @@ static void test_wechatpay_errors(void)
                           "WERF-%"),
         n = -1;
     sim_faults("POST /v3/refund/domestic/refunds 429 9 FREQUENCY_LIMITED\n");
-    bool ran = pending >= 2 && po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK;
+    bool ran = pending >= 2 && po_refund_submit_pending(s, NULL, mkey, 0, 100, &n) == PO_OK;
     faults_now(left, sizeof left);
     T_CHECK(ran && n == 0 &&
                 q1("SELECT COUNT(*) FROM refund WHERE submit_state = 'pending' AND"
@@ -4655,7 +4708,7 @@ static void test_wechatpay_errors(void)
             "wechatpay refunds pending, rate-limited: %d of %d submitted; faults left %s", n,
             pending, left);
     sim_file("faults", "");
-    T_CHECK(po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK && n == pending,
+    T_CHECK(po_refund_submit_pending(s, NULL, mkey, 0, 100, &n) == PO_OK && n == pending,
             "wechatpay refunds pending, the channel back: %d of %d submitted", n, pending);
     po_store_close(s);
     t_figure("# api[%s] WeChat Pay's documented error answers: %d rows (operation x code) of"
@@ -4992,7 +5045,7 @@ static bool sx_act(const struct sx_row *x, const char *no, const char *pi, bool 
         }
         int n = 0;
         good =
-            (!back || po_refund_submit_pending(s, mkey, 0, 100, &n) == PO_OK) &&
+            (!back || po_refund_submit_pending(s, NULL, mkey, 0, 100, &n) == PO_OK) &&
             (then == SX_REFUSED
                  ? refund_state_is(rno, "rejected") && refund_status_is(rno, "CLOSED") &&
                        q1("SELECT refund_reserved FROM pay_order WHERE out_trade_no = ?", no) ==
@@ -5009,7 +5062,7 @@ static bool sx_act(const struct sx_row *x, const char *no, const char *pi, bool 
         break;
     case SX_RQUERY: {
         struct po_refund_query_report q;
-        good = po_refund_query_round(s, NULL, mkey, 0, 100, &q, err, sizeof err) == PO_OK &&
+        good = po_refund_query_round(s, NULL, NULL, mkey, 0, 100, &q, err, sizeof err) == PO_OK &&
                refund_status_is(rno, then == SX_DONE ? "SUCCESS" : "PROCESSING");
         snprintf(why, cap, "%s: %lld queried, %lld applied, %lld failed", err, (long long)q.queried,
                  (long long)q.applied, (long long)q.failed);
@@ -5108,7 +5161,7 @@ static struct po_keys_refresh_report keys_refresh(void)
     struct po_store *s = t_open(url);
     struct po_keys_refresh_report x;
     char err[PO_ERRBUF_SIZE] = "";
-    if (po_keys_refresh_round(s, mkey, (int64_t)time(NULL), &x, err, sizeof err))
+    if (po_keys_refresh_round(s, NULL, mkey, (int64_t)time(NULL), &x, err, sizeof err))
         die(err);
     po_store_close(s);
     return x;
@@ -5255,7 +5308,7 @@ static void test_refund_query(void)
     struct po_store *s = t_open(url);
     struct po_refund_query_report rq;
     char err[PO_ERRBUF_SIZE] = "";
-    T_CHECK(po_refund_query_round(s, NULL, mkey, 0, 100, &rq, err, sizeof err) == PO_OK &&
+    T_CHECK(po_refund_query_round(s, NULL, NULL, mkey, 0, 100, &rq, err, sizeof err) == PO_OK &&
                 rq.queried == 3 && rq.applied == 3 && rq.failed == 0,
             "refund query: %s (%lld queried, %lld applied, %lld failed)", err,
             (long long)rq.queried, (long long)rq.applied, (long long)rq.failed);
@@ -5471,6 +5524,7 @@ static const struct api_case {
     {"hostile_table", test_hostile_table},
     {"close", test_close},
     {"close_at_channel", test_close_at_channel},
+    {"account_cache", test_account_cache},
     {"stripe_lifecycle", test_stripe_lifecycle},
     {"create_at_channel", test_create_at_channel},
     {"daily_recon", test_daily_recon},

@@ -411,7 +411,7 @@ static po_err srefund_in(struct po_store *s, const char *alert, const char *no,
                          struct po_suspense_refund *r, char *err)
 {
     err[0] = '\0';
-    return po_alert_refund(&(struct po_door){s, NULL}, NULL, "t1", alert, no, "ops",
+    return po_alert_refund(&(struct po_door){s, NULL}, NULL, NULL, "t1", alert, no, "ops",
                            "the payer paid twice", r, err, PO_ERRBUF_SIZE);
 }
 
@@ -544,15 +544,15 @@ static void suspense_refund_refusals(void **state)
     assert_int_equal(srefund("wechatpay:nope:PAY_SUCCESS|duplicate_payment", "SR-1", &r, err),
                      PO_ERR_NOT_FOUND);
     assert_int_equal(srefund(DUP_ALERT, "bad number!", &r, err), PO_ERR_INVALID);
-    assert_int_equal(po_alert_refund(&(struct po_door){S, NULL}, NULL, "t1", DUP_ALERT, "SR-1",
-                                     "ops", "", &r, err, sizeof err),
+    assert_int_equal(po_alert_refund(&(struct po_door){S, NULL}, NULL, NULL, "t1", DUP_ALERT,
+                                     "SR-1", "ops", "", &r, err, sizeof err),
                      PO_ERR_INVALID); /* a note is required */
     /* The order's refund's number. */
     assert_int_equal(srefund(DUP_ALERT, "R-1", &r, err), PO_ERR_CONFLICT);
     assert_non_null(strstr(err, "exists for order ORD-1"));
     /* Another tenant cannot see the alert. */
-    assert_int_equal(po_alert_refund(&(struct po_door){S, NULL}, NULL, "t2", DUP_ALERT, "SR-1",
-                                     "ops", "x", &r, err, sizeof err),
+    assert_int_equal(po_alert_refund(&(struct po_door){S, NULL}, NULL, NULL, "t2", DUP_ALERT,
+                                     "SR-1", "ops", "x", &r, err, sizeof err),
                      PO_ERR_NOT_FOUND);
     /* A resolved alert is not refunded. */
     bool changed = false;

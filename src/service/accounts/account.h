@@ -57,6 +57,8 @@ po_err po_account_save(struct po_store *s, const char *tenant, const char *chann
                        char *err, size_t errcap) PO_MUST_CHECK;
 /* ---- the channel's verification keys kept current (account_store.c) ---- */
 
+struct po_accounts;
+
 struct po_keys_refresh_report {
     int64_t accounts, added, dropped, failed;
 };
@@ -68,9 +70,11 @@ struct po_keys_refresh_report {
  * (at now, Unix s), and the document saved only if nobody changed it
  * meanwhile (the version it was read at) — which bumps its version, so
  * serve's account cache takes the new keys. A fetch that is not whole
- * changes nothing (failed counts it; the log says why).
+ * changes nothing (failed counts it; the log says why). Accounts from
+ * accounts, serve's cache (NULL: unsealed with master; po_accounts_use).
  */
-po_err po_keys_refresh_round(struct po_store *s, const unsigned char *master, int64_t now,
+po_err po_keys_refresh_round(struct po_store *s, struct po_accounts *accounts,
+                             const unsigned char *master, int64_t now,
                              struct po_keys_refresh_report *out, char *err,
                              size_t errcap) PO_MUST_CHECK;
 /* The keys the channel hands out for account a, fetched (ops keys_fetch)
@@ -107,6 +111,27 @@ po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *t
  * error *ref is unchanged. */
 po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref **ref,
                            bool *out_changed, char *err, size_t errcap) PO_MUST_CHECK;
+/*
+ * The account for an outbound call inside serve (creating a payment,
+ * closing, querying, refunding, fetching a bill, refreshing keys): the
+ * cached reference when its stored version is still current (one indexed
+ * read, so a `channel set` is seen by the very next call, in every process
+ * over the database), else loaded from the store and cached. a NULL (the
+ * offline CLI, tests): a one-off reference unsealed with master; with a
+ * cache, the cache's own master key is used and master is ignored.
+ * Errors and err as po_account_fetch's (PO_ERR_NOT_FOUND when absent,
+ * PO_ERR_STORE when stored but unusable). *out: release it with
+ * po_accounts_release. The account behind it is never changed once loaded,
+ * so threads may share it (its key objects are only read).
+ */
+po_err po_accounts_use(struct po_accounts *a, struct po_store *s, const unsigned char *master,
+                       const char *tenant, const char *channel, struct po_account_ref **out,
+                       char *err, size_t errcap) PO_MUST_CHECK;
+/* Accounts unsealed from the store into the cache since it opened (0 for
+ * NULL): payonce_account_loads_total. */
+int64_t po_accounts_loads(struct po_accounts *a);
+/* The stored version the reference was loaded at. */
+int64_t po_account_version(const struct po_account_ref *r);
 /* The token of the account reference that verified an event, for the
  * committer's guard. */
 void po_accounts_token(const struct po_account_ref *r, struct po_guard_token *out);

@@ -1,14 +1,21 @@
 /*
  * account_cache.c — channel accounts held in memory, unsealed and with their
- * keys parsed once, for the gateway's request threads.
+ * keys parsed once, for every thread of serve that needs one: callbacks on
+ * the event threads and workers, and every outbound call (creating a
+ * payment, closing, queries, refunds, bills, the keys refresh) on the
+ * workers and the jobs thread (po_accounts_use). A loaded account is never
+ * changed, so they share it: its OpenSSL keys are only read (sign and
+ * verify take a context of their own each call).
  *
  * An entry is (tenant, channel) -> the loaded account and the stored
  * `version` it was loaded at (every `payonce channel set` bumps it).
  * Entries are reference-counted: a request keeps its reference while it
  * verifies, so replacing an entry never frees keys under a reader.
  *
- * A changed account takes effect with the very next callback, in this
- * process and in every other gateway process over the same database:
+ * A changed account takes effect with the very next outbound call (it
+ * compares the stored version first, one indexed read) and the very next
+ * callback, in this process and in every other gateway process over the
+ * same database:
  *  - a callback that fails verification with the cached account (unknown
  *    serial, bad signature, decryption, merchant/app mismatch) makes the
  *    gateway compare the stored version (one indexed read) and, when it
@@ -46,6 +53,9 @@ struct po_accounts {
     int n;
     uint64_t sweeps;
     const unsigned char *master;
+    /* accounts unsealed from the store into the cache, ever: what
+     * /metrics shows as payonce_account_loads_total */
+    atomic_int_fast64_t loads;
 };
 
 static unsigned bucket(const char *tenant, const char *channel)
@@ -142,8 +152,11 @@ static void make_room_locked(struct po_accounts *a, unsigned avoid)
     }
 }
 
-po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *tenant,
-                        const char *channel, struct po_account_ref **out, char *err, size_t errcap)
+/* A reference unsealed from the store with master, its count at refs,
+ * linked nowhere. */
+static po_err ref_from_store(struct po_store *s, const unsigned char *master, const char *tenant,
+                             const char *channel, int refs, struct po_account_ref **out, char *err,
+                             size_t errcap)
 {
     struct po_account_ref *r = calloc(1, sizeof *r);
     if (!r)
@@ -154,11 +167,27 @@ po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *t
         po_errf(err, errcap, "tenant or channel name too long");
         goto out;
     }
-    rc = po_account_fetch_versioned(s, a->master, tenant, channel, &r->acct, &r->id.version, err,
+    rc = po_account_fetch_versioned(s, master, tenant, channel, &r->acct, &r->id.version, err,
                                     errcap);
     if (rc)
         goto out;
-    atomic_store(&r->refs, 2); /* the cache's and the caller's */
+    atomic_store(&r->refs, refs);
+    *out = r;
+    r = NULL;
+out:
+    free(r);
+    return rc;
+}
+
+po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *tenant,
+                        const char *channel, struct po_account_ref **out, char *err, size_t errcap)
+{
+    struct po_account_ref *r = NULL;
+    /* the cache's reference and the caller's */
+    po_err rc = ref_from_store(s, a->master, tenant, channel, 2, &r, err, errcap);
+    if (rc)
+        return rc;
+    atomic_fetch_add(&a->loads, 1);
     unsigned h = bucket(tenant, channel);
     pthread_mutex_lock(&a->mu);
     unlink_locked(a, tenant, channel);
@@ -168,10 +197,7 @@ po_err po_accounts_load(struct po_accounts *a, struct po_store *s, const char *t
     a->n++;
     pthread_mutex_unlock(&a->mu);
     *out = r;
-    r = NULL;
-out:
-    free(r);
-    return rc;
+    return PO_OK;
 }
 
 po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_account_ref **ref,
@@ -205,6 +231,30 @@ po_err po_accounts_recheck(struct po_accounts *a, struct po_store *s, struct po_
     *ref = fresh;
     *out_changed = true;
     return PO_OK;
+}
+
+po_err po_accounts_use(struct po_accounts *a, struct po_store *s, const unsigned char *master,
+                       const char *tenant, const char *channel, struct po_account_ref **out,
+                       char *err, size_t errcap)
+{
+    if (!a) /* nobody's cache: the offline CLI, the tests */
+        return ref_from_store(s, master, tenant, channel, 1, out, err, errcap);
+    struct po_account_ref *r = po_accounts_get(a, tenant, channel);
+    if (!r)
+        return po_accounts_load(a, s, tenant, channel, out, err, errcap);
+    bool changed = false;
+    po_err rc = po_accounts_recheck(a, s, &r, &changed, err, errcap);
+    if (rc) {
+        po_accounts_release(r);
+        return rc;
+    }
+    *out = r;
+    return PO_OK;
+}
+
+int64_t po_accounts_loads(struct po_accounts *a)
+{
+    return a ? (int64_t)atomic_load(&a->loads) : 0;
 }
 
 po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dropped)
@@ -248,6 +298,11 @@ po_err po_accounts_sweep(struct po_accounts *a, struct po_store *s, int *out_dro
     if (out_dropped)
         *out_dropped = dropped;
     return PO_OK;
+}
+
+int64_t po_account_version(const struct po_account_ref *r)
+{
+    return r->id.version;
 }
 
 void po_accounts_token(const struct po_account_ref *r, struct po_guard_token *out)

@@ -279,20 +279,21 @@ po_err po_keys_fetch_for(const struct po_channel_ops *ch, const struct po_channe
     return *out_tried ? ch->keys_fetch(a, out) : PO_OK;
 }
 
-static po_err refresh_one(struct po_store *s, const unsigned char *master,
-                          const struct po_channel_ops *ch, const char *tenant, int64_t now,
-                          struct po_keys_refresh_report *x, char *err, size_t errcap)
+static po_err refresh_one(struct po_store *s, struct po_accounts *accounts,
+                          const unsigned char *master, const struct po_channel_ops *ch,
+                          const char *tenant, int64_t now, struct po_keys_refresh_report *x,
+                          char *err, size_t errcap)
 {
-    struct po_channel_account acct;
-    int64_t version = 0;
+    struct po_account_ref *ref = NULL;
     char aerr[PO_ERRBUF_SIZE] = "";
-    if (po_account_fetch_versioned(s, master, tenant, ch->name, &acct, &version, aerr, sizeof aerr))
+    if (po_accounts_use(accounts, s, master, tenant, ch->name, &ref, aerr, sizeof aerr))
         return PO_OK; /* an account that does not load is reported where it is used */
+    int64_t version = po_account_version(ref);
     bool tried = false;
     struct po_key_fetch f;
-    po_err rc = po_keys_fetch_for(ch, &acct, &tried, &f);
+    po_err rc = po_keys_fetch_for(ch, po_account_of(ref), &tried, &f);
     x->accounts += tried;
-    po_channel_account_free(&acct);
+    po_accounts_release(ref);
     if (!rc && tried && !f.ok) {
         x->failed++;
         po_log(PO_LOG_WARN, "tenant %s: %s keys not refreshed: %s", tenant, ch->name,
@@ -319,7 +320,8 @@ static po_err refresh_one(struct po_store *s, const unsigned char *master,
     return rc;
 }
 
-po_err po_keys_refresh_round(struct po_store *s, const unsigned char *master, int64_t now,
+po_err po_keys_refresh_round(struct po_store *s, struct po_accounts *accounts,
+                             const unsigned char *master, int64_t now,
                              struct po_keys_refresh_report *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
@@ -332,7 +334,8 @@ po_err po_keys_refresh_round(struct po_store *s, const unsigned char *master, in
         if ((rc = po_account_tenants(s, po_channels[c]->name, &tenants, &n)))
             break;
         for (int i = 0; !rc && i < n; i++)
-            rc = refresh_one(s, master, po_channels[c], tenants[i], now, out, err, errcap);
+            rc =
+                refresh_one(s, accounts, master, po_channels[c], tenants[i], now, out, err, errcap);
         po_strings_free(tenants, n);
     }
     return rc;

@@ -604,9 +604,10 @@ static po_err refund_once(struct po_store *s, const char *tenant, const char *al
     return rc;
 }
 
-po_err po_alert_refund(const struct po_door *d, const unsigned char *master, const char *tenant,
-                       const char *alert_id, const char *out_refund_no, const char *actor,
-                       const char *note, struct po_suspense_refund *out, char *err, size_t errcap)
+po_err po_alert_refund(const struct po_door *d, struct po_accounts *accounts,
+                       const unsigned char *master, const char *tenant, const char *alert_id,
+                       const char *out_refund_no, const char *actor, const char *note,
+                       struct po_suspense_refund *out, char *err, size_t errcap)
 {
     struct po_store *s = d->s;
     memset(out, 0, sizeof *out);
@@ -629,7 +630,7 @@ po_err po_alert_refund(const struct po_door *d, const unsigned char *master, con
     if (rc || !master || strcmp(out->submit_state, "pending") != 0)
         return rc;
     char state[16];
-    rc = po_refund_submit(s, master, tenant, out_refund_no, state, sizeof state);
+    rc = po_refund_submit(s, accounts, master, tenant, out_refund_no, state, sizeof state);
     if (rc) {
         po_errf(err, errcap,
                 "refund %s is recorded but its submission failed (%s); serve submits it again",

@@ -10,6 +10,7 @@
 #define PO_SERVICE_ALERTS_H
 
 #include "../../channel/channel.h"
+#include "../accounts/account.h"
 #include "../../core/core.h"
 #include "../../engine/engine.h"
 #include "../../runtime/runtime.h"
@@ -88,10 +89,10 @@ struct po_suspense_refund {
  * another number); the same number again is the same refund (*created
  * false). A refused alert, a resolved one, or a number used by another
  * refund is PO_ERR_INVALID / PO_ERR_CONFLICT with why in err. */
-po_err po_alert_refund(const struct po_door *d, const unsigned char *master, const char *tenant,
-                       const char *alert_id, const char *out_refund_no, const char *actor,
-                       const char *note, struct po_suspense_refund *out, char *err,
-                       size_t errcap) PO_MUST_CHECK;
+po_err po_alert_refund(const struct po_door *d, struct po_accounts *accounts,
+                       const unsigned char *master, const char *tenant, const char *alert_id,
+                       const char *out_refund_no, const char *actor, const char *note,
+                       struct po_suspense_refund *out, char *err, size_t errcap) PO_MUST_CHECK;
 /* An alert's short id: "al_" and the first 12 hex digits of the SHA-256 of
  * its key (the key, idem_key|reason, has characters a shell splits on).
  * Stable (the key never changes), shown by the listings beside the key;

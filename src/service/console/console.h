@@ -28,6 +28,7 @@
 #define PO_SERVICE_CONSOLE_H
 
 #include "../../channel/channel.h"
+#include "../accounts/account.h"
 #include "../../core/core.h"
 #include "../../engine/engine.h"
 #include "../../store/store.h"
@@ -196,9 +197,11 @@ po_err po_console_redrive(struct po_store *s, const char *tenant, const char *en
  * argument that is not one (no note, not a day) and an account that does
  * not exist (PO_ERR_NOT_FOUND) are refused before anything is done. The
  * import goes through the door d (serve's committer); d->s does the rest.
+ * The account from accounts, serve's cache (NULL: unsealed with master).
  */
-po_err po_console_refetch(const struct po_door *d, const unsigned char *master, const char *tenant,
-                          const char *channel, const char *date, int64_t now, int64_t retry_s,
+po_err po_console_refetch(const struct po_door *d, struct po_accounts *accounts,
+                          const unsigned char *master, const char *tenant, const char *channel,
+                          const char *date, int64_t now, int64_t retry_s,
                           const struct po_console_actor *who, json_t **out, char *err,
                           size_t errcap) PO_MUST_CHECK;
 

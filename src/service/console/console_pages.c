@@ -477,13 +477,14 @@ static json_t *fetch_json(const struct po_recon_day_result *r)
                      "missing", (json_int_t)r->report.missing_from_bill);
 }
 
-po_err po_console_refetch(const struct po_door *d, const unsigned char *master, const char *tenant,
-                          const char *channel, const char *date, int64_t now, int64_t retry_s,
+po_err po_console_refetch(const struct po_door *d, struct po_accounts *accounts,
+                          const unsigned char *master, const char *tenant, const char *channel,
+                          const char *date, int64_t now, int64_t retry_s,
                           const struct po_console_actor *who, json_t **out, char *err,
                           size_t errcap)
 {
     struct po_store *s = d->s;
-    struct po_channel_account acct;
+    struct po_account_ref *ref = NULL;
     struct po_recon_day_result r;
     char target[PO_CHANNEL_SIZE + 16], result[PO_ERRBUF_SIZE + 64], aerr[PO_ERRBUF_SIZE] = "";
     int64_t midnight = 0;
@@ -494,11 +495,11 @@ po_err po_console_refetch(const struct po_door *d, const unsigned char *master, 
         return PO_ERR_INVALID;
     }
     (void)snprintf(target, sizeof target, "%s %s", channel, date);
-    po_err rc = po_account_fetch(s, master, tenant, channel, &acct, err, errcap);
+    po_err rc = po_accounts_use(accounts, s, master, tenant, channel, &ref, err, errcap);
     if (rc)
         return rc; /* no account to fetch for: nothing was done */
-    rc = po_recon_fetch_day(d, &acct, date, false, now, retry_s, &r, err, errcap);
-    po_channel_account_free(&acct);
+    rc = po_recon_fetch_day(d, po_account_of(ref), date, false, now, retry_s, &r, err, errcap);
+    po_accounts_release(ref);
     json_t *doc = rc ? NULL : fetch_json(&r);
     if (!rc && !doc)
         rc = PO_ERR_NOMEM;

@@ -210,6 +210,7 @@ po_err po_gateway_open(const struct po_gateway_cfg *cfg, struct po_gateway **out
         struct po_jobs_cfg jc = {
             .db_url = cfg->db_url,
             .master = g->cfg.master_key,
+            .accounts = p->cb.accounts,
             .query_s = cfg->query_s,
             .query_min_age_s = cfg->query_min_age_s,
             .refund_s = cfg->refund_s,

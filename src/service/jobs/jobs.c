@@ -160,14 +160,16 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
     if (po_account_tenants(s, ch->name, &tenants, &n))
         return;
     for (int i = 0; i < n; i++) {
-        struct po_channel_account acct;
+        struct po_account_ref *ref = NULL;
         struct po_query_report q;
-        if (po_account_fetch(s, j->cfg.master, tenants[i], ch->name, &acct, err, sizeof err))
+        if (po_accounts_use(j->cfg.accounts, s, j->cfg.master, tenants[i], ch->name, &ref, err,
+                            sizeof err))
             continue;
+        const struct po_channel_account *acct = po_account_of(ref);
         /* an account for notifications only: payonce does not call */
-        if (acct.api_ready &&
-            po_order_query_round(s, j->cfg.committer, &acct, j->cfg.query_min_age_s, QUERY_LIMIT,
-                                 &q, err, sizeof err) == PO_OK &&
+        if (acct->api_ready &&
+            po_order_query_round(s, j->cfg.committer, acct, j->cfg.query_min_age_s, QUERY_LIMIT, &q,
+                                 err, sizeof err) == PO_OK &&
             q.queried)
             po_log(PO_LOG_INFO,
                    "tenant %s: %s active query: %lld queried, %lld credited now, %lld already,"
@@ -176,8 +178,8 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
                    (long long)q.matched, (long long)q.not_paid, (long long)q.failed);
         /* the channel's own record of what it notified (Stripe's events) */
         struct po_recover_report rr;
-        if (acct.api_ready && ch->events_since &&
-            po_events_recover_round(s, j->cfg.committer, &acct, (int64_t)time(NULL), 100, &rr, err,
+        if (acct->api_ready && ch->events_since &&
+            po_events_recover_round(s, j->cfg.committer, acct, (int64_t)time(NULL), 100, &rr, err,
                                     sizeof err) == PO_OK &&
             (rr.replayed || !rr.whole))
             po_log(PO_LOG_INFO,
@@ -186,7 +188,7 @@ static void query_channel(struct po_jobs *j, struct po_store *s, const struct po
                    tenants[i], ch->name, (long long)rr.events, (long long)rr.replayed,
                    (long long)rr.matched, (long long)rr.rejected,
                    rr.whole ? "" : "; not whole, the cursor stays: ", rr.whole ? "" : rr.why);
-        po_channel_account_free(&acct);
+        po_accounts_release(ref);
     }
     po_strings_free(tenants, n);
 }
@@ -205,8 +207,9 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t next[L_COUNT])
                 query_channel(j, s, po_channels[i]);
         /* refunds the channel accepted whose result never came */
         struct po_refund_query_report rq;
-        if (po_refund_query_round(s, j->cfg.committer, j->cfg.master, j->cfg.query_min_age_s,
-                                  QUERY_LIMIT, &rq, err, sizeof err) == PO_OK &&
+        if (po_refund_query_round(s, j->cfg.committer, j->cfg.accounts, j->cfg.master,
+                                  j->cfg.query_min_age_s, QUERY_LIMIT, &rq, err,
+                                  sizeof err) == PO_OK &&
             rq.queried)
             po_log(PO_LOG_INFO,
                    "refund query: %lld queried, %lld completed now, %lld already, %lld still"
@@ -215,8 +218,8 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t next[L_COUNT])
                    (long long)rq.pending, (long long)rq.failed);
         /* and the orders past their expiry, closed at their channel first */
         struct po_expiry_report x;
-        if (po_order_expire_round(s, j->cfg.committer, j->cfg.master, EXPIRE_LIMIT, &x, err,
-                                  sizeof err) == PO_OK &&
+        if (po_order_expire_round(s, j->cfg.committer, j->cfg.accounts, j->cfg.master, EXPIRE_LIMIT,
+                                  &x, err, sizeof err) == PO_OK &&
             x.expired)
             po_log(PO_LOG_INFO,
                    "order expiry: %lld expired, %lld closed, %lld paid at the channel, %lld left"
@@ -226,15 +229,16 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t next[L_COUNT])
     }
     if (due(j, s, L_REFUND, now, next)) {
         int n = 0;
-        if (po_refund_submit_pending(s, j->cfg.master, j->cfg.refund_s, REFUND_LIMIT, &n) ==
-                PO_OK &&
+        if (po_refund_submit_pending(s, j->cfg.accounts, j->cfg.master, j->cfg.refund_s,
+                                     REFUND_LIMIT, &n) == PO_OK &&
             n)
             po_log(PO_LOG_INFO, "refund retry: %d refunds submitted to the channel", n);
     }
     if (due(j, s, L_RECON, now, next)) {
         struct po_recon_daily_report x;
         struct po_door d = {s, j->cfg.committer};
-        if (po_recon_daily_round(&d, j->cfg.master, &j->cfg.recon, now, &x, err, sizeof err))
+        if (po_recon_daily_round(&d, j->cfg.accounts, j->cfg.master, &j->cfg.recon, now, &x, err,
+                                 sizeof err))
             po_log(PO_LOG_WARN, "daily reconciliation: %s", err);
         else if (x.due)
             po_log(PO_LOG_INFO,
@@ -245,7 +249,7 @@ static void run_due(struct po_jobs *j, int64_t now, int64_t next[L_COUNT])
     }
     if (due(j, s, L_KEYS, now, next)) {
         struct po_keys_refresh_report k;
-        if (po_keys_refresh_round(s, j->cfg.master, now, &k, err, sizeof err))
+        if (po_keys_refresh_round(s, j->cfg.accounts, j->cfg.master, now, &k, err, sizeof err))
             po_log(PO_LOG_WARN, "verification keys refresh: %s", err);
     }
     if (due(j, s, L_NOTIFY, now, next)) {

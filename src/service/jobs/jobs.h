@@ -25,7 +25,10 @@
 struct po_jobs_cfg {
     const char *db_url;
     const unsigned char *master; /* NULL in insecure development mode */
-    int64_t query_s;             /* active query interval (0 = off) */
+    /* serve's account cache: every outbound call's account (NULL: each
+     * unsealed from the store with master) */
+    struct po_accounts *accounts;
+    int64_t query_s; /* active query interval (0 = off) */
     int64_t query_min_age_s;
     int64_t refund_s;       /* refund resubmission interval (0 = off) */
     int64_t retention_s;    /* Idempotency-Key retention */

@@ -347,9 +347,10 @@ static po_err account_round(const struct po_door *d, const struct po_channel_ops
     return rc;
 }
 
-po_err po_recon_daily_round(const struct po_door *d, const unsigned char *master,
-                            const struct po_recon_daily_cfg *cfg, int64_t now,
-                            struct po_recon_daily_report *out, char *err, size_t errcap)
+po_err po_recon_daily_round(const struct po_door *d, struct po_accounts *accounts,
+                            const unsigned char *master, const struct po_recon_daily_cfg *cfg,
+                            int64_t now, struct po_recon_daily_report *out, char *err,
+                            size_t errcap)
 {
     struct po_store *s = d->s;
     memset(out, 0, sizeof *out);
@@ -363,13 +364,13 @@ po_err po_recon_daily_round(const struct po_door *d, const unsigned char *master
         if ((rc = po_account_tenants(s, ch->name, &tenants, &n)))
             break;
         for (int i = 0; !rc && i < n; i++) {
-            struct po_channel_account acct;
+            struct po_account_ref *ref = NULL;
             char aerr[PO_ERRBUF_SIZE] = "";
-            if (po_account_fetch(s, master, tenants[i], ch->name, &acct, aerr, sizeof aerr))
+            if (po_accounts_use(accounts, s, master, tenants[i], ch->name, &ref, aerr, sizeof aerr))
                 continue; /* an account that does not load is reported where it is used */
-            if (acct.api_ready)
-                rc = account_round(d, ch, &acct, cfg, now, out, err, errcap);
-            po_channel_account_free(&acct);
+            if (po_account_of(ref)->api_ready)
+                rc = account_round(d, ch, po_account_of(ref), cfg, now, out, err, errcap);
+            po_accounts_release(ref);
         }
         po_strings_free(tenants, n);
     }

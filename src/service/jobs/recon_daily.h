@@ -11,6 +11,7 @@
 #define PO_SERVICE_RECON_DAILY_H
 
 #include "../../channel/channel.h"
+#include "../accounts/account.h"
 #include "../../core/core.h"
 #include "../../recon/recon.h"
 #include "../../store/store.h"
@@ -65,10 +66,11 @@ struct po_recon_daily_report {
  * now (at cfg->at_s, in the channel's zone) and not done are fetched
  * (po_recon_fetch_day), each at most every retry_s; a day still not done
  * past its deadline raises one alert (recon_overdue) for the tenant.
+ * Accounts from accounts, serve's cache (NULL: unsealed with master).
  */
-po_err po_recon_daily_round(const struct po_door *d, const unsigned char *master,
-                            const struct po_recon_daily_cfg *cfg, int64_t now,
-                            struct po_recon_daily_report *out, char *err,
+po_err po_recon_daily_round(const struct po_door *d, struct po_accounts *accounts,
+                            const unsigned char *master, const struct po_recon_daily_cfg *cfg,
+                            int64_t now, struct po_recon_daily_report *out, char *err,
                             size_t errcap) PO_MUST_CHECK;
 
 /* "HH:MM" -> seconds after midnight; false when malformed. */

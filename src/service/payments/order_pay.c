@@ -49,9 +49,9 @@ static json_t *parse_payment(const char *text)
     return j;
 }
 
-po_err po_order_pay_prepare(struct po_store *s, const unsigned char *master,
-                            const struct po_order_spec *spec, const struct po_pay_ask *ask,
-                            struct po_pay_job *job)
+po_err po_order_pay_prepare(struct po_store *s, struct po_accounts *accounts,
+                            const unsigned char *master, const struct po_order_spec *spec,
+                            const struct po_pay_ask *ask, struct po_pay_job *job)
 {
     memset(job, 0, sizeof *job);
     job->ch = spec->channel ? po_channel_find(spec->channel) : NULL;
@@ -113,7 +113,8 @@ po_err po_order_pay_prepare(struct po_store *s, const unsigned char *master,
         return PO_OK;
     /* 3. the tenant's account for the channel */
     char err[PO_ERRBUF_SIZE] = "";
-    rc = po_account_fetch(s, master, spec->tenant, job->ch->name, &job->acct, err, sizeof err);
+    rc = po_accounts_use(accounts, s, master, spec->tenant, job->ch->name, &job->ref, err,
+                         sizeof err);
     if (rc == PO_ERR_NOT_FOUND) {
         refuse(job, "channel_not_configured", "the tenant has no %s account (channel set)",
                job->ch->name);
@@ -124,13 +125,13 @@ po_err po_order_pay_prepare(struct po_store *s, const unsigned char *master,
                spec->tenant, job->ch->name, spec->out_trade_no, err);
         return PO_ERR_STORE;
     }
-    job->loaded = true;
-    if (!job->acct.api_ready)
+    job->acct = po_account_of(job->ref);
+    if (!job->acct->api_ready)
         refuse(job, "channel_not_configured",
                "the tenant's %s account cannot call the channel's API (channel set"
                " --api-base-url and its key)",
                job->ch->name);
-    else if (job->ch->pay_notify_url && !job->acct.notify_url[0])
+    else if (job->ch->pay_notify_url && !job->acct->notify_url[0])
         refuse(job, "channel_not_configured",
                "the tenant's %s account has no notify URL to give the channel (channel set"
                " --notify-url)",
@@ -143,7 +144,7 @@ po_err po_order_pay_call(struct po_pay_job *job)
     struct po_pay_request rq = {
         job->tenant,     job->out_trade_no, job->pay_method,   job->amount,   job->currency,
         job->expires_at, job->description,  job->payer_openid, job->payer_ip, job->return_url};
-    return job->ch->pay_create(&job->acct, &rq, &job->ans);
+    return job->ch->pay_create(job->acct, &rq, &job->ans);
 }
 
 po_err po_order_pay_record(struct po_store *s, const struct po_order_spec *spec,
@@ -179,8 +180,7 @@ po_err po_order_payment(struct po_store *s, const char *tenant, const char *out_
 
 void po_pay_job_free(struct po_pay_job *job)
 {
-    if (job->loaded)
-        po_channel_account_free(&job->acct);
+    po_accounts_release(job->ref);
     free(job->description);
     free(job->payer_openid);
     free(job->payer_ip);

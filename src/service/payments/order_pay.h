@@ -10,6 +10,7 @@
 #define PO_SERVICE_ORDER_PAY_H
 
 #include "../../channel/channel.h"
+#include "../accounts/account.h"
 #include "../../core/core.h"
 #include "../../engine/objects.h"
 #include "../../store/store.h"
@@ -37,8 +38,8 @@ struct po_pay_job {
     bool order_refused; /* REFUSED by the order itself (po_order_insert's codes) */
     char code[48], err[PO_ERRBUF_SIZE];
     const struct po_channel_ops *ch;
-    struct po_channel_account acct;
-    bool loaded; /* acct holds a loaded account */
+    struct po_account_ref *ref;            /* the account (CALL), or NULL */
+    const struct po_channel_account *acct; /* ref's account */
     /* the request, its strings owned by the job */
     char tenant[PO_ID_MAX + 1], out_trade_no[PO_ID_MAX + 1], pay_method[24];
     char currency[4], *description, *payer_openid, *payer_ip, *return_url;
@@ -52,15 +53,16 @@ struct po_pay_job {
  * Records the order (its own transaction; idempotent for identical
  * fields, as po_order_create) and decides what the payment needs: already
  * recorded (STORED: job->payment), a call to the channel (CALL: the
- * tenant's account loaded, its secrets unsealed with master; the order's
+ * tenant's account taken from accounts, serve's cache, or with none
+ * unsealed with master — po_accounts_use; the order's
  * own stored expiry is what the channel is sent, so a retry asks for
  * exactly the same payment), or a refusal (REFUSED with code:
  * invalid_request, merchant_not_found, order_exists, order_not_payable,
  * channel_not_configured). Non-OK only for store errors and out-of-memory.
  */
-po_err po_order_pay_prepare(struct po_store *s, const unsigned char *master,
-                            const struct po_order_spec *spec, const struct po_pay_ask *ask,
-                            struct po_pay_job *job) PO_MUST_CHECK;
+po_err po_order_pay_prepare(struct po_store *s, struct po_accounts *accounts,
+                            const unsigned char *master, const struct po_order_spec *spec,
+                            const struct po_pay_ask *ask, struct po_pay_job *job) PO_MUST_CHECK;
 /* Asks the channel (no connection held): job->ans. Non-OK only for
  * out-of-memory. */
 po_err po_order_pay_call(struct po_pay_job *job) PO_MUST_CHECK;

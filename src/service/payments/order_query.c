@@ -137,7 +137,8 @@ po_err po_order_query_round(struct po_store *s, struct po_committer *committer,
 
 /* ---- closing an order at its channel first ---- */
 
-po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
+po_err po_order_close_prepare(struct po_store *s, struct po_accounts *accounts,
+                              const unsigned char *master, const char *tenant,
                               const char *out_trade_no, struct po_close_job *job)
 {
     memset(job, 0, sizeof *job);
@@ -168,7 +169,7 @@ po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, c
     po_rows_free(&rows);
     if (!paying || !job->ch || !job->ch->order_close || !job->ch->order_query)
         return PO_OK;
-    rc = po_account_fetch(s, master, tenant, job->ch->name, &job->acct, err, sizeof err);
+    rc = po_accounts_use(accounts, s, master, tenant, job->ch->name, &job->ref, err, sizeof err);
     if (rc == PO_ERR_NOT_FOUND) /* the tenant does not use the channel through payonce */
         return PO_OK;
     if (rc) {
@@ -178,7 +179,8 @@ po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, c
     }
     /* An account for notifications only does not let payonce call the
      * channel. */
-    job->callable = job->acct.api_ready;
+    job->acct = po_account_of(job->ref);
+    job->callable = job->acct->api_ready;
     return PO_OK;
 }
 
@@ -191,7 +193,7 @@ po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
         return PO_OK;
     struct po_close_answer ca;
     struct po_order_ref ref = {job->out_trade_no, job->channel_order_id, job->channel_txn_id};
-    po_err rc = job->ch->order_close(&job->acct, &ref, &ca);
+    po_err rc = job->ch->order_close(job->acct, &ref, &ca);
     if (rc)
         return rc;
     out->http_status = ca.http_status;
@@ -207,7 +209,7 @@ po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
     struct po_query_answer *qa = malloc(sizeof *qa);
     if (!qa)
         return PO_ERR_NOMEM;
-    rc = job->ch->order_query(&job->acct, &ref, qa);
+    rc = job->ch->order_query(job->acct, &ref, qa);
     if (!rc && qa->state == PO_QUERY_NOT_PAID) {
         out->result = PO_CC_CLOSED;
     } else if (!rc && qa->state == PO_QUERY_PAID) {
@@ -225,7 +227,9 @@ po_err po_order_close_call(struct po_close_job *job, struct po_store *s,
 
 void po_close_job_free(struct po_close_job *job)
 {
-    po_channel_account_free(&job->acct);
+    po_accounts_release(job->ref);
+    job->ref = NULL;
+    job->acct = NULL;
 }
 
 /* ---- expiry: expired orders closed at their channel, then here ---- */
@@ -258,14 +262,15 @@ static po_err close_locally(struct po_store *s, struct po_committer *committer, 
 }
 
 po_err po_order_close_everywhere(struct po_store *s, struct po_committer *committer,
-                                 const unsigned char *master, const char *tenant,
-                                 const char *out_trade_no, struct po_close_report *out)
+                                 struct po_accounts *accounts, const unsigned char *master,
+                                 const char *tenant, const char *out_trade_no,
+                                 struct po_close_report *out)
 {
     memset(out, 0, sizeof *out);
     struct po_close_job *job = malloc(sizeof *job);
     if (!job)
         return PO_ERR_NOMEM;
-    po_err rc = po_order_close_prepare(s, master, tenant, out_trade_no, job);
+    po_err rc = po_order_close_prepare(s, accounts, master, tenant, out_trade_no, job);
     if (!rc)
         rc = po_order_close_call(job, s, committer, out);
     po_close_job_free(job);
@@ -276,8 +281,8 @@ po_err po_order_close_everywhere(struct po_store *s, struct po_committer *commit
 }
 
 po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
-                             const unsigned char *master, int limit, struct po_expiry_report *out,
-                             char *err, size_t errcap)
+                             struct po_accounts *accounts, const unsigned char *master, int limit,
+                             struct po_expiry_report *out, char *err, size_t errcap)
 {
     struct po_expiry_report x = {0};
     char now[PO_TIME_SIZE];
@@ -294,7 +299,7 @@ po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
         const char *tenant = po_rows_get(&rows, i, 0), *no = po_rows_get(&rows, i, 1);
         struct po_close_report rep;
         x.expired++;
-        rc = po_order_close_everywhere(s, committer, master, tenant, no, &rep);
+        rc = po_order_close_everywhere(s, committer, accounts, master, tenant, no, &rep);
         if (!rc && rep.result == PO_CC_PAID) {
             x.paid++;
         } else if (!rc && rep.result != PO_CC_UNDECIDED) {
@@ -313,8 +318,9 @@ po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
 /* ---- refunds the channel accepted and never answered ---- */
 
 po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
-                             const unsigned char *master, int64_t min_age_s, int limit,
-                             struct po_refund_query_report *out, char *err, size_t errcap)
+                             struct po_accounts *accounts, const unsigned char *master,
+                             int64_t min_age_s, int limit, struct po_refund_query_report *out,
+                             char *err, size_t errcap)
 {
     struct po_refund_query_report x = {0};
     char cutoff[PO_TIME_SIZE];
@@ -332,10 +338,9 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
         PO_PARAMS(PO_TEXT(cutoff), PO_I64(limit)), &rows, NULL, err, errcap);
     if (rc)
         return rc;
-    struct po_channel_account *acct = calloc(1, sizeof *acct);
     struct po_refund_query_answer *a = malloc(sizeof *a);
     struct po_backoff *b = calloc(1, sizeof *b); /* a 429 stops asking that tenant's channel */
-    for (int i = 0; acct && a && b && i < rows.nrows; i++) {
+    for (int i = 0; a && b && i < rows.nrows; i++) {
         const char *tenant = po_rows_get(&rows, i, 0);
         const struct po_channel_ops *ch = po_channel_find(po_rows_get(&rows, i, 6));
         if (ch && po_backoff_holds(b, tenant, ch->name)) {
@@ -352,10 +357,12 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
                                         po_rows_get(&rows, i, 9),
                                         po_rows_get(&rows, i, 10)};
         char aerr[PO_ERRBUF_SIZE] = "";
+        struct po_account_ref *ref = NULL;
         if (!ch || !ch->refund_query || po_rows_i64(&rows, i, 3, &req.amount) ||
             po_rows_i64(&rows, i, 4, &req.total) ||
-            po_account_fetch(s, master, tenant, ch->name, acct, aerr, sizeof aerr))
+            po_accounts_use(accounts, s, master, tenant, ch->name, &ref, aerr, sizeof aerr))
             continue;
+        const struct po_channel_account *acct = po_account_of(ref);
         x.queried++;
         if (!acct->api_ready || ch->refund_query(acct, &req, a)) {
             x.failed++;
@@ -377,11 +384,9 @@ po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
         } else {
             x.pending++;
         }
-        po_channel_account_free(acct);
-        memset(acct, 0, sizeof *acct);
+        po_accounts_release(ref);
     }
-    rc = acct && a && b ? PO_OK : PO_ERR_NOMEM;
-    free(acct);
+    rc = a && b ? PO_OK : PO_ERR_NOMEM;
     free(a);
     free(b);
     po_rows_free(&rows);

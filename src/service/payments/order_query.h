@@ -7,6 +7,7 @@
 #define PO_SERVICE_ORDER_QUERY_H
 
 #include "../../channel/channel.h"
+#include "../accounts/account.h"
 #include "../../core/core.h"
 #include "../../engine/engine.h"
 #include "../../runtime/runtime.h"
@@ -54,7 +55,8 @@ struct po_close_job {
     char channel_order_id[PO_TXN_ID_MAX + 1];
     char channel_txn_id[PO_TXN_ID_MAX + 1];
     const struct po_channel_ops *ch;
-    struct po_channel_account acct;
+    struct po_account_ref *ref;            /* the account, or NULL (not loaded) */
+    const struct po_channel_account *acct; /* ref's account */
     bool callable; /* PAYING on a channel with a close API, the account loaded */
 };
 
@@ -65,9 +67,11 @@ struct po_close_report {
     struct po_outcome outcome; /* PAID: what the engine made of the payment */
 };
 
-/* Reads the order and the tenant's account for its channel (secrets
- * unsealed with master) into job. PO_ERR_NOT_FOUND: no such order. */
-po_err po_order_close_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
+/* Reads the order and the tenant's account for its channel (from
+ * accounts, serve's cache; with none unsealed with master:
+ * po_accounts_use) into job. PO_ERR_NOT_FOUND: no such order. */
+po_err po_order_close_prepare(struct po_store *s, struct po_accounts *accounts,
+                              const unsigned char *master, const char *tenant,
                               const char *out_trade_no, struct po_close_job *job) PO_MUST_CHECK;
 /*
  * Asks the channel to close job's order (no connection is held: the call
@@ -86,8 +90,8 @@ void po_close_job_free(struct po_close_job *job);
  * transaction of its own on s (the CLI). PO_ERR_NOT_FOUND: no such order;
  * a PAID order is left as it is (out->result LOCAL, nothing closed). */
 po_err po_order_close_everywhere(struct po_store *s, struct po_committer *committer,
-                                 const unsigned char *master, const char *tenant,
-                                 const char *out_trade_no,
+                                 struct po_accounts *accounts, const unsigned char *master,
+                                 const char *tenant, const char *out_trade_no,
                                  struct po_close_report *out) PO_MUST_CHECK;
 
 struct po_expiry_report {
@@ -102,8 +106,8 @@ struct po_expiry_report {
  * a transaction of its own on s.
  */
 po_err po_order_expire_round(struct po_store *s, struct po_committer *committer,
-                             const unsigned char *master, int limit, struct po_expiry_report *out,
-                             char *err, size_t errcap) PO_MUST_CHECK;
+                             struct po_accounts *accounts, const unsigned char *master, int limit,
+                             struct po_expiry_report *out, char *err, size_t errcap) PO_MUST_CHECK;
 
 /* ---- refunds the channel accepted and never answered (order_query.c) ---- */
 
@@ -120,9 +124,9 @@ struct po_refund_query_report {
  * committer: serve's; NULL applies on s.
  */
 po_err po_refund_query_round(struct po_store *s, struct po_committer *committer,
-                             const unsigned char *master, int64_t min_age_s, int limit,
-                             struct po_refund_query_report *out, char *err,
-                             size_t errcap) PO_MUST_CHECK;
+                             struct po_accounts *accounts, const unsigned char *master,
+                             int64_t min_age_s, int limit, struct po_refund_query_report *out,
+                             char *err, size_t errcap) PO_MUST_CHECK;
 
 /* ---- recovering missed notifications from the channel's events (order_query.c) ---- */
 

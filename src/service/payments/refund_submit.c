@@ -160,8 +160,9 @@ static const char *const DECISIONS[] = {
     [PO_REFUND_REJECTED] = "rejected",
 };
 
-po_err po_refund_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
-                         const char *out_refund_no, struct po_refund_job *job, bool *found)
+po_err po_refund_prepare(struct po_store *s, struct po_accounts *accounts,
+                         const unsigned char *master, const char *tenant, const char *out_refund_no,
+                         struct po_refund_job *job, bool *found)
 {
     memset(job, 0, sizeof *job);
     job->ans.decision = PO_REFUND_PENDING;
@@ -176,13 +177,14 @@ po_err po_refund_prepare(struct po_store *s, const unsigned char *master, const 
     if (!job->ch || !job->ch->refund_submit) {
         /* stays pending, visible: the order's channel has no refund API */
         (void)snprintf(job->ans.code, sizeof job->ans.code, "no_refund_api");
-    } else if ((rc = po_account_fetch(s, master, tenant, job->p.channel, &job->acct, err,
-                                      sizeof err))) {
+    } else if ((rc = po_accounts_use(accounts, s, master, tenant, job->p.channel, &job->ref, err,
+                                     sizeof err))) {
         po_log(PO_LOG_WARN, "tenant %s: refund %s cannot be submitted: %s account: %s", tenant,
                out_refund_no, job->p.channel, err);
         (void)snprintf(job->ans.code, sizeof job->ans.code, "no_channel_account");
         rc = PO_OK;
     } else {
+        job->acct = po_account_of(job->ref);
         job->callable = true;
     }
     return rc;
@@ -201,7 +203,7 @@ po_err po_refund_call(struct po_refund_job *job)
                                     job->p.channel_order_id,
                                     job->p.channel_txn_id,
                                     NULL};
-    po_err rc = job->ch->refund_submit(&job->acct, &req, &job->ans);
+    po_err rc = job->ch->refund_submit(job->acct, &req, &job->ans);
     job->callable = false;
     if (rc)
         return rc;
@@ -226,11 +228,14 @@ po_err po_refund_record(struct po_store *s, const struct po_refund_job *job, cha
 
 void po_refund_job_free(struct po_refund_job *job)
 {
-    po_channel_account_free(&job->acct);
+    po_accounts_release(job->ref);
+    job->ref = NULL;
+    job->acct = NULL;
 }
 
-po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
-                        const char *out_refund_no, char *state, size_t cap)
+po_err po_refund_submit(struct po_store *s, struct po_accounts *accounts,
+                        const unsigned char *master, const char *tenant, const char *out_refund_no,
+                        char *state, size_t cap)
 {
     struct po_refund_job *job = calloc(1, sizeof *job);
     bool found = false;
@@ -238,7 +243,7 @@ po_err po_refund_submit(struct po_store *s, const unsigned char *master, const c
         state[0] = '\0';
     if (!job)
         return PO_ERR_NOMEM;
-    po_err rc = po_refund_prepare(s, master, tenant, out_refund_no, job, &found);
+    po_err rc = po_refund_prepare(s, accounts, master, tenant, out_refund_no, job, &found);
     if (!rc && found)
         rc = po_refund_call(job);
     if (!rc && found)
@@ -279,15 +284,16 @@ bool po_backoff_note(struct po_backoff *b, const char *tenant, const char *chann
 
 /* One pending refund submitted unless its tenant's channel is backed off
  * this round; *state as po_refund_submit's ("" when not submitted). */
-static po_err submit_one(struct po_store *s, const unsigned char *master, const char *tenant,
-                         const char *out_refund_no, struct po_backoff *b, char *state, size_t cap)
+static po_err submit_one(struct po_store *s, struct po_accounts *accounts,
+                         const unsigned char *master, const char *tenant, const char *out_refund_no,
+                         struct po_backoff *b, char *state, size_t cap)
 {
     struct po_refund_job *job = calloc(1, sizeof *job);
     bool found = false;
     state[0] = '\0';
     if (!job)
         return PO_ERR_NOMEM;
-    po_err rc = po_refund_prepare(s, master, tenant, out_refund_no, job, &found);
+    po_err rc = po_refund_prepare(s, accounts, master, tenant, out_refund_no, job, &found);
     if (!rc && found && !po_backoff_holds(b, tenant, job->p.channel)) {
         rc = po_refund_call(job);
         if (!rc)
@@ -302,8 +308,9 @@ static po_err submit_one(struct po_store *s, const unsigned char *master, const 
     return rc;
 }
 
-po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
-                                int limit, int *out_submitted)
+po_err po_refund_submit_pending(struct po_store *s, struct po_accounts *accounts,
+                                const unsigned char *master, int64_t min_age_s, int limit,
+                                int *out_submitted)
 {
     char cutoff[PO_TIME_SIZE];
     /* last attempt at least min_age_s ago, to the second */
@@ -321,7 +328,7 @@ po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master,
     struct po_backoff *b = calloc(1, sizeof *b);
     for (int i = 0; b && i < r.nrows; i++) {
         char state[16];
-        if (submit_one(s, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), b, state,
+        if (submit_one(s, accounts, master, po_rows_get(&r, i, 0), po_rows_get(&r, i, 1), b, state,
                        sizeof state) == PO_OK &&
             strcmp(state, "submitted") == 0)
             n++;

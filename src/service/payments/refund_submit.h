@@ -6,6 +6,7 @@
 #define PO_SERVICE_REFUND_SUBMIT_H
 
 #include "../../channel/channel.h"
+#include "../accounts/account.h"
 #include "../../core/core.h"
 #include "../../engine/engine.h"
 #include "../../runtime/runtime.h"
@@ -37,14 +38,16 @@ struct po_refund_job {
     char out_refund_no[PO_ID_MAX + 1];
     struct po_refund_pending p;
     const struct po_channel_ops *ch;
-    struct po_channel_account acct;
-    bool callable; /* the channel has a refund API and the account loaded */
+    struct po_account_ref *ref;            /* the account, or NULL (not loaded) */
+    const struct po_channel_account *acct; /* ref's account */
+    bool callable;                         /* the channel has a refund API and the account loaded */
     struct po_refund_answer ans;
 };
-/* *found false: not pending (nothing to do). */
-po_err po_refund_prepare(struct po_store *s, const unsigned char *master, const char *tenant,
-                         const char *out_refund_no, struct po_refund_job *job,
-                         bool *found) PO_MUST_CHECK;
+/* *found false: not pending (nothing to do). The account from accounts,
+ * serve's cache (NULL: unsealed with master; po_accounts_use). */
+po_err po_refund_prepare(struct po_store *s, struct po_accounts *accounts,
+                         const unsigned char *master, const char *tenant, const char *out_refund_no,
+                         struct po_refund_job *job, bool *found) PO_MUST_CHECK;
 po_err po_refund_call(struct po_refund_job *job) PO_MUST_CHECK;
 po_err po_refund_record(struct po_store *s, const struct po_refund_job *job, char *state,
                         size_t cap) PO_MUST_CHECK;
@@ -54,8 +57,9 @@ void po_refund_job_free(struct po_refund_job *job);
  * and records the decision; *state (may be NULL) receives submitted,
  * rejected or pending ("" when it was not pending). The outbound call is
  * made outside any transaction. */
-po_err po_refund_submit(struct po_store *s, const unsigned char *master, const char *tenant,
-                        const char *out_refund_no, char *state, size_t cap) PO_MUST_CHECK;
+po_err po_refund_submit(struct po_store *s, struct po_accounts *accounts,
+                        const unsigned char *master, const char *tenant, const char *out_refund_no,
+                        char *state, size_t cap) PO_MUST_CHECK;
 /* A round's memory of the tenants' channels that answered with their rate
  * limit (po_rate_limited): the rest of the round asks them
  * nothing, and what it would have asked stays as it is for the next round
@@ -83,7 +87,8 @@ bool po_backoff_note(struct po_backoff *b, const char *tenant, const char *chann
 /* Submits (again) API refunds still pending whose last attempt is older
  * than min_age_s, at most limit; a tenant's channel that answers 429 is
  * asked nothing more this round (po_backoff). */
-po_err po_refund_submit_pending(struct po_store *s, const unsigned char *master, int64_t min_age_s,
-                                int limit, int *out_submitted) PO_MUST_CHECK;
+po_err po_refund_submit_pending(struct po_store *s, struct po_accounts *accounts,
+                                const unsigned char *master, int64_t min_age_s, int limit,
+                                int *out_submitted) PO_MUST_CHECK;
 
 #endif

@@ -55,7 +55,7 @@ po_err po_account_has_merchant_key(struct po_store *s, const char *tenant, const
  * in its own transaction. PO_ERR_NOT_FOUND when the tenant does not exist. */
 po_err po_account_save(struct po_store *s, const char *tenant, const char *channel, const char *doc,
                        char *err, size_t errcap) PO_MUST_CHECK;
-/* ---- the channel's verification keys kept current (account_store.c) ---- */
+/* ---- the channel's verification keys kept current (keys_refresh.c) ---- */
 
 struct po_accounts;
 

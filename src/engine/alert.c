@@ -109,6 +109,16 @@ po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_
                       const char *action, const char *actor, const char *note, const char *now,
                       char *err, size_t errcap)
 {
+    /* The alert's row locked first: two moves at once (three operators
+     * accepting one alert) would both read the same MAX(seq) and the second
+     * insert fail on the key. Waiting for the lock, the second reads the
+     * first's row (READ COMMITTED: a new snapshot a statement; SQLite has
+     * one writer). */
+    po_err rc =
+        po_store_exec(s, "UPDATE alert SET state = state WHERE tenant_id = ? AND alert_key = ?",
+                      PO_PARAMS(PO_TEXT(tenant), PO_TEXT(alert_id)), NULL, NULL, err, errcap);
+    if (rc)
+        return rc;
     return po_store_exec(s,
                          "INSERT INTO alert_action (tenant_id, alert_key, seq, action, actor,"
                          " note, at) SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM"

@@ -49,7 +49,9 @@ po_err po_alert_raise_unless(struct po_store *s, const struct po_alert_new *a, c
  * transaction: the operator's moves (service/alerts/alerts.c) and the engine's own
  * (a suspense payment refunded). ---- */
 
-/* Appends one move to an alert's trail (the alert must exist). action:
+/* Appends one move to an alert's trail (the alert must exist; its row is
+ * locked until the caller's transaction ends, so moves at once number
+ * themselves in turn). action:
  * acknowledge, resolve, replay, refund, refunded. */
 po_err po_alert_audit(struct po_store *s, const char *tenant, const char *alert_id,
                       const char *action, const char *actor, const char *note, const char *now,

@@ -72,8 +72,16 @@ check "8 guesses at once: exactly 5 counted (the lockout), none past it" "$(fail
 check "then the right password: refused (locked)" "$(login bob "$(head -1 bob.pw)")" 401
 
 # --- rate limits, before any hash or query ---
-login bob x >/dev/null # bob's tenth attempt this minute
-check "per name: the eleventh attempt in a minute: 429" "$(login bob "$(head -1 bob.pw)")" 429
+# bob has had ten attempts this minute (his burst): the next is 429 unless
+# a token came back meanwhile (one every 6 s; on a loaded machine the eight
+# at once took longer than that) — then a counted 401, and the one after
+# it is judged. Never more than a few: each attempt is far under 6 s.
+got=""; tries=0
+while [ "$tries" -lt 10 ]; do
+  tries=$((tries + 1)); got=$(login bob "$(head -1 bob.pw)")
+  [ "$got" = 401 ] || break
+done
+check "per name: past ten attempts in a minute: 429 (attempt $tries after the burst)" "$got" 429
 check "per name: with Retry-After" "$(grep -ci '^Retry-After: [1-9]' login.h)" 1
 # the address: 30 at once, then 30 a minute; fresh names, so only it binds.
 # Fresh names until the first 429: how many it takes depends on how long

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void po_door_apply(const struct po_door *d, const struct po_event *ev, size_t n,
                    struct po_outcome *out)
@@ -31,6 +32,38 @@ void po_door_apply(const struct po_door *d, const struct po_event *ev, size_t n,
     for (size_t i = 0; i < n; i++)
         out[i] = items[i].out;
     free(items);
+}
+
+po_err po_door_apply_retrying(const struct po_door *d, const struct po_event *ev, size_t n,
+                              struct po_outcome *out, int tries)
+{
+    PO_ASSERT(n >= 1 && n <= PO_BATCH_MAX);
+    size_t idx[PO_BATCH_MAX], left = n;
+    struct po_event *again = calloc(n, sizeof *again);
+    struct po_outcome *got = calloc(n, sizeof *got);
+    po_err rc = again && got ? PO_ERR_TRANSIENT : PO_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    for (int t = 0; again && got && t < tries; t++) {
+        for (size_t k = 0; k < left; k++)
+            again[k] = ev[idx[k]];
+        po_door_apply(d, again, left, got);
+        size_t m = 0;
+        for (size_t k = 0; k < left; k++) {
+            out[idx[k]] = got[k]; /* a retry's too: what the last try said */
+            if (got[k].kind == PO_OUT_RETRY)
+                idx[m++] = idx[k];
+        }
+        if ((left = m) == 0) {
+            rc = PO_OK;
+            break;
+        }
+        struct timespec ts = {0, 100000000L * (t + 1)};
+        nanosleep(&ts, NULL);
+    }
+    free(again);
+    free(got);
+    return rc;
 }
 
 po_err po_door_alert(const struct po_door *d, const struct po_event *ev, enum po_reason reason,

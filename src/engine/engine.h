@@ -334,6 +334,11 @@ struct po_door {
  * s, one transaction. */
 void po_door_apply(const struct po_door *d, const struct po_event *ev, size_t n,
                    struct po_outcome *out);
+/* po_door_apply, the events answered retry applied again (after 100 ms,
+ * 200 ms, …), at most tries times in all; PO_ERR_TRANSIENT when some are
+ * still retry (out: every event's last outcome). */
+po_err po_door_apply_retrying(const struct po_door *d, const struct po_event *ev, size_t n,
+                              struct po_outcome *out, int tries) PO_MUST_CHECK;
 /* po_engine_alert through the door (an event that is not a callback's). */
 po_err po_door_alert(const struct po_door *d, const struct po_event *ev, enum po_reason reason,
                      const char *detail) PO_MUST_CHECK;

@@ -34,33 +34,7 @@ static void now_iso(char *buf, size_t cap)
 static po_err apply(const struct po_door *d, const struct po_event *ev, size_t n,
                     struct po_outcome *out)
 {
-    size_t idx[RECON_BATCH], left = n;
-    struct po_event *again = calloc(n, sizeof *again);
-    struct po_outcome *got = calloc(n, sizeof *got);
-    po_err rc = again && got ? PO_ERR_TRANSIENT : PO_ERR_NOMEM;
-    for (size_t i = 0; i < n; i++)
-        idx[i] = i;
-    for (int t = 0; again && got && t < RECON_TRIES; t++) {
-        for (size_t k = 0; k < left; k++)
-            again[k] = ev[idx[k]];
-        po_door_apply(d, again, left, got);
-        size_t m = 0;
-        for (size_t k = 0; k < left; k++) {
-            if (got[k].kind == PO_OUT_RETRY)
-                idx[m++] = idx[k];
-            else
-                out[idx[k]] = got[k];
-        }
-        if ((left = m) == 0) {
-            rc = PO_OK;
-            break;
-        }
-        struct timespec ts = {0, 100000000L * (t + 1)};
-        nanosleep(&ts, NULL);
-    }
-    free(again);
-    free(got);
-    return rc;
+    return po_door_apply_retrying(d, ev, n, out, RECON_TRIES);
 }
 
 static void tally(struct po_recon_report *r, const struct po_event *ev, const struct po_outcome *o)

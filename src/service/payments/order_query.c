@@ -28,14 +28,7 @@ static po_err apply(struct po_store *s, struct po_committer *committer, const st
                     struct po_outcome *out)
 {
     struct po_door d = {s, committer};
-    for (int t = 0; t < QUERY_TRIES; t++) {
-        po_door_apply(&d, ev, 1, out);
-        if (out->kind != PO_OUT_RETRY)
-            return PO_OK;
-        struct timespec ts = {0, 100000000L * (t + 1)};
-        nanosleep(&ts, NULL);
-    }
-    return PO_ERR_TRANSIENT;
+    return po_door_apply_retrying(&d, ev, 1, out, QUERY_TRIES);
 }
 
 /* One more failed order in q, the first one's why kept, and in the log at

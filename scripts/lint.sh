@@ -138,6 +138,18 @@ if [ -n "$protos" ]; then
   fail=1
 fi
 
+# One assertion style (issue 46): every C test program runs its cases as a
+# cmocka group (cmocka_run_group_tests*, or T_RUN_GROUP/t_run_group from
+# tests/support/testutil.h, which sits on cmocka); a main that reports its
+# own "N passed, M failed" is the old second style coming back.
+tmains=$(grep -l '^int main' tests/*/*.c 2>/dev/null | xargs -r grep -L \
+  'cmocka_run_group_tests\|T_RUN_GROUP\|t_run_group\|LLVMFuzzerTestOneInput' 2>/dev/null || true)
+if [ -n "$tmains" ]; then
+  echo "lint: a C test program that does not run its cases as a cmocka group (docs/testing.md, one assertion style):" >&2
+  echo "$tmains" >&2
+  fail=1
+fi
+
 if command -v clang-format >/dev/null; then
   files=$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h' 'bench/*.c' 2>/dev/null ||
           find src tests bench -name '*.[ch]')
@@ -152,4 +164,4 @@ else
 fi
 
 [ "$fail" -eq 0 ] || exit 1
-echo "lint: ok (banned functions, module dependencies, third-party headers, SQL placement, the engine's door, prototypes, format)"
+echo "lint: ok (banned functions, module dependencies, third-party headers, SQL placement, the engine's door, prototypes, cmocka groups, format)"

@@ -172,43 +172,22 @@ static void seed(void)
     po_store_close(s);
 }
 
-int main(int argc, char **argv)
+/* "sqlite" or "postgres" (argv[1]); the racers: threads here, procs
+ * processes forked (--threads, --procs). */
+static const char *backend;
+static int threads = 16, procs = 4;
+
+/* The one case: n participants deliver every round's payment at once. */
+static void the_race(void **state)
 {
-    const char *backend = t_backend(argc, argv);
-    int threads = 16, procs = 4;
-    po_log_set_level(PO_LOG_ERROR);
-    for (int i = 2; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : "";
-        if (strcmp(argv[i], "--committer") == 0)
-            via_committer = true;
-        else if (strcmp(argv[i], "--threads") == 0 && ++i)
-            threads = atoi(v); /* lint-ok: test arguments */
-        else if (strcmp(argv[i], "--procs") == 0 && ++i)
-            procs = atoi(v); /* lint-ok */
-        else if (strcmp(argv[i], "--rounds") == 0 && ++i)
-            rounds = atoi(v); /* lint-ok */
-        else if (strcmp(argv[i], "--mode") == 0 && ++i)
-            mode = strcmp(v, "nolayers") == 0 ? M_NOLAYERS
-                   : strcmp(v, "refund") == 0 ? M_REFUND
-                   : strcmp(v, "share") == 0  ? M_SHARE
-                                              : M_PAY;
-    }
+    (void)state;
     int n = threads + procs;
-    if (n < 2 || n > PARTICIPANTS_MAX || rounds < 1 || rounds > ROUNDS_MAX) {
-        fprintf(stderr, "bad arguments\n");
-        return 2;
-    }
-    if (mode == M_NOLAYERS)
-        engine_cfg.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2;
-    if (mode == M_SHARE)
-        engine_cfg.disabled_layers = PO_ENGINE_NO_LAYER1;
     static const char *const mode_names[] = {"pay", "nolayers", "refund", "share"};
     t_db_create(backend, url, sizeof url);
     seed();
 
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED)
-        return 1;
+    assert_true(sh != MAP_FAILED);
     memset(sh, 0, sizeof *sh);
     pthread_barrierattr_t ba;
     pthread_barrierattr_init(&ba);
@@ -279,9 +258,45 @@ int main(int argc, char **argv)
     t_figure("#   journals=%lld processed_records=%lld rounds_not_credited_once=%d"
              " verify_violations=%d\n",
              (long long)journals, (long long)records, bad_rounds, violations);
-    bool ok = !failed && bad_rounds == 0 && atomic_load(&sh->applied) == rounds &&
-              journals == rounds && violations == 0 && atomic_load(&sh->gave_up) == 0 &&
-              atomic_load(&sh->rejected) == 0 && atomic_load(&sh->suspense) == 0;
-    printf("%d passed, %d failed\n", ok ? 1 : 0, ok ? 0 : 1);
-    return ok ? 0 : 1;
+    T_CHECK(!failed && bad_rounds == 0 && atomic_load(&sh->applied) == rounds &&
+                journals == rounds && violations == 0 && atomic_load(&sh->gave_up) == 0 &&
+                atomic_load(&sh->rejected) == 0 && atomic_load(&sh->suspense) == 0,
+            "race[%s]: every round credited once, nothing given up, rejected or in suspense,"
+            " the ledger verifies (the figures above)",
+            backend);
+}
+
+int main(int argc, char **argv)
+{
+    backend = t_backend(argc, argv);
+    po_log_set_level(PO_LOG_ERROR);
+    for (int i = 2; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (strcmp(argv[i], "--committer") == 0)
+            via_committer = true;
+        else if (strcmp(argv[i], "--threads") == 0 && ++i)
+            threads = atoi(v); /* lint-ok: test arguments */
+        else if (strcmp(argv[i], "--procs") == 0 && ++i)
+            procs = atoi(v); /* lint-ok */
+        else if (strcmp(argv[i], "--rounds") == 0 && ++i)
+            rounds = atoi(v); /* lint-ok */
+        else if (strcmp(argv[i], "--mode") == 0 && ++i)
+            mode = strcmp(v, "nolayers") == 0 ? M_NOLAYERS
+                   : strcmp(v, "refund") == 0 ? M_REFUND
+                   : strcmp(v, "share") == 0  ? M_SHARE
+                                              : M_PAY;
+    }
+    int n = threads + procs;
+    if (n < 2 || n > PARTICIPANTS_MAX || rounds < 1 || rounds > ROUNDS_MAX) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    if (mode == M_NOLAYERS)
+        engine_cfg.disabled_layers = PO_ENGINE_NO_LAYER1 | PO_ENGINE_NO_LAYER2;
+    if (mode == M_SHARE)
+        engine_cfg.disabled_layers = PO_ENGINE_NO_LAYER1;
+    const struct CMUnitTest tests[] = {cmocka_unit_test(the_race)};
+    char name[64];
+    (void)snprintf(name, sizeof name, "race[%s]", backend);
+    return T_RUN_GROUP(name, tests, NULL, NULL);
 }

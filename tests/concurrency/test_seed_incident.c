@@ -130,10 +130,10 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
         layers[other->layer]++;
         /* PostgreSQL: both really were past layer 1, so layer 1 could not
          * have caught the twin. SQLite: never two inside at once. */
-        T_CHECK(pg ? rv.max_inside == 2 && other->layer == expect_layer
-                   : rv.max_inside == 1 && other->layer == 1,
-                "%s round %d: inside %d, twin caught by layer %d", name, r, rv.max_inside,
-                other->layer);
+        if (!(pg ? rv.max_inside == 2 && other->layer == expect_layer
+                 : rv.max_inside == 1 && other->layer == 1))
+            t_fail("%s round %d: inside %d, twin caught by layer %d", name, r, rv.max_inside,
+                   other->layer);
     }
     const char *kind = type == PO_EV_PAY_SUCCESS      ? "PAY"
                        : type == PO_EV_REFUND_SUCCESS ? "REFUND"
@@ -144,8 +144,8 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
                                "SELECT COUNT(*) FROM posting p JOIN journal j ON j.tenant_id ="
                                " p.tenant_id AND j.idem_key = p.idem_key WHERE j.kind = ?",
                                kp, 1);
-    T_CHECK(journals == ROUNDS && postings == 2 * ROUNDS && t_verify(s) == 0,
-            "%s: journals %lld postings %lld", name, (long long)journals, (long long)postings);
+    if (!(journals == ROUNDS && postings == 2 * ROUNDS && t_verify(s) == 0))
+        t_fail("%s: journals %lld postings %lld", name, (long long)journals, (long long)postings);
     t_figure("# seed-incident[%s] %-22s rounds=%d interleaving forced=%d twin caught by"
              " layer1=%d layer2=%d layer3=%d journals=%lld posting pairs=%lld%s\n",
              backend, name, ROUNDS, forced, layers[1], layers[2], layers[3], (long long)journals,
@@ -155,30 +155,37 @@ static int scenario(const char *backend, const char *name, enum po_event_type ty
     return t_failures - failures_before;
 }
 
+/* A scenario as a cmocka case (its state). */
+struct seed_case {
+    const char *name;
+    enum po_event_type type;
+    unsigned disabled;
+    int layer;
+};
+static const char *backend_name;
+
+static void seed_case(void **state)
+{
+    const struct seed_case *c = *state;
+    assert_int_equal(scenario(backend_name, c->name, c->type, c->disabled, c->layer), 0);
+}
+
 int main(int argc, char **argv)
 {
-    const char *backend = t_backend(argc, argv);
+    const char *backend = backend_name = t_backend(argc, argv);
     po_log_set_level(PO_LOG_ERROR);
     if (strcmp(backend, "sqlite") == 0)
         rendezvous_ms = 40;
-    int failed = 0, passed = 0;
-    struct {
-        const char *name;
-        enum po_event_type type;
-        unsigned disabled;
-        int layer;
-    } cases[] = {
+    static struct seed_case cases[] = {
         {"payment", PO_EV_PAY_SUCCESS, 0, 2},
         {"payment,no-layer2", PO_EV_PAY_SUCCESS, PO_ENGINE_NO_LAYER2, 3},
         {"refund", PO_EV_REFUND_SUCCESS, 0, 2},
         {"profit-share", PO_EV_PROFIT_SHARE_RESULT, 0, 3},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (scenario(backend, cases[i].name, cases[i].type, cases[i].disabled, cases[i].layer))
-            failed++;
-        else
-            passed++;
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    struct CMUnitTest tests[4];
+    for (int i = 0; i < 4; i++)
+        tests[i] = (struct CMUnitTest){cases[i].name, seed_case, NULL, NULL, &cases[i]};
+    char name[64];
+    snprintf(name, sizeof name, "seed-incident[%s]", backend);
+    return T_RUN_GROUP(name, tests, NULL, NULL);
 }

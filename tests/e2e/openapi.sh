@@ -50,7 +50,9 @@ del d["paths"]["/v1/orders/{out_trade_no}/close"]["post"]["responses"]["404"]
 d["components"]["parameters"]["AlertState"]["schema"]["enum"].remove("acknowledged")
 json.dump(d, open(sys.argv[2], "w"))
 PY
-    PAYONCE_PRISM=$PRISM PAYONCE_OPENAPI=$work/mutant.json "$TEST_API" sqlite "$BIN" close \
+    # (every check of the case counted, none ending it: all three must show)
+    PAYONCE_TEST_KEEP_GOING=1 PAYONCE_PRISM=$PRISM PAYONCE_OPENAPI=$work/mutant.json \
+      "$TEST_API" sqlite "$BIN" close \
       > "$work/mutant.out" 2>&1
     mrc=$? mfails=0
     for why in "payonce's answer is not what the description allows" "prism's warnings" \

@@ -5511,7 +5511,7 @@ static void test_reaper(void)
 
 /* ---- the cases, each on its own database and gateways ---- */
 
-static const struct api_case {
+static struct api_case {
     const char *name;
     void (*fn)(void);
 } api_cases[] = {
@@ -5571,8 +5571,14 @@ struct case_env {
  * second never waits for an Idempotency-Key twin and has the in-flight
  * hook), a `payonce serve` child, t1's WeChat Pay account pointing at the
  * simulator. Nothing a case leaves behind reaches the next one. */
-static void case_begin(struct case_env *e)
+static struct case_env cenv;
+static uint64_t case_t0;
+
+static int case_begin(void **state)
 {
+    (void)state;
+    struct case_env *e = &cenv;
+    case_t0 = po_now_us();
     t_db_clone(tmpl, url, sizeof url);
     pthread_mutex_lock(&hook_mu);
     hook_armed = hook_inside = hook_release = false;
@@ -5604,13 +5610,16 @@ static void case_begin(struct case_env *e)
     const char *const wait[] = {"--idempotency-wait-ms", "10000", t_prism_on() ? "--listen" : NULL,
                                 listen_at[2], NULL};
     e->child = t_serve(dir, bin, url, wait, &child_port);
+    return 0;
 }
 
 /* Ends a case: every refund the channel accepted is completed by its
  * notification first (none is left to land on a later case's gateway),
  * then the ledger invariants hold on the case's database. */
-static void case_end(struct case_env *e, const char *name)
+static int case_end(void **state)
 {
+    struct case_env *e = &cenv;
+    const char *name = ((const struct api_case *)*state)->name;
     T_CHECK(wait_for("SELECT COUNT(*) FROM refund WHERE submit_state = 'submitted' AND"
                      " status = 'PROCESSING' AND tenant_id <> ?",
                      "", 0),
@@ -5622,13 +5631,23 @@ static void case_end(struct case_env *e, const char *name)
     T_CHECK(t_verify(s) == 0, "%s: ledger invariants", name);
     po_store_close(s);
     t_db_drop(url);
+    printf("# api[%s] case %s: %llu ms\n", backend, name,
+           (unsigned long long)(po_now_us() - case_t0) / 1000);
+    return 0;
+}
+
+/* A case of api_cases (its state) between case_begin and case_end. */
+static void api_case(void **state)
+{
+    ((const struct api_case *)*state)->fn();
 }
 
 /* Runs the cases named on the command line (all when none; "-NAME" leaves
  * that case out of the others: tests/CMakeLists.txt runs the channel's
- * answer tables on one store so), in an order shuffled by a printed seed
- * (PAYONCE_TEST_SEED replays it): a case that relied on another's rows
- * fails in some order. */
+ * answer tables on one store so) as a cmocka group, in an order shuffled by
+ * a printed seed (PAYONCE_TEST_SEED replays it): a case that relied on
+ * another's rows fails in some order. Nonzero when a case failed, -1 for
+ * an unknown case. */
 static int run_cases(int argc, char **argv)
 {
     int order[API_NCASES], n = 0, known = 0;
@@ -5664,24 +5683,14 @@ static int run_cases(int argc, char **argv)
         order[i] = order[j];
         order[j] = t;
     }
-    int failed = 0;
+    struct CMUnitTest tests[API_NCASES];
     for (int i = 0; i < n; i++) {
-        const struct api_case *c = &api_cases[order[i]];
-        int before = t_failures;
-        struct case_env e;
-        printf("# api[%s] case %s\n", backend, c->name);
-        fflush(stdout);
-        uint64_t t0 = po_now_us();
-        case_begin(&e);
-        c->fn();
-        case_end(&e, c->name);
-        printf("# api[%s] case %s: %s (%llu ms)\n", backend, c->name,
-               t_failures > before ? "FAILED" : "ok",
-               (unsigned long long)(po_now_us() - t0) / 1000);
-        fflush(stdout);
-        failed += t_failures > before;
+        struct api_case *c = &api_cases[order[i]];
+        tests[i] = (struct CMUnitTest){c->name, api_case, case_begin, case_end, c};
     }
-    return failed;
+    char name[64];
+    snprintf(name, sizeof name, "api[%s]", backend);
+    return t_run_group(name, tests, (size_t)n, NULL, NULL);
 }
 
 int main(int argc, char **argv)
@@ -5724,16 +5733,16 @@ int main(int argc, char **argv)
     if (t_prism_start(dir, 3, fixed))
         for (int i = 0; i < 3; i++)
             snprintf(listen_at[i], sizeof listen_at[i], "127.0.0.1:%u", fixed[i]);
-    int failed = run_cases(argc, argv);
+    int rc = run_cases(argc, argv);
     snprintf(name, sizeof name, "api[%s] openapi", backend);
     t_prism_stop(name);
     po_sim_server_stop(sim);
     po_sim_identity_free(&id);
     po_sim_identity_free(&stranger);
     curl_global_cleanup();
-    if (failed < 0)
+    if (rc < 0)
         return 2;
-    snprintf(name, sizeof name, "api[%s] tenant API, %d failed case(s)", backend, failed);
+    snprintf(name, sizeof name, "api[%s] tenant API", backend);
     snprintf(url, sizeof url, "%s", tmpl);
-    return t_env_finish(dir, url, name);
+    return t_env_finish(dir, url, name) || rc;
 }

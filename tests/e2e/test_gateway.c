@@ -101,8 +101,13 @@ static void expect(unsigned port, const char *gw, const struct po_sim_identity *
                 why, st);
 }
 
-static void test_rotation(const struct po_sim_identity *first, const struct po_sim_identity *second)
+/* The simulator's two identities: the account's first keys and its new. */
+static struct po_sim_identity id1, id2;
+
+static void test_rotation(void **state)
 {
+    (void)state;
+    const struct po_sim_identity *first = &id1, *second = &id2;
     const char *a = "this process", *b = "second gateway";
     /* Both gateways cache the first account. */
     expect(gw_port, a, first, "current", true, "before any change");
@@ -137,8 +142,10 @@ static int threads_now(void)
     return n;
 }
 
-static void test_idle(const struct po_sim_identity *id)
+static void test_idle(void **state)
 {
+    (void)state;
+    const struct po_sim_identity *id = &id1;
     static int fds[IDLE_CONNS];
     int before = threads_now(), served = 0;
     for (int i = 0; i < IDLE_CONNS; i++) {
@@ -189,9 +196,8 @@ int main(int argc, char **argv)
     po_log_set_level(PO_LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
     unsigned char master[32];
-    struct po_sim_identity id, id2;
     char sd2[300], err[PO_ERRBUF_SIZE] = "";
-    t_env_create("gateway", dir, sizeof dir, master, &id);
+    t_env_create("gateway", dir, sizeof dir, master, &id1);
     snprintf(sd2, sizeof sd2, "%s/sim2", dir);
     if (po_sim_identity_generate(sd2, "cert", err, sizeof err) ||
         po_sim_identity_load(sd2, &id2, err, sizeof err))
@@ -199,7 +205,7 @@ int main(int argc, char **argv)
     t_db_create(backend, url, sizeof url);
     run("tenant add --tenant t1");
     run("merchant add --tenant t1 --merchant m1");
-    set_account(&id, "sim");
+    set_account(&id1, "sim");
     /* Every connection of this test comes from 127.0.0.1: the per-address
      * cap is off here (slow_clients tests it). */
     struct po_gateway_cfg gc;
@@ -213,13 +219,14 @@ int main(int argc, char **argv)
     struct t_gateway *gw = t_gateway_start(&gc, NULL);
     gw_port = gw->port;
     pid_t child = t_serve(dir, bin, url, NULL, &child_port);
-    test_rotation(&id, &id2);
-    test_idle(&id);
-    t_serve_stop(child);
-    t_gateway_stop(gw);
-    po_sim_identity_free(&id);
-    po_sim_identity_free(&id2);
     char name[64];
     snprintf(name, sizeof name, "gateway[%s]", backend);
-    return t_env_finish(dir, url, name);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_rotation),
+                                       cmocka_unit_test(test_idle)};
+    int rc = T_RUN_GROUP(name, tests, NULL, NULL);
+    t_serve_stop(child);
+    t_gateway_stop(gw);
+    po_sim_identity_free(&id1);
+    po_sim_identity_free(&id2);
+    return t_env_finish(dir, url, name) || rc;
 }

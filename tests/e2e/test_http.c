@@ -527,8 +527,19 @@ static void known_members(const char *channel, const char *name, const char *wha
     }
 }
 
-static void run_case(const char *channel, json_t *cs)
+/* One case of tests/data/http/CHANNEL.json: a cmocka case of its own,
+ * named CHANNEL/NAME, its JSON object the case's state. */
+struct http_case {
+    const char *channel;
+    json_t *cs;
+    char name[96];
+};
+
+static void run_case(void **state)
 {
+    const struct http_case *hc = *state;
+    const char *channel = hc->channel;
+    json_t *cs = hc->cs;
     const char *name = jstr(cs, "name", "?");
     json_t *order = json_object_get(cs, "order"), *ex = json_object_get(cs, "expect");
     static const char *const case_keys[] = {"name",       "tenant",     "order",  "event",
@@ -649,8 +660,9 @@ static void unlock_order(struct po_store *holder)
 
 /* A callback that meets a database it cannot write is answered FAIL 5xx,
  * nothing is recorded, and the channel's retry is credited once. */
-static void store_outage(void)
+static void store_outage(void **state)
 {
+    (void)state;
     json_t *cs =
         json_pack("{s:s, s:{s:s, s:I}, s:{s:s, s:s, s:I}}", "name", "outage", "order",
                   "out_trade_no", "W-OUTAGE", "amount", (json_int_t)700, "event", "event_type",
@@ -719,8 +731,9 @@ static void send_together(const struct po_sim_request *req, struct delivery *d, 
  * table (payonce_committer_known_hits_total), and each one's record is
  * written all the same, by a batch after its ack.
  */
-static void known_duplicates(void)
+static void known_duplicates(void **state)
 {
+    (void)state;
     const char *no = "W-KNOWN";
     json_t *cs =
         json_pack("{s:s, s:{s:s, s:I}, s:{s:s, s:s, s:I}}", "name", "known", "order",
@@ -804,8 +817,9 @@ static void admin_call(const char *method, const char *path, const char *token, 
 /* The dashboard's data (issue 13 item 11; the page itself is tested in a
  * browser by console_test.sh): the admin token (scripts) guards it, the summary has this
  * run's callbacks and alerts, an alert can be acknowledged. */
-static void check_admin(void)
+static void check_admin(void **state)
 {
+    (void)state;
     struct reply r;
     admin_call("GET", "/admin", NULL, NULL, &r);
     T_CHECK(r.status == 200 && strstr(r.body, "/admin/console.js"), "GET /admin: %ld", r.status);
@@ -847,8 +861,9 @@ static void check_admin(void)
  * of the "unknown order" case, its order created since, goes through the
  * engine's door — serve's committer — once: credited, the alert resolved; a
  * second replay is refused (resolved), nothing credited twice. */
-static void check_replay(void)
+static void check_replay(void **state)
 {
+    (void)state;
     const char *no = "W-NOSUCH";
     json_t *order = json_pack("{s:s, s:I}", "out_trade_no", no, "amount", (json_int_t)100);
     seed(order, "wechatpay");
@@ -875,8 +890,9 @@ static void check_replay(void)
             "replay again: credited twice");
 }
 
-static void check_endpoints(void)
+static void check_endpoints(void **state)
 {
+    (void)state;
     struct {
         const char *path;
         long status;
@@ -956,24 +972,49 @@ int main(int argc, char **argv)
     struct po_server_cfg scfg = {.admin_token = ADMIN_TOKEN};
     struct t_gateway *srv = t_gateway_start(&cfg, &scfg);
     port = srv->port;
+    /* The channels' tables (a case each), then the named cases. */
     static const char *const channels[] = {"wechatpay", "alipay", "stripe"};
+    static const struct CMUnitTest named[] = {
+        cmocka_unit_test(store_outage), cmocka_unit_test(known_duplicates),
+        cmocka_unit_test(check_endpoints), cmocka_unit_test(check_admin),
+        cmocka_unit_test(check_replay)};
+    json_t *tables[3];
+    size_t ncases = PO_NELEM(named);
     for (int c = 0; c < 3; c++) {
         char path[512];
         json_error_t je;
         snprintf(path, sizeof path, "%s/http/%s.json", PO_TEST_DATA_DIR, channels[c]);
-        json_t *cases = json_load_file(path, 0, &je);
-        if (!json_is_array(cases))
+        tables[c] = json_load_file(path, 0, &je);
+        if (!json_is_array(tables[c]))
             die(path);
+        ncases += json_array_size(tables[c]);
+    }
+    struct CMUnitTest *tests = calloc(ncases, sizeof *tests);
+    struct http_case *hcs = calloc(ncases, sizeof *hcs);
+    if (!tests || !hcs)
+        die("out of memory");
+    size_t n = 0;
+    for (int c = 0; c < 3; c++) {
         size_t i;
         json_t *cs;
-        json_array_foreach(cases, i, cs) run_case(channels[c], cs);
-        json_decref(cases);
+        json_array_foreach(tables[c], i, cs)
+        {
+            hcs[n] = (struct http_case){channels[c], cs, ""};
+            snprintf(hcs[n].name, sizeof hcs[n].name, "%s/%s", channels[c],
+                     json_string_value(json_object_get(cs, "name")) ?: "?");
+            tests[n] = (struct CMUnitTest){hcs[n].name, run_case, NULL, NULL, &hcs[n]};
+            n++;
+        }
     }
-    store_outage();
-    known_duplicates();
-    check_endpoints();
-    check_admin();
-    check_replay();
+    for (size_t i = 0; i < PO_NELEM(named); i++)
+        tests[n++] = named[i];
+    char name[64];
+    snprintf(name, sizeof name, "http[%s]", backend);
+    int rc = t_run_group(name, tests, n, NULL, NULL);
+    free(tests);
+    free(hcs);
+    for (int c = 0; c < 3; c++)
+        json_decref(tables[c]);
     t_gateway_stop(srv);
     fflush(stderr);
     dup2(saved_stderr, 2);
@@ -992,6 +1033,6 @@ int main(int argc, char **argv)
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     if (system(rm)) { /* lint-ok */
     }
-    printf("%d passed, %d failed\n", t_passes, t_failures);
-    return t_failures ? 1 : 0;
+    printf("# http[%s]: %d checks\n", backend, t_passes + t_failures);
+    return rc || t_failures ? 1 : 0;
 }

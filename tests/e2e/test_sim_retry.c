@@ -35,6 +35,9 @@
 #define DOWN_S 330 /* channel seconds the gateway stays down */
 
 static char dir[256], url[T_URL_MAX], bin[PATH_MAX];
+static const char *backend;
+static unsigned char master[32];
+static struct po_sim_identity id;
 static int64_t t0;
 static double mono0;
 
@@ -104,26 +107,12 @@ static int offset_of(const char *channel, int k)
     return sum;
 }
 
-int main(int argc, char **argv)
+/* The one case: the gateway down for DOWN_S seconds of channel time while
+ * each channel's simulator goes on resending on its own schedule; back on
+ * the same port, every payment acked and credited once. */
+static void down_then_back(void **state)
 {
-    const char *backend = t_backend(argc, argv);
-    if (argc < 3 || !realpath(argv[2], bin))
-        die("usage: test_sim_retry BACKEND PAYONCE");
-    po_log_set_level(PO_LOG_ERROR);
-    unsigned char master[32];
-    struct po_sim_identity id;
-    t_env_create("simretry", dir, sizeof dir, master, &id);
-    t_db_create(backend, url, sizeof url);
-    run("tenant add --tenant t1");
-    run("merchant add --tenant t1 --merchant m1");
-    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
-        " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
-        id.mchid, id.appid);
-    run("channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
-        " --alipay-public-key-file sim/alipay_public_key.pem",
-        id.app_id, id.seller_id);
-    run("channel set --tenant t1 --channel stripe --webhook-secret-file sim/stripe_webhook_secret");
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    (void)state;
     t0 = (int64_t)time(NULL);
     mono0 = mono();
     struct po_gateway_cfg gc;
@@ -206,9 +195,31 @@ int main(int argc, char **argv)
         printf("# sim-retry[%s] %s: down for %d s of channel time; acked on attempt %d at +%d s\n",
                backend, l->channel, DOWN_S, l->r.attempts, after);
     }
-    po_sim_identity_free(&id);
-    curl_global_cleanup();
+}
+
+int main(int argc, char **argv)
+{
+    backend = t_backend(argc, argv);
+    if (argc < 3 || !realpath(argv[2], bin))
+        die("usage: test_sim_retry BACKEND PAYONCE");
+    po_log_set_level(PO_LOG_ERROR);
+    t_env_create("simretry", dir, sizeof dir, master, &id);
+    t_db_create(backend, url, sizeof url);
+    run("tenant add --tenant t1");
+    run("merchant add --tenant t1 --merchant m1");
+    run("channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
+        " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
+        id.mchid, id.appid);
+    run("channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+        " --alipay-public-key-file sim/alipay_public_key.pem",
+        id.app_id, id.seller_id);
+    run("channel set --tenant t1 --channel stripe --webhook-secret-file sim/stripe_webhook_secret");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     char name[64];
     snprintf(name, sizeof name, "sim-retry[%s]", backend);
-    return t_env_finish(dir, url, name);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(down_then_back)};
+    int rc = T_RUN_GROUP(name, tests, NULL, NULL);
+    po_sim_identity_free(&id);
+    curl_global_cleanup();
+    return t_env_finish(dir, url, name) || rc;
 }

@@ -136,6 +136,11 @@ int posix_memalign(void **out, size_t align, size_t n)
 
 static char dir[256], url[T_URL_MAX], bin[PATH_MAX], apikey[128];
 static unsigned port;
+/* "sqlite" or "postgres" (argv[1]); the master key and the simulator's
+ * identity main made. */
+static const char *backend;
+static unsigned char master[32];
+static struct po_sim_identity sim_id;
 static struct po_store *db; /* the test's own connection */
 
 static void die(const char *m)
@@ -329,7 +334,7 @@ static void sweep_api(struct sweep *s)
 
 static const char *const channels[] = {"wechatpay", "alipay", "stripe"};
 
-static void report(const char *backend, const struct sweep *s)
+static void report(const struct sweep *s)
 {
     t_figure("# alloc[%s] %s: %d requests, each with one allocation failing (k = %ld..%ld):"
              " %d answered 2xx and committed, %d retry (5xx), %d refused (4xx), %d without an"
@@ -338,12 +343,12 @@ static void report(const char *backend, const struct sweep *s)
              s->refused4xx, s->unanswered);
 }
 
-static struct t_gateway *start(const unsigned char *master)
+static struct t_gateway *start(const unsigned char *key)
 {
     /* One thread of each kind, so that the k-th allocation is the same
      * one from run to run. */
     struct po_gateway_cfg gc;
-    t_gateway_cfg(&gc, url, master);
+    t_gateway_cfg(&gc, url, key);
     gc.pool_size = 1;
     gc.threads = 1;
     gc.workers = 1;
@@ -371,38 +376,11 @@ static void show_failures(const char *log)
         fclose(f);
 }
 
-int main(int argc, char **argv)
+/* The one case: the warm-up, then every allocation of a callback of each
+ * channel and of an API order failing in turn (module comment). */
+static void sweeps(void **state)
 {
-    exempt = true;
-    const char *backend = t_backend(argc, argv);
-    if (argc < 3 || !realpath(argv[2], bin))
-        die("usage: test_alloc BACKEND PAYONCE [--from K] [--to K]");
-    for (int i = 3; i + 1 < argc; i += 2)
-        if (strcmp(argv[i], "--from") == 0)
-            k_from = strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--to") == 0)
-            k_to = strtol(argv[i + 1], NULL, 10);
-    po_log_set_level(PO_LOG_ERROR);
-    signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    unsigned char master[32];
-    struct po_sim_identity id;
-    t_env_create("alloc", dir, sizeof dir, master, &id);
-    t_db_create(backend, url, sizeof url);
-    t_cli(dir, bin, url, NULL, 0, "tenant add --tenant t1");
-    t_cli(dir, bin, url, NULL, 0, "merchant add --tenant t1 --merchant m1");
-    t_cli(dir, bin, url, NULL, 0,
-          "channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
-          " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
-          id.mchid, id.appid);
-    t_cli(dir, bin, url, NULL, 0,
-          "channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
-          " --alipay-public-key-file sim/alipay_public_key.pem",
-          id.app_id, id.seller_id);
-    t_cli(
-        dir, bin, url, NULL, 0,
-        "channel set --tenant t1 --channel stripe --webhook-secret-file sim/stripe_webhook_secret");
-    t_cli(dir, bin, url, apikey, sizeof apikey, "apikey create --tenant t1");
+    (void)state;
     /* The gateway's access log would be thousands of lines: to a file. */
     char log[300];
     (void)snprintf(log, sizeof log, "%s/gateway.log", dir);
@@ -420,7 +398,7 @@ int main(int argc, char **argv)
             (void)snprintf(no, sizeof no, "WARM-%s-%d", channels[c], i);
             po_sim_new_txn(channels[c], txn, sizeof txn);
             t_seed_order(db, no, 100);
-            long st = deliver(&id, channels[c], no, txn);
+            long st = deliver(&sim_id, channels[c], no, txn);
             T_CHECK(st >= 200 && st < 300, "warm-up %s callback %d: %ld", channels[c], i, st);
         }
         (void)snprintf(no, sizeof no, "WARM-API-%d", i);
@@ -436,7 +414,7 @@ int main(int argc, char **argv)
     struct sweep cb[PO_NELEM(channels)], api = {.name = "api"};
     for (int c = 0; c < PO_NELEM(channels); c++) {
         cb[c] = (struct sweep){.name = channels[c]};
-        sweep_callbacks(&id, &cb[c]);
+        sweep_callbacks(&sim_id, &cb[c]);
     }
     sweep_api(&api);
     t_gateway_stop(gw);
@@ -457,12 +435,46 @@ int main(int argc, char **argv)
         T_CHECK(system(cmd) == 0, "cannot keep the log as %s", keep);
     }
     for (int c = 0; c < PO_NELEM(channels); c++)
-        report(backend, &cb[c]);
-    report(backend, &api);
+        report(&cb[c]);
+    report(&api);
     t_figure("# alloc[%s]: %ld allocations held after both sweeps\n", backend, held);
-    po_sim_identity_free(&id);
-    curl_global_cleanup();
+}
+
+int main(int argc, char **argv)
+{
+    exempt = true;
+    backend = t_backend(argc, argv);
+    if (argc < 3 || !realpath(argv[2], bin))
+        die("usage: test_alloc BACKEND PAYONCE [--from K] [--to K]");
+    for (int i = 3; i + 1 < argc; i += 2)
+        if (strcmp(argv[i], "--from") == 0)
+            k_from = strtol(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--to") == 0)
+            k_to = strtol(argv[i + 1], NULL, 10);
+    po_log_set_level(PO_LOG_ERROR);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    t_env_create("alloc", dir, sizeof dir, master, &sim_id);
+    t_db_create(backend, url, sizeof url);
+    t_cli(dir, bin, url, NULL, 0, "tenant add --tenant t1");
+    t_cli(dir, bin, url, NULL, 0, "merchant add --tenant t1 --merchant m1");
+    t_cli(dir, bin, url, NULL, 0,
+          "channel set --tenant t1 --channel wechatpay --mchid %s --appid %s --apiv3-key-file"
+          " sim/apiv3.key --platform-cert-file sim/wechatpay_platform_cert.pem",
+          sim_id.mchid, sim_id.appid);
+    t_cli(dir, bin, url, NULL, 0,
+          "channel set --tenant t1 --channel alipay --app-id %s --seller-id %s"
+          " --alipay-public-key-file sim/alipay_public_key.pem",
+          sim_id.app_id, sim_id.seller_id);
+    t_cli(
+        dir, bin, url, NULL, 0,
+        "channel set --tenant t1 --channel stripe --webhook-secret-file sim/stripe_webhook_secret");
+    t_cli(dir, bin, url, apikey, sizeof apikey, "apikey create --tenant t1");
     char name[64];
     (void)snprintf(name, sizeof name, "alloc[%s]", backend);
-    return t_env_finish(dir, url, name);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(sweeps)};
+    int rc = T_RUN_GROUP(name, tests, NULL, NULL);
+    po_sim_identity_free(&sim_id);
+    curl_global_cleanup();
+    return t_env_finish(dir, url, name) || rc;
 }

@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <stdarg.h>
@@ -15,20 +16,131 @@
 #include <string.h>
 #include <unistd.h>
 
-int t_passes, t_failures;
+_Atomic int t_passes, t_failures;
 FILE *t_report;
+
+/* The case T_CHECK may end (the thread running its body), and what was
+ * counted by t_fail while it ran. */
+static struct {
+    pthread_mutex_t mu;
+    bool in_body;
+    pthread_t thread;
+    const struct CMUnitTest *tests;
+    size_t next;
+    int counted;     /* t_fail's calls since the case's setup began */
+    bool keep_going; /* PAYONCE_TEST_KEEP_GOING: every check counts, none ends */
+} C = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void say_failed(const char *fmt, va_list ap)
+{
+    FILE *f = t_report ? t_report : stderr;
+    char msg[4096];
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    pthread_mutex_lock(&C.mu);
+    fprintf(f, "FAIL: %s\n", msg);
+    fflush(f);
+    pthread_mutex_unlock(&C.mu);
+}
 
 void t_fail(const char *fmt, ...)
 {
-    FILE *f = t_report ? t_report : stderr;
     va_list ap;
     va_start(ap, fmt);
     t_failures++;
-    fputs("FAIL: ", f);
-    vfprintf(f, fmt, ap);
-    fputc('\n', f);
-    fflush(f);
+    say_failed(fmt, ap);
     va_end(ap);
+    pthread_mutex_lock(&C.mu);
+    C.counted++;
+    pthread_mutex_unlock(&C.mu);
+}
+
+void t_check_failed(const char *file, int line, const char *fmt, ...)
+{
+    pthread_mutex_lock(&C.mu);
+    bool ends = C.in_body && !C.keep_going && pthread_equal(pthread_self(), C.thread);
+    pthread_mutex_unlock(&C.mu);
+    va_list ap;
+    va_start(ap, fmt);
+    if (!ends) {
+        char msg[4096];
+        (void)vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        t_fail("%s (%s:%d)", msg, file, line);
+        return;
+    }
+    t_failures++;
+    say_failed(fmt, ap);
+    va_end(ap);
+    _fail(file, line); /* cmocka's fail(): the case ends here */
+}
+
+static int case_setup(void **state)
+{
+    pthread_mutex_lock(&C.mu);
+    const struct CMUnitTest *t = &C.tests[C.next++];
+    C.counted = 0;
+    C.in_body = false;
+    C.thread = pthread_self();
+    pthread_mutex_unlock(&C.mu);
+    int rc = t->setup_func ? t->setup_func(state) : 0;
+    pthread_mutex_lock(&C.mu);
+    if (C.counted)
+        rc = -1;
+    C.in_body = rc == 0;
+    pthread_mutex_unlock(&C.mu);
+    return rc;
+}
+
+static int case_teardown(void **state)
+{
+    pthread_mutex_lock(&C.mu);
+    const struct CMUnitTest *t = &C.tests[C.next - 1];
+    C.in_body = false;
+    pthread_mutex_unlock(&C.mu);
+    int rc = t->teardown_func ? t->teardown_func(state) : 0;
+    pthread_mutex_lock(&C.mu);
+    int counted = C.counted;
+    pthread_mutex_unlock(&C.mu);
+    if (counted) {
+        print_error("%d failure(s) counted while the case ran: in its fixtures, on other threads"
+                    " or by t_fail (the FAIL lines above)\n",
+                    counted);
+        rc = -1;
+    }
+    return rc;
+}
+
+int t_run_group(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                CMFixtureFunction teardown)
+{
+    struct CMUnitTest *wrapped = calloc(n ? n : 1, sizeof *wrapped);
+    if (!wrapped) {
+        fprintf(stderr, "testutil: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        wrapped[i] = tests[i];
+        wrapped[i].setup_func = case_setup;
+        wrapped[i].teardown_func = case_teardown;
+    }
+    const char *go = getenv("PAYONCE_TEST_KEEP_GOING");
+    C.tests = tests;
+    C.next = 0;
+    C.keep_going = go && *go && strcmp(go, "0") != 0;
+    int before = t_failures;
+    int rc = _cmocka_run_group_tests(name, wrapped, n, setup, teardown);
+    free(wrapped);
+    if (rc == 0 && t_failures > before)
+        print_error("%s: %d check(s) failed outside its cases\n", name, t_failures - before);
+    if (rc == 0 && t_failures == 0)
+        return 0;
+    /* A case that failed in its body may have left what it started running
+     * (a gateway's threads, a sink): the process ends here, before the
+     * libraries' exit handlers run under them. Children die with it
+     * (PR_SET_PDEATHSIG); the temporary files stay for the post-mortem. */
+    printf("%s: failed; exiting now (temporary files kept)\n", name);
+    fflush(NULL);
+    _exit(1);
 }
 
 #define DIE(...)                                                                                   \

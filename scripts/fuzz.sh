@@ -90,6 +90,12 @@ merge_back() { # T WORK
 
 for t in $targets; do
   [ -d "$corpus/$t" ] || { echo "fuzz.sh: no corpus $corpus/$t" >&2; exit 2; }
+done
+
+# One target: its kept crash inputs and corpus replayed, then fuzzed for
+# the rounds' time; a line with its coverage (or its crash, and 1).
+fuzz_one() { # T
+  local t=$1
   maxlen=8192; [ "$t" = bill ] && maxlen=20000 # a real bill is ~15 KB
   work=$(mktemp -d "$scratch/corpus-$t.XXXXXX")
   cp "$corpus/$t"/* "$work/"
@@ -114,7 +120,7 @@ for t in $targets; do
       done
       echo "fuzz: $t FAILED (input in build-fuzz/crashes/)"
       [ -n "$kept" ] && echo "fuzz: kept as a regression input:$kept — fix the bug, commit the input with the fix; every run replays it"
-      exit 1
+      return 1
     fi
     cat "$log.round" >>"$log"
     read -r c0 f0 < <(coverage "$log.round" INITED)
@@ -135,4 +141,22 @@ for t in $targets; do
   if [ "$mode" != run ]; then line="$line; merged back: $(merge_back "$t" "$work")"; fi
   echo "$line"
   rm -rf "$work"
+}
+
+# The targets side by side, as many at a time as there are cores (each
+# libFuzzer process is one busy thread), their lines printed in order.
+par=$(nproc 2>/dev/null || echo 2)
+pids=() failed=0
+for t in $targets; do
+  while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do wait -n || true; done
+  fuzz_one "$t" >"$scratch/out-$t" 2>&1 &
+  pids+=("$!")
 done
+i=0
+for t in $targets; do
+  wait "${pids[$i]}" || failed=1
+  cat "$scratch/out-$t"
+  i=$((i + 1))
+done
+[ "$failed" -eq 0 ] || exit 1
+

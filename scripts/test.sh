@@ -2,8 +2,10 @@
 # test.sh — the whole suite, as `make test` and CI run it:
 #   1. Debian packages (scripts/deps.sh), lint for banned functions
 #   2. AddressSanitizer + UBSan build; every test on SQLite and PostgreSQL
-#   3. ThreadSanitizer build; the thread races on both backends
-#   4. the libFuzzer targets, each for a bounded time (PAYONCE_FUZZ_SECONDS)
+#   3. ThreadSanitizer build (begun beside stage 2's tests, which mostly
+#      wait); the thread races on both backends
+#   4. the libFuzzer targets (built beside stage 2's tests too), side by side,
+#      each for a bounded time (PAYONCE_FUZZ_SECONDS)
 #   5. the release build (`make build`, -O2: what `make demo` uses), the
 #      allocation-failure sweeps in it (they replace malloc, which the
 #      sanitizers own) and bench_smoke's every scenario (the ASan stage
@@ -44,24 +46,53 @@ export TMPDIR=$tmp
 PAYONCE_TEST_PG=$(scripts/pg.sh start "$pgdir")
 export PAYONCE_TEST_PG PAYONCE_REQUIRE_PG=1
 echo "test: PostgreSQL for tests at $PAYONCE_TEST_PG"
+# Each stage's heading says when it starts (seconds into the run), so a
+# run's log shows where its time went (docs/testing.md keeps the figures).
+stage() { echo "== $1 [at ${SECONDS} s]"; }
+# A build in the background while a stage's tests wait (CMD: its configure
+# command; then built one compiler at a time, and one such build at a time:
+# they queue on a lock), its output in build-NAME.log; await_build NAME
+# finishes it with all cores and fails the run when it did.
+declare -A bg_build
+background_build() { # NAME CMD...
+  local name=$1; shift
+  ( flock 9 && "$@" >/dev/null && cmake --build "build-$name" -j1 >/dev/null
+  ) 9>>"$tmp/background-build.lock" >"build-$name.log" 2>&1 &
+  bg_build[$name]=$!
+  sleep 0.2 # the first queued takes the lock first
+}
+await_build() { # NAME
+  wait "${bg_build[$1]}" && cmake --build "build-$1" -j"$jobs" >/dev/null 2>>"build-$1.log" ||
+    { echo "test: the $1 build failed:"; cat "build-$1.log"; exit 1; }
+  rm -f "build-$1.log"
+}
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
-echo "== ASan + UBSan build (a few minutes; quiet until the tests start)"
+stage "ASan + UBSan build (a few minutes; quiet until the tests start)"
 cmake -S . -B build-asan -DPO_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
+stage "ASan + UBSan: the tests (CTest)"
 export PAYONCE_FIGURES=$root/build-asan/figures.txt; rm -f "$PAYONCE_FIGURES"
 # the history checker's reports (issue 28 item 2), one JSON per suite: the
 # run's artifact, kept whether the suite passed or not
 export PAYONCE_REPORTS=$root/build-asan/reports; rm -rf "$PAYONCE_REPORTS"
-# two at a time (most tests wait on servers, sockets and sleeps more than they
-# compute), the cluster's test among them (tests/CMakeLists.txt says why)
-ctest --test-dir build-asan --output-on-failure -j"$jobs"
-echo "== figures (races, seed incident, fault injection)"
+# The tests mostly wait — on servers, sockets, fsync, the channels' schedules
+# — more than they compute: at two at a time the stage's processes used one
+# core of two on average (914 s of CPU in 912 s), so CTest runs twice as many
+# as there are cores, longest first (COST in tests/CMakeLists.txt), and the
+# TSan and then the fuzz build use what is left meanwhile, one compiler.
+ctest_jobs=$((jobs * 2))
+background_build tsan cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug \
+  -DPO_WERROR=ON
+background_build fuzz env CC=clang cmake -S . -B build-fuzz -DPO_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
+  -DPO_WERROR=ON
+ctest --test-dir build-asan --output-on-failure -j"$ctest_jobs"
+stage "figures (races, seed incident, fault injection)"
 cat "$PAYONCE_FIGURES"
-echo "== the history checker's reports (build-asan/reports; mutant-*: the planted bug, refused on purpose)"
+stage "the history checker's reports (build-asan/reports; mutant-*: the planted bug, refused on purpose)"
 python3 - "$PAYONCE_REPORTS"/history-*.json <<'PY'
 import json, sys
 for path in sys.argv[1:]:
@@ -72,40 +103,44 @@ for path in sys.argv[1:]:
              r["credits"], sum(c["checked"] for c in r["checks"].values()), bad))
 PY
 
-echo "== ThreadSanitizer build (a few minutes; quiet until the tests start)"
-cmake -S . -B build-tsan -DPO_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DPO_WERROR=ON >/dev/null
-cmake --build build-tsan -j"$jobs" >/dev/null
+stage "ThreadSanitizer build (begun beside the ASan tests; its rest now)"
+await_build tsan
+stage "ThreadSanitizer: the tests (CTest)"
 export PAYONCE_FIGURES=$root/build-tsan/figures.txt; rm -f "$PAYONCE_FIGURES"
+# Two at a time: under ThreadSanitizer the tests compute (4 at a time took
+# as long, and made the webhook case's compressed schedules miss their
+# bounds).
 ctest --test-dir build-tsan --output-on-failure -j"$jobs"
 cat "$PAYONCE_FIGURES"
 
-echo "== fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets: kept crash inputs and the committed corpus replayed, then ${PAYONCE_FUZZ_SECONDS:-10} s each; a line per target with its coverage"
+await_build fuzz
+stage "fuzz targets (libFuzzer, ASan + UBSan; clang build first), 8 targets: kept crash inputs and the committed corpus replayed, then ${PAYONCE_FUZZ_SECONDS:-10} s each; a line per target with its coverage"
 scripts/fuzz.sh "${PAYONCE_FUZZ_SECONDS:-10}"
-echo "== fuzzing keeps what it learns: a planted crash found, kept and replayed; coverage merged back within bounds"
+stage "fuzzing keeps what it learns: a planted crash found, kept and replayed; coverage merged back within bounds"
 tests/e2e/fuzz_keep.sh
 
-echo "== release build (make build) and the demo with it, as 'make demo' runs it"
+stage "release build (make build) and the demo with it, as 'make demo' runs it"
 make build PO_WERROR=ON | tee build-progress.log
 # the build speaks while it works (a fresh machine's first build is long)
 grep -Eq '^payonce: building build/ on [0-9]+ cores:.* [0-9]+% \([0-9]+ s\)$' build-progress.log \
   || { echo "make build printed no progress line"; exit 1; }
 rm -f build-progress.log
-echo "== allocation failures (the k-th allocation fails, every k; release build) and bench_smoke's whole run (every scenario; the ASan stage ran eight)"
+stage "allocation failures (the k-th allocation fails, every k; release build) and bench_smoke's whole run (every scenario; the ASan stage ran eight)"
 export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
-ctest --test-dir build -L 'alloc|bench' --output-on-failure -j"$jobs"
+ctest --test-dir build -L 'alloc|bench' --output-on-failure -j"$ctest_jobs"
 cat "$PAYONCE_FIGURES"
 scripts/demo.sh | tee build/demo.log
 python3 tests/e2e/readme_demo.py README.md build/demo.log
-echo "== the demo again under AddressSanitizer"
+stage "the demo again under AddressSanitizer"
 PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }
 tail -n 1 build-asan/demo.log
-echo "== the operator's console in Debian's Chromium (playwright-core): release build on SQLite, ASan build on PostgreSQL; screenshots docs/img/console-*.png"
+stage "the operator's console in Debian's Chromium (playwright-core): release build on SQLite, ASan build on PostgreSQL; screenshots docs/img/console-*.png"
 tests/e2e/console_test.sh build/payonce sqlite
 CONSOLE_SHOTS=$tmp/console-pg tests/e2e/console_test.sh build-asan/payonce postgres
-echo "== the Debian package (make deb): installed with dpkg -i, migrate and serve from its config, purged"
+stage "the Debian package (make deb): installed with dpkg -i, migrate and serve from its config, purged"
 tests/e2e/deb_test.sh
 # Servers and simulators stop by themselves: none of this run's may be left.
 sleep 1
 left=$(pgrep -af "$root/build[a-z-]*/payonce" || true)
 if [ -n "$left" ]; then echo "test: processes left running:"; echo "$left"; exit 1; fi
-echo "test: all suites passed"
+echo "test: all suites passed in ${SECONDS} s"

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static void remember(struct t_gateway *gw, pid_t pid);
+static void forget(struct t_gateway *gw, pid_t pid);
 
 static void die(const char *what, const char *detail)
 {
@@ -237,11 +241,13 @@ pid_t t_serve(const char *dir, const char *bin, const char *url, const char *con
     if (!f || !fgets(line, sizeof line, f) || sscanf(line, "listening on port %u", port) != 1)
         die("payonce serve child did not start; see", log);
     fclose(f);
+    remember(NULL, pid);
     return pid;
 }
 
 void t_serve_stop(pid_t pid)
 {
+    forget(NULL, pid);
     kill(pid, SIGTERM);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -354,6 +360,83 @@ void t_gateway_cfg(struct po_gateway_cfg *g, const char *url, const unsigned cha
     g->webhooks.senders = 0;
 }
 
+/* What the running case started (t_gateway_start, t_serve) and has not
+ * stopped: a check that ended the case left it, and after the case's
+ * teardown it is stopped (t_after_each_case), not left serving the next
+ * case from the same database. What a program starts outside its cases is
+ * its own to stop. */
+#define LEFT_MAX 64
+struct left {
+    int serial;
+    struct t_gateway *gw;
+    pid_t pid;
+};
+static struct {
+    pthread_mutex_t mu;
+    struct left e[LEFT_MAX];
+    int n;
+} L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void gateway_close(struct t_gateway *t)
+{
+    po_server_stop(t->srv);
+    po_gateway_close(t->gw);
+    free(t);
+}
+
+static void stop_left(int serial)
+{
+    for (;;) {
+        struct t_gateway *gw = NULL;
+        pid_t pid = 0;
+        pthread_mutex_lock(&L.mu);
+        for (int i = 0; i < L.n && !gw && !pid; i++)
+            if (L.e[i].serial == serial) {
+                gw = L.e[i].gw;
+                pid = L.e[i].pid;
+                L.e[i] = L.e[--L.n];
+            }
+        pthread_mutex_unlock(&L.mu);
+        if (!gw && !pid)
+            return;
+        if (gw) {
+            fprintf(stderr, "simenv: stopping a gateway the case left running\n");
+            gateway_close(gw);
+        }
+        /* Still our unreaped child (so its pid is not anyone else's):
+         * killed and reaped. Already reaped by the case: nothing. */
+        int status = 0;
+        if (pid && waitpid(pid, &status, WNOHANG) == 0) {
+            fprintf(stderr, "simenv: stopping a payonce serve the case left running\n");
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+    }
+}
+
+static void remember(struct t_gateway *gw, pid_t pid)
+{
+    int serial = t_case_serial();
+    if (!serial)
+        return;
+    t_after_each_case(stop_left);
+    pthread_mutex_lock(&L.mu);
+    if (L.n < LEFT_MAX)
+        L.e[L.n++] = (struct left){serial, gw, pid};
+    pthread_mutex_unlock(&L.mu);
+}
+
+static void forget(struct t_gateway *gw, pid_t pid)
+{
+    pthread_mutex_lock(&L.mu);
+    for (int i = 0; i < L.n; i++)
+        if ((gw && L.e[i].gw == gw) || (pid && L.e[i].pid == pid)) {
+            L.e[i] = L.e[--L.n];
+            break;
+        }
+    pthread_mutex_unlock(&L.mu);
+}
+
 struct t_gateway *t_gateway_start(const struct po_gateway_cfg *g, const struct po_server_cfg *scfg)
 {
     struct t_gateway *t = calloc(1, sizeof *t);
@@ -364,6 +447,7 @@ struct t_gateway *t_gateway_start(const struct po_gateway_cfg *g, const struct p
         po_server_start(t->gw, scfg, &t->srv, err, sizeof err))
         die("gateway", err);
     t->port = po_server_port(t->srv);
+    remember(t, 0);
     return t;
 }
 
@@ -371,7 +455,6 @@ void t_gateway_stop(struct t_gateway *t)
 {
     if (!t)
         return;
-    po_server_stop(t->srv);
-    po_gateway_close(t->gw);
-    free(t);
+    forget(t, 0);
+    gateway_close(t);
 }

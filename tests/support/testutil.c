@@ -29,6 +29,10 @@ static struct {
     size_t next;
     int counted;     /* t_fail's calls since the case's setup began */
     bool keep_going; /* PAYONCE_TEST_KEEP_GOING: every check counts, none ends */
+    int serial;      /* of the case running now; 0 between cases */
+    int last_serial;
+    void (*after[4])(int serial);
+    int nafter;
 } C = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void say_failed(const char *fmt, va_list ap)
@@ -74,10 +78,30 @@ void t_check_failed(const char *file, int line, const char *fmt, ...)
     _fail(file, line); /* cmocka's fail(): the case ends here */
 }
 
+int t_case_serial(void)
+{
+    pthread_mutex_lock(&C.mu);
+    int serial = C.serial;
+    pthread_mutex_unlock(&C.mu);
+    return serial;
+}
+
+void t_after_each_case(void (*fn)(int serial))
+{
+    pthread_mutex_lock(&C.mu);
+    bool known = false;
+    for (int i = 0; i < C.nafter; i++)
+        known = known || C.after[i] == fn;
+    if (!known && C.nafter < 4)
+        C.after[C.nafter++] = fn;
+    pthread_mutex_unlock(&C.mu);
+}
+
 static int case_setup(void **state)
 {
     pthread_mutex_lock(&C.mu);
     const struct CMUnitTest *t = &C.tests[C.next++];
+    C.serial = ++C.last_serial;
     C.counted = 0;
     C.in_body = false;
     C.thread = pthread_self();
@@ -99,6 +123,14 @@ static int case_teardown(void **state)
     pthread_mutex_unlock(&C.mu);
     int rc = t->teardown_func ? t->teardown_func(state) : 0;
     pthread_mutex_lock(&C.mu);
+    int serial = C.serial, nafter = C.nafter;
+    void (*after[4])(int);
+    memcpy(after, C.after, sizeof after);
+    pthread_mutex_unlock(&C.mu);
+    for (int i = 0; i < nafter; i++)
+        after[i](serial);
+    pthread_mutex_lock(&C.mu);
+    C.serial = 0;
     int counted = C.counted;
     pthread_mutex_unlock(&C.mu);
     if (counted) {

@@ -67,6 +67,13 @@ void t_check_failed(const char *file, int line, const char *fmt, ...) PO_PRINTF(
  * handlers). */
 int t_run_group(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
                 CMFixtureFunction teardown);
+/* What a case left when a check ended it: the serial number of the case
+ * running now (0 outside any case), and fn called after each case's
+ * teardown with the serial of the case that ended (simenv stops the
+ * gateways and `payonce serve` children that case started and did not stop,
+ * so that they do not serve the next case). At most 4 functions. */
+int t_case_serial(void);
+void t_after_each_case(void (*fn)(int serial));
 /* The same for an array of cases (cmocka_run_group_tests_name's shape). */
 #define T_RUN_GROUP(name, tests, setup, teardown)                                                  \
     t_run_group(name, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)

@@ -125,20 +125,42 @@ make build PO_WERROR=ON | tee build-progress.log
 grep -Eq '^payonce: building build/ on [0-9]+ cores:.* [0-9]+% \([0-9]+ s\)$' build-progress.log \
   || { echo "make build printed no progress line"; exit 1; }
 rm -f build-progress.log
-stage "allocation failures (the k-th allocation fails, every k; release build) and bench_smoke's whole run (every scenario; the ASan stage ran eight)"
-export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
-ctest --test-dir build -L 'alloc|bench' --output-on-failure -j"$ctest_jobs"
-cat "$PAYONCE_FIGURES"
 scripts/demo.sh | tee build/demo.log
 python3 tests/e2e/readme_demo.py README.md build/demo.log
-stage "the demo again under AddressSanitizer"
-PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 || { cat build-asan/demo.log; exit 1; }
-tail -n 1 build-asan/demo.log
-stage "the operator's console in Debian's Chromium (playwright-core): release build on SQLite, ASan build on PostgreSQL; screenshots docs/img/console-*.png"
-tests/e2e/console_test.sh build/payonce sqlite
-CONSOLE_SHOTS=$tmp/console-pg tests/e2e/console_test.sh build-asan/payonce postgres
-stage "the Debian package (make deb): installed with dpkg -i, migrate and serve from its config, purged"
-tests/e2e/deb_test.sh
+# Two lanes side by side, each its stages in order: the release build's
+# allocation sweeps and bench_smoke (they compute), and the demo under ASan,
+# the console in Chromium twice and the Debian package (they wait on a
+# browser, servers and dpkg more than they compute). A lane's output is
+# printed when both are done, each stage under its heading; a failed stage
+# ends its lane and fails the run.
+lane() { # NAME: the lane's stages, its output into $tmp/lane-NAME.log
+  case $1 in
+    release)
+      stage "allocation failures (the k-th allocation fails, every k; release build) and bench_smoke's whole run (every scenario; the ASan stage ran eight)"
+      export PAYONCE_FIGURES=$root/build/figures.txt; rm -f "$PAYONCE_FIGURES"
+      ctest --test-dir build -L 'alloc|bench' --output-on-failure -j"$jobs" || return 1
+      cat "$PAYONCE_FIGURES" ;;
+    browser)
+      stage "the demo again under AddressSanitizer"
+      PAYONCE_BIN=$root/build-asan/payonce scripts/demo.sh > build-asan/demo.log 2>&1 ||
+        { cat build-asan/demo.log; return 1; }
+      tail -n 1 build-asan/demo.log
+      stage "the operator's console in Debian's Chromium (playwright-core): release build on SQLite, ASan build on PostgreSQL; screenshots docs/img/console-*.png"
+      tests/e2e/console_test.sh build/payonce sqlite || return 1
+      CONSOLE_SHOTS=$tmp/console-pg tests/e2e/console_test.sh build-asan/payonce postgres || return 1
+      stage "the Debian package (make deb): installed with dpkg -i, migrate and serve from its config, purged"
+      tests/e2e/deb_test.sh || return 1 ;;
+  esac
+}
+stage "two lanes side by side: the release build's sweeps and bench_smoke | the ASan demo, the console in Chromium twice, the Debian package"
+lane release > "$tmp/lane-release.log" 2>&1 & release_pid=$!
+lane browser > "$tmp/lane-browser.log" 2>&1 & browser_pid=$!
+lanes_ok=1
+wait "$release_pid" || lanes_ok=0
+wait "$browser_pid" || lanes_ok=0
+cat "$tmp/lane-release.log" "$tmp/lane-browser.log"
+[ "$lanes_ok" -eq 1 ] || { echo "test: a lane failed (above)"; exit 1; }
+stage "the lanes done"
 # Servers and simulators stop by themselves: none of this run's may be left.
 sleep 1
 left=$(pgrep -af "$root/build[a-z-]*/payonce" || true)
